@@ -1,0 +1,108 @@
+# leaderd — plain GNU make. `make` builds, `make test` runs every test,
+# `make demo` shows a failover on loopback. See README.md.
+
+VERSION := 0.1.0
+B       := build
+CC      ?= cc
+PKGS    := libcurl libmicrohttpd jansson yaml-0.1 openssl
+PY      ?= python3
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wformat=2 -Wno-format-nonliteral -Wpointer-arith -Wvla
+HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -MMD -MP -Ilib \
+           -DLEADERD_VERSION=\"$(VERSION)\"
+OPT     ?= -O2 $(HARDEN)
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+CFLAGS  ?=
+LDFLAGS ?=
+ALL_CFLAGS = $(BASE_CFLAGS) $(OPT) $(PKG_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = -pie -Wl,-z,relro,-z,now $(LDFLAGS)
+
+# Sanitizer flavour of the unit tests: `make test` builds both.
+SAN_B      := $(B)/san
+SAN_CFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+
+LIB_SRC  := $(wildcard lib/*.c)
+D_SRC    := $(filter-out cmd/leaderd/main.c,$(wildcard cmd/leaderd/*.c))
+API_SRC  := $(wildcard cmd/leaderd-apiserver/*.c)
+SUP_SRC  := $(wildcard tests/unit/support/*.c)
+UNIT_SRC := $(wildcard tests/unit/check_*.c)
+UNITS    := $(patsubst tests/unit/%.c,%,$(UNIT_SRC))
+
+obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
+
+.PHONY: all deps test unit unit-san integration demo bench clean format lint
+all: $(B)/.deps $(B)/leaderd $(B)/leaderd-apiserver
+
+$(B)/.deps: tools/deps.sh
+	@bash tools/deps.sh build
+	@mkdir -p $(B) && touch $@
+
+deps: $(B)/.deps
+
+# ---- objects (normal and sanitizer builds share the rules) ----
+$(B)/obj/%.o: %.c | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(SAN_B)/obj/%.o: %.c | $(B)/.deps
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(B)/libleaderd.a: $(call obj,$(B),$(LIB_SRC))
+	ar rcs $@ $^
+$(SAN_B)/libleaderd.a: $(call obj,$(SAN_B),$(LIB_SRC))
+	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+$(B)/libleaderd-daemon.a: $(call obj,$(B),$(D_SRC))
+	ar rcs $@ $^
+$(SAN_B)/libleaderd-daemon.a: $(call obj,$(SAN_B),$(D_SRC))
+	@mkdir -p $(dir $@)
+	ar rcs $@ $^
+
+$(B)/leaderd: $(call obj,$(B),cmd/leaderd/main.c) $(B)/libleaderd-daemon.a $(B)/libleaderd.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(B)/leaderd-apiserver: $(call obj,$(B),$(API_SRC)) $(B)/libleaderd.a
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# ---- unit tests: one Check binary per tests/unit/check_*.c ----
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)
+$(B)/tests/%: $(call obj,$(B),tests/unit/%.c) $(call obj,$(B),$(SUP_SRC)) \
+              $(B)/libleaderd-daemon.a $(B)/libleaderd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(PKG_LIBS)
+$(SAN_B)/tests/%: $(call obj,$(SAN_B),tests/unit/%.c) $(call obj,$(SAN_B),$(SUP_SRC)) \
+              $(SAN_B)/libleaderd-daemon.a $(SAN_B)/libleaderd.a
+	@mkdir -p $(dir $@)
+	$(CC) -fsanitize=address,undefined -o $@ $^ $(CHECK_LIBS) $(PKG_LIBS)
+
+unit: $(addprefix $(B)/tests/,$(UNITS))
+	@bash tools/run-unit.sh $(B)/tests $(UNITS)
+unit-san: $(addprefix $(SAN_B)/tests/,$(UNITS))
+	@bash tools/run-unit.sh $(SAN_B)/tests $(UNITS)
+
+integration: all
+	@LEADERD_BUILD=$(abspath $(B)) $(PY) tests/integration/run.py
+
+# Everything, with one summary line at the end.
+test: all $(addprefix $(B)/tests/,$(UNITS)) $(addprefix $(SAN_B)/tests/,$(UNITS))
+	@bash tools/run-tests.sh $(B) $(SAN_B) "$(UNITS)"
+
+demo: all
+	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/demo.py
+
+bench: all
+	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench.py
+
+format:
+	clang-format -i lib/*.[ch] cmd/*/*.[ch] tests/unit/*.c tests/unit/support/*.[ch]
+
+clean:
+	rm -rf $(B)
+
+.SECONDARY:
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

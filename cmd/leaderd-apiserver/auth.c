@@ -1,0 +1,369 @@
+#include "auth.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include <openssl/crypto.h>
+
+#include "util.h"
+
+#define TOKEN_BYTES 24
+#define RETIRED_MAX 8
+
+struct client {
+    char name[AS_CLIENT_MAX];
+    char token[AS_TOKEN_MAX]; /* "" when revoked */
+    char old_token[AS_TOKEN_MAX];
+    int64_t old_until_ms;
+    char retired[RETIRED_MAX][AS_TOKEN_MAX];
+    size_t retired_next;
+};
+
+struct as_auth {
+    pthread_mutex_t mu;
+    char *dir;
+    char *server;
+    struct client *clients;
+    size_t n;
+    char admin[AS_TOKEN_MAX];
+};
+
+bool as_valid_client_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= AS_CLIENT_MAX || strcmp(name, AS_ADMIN) == 0 ||
+        strcmp(name, "anonymous") == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+            return false;
+    }
+    return true;
+}
+
+/* A token read back from disk must look like one we could have written:
+ * printable, no blanks, long enough to be unguessable. */
+static bool plausible_token(const char *t)
+{
+    size_t n = strlen(t);
+    if (n < 16 || n >= AS_TOKEN_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (t[i] <= ' ' || t[i] > '~')
+            return false;
+    return true;
+}
+
+/* Loads the token at path or writes a new one; out holds AS_TOKEN_MAX. */
+static bool load_or_create_token(const char *path, char *out, char *err, size_t errlen)
+{
+    size_t len;
+    char *text = as_read_file(path, AS_TOKEN_MAX * 2, &len);
+    if (text) {
+        while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
+                           text[len - 1] == ' '))
+            text[--len] = '\0';
+        bool ok = plausible_token(text);
+        if (ok)
+            snprintf(out, AS_TOKEN_MAX, "%s", text);
+        free(text);
+        if (ok)
+            return true;
+    }
+    if (!as_random_hex(TOKEN_BYTES, out)) {
+        snprintf(err, errlen, "no randomness for tokens");
+        return false;
+    }
+    if (as_write_file_atomic(path, out, strlen(out), 0600) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+struct as_auth *as_auth_new(const char *dir, char *const *clients, size_t n, char *err,
+                            size_t errlen)
+{
+    struct as_auth *a = calloc(1, sizeof *a);
+    char *tokdir = NULL, *path = NULL;
+    if (!a)
+        goto oom;
+    pthread_mutex_init(&a->mu, NULL);
+    a->dir = strdup(dir);
+    a->clients = n ? calloc(n, sizeof *a->clients) : NULL;
+    tokdir = as_path_join(dir, "tokens");
+    path = as_path_join(dir, "admin-token");
+    if (!a->dir || (n && !a->clients) || !tokdir || !path)
+        goto oom;
+    if (mkdir(tokdir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", tokdir, strerror(errno));
+        goto fail;
+    }
+    if (!load_or_create_token(path, a->admin, err, errlen))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        struct client *c = &a->clients[a->n];
+        snprintf(c->name, sizeof c->name, "%s", clients[i]);
+        free(path);
+        path = as_path_join(tokdir, c->name);
+        if (!path)
+            goto oom;
+        if (!load_or_create_token(path, c->token, err, errlen))
+            goto fail;
+        a->n++;
+    }
+    free(tokdir);
+    free(path);
+    return a;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    free(tokdir);
+    free(path);
+    as_auth_free(a);
+    return NULL;
+}
+
+void as_auth_free(struct as_auth *a)
+{
+    if (!a)
+        return;
+    OPENSSL_cleanse(a->admin, sizeof a->admin);
+    if (a->clients)
+        OPENSSL_cleanse(a->clients, a->n * sizeof *a->clients);
+    free(a->clients);
+    free(a->dir);
+    free(a->server);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+}
+
+/* Appends s to buf as a YAML double-quoted scalar. */
+static void yaml_quoted(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* Writes one kubeconfig; token_file selects tokenFile over an inline token. */
+static bool write_kubeconfig(struct as_auth *a, const char *file, const char *user,
+                             const char *token, bool token_file, char *err, size_t errlen)
+{
+    char *buf = NULL, *path = NULL, *ca = NULL, *tok_path = NULL;
+    size_t len = 0;
+    bool ok = false;
+    FILE *f = open_memstream(&buf, &len);
+    path = as_path_join(a->dir, file);
+    ca = as_path_join(a->dir, "ca.crt");
+    if (token_file) {
+        char rel[AS_CLIENT_MAX + 8];
+        snprintf(rel, sizeof rel, "tokens/%s", user);
+        tok_path = as_path_join(a->dir, rel);
+    }
+    if (!f || !path || !ca || (token_file && !tok_path)) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    fputs("# Written by leaderd-apiserver (test server, not for production).\n"
+          "apiVersion: v1\nkind: Config\nclusters:\n- name: leaderd-test\n  cluster:\n"
+          "    server: ",
+          f);
+    yaml_quoted(f, a->server);
+    fputs("\n    certificate-authority: ", f);
+    yaml_quoted(f, ca);
+    fprintf(f, "\nusers:\n- name: %s\n  user:\n", user);
+    if (token_file) {
+        fputs("    tokenFile: ", f);
+        yaml_quoted(f, tok_path);
+    } else {
+        fputs("    token: ", f);
+        yaml_quoted(f, token);
+    }
+    fprintf(f,
+            "\ncontexts:\n- name: %s@leaderd-test\n  context:\n    cluster: leaderd-test\n"
+            "    user: %s\n    namespace: default\ncurrent-context: %s@leaderd-test\n"
+            "preferences: {}\n",
+            user, user, user);
+    if (fclose(f) != 0) {
+        f = NULL;
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    f = NULL;
+    if (as_write_file_atomic(path, buf, len, 0600) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        goto out;
+    }
+    ok = true;
+out:
+    if (f)
+        fclose(f);
+    free(buf);
+    free(path);
+    free(ca);
+    free(tok_path);
+    return ok;
+}
+
+static bool write_client_kubeconfigs(struct as_auth *a, const struct client *c, char *err,
+                                     size_t errlen)
+{
+    char file[AS_CLIENT_MAX + 32];
+    snprintf(file, sizeof file, "kubeconfig-%s", c->name);
+    if (!write_kubeconfig(a, file, c->name, c->token, false, err, errlen))
+        return false;
+    snprintf(file, sizeof file, "kubeconfig-%s-tokenfile", c->name);
+    return write_kubeconfig(a, file, c->name, NULL, true, err, errlen);
+}
+
+bool as_auth_set_server(struct as_auth *a, const char *server_url, char *err, size_t errlen)
+{
+    bool ok = false;
+    pthread_mutex_lock(&a->mu);
+    free(a->server);
+    a->server = strdup(server_url);
+    if (!a->server) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    if (!write_kubeconfig(a, "kubeconfig-admin", AS_ADMIN, a->admin, false, err, errlen))
+        goto out;
+    for (size_t i = 0; i < a->n; i++)
+        if (!write_client_kubeconfigs(a, &a->clients[i], err, errlen))
+            goto out;
+    ok = true;
+out:
+    pthread_mutex_unlock(&a->mu);
+    return ok;
+}
+
+static bool token_eq(const char *known, const char *given, size_t glen)
+{
+    size_t klen = strlen(known);
+    return klen > 0 && klen == glen && CRYPTO_memcmp(known, given, glen) == 0;
+}
+
+enum as_who as_auth_identify(struct as_auth *a, const char *authz, char *name, bool *valid)
+{
+    enum as_who who = AS_WHO_NONE;
+    *valid = false;
+    name[0] = '\0';
+    if (!authz || strncasecmp(authz, "Bearer ", 7) != 0)
+        return AS_WHO_NONE;
+    const char *tok = authz + 7;
+    while (*tok == ' ')
+        tok++;
+    size_t len = strlen(tok);
+    while (len > 0 && tok[len - 1] == ' ')
+        len--;
+    if (len == 0 || len >= AS_TOKEN_MAX)
+        return AS_WHO_NONE;
+    int64_t now = as_mono_ms();
+    pthread_mutex_lock(&a->mu);
+    if (token_eq(a->admin, tok, len)) {
+        snprintf(name, AS_CLIENT_MAX, "%s", AS_ADMIN);
+        *valid = true;
+        who = AS_WHO_ADMIN;
+        goto out;
+    }
+    for (size_t i = 0; i < a->n; i++) {
+        struct client *c = &a->clients[i];
+        bool cur = token_eq(c->token, tok, len);
+        bool old = token_eq(c->old_token, tok, len);
+        bool retired = false;
+        for (size_t k = 0; k < RETIRED_MAX && !cur && !old && !retired; k++)
+            retired = token_eq(c->retired[k], tok, len);
+        if (cur || old || retired) {
+            snprintf(name, AS_CLIENT_MAX, "%s", c->name);
+            *valid = cur || (old && now < c->old_until_ms);
+            who = AS_WHO_CLIENT;
+            goto out;
+        }
+    }
+out:
+    pthread_mutex_unlock(&a->mu);
+    return who;
+}
+
+static struct client *find_client(struct as_auth *a, const char *name)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->clients[i].name, name) == 0)
+            return &a->clients[i];
+    return NULL;
+}
+
+static void retire(struct client *c, const char *token)
+{
+    if (!token[0])
+        return;
+    snprintf(c->retired[c->retired_next], AS_TOKEN_MAX, "%s", token);
+    c->retired_next = (c->retired_next + 1) % RETIRED_MAX;
+}
+
+bool as_auth_rotate(struct as_auth *a, const char *client, int64_t grace_ms,
+                    char *token_out, char *err, size_t errlen)
+{
+    bool ok = false;
+    char fresh[AS_TOKEN_MAX];
+    char *path = NULL;
+    pthread_mutex_lock(&a->mu);
+    struct client *c = find_client(a, client);
+    if (!c) {
+        snprintf(err, errlen, "unknown client %s", client);
+        goto out;
+    }
+    char rel[AS_CLIENT_MAX + 8];
+    snprintf(rel, sizeof rel, "tokens/%s", c->name);
+    path = as_path_join(a->dir, rel);
+    if (!path || !as_random_hex(TOKEN_BYTES, fresh)) {
+        snprintf(err, errlen, "out of memory or randomness");
+        goto out;
+    }
+    if (as_write_file_atomic(path, fresh, strlen(fresh), 0600) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        goto out;
+    }
+    retire(c, c->old_token);
+    snprintf(c->old_token, AS_TOKEN_MAX, "%s", c->token);
+    c->old_until_ms = as_mono_ms() + grace_ms;
+    snprintf(c->token, AS_TOKEN_MAX, "%s", fresh);
+    if (a->server && !write_client_kubeconfigs(a, c, err, errlen))
+        goto out;
+    snprintf(token_out, AS_TOKEN_MAX, "%s", fresh);
+    ok = true;
+out:
+    pthread_mutex_unlock(&a->mu);
+    free(path);
+    return ok;
+}
+
+bool as_auth_revoke(struct as_auth *a, const char *client)
+{
+    pthread_mutex_lock(&a->mu);
+    struct client *c = find_client(a, client);
+    if (c) {
+        retire(c, c->old_token);
+        retire(c, c->token);
+        c->old_token[0] = '\0';
+        c->token[0] = '\0';
+    }
+    pthread_mutex_unlock(&a->mu);
+    return c != NULL;
+}

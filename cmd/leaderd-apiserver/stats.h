@@ -1,0 +1,28 @@
+/*
+ * stats: per-client request counters of leaderd-apiserver, by verb and by
+ * outcome (an HTTP code, or "reset" / "disconnected" when no answer was
+ * sent). Read and cleared through the control API. Thread-safe.
+ */
+#ifndef AS_STATS_H
+#define AS_STATS_H
+
+#include <jansson.h>
+
+#include "faults.h"
+
+struct as_stats;
+
+/* Returns a new, empty counter table (free with as_stats_free) or NULL. */
+struct as_stats *as_stats_new(void);
+void as_stats_free(struct as_stats *s); /* NULL-safe */
+
+/* Counts one request of client (NULL: "anonymous") with outcome. */
+void as_stats_count(struct as_stats *s, const char *client, enum as_verb verb,
+                    const char *outcome);
+
+/* {"client":{"verb":{"outcome":count}}}; new reference or NULL. */
+json_t *as_stats_json(struct as_stats *s);
+
+void as_stats_reset(struct as_stats *s);
+
+#endif

@@ -1,0 +1,998 @@
+#include "store.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "leaseval.h"
+#include "util.h"
+
+#define MAX_ENTRIES 10000
+#define HIST_CAP 4096
+#define LOG_CAP 100000
+#define STATE_FILE_CAP (64u << 20)
+
+struct entry {
+    char *ns;
+    char *name;
+    uint64_t rv;
+    json_t *obj; /* normalised Lease; NULL for a raw entry */
+    char *raw;   /* verbatim text of a raw entry */
+};
+
+struct event {
+    uint64_t rv;
+    char *ns;
+    char *name;
+    char *line; /* {"type":...,"object":...}\n */
+};
+
+struct as_store {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    struct entry *entries;
+    size_t n, cap;
+    uint64_t rv;
+    struct event hist[HIST_CAP];
+    size_t hist_start, hist_n;
+    uint64_t floor; /* watches can resume from any version >= floor */
+    json_t *log;
+    uint64_t log_seq;
+    char *state_file;
+    bool closing;
+};
+
+static void entry_clear(struct entry *e)
+{
+    free(e->ns);
+    free(e->name);
+    json_decref(e->obj);
+    free(e->raw);
+    memset(e, 0, sizeof *e);
+}
+
+static void event_clear(struct event *ev)
+{
+    free(ev->ns);
+    free(ev->name);
+    free(ev->line);
+    memset(ev, 0, sizeof *ev);
+}
+
+static struct entry *find(struct as_store *s, const char *ns, const char *name)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->entries[i].ns, ns) == 0 && strcmp(s->entries[i].name, name) == 0)
+            return &s->entries[i];
+    return NULL;
+}
+
+static char *entry_text(const struct entry *e)
+{
+    if (e->raw)
+        return strdup(e->raw);
+    return json_dumps(e->obj, JSON_COMPACT);
+}
+
+/* The entry as a parsed object (new reference), or NULL when a raw entry
+ * is not a JSON object. */
+static json_t *entry_parsed(const struct entry *e)
+{
+    if (e->obj)
+        return json_incref(e->obj);
+    json_t *j = json_loads(e->raw, 0, NULL);
+    if (j && !json_is_object(j)) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static bool parse_rv(const char *text, uint64_t *out)
+{
+    long long v;
+    if (!as_parse_ll(text, 1, INT64_MAX, &v))
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+static void set_rv(json_t *obj, uint64_t rv)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%" PRIu64, rv);
+    json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion",
+                        json_string(buf));
+}
+
+static json_t *new_uid(void)
+{
+    char hex[33], uid[37];
+    if (!as_random_hex(16, hex))
+        return NULL;
+    hex[12] = '4';
+    hex[16] = "89ab"[hex[16] % 4];
+    snprintf(uid, sizeof uid, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16,
+             hex + 20);
+    return json_string(uid);
+}
+
+/* Rebuilds metadata in kube's field order with server-owned fields set. */
+static json_t *build_meta(json_t *src, const char *ns, json_t *uid, json_t *ctime)
+{
+    static const char *const before[] = {"name", "generateName"};
+    static const char *const after[] = {"labels", "annotations", "ownerReferences",
+                                        "finalizers"};
+    json_t *m = json_object();
+    if (!m)
+        return NULL;
+    for (size_t i = 0; i < sizeof before / sizeof *before; i++) {
+        json_t *v = json_object_get(src, before[i]);
+        if (v)
+            json_object_set(m, before[i], v);
+    }
+    json_object_set_new(m, "namespace", json_string(ns));
+    if (uid)
+        json_object_set(m, "uid", uid);
+    json_object_set_new(m, "resourceVersion", json_string(""));
+    if (ctime)
+        json_object_set(m, "creationTimestamp", ctime);
+    for (size_t i = 0; i < sizeof after / sizeof *after; i++) {
+        json_t *v = json_object_get(src, after[i]);
+        if (v)
+            json_object_set(m, after[i], v);
+    }
+    return m;
+}
+
+/* The object to store: lease's user fields, server-owned metadata, and
+ * strategy/preferredHolder only where the (disabled) CLE gate keeps them:
+ * never on create, on update only if the old object had them. */
+static json_t *prepare(json_t *lease, const char *ns, json_t *uid, json_t *ctime,
+                       json_t *old)
+{
+    json_t *obj = json_object();
+    json_t *meta = build_meta(json_object_get(lease, "metadata"), ns, uid, ctime);
+    json_t *spec = json_deep_copy(json_object_get(lease, "spec"));
+    if (!obj || !meta || !spec) {
+        json_decref(obj);
+        json_decref(meta);
+        json_decref(spec);
+        return NULL;
+    }
+    json_t *old_spec = json_object_get(old, "spec");
+    if (!json_object_get(old_spec, "strategy"))
+        json_object_del(spec, "strategy");
+    if (!json_object_get(old_spec, "preferredHolder"))
+        json_object_del(spec, "preferredHolder");
+    json_object_set_new(obj, "kind", json_string("Lease"));
+    json_object_set_new(obj, "apiVersion", json_string("coordination.k8s.io/v1"));
+    json_object_set_new(obj, "metadata", meta);
+    json_object_set_new(obj, "spec", spec);
+    return obj;
+}
+
+static void push_event(struct as_store *s, const char *type, const char *ns,
+                       const char *name, const char *text)
+{
+    struct event ev = {0};
+    ev.rv = s->rv;
+    ev.ns = strdup(ns);
+    ev.name = strdup(name);
+    size_t tl = strlen(text);
+    /* A raw document may end in a newline; it must not split the frame. */
+    while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == '\r'))
+        tl--;
+    if (asprintf(&ev.line, "{\"type\":\"%s\",\"object\":%.*s}\n", type, (int)tl, text) < 0)
+        ev.line = NULL;
+    if (!ev.ns || !ev.name || !ev.line) {
+        /* Losing an event silently would let a watcher miss a change. */
+        event_clear(&ev);
+        s->floor = s->rv;
+        return;
+    }
+    if (s->hist_n == HIST_CAP) {
+        struct event *old = &s->hist[s->hist_start];
+        s->floor = old->rv;
+        event_clear(old);
+        s->hist_start = (s->hist_start + 1) % HIST_CAP;
+        s->hist_n--;
+    }
+    s->hist[(s->hist_start + s->hist_n) % HIST_CAP] = ev;
+    s->hist_n++;
+}
+
+static void log_write(struct as_store *s, const char *client, const char *verb,
+                      const char *ns, const char *name, json_t *obj, uint64_t rv)
+{
+    char wall[32], rvs[24];
+    json_t *spec = json_object_get(obj, "spec");
+    json_t *holder = json_object_get(spec, "holderIdentity");
+    json_t *trans = json_object_get(spec, "leaseTransitions");
+    json_t *e = json_object();
+    if (!e)
+        return;
+    snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
+    json_object_set_new(e, "seq", json_integer((json_int_t)++s->log_seq));
+    json_object_set_new(e, "mono_ms", json_integer(as_mono_ms()));
+    json_object_set_new(e, "wall", json_string(as_rfc3339(as_wall_us(), true, wall)));
+    json_object_set_new(e, "client", json_string(client));
+    json_object_set_new(e, "verb", json_string(verb));
+    json_object_set_new(e, "namespace", json_string(ns));
+    json_object_set_new(e, "name", json_string(name));
+    json_object_set(e, "holderIdentity", json_is_string(holder) ? holder : json_null());
+    json_object_set(e, "leaseTransitions", json_is_integer(trans) ? trans : json_null());
+    json_object_set_new(e, "resourceVersion", json_string(rvs));
+    if (json_array_size(s->log) >= LOG_CAP)
+        json_array_remove(s->log, 0);
+    json_array_append_new(s->log, e);
+}
+
+static void persist(struct as_store *s)
+{
+    if (!s->state_file)
+        return;
+    char rvs[24];
+    json_t *root = json_object();
+    json_t *arr = json_array();
+    char *text = NULL;
+    if (!root || !arr)
+        goto fail;
+    snprintf(rvs, sizeof rvs, "%" PRIu64, s->rv);
+    json_object_set_new(root, "resourceVersion", json_string(rvs));
+    for (size_t i = 0; i < s->n; i++) {
+        struct entry *e = &s->entries[i];
+        json_t *j = json_object();
+        if (!j)
+            goto fail;
+        snprintf(rvs, sizeof rvs, "%" PRIu64, e->rv);
+        json_object_set_new(j, "namespace", json_string(e->ns));
+        json_object_set_new(j, "name", json_string(e->name));
+        json_object_set_new(j, "resourceVersion", json_string(rvs));
+        if (e->raw)
+            json_object_set_new(j, "raw", json_string(e->raw));
+        else
+            json_object_set(j, "object", e->obj);
+        json_array_append_new(arr, j);
+    }
+    json_object_set(root, "leases", arr);
+    text = json_dumps(root, JSON_INDENT(1));
+    if (!text)
+        goto fail;
+    if (as_write_file_atomic(s->state_file, text, strlen(text), 0600) != 0) {
+        fprintf(stderr, "leaderd-apiserver: writing %s: %s\n", s->state_file,
+                strerror(errno));
+    }
+    goto out;
+fail:
+    fprintf(stderr, "leaderd-apiserver: cannot serialise state: out of memory\n");
+out:
+    free(text);
+    json_decref(arr);
+    json_decref(root);
+}
+
+/* Everything a committed write does besides changing the entry. */
+static void committed(struct as_store *s, const char *type, const char *verb,
+                      const struct entry *e, json_t *obj, const char *client)
+{
+    char *text = e->raw ? strdup(e->raw) : json_dumps(obj, JSON_COMPACT);
+    if (text)
+        push_event(s, type, e->ns, e->name, text);
+    else
+        s->floor = s->rv;
+    free(text);
+    log_write(s, client, verb, e->ns, e->name, obj, e->rv);
+    persist(s);
+    pthread_cond_broadcast(&s->cond);
+}
+
+static struct entry *add_entry(struct as_store *s, const char *ns, const char *name)
+{
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 16;
+        struct entry *ne = realloc(s->entries, ncap * sizeof *ne);
+        if (!ne)
+            return NULL;
+        s->entries = ne;
+        s->cap = ncap;
+    }
+    struct entry *e = &s->entries[s->n];
+    memset(e, 0, sizeof *e);
+    e->ns = strdup(ns);
+    e->name = strdup(name);
+    if (!e->ns || !e->name) {
+        entry_clear(e);
+        return NULL;
+    }
+    s->n++;
+    return e;
+}
+
+static void remove_entry(struct as_store *s, struct entry *e)
+{
+    size_t i = (size_t)(e - s->entries);
+    entry_clear(e);
+    memmove(&s->entries[i], &s->entries[i + 1], (s->n - i - 1) * sizeof *e);
+    s->n--;
+}
+
+static bool load_state(struct as_store *s, char *err, size_t errlen)
+{
+    size_t len;
+    json_error_t jerr;
+    char *text = as_read_file(s->state_file, STATE_FILE_CAP, &len);
+    bool ok = false;
+    json_t *root = NULL;
+    if (!text) {
+        if (errno == ENOENT)
+            return true;
+        snprintf(err, errlen, "%s: %s", s->state_file, strerror(errno));
+        return false;
+    }
+    root = json_loadb(text, len, 0, &jerr);
+    if (!root || !json_is_object(root)) {
+        snprintf(err, errlen, "%s: not a JSON object (%s)", s->state_file,
+                 root ? "wrong type" : jerr.text);
+        goto out;
+    }
+    uint64_t rv = 0;
+    const char *rvs = json_string_value(json_object_get(root, "resourceVersion"));
+    json_t *leases = json_object_get(root, "leases");
+    if ((rvs && !parse_rv(rvs, &rv)) || (leases && !json_is_array(leases))) {
+        snprintf(err, errlen, "%s: bad resourceVersion or leases", s->state_file);
+        goto out;
+    }
+    size_t i;
+    json_t *l;
+    json_array_foreach(leases, i, l)
+    {
+        const char *ns = json_string_value(json_object_get(l, "namespace"));
+        const char *name = json_string_value(json_object_get(l, "name"));
+        const char *ers = json_string_value(json_object_get(l, "resourceVersion"));
+        const char *raw = json_string_value(json_object_get(l, "raw"));
+        json_t *obj = json_object_get(l, "object");
+        uint64_t erv;
+        if (!ns || !name || !ers || !parse_rv(ers, &erv) || (!raw && !json_is_object(obj)) ||
+            find(s, ns, name) || s->n >= MAX_ENTRIES) {
+            snprintf(err, errlen, "%s: bad lease entry %zu", s->state_file, i);
+            goto out;
+        }
+        struct entry *e = add_entry(s, ns, name);
+        if (!e) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        e->rv = erv;
+        if (raw)
+            e->raw = strdup(raw);
+        else
+            e->obj = json_deep_copy(obj);
+        if (!e->raw && !e->obj) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+        if (erv > rv)
+            rv = erv;
+    }
+    s->rv = rv;
+    s->floor = rv;
+    ok = true;
+out:
+    json_decref(root);
+    free(text);
+    return ok;
+}
+
+struct as_store *as_store_new(const char *state_file, char *err, size_t errlen)
+{
+    struct as_store *s = calloc(1, sizeof *s);
+    pthread_condattr_t ca;
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    s->log = json_array();
+    if (!s->log || (state_file && !(s->state_file = strdup(state_file)))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (s->state_file && !load_state(s, err, errlen))
+        goto fail;
+    return s;
+fail:
+    as_store_free(s);
+    return NULL;
+}
+
+void as_store_close(struct as_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->closing = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void as_store_free(struct as_store *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        entry_clear(&s->entries[i]);
+    free(s->entries);
+    for (size_t i = 0; i < s->hist_n; i++)
+        event_clear(&s->hist[(s->hist_start + i) % HIST_CAP]);
+    json_decref(s->log);
+    free(s->state_file);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+uint64_t as_store_rv(struct as_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t rv = s->rv;
+    pthread_mutex_unlock(&s->mu);
+    return rv;
+}
+
+void as_store_get(struct as_store *s, const char *ns, const char *name, struct as_reply *r)
+{
+    pthread_mutex_lock(&s->mu);
+    struct entry *e = find(s, ns, name);
+    if (!e) {
+        as_reply_not_found(r, name);
+    } else if (e->raw) {
+        as_reply_text(r, 200, "application/json", e->raw, strlen(e->raw));
+    } else {
+        as_reply_json(r, 200, json_incref(e->obj));
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+    const struct as_item *x = a, *y = b;
+    int c = strcmp(x->ns, y->ns);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+bool as_store_snapshot(struct as_store *s, const char *ns, const char *name,
+                       struct as_snapshot *out)
+{
+    bool ok = false;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&s->mu);
+    out->rv = s->rv;
+    if (s->n) {
+        out->items = calloc(s->n, sizeof *out->items);
+        if (!out->items)
+            goto out;
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        struct entry *e = &s->entries[i];
+        if ((ns && strcmp(ns, e->ns) != 0) || (name && strcmp(name, e->name) != 0))
+            continue;
+        struct as_item *it = &out->items[out->n++];
+        it->ns = strdup(e->ns);
+        it->name = strdup(e->name);
+        it->text = entry_text(e);
+        it->obj = entry_parsed(e);
+        if (!it->ns || !it->name || !it->text)
+            goto out;
+    }
+    ok = true;
+out:
+    pthread_mutex_unlock(&s->mu);
+    if (!ok)
+        as_snapshot_clear(out);
+    else
+        qsort(out->items, out->n, sizeof *out->items, item_cmp);
+    return ok;
+}
+
+void as_snapshot_clear(struct as_snapshot *snap)
+{
+    if (!snap)
+        return;
+    for (size_t i = 0; i < snap->n; i++) {
+        free(snap->items[i].ns);
+        free(snap->items[i].name);
+        free(snap->items[i].text);
+        json_decref(snap->items[i].obj);
+    }
+    free(snap->items);
+    memset(snap, 0, sizeof *snap);
+}
+
+/* Creates ns/name from lease; caller holds the lock and has validated. */
+static void do_create(struct as_store *s, const char *ns, const char *name, json_t *lease,
+                      const char *client, const char *verb, struct as_reply *r)
+{
+    char ts[32];
+    json_t *uid = new_uid();
+    json_t *ctime = json_string(as_rfc3339(as_wall_us(), false, ts));
+    json_t *obj = NULL, *named = NULL;
+    struct entry *e = NULL;
+    if (!uid || !ctime || s->n >= MAX_ENTRIES) {
+        as_reply_internal(r, s->n >= MAX_ENTRIES ? "store full" : "out of memory");
+        goto out;
+    }
+    named = json_deep_copy(lease);
+    if (named)
+        json_object_set_new(json_object_get(named, "metadata"), "name", json_string(name));
+    obj = named ? prepare(named, ns, uid, ctime, NULL) : NULL;
+    e = obj ? add_entry(s, ns, name) : NULL;
+    if (!e) {
+        as_reply_internal(r, "out of memory");
+        goto out;
+    }
+    e->rv = ++s->rv;
+    set_rv(obj, e->rv);
+    e->obj = json_incref(obj);
+    committed(s, "ADDED", verb, e, obj, client);
+    as_reply_json(r, 201, json_incref(obj));
+out:
+    json_decref(obj);
+    json_decref(named);
+    json_decref(uid);
+    json_decref(ctime);
+}
+
+void as_store_create(struct as_store *s, const char *ns, json_t *lease, const char *client,
+                     struct as_reply *r)
+{
+    static const char gen_chars[] = "bcdfghjklmnpqrstvwxz2456789";
+    json_t *meta = json_object_get(lease, "metadata");
+    const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+    if (rv && *rv) {
+        as_reply_internal(r, "resourceVersion should not be set on objects to be created");
+        return;
+    }
+    if (!as_lease_validate(lease, true, r))
+        return;
+    pthread_mutex_lock(&s->mu);
+    char name[320];
+    const char *given = json_string_value(json_object_get(meta, "name"));
+    if (given && *given) {
+        snprintf(name, sizeof name, "%s", given);
+    } else {
+        const char *gen = json_string_value(json_object_get(meta, "generateName"));
+        char hex[11];
+        if (!as_random_hex(5, hex)) {
+            as_reply_internal(r, "no randomness");
+            goto out;
+        }
+        size_t gl = strnlen(gen, 248);
+        memcpy(name, gen, gl);
+        for (int i = 0; i < 5; i++)
+            name[gl + (size_t)i] = gen_chars[(unsigned char)hex[i] % (sizeof gen_chars - 1)];
+        name[gl + 5] = '\0';
+        if (!as_dns1123_subdomain(name)) {
+            struct as_field_errors fe;
+            as_field_errors_init(&fe);
+            as_field_errors_add(&fe, "FieldValueInvalid", "metadata.generateName",
+                                "Invalid value: generated name is not a DNS-1123 subdomain");
+            as_reply_invalid(r, "Lease", name, &fe);
+            as_field_errors_clear(&fe);
+            goto out;
+        }
+    }
+    if (find(s, ns, name)) {
+        as_reply_exists(r, name);
+        goto out;
+    }
+    do_create(s, ns, name, lease, client, "create", r);
+out:
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Replaces e with lease (validated by the caller, lock held). A write that
+ * changes nothing is not a write, as in etcd3's GuaranteedUpdate. */
+static void do_update(struct as_store *s, struct entry *e, json_t *lease, const char *client,
+                      const char *verb, struct as_reply *r)
+{
+    json_t *old = entry_parsed(e);
+    json_t *old_meta = json_object_get(old, "metadata");
+    json_t *uid = json_object_get(old_meta, "uid");
+    json_t *ctime = json_object_get(old_meta, "creationTimestamp");
+    json_t *fresh_uid = NULL, *fresh_ctime = NULL;
+    char ts[32];
+    if (!json_is_string(uid))
+        uid = fresh_uid = new_uid();
+    if (!json_is_string(ctime))
+        ctime = fresh_ctime = json_string(as_rfc3339(as_wall_us(), false, ts));
+    json_t *obj = prepare(lease, e->ns, uid, ctime, old);
+    if (!obj) {
+        as_reply_internal(r, "out of memory");
+        goto out;
+    }
+    set_rv(obj, e->rv);
+    if (e->obj && json_equal(obj, e->obj)) {
+        as_reply_json(r, 200, json_incref(e->obj));
+        goto out;
+    }
+    e->rv = ++s->rv;
+    set_rv(obj, e->rv);
+    json_decref(e->obj);
+    free(e->raw);
+    e->raw = NULL;
+    e->obj = json_incref(obj);
+    committed(s, "MODIFIED", verb, e, obj, client);
+    as_reply_json(r, 200, json_incref(obj));
+out:
+    json_decref(obj);
+    json_decref(old);
+    json_decref(fresh_uid);
+    json_decref(fresh_ctime);
+}
+
+void as_store_update(struct as_store *s, const char *ns, const char *name, json_t *lease,
+                     const char *client, struct as_reply *r)
+{
+    const char *rvs =
+        json_string_value(json_object_get(json_object_get(lease, "metadata"), "resourceVersion"));
+    pthread_mutex_lock(&s->mu);
+    struct entry *e = find(s, ns, name);
+    if (!e) {
+        if (as_lease_validate(lease, true, r))
+            do_create(s, ns, name, lease, client, "update", r);
+        goto out;
+    }
+    uint64_t rv = 0;
+    if (rvs && *rvs && strcmp(rvs, "0") != 0 && !parse_rv(rvs, &rv)) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "invalid resource version: %.64s", rvs);
+        as_reply_bad_request(r, msg);
+        goto out;
+    }
+    if (rv == 0) {
+        struct as_field_errors fe;
+        as_field_errors_init(&fe);
+        as_field_errors_add(&fe, "FieldValueInvalid", "metadata.resourceVersion",
+                            "Invalid value: 0x0: must be specified for an update");
+        as_reply_invalid(r, AS_RESOURCE, name, &fe);
+        as_field_errors_clear(&fe);
+        goto out;
+    }
+    if (rv != e->rv) {
+        as_reply_conflict(r, name, AS_OPTIMISTIC_LOCK_MSG);
+        goto out;
+    }
+    if (!as_lease_validate(lease, false, r))
+        goto out;
+    do_update(s, e, lease, client, "update", r);
+out:
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* RFC 7386 merge of patch onto target (both borrowed); keys starting with
+ * '$' are strategic-merge directives and are skipped. New reference. */
+static json_t *merge_patch(json_t *target, json_t *patch)
+{
+    if (!json_is_object(patch))
+        return json_deep_copy(patch);
+    json_t *out = json_is_object(target) ? json_deep_copy(target) : json_object();
+    if (!out)
+        return NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(patch, k, v)
+    {
+        if (k[0] == '$')
+            continue;
+        if (json_is_null(v)) {
+            json_object_del(out, k);
+            continue;
+        }
+        json_t *m = merge_patch(json_object_get(out, k), v);
+        if (!m || json_object_set_new(out, k, m) != 0) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t *patch,
+                    const char *client, struct as_reply *r)
+{
+    json_t *old = NULL, *merged = NULL, *lease = NULL;
+    pthread_mutex_lock(&s->mu);
+    struct entry *e = find(s, ns, name);
+    if (!e) {
+        as_reply_not_found(r, name);
+        goto out;
+    }
+    old = entry_parsed(e);
+    if (!old) {
+        as_reply_internal(r, "unable to decode the stored object");
+        goto out;
+    }
+    json_t *pmeta = json_object_get(patch, "metadata");
+    json_t *prv = json_object_get(pmeta, "resourceVersion");
+    if (json_is_string(prv) && json_string_length(prv) > 0) {
+        uint64_t want;
+        if (!parse_rv(json_string_value(prv), &want)) {
+            as_reply_bad_request(r, "invalid resource version in patch");
+            goto out;
+        }
+        if (want != e->rv) {
+            as_reply_conflict(r, name, AS_OPTIMISTIC_LOCK_MSG);
+            goto out;
+        }
+    }
+    merged = merge_patch(old, patch);
+    if (!merged) {
+        as_reply_internal(r, "out of memory");
+        goto out;
+    }
+    lease = as_lease_normalize(merged, r);
+    if (!lease)
+        goto out;
+    json_t *meta = json_object_get(lease, "metadata");
+    const char *pname = json_string_value(json_object_get(meta, "name"));
+    const char *pns = json_string_value(json_object_get(meta, "namespace"));
+    if ((pname && strcmp(pname, name) != 0) || (pns && strcmp(pns, ns) != 0)) {
+        as_reply_bad_request(r, "the name or namespace of the object cannot be changed");
+        goto out;
+    }
+    json_object_set_new(meta, "name", json_string(name));
+    if (!as_lease_validate(lease, false, r))
+        goto out;
+    do_update(s, e, lease, client, "patch", r);
+out:
+    pthread_mutex_unlock(&s->mu);
+    json_decref(old);
+    json_decref(merged);
+    json_decref(lease);
+}
+
+void as_store_delete(struct as_store *s, const char *ns, const char *name,
+                     const char *precond_rv, const char *client, struct as_reply *r)
+{
+    json_t *obj = NULL;
+    pthread_mutex_lock(&s->mu);
+    struct entry *e = find(s, ns, name);
+    if (!e) {
+        as_reply_not_found(r, name);
+        goto out;
+    }
+    char cur[24];
+    snprintf(cur, sizeof cur, "%" PRIu64, e->rv);
+    if (precond_rv && *precond_rv && strcmp(precond_rv, cur) != 0) {
+        char why[256];
+        snprintf(why, sizeof why,
+                 "Precondition failed: ResourceVersion in precondition: %.64s, "
+                 "ResourceVersion in object meta: %s",
+                 precond_rv, cur);
+        as_reply_conflict(r, name, why);
+        goto out;
+    }
+    obj = entry_parsed(e);
+    json_t *details = as_status_details(name, AS_RESOURCE);
+    json_t *uid = json_object_get(json_object_get(obj, "metadata"), "uid");
+    if (details && json_is_string(uid))
+        json_object_set(details, "uid", uid);
+    e->rv = ++s->rv;
+    if (e->obj)
+        set_rv(e->obj, e->rv);
+    committed(s, "DELETED", "delete", e, obj, client);
+    remove_entry(s, e);
+    json_t *st = json_object();
+    if (st) {
+        json_object_set_new(st, "kind", json_string("Status"));
+        json_object_set_new(st, "apiVersion", json_string("v1"));
+        json_object_set_new(st, "metadata", json_object());
+        json_object_set_new(st, "status", json_string("Success"));
+        json_object_set(st, "details", details);
+    }
+    json_decref(details);
+    as_reply_json(r, 200, st);
+out:
+    pthread_mutex_unlock(&s->mu);
+    json_decref(obj);
+}
+
+uint64_t as_store_put_raw(struct as_store *s, const char *ns, const char *name,
+                          const char *text, size_t len, const char *client)
+{
+    uint64_t rv = 0;
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return 0;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    pthread_mutex_lock(&s->mu);
+    struct entry *e = find(s, ns, name);
+    const char *type = e ? "MODIFIED" : "ADDED";
+    if (!e && s->n < MAX_ENTRIES)
+        e = add_entry(s, ns, name);
+    if (!e) {
+        free(copy);
+        goto out;
+    }
+    json_decref(e->obj);
+    e->obj = NULL;
+    free(e->raw);
+    e->raw = copy;
+    s->rv++;
+    e->rv = s->rv;
+    json_t *parsed = entry_parsed(e);
+    const char *own =
+        json_string_value(json_object_get(json_object_get(parsed, "metadata"), "resourceVersion"));
+    uint64_t own_rv;
+    if (own && parse_rv(own, &own_rv))
+        e->rv = own_rv;
+    committed(s, type, "raw", e, parsed, client);
+    json_decref(parsed);
+    rv = e->rv;
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rv;
+}
+
+json_t *as_store_log(struct as_store *s, uint64_t since)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *e;
+    if (!out)
+        return NULL;
+    pthread_mutex_lock(&s->mu);
+    json_array_foreach(s->log, i, e)
+    {
+        if ((uint64_t)json_integer_value(json_object_get(e, "seq")) > since)
+            json_array_append(out, e);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return out;
+}
+
+static char *gone_line(uint64_t asked, uint64_t oldest)
+{
+    char msg[128];
+    char *line = NULL;
+    snprintf(msg, sizeof msg, "too old resource version: %" PRIu64 " (%" PRIu64 ")", asked,
+             oldest);
+    json_t *st = as_status_failure(410, "Expired", msg, NULL);
+    char *text = st ? json_dumps(st, JSON_COMPACT) : NULL;
+    if (text && asprintf(&line, "{\"type\":\"ERROR\",\"object\":%s}\n", text) < 0)
+        line = NULL;
+    free(text);
+    json_decref(st);
+    return line;
+}
+
+/* Appends src to *buf (length *len); false on allocation failure. */
+static bool append(char **buf, size_t *len, const char *src)
+{
+    size_t n = strlen(src);
+    char *nb = realloc(*buf, *len + n + 1);
+    if (!nb)
+        return false;
+    memcpy(nb + *len, src, n + 1);
+    *buf = nb;
+    *len += n;
+    return true;
+}
+
+int as_store_watch_start(struct as_store *s, const char *ns, const char *name,
+                         const char *rv, uint64_t *pos, char **out)
+{
+    int rc = AS_WATCH_OK;
+    char *buf = NULL;
+    size_t len = 0;
+    *out = NULL;
+    uint64_t from = 0;
+    bool initial = !rv || !*rv || strcmp(rv, "0") == 0;
+    if (!initial && !parse_rv(rv, &from))
+        return AS_WATCH_BAD;
+    pthread_mutex_lock(&s->mu);
+    if (s->closing) {
+        rc = AS_WATCH_CLOSED;
+        goto out;
+    }
+    if (!initial && from < s->floor) {
+        *out = gone_line(from, s->floor + 1);
+        rc = AS_WATCH_GONE;
+        goto out;
+    }
+    if (initial) {
+        for (size_t i = 0; i < s->n; i++) {
+            struct entry *e = &s->entries[i];
+            if ((ns && strcmp(ns, e->ns) != 0) || (name && strcmp(name, e->name) != 0))
+                continue;
+            char *text = entry_text(e);
+            if (!text || !append(&buf, &len, "{\"type\":\"ADDED\",\"object\":") ||
+                !append(&buf, &len, text) || !append(&buf, &len, "}\n")) {
+                free(text);
+                free(buf);
+                buf = NULL;
+                rc = AS_WATCH_CLOSED;
+                goto out;
+            }
+            free(text);
+        }
+        from = s->rv;
+    }
+    *pos = from;
+    *out = buf;
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int as_store_watch_next(struct as_store *s, const char *ns, const char *name, uint64_t *pos,
+                        int wait_ms, char **out)
+{
+    int rc = AS_WATCH_OK;
+    char *buf = NULL;
+    size_t len = 0;
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += wait_ms / 1000;
+    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    *out = NULL;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (s->closing) {
+            rc = AS_WATCH_CLOSED;
+            break;
+        }
+        if (*pos < s->floor) {
+            *out = gone_line(*pos, s->floor + 1);
+            rc = AS_WATCH_GONE;
+            break;
+        }
+        for (size_t i = 0; i < s->hist_n; i++) {
+            struct event *ev = &s->hist[(s->hist_start + i) % HIST_CAP];
+            if (ev->rv <= *pos)
+                continue;
+            *pos = ev->rv;
+            if ((ns && strcmp(ns, ev->ns) != 0) || (name && strcmp(name, ev->name) != 0))
+                continue;
+            if (!append(&buf, &len, ev->line)) {
+                rc = AS_WATCH_CLOSED;
+                break;
+            }
+        }
+        if (buf || rc != AS_WATCH_OK)
+            break;
+        if (pthread_cond_timedwait(&s->cond, &s->mu, &deadline) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc == AS_WATCH_OK)
+        *out = buf;
+    else if (buf != *out)
+        free(buf);
+    return rc;
+}
+
+char *as_store_bookmark(struct as_store *s)
+{
+    char *line = NULL;
+    uint64_t rv = as_store_rv(s);
+    if (asprintf(&line,
+                 "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Lease\",\"apiVersion\":"
+                 "\"coordination.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"%" PRIu64
+                 "\",\"creationTimestamp\":null},\"spec\":{}}}\n",
+                 rv) < 0)
+        return NULL;
+    return line;
+}

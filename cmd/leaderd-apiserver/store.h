@@ -1,0 +1,120 @@
+/*
+ * store: the Lease store of leaderd-apiserver. Holds Leases by namespace and
+ * name, issues resourceVersions from one global counter, applies kube's
+ * create/update/patch/delete semantics (optimistic concurrency, AllowCreate-
+ * OnUpdate, no-op updates), keeps a bounded event history for watches and a
+ * write log for tests, and persists everything to a state file. All
+ * functions are thread-safe (one mutex per store).
+ */
+#ifndef AS_STORE_H
+#define AS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "status.h"
+
+struct as_store;
+
+/* Creates a store. When state_file is non-NULL and exists, loads it; every
+ * later write rewrites it atomically. Returns NULL with a message in err
+ * (errlen bytes) when the file is unreadable or malformed. */
+struct as_store *as_store_new(const char *state_file, char *err, size_t errlen);
+
+/* Wakes and ends every watch; later watch calls return AS_WATCH_CLOSED. */
+void as_store_close(struct as_store *s);
+
+/* Frees the store. NULL-safe. No other call may be running. */
+void as_store_free(struct as_store *s);
+
+/* The last resourceVersion issued. */
+uint64_t as_store_rv(struct as_store *s);
+
+/* GET: r becomes 200 with the Lease (raw entries verbatim) or 404. */
+void as_store_get(struct as_store *s, const char *ns, const char *name, struct as_reply *r);
+
+/* One Lease in a snapshot: its serialised text (raw entries verbatim) and,
+ * when that text is a JSON object, the parsed object. */
+struct as_item {
+    char *ns;
+    char *name;
+    char *text;
+    json_t *obj;
+};
+struct as_snapshot {
+    struct as_item *items;
+    size_t n;
+    uint64_t rv; /* list resourceVersion */
+};
+
+/* Copies the Leases in ns (NULL: all namespaces) named name (NULL: any),
+ * sorted by namespace then name. Returns false on allocation failure. Free
+ * with as_snapshot_clear. */
+bool as_store_snapshot(struct as_store *s, const char *ns, const char *name,
+                       struct as_snapshot *out);
+void as_snapshot_clear(struct as_snapshot *snap);
+
+/* The write operations take a normalised Lease (as_lease_normalize; borrowed)
+ * whose metadata.namespace/name already match ns/name, validate it and set r
+ * to the kube reply. client names the writer in the write log. */
+
+/* POST: 201, 409 AlreadyExists, 422, or 500 when the body carries a
+ * resourceVersion. Generates a name from metadata.generateName if needed. */
+void as_store_create(struct as_store *s, const char *ns, json_t *lease, const char *client,
+                     struct as_reply *r);
+
+/* PUT: 200, 201 (created), 409 Conflict, 422 (validation or a missing
+ * resourceVersion), 400 (unparseable resourceVersion). */
+void as_store_update(struct as_store *s, const char *ns, const char *name, json_t *lease,
+                     const char *client, struct as_reply *r);
+
+/* PATCH with a JSON merge patch (borrowed; "$"-keys ignored, which is how
+ * strategic merge patches are treated here). metadata.resourceVersion in the
+ * patch is a precondition. 200, 404, 409, 400, 422, 500 for a stored
+ * document that is not a JSON object. */
+void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t *patch,
+                    const char *client, struct as_reply *r);
+
+/* DELETE: 200 Status Success, 404, or 409 when precond_rv (may be NULL) is
+ * not the stored resourceVersion. */
+void as_store_delete(struct as_store *s, const char *ns, const char *name,
+                     const char *precond_rv, const char *client, struct as_reply *r);
+
+/* Stores text verbatim as ns/name, bypassing decoding and validation. Its
+ * resourceVersion (for preconditions) is the text's metadata.resourceVersion
+ * when that is a decimal string, else a fresh one. Returns that version, or
+ * 0 on allocation failure. */
+uint64_t as_store_put_raw(struct as_store *s, const char *ns, const char *name,
+                          const char *text, size_t len, const char *client);
+
+/* The write log entries with seq > since, as a new JSON array. */
+json_t *as_store_log(struct as_store *s, uint64_t since);
+
+/* Watch results. */
+enum {
+    AS_WATCH_OK = 0,
+    AS_WATCH_GONE = 1,   /* *out holds an ERROR event with a 410 Expired Status */
+    AS_WATCH_BAD = 2,    /* the resourceVersion is not a number */
+    AS_WATCH_CLOSED = 3, /* the store is closing */
+};
+
+/* Starts a watch on ns (NULL: all) and name (NULL: any). rv NULL, "" or "0"
+ * gives synthetic ADDED events for the current Leases in *out; otherwise
+ * only changes after rv. Sets *pos to the position to continue from. *out
+ * (free with free()) holds newline-terminated event lines or is NULL. */
+int as_store_watch_start(struct as_store *s, const char *ns, const char *name,
+                         const char *rv, uint64_t *pos, char **out);
+
+/* Waits up to wait_ms for events after *pos that match, and returns them in
+ * *out (NULL when none arrived) with *pos advanced. AS_WATCH_GONE when the
+ * history no longer reaches back to *pos. */
+int as_store_watch_next(struct as_store *s, const char *ns, const char *name, uint64_t *pos,
+                        int wait_ms, char **out);
+
+/* A BOOKMARK event line for the current resourceVersion (free with free()). */
+char *as_store_bookmark(struct as_store *s);
+
+#endif

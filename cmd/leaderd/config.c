@@ -1,0 +1,866 @@
+/*
+ * config: flags + LEADERD_* variables -> struct ld_config. parse_args()
+ * is pure (argv and getenv only); ld_config_load() does the file I/O.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "lease.h"
+#include "timefmt.h"
+
+enum opt_id {
+    OPT_LEASE_NAME,
+    OPT_NAMESPACE,
+    OPT_IDENTITY,
+    OPT_LEASE_DURATION,
+    OPT_RENEW_DEADLINE,
+    OPT_RETRY_PERIOD,
+    OPT_LISTEN,
+    OPT_KUBECONFIG,
+    OPT_RELEASE_ON_EXIT,
+    OPT_LOG_FORMAT,
+    OPT_LOG_LEVEL,
+    OPT_SA_DIR,
+    OPT_COUNT,
+    /* Not settable from the environment. */
+    OPT_VERSION = OPT_COUNT,
+    OPT_HELP,
+    OPT_ALL
+};
+
+struct opt {
+    const char *flag; /* with the leading "--" */
+    const char *env;  /* NULL for --help and --version */
+    const char *metavar;
+    const char *def; /* shown in --help; NULL when there is no plain default */
+    const char *help;
+};
+
+static const struct opt opts[OPT_ALL] = {
+    [OPT_LEASE_NAME] = {"--lease-name", "LEADERD_LEASE_NAME", "NAME", NULL,
+                        "the Lease object (coordination.k8s.io/v1) to contend for; "
+                        "required"},
+    [OPT_NAMESPACE] = {"--namespace", "LEADERD_NAMESPACE", "NS", NULL,
+                       "namespace of the Lease; default $POD_NAMESPACE, else the "
+                       "service-account namespace file, else the kubeconfig context's "
+                       "namespace, else \"default\""},
+    [OPT_IDENTITY] = {"--identity", "LEADERD_IDENTITY", "ID", NULL,
+                      "this replica's holderIdentity; default $POD_NAME, else the "
+                      "host name"},
+    [OPT_LEASE_DURATION] = {"--lease-duration", "LEADERD_LEASE_DURATION", "D", "15s",
+                            "leaseDurationSeconds written into the Lease; how long "
+                            "standbys wait after the last observed change"},
+    [OPT_RENEW_DEADLINE] = {"--renew-deadline", "LEADERD_RENEW_DEADLINE", "D", "10s",
+                            "a leader that has not renewed for this long stops "
+                            "claiming leadership"},
+    [OPT_RETRY_PERIOD] = {"--retry-period", "LEADERD_RETRY_PERIOD", "D", "2s",
+                          "time between attempts to acquire or renew (at least 1s)"},
+    [OPT_LISTEN] = {"--listen", "LEADERD_LISTEN", "ADDR:PORT", "0.0.0.0:4040",
+                    "the HTTP server; \":4040\" means all interfaces, IPv6 as "
+                    "[::1]:4040"},
+    [OPT_KUBECONFIG] = {"--kubeconfig", "LEADERD_KUBECONFIG", "PATH", NULL,
+                        "kubeconfig file (current context); default $KUBECONFIG (its "
+                        "first entry), else the in-cluster config"},
+    [OPT_RELEASE_ON_EXIT] = {"--release-on-exit", "LEADERD_RELEASE_ON_EXIT", "BOOL",
+                             "true",
+                             "on SIGTERM/SIGINT a leader gives the Lease up before "
+                             "exiting (true/false, 1/0, yes/no)"},
+    [OPT_LOG_FORMAT] = {"--log-format", "LEADERD_LOG_FORMAT", "text|json", "text",
+                        "log line format on stderr"},
+    [OPT_LOG_LEVEL] = {"--log-level", "LEADERD_LOG_LEVEL", "LEVEL", "info",
+                       "lowest level logged: debug, info, warn, error"},
+    [OPT_SA_DIR] = {"--service-account-dir", "LEADERD_SERVICE_ACCOUNT_DIR", "DIR",
+                    LD_SA_DIR, "where the service account's token, ca.crt and "
+                               "namespace files are mounted"},
+    [OPT_VERSION] = {"--version", NULL, NULL, NULL, "print the version and exit"},
+    [OPT_HELP] = {"--help", NULL, NULL, NULL, "print this help and exit"},
+};
+
+/* Longest lease duration: leaseDurationSeconds is an int32. Bounding all
+ * three durations by it also keeps the arithmetic below far from overflow. */
+#define MAX_DURATION_MS ((int64_t)INT32_MAX * 1000)
+#define DNS_SUBDOMAIN_MAX 253
+#define DNS_LABEL_MAX 63
+/* The service-account namespace file holds one short name. */
+#define NS_FILE_MAX 256
+
+/* What the command line and the environment said, before interpretation. */
+struct raw {
+    const char *val[OPT_COUNT];
+    const char *from[OPT_COUNT]; /* flag or variable name, for messages */
+    bool from_env[OPT_COUNT];
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return 2;
+}
+
+/* "--lease-duration" or "--lease-duration (from LEADERD_LEASE_DURATION)":
+ * the flag is always named, the variable too when that is where the value
+ * came from. */
+static const char *who(const struct raw *r, enum opt_id id, char *buf, size_t len)
+{
+    if (r->from_env[id])
+        snprintf(buf, len, "%s (from %s)", opts[id].flag, opts[id].env);
+    else
+        snprintf(buf, len, "%s", opts[id].flag);
+    return buf;
+}
+
+static const char *env_nonempty(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static void print_help(void)
+{
+    printf("Usage: leaderd --lease-name NAME [flags]\n\n"
+           "Kubernetes leader-election sidecar: contends for a coordination.k8s.io/v1 "
+           "Lease\nand serves the result over HTTP (/leader, /healthz, /readyz, "
+           "/metrics, /).\n\n"
+           "Every flag can also be set through the environment variable shown; a flag\n"
+           "beats its variable. Durations are Go-style: 15s, 500ms, 1m30s.\n\n"
+           "Flags:\n");
+    for (int i = 0; i < OPT_ALL; i++) {
+        const struct opt *o = &opts[i];
+        if (o->metavar)
+            printf("  %s %s\n", o->flag, o->metavar);
+        else
+            printf("  %s\n", o->flag);
+        printf("        %s\n", o->help);
+        if (o->env && o->def)
+            printf("        env %s, default %s\n", o->env, o->def);
+        else if (o->env)
+            printf("        env %s\n", o->env);
+    }
+    printf("\nExit status: 0 after a clean shutdown or --help/--version, 2 on invalid "
+           "configuration.\n");
+    fflush(stdout);
+}
+
+static int find_flag(const char *name, size_t len)
+{
+    for (int i = 0; i < OPT_ALL; i++) {
+        if (strlen(opts[i].flag) == len && strncmp(opts[i].flag, name, len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Fills r from argv, then from the environment for whatever argv left
+ * unset. Returns 0, 1 (help/version printed) or 2. */
+static int collect(struct raw *r, int argc, char **argv, char *err, size_t errlen)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            if (i + 1 < argc)
+                return fail(err, errlen, "leaderd: unexpected argument \"%s\"",
+                            argv[i + 1]);
+            break;
+        }
+        if (strcmp(a, "-h") == 0) {
+            print_help();
+            return 1;
+        }
+        if (a[0] != '-' || a[1] != '-') {
+            if (a[0] == '-')
+                return fail(err, errlen, "leaderd: unknown flag \"%s\" (see --help)", a);
+            return fail(err, errlen,
+                        "leaderd: unexpected argument \"%s\" (leaderd takes no "
+                        "positional arguments)",
+                        a);
+        }
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        int id = find_flag(a, nlen);
+        if (id < 0)
+            return fail(err, errlen, "leaderd: unknown flag \"%.*s\" (see --help)",
+                        (int)nlen, a);
+        if (id == OPT_HELP || id == OPT_VERSION) {
+            if (eq)
+                return fail(err, errlen, "leaderd: %s takes no value", opts[id].flag);
+            if (id == OPT_HELP)
+                print_help();
+            else {
+                printf("leaderd %s\n", LEADERD_VERSION);
+                fflush(stdout);
+            }
+            return 1;
+        }
+        const char *val;
+        if (eq) {
+            val = eq + 1;
+        } else if (id == OPT_RELEASE_ON_EXIT) {
+            /* A bare boolean flag means true; a following word that is not a
+             * flag is its value (and is checked as one). */
+            if (i + 1 < argc && argv[i + 1][0] != '-')
+                val = argv[++i];
+            else
+                val = "true";
+        } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+            val = argv[++i];
+        } else {
+            return fail(err, errlen, "leaderd: %s: missing value (%s %s)", opts[id].flag,
+                        opts[id].flag, opts[id].metavar);
+        }
+        r->val[id] = val;
+        r->from[id] = opts[id].flag;
+        r->from_env[id] = false;
+    }
+    for (int id = 0; id < OPT_COUNT; id++) {
+        const char *v = r->val[id] ? NULL : getenv(opts[id].env);
+        if (v) {
+            r->val[id] = v;
+            r->from[id] = opts[id].env;
+            r->from_env[id] = true;
+        }
+    }
+    return 0;
+}
+
+static bool is_lower_alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* One DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, 1..63 bytes. */
+static bool dns_label(const char *s, size_t n)
+{
+    if (n == 0 || n > DNS_LABEL_MAX)
+        return false;
+    if (!is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_lower_alnum(s[i]) && s[i] != '-')
+            return false;
+    }
+    return true;
+}
+
+/* DNS-1123 subdomain: dot-separated labels, 1..253 bytes in all. */
+static bool dns_subdomain(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > DNS_SUBDOMAIN_MAX)
+        return false;
+    const char *p = s;
+    for (;;) {
+        const char *dot = strchr(p, '.');
+        size_t len = dot ? (size_t)(dot - p) : strlen(p);
+        /* Labels inside a subdomain may be longer than 63; only the total
+         * is bounded (Kubernetes IsDNS1123Subdomain). */
+        if (len == 0 || !is_lower_alnum(p[0]) || !is_lower_alnum(p[len - 1]))
+            return false;
+        for (size_t i = 0; i < len; i++) {
+            if (!is_lower_alnum(p[i]) && p[i] != '-')
+                return false;
+        }
+        if (!dot)
+            return true;
+        p = dot + 1;
+    }
+}
+
+/* Namespaces are DNS-1123 labels in Kubernetes (no dots, <= 63). */
+static int check_namespace(const char *ns, const char *from, char *err, size_t errlen)
+{
+    if (*ns == '\0')
+        return fail(err, errlen, "leaderd: %s: namespace must not be empty", from);
+    if (!dns_label(ns, strlen(ns)))
+        return fail(err, errlen,
+                    "leaderd: %s: invalid namespace \"%s\": must be a DNS-1123 label "
+                    "(lower-case letters, digits and '-', starting and ending with a "
+                    "letter or digit, at most 63 characters)",
+                    from, ns);
+    return 0;
+}
+
+/* The identity goes into holderIdentity as JSON: the API server would
+ * replace invalid UTF-8, and we would no longer recognise our own lease. */
+static bool valid_identity_bytes(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = u[i];
+        if (c < 0x20 || c == 0x7f)
+            return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        unsigned long cp;
+        if (c >= 0xc2 && c <= 0xdf) {
+            len = 2;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (n - i < len)
+            return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((u[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (u[i + k] & 0x3f);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+static int check_identity(const char *id, const char *from, char *err, size_t errlen)
+{
+    if (*id == '\0')
+        return fail(err, errlen, "leaderd: %s: identity must not be empty", from);
+    if (strlen(id) > LD_LEASE_MAX_HOLDER)
+        return fail(err, errlen, "leaderd: %s: identity is longer than %d bytes", from,
+                    LD_LEASE_MAX_HOLDER);
+    if (!valid_identity_bytes(id))
+        return fail(err, errlen,
+                    "leaderd: %s: identity must be UTF-8 without control characters",
+                    from);
+    return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"true", "1", "yes"};
+    static const char *const no[] = {"false", "0", "no"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_port(const char *s, int *port)
+{
+    if (*s == '\0' || strlen(s) > 5)
+        return -1;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+    }
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < 1 || v > 65535)
+        return -1;
+    *port = (int)v;
+    return 0;
+}
+
+static bool hostname_chars(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > DNS_SUBDOMAIN_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+/* ADDR:PORT, ":PORT" (all interfaces), "[IPv6]:PORT". On success *host is
+ * new (free()) and *port set; on failure why says what is wrong. */
+static int parse_listen(const char *s, char **host, int *port, const char **why)
+{
+    const char *colon;
+    char *h = NULL;
+    int rc = -1;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':') {
+            *why = "expected [IPv6]:PORT";
+            goto out;
+        }
+        h = strndup(s + 1, (size_t)(close - s - 1));
+        if (!h) {
+            *why = "out of memory";
+            goto out;
+        }
+        struct in6_addr a6;
+        if (inet_pton(AF_INET6, h, &a6) != 1) {
+            *why = "not an IPv6 address inside the brackets";
+            goto out;
+        }
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon) {
+            *why = "expected ADDR:PORT, e.g. 0.0.0.0:4040 or :4040";
+            goto out;
+        }
+        if (memchr(s, ':', (size_t)(colon - s))) {
+            *why = "IPv6 addresses go in brackets, e.g. [::1]:4040";
+            goto out;
+        }
+        h = strndup(s, (size_t)(colon - s));
+        if (!h) {
+            *why = "out of memory";
+            goto out;
+        }
+        if (*h && strspn(h, "0123456789.") == strlen(h)) {
+            struct in_addr a4;
+            if (inet_pton(AF_INET, h, &a4) != 1) {
+                *why = "not an IPv4 address";
+                goto out;
+            }
+        } else if (*h && !hostname_chars(h)) {
+            *why = "not an address or host name";
+            goto out;
+        }
+    }
+    if (parse_port(colon + 1, port) != 0) {
+        *why = "port must be a number from 1 to 65535";
+        goto out;
+    }
+    *host = h;
+    h = NULL;
+    rc = 0;
+out:
+    free(h);
+    return rc;
+}
+
+static int parse_duration(const struct raw *r, enum opt_id id, int64_t *ms, char *err,
+                          size_t errlen)
+{
+    char name[128];
+    const char *text = r->val[id] ? r->val[id] : opts[id].def;
+    if (ld_duration_parse(text, ms) != LD_OK)
+        return fail(err, errlen,
+                    "leaderd: %s: invalid duration \"%s\" (use e.g. 15s, 500ms, 1m30s)",
+                    who(r, id, name, sizeof(name)), text);
+    if (*ms > MAX_DURATION_MS)
+        return fail(err, errlen, "leaderd: %s: duration \"%s\" is too long",
+                    who(r, id, name, sizeof(name)), text);
+    return 0;
+}
+
+static int set_str(char **dst, const char *src, char *err, size_t errlen)
+{
+    free(*dst);
+    *dst = strdup(src);
+    if (!*dst)
+        return fail(err, errlen, "leaderd: out of memory");
+    return 0;
+}
+
+/* First non-empty entry of a colon-separated $KUBECONFIG. New string or
+ * NULL (none, or out of memory: *oom set). */
+static char *first_kubeconfig(const char *list, bool *oom)
+{
+    const char *p = list;
+    *oom = false;
+    while (*p) {
+        size_t n = strcspn(p, ":");
+        if (n > 0) {
+            char *s = strndup(p, n);
+            *oom = s == NULL;
+            return s;
+        }
+        p += 1;
+    }
+    return NULL;
+}
+
+static void config_init(struct ld_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    ld_kube_config_init(&cfg->kube);
+    cfg->release_on_exit = true;
+    cfg->log_format = LD_LOG_FORMAT_TEXT;
+    cfg->log_level = LD_LOG_INFO;
+}
+
+static int validate_durations(struct ld_config *cfg, const struct raw *r, char *err,
+                              size_t errlen)
+{
+    char a[128], b[128];
+    char da[32], db[32];
+    if (parse_duration(r, OPT_LEASE_DURATION, &cfg->lease_duration_ms, err, errlen) ||
+        parse_duration(r, OPT_RENEW_DEADLINE, &cfg->renew_deadline_ms, err, errlen) ||
+        parse_duration(r, OPT_RETRY_PERIOD, &cfg->retry_period_ms, err, errlen))
+        return 2;
+    if (cfg->lease_duration_ms < 1000 || cfg->lease_duration_ms % 1000 != 0)
+        return fail(err, errlen,
+                    "leaderd: %s: must be a whole number of seconds >= 1s, got %s "
+                    "(leaseDurationSeconds is an integer)",
+                    who(r, OPT_LEASE_DURATION, a, sizeof(a)),
+                    ld_duration_format(cfg->lease_duration_ms, da, sizeof(da)));
+    if (cfg->retry_period_ms < 1000)
+        return fail(err, errlen,
+                    "leaderd: %s: must be at least 1s, got %s (peers compare renewTime "
+                    "to the second)",
+                    who(r, OPT_RETRY_PERIOD, a, sizeof(a)),
+                    ld_duration_format(cfg->retry_period_ms, da, sizeof(da)));
+    if (cfg->lease_duration_ms <= cfg->renew_deadline_ms)
+        return fail(err, errlen, "leaderd: %s (%s) must be greater than %s (%s)",
+                    who(r, OPT_LEASE_DURATION, a, sizeof(a)),
+                    ld_duration_format(cfg->lease_duration_ms, da, sizeof(da)),
+                    who(r, OPT_RENEW_DEADLINE, b, sizeof(b)),
+                    ld_duration_format(cfg->renew_deadline_ms, db, sizeof(db)));
+    /* renew > 1.2 * retry, as client-go demands (JitterFactor). */
+    if (cfg->renew_deadline_ms * 10 <= cfg->retry_period_ms * 12)
+        return fail(err, errlen, "leaderd: %s (%s) must be greater than 1.2 x %s (%s)",
+                    who(r, OPT_RENEW_DEADLINE, a, sizeof(a)),
+                    ld_duration_format(cfg->renew_deadline_ms, da, sizeof(da)),
+                    who(r, OPT_RETRY_PERIOD, b, sizeof(b)),
+                    ld_duration_format(cfg->retry_period_ms, db, sizeof(db)));
+    return 0;
+}
+
+static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t errlen)
+{
+    char name[128];
+    const char *v;
+    int rc;
+
+    v = r->val[OPT_LEASE_NAME];
+    if (!v)
+        return fail(err, errlen,
+                    "leaderd: --lease-name is required (or set LEADERD_LEASE_NAME)");
+    if (!dns_subdomain(v))
+        return fail(err, errlen,
+                    "leaderd: %s: invalid lease name \"%s\": must be a DNS-1123 "
+                    "subdomain (lower-case letters, digits, '-' and '.', starting and "
+                    "ending with a letter or digit, at most 253 characters)",
+                    who(r, OPT_LEASE_NAME, name, sizeof(name)), v);
+    if ((rc = set_str(&cfg->lease_name, v, err, errlen)))
+        return rc;
+
+    v = r->val[OPT_NAMESPACE];
+    if (v) {
+        cfg->namespace_from = r->from[OPT_NAMESPACE];
+    } else if ((v = env_nonempty("POD_NAMESPACE"))) {
+        cfg->namespace_from = "POD_NAMESPACE";
+    }
+    if (v) {
+        const char *label = r->val[OPT_NAMESPACE] ? who(r, OPT_NAMESPACE, name, sizeof(name))
+                                                  : "$POD_NAMESPACE";
+        if ((rc = check_namespace(v, label, err, errlen)) ||
+            (rc = set_str(&cfg->namespace_, v, err, errlen)))
+            return rc;
+    }
+
+    v = r->val[OPT_IDENTITY];
+    if (v) {
+        cfg->identity_from = r->from[OPT_IDENTITY];
+    } else if ((v = env_nonempty("POD_NAME"))) {
+        cfg->identity_from = "POD_NAME";
+    }
+    if (v) {
+        const char *label = r->val[OPT_IDENTITY] ? who(r, OPT_IDENTITY, name, sizeof(name))
+                                                 : "$POD_NAME";
+        if ((rc = check_identity(v, label, err, errlen)) ||
+            (rc = set_str(&cfg->identity, v, err, errlen)))
+            return rc;
+    }
+
+    if ((rc = validate_durations(cfg, r, err, errlen)))
+        return rc;
+
+    v = r->val[OPT_LISTEN] ? r->val[OPT_LISTEN] : opts[OPT_LISTEN].def;
+    const char *why = NULL;
+    char *host = NULL;
+    if (parse_listen(v, &host, &cfg->listen_port, &why) != 0)
+        return fail(err, errlen, "leaderd: %s: invalid address \"%s\": %s",
+                    who(r, OPT_LISTEN, name, sizeof(name)), v, why);
+    free(cfg->listen_host);
+    cfg->listen_host = host;
+
+    v = r->val[OPT_KUBECONFIG];
+    if (v && *v) {
+        cfg->kubeconfig_from = r->from[OPT_KUBECONFIG];
+        if ((rc = set_str(&cfg->kubeconfig_path, v, err, errlen)))
+            return rc;
+    } else if ((v = env_nonempty("KUBECONFIG"))) {
+        bool oom;
+        cfg->kubeconfig_path = first_kubeconfig(v, &oom);
+        if (oom)
+            return fail(err, errlen, "leaderd: out of memory");
+        if (cfg->kubeconfig_path)
+            cfg->kubeconfig_from = "KUBECONFIG";
+    }
+
+    v = r->val[OPT_RELEASE_ON_EXIT];
+    if (v && parse_bool(v, &cfg->release_on_exit) != 0)
+        return fail(err, errlen,
+                    "leaderd: %s: invalid boolean \"%s\" (use true/false, 1/0, yes/no)",
+                    who(r, OPT_RELEASE_ON_EXIT, name, sizeof(name)), v);
+
+    v = r->val[OPT_LOG_FORMAT];
+    if (v) {
+        if (strcasecmp(v, "text") == 0)
+            cfg->log_format = LD_LOG_FORMAT_TEXT;
+        else if (strcasecmp(v, "json") == 0)
+            cfg->log_format = LD_LOG_FORMAT_JSON;
+        else
+            return fail(err, errlen,
+                        "leaderd: %s: invalid log format \"%s\" (use text or json)",
+                        who(r, OPT_LOG_FORMAT, name, sizeof(name)), v);
+    }
+
+    v = r->val[OPT_LOG_LEVEL];
+    if (v) {
+        if (strcasecmp(v, "debug") == 0)
+            cfg->log_level = LD_LOG_DEBUG;
+        else if (strcasecmp(v, "info") == 0)
+            cfg->log_level = LD_LOG_INFO;
+        else if (strcasecmp(v, "warn") == 0 || strcasecmp(v, "warning") == 0)
+            cfg->log_level = LD_LOG_WARN;
+        else if (strcasecmp(v, "error") == 0)
+            cfg->log_level = LD_LOG_ERROR;
+        else
+            return fail(err, errlen,
+                        "leaderd: %s: invalid log level \"%s\" (use debug, info, warn or "
+                        "error)",
+                        who(r, OPT_LOG_LEVEL, name, sizeof(name)), v);
+    }
+
+    v = r->val[OPT_SA_DIR] ? r->val[OPT_SA_DIR] : opts[OPT_SA_DIR].def;
+    if (*v == '\0')
+        return fail(err, errlen, "leaderd: %s: must not be empty",
+                    who(r, OPT_SA_DIR, name, sizeof(name)));
+    return set_str(&cfg->service_account_dir, v, err, errlen);
+}
+
+int ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, char *err,
+                         size_t errlen)
+{
+    struct raw r;
+    int rc;
+    memset(&r, 0, sizeof(r));
+    config_init(cfg);
+    if (err && errlen > 0)
+        err[0] = '\0';
+    rc = collect(&r, argc, argv, err, errlen);
+    if (rc != 0)
+        return rc;
+    return apply(cfg, &r, err, errlen);
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Reads path (at most NS_FILE_MAX bytes, trimmed) into a new string; NULL
+ * when absent, unreadable, too long or empty after trimming. */
+static char *read_small_trimmed(const char *path)
+{
+    char buf[NS_FILE_MAX + 1];
+    size_t n = 0;
+    char *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    while (n < sizeof(buf)) {
+        ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (n > NS_FILE_MAX)
+        return NULL;
+    size_t start = 0;
+    while (start < n && is_space(buf[start]))
+        start++;
+    while (n > start && is_space(buf[n - 1]))
+        n--;
+    if (n > start)
+        out = strndup(buf + start, n - start);
+    return out;
+}
+
+static int load_kube(struct ld_config *cfg, char *err, size_t errlen)
+{
+    struct ld_errinfo ei;
+    enum ld_err e;
+    ld_errinfo_clear(&ei);
+    ld_kube_config_clear(&cfg->kube);
+    ld_kube_config_init(&cfg->kube);
+    if (cfg->kubeconfig_path) {
+        const char *from = cfg->kubeconfig_from ? cfg->kubeconfig_from : "--kubeconfig";
+        e = ld_kube_config_load_file(&cfg->kube, cfg->kubeconfig_path, &ei);
+        if (e == LD_EIO)
+            return fail(err, errlen, "leaderd: %s: cannot read kubeconfig \"%s\": %s",
+                        from, cfg->kubeconfig_path, ei.msg);
+        if (e != LD_OK)
+            return fail(err, errlen, "leaderd: %s: unusable kubeconfig \"%s\": %s", from,
+                        cfg->kubeconfig_path, ei.msg);
+        return 0;
+    }
+    const char *host = env_nonempty("KUBERNETES_SERVICE_HOST");
+    const char *port = env_nonempty("KUBERNETES_SERVICE_PORT");
+    if (!host)
+        return fail(err, errlen,
+                    "leaderd: no credentials: not running in a cluster "
+                    "(KUBERNETES_SERVICE_HOST is not set) and no --kubeconfig, "
+                    "LEADERD_KUBECONFIG or KUBECONFIG given");
+    e = ld_kube_config_incluster(&cfg->kube, host, port ? port : "",
+                                 cfg->service_account_dir, &ei);
+    if (e != LD_OK)
+        return fail(err, errlen, "leaderd: no credentials: in-cluster config (%s): %s",
+                    cfg->service_account_dir, ei.msg);
+    return 0;
+}
+
+static int resolve_namespace(struct ld_config *cfg, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    char label[PATH_MAX + 16];
+    int rc;
+    if (cfg->namespace_)
+        return 0;
+    if (snprintf(path, sizeof(path), "%s/namespace", cfg->service_account_dir) <
+        (int)sizeof(path)) {
+        char *ns = read_small_trimmed(path);
+        if (ns) {
+            snprintf(label, sizeof(label), "%s", path);
+            rc = check_namespace(ns, label, err, errlen);
+            if (rc != 0) {
+                free(ns);
+                return rc;
+            }
+            cfg->namespace_ = ns;
+            cfg->namespace_from = "service-account namespace file";
+            return 0;
+        }
+    }
+    if (cfg->kube.namespace_ && *cfg->kube.namespace_) {
+        if ((rc = check_namespace(cfg->kube.namespace_, "kubeconfig context", err,
+                                  errlen)))
+            return rc;
+        cfg->namespace_from = "kubeconfig context";
+        return set_str(&cfg->namespace_, cfg->kube.namespace_, err, errlen);
+    }
+    cfg->namespace_from = "default";
+    return set_str(&cfg->namespace_, "default", err, errlen);
+}
+
+static int resolve_identity(struct ld_config *cfg, char *err, size_t errlen)
+{
+    char host[HOST_NAME_MAX + 1];
+    if (cfg->identity)
+        return 0;
+    if (gethostname(host, sizeof(host)) != 0)
+        host[0] = '\0';
+    host[sizeof(host) - 1] = '\0';
+    if (host[0] == '\0')
+        return fail(err, errlen,
+                    "leaderd: --identity: empty identity (no --identity, LEADERD_IDENTITY "
+                    "or POD_NAME, and the host name is empty)");
+    int rc = check_identity(host, "host name", err, errlen);
+    if (rc != 0)
+        return rc;
+    cfg->identity_from = "host name";
+    return set_str(&cfg->identity, host, err, errlen);
+}
+
+int ld_config_load(struct ld_config *cfg, char *err, size_t errlen)
+{
+    int rc = load_kube(cfg, err, errlen);
+    if (rc == 0)
+        rc = resolve_namespace(cfg, err, errlen);
+    if (rc == 0)
+        rc = resolve_identity(cfg, err, errlen);
+    return rc;
+}
+
+int ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
+                    size_t errlen)
+{
+    int rc = ld_config_parse_args(cfg, argc, argv, err, errlen);
+    if (rc != 0)
+        return rc;
+    return ld_config_load(cfg, err, errlen);
+}
+
+void ld_config_clear(struct ld_config *cfg)
+{
+    if (!cfg)
+        return;
+    free(cfg->lease_name);
+    free(cfg->namespace_);
+    free(cfg->identity);
+    free(cfg->listen_host);
+    free(cfg->kubeconfig_path);
+    free(cfg->service_account_dir);
+    ld_kube_config_clear(&cfg->kube);
+    config_init(cfg);
+}
+
+void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
+{
+    char lease[32], renew[32], retry[32];
+    char listen[300];
+    const char *host = cfg->listen_host ? cfg->listen_host : "";
+    if (len == 0)
+        return;
+    if (strchr(host, ':'))
+        snprintf(listen, sizeof(listen), "[%s]:%d", host, cfg->listen_port);
+    else
+        snprintf(listen, sizeof(listen), "%s:%d", host, cfg->listen_port);
+    snprintf(buf, len,
+             "lease=%s/%s (namespace from %s) identity=%s (from %s) lease-duration=%s renew-deadline=%s "
+             "retry-period=%s listen=%s kubeconfig=%s server=%s release-on-exit=%s "
+             "log-format=%s log-level=%s",
+             cfg->namespace_ ? cfg->namespace_ : "?",
+             cfg->lease_name ? cfg->lease_name : "?",
+             cfg->namespace_from ? cfg->namespace_from : "?", cfg->identity ? cfg->identity : "?",
+             cfg->identity_from ? cfg->identity_from : "?",
+             ld_duration_format(cfg->lease_duration_ms, lease, sizeof(lease)),
+             ld_duration_format(cfg->renew_deadline_ms, renew, sizeof(renew)),
+             ld_duration_format(cfg->retry_period_ms, retry, sizeof(retry)), listen,
+             cfg->kubeconfig_path ? cfg->kubeconfig_path : "in-cluster",
+             cfg->kube.server ? cfg->kube.server : "?",
+             cfg->release_on_exit ? "true" : "false",
+             cfg->log_format == LD_LOG_FORMAT_JSON ? "json" : "text",
+             ld_log_level_name(cfg->log_level));
+}

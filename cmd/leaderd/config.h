@@ -1,0 +1,87 @@
+/*
+ * config: the daemon's configuration from flags and LEADERD_* variables
+ * (a flag beats its variable), with the contract's defaults and fallbacks,
+ * validated as a whole. Parsing is pure; loading credentials, the
+ * service-account namespace and the host name is a separate I/O step.
+ */
+#ifndef LEADERD_CONFIG_H
+#define LEADERD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kubeconfig.h"
+#include "log.h"
+#include "logsink.h"
+
+#ifndef LEADERD_VERSION
+#define LEADERD_VERSION "0.0.0-dev"
+#endif
+
+/* err buffers passed in here should be at least this big. */
+#define LD_CONFIG_ERR_LEN 512
+
+/* Every string is owned by the struct (free with ld_config_clear). */
+struct ld_config {
+    char *lease_name;
+    char *namespace_;
+    char *identity;
+    int64_t lease_duration_ms; /* a whole number of seconds >= 1 */
+    int64_t renew_deadline_ms;
+    int64_t retry_period_ms;
+    char *listen_host; /* "" = all interfaces (dual stack when possible) */
+    int listen_port;   /* 1..65535 */
+    char *kubeconfig_path; /* NULL => in-cluster */
+    struct ld_kube_config kube;
+    bool release_on_exit;
+    enum ld_log_format log_format;
+    enum ld_log_level log_level;
+    char *service_account_dir; /* default LD_SA_DIR */
+    /* Where namespace_, identity and kubeconfig_path came from: a flag,
+     * variable or file name, for messages and the startup line. Static
+     * strings; NULL while unresolved. */
+    const char *namespace_from;
+    const char *identity_from;
+    const char *kubeconfig_from;
+};
+
+/* Parses argv (argv[0] is the program name) and the environment (getenv
+ * only), then loads credentials (ld_config_load). Returns 0 when the daemon
+ * should run; 1 when --help or --version was printed on stdout (exit 0);
+ * 2 when the configuration is invalid, with one line naming the problem,
+ * "leaderd: ..." without a newline, in err (exit 2). cfg is always left
+ * initialised (clear it with ld_config_clear whatever the result).
+ *
+ * A LEADERD_* variable that is set, even to "", counts as its flag given
+ * with that value, except LEADERD_KUBECONFIG="" (and --kubeconfig=""),
+ * which means "not given". Empty POD_NAMESPACE, POD_NAME and KUBECONFIG
+ * count as unset. */
+int ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
+                    size_t errlen);
+
+/* The pure half of ld_config_parse: flags, variables, defaults and every
+ * check that needs no file. Leaves namespace_ NULL when neither the flag,
+ * its variable nor POD_NAMESPACE gave one, identity NULL when neither the
+ * flag, its variable nor POD_NAME gave one, and the kube config empty
+ * (kubeconfig_path is resolved: flag, variable, first $KUBECONFIG entry).
+ * Same return values as ld_config_parse. */
+int ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, char *err,
+                         size_t errlen);
+
+/* The I/O half: loads the kubeconfig file or the in-cluster config, then
+ * resolves the namespace (POD_NAMESPACE, service-account namespace file,
+ * kubeconfig context, "default") and the identity (host name) when
+ * ld_config_parse_args left them unset, and validates them. Returns 0, or
+ * 2 with err filled as above. */
+int ld_config_load(struct ld_config *cfg, char *err, size_t errlen);
+
+/* Frees what cfg owns and leaves it zeroed (safe to clear twice). */
+void ld_config_clear(struct ld_config *cfg);
+
+/* One line describing the effective configuration for the startup log,
+ * without credentials, e.g. "lease=ns/name identity=x lease-duration=15s
+ * ...". Always NUL-terminates buf (cut if too small). */
+void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * loop: the imperative shell around the election engine. Reads both clocks
+ * once per pass, performs the engine's requests through the Kubernetes
+ * client, publishes the state for the HTTP server, logs every leadership
+ * change, and turns SIGTERM/SIGINT (read from a signalfd) into an orderly
+ * release.
+ */
+#ifndef LEADERD_LOOP_H
+#define LEADERD_LOOP_H
+
+#include "election.h"
+#include "kube.h"
+#include "state.h"
+
+struct ld_loop {
+    struct ld_election *election; /* borrowed */
+    struct ld_kube *kube;         /* borrowed; its cancel fd is signal_fd */
+    struct ld_state *state;       /* borrowed */
+    int signal_fd;                /* signalfd for SIGTERM and SIGINT */
+    const char *namespace_;       /* borrowed */
+    const char *name;             /* borrowed */
+};
+
+/* Runs until the engine is done after a shutdown signal. Returns 0 after
+ * an orderly shutdown, 1 on an unrecoverable local error. */
+int ld_loop_run(struct ld_loop *loop);
+
+#endif

@@ -1,0 +1,187 @@
+/*
+ * leaderd: a Kubernetes Lease leader-election sidecar.
+ *
+ * The process story: parse and validate the configuration, block the
+ * shutdown signals before any thread exists, set up the API client, the
+ * election engine and the HTTP server, run the election loop until a
+ * signal asks for an orderly release, then tear everything down.
+ */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "election.h"
+#include "http.h"
+#include "kube.h"
+#include "log.h"
+#include "logsink.h"
+#include "loop.h"
+#include "metrics.h"
+#include "state.h"
+
+/* Everything main owns, so one function can release it all. */
+struct daemon {
+    struct ld_config cfg;
+    int signal_fd;
+    bool curl_ready;
+    struct ld_kube *kube;
+    struct ld_election *election;
+    bool state_ready;
+    struct ld_state state;
+    struct ld_metrics metrics;
+    struct ld_http *http;
+};
+
+/* SIGTERM and SIGINT are taken synchronously from a signalfd; blocking
+ * them here, before any thread starts, makes every thread inherit that. */
+static int block_signals(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+        return -1;
+    signal(SIGPIPE, SIG_IGN);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+static uint64_t jitter_seed(const char *identity)
+{
+    /* Different replicas must not jitter in lockstep: mix identity, pid
+     * and time. Not security-relevant. */
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = identity; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return h ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ld_wall_us();
+}
+
+static int start_election(struct daemon *d)
+{
+    struct ld_election_config ec = {
+        .namespace_ = d->cfg.namespace_,
+        .name = d->cfg.lease_name,
+        .identity = d->cfg.identity,
+        .lease_duration_ms = d->cfg.lease_duration_ms,
+        .renew_deadline_ms = d->cfg.renew_deadline_ms,
+        .retry_period_ms = d->cfg.retry_period_ms,
+        .release_on_exit = d->cfg.release_on_exit,
+        .seed = jitter_seed(d->cfg.identity),
+    };
+    struct ld_errinfo err;
+    d->election = ld_election_new(&ec, &err);
+    if (!d->election) {
+        fprintf(stderr, "leaderd: %s\n", err.msg);
+        return 2;
+    }
+    return 0;
+}
+
+static int start_client(struct daemon *d)
+{
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "leaderd: curl_global_init failed\n");
+        return 1;
+    }
+    d->curl_ready = true;
+    struct ld_errinfo err;
+    d->kube = ld_kube_new(&d->cfg.kube, &err);
+    if (!d->kube) {
+        fprintf(stderr, "leaderd: %s\n", err.msg);
+        return 2;
+    }
+    ld_kube_set_cancel_fd(d->kube, d->signal_fd);
+    ld_kube_set_observer(d->kube, ld_metrics_observe_request, &d->metrics);
+    return 0;
+}
+
+static int start_http(struct daemon *d)
+{
+    char lease[512];
+    snprintf(lease, sizeof(lease), "%s/%s", d->cfg.namespace_, d->cfg.lease_name);
+    /* A loop pass is at most a request timeout plus a retry wait apart;
+     * a heartbeat older than a lease duration plus a renew deadline means
+     * the loop is wedged. */
+    ld_state_init(&d->state, lease, d->cfg.identity,
+                  d->cfg.lease_duration_ms + d->cfg.renew_deadline_ms);
+    d->state_ready = true;
+    char err[256];
+    d->http = ld_http_start(d->cfg.listen_host, d->cfg.listen_port, &d->state, &d->metrics,
+                            err, sizeof(err));
+    if (!d->http) {
+        fprintf(stderr, "leaderd: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+static void teardown(struct daemon *d)
+{
+    ld_http_stop(d->http);
+    if (d->state_ready)
+        ld_state_destroy(&d->state);
+    ld_election_free(d->election);
+    ld_kube_free(d->kube);
+    if (d->curl_ready)
+        curl_global_cleanup();
+    ld_metrics_destroy(&d->metrics);
+    if (d->signal_fd >= 0)
+        close(d->signal_fd);
+    ld_config_clear(&d->cfg);
+}
+
+int main(int argc, char **argv)
+{
+    struct daemon d;
+    memset(&d, 0, sizeof(d));
+    d.signal_fd = -1;
+    ld_metrics_init(&d.metrics);
+
+    char err[LD_CONFIG_ERR_LEN];
+    int rc = ld_config_parse(&d.cfg, argc, argv, err, sizeof(err));
+    if (rc != 0) {
+        if (rc == 2)
+            fprintf(stderr, "%s\n", err);
+        teardown(&d);
+        return rc == 1 ? 0 : 2;
+    }
+
+    char lease[512];
+    snprintf(lease, sizeof(lease), "%s/%s", d.cfg.namespace_, d.cfg.lease_name);
+    ld_logsink_install(d.cfg.log_format, d.cfg.log_level, lease, d.cfg.identity);
+
+    d.signal_fd = block_signals();
+    if (d.signal_fd < 0) {
+        fprintf(stderr, "leaderd: cannot set up signal handling\n");
+        teardown(&d);
+        return 1;
+    }
+    rc = start_election(&d);
+    if (rc == 0)
+        rc = start_client(&d);
+    if (rc == 0)
+        rc = start_http(&d);
+    if (rc == 0) {
+        char desc[1024];
+        ld_config_describe(&d.cfg, desc, sizeof(desc));
+        ld_log(LD_LOG_INFO, "leaderd %s starting: %s, http port %d", LEADERD_VERSION, desc,
+               ld_http_port(d.http));
+        struct ld_loop loop = {
+            .election = d.election,
+            .kube = d.kube,
+            .state = &d.state,
+            .signal_fd = d.signal_fd,
+            .namespace_ = d.cfg.namespace_,
+            .name = d.cfg.lease_name,
+        };
+        rc = ld_loop_run(&loop);
+        ld_log(LD_LOG_INFO, "leaderd stopped");
+    }
+    teardown(&d);
+    return rc;
+}

@@ -1,0 +1,274 @@
+/*
+ * metrics: API request counters and the Prometheus text exposition.
+ */
+#include "metrics.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef LEADERD_VERSION
+#define LEADERD_VERSION "0.0.0-dev"
+#endif
+
+static const char *const verbs[] = {"GET",    "POST",  "PUT",  "PATCH",
+                                    "DELETE", "WATCH", "LIST", "OTHER"};
+#define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
+#define CODE_ERROR 0
+#define CODE_OTHER (-1)
+
+/* Same bounds as the client-go request latency histogram, written as the
+ * le label shows them. */
+static const double bucket_le[LD_METRICS_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                     0.5,   1,    2.5,   5,    10};
+static const char *const bucket_text[LD_METRICS_BUCKETS] = {
+    "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10"};
+
+void ld_metrics_init(struct ld_metrics *m)
+{
+    memset(m, 0, sizeof(*m));
+    pthread_mutex_init(&m->mu, NULL);
+}
+
+void ld_metrics_destroy(struct ld_metrics *m)
+{
+    pthread_mutex_destroy(&m->mu);
+}
+
+static int verb_index(const char *verb)
+{
+    for (size_t i = 0; i + 1 < NVERBS; i++) {
+        if (verb && strcmp(verb, verbs[i]) == 0)
+            return (int)i;
+    }
+    return (int)NVERBS - 1;
+}
+
+static struct ld_metrics_series *find_series(struct ld_metrics *m, int verb, long code)
+{
+    for (size_t i = 0; i < m->nseries; i++) {
+        if (m->series[i].verb == verb && m->series[i].code == code)
+            return &m->series[i];
+    }
+    return NULL;
+}
+
+void ld_metrics_observe_request(void *ctx, const char *verb, long http_status,
+                                double seconds)
+{
+    struct ld_metrics *m = ctx;
+    int v = verb_index(verb);
+    long code = http_status >= 100 && http_status <= 599 ? http_status : CODE_ERROR;
+    if (!(seconds >= 0)) /* negative or NaN */
+        seconds = 0;
+    pthread_mutex_lock(&m->mu);
+    struct ld_metrics_series *s = find_series(m, v, code);
+    if (!s) {
+        /* The last NVERBS slots are kept for the per-verb "other" series so
+         * the table stays bounded whatever statuses a server invents. */
+        if (m->nseries < LD_METRICS_MAX_SERIES - NVERBS) {
+            s = &m->series[m->nseries++];
+        } else {
+            code = CODE_OTHER;
+            s = find_series(m, v, code);
+            if (!s)
+                s = &m->series[m->nseries++];
+        }
+        s->verb = v;
+        s->code = code;
+        s->count = 0;
+    }
+    s->count++;
+    for (size_t i = 0; i < LD_METRICS_BUCKETS; i++) {
+        if (seconds <= bucket_le[i]) {
+            m->bucket[i]++;
+            break;
+        }
+    }
+    m->count++;
+    m->sum += seconds;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* A growable, capped text buffer; a failed append poisons it. */
+struct tbuf {
+    char *p;
+    size_t len;
+    size_t cap;
+    bool failed;
+};
+
+static void tb_printf(struct tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void tb_printf(struct tbuf *b, const char *fmt, ...)
+{
+    for (int attempt = 0; attempt < 2 && !b->failed; attempt++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            b->failed = true;
+            return;
+        }
+        if ((size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t want = b->len + (size_t)n + 1;
+        size_t ncap = b->cap * 2 > want ? b->cap * 2 : want;
+        if (ncap > LD_METRICS_MAX_TEXT + 1)
+            ncap = LD_METRICS_MAX_TEXT + 1;
+        if (want > ncap) {
+            b->failed = true;
+            return;
+        }
+        char *np = realloc(b->p, ncap);
+        if (!np) {
+            b->failed = true;
+            return;
+        }
+        b->p = np;
+        b->cap = ncap;
+    }
+}
+
+/* Label value escaping per the text format: backslash, quote, newline. */
+static void tb_label(struct tbuf *b, const char *s)
+{
+    for (; *s && !b->failed; s++) {
+        if (*s == '\\')
+            tb_printf(b, "\\\\");
+        else if (*s == '"')
+            tb_printf(b, "\\\"");
+        else if (*s == '\n')
+            tb_printf(b, "\\n");
+        else
+            tb_printf(b, "%c", *s);
+    }
+}
+
+/* Shortest text that reads back as the same double, as Go's Prometheus
+ * client writes floats. */
+static void tb_float(struct tbuf *b, double v)
+{
+    char s[40];
+    if (isnan(v)) {
+        tb_printf(b, "NaN");
+        return;
+    }
+    if (isinf(v)) {
+        tb_printf(b, v > 0 ? "+Inf" : "-Inf");
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(s, sizeof(s), "%.*g", prec, v);
+        if (strtod(s, NULL) == v)
+            break;
+    }
+    tb_printf(b, "%s", s);
+}
+
+static void header(struct tbuf *b, const char *name, const char *type, const char *help)
+{
+    tb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_election(struct tbuf *b, const struct ld_snapshot *snap, int64_t now_ms)
+{
+    bool leader = ld_snapshot_is_leader(snap, now_ms);
+    const char *slash = strrchr(snap->lease, '/');
+    const char *name = slash ? slash + 1 : snap->lease;
+
+    header(b, "leader_election_master_status", "gauge",
+           "1 while this replica leads the lease, else 0; name is the lease name "
+           "(as client-go controllers expose it).");
+    tb_printf(b, "leader_election_master_status{name=\"");
+    tb_label(b, name);
+    tb_printf(b, "\"} %d\n", leader ? 1 : 0);
+
+    header(b, "leaderd_leader_transitions_total", "counter",
+           "Leadership changes this replica has observed.");
+    tb_printf(b, "leaderd_leader_transitions_total %lld\n",
+              (long long)snap->transitions_seen);
+
+    header(b, "leaderd_last_renew_timestamp_seconds", "gauge",
+           "Wall time of this replica's last successful renewal (Unix seconds), 0 if "
+           "never.");
+    int64_t us = snap->last_renew_wall_us > 0 ? snap->last_renew_wall_us : 0;
+    tb_printf(b, "leaderd_last_renew_timestamp_seconds %lld.%06lld\n",
+              (long long)(us / 1000000), (long long)(us % 1000000));
+
+    header(b, "leaderd_is_leader", "gauge",
+           "1 while this replica leads (same as leader_election_master_status).");
+    tb_printf(b, "leaderd_is_leader %d\n", leader ? 1 : 0);
+
+    header(b, "leaderd_term", "gauge",
+           "leaseTransitions of the observed lease record (the fencing term).");
+    tb_printf(b, "leaderd_term %lld\n", (long long)snap->term);
+
+    header(b, "leaderd_observed", "gauge",
+           "1 once the lease (or its absence) has been observed, else 0.");
+    tb_printf(b, "leaderd_observed %d\n", snap->observed ? 1 : 0);
+}
+
+static void render_api(struct tbuf *b, struct ld_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    header(b, "leaderd_api_requests_total", "counter",
+           "Requests made to the Kubernetes API, by verb and HTTP status code "
+           "(code=\"error\" when no answer arrived).");
+    for (size_t i = 0; i < m->nseries; i++) {
+        const struct ld_metrics_series *s = &m->series[i];
+        tb_printf(b, "leaderd_api_requests_total{verb=\"%s\",code=\"", verbs[s->verb]);
+        if (s->code == CODE_ERROR)
+            tb_printf(b, "error");
+        else if (s->code == CODE_OTHER)
+            tb_printf(b, "other");
+        else
+            tb_printf(b, "%ld", s->code);
+        tb_printf(b, "\"} %llu\n", (unsigned long long)s->count);
+    }
+
+    header(b, "leaderd_api_request_duration_seconds", "histogram",
+           "Latency of requests made to the Kubernetes API.");
+    uint64_t cum = 0;
+    for (size_t i = 0; i < LD_METRICS_BUCKETS; i++) {
+        cum += m->bucket[i];
+        tb_printf(b, "leaderd_api_request_duration_seconds_bucket{le=\"%s\"} %llu\n",
+                  bucket_text[i], (unsigned long long)cum);
+    }
+    tb_printf(b, "leaderd_api_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+              (unsigned long long)m->count);
+    tb_printf(b, "leaderd_api_request_duration_seconds_sum ");
+    tb_float(b, m->sum);
+    tb_printf(b, "\nleaderd_api_request_duration_seconds_count %llu\n",
+              (unsigned long long)m->count);
+    pthread_mutex_unlock(&m->mu);
+}
+
+int ld_metrics_render(struct ld_metrics *m, const struct ld_snapshot *snap,
+                      int64_t now_ms, char **out, size_t *len)
+{
+    struct tbuf b = {malloc(8192), 0, 8192, false};
+    *out = NULL;
+    *len = 0;
+    if (!b.p)
+        return -1;
+    render_election(&b, snap, now_ms);
+    render_api(&b, m);
+    header(&b, "leaderd_build_info", "gauge", "Always 1; the version label names the build.");
+    tb_printf(&b, "leaderd_build_info{version=\"");
+    tb_label(&b, LEADERD_VERSION);
+    tb_printf(&b, "\"} 1\n");
+    if (b.failed) {
+        free(b.p);
+        return -1;
+    }
+    *out = b.p;
+    *len = b.len;
+    return 0;
+}

@@ -1,0 +1,60 @@
+/*
+ * metrics: counters for the Kubernetes API requests leaderd makes, and the
+ * Prometheus text exposition (format 0.0.4) of those plus the election
+ * state taken from a struct ld_snapshot. Thread-safe: one mutex.
+ */
+#ifndef LEADERD_METRICS_H
+#define LEADERD_METRICS_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state.h"
+
+/* Upper bounds of the request-duration histogram, in seconds (+Inf is
+ * implied). */
+#define LD_METRICS_BUCKETS 11
+/* Distinct {verb,code} pairs kept; later new pairs count as code="other". */
+#define LD_METRICS_MAX_SERIES 64
+/* Largest exposition rendered; ld_metrics_render fails past it. */
+#define LD_METRICS_MAX_TEXT (256 * 1024)
+
+struct ld_metrics_series {
+    int verb;  /* index into the fixed verb list */
+    long code; /* HTTP status, 0 = no answer ("error"), -1 = "other" */
+    uint64_t count;
+};
+
+struct ld_metrics {
+    pthread_mutex_t mu;
+    struct ld_metrics_series series[LD_METRICS_MAX_SERIES];
+    size_t nseries;
+    uint64_t bucket[LD_METRICS_BUCKETS]; /* per bucket, not cumulative */
+    uint64_t count;
+    double sum;
+};
+
+void ld_metrics_init(struct ld_metrics *m);
+void ld_metrics_destroy(struct ld_metrics *m);
+
+/* Counts one API request. verb is "GET", "POST", "PUT", "PATCH", "DELETE",
+ * "WATCH" or "LIST" (anything else counts as "OTHER"); http_status is the
+ * answer's status, or 0 when none arrived (connect, TLS or timeout
+ * failure), rendered as code="error"; statuses outside 100..599 count as
+ * "error" too. seconds < 0 or NaN counts as 0. Has the ld_kube_observer_fn
+ * signature (lib/kube.h): pass it with the struct ld_metrics as ctx.
+ * Thread-safe. */
+void ld_metrics_observe_request(void *m, const char *verb, long http_status,
+                                double seconds);
+
+/* Renders every metric, with # HELP and # TYPE, into a new buffer (*out,
+ * free with free(), NUL-terminated; *len excludes the NUL). Election
+ * metrics come from snap as of now_ms (monotonic): leadership is judged
+ * with ld_snapshot_is_leader. Returns 0, or -1 on allocation failure or
+ * when the text would exceed LD_METRICS_MAX_TEXT (*out NULL then).
+ * Thread-safe. */
+int ld_metrics_render(struct ld_metrics *m, const struct ld_snapshot *snap,
+                      int64_t now_ms, char **out, size_t *len);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * state: what the election loop publishes for the HTTP server. The loop is
+ * the only writer; HTTP handlers take a copy under a short mutex and never
+ * wait on the loop or on the API. Leadership is judged by the reader at
+ * request time from lead_until_ms, so a wedged loop cannot keep a stale
+ * "leader" answer alive.
+ */
+#ifndef LEADERD_STATE_H
+#define LEADERD_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lease.h"
+
+struct ld_snapshot {
+    char lease[512];           /* "NAMESPACE/NAME", set once at start */
+    char identity[LD_LEASE_MAX_HOLDER + 1];
+    char leader[LD_LEASE_MAX_HOLDER + 1]; /* observed holder, "" when free */
+    int64_t term;              /* leaseTransitions of the observed record */
+    bool observed;             /* the Lease (or its absence) was seen at least once */
+    bool leading;              /* we hold it per our last successful write */
+    int64_t lead_until_ms;     /* monotonic; leading counts only before this */
+    bool has_renewed_at;
+    int64_t renewed_at_us;     /* renewTime of the observed record (wall) */
+    int64_t last_renew_wall_us;/* our last successful renewal (wall), 0 if none */
+    int64_t heartbeat_ms;      /* monotonic time of the loop's last pass */
+    int64_t stale_after_ms;    /* heartbeat older than this => unhealthy */
+    char health_error[256];    /* non-empty => /healthz fails with this reason */
+    uint64_t seq;              /* bumped whenever leader, term or leading changes */
+    int64_t transitions_seen;  /* leadership changes observed (metric) */
+};
+
+struct ld_state {
+    pthread_mutex_t mu;
+    pthread_cond_t changed;    /* broadcast on every seq bump */
+    struct ld_snapshot snap;
+};
+
+void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
+                   int64_t stale_after_ms);
+void ld_state_destroy(struct ld_state *st);
+
+/* Copies the current snapshot into out. */
+void ld_state_read(struct ld_state *st, struct ld_snapshot *out);
+
+/* Replaces the snapshot's dynamic fields with those of next (lease,
+ * identity and seq are kept), bumps seq and wakes waiters when leader,
+ * term or leading changed. */
+void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next);
+
+/* Leadership as of now_ms: leading and before lead_until_ms. */
+bool ld_snapshot_is_leader(const struct ld_snapshot *s, int64_t now_ms);
+
+/* Monotonic milliseconds (CLOCK_MONOTONIC). */
+int64_t ld_mono_ms(void);
+/* Wall microseconds since the epoch (CLOCK_REALTIME), for Lease timestamps. */
+int64_t ld_wall_us(void);
+
+#endif

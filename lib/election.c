@@ -1,0 +1,658 @@
+/*
+ * election: client-go's tryAcquireOrRenew as a pure state machine.
+ *
+ * One "attempt" is: a fast-path PUT of the cached object when we hold a
+ * Lease that is still valid locally; otherwise (or after the fast path
+ * failed) a GET, then a POST when the Lease is absent or a PUT when it is
+ * free, expired, or ours. Attempts are spaced retry_period apart while
+ * leading and retry_period plus up to 0.2x jitter while standing by.
+ */
+#include "election.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EVENT_QUEUE 8
+/* client-go jitters acquire attempts by up to 1.2 retry periods, so a
+ * standby may notice a released Lease only 2.2 periods later. 0.2 still
+ * spreads standbys apart, keeps them under one request per retry period,
+ * and bounds a graceful handover by 1.2 periods. */
+#define JITTER_FACTOR_PERMILLE 200
+
+enum phase {
+    PH_IDLE,        /* between attempts */
+    PH_GET_NEXT,    /* an attempt continues with a GET at once */
+    PH_WRITE_NEXT,  /* an attempt continues with the prepared write at once */
+    PH_FAST_PUT,    /* outstanding: renewal of the cached object */
+    PH_GET,         /* outstanding: read */
+    PH_WRITE,       /* outstanding: slow-path PUT or POST */
+    PH_RELEASE_PUT, /* outstanding: release write */
+    PH_DONE,
+};
+
+struct ld_election {
+    char *namespace_;
+    char *name;
+    char *identity;
+    int64_t lease_duration_ms;
+    int64_t renew_deadline_ms;
+    int64_t retry_period_ms;
+    int64_t request_timeout_ms;
+    bool release_on_exit;
+    uint64_t rng;
+
+    struct ld_lease cache; /* last object seen or written */
+    bool have_cache;
+    bool cache_stale;      /* our view may be behind the server: GET first */
+    bool observed;
+    int64_t observed_ms;   /* when the cached record last changed */
+
+    bool leading;
+    int64_t lead_until_ms;
+    int64_t last_renew_wall_us;
+
+    enum phase phase;
+    enum ld_action_kind write_kind; /* for PH_WRITE_NEXT */
+    int64_t request_start_ms;
+    int64_t next_attempt_ms;
+    struct ld_lease desired;
+
+    bool stopping;
+    int64_t stop_deadline_ms;
+
+    char *reported_leader; /* last holder announced with NEW_LEADER */
+
+    struct ld_event events[EVENT_QUEUE];
+    unsigned event_head;
+    unsigned event_count;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static const char *str_or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* splitmix64: tiny, seedable, and good enough to spread retries. */
+static uint64_t next_random(struct ld_election *e)
+{
+    uint64_t z = (e->rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* retry_period + rand[0,1] * factor * retry_period (wait.JitterUntil). */
+static int64_t jittered_retry(struct ld_election *e)
+{
+    uint64_t span = (uint64_t)e->retry_period_ms * JITTER_FACTOR_PERMILLE / 1000;
+    return e->retry_period_ms + (int64_t)(next_random(e) % (span + 1));
+}
+
+static void push_event(struct ld_election *e, enum ld_event_kind kind,
+                       enum ld_stop_reason reason)
+{
+    if (e->event_count == EVENT_QUEUE) {
+        e->event_head = (e->event_head + 1) % EVENT_QUEUE;
+        e->event_count--;
+    }
+    struct ld_event *ev = &e->events[(e->event_head + e->event_count) % EVENT_QUEUE];
+    e->event_count++;
+    ev->kind = kind;
+    ev->reason = reason;
+    ev->term = e->have_cache ? e->cache.spec.transitions : 0;
+    const char *holder = e->have_cache ? str_or_empty(e->cache.spec.holder) : "";
+    snprintf(ev->leader, sizeof(ev->leader), "%s", holder);
+}
+
+static const char *observed_holder(const struct ld_election *e)
+{
+    return e->have_cache ? str_or_empty(e->cache.spec.holder) : "";
+}
+
+static bool holder_is_me(const struct ld_election *e)
+{
+    return e->have_cache && strcmp(observed_holder(e), e->identity) == 0;
+}
+
+static bool held_by_other(const struct ld_election *e)
+{
+    return observed_holder(e)[0] != '\0' && !holder_is_me(e);
+}
+
+/* The holder's own duration decides expiry (client-go >= 0.27); a record
+ * without one falls back to ours rather than to zero, which would make any
+ * such Lease look expired at once. */
+static int64_t holder_duration_ms(const struct ld_election *e)
+{
+    int32_t s = e->have_cache ? e->cache.spec.duration_s : 0;
+    return s > 0 ? (int64_t)s * 1000 : e->lease_duration_ms;
+}
+
+static int64_t expiry_ms(const struct ld_election *e)
+{
+    return e->observed_ms + holder_duration_ms(e);
+}
+
+static bool lease_valid(const struct ld_election *e, int64_t now_ms)
+{
+    return e->have_cache && now_ms < expiry_ms(e);
+}
+
+static void announce_leader(struct ld_election *e)
+{
+    const char *holder = observed_holder(e);
+    if (e->reported_leader && strcmp(e->reported_leader, holder) == 0)
+        return;
+    char *copy = strdup(holder);
+    if (!copy)
+        return; /* announced on the next observation instead */
+    free(e->reported_leader);
+    e->reported_leader = copy;
+    push_event(e, LD_EV_NEW_LEADER, LD_STOP_NONE);
+}
+
+static void step_down(struct ld_election *e, enum ld_stop_reason reason)
+{
+    if (!e->leading)
+        return;
+    e->leading = false;
+    push_event(e, LD_EV_STOPPED_LEADING, reason);
+}
+
+/* ---- observations ------------------------------------------------------- */
+
+/* Adopts a Lease read from or written to the server. Expiry restarts only
+ * when the record changed, exactly as client-go's observedTime. */
+static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t now_ms)
+{
+    bool changed = !e->have_cache || !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
+    struct ld_lease copy;
+    ld_lease_init(&copy);
+    if (ld_lease_copy(&copy, lease) != LD_OK) {
+        /* Without a faithful copy we must not write; re-read later. */
+        ld_lease_clear(&copy);
+        ld_lease_clear(&e->cache);
+        e->have_cache = false;
+        return false;
+    }
+    ld_lease_clear(&e->cache);
+    e->cache = copy;
+    e->have_cache = true;
+    e->cache_stale = false;
+    e->observed = true;
+    if (changed)
+        e->observed_ms = now_ms;
+    announce_leader(e);
+    return true;
+}
+
+static void observe_absent(struct ld_election *e)
+{
+    ld_lease_clear(&e->cache);
+    e->have_cache = false;
+    e->cache_stale = false;
+    e->observed = true;
+    announce_leader(e);
+}
+
+/* A write of ours succeeded: we lead until renew_deadline after the moment
+ * we sent it, which precedes the moment anyone could have observed it. */
+static void adopt_write(struct ld_election *e, const struct ld_lease *stored, int64_t now_ms)
+{
+    if (!observe(e, stored, now_ms) || !holder_is_me(e)) {
+        step_down(e, LD_STOP_TAKEN);
+        return;
+    }
+    e->observed_ms = now_ms;
+    e->last_renew_wall_us = e->desired.spec.renew_us;
+    int64_t until = e->request_start_ms + e->renew_deadline_ms;
+    if (now_ms >= until) {
+        step_down(e, LD_STOP_RENEW_DEADLINE);
+        return;
+    }
+    e->lead_until_ms = until;
+    if (!e->leading) {
+        e->leading = true;
+        push_event(e, LD_EV_STARTED_LEADING, LD_STOP_NONE);
+    }
+}
+
+/* ---- records to write --------------------------------------------------- */
+
+static enum ld_err set_holder(struct ld_lease_spec *spec, const char *holder)
+{
+    char *copy = strdup(holder);
+    if (!copy)
+        return LD_ENOMEM;
+    free(spec->holder);
+    spec->holder = copy;
+    return LD_OK;
+}
+
+/* Renewal or takeover of the cached object: a fresh renewTime every time
+ * (Go peers compare the record to the second), leaseTransitions +1 only
+ * when the holder changes, acquireTime kept while we keep it. */
+static enum ld_err prepare_claim(struct ld_election *e, struct ld_now now)
+{
+    bool renewing = holder_is_me(e);
+    ld_lease_clear(&e->desired);
+    enum ld_err rc = ld_lease_copy(&e->desired, &e->cache);
+    if (rc == LD_OK)
+        rc = set_holder(&e->desired.spec, e->identity);
+    if (rc != LD_OK)
+        return rc;
+    struct ld_lease_spec *s = &e->desired.spec;
+    s->duration_s = (int32_t)(e->lease_duration_ms / 1000);
+    s->has_renew = true;
+    s->renew_us = now.wall_us;
+    if (!renewing || !s->has_acquire) {
+        s->has_acquire = true;
+        s->acquire_us = now.wall_us;
+    }
+    if (!renewing && s->transitions < INT32_MAX)
+        s->transitions++;
+    return LD_OK;
+}
+
+static enum ld_err prepare_create(struct ld_election *e, struct ld_now now)
+{
+    ld_lease_clear(&e->desired);
+    struct ld_lease *d = &e->desired;
+    d->name = strdup(e->name);
+    d->namespace_ = strdup(e->namespace_);
+    d->spec.holder = strdup(e->identity);
+    if (!d->name || !d->namespace_ || !d->spec.holder)
+        return LD_ENOMEM;
+    d->spec.duration_s = (int32_t)(e->lease_duration_ms / 1000);
+    d->spec.has_acquire = d->spec.has_renew = true;
+    d->spec.acquire_us = d->spec.renew_us = now.wall_us;
+    d->spec.transitions = 0;
+    return LD_OK;
+}
+
+/* What client-go >= 0.20 writes on release: no holder, a one-second
+ * duration so even old peers take over at once, transitions unchanged. */
+static enum ld_err prepare_release(struct ld_election *e, struct ld_now now)
+{
+    ld_lease_clear(&e->desired);
+    enum ld_err rc = ld_lease_copy(&e->desired, &e->cache);
+    if (rc == LD_OK)
+        rc = set_holder(&e->desired.spec, "");
+    if (rc != LD_OK)
+        return rc;
+    struct ld_lease_spec *s = &e->desired.spec;
+    s->duration_s = 1;
+    s->has_acquire = s->has_renew = true;
+    s->acquire_us = s->renew_us = now.wall_us;
+    return LD_OK;
+}
+
+/* ---- actions ------------------------------------------------------------ */
+
+static struct ld_action wait_until(int64_t at_ms)
+{
+    struct ld_action a = {.kind = LD_ACT_WAIT, .wake_at_ms = at_ms};
+    return a;
+}
+
+static struct ld_action request(struct ld_election *e, enum phase outstanding,
+                                enum ld_action_kind kind, int64_t now_ms, int64_t timeout_ms)
+{
+    e->phase = outstanding;
+    e->request_start_ms = now_ms;
+    struct ld_action a = {.kind = kind, .timeout_ms = timeout_ms};
+    if (kind == LD_ACT_CREATE || kind == LD_ACT_UPDATE)
+        a.lease = &e->desired;
+    return a;
+}
+
+static void end_attempt(struct ld_election *e, int64_t now_ms, const struct ld_errinfo *err)
+{
+    e->phase = PH_IDLE;
+    int64_t next;
+    if (e->leading) {
+        next = now_ms + e->retry_period_ms;
+    } else {
+        next = now_ms + jittered_retry(e);
+        /* A standby re-checks no later than the moment the holder expires,
+         * so a crashed leader is replaced after lease_duration, not after
+         * lease_duration plus a poll interval. */
+        if (held_by_other(e) && lease_valid(e, now_ms))
+            next = min64(next, expiry_ms(e));
+    }
+    if (err && err->retry_after_ms > 0)
+        next = max64(next, now_ms + min64(err->retry_after_ms, e->lease_duration_ms));
+    e->next_attempt_ms = next;
+}
+
+static struct ld_action done(struct ld_election *e)
+{
+    e->phase = PH_DONE;
+    struct ld_action a = {.kind = LD_ACT_DONE};
+    return a;
+}
+
+static struct ld_action next_release_step(struct ld_election *e, struct ld_now now)
+{
+    int64_t left = e->stop_deadline_ms - now.mono_ms;
+    if (!e->release_on_exit || left <= 0)
+        return done(e);
+    if (now.mono_ms < e->next_attempt_ms)
+        return wait_until(min64(e->next_attempt_ms, e->stop_deadline_ms));
+    int64_t timeout = min64(e->request_timeout_ms, left);
+    if (e->cache_stale)
+        return request(e, PH_GET, LD_ACT_GET, now.mono_ms, timeout);
+    if (!holder_is_me(e))
+        return done(e);
+    if (prepare_release(e, now) != LD_OK)
+        return done(e);
+    return request(e, PH_RELEASE_PUT, LD_ACT_UPDATE, now.mono_ms, timeout);
+}
+
+static struct ld_action start_attempt(struct ld_election *e, struct ld_now now)
+{
+    bool fast = holder_is_me(e) && !e->cache_stale && e->cache.resource_version &&
+                lease_valid(e, now.mono_ms);
+    if (fast && prepare_claim(e, now) == LD_OK)
+        return request(e, PH_FAST_PUT, LD_ACT_UPDATE, now.mono_ms, e->request_timeout_ms);
+    return request(e, PH_GET, LD_ACT_GET, now.mono_ms, e->request_timeout_ms);
+}
+
+struct ld_action ld_election_next(struct ld_election *e, struct ld_now now)
+{
+    if (e->phase == PH_DONE)
+        return done(e);
+    if (e->leading && now.mono_ms >= e->lead_until_ms)
+        step_down(e, LD_STOP_RENEW_DEADLINE);
+    if (e->stopping)
+        return next_release_step(e, now);
+    if (e->phase == PH_GET_NEXT)
+        return request(e, PH_GET, LD_ACT_GET, now.mono_ms, e->request_timeout_ms);
+    if (e->phase == PH_WRITE_NEXT)
+        return request(e, PH_WRITE, e->write_kind, now.mono_ms, e->request_timeout_ms);
+    if (now.mono_ms < e->next_attempt_ms) {
+        int64_t wake = e->next_attempt_ms;
+        if (e->leading)
+            wake = min64(wake, e->lead_until_ms);
+        return wait_until(wake);
+    }
+    return start_attempt(e, now);
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+/* After a GET: take the Lease if it is free, expired or ours; otherwise
+ * wait. Leaves the engine ready to write (PH_WRITE_NEXT) or idle. */
+static void decide_after_get(struct ld_election *e, struct ld_now now)
+{
+    if (e->leading && !holder_is_me(e))
+        step_down(e, LD_STOP_TAKEN);
+    if (held_by_other(e) && lease_valid(e, now.mono_ms)) {
+        end_attempt(e, now.mono_ms, NULL);
+        return;
+    }
+    if (prepare_claim(e, now) != LD_OK) {
+        end_attempt(e, now.mono_ms, NULL);
+        return;
+    }
+    e->phase = PH_WRITE_NEXT;
+    e->write_kind = LD_ACT_UPDATE;
+}
+
+static void on_get(struct ld_election *e, struct ld_now now, enum ld_err rc,
+                   const struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    if (rc == LD_OK && lease) {
+        if (!observe(e, lease, now.mono_ms)) {
+            end_attempt(e, now.mono_ms, NULL);
+            return;
+        }
+        decide_after_get(e, now);
+        return;
+    }
+    if (rc == LD_ENOTFOUND) {
+        observe_absent(e);
+        step_down(e, LD_STOP_TAKEN);
+        if (prepare_create(e, now) == LD_OK) {
+            e->phase = PH_WRITE_NEXT;
+            e->write_kind = LD_ACT_CREATE;
+            return;
+        }
+    }
+    end_attempt(e, now.mono_ms, err);
+}
+
+static void on_write(struct ld_election *e, struct ld_now now, enum ld_err rc,
+                     const struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    if (rc == LD_OK && lease) {
+        adopt_write(e, lease, now.mono_ms);
+        end_attempt(e, now.mono_ms, NULL);
+        return;
+    }
+    /* Whatever happened, the server may now hold a newer object than ours
+     * (a conflict says so; a timeout may hide a write that landed). */
+    e->cache_stale = true;
+    end_attempt(e, now.mono_ms, err);
+}
+
+static void on_fast_put(struct ld_election *e, struct ld_now now, enum ld_err rc,
+                        const struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    if (rc == LD_OK && lease) {
+        adopt_write(e, lease, now.mono_ms);
+        end_attempt(e, now.mono_ms, NULL);
+        return;
+    }
+    e->cache_stale = true;
+    if (rc == LD_ETOOMANY || rc == LD_ECANCELED) {
+        end_attempt(e, now.mono_ms, err);
+        return;
+    }
+    /* client-go falls back to a GET in the same attempt. */
+    e->phase = PH_GET_NEXT;
+}
+
+/* While stopping, every result only updates what we know; the next step
+ * decides whether a release is still due. */
+static void on_result_stopping(struct ld_election *e, struct ld_now now, enum ld_err rc,
+                               const struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    enum phase was = e->phase;
+    e->phase = PH_IDLE;
+    if (rc == LD_OK && lease) {
+        observe(e, lease, now.mono_ms);
+        if (was == PH_RELEASE_PUT) {
+            push_event(e, LD_EV_RELEASED, LD_STOP_NONE);
+            done(e);
+        }
+        return;
+    }
+    if (rc == LD_ENOTFOUND && was == PH_GET) {
+        observe_absent(e);
+        return;
+    }
+    if (was != PH_GET)
+        e->cache_stale = true;
+    if (rc != LD_ECONFLICT && rc != LD_ECANCELED) {
+        int64_t pause = min64(e->retry_period_ms, 1000);
+        if (err && err->retry_after_ms > 0)
+            pause = max64(pause, err->retry_after_ms);
+        e->next_attempt_ms = now.mono_ms + pause;
+    }
+}
+
+void ld_election_result(struct ld_election *e, struct ld_now now, enum ld_err rc,
+                        const struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    if (e->stopping) {
+        on_result_stopping(e, now, rc, lease, err);
+        return;
+    }
+    switch (e->phase) {
+    case PH_FAST_PUT:
+        on_fast_put(e, now, rc, lease, err);
+        break;
+    case PH_GET:
+        on_get(e, now, rc, lease, err);
+        break;
+    case PH_WRITE:
+        on_write(e, now, rc, lease, err);
+        break;
+    default:
+        break; /* no request outstanding: a caller bug, ignored safely */
+    }
+    if (e->leading && now.mono_ms >= e->lead_until_ms)
+        step_down(e, LD_STOP_RENEW_DEADLINE);
+}
+
+/* ---- lifecycle and queries ---------------------------------------------- */
+
+static bool config_ok(const struct ld_election_config *c, struct ld_errinfo *err)
+{
+    if (!c->namespace_ || !c->namespace_[0] || !c->name || !c->name[0]) {
+        ld_errinfo_set(err, LD_EINVAL, "lease namespace and name are required");
+        return false;
+    }
+    if (!c->identity || !c->identity[0]) {
+        ld_errinfo_set(err, LD_EINVAL, "identity must not be empty");
+        return false;
+    }
+    if (c->retry_period_ms <= 0 || c->lease_duration_ms < 1000 ||
+        c->lease_duration_ms % 1000 != 0 || c->lease_duration_ms / 1000 > INT32_MAX) {
+        ld_errinfo_set(err, LD_EINVAL,
+                       "lease duration must be whole seconds >= 1 and retry period > 0");
+        return false;
+    }
+    if (c->lease_duration_ms <= c->renew_deadline_ms) {
+        ld_errinfo_set(err, LD_EINVAL, "lease duration must be greater than renew deadline");
+        return false;
+    }
+    if (c->renew_deadline_ms * 10 <= c->retry_period_ms * 12) {
+        ld_errinfo_set(err, LD_EINVAL,
+                       "renew deadline must be greater than 1.2 x retry period");
+        return false;
+    }
+    return true;
+}
+
+struct ld_election *ld_election_new(const struct ld_election_config *cfg,
+                                    struct ld_errinfo *err)
+{
+    if (!config_ok(cfg, err))
+        return NULL;
+    struct ld_election *e = calloc(1, sizeof(*e));
+    if (!e)
+        goto nomem;
+    ld_lease_init(&e->cache);
+    ld_lease_init(&e->desired);
+    e->namespace_ = strdup(cfg->namespace_);
+    e->name = strdup(cfg->name);
+    e->identity = strdup(cfg->identity);
+    if (!e->namespace_ || !e->name || !e->identity)
+        goto nomem;
+    e->lease_duration_ms = cfg->lease_duration_ms;
+    e->renew_deadline_ms = cfg->renew_deadline_ms;
+    e->retry_period_ms = cfg->retry_period_ms;
+    /* client-go: max(1s, RenewDeadline/2), so one hung request cannot use
+     * the whole deadline. */
+    e->request_timeout_ms = max64(1000, cfg->renew_deadline_ms / 2);
+    e->release_on_exit = cfg->release_on_exit;
+    e->rng = cfg->seed;
+    e->phase = PH_IDLE;
+    e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
+    return e;
+nomem:
+    ld_election_free(e);
+    ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    return NULL;
+}
+
+void ld_election_free(struct ld_election *e)
+{
+    if (!e)
+        return;
+    ld_lease_clear(&e->cache);
+    ld_lease_clear(&e->desired);
+    free(e->namespace_);
+    free(e->name);
+    free(e->identity);
+    free(e->reported_leader);
+    free(e);
+}
+
+void ld_election_wake(struct ld_election *e)
+{
+    if (e->stopping || e->leading || e->phase != PH_IDLE)
+        return;
+    e->next_attempt_ms = INT64_MIN;
+}
+
+void ld_election_shutdown(struct ld_election *e, struct ld_now now)
+{
+    if (e->stopping || e->phase == PH_DONE)
+        return;
+    e->stopping = true;
+    e->stop_deadline_ms = now.mono_ms + e->renew_deadline_ms;
+    e->next_attempt_ms = INT64_MIN;
+    step_down(e, LD_STOP_SHUTDOWN);
+    if (e->phase == PH_GET_NEXT || e->phase == PH_WRITE_NEXT)
+        e->phase = PH_IDLE;
+}
+
+bool ld_election_is_leader(const struct ld_election *e, int64_t now_ms)
+{
+    return e->leading && now_ms < e->lead_until_ms;
+}
+
+void ld_election_status(const struct ld_election *e, struct ld_election_status *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->observed = e->observed;
+    out->leader = observed_holder(e);
+    out->term = e->have_cache ? e->cache.spec.transitions : 0;
+    out->leading = e->leading;
+    out->lead_until_ms = e->lead_until_ms;
+    out->has_renew_time = e->have_cache && e->cache.spec.has_renew;
+    out->renew_time_us = out->has_renew_time ? e->cache.spec.renew_us : 0;
+    out->last_renew_wall_us = e->last_renew_wall_us;
+    out->resource_version = e->have_cache ? e->cache.resource_version : NULL;
+}
+
+bool ld_election_take_event(struct ld_election *e, struct ld_event *out)
+{
+    if (e->event_count == 0)
+        return false;
+    *out = e->events[e->event_head];
+    e->event_head = (e->event_head + 1) % EVENT_QUEUE;
+    e->event_count--;
+    return true;
+}
+
+const char *ld_stop_reason_str(enum ld_stop_reason r)
+{
+    switch (r) {
+    case LD_STOP_RENEW_DEADLINE:
+        return "renew deadline exceeded";
+    case LD_STOP_TAKEN:
+        return "lease held by another holder";
+    case LD_STOP_SHUTDOWN:
+        return "shutting down";
+    case LD_STOP_NONE:
+        break;
+    }
+    return "none";
+}

@@ -1,0 +1,135 @@
+/*
+ * election: the leader-election engine as a pure state machine. It follows
+ * client-go's algorithm on a coordination.k8s.io/v1 Lease but does no I/O
+ * and reads no clock: the caller asks it what to do next (wait, GET,
+ * create, update), performs that request, and reports the result together
+ * with the time. One engine is one election; a process may run many.
+ *
+ * Safety rule the engine keeps: it claims leadership only until
+ * renew_deadline after the start of its last successful write, which is
+ * strictly before any other candidate may take the Lease (they wait
+ * lease_duration after observing that write, and lease_duration >
+ * renew_deadline).
+ */
+#ifndef LEADERD_ELECTION_H
+#define LEADERD_ELECTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "lease.h"
+
+struct ld_election;
+
+struct ld_election_config {
+    const char *namespace_;     /* copied */
+    const char *name;           /* copied */
+    const char *identity;       /* copied; must be non-empty */
+    int64_t lease_duration_ms;  /* whole seconds >= 1; written into the Lease */
+    int64_t renew_deadline_ms;  /* < lease_duration_ms */
+    int64_t retry_period_ms;    /* renew_deadline_ms > 1.2 * retry_period_ms */
+    bool release_on_exit;       /* give the Lease up on ld_election_shutdown */
+    uint64_t seed;              /* seeds the retry jitter; any value */
+};
+
+/* One reading of both clocks, taken once per pass by the caller. */
+struct ld_now {
+    int64_t mono_ms; /* monotonic: all deadlines */
+    int64_t wall_us; /* wall clock: only written into acquireTime/renewTime */
+};
+
+enum ld_action_kind {
+    LD_ACT_WAIT,   /* nothing to do before wake_at_ms (or an external wake) */
+    LD_ACT_GET,    /* read the Lease */
+    LD_ACT_CREATE, /* POST lease */
+    LD_ACT_UPDATE, /* PUT lease (carries the resourceVersion to check) */
+    LD_ACT_DONE,   /* shut down complete: stop calling the engine */
+};
+
+struct ld_action {
+    enum ld_action_kind kind;
+    int64_t wake_at_ms;            /* WAIT: monotonic time to call next again */
+    const struct ld_lease *lease;  /* CREATE/UPDATE: borrowed, valid until the
+                                      result is reported */
+    int64_t timeout_ms;            /* GET/CREATE/UPDATE: bound for the request */
+};
+
+enum ld_event_kind {
+    LD_EV_STARTED_LEADING, /* we hold the Lease now */
+    LD_EV_STOPPED_LEADING, /* we no longer claim it (see reason) */
+    LD_EV_NEW_LEADER,      /* the observed holder changed (leader may be "") */
+    LD_EV_RELEASED,        /* our release was written */
+};
+
+enum ld_stop_reason {
+    LD_STOP_NONE = 0,
+    LD_STOP_RENEW_DEADLINE, /* no successful renewal within renew_deadline */
+    LD_STOP_TAKEN,          /* the Lease shows another holder, or none */
+    LD_STOP_SHUTDOWN,       /* ld_election_shutdown was called */
+};
+
+struct ld_event {
+    enum ld_event_kind kind;
+    enum ld_stop_reason reason; /* STOPPED_LEADING only */
+    int32_t term;               /* leaseTransitions at the time */
+    char leader[LD_LEASE_MAX_HOLDER + 1];
+};
+
+/* What the engine knows, for publishing. Strings are borrowed from the
+ * engine and valid until its next call. */
+struct ld_election_status {
+    bool observed;           /* the Lease, or its absence, has been seen */
+    const char *leader;      /* observed holder, "" when free or absent */
+    int32_t term;            /* leaseTransitions of the observed record */
+    bool leading;            /* we hold it per our last successful write */
+    int64_t lead_until_ms;   /* leading counts only before this time */
+    bool has_renew_time;
+    int64_t renew_time_us;   /* renewTime of the observed record */
+    int64_t last_renew_wall_us; /* wall time of our last successful write */
+    const char *resource_version; /* of the cached object, or NULL */
+};
+
+/* Checks cfg (the same rules as client-go's NewLeaderElector plus whole
+ * seconds for the duration) and returns a new engine (free with
+ * ld_election_free), or NULL with err filled (LD_EINVAL or LD_ENOMEM). */
+struct ld_election *ld_election_new(const struct ld_election_config *cfg,
+                                    struct ld_errinfo *err);
+void ld_election_free(struct ld_election *e); /* NULL-safe */
+
+/* The next step. Must not be called while a request is outstanding (i.e.
+ * after a GET/CREATE/UPDATE action and before its result). */
+struct ld_action ld_election_next(struct ld_election *e, struct ld_now now);
+
+/* Reports the outcome of the outstanding request. rc is LD_OK with the
+ * Lease the server returned in `lease` (borrowed; copied), or an error
+ * with `lease` NULL; err (may be NULL) carries Retry-After. `now` is the
+ * time the request finished. */
+void ld_election_result(struct ld_election *e, struct ld_now now, enum ld_err rc,
+                        const struct ld_lease *lease, const struct ld_errinfo *err);
+
+/* Makes the next ld_election_next start an attempt at once (used when a
+ * watch saw the Lease change, or to re-check after an external hint).
+ * Has no effect on a leader's renewal schedule or while shutting down. */
+void ld_election_wake(struct ld_election *e);
+
+/* Begins shutdown: leadership is given up at once (STOPPED_LEADING), then,
+ * if release_on_exit and the cached Lease names us, the engine asks for a
+ * release write (empty holder, leaseDurationSeconds 1, leaseTransitions
+ * unchanged), retrying a conflict after a fresh GET, for at most
+ * renew_deadline. It ends with LD_ACT_DONE. */
+void ld_election_shutdown(struct ld_election *e, struct ld_now now);
+
+/* True while we hold the Lease and now is before lead_until. */
+bool ld_election_is_leader(const struct ld_election *e, int64_t now_ms);
+
+void ld_election_status(const struct ld_election *e, struct ld_election_status *out);
+
+/* Pops the oldest pending event into out; false when there is none. The
+ * queue holds the events of at least one call; the oldest are dropped if
+ * the caller never drains it. */
+bool ld_election_take_event(struct ld_election *e, struct ld_event *out);
+
+const char *ld_stop_reason_str(enum ld_stop_reason r);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * kube: a small Kubernetes API client for one resource kind, the Lease,
+ * over libcurl + OpenSSL. One reused connection (keep-alive), TLS verified
+ * against the configured CA, bearer token re-read from its file every 50 s
+ * and after a 401, client certificates, bounded connect and request
+ * timeouts, bodies capped, metav1.Status errors mapped to enum ld_err.
+ *
+ * A handle is used by one thread at a time. Call curl_global_init() once
+ * before creating the first handle (before any thread starts).
+ */
+#ifndef LEADERD_KUBE_H
+#define LEADERD_KUBE_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "kubeconfig.h"
+#include "lease.h"
+
+struct ld_kube;
+
+/* Largest response body accepted; a larger one fails with LD_ETOOBIG. */
+#define LD_KUBE_MAX_BODY (1024 * 1024)
+
+/* Called after every request with the verb ("GET", "POST", "PUT"), the
+ * HTTP status (0 when none arrived) and the wall duration in seconds.
+ * Runs on the calling thread. */
+typedef void (*ld_kube_observer_fn)(void *ctx, const char *verb, long http_status,
+                                    double seconds);
+
+/* Creates a client from cfg (copied; cfg may be freed afterwards). Reads the
+ * token file once so a missing token fails here. Returns a new handle (free
+ * with ld_kube_free) or NULL with err filled. */
+struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo *err);
+void ld_kube_free(struct ld_kube *k); /* NULL-safe */
+
+/* Whole-request timeout (connect included); default 5000 ms. The connect
+ * phase alone is capped at min(timeout, 3000 ms). */
+void ld_kube_set_timeout_ms(struct ld_kube *k, int64_t timeout_ms);
+
+/* When fd >= 0, a request in flight is abandoned (LD_ECANCELED) as soon as
+ * fd becomes readable; the fd is only polled, never read. -1 disables. */
+void ld_kube_set_cancel_fd(struct ld_kube *k, int fd);
+
+void ld_kube_set_observer(struct ld_kube *k, ld_kube_observer_fn fn, void *ctx);
+
+/* Extra text appended to the User-Agent "leaderd/<version>". May be NULL. */
+void ld_kube_set_user_agent_suffix(struct ld_kube *k, const char *suffix);
+
+/* GET /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME.
+ * On LD_OK out holds the decoded Lease (caller clears it). */
+enum ld_err ld_kube_lease_get(struct ld_kube *k, const char *ns, const char *name,
+                              struct ld_lease *out, struct ld_errinfo *err);
+
+/* POST the encoded lease (resource_version must be NULL) to the collection.
+ * 409 AlreadyExists -> LD_EEXISTS. On LD_OK out holds the stored Lease. */
+enum ld_err ld_kube_lease_create(struct ld_kube *k, const struct ld_lease *lease,
+                                 struct ld_lease *out, struct ld_errinfo *err);
+
+/* PUT the encoded lease (with its resource_version) to its name.
+ * 409 Conflict -> LD_ECONFLICT. On LD_OK out holds the stored Lease. */
+enum ld_err ld_kube_lease_update(struct ld_kube *k, const struct ld_lease *lease,
+                                 struct ld_lease *out, struct ld_errinfo *err);
+
+/* Maps an HTTP status and a decoded Status reason to an error code:
+ * 404 NOTFOUND, 409 CONFLICT or EEXISTS (by reason "AlreadyExists"),
+ * 401, 403, 422 EINVALID, 400, 410 EGONE, 429 ETOOMANY, 5xx ESERVER,
+ * other non-2xx EHTTP, 2xx LD_OK. Exposed for tests. */
+enum ld_err ld_kube_map_status(long http_status, const char *reason);
+
+#endif

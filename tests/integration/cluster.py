@@ -1,0 +1,208 @@
+"""Test helpers for running real leaderd replicas on loopback against the
+bundled Lease API server. Every process is started here and stopped by PID;
+every wait is bounded."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+BUILD = os.environ.get("LEADERD_BUILD") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
+LEADERD = os.path.join(BUILD, "leaderd")
+
+# Short timings so failover tests take seconds (lease > renew > 1.2 x retry).
+FAST = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 1.0}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout, interval=0.025, what="condition"):
+    """Polls predicate until it returns a truthy value or timeout passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def http_get(url, timeout=1.0):
+    """Returns (status, body bytes), or (None, None) when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (urllib.error.URLError, OSError):
+        return None, None
+
+
+class Replica:
+    """One leaderd process using the API server client of the same name."""
+
+    def __init__(self, api, client, workdir, identity=None, lease="demo",
+                 namespace="default", timings=FAST, extra_args=(), wrapper=(),
+                 env=None):
+        self.api = api
+        self.client = client
+        self.identity = identity or client
+        self.lease = lease
+        self.namespace = namespace
+        self.timings = dict(timings)
+        self.extra_args = list(extra_args)
+        self.wrapper = list(wrapper)
+        self.env = env or {}
+        self.workdir = workdir
+        self.port = None
+        self.proc = None
+        self.log_path = os.path.join(workdir, f"leaderd-{client}.log")
+        self.log_file = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def argv(self):
+        t = self.timings
+        return self.wrapper + [
+            LEADERD,
+            "--lease-name", self.lease,
+            "--namespace", self.namespace,
+            "--identity", self.identity,
+            "--kubeconfig", self.api.kubeconfig(self.client),
+            "--listen", f"127.0.0.1:{self.port}",
+            "--lease-duration", f"{int(t['lease_duration'])}s",
+            "--renew-deadline", f"{int(t['renew_deadline'] * 1000)}ms",
+            "--retry-period", f"{int(t['retry_period'] * 1000)}ms",
+            "--log-level", "debug",
+        ] + self.extra_args
+
+    def start(self, wait_listening=True, timeout=10.0):
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEADERD_")}
+        for k in ("KUBECONFIG", "POD_NAME", "POD_NAMESPACE", "KUBERNETES_SERVICE_HOST"):
+            env.pop(k, None)
+        env.update(self.env)
+        self.log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv(), stdout=self.log_file,
+                                     stderr=subprocess.STDOUT, env=env)
+        if wait_listening:
+            wait_until(lambda: self.alive() and self.get("/healthz")[0] is not None,
+                       timeout, what=f"{self.client} to listen")
+        return self
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def get(self, path, timeout=1.0):
+        return http_get(self.url + path, timeout=timeout)
+
+    def leader(self):
+        """(status, decoded /leader JSON) or (None, None)."""
+        status, body = self.get("/leader")
+        if status is None:
+            return None, None
+        return status, json.loads(body)
+
+    def is_leader(self):
+        status, doc = self.leader()
+        return status == 200 and doc["is_leader"] is True
+
+    def signal(self, sig):
+        if self.alive():
+            os.kill(self.proc.pid, sig)
+
+    def wait_exit(self, timeout):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, sig=signal.SIGTERM, timeout=15.0):
+        """Stops the process (by PID) and returns its exit status."""
+        if self.proc is None:
+            return None
+        if self.alive():
+            os.kill(self.proc.pid, sig)
+        rc = self.wait_exit(timeout)
+        if rc is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            rc = self.proc.wait(timeout=10)
+        if self.log_file:
+            self.log_file.close()
+            self.log_file = None
+        return rc
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+
+def sample(replicas):
+    """One poll of every replica: {client: (status, doc)}."""
+    return {r.client: r.leader() for r in replicas if r.alive()}
+
+
+def leaders_in(snapshot):
+    return [c for c, (status, doc) in snapshot.items()
+            if status == 200 and doc and doc.get("is_leader")]
+
+
+class Watcher:
+    """Polls all replicas, checking safety on every sample: never two
+    replicas claiming leadership at once, and term never decreasing."""
+
+    def __init__(self, testcase, replicas):
+        self.t = testcase
+        self.replicas = replicas
+        self.last_term = {}
+        self.samples = 0
+
+    def poll(self):
+        snap = sample(self.replicas)
+        self.samples += 1
+        leaders = leaders_in(snap)
+        self.t.assertLessEqual(len(leaders), 1, f"two leaders at once: {snap}")
+        for client, (status, doc) in snap.items():
+            if doc is None:
+                continue
+            prev = self.last_term.get(client, -1)
+            self.t.assertGreaterEqual(doc["term"], prev, f"term went down on {client}")
+            self.last_term[client] = doc["term"]
+        return snap, leaders
+
+    def until(self, predicate, timeout, what):
+        """Polls every 25 ms until predicate(snapshot, leaders) is truthy."""
+        deadline = time.monotonic() + timeout
+        while True:
+            snap, leaders = self.poll()
+            value = predicate(snap, leaders)
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what}: {snap}")
+            time.sleep(0.025)
+
+    def for_duration(self, seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.poll()
+            time.sleep(0.025)
+
+    def one_leader(self, timeout):
+        def check(snap, leaders):
+            return leaders[0] if len(leaders) == 1 else None
+        return self.until(check, timeout, "exactly one leader")

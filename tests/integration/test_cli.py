@@ -1,0 +1,114 @@
+"""The command line contract: exit codes and one-line errors, and one full
+election under valgrind (no leaks, no invalid accesses)."""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import unittest
+
+from apiserver import ApiServer
+from cluster import LEADERD, Replica, wait_until
+
+
+def run(args, env=None, timeout=10):
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("LEADERD_") and k not in ("KUBECONFIG", "POD_NAME",
+                                                          "POD_NAMESPACE",
+                                                          "KUBERNETES_SERVICE_HOST")}
+    base.update(env or {})
+    return subprocess.run([LEADERD] + args, capture_output=True, text=True, env=base,
+                          timeout=timeout)
+
+
+class CommandLine(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="leaderd-cli-")
+        cls.kubeconfig = os.path.join(cls.dir, "kubeconfig")
+        with open(cls.kubeconfig, "w") as f:
+            f.write("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                    "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                    "users: [{name: u, user: {token: abc}}]\n"
+                    "contexts: [{name: c, context: {cluster: k, user: u}}]\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def assertBad(self, args, fragment, env=None):
+        p = run(args, env)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn(fragment, lines[0])
+        self.assertEqual(p.stdout, "")
+
+    def good(self):
+        return ["--lease-name", "x", "--kubeconfig", self.kubeconfig, "--identity", "me"]
+
+    def test_version_and_help(self):
+        p = run(["--version"])
+        self.assertEqual(p.returncode, 0)
+        self.assertTrue(p.stdout.startswith("leaderd "))
+        p = run(["--help"])
+        self.assertEqual(p.returncode, 0)
+        for flag in ("--lease-name", "--namespace", "--identity", "--lease-duration",
+                     "--renew-deadline", "--retry-period", "--listen", "--kubeconfig",
+                     "--release-on-exit"):
+            self.assertIn(flag, p.stdout)
+
+    def test_invalid_configuration_exits_2(self):
+        g = self.good()
+        self.assertBad(g + ["--bogus"], "--bogus")
+        self.assertBad(g + ["--lease-duration", "15x"], "--lease-duration")
+        self.assertBad(g + ["--lease-duration", "10s", "--renew-deadline", "10s"],
+                       "renew")
+        self.assertBad(g + ["--renew-deadline", "2400ms", "--retry-period", "2s"],
+                       "retry")
+        self.assertBad(g + ["--lease-duration", "15500ms"], "lease-duration")
+        self.assertBad(g + ["--retry-period", "500ms", "--renew-deadline", "700ms",
+                            "--lease-duration", "1s"], "retry")
+        self.assertBad(g + ["--identity", ""], "identity")
+        self.assertBad(["--kubeconfig", self.kubeconfig], "lease-name")
+        self.assertBad(g + ["--kubeconfig", "/nonexistent/kubeconfig"], "kubeconfig")
+        self.assertBad(["--lease-name", "x", "--identity", "me"], "credentials")
+        self.assertBad(g + ["--release-on-exit", "maybe"], "release-on-exit")
+        self.assertBad(g, "LEADERD_RETRY_PERIOD", env={"LEADERD_RETRY_PERIOD": "zzz"})
+
+    def test_flag_beats_environment(self):
+        p = run(self.good() + ["--listen", "127.0.0.1:notaport"],
+                env={"LEADERD_LISTEN": "127.0.0.1:4040"})
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--listen", p.stderr)
+
+
+@unittest.skipUnless(shutil.which("valgrind"), "valgrind is not installed")
+class UnderValgrind(unittest.TestCase):
+    def test_election_and_release_clean_under_memcheck(self):
+        d = tempfile.mkdtemp(prefix="leaderd-vg-")
+        api = ApiServer(os.path.join(d, "api"), ["vg"])
+        api.start()
+        vlog = os.path.join(d, "valgrind.log")
+        r = Replica(api, "vg", d, wrapper=[
+            "valgrind", "--leak-check=full", "--show-leak-kinds=definite,indirect",
+            "--errors-for-leak-kinds=definite,indirect", "--error-exitcode=99",
+            f"--log-file={vlog}"])
+        try:
+            r.start(timeout=60)
+            wait_until(r.is_leader, 30, what="leadership under valgrind")
+            wait_until(lambda: api.write_log() and len(api.write_log()) >= 3, 20,
+                       interval=0.2, what="a few renewals")
+            self.assertEqual(r.stop(signal.SIGTERM, timeout=60), 0,
+                             open(vlog).read()[-3000:])
+            report = open(vlog).read()
+            self.assertIn("ERROR SUMMARY: 0 errors", report, report[-3000:])
+            self.assertEqual(api.get_lease("default", "demo")["spec"]["holderIdentity"], "")
+        finally:
+            r.stop(signal.SIGKILL)
+            api.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

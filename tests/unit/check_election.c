@@ -1,0 +1,730 @@
+/*
+ * check_election: the election engine as a pure state machine, driven by a
+ * fake clock (plain integers) and the in-memory fake API.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "election.h"
+#include "support/fake_api.h"
+
+#define WALL0 1700000000000000LL /* an arbitrary wall-clock origin, in us */
+
+static struct ld_election_config config_for(const char *identity)
+{
+    struct ld_election_config c = {
+        .namespace_ = "default",
+        .name = "lock",
+        .identity = identity,
+        .lease_duration_ms = 15000,
+        .renew_deadline_ms = 10000,
+        .retry_period_ms = 2000,
+        .release_on_exit = true,
+        .seed = 42,
+    };
+    return c;
+}
+
+static struct ld_now at(int64_t ms)
+{
+    struct ld_now n = {.mono_ms = ms, .wall_us = WALL0 + ms * 1000};
+    return n;
+}
+
+static struct ld_election *new_engine(const char *identity)
+{
+    struct ld_election_config c = config_for(identity);
+    struct ld_errinfo err;
+    struct ld_election *e = ld_election_new(&c, &err);
+    ck_assert_msg(e != NULL, "ld_election_new: %s", err.msg);
+    return e;
+}
+
+/* Performs one request the engine asked for against the fake, at once.
+ * Returns the action that was performed. */
+static struct ld_action step(struct ld_election *e, struct fake_api *api, int64_t now)
+{
+    struct ld_action a = ld_election_next(e, at(now));
+    if (a.kind == LD_ACT_WAIT || a.kind == LD_ACT_DONE)
+        return a;
+    struct ld_lease out;
+    struct ld_errinfo err;
+    ld_lease_init(&out);
+    enum ld_err rc = fake_api_execute(api, &a, "default", "lock", &out, &err);
+    ld_election_result(e, at(now), rc, rc == LD_OK ? &out : NULL, &err);
+    ld_lease_clear(&out);
+    return a;
+}
+
+/* Runs requests until the engine wants to wait; returns the wake time. */
+static int64_t settle(struct ld_election *e, struct fake_api *api, int64_t now)
+{
+    for (int i = 0; i < 10; i++) {
+        struct ld_action a = step(e, api, now);
+        if (a.kind == LD_ACT_WAIT)
+            return a.wake_at_ms;
+        if (a.kind == LD_ACT_DONE)
+            return -1;
+    }
+    ck_abort_msg("engine did not settle within 10 requests");
+    return -1;
+}
+
+static int count_events(struct ld_election *e, enum ld_event_kind kind, struct ld_event *last)
+{
+    struct ld_event ev;
+    int n = 0;
+    while (ld_election_take_event(e, &ev)) {
+        if (ev.kind == kind) {
+            n++;
+            if (last)
+                *last = ev;
+        }
+    }
+    return n;
+}
+
+START_TEST(acquires_absent_lease_by_create)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    settle(e, &api, 0);
+    ck_assert(ld_election_is_leader(e, 0));
+    ck_assert_int_eq(api.gets, 1);
+    ck_assert_int_eq(api.creates, 1);
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    ck_assert_int_eq(api.lease.spec.transitions, 0);
+    ck_assert_int_eq(api.lease.spec.duration_s, 15);
+    ck_assert(api.lease.spec.has_acquire && api.lease.spec.acquire_us == WALL0);
+    struct ld_event ev;
+    ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, &ev), 1);
+    ck_assert_int_eq(ev.term, 0);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(takes_released_lease_at_once_and_counts_transition)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "", 1, 4, WALL0);
+    struct ld_election *e = new_engine("a");
+    settle(e, &api, 0);
+    ck_assert(ld_election_is_leader(e, 0));
+    ck_assert_int_eq(api.lease.spec.transitions, 5);
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(never_takes_unexpired_foreign_lease)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("b");
+    /* The foreign holder renews every 2 s until t=60 s, then dies. */
+    int64_t wake = 0, taken_at = -1;
+    for (int64_t t = 0; t <= 90000 && taken_at < 0; t += 100) {
+        if (t % 2000 == 0 && t <= 60000)
+            fake_api_put_record(&api, "other", 15, 3, WALL0 + t * 1000);
+        if (t >= wake) {
+            wake = settle(e, &api, t);
+            if (api.writes_ok > 0)
+                taken_at = t;
+        }
+        if (taken_at < 0)
+            ck_assert_msg(!ld_election_is_leader(e, t), "leader at %lld", (long long)t);
+    }
+    /* Expiry counts from when b saw the last renewal (at or after 60 s),
+     * and b polls at most 2.4 s apart. */
+    ck_assert_int_ge(taken_at, 75000);
+    ck_assert_int_le(taken_at, 60000 + 2400 + 15000);
+    ck_assert_str_eq(api.lease.spec.holder, "b");
+    ck_assert_int_eq(api.lease.spec.transitions, 4);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(takeover_waits_full_duration_from_first_observation)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    /* A record that says it was renewed long ago: wall times never count. */
+    fake_api_put_record(&api, "ghost", 15, 1, WALL0 - 3600LL * 1000000);
+    struct ld_election *e = new_engine("b");
+    int64_t t = 0, wake = settle(e, &api, 0);
+    ck_assert(!ld_election_is_leader(e, 0));
+    while (api.writes_ok == 0 && t < 40000) {
+        t = wake;
+        wake = settle(e, &api, t);
+    }
+    ck_assert_int_eq(api.writes_ok, 1);
+    ck_assert_int_ge(t, 15000);
+    /* The expiry wake means no poll interval is added on top. */
+    ck_assert_int_eq(t, 15000);
+    ck_assert(ld_election_is_leader(e, t));
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(renews_with_fast_path_put_keeping_acquire_time)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, &api, 0);
+    int gets = api.gets;
+    int64_t prev_renew = api.lease.spec.renew_us;
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(wake % 2000, 0); /* renewals exactly every retry period */
+        int64_t t = wake;
+        wake = settle(e, &api, t);
+        ck_assert(ld_election_is_leader(e, t));
+        ck_assert_int_gt(api.lease.spec.renew_us, prev_renew);
+        prev_renew = api.lease.spec.renew_us;
+        ck_assert_int_eq(api.lease.spec.acquire_us, WALL0);
+        ck_assert_int_eq(api.lease.spec.transitions, 0);
+    }
+    ck_assert_int_eq(api.gets, gets); /* no GET while renewals succeed */
+    ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, NULL), 1);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(renewal_conflict_falls_back_to_get_and_keeps_leading)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, &api, 0);
+    /* Someone edits the object (e.g. a label) but leaves the record ours. */
+    free(api.lease.resource_version);
+    api.lease.resource_version = strdup("999");
+    int gets = api.gets;
+    settle(e, &api, wake);
+    ck_assert_int_eq(api.gets, gets + 1);
+    ck_assert(ld_election_is_leader(e, wake));
+    ck_assert_int_eq(api.lease.spec.transitions, 0);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(loses_race_on_conflict_and_rereads_before_writing)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "", 1, 2, WALL0);
+    struct ld_election *e = new_engine("b");
+    struct ld_action get = ld_election_next(e, at(0));
+    ck_assert_int_eq(get.kind, LD_ACT_GET);
+    struct ld_lease out;
+    struct ld_errinfo err;
+    ld_lease_init(&out);
+    ck_assert_int_eq(fake_api_execute(&api, &get, "default", "lock", &out, &err), LD_OK);
+    ld_election_result(e, at(0), LD_OK, &out, NULL);
+    ld_lease_clear(&out);
+    struct ld_action put = ld_election_next(e, at(0));
+    ck_assert_int_eq(put.kind, LD_ACT_UPDATE);
+    /* Another candidate wins between our GET and our PUT. */
+    fake_api_put_record(&api, "c", 15, 3, WALL0);
+    ck_assert_int_eq(fake_api_execute(&api, &put, "default", "lock", &out, &err),
+                     LD_ECONFLICT);
+    ld_election_result(e, at(5), LD_ECONFLICT, NULL, &err);
+    ck_assert(!ld_election_is_leader(e, 5));
+    struct ld_action w = ld_election_next(e, at(5));
+    ck_assert_int_eq(w.kind, LD_ACT_WAIT);
+    ck_assert_int_ge(w.wake_at_ms, 5 + 2000);
+    ck_assert_int_le(w.wake_at_ms, 5 + 2400);
+    struct ld_action again = ld_election_next(e, at(w.wake_at_ms));
+    ck_assert_int_eq(again.kind, LD_ACT_GET);
+    ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, NULL), 0);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(steps_down_at_renew_deadline_while_api_hangs)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, &api, 0); /* leading; write started at t=0 */
+    int64_t t = wake;
+    struct ld_action a = ld_election_next(e, at(t));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE); /* renewal sent ... and never answered */
+    ck_assert_int_le(a.timeout_ms, 10000 / 2);
+    ck_assert(ld_election_is_leader(e, 9999));
+    ck_assert(!ld_election_is_leader(e, 10000));
+    /* The hung request finally fails long after the deadline. */
+    struct ld_errinfo err;
+    ld_errinfo_set(&err, LD_ETIMEOUT, "timeout");
+    ld_election_result(e, at(12000), LD_ETIMEOUT, NULL, &err);
+    struct ld_event ev;
+    ck_assert_int_eq(count_events(e, LD_EV_STOPPED_LEADING, &ev), 1);
+    ck_assert_int_eq(ev.reason, LD_STOP_RENEW_DEADLINE);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(steps_down_when_errors_persist)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, &api, 0);
+    api.fail_with = LD_ESERVER;
+    int64_t t = wake;
+    while (t < 20000) {
+        ck_assert_msg(ld_election_is_leader(e, t) == (t < 10000), "t=%lld", (long long)t);
+        t = settle(e, &api, t);
+    }
+    struct ld_event ev;
+    ck_assert_int_eq(count_events(e, LD_EV_STOPPED_LEADING, &ev), 1);
+    ck_assert_int_eq(ev.reason, LD_STOP_RENEW_DEADLINE);
+    /* The wait never overshoots the deadline, so the step-down is on time. */
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(step_down_when_lease_taken)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, &api, 0);
+    fake_api_put_record(&api, "intruder", 15, 7, WALL0);
+    settle(e, &api, wake);
+    ck_assert(!ld_election_is_leader(e, wake));
+    struct ld_event ev;
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert_str_eq(st.leader, "intruder");
+    ck_assert_int_eq(st.term, 7);
+    ck_assert_int_eq(count_events(e, LD_EV_STOPPED_LEADING, &ev), 1);
+    ck_assert_int_eq(ev.reason, LD_STOP_TAKEN);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(transitions_count_each_holder_change)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *a = new_engine("a");
+    struct ld_election *b = new_engine("b");
+    settle(a, &api, 0);
+    ck_assert_int_eq(api.lease.spec.transitions, 0);
+    ld_election_shutdown(a, at(100));
+    ck_assert_int_eq(settle(a, &api, 100), -1);
+    ck_assert_str_eq(api.lease.spec.holder, "");
+    ck_assert_int_eq(api.lease.spec.transitions, 0);
+    settle(b, &api, 200);
+    ck_assert_str_eq(api.lease.spec.holder, "b");
+    ck_assert_int_eq(api.lease.spec.transitions, 1);
+    ld_election_free(a);
+    ld_election_free(b);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(release_writes_client_go_record)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    settle(e, &api, 0);
+    int64_t acquire = api.lease.spec.acquire_us;
+    ld_election_shutdown(e, at(3000));
+    ck_assert(!ld_election_is_leader(e, 3000)); /* demoted before the write */
+    struct ld_action a = ld_election_next(e, at(3000));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    ck_assert_str_eq(a.lease->spec.holder, "");
+    ck_assert_int_eq(a.lease->spec.duration_s, 1);
+    ck_assert_int_eq(a.lease->spec.transitions, 0);
+    ck_assert_int_eq(a.lease->spec.renew_us, WALL0 + 3000 * 1000);
+    ck_assert_int_eq(a.lease->spec.acquire_us, WALL0 + 3000 * 1000);
+    ck_assert_int_ne(acquire, a.lease->spec.acquire_us);
+    struct ld_lease out;
+    struct ld_errinfo err;
+    ld_lease_init(&out);
+    ck_assert_int_eq(fake_api_execute(&api, &a, "default", "lock", &out, &err), LD_OK);
+    ld_election_result(e, at(3001), LD_OK, &out, NULL);
+    ld_lease_clear(&out);
+    ck_assert_int_eq(ld_election_next(e, at(3001)).kind, LD_ACT_DONE);
+    struct ld_event ev;
+    bool stopped = false, released = false;
+    while (ld_election_take_event(e, &ev)) {
+        stopped |= ev.kind == LD_EV_STOPPED_LEADING && ev.reason == LD_STOP_SHUTDOWN;
+        released |= ev.kind == LD_EV_RELEASED;
+    }
+    ck_assert(stopped && released);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(release_retries_conflict_after_get)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    settle(e, &api, 0);
+    free(api.lease.resource_version); /* an in-flight renewal landed, say */
+    api.lease.resource_version = strdup("555");
+    ld_election_shutdown(e, at(100));
+    ck_assert_int_eq(settle(e, &api, 100), -1);
+    ck_assert_str_eq(api.lease.spec.holder, "");
+    ck_assert_int_eq(api.updates, 2);
+    ck_assert_int_eq(api.gets, 2);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(release_skipped_when_not_holder_or_disabled)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "other", 15, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    settle(e, &api, 0);
+    ld_election_shutdown(e, at(10));
+    ck_assert_int_eq(ld_election_next(e, at(10)).kind, LD_ACT_DONE);
+    ck_assert_str_eq(api.lease.spec.holder, "other");
+    ld_election_free(e);
+
+    struct ld_election_config c = config_for("a");
+    c.release_on_exit = false;
+    struct ld_election *k = ld_election_new(&c, NULL);
+    fake_api_clear(&api);
+    fake_api_init(&api);
+    settle(k, &api, 0);
+    ld_election_shutdown(k, at(10));
+    ck_assert(!ld_election_is_leader(k, 10));
+    ck_assert_int_eq(ld_election_next(k, at(10)).kind, LD_ACT_DONE);
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    ld_election_free(k);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(release_is_bounded_when_api_is_down)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    settle(e, &api, 0);
+    api.fail_with = LD_ETRANSPORT;
+    ld_election_shutdown(e, at(1000));
+    int64_t t = 1000;
+    int requests = 0;
+    for (;;) {
+        struct ld_action a = step(e, &api, t);
+        if (a.kind == LD_ACT_DONE)
+            break;
+        if (a.kind == LD_ACT_WAIT)
+            t = a.wake_at_ms;
+        else
+            requests++;
+        ck_assert_int_lt(requests, 50);
+    }
+    ck_assert_int_le(t, 1000 + 10000);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(malformed_reads_never_grant_leadership)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    api.fail_with = LD_EDECODE;
+    struct ld_election *e = new_engine("a");
+    int64_t t = 0;
+    for (int i = 0; i < 20; i++) {
+        t = settle(e, &api, t);
+        ck_assert(!ld_election_is_leader(e, t));
+    }
+    ck_assert_int_eq(api.writes_ok, 0);
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert(!st.observed);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(restart_with_same_identity_resumes_term)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "a", 15, 6, WALL0);
+    struct ld_election *e = new_engine("a");
+    settle(e, &api, 0);
+    ck_assert(ld_election_is_leader(e, 0));
+    ck_assert_int_eq(api.lease.spec.transitions, 6);
+    ck_assert_int_eq(api.lease.spec.acquire_us, WALL0); /* kept */
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(retry_after_is_honoured)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    api.fail_with = LD_ETOOMANY;
+    api.retry_after_ms = 7000;
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, &api, 0);
+    ck_assert_int_ge(wake, 7000);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(standby_polls_within_jitter_bounds)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *leader = new_engine("a");
+    struct ld_election *e = new_engine("b");
+    settle(leader, &api, 0);
+    int64_t t = 1, lwake = 2000;
+    int64_t wake = settle(e, &api, t);
+    for (int i = 0; i < 200; i++) {
+        int64_t gap = wake - t;
+        ck_assert_int_ge(gap, 2000);
+        ck_assert_int_le(gap, 2400);
+        t = wake;
+        while (lwake <= t)
+            lwake = settle(leader, &api, lwake);
+        wake = settle(e, &api, t);
+        ck_assert(!ld_election_is_leader(e, t));
+    }
+    ld_election_free(leader);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(wake_starts_attempt_early)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "other", 15, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    int64_t wake = settle(e, &api, 0);
+    ck_assert_int_ge(wake, 2000);
+    fake_api_put_record(&api, "", 1, 1, WALL0); /* released */
+    ld_election_wake(e);
+    settle(e, &api, 10);
+    ck_assert(ld_election_is_leader(e, 10));
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(rejects_bad_configuration)
+{
+    struct {
+        int64_t lease, renew, retry;
+        const char *id;
+    } bad[] = {
+        {15000, 15000, 2000, "a"}, /* lease == renew */
+        {15000, 2400, 2000, "a"},  /* renew == 1.2 x retry */
+        {1500, 1000, 500, "a"},    /* not whole seconds */
+        {0, 0, 0, "a"},
+        {15000, 10000, 2000, ""},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct ld_election_config c = config_for(bad[i].id);
+        c.lease_duration_ms = bad[i].lease;
+        c.renew_deadline_ms = bad[i].renew;
+        c.retry_period_ms = bad[i].retry;
+        struct ld_errinfo err;
+        ck_assert_ptr_null(ld_election_new(&c, &err));
+        ck_assert_int_eq(err.code, LD_EINVAL);
+    }
+}
+END_TEST
+
+/* ---- randomized multi-replica simulation -------------------------------- */
+
+#define SIM_REPLICAS 3
+
+struct pending {
+    bool active;
+    struct ld_action act;
+    int64_t apply_at, reply_at;
+    bool applied, lost; /* lost: the reply never comes, the caller times out */
+    enum ld_err rc;
+    struct ld_lease out;
+    struct ld_errinfo err;
+};
+
+struct replica {
+    struct ld_election *e;
+    struct pending p;
+    int64_t wake;
+    bool down; /* partitioned: every request fails or hangs */
+    int64_t last_term;
+};
+
+static uint64_t sim_rng = 12345;
+static uint64_t sim_rand(uint64_t n)
+{
+    sim_rng = sim_rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (sim_rng >> 33) % n;
+}
+
+static void sim_issue(struct replica *r, int64_t now)
+{
+    struct ld_action a = ld_election_next(r->e, at(now));
+    if (a.kind == LD_ACT_WAIT) {
+        r->wake = a.wake_at_ms;
+        return;
+    }
+    if (a.kind == LD_ACT_DONE) {
+        r->wake = INT64_MAX;
+        return;
+    }
+    struct pending *p = &r->p;
+    memset(p, 0, sizeof(*p));
+    ld_lease_init(&p->out);
+    p->active = true;
+    p->act = a;
+    int64_t latency = (int64_t)sim_rand(400);
+    p->lost = r->down ? sim_rand(2) == 0 : sim_rand(50) == 0;
+    p->apply_at = now + (int64_t)sim_rand((uint64_t)latency + 1);
+    p->reply_at = p->lost ? now + a.timeout_ms : now + latency;
+}
+
+static void sim_tick(struct replica *r, struct fake_api *api, int64_t now)
+{
+    struct pending *p = &r->p;
+    if (p->active && !p->applied && now >= p->apply_at) {
+        p->applied = true;
+        if (r->down)
+            p->rc = ld_errinfo_set(&p->err, LD_ETRANSPORT, "partitioned");
+        else
+            p->rc = fake_api_execute(api, &p->act, "default", "lock", &p->out, &p->err);
+    }
+    if (p->active && p->applied && now >= p->reply_at) {
+        p->active = false;
+        if (p->lost)
+            p->rc = ld_errinfo_set(&p->err, LD_ETIMEOUT, "timeout");
+        ld_election_result(r->e, at(now), p->rc, p->rc == LD_OK ? &p->out : NULL, &p->err);
+        ld_lease_clear(&p->out);
+        r->wake = now;
+    }
+    if (!p->active && now >= r->wake)
+        sim_issue(r, now);
+}
+
+START_TEST(simulation_never_has_two_leaders)
+{
+    sim_rng = 1000 + (uint64_t)_i;
+    struct fake_api api;
+    fake_api_init(&api);
+    struct replica rs[SIM_REPLICAS];
+    memset(rs, 0, sizeof(rs));
+    char names[SIM_REPLICAS][16];
+    for (int i = 0; i < SIM_REPLICAS; i++) {
+        snprintf(names[i], sizeof(names[i]), "r%d", i);
+        struct ld_election_config c = config_for(names[i]);
+        c.seed = (uint64_t)(i * 7 + _i);
+        rs[i].e = ld_election_new(&c, NULL);
+    }
+    int leader_periods = 0, prev_leader = -1;
+    for (int64_t now = 0; now < 600000; now += 10) {
+        if (now % 20000 == 0) {
+            /* Every 20 s re-roll which replicas are partitioned. */
+            for (int i = 0; i < SIM_REPLICAS; i++)
+                rs[i].down = sim_rand(4) == 0;
+        }
+        int leaders = 0, who = -1;
+        for (int i = 0; i < SIM_REPLICAS; i++) {
+            sim_tick(&rs[i], &api, now);
+            if (ld_election_is_leader(rs[i].e, now)) {
+                leaders++;
+                who = i;
+                /* Stronger than "one leader at a time": nobody else's
+                 * acquisition may already be stored while i claims. */
+                ck_assert_msg(strcmp(api.lease.spec.holder, names[i]) == 0,
+                              "r%d leads at t=%lld but the Lease names %s", i,
+                              (long long)now, api.lease.spec.holder);
+            }
+            struct ld_election_status st;
+            ld_election_status(rs[i].e, &st);
+            ck_assert_int_ge(st.term, rs[i].last_term); /* term never decreases */
+            rs[i].last_term = st.term;
+        }
+        ck_assert_msg(leaders <= 1, "two leaders at t=%lld", (long long)now);
+        if (who >= 0 && who != prev_leader)
+            leader_periods++;
+        if (who >= 0)
+            prev_leader = who;
+    }
+    ck_assert_int_gt(leader_periods, 1); /* the faults did move leadership */
+    for (int i = 0; i < SIM_REPLICAS; i++) {
+        ld_lease_clear(&rs[i].p.out);
+        ld_election_free(rs[i].e);
+    }
+    fake_api_clear(&api);
+}
+END_TEST
+
+static Suite *election_suite(void)
+{
+    Suite *s = suite_create("election");
+    TCase *tc = tcase_create("engine");
+    tcase_add_test(tc, acquires_absent_lease_by_create);
+    tcase_add_test(tc, takes_released_lease_at_once_and_counts_transition);
+    tcase_add_test(tc, never_takes_unexpired_foreign_lease);
+    tcase_add_test(tc, takeover_waits_full_duration_from_first_observation);
+    tcase_add_test(tc, renews_with_fast_path_put_keeping_acquire_time);
+    tcase_add_test(tc, renewal_conflict_falls_back_to_get_and_keeps_leading);
+    tcase_add_test(tc, loses_race_on_conflict_and_rereads_before_writing);
+    tcase_add_test(tc, steps_down_at_renew_deadline_while_api_hangs);
+    tcase_add_test(tc, steps_down_when_errors_persist);
+    tcase_add_test(tc, step_down_when_lease_taken);
+    tcase_add_test(tc, transitions_count_each_holder_change);
+    tcase_add_test(tc, release_writes_client_go_record);
+    tcase_add_test(tc, release_retries_conflict_after_get);
+    tcase_add_test(tc, release_skipped_when_not_holder_or_disabled);
+    tcase_add_test(tc, release_is_bounded_when_api_is_down);
+    tcase_add_test(tc, malformed_reads_never_grant_leadership);
+    tcase_add_test(tc, restart_with_same_identity_resumes_term);
+    tcase_add_test(tc, retry_after_is_honoured);
+    tcase_add_test(tc, standby_polls_within_jitter_bounds);
+    tcase_add_test(tc, wake_starts_attempt_early);
+    tcase_add_test(tc, rejects_bad_configuration);
+    suite_add_tcase(s, tc);
+    TCase *sim = tcase_create("simulation");
+    tcase_set_timeout(sim, 60);
+    tcase_add_loop_test(sim, simulation_never_has_two_leaders, 0, 4);
+    suite_add_tcase(s, sim);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(election_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,38 @@
+/*
+ * fake_api: an in-memory Lease store with kube-apiserver's concurrency
+ * rules (resourceVersion checks, 404, 409 Conflict/AlreadyExists), used to
+ * drive the election engine without a network. Faults are set by tests.
+ */
+#ifndef LEADERD_TEST_FAKE_API_H
+#define LEADERD_TEST_FAKE_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "election.h"
+#include "lease.h"
+
+struct fake_api {
+    struct ld_lease lease; /* the stored object, valid when exists */
+    bool exists;
+    uint64_t next_rv;
+    enum ld_err fail_with;  /* when not LD_OK every request fails with it */
+    int64_t retry_after_ms; /* copied into errinfo on failures */
+    int gets, creates, updates; /* counts of requests that reached the store */
+    int writes_ok;
+};
+
+void fake_api_init(struct fake_api *api);
+void fake_api_clear(struct fake_api *api);
+
+/* Stores a record as if another client wrote it (bumps resourceVersion). */
+void fake_api_put_record(struct fake_api *api, const char *holder, int32_t duration_s,
+                         int32_t transitions, int64_t renew_us);
+
+/* Executes the action against the store. Returns the rc and, on LD_OK,
+ * fills out (caller clears) with the stored object. */
+enum ld_err fake_api_execute(struct fake_api *api, const struct ld_action *act,
+                             const char *ns, const char *name, struct ld_lease *out,
+                             struct ld_errinfo *err);
+
+#endif

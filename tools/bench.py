@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""make bench: figures, not assertions. One leader and two standbys with the
+default timings (15s/10s/2s) against the bundled API server for
+BENCH_SECONDS (default 60): memory of each leaderd (VmRSS and RssAnon),
+API requests per minute per replica, then /leader throughput and latency
+with wrk against the leader pinned to one core."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+from apiserver import ApiServer  # noqa: E402
+from cluster import Replica, leaders_in, sample, wait_until  # noqa: E402
+
+DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
+CLIENTS = ["b1", "b2", "b3"]
+
+
+def proc_status(pid):
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "Threads"):
+                fields[key] = value.strip()
+    return fields
+
+
+def requests_of(stats, client):
+    """Total requests the server counted for one client."""
+    entry = stats.get(client, {})
+    total = 0
+    for per_code in entry.values():
+        if isinstance(per_code, dict):
+            total += sum(v for v in per_code.values() if isinstance(v, int))
+        elif isinstance(per_code, int):
+            total += per_code
+    return total
+
+
+def run_wrk(url, seconds):
+    if not shutil.which("wrk"):
+        return "wrk not installed (apt-get install -y wrk)"
+    cmd = ["wrk", "-t1", "-c16", f"-d{seconds}s", "--latency", url]
+    if shutil.which("taskset") and os.cpu_count() and os.cpu_count() > 1:
+        cmd = ["taskset", "-c", "1"] + cmd
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
+
+
+def main():
+    seconds = int(os.environ.get("BENCH_SECONDS", "60"))
+    work = tempfile.mkdtemp(prefix="leaderd-bench-")
+    api = ApiServer(os.path.join(work, "api"), CLIENTS)
+    replicas = []
+    try:
+        api.start()
+        for c in CLIENTS:
+            replicas.append(Replica(api, c, work, timings=DEFAULTS,
+                                    extra_args=["--log-level", "info"]).start())
+        leader = wait_until(lambda: leaders_in(sample(replicas)), 20, what="a leader")[0]
+        before = api.stats()
+        print(f"measuring {seconds}s with one leader ({leader}) and two standbys, "
+              f"timings 15s/10s/2s ...", flush=True)
+        time.sleep(seconds)
+        after = api.stats()
+        print(f"\n{'replica':8} {'role':8} {'VmRSS':>10} {'RssAnon':>10} {'threads':>7} "
+              f"{'API req/min':>12}")
+        for r in replicas:
+            st = proc_status(r.proc.pid)
+            n = requests_of(after, r.client) - requests_of(before, r.client)
+            role = "leader" if r.client == leader else "standby"
+            print(f"{r.client:8} {role:8} {st.get('VmRSS', '?'):>10} "
+                  f"{st.get('RssAnon', '?'):>10} {st.get('Threads', '?'):>7} "
+                  f"{n * 60.0 / seconds:12.1f}")
+        print(f"(one request per retry period would be {60 / DEFAULTS['retry_period']:.0f}/min)")
+
+        lr = next(r for r in replicas if r.client == leader)
+        if shutil.which("taskset"):
+            subprocess.run(["taskset", "-pc", "0", str(lr.proc.pid)],
+                           capture_output=True)
+        out = run_wrk(lr.url + "/leader", 10)
+        print(f"\nwrk, GET /leader on the leader (leaderd pinned to core 0, wrk on core 1):")
+        rps = re.search(r"Requests/sec:\s+([\d.]+)", out or "")
+        print(out.strip())
+        if rps:
+            print(f"\n/leader throughput: {float(rps.group(1)):.0f} requests/s")
+        st = proc_status(lr.proc.pid)
+        print(f"leader after wrk: VmRSS {st.get('VmRSS')}, RssAnon {st.get('RssAnon')}")
+        return 0
+    finally:
+        for r in replicas:
+            r.stop(signal.SIGTERM)
+        api.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
