@@ -120,13 +120,13 @@ static enum ld_err token_read(const char *path, char **out, struct ld_errinfo *e
         len += (size_t)n;
     }
     if (len > TOKEN_MAX) {
-        rc = ld_errinfo_set(err, LD_ECONFIG, "token file %s is larger than %d bytes", path,
-                            TOKEN_MAX);
+        rc = ld_errinfo_set(err, LD_ECONFIG, "token file %s is larger than %d bytes",
+                            path, TOKEN_MAX);
         goto out;
     }
     size_t start = 0;
-    while (start < len && (buf[start] == ' ' || buf[start] == '\t' || buf[start] == '\r' ||
-                           buf[start] == '\n'))
+    while (start < len && (buf[start] == ' ' || buf[start] == '\t' ||
+                           buf[start] == '\r' || buf[start] == '\n'))
         start++;
     while (len > start && (buf[len - 1] == ' ' || buf[len - 1] == '\t' ||
                            buf[len - 1] == '\r' || buf[len - 1] == '\n'))
@@ -138,8 +138,8 @@ static enum ld_err token_read(const char *path, char **out, struct ld_errinfo *e
     for (size_t i = start; i < len; i++) {
         unsigned char ch = (unsigned char)buf[i];
         if (ch < 0x20 || ch == 0x7f) {
-            rc = ld_errinfo_set(err, LD_ECONFIG, "token file %s contains control characters",
-                                path);
+            rc = ld_errinfo_set(err, LD_ECONFIG,
+                                "token file %s contains control characters", path);
             goto out;
         }
     }
@@ -250,8 +250,8 @@ static bool host_name_ok(const char *s)
         return false;
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '.'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '-' || c == '.'))
             return false;
     }
     return true;
@@ -294,7 +294,8 @@ static enum ld_err setup_url(struct ld_kube *k, const struct ld_kube_config *cfg
     }
     if (https && cfg->tls_server_name && cfg->tls_server_name[0]) {
         if (!host_name_ok(cfg->tls_server_name)) {
-            rc = ld_errinfo_set(err, LD_ECONFIG, "tls-server-name %.100s is not a host name",
+            rc = ld_errinfo_set(err, LD_ECONFIG,
+                                "tls-server-name %.100s is not a host name",
                                 cfg->tls_server_name);
             goto out;
         }
@@ -331,7 +332,8 @@ out:
     return rc;
 }
 
-static enum ld_err check_readable(const char *path, const char *what, struct ld_errinfo *err)
+static enum ld_err check_readable(const char *path, const char *what,
+                                  struct ld_errinfo *err)
 {
     if (access(path, R_OK) != 0)
         return ld_errinfo_set(err, LD_ECONFIG, "%s %s is not readable: %s", what, path,
@@ -346,10 +348,10 @@ static enum ld_err setup_tls(struct ld_kube *k, const struct ld_kube_config *cfg
     CURLcode c = CURLE_OK;
     CURL *e = k->easy;
 
-#define TLSOPT(opt, val)                                                                      \
-    do {                                                                                      \
-        if ((c = curl_easy_setopt(e, opt, val)) != CURLE_OK)                                  \
-            goto fail;                                                                        \
+#define TLSOPT(opt, val)                                                                 \
+    do {                                                                                 \
+        if ((c = curl_easy_setopt(e, opt, val)) != CURLE_OK)                             \
+            goto fail;                                                                   \
     } while (0)
 
     TLSOPT(CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
@@ -366,9 +368,8 @@ static enum ld_err setup_tls(struct ld_kube *k, const struct ld_kube_config *cfg
     }
     /* A configured CA replaces the system bundle, as in client-go. */
     if (cfg->ca_data && cfg->ca_data[0]) {
-        struct curl_blob b = {.data = cfg->ca_data,
-                              .len = strlen(cfg->ca_data),
-                              .flags = CURL_BLOB_COPY};
+        struct curl_blob b = {
+            .data = cfg->ca_data, .len = strlen(cfg->ca_data), .flags = CURL_BLOB_COPY};
         TLSOPT(CURLOPT_CAINFO_BLOB, &b);
         TLSOPT(CURLOPT_CAINFO, (char *)NULL);
         TLSOPT(CURLOPT_CAPATH, (char *)NULL);
@@ -452,10 +453,10 @@ struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo 
     if (!k->easy || !k->multi)
         goto oom;
 
-#define SETOPT(opt, val)                                                                      \
-    do {                                                                                      \
-        if ((c = curl_easy_setopt(k->easy, opt, val)) != CURLE_OK)                            \
-            goto curl_fail;                                                                   \
+#define SETOPT(opt, val)                                                                 \
+    do {                                                                                 \
+        if ((c = curl_easy_setopt(k->easy, opt, val)) != CURLE_OK)                       \
+            goto curl_fail;                                                              \
     } while (0)
 
     SETOPT(CURLOPT_NOSIGNAL, 1L);
@@ -676,7 +677,8 @@ static enum ld_err perform(struct ld_kube *k, const char *verb, const char *url,
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, to);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, to < CONNECT_CAP_MS ? to : CONNECT_CAP_MS);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     to < CONNECT_CAP_MS ? to : CONNECT_CAP_MS);
     if (body) {
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
@@ -702,9 +704,9 @@ static enum ld_err perform(struct ld_kube *k, const char *verb, const char *url,
             break;
         }
         struct curl_waitfd w = {.fd = k->cancel_fd, .events = CURL_WAIT_POLLIN};
-        if ((mc = curl_multi_poll(k->multi, k->cancel_fd >= 0 ? &w : NULL,
-                                  k->cancel_fd >= 0 ? 1 : 0,
-                                  (int)(left_ms < 1000 ? left_ms : 1000), NULL)) != CURLM_OK)
+        if ((mc = curl_multi_poll(
+                 k->multi, k->cancel_fd >= 0 ? &w : NULL, k->cancel_fd >= 0 ? 1 : 0,
+                 (int)(left_ms < 1000 ? left_ms : 1000), NULL)) != CURLM_OK)
             goto multi_fail;
         if (cancel_ready(k->cancel_fd)) {
             canceled = true;
@@ -751,14 +753,14 @@ static enum ld_err perform(struct ld_kube *k, const char *verb, const char *url,
     if (res != CURLE_OK) {
         enum ld_err code =
             (res == CURLE_OUT_OF_MEMORY || k->body_oom) ? LD_ENOMEM : LD_ETRANSPORT;
-        rc = ld_errinfo_set(err, code, "%s %s: %s%s%s", verb, path, curl_easy_strerror(res),
-                            k->errbuf[0] ? ": " : "", k->errbuf);
+        rc = ld_errinfo_set(err, code, "%s %s: %s%s%s", verb, path,
+                            curl_easy_strerror(res), k->errbuf[0] ? ": " : "", k->errbuf);
         goto out;
     }
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
     if (*status < 100) {
-        rc = ld_errinfo_set(err, LD_ETRANSPORT, "%s %s: no HTTP status in the response", verb,
-                            path);
+        rc = ld_errinfo_set(err, LD_ETRANSPORT, "%s %s: no HTTP status in the response",
+                            verb, path);
         goto out;
     }
     *retry_after_ms = header_retry_after_ms(e);
@@ -791,7 +793,8 @@ static enum ld_err do_request(struct ld_kube *k, const char *verb, const char *p
 
     ld_lease_init(&tmp);
     if (cancel_ready(k->cancel_fd)) {
-        rc = ld_errinfo_set(err, LD_ECANCELED, "%s %s: canceled before sending", verb, path);
+        rc = ld_errinfo_set(err, LD_ECANCELED, "%s %s: canceled before sending", verb,
+                            path);
         goto out;
     }
     token_refresh(k, false);
@@ -822,7 +825,8 @@ static enum ld_err do_request(struct ld_kube *k, const char *verb, const char *p
         ld_status_decode(k->body, k->body_len, err);
         memcpy(detail, err->msg, sizeof(detail));
         if (detail[0])
-            ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld: %s", verb, path, status, detail);
+            ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld: %s", verb, path, status,
+                           detail);
         else
             ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld", verb, path, status);
         if (retry_after_ms >= 0)
@@ -833,22 +837,22 @@ static enum ld_err do_request(struct ld_kube *k, const char *verb, const char *p
         goto out;
     }
     if (k->body_len == 0) {
-        rc = ld_errinfo_set(err, LD_EDECODE, "%s %s: HTTP %ld with an empty body", verb, path,
-                            status);
+        rc = ld_errinfo_set(err, LD_EDECODE, "%s %s: HTTP %ld with an empty body", verb,
+                            path, status);
         goto out;
     }
     enum ld_err d = ld_lease_decode(k->body, k->body_len, &tmp, err);
     if (d != LD_OK) {
         memcpy(detail, err->msg, sizeof(detail));
         rc = ld_errinfo_set(err, d == LD_ENOMEM ? LD_ENOMEM : LD_EDECODE,
-                            "%s %s: HTTP %ld body is not a Lease: %.120s", verb, path, status,
-                            detail);
+                            "%s %s: HTTP %ld body is not a Lease: %.120s", verb, path,
+                            status, detail);
         err->http_status = status;
         goto out;
     }
     if (!tmp.name || strcmp(tmp.name, want_name) != 0) {
-        rc = ld_errinfo_set(err, LD_EDECODE, "%s %s: server returned Lease %.64s", verb, path,
-                            tmp.name ? tmp.name : "(unnamed)");
+        rc = ld_errinfo_set(err, LD_EDECODE, "%s %s: server returned Lease %.64s", verb,
+                            path, tmp.name ? tmp.name : "(unnamed)");
         err->http_status = status;
         goto out;
     }
@@ -869,7 +873,8 @@ static enum ld_err check_names(const char *ns, const char *name, struct ld_errin
         return ld_errinfo_set(err, LD_EINVAL, "namespace %.64s is not a DNS-1123 label",
                               ns ? ns : "(null)");
     if (!dns_subdomain_ok(name))
-        return ld_errinfo_set(err, LD_EINVAL, "lease name %.64s is not a DNS-1123 subdomain",
+        return ld_errinfo_set(err, LD_EINVAL,
+                              "lease name %.64s is not a DNS-1123 subdomain",
                               name ? name : "(null)");
     return LD_OK;
 }

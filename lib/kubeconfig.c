@@ -155,13 +155,13 @@ enum ld_err ld_kube_config_incluster(struct ld_kube_config *out, const char *hos
     errno = 0;
     long pn = strtol(port, &end, 10);
     if (errno || *end || pn < 1 || pn > 65535 || port[0] == '+' || port[0] == '-') {
-        rc = ld_errinfo_set(err, LD_ECONFIG, "KUBERNETES_SERVICE_PORT %.32s is not a port",
-                            port);
+        rc = ld_errinfo_set(err, LD_ECONFIG,
+                            "KUBERNETES_SERVICE_PORT %.32s is not a port", port);
         goto out;
     }
     for (const char *p = host; *p; p++) {
-        if ((unsigned char)*p <= ' ' || *p == '/' || *p == '@' || *p == '[' || *p == ']' ||
-            *p == '?' || *p == '#' || (unsigned char)*p >= 0x7f) {
+        if ((unsigned char)*p <= ' ' || *p == '/' || *p == '@' || *p == '[' ||
+            *p == ']' || *p == '?' || *p == '#' || (unsigned char)*p >= 0x7f) {
             rc = ld_errinfo_set(err, LD_ECONFIG,
                                 "KUBERNETES_SERVICE_HOST has an invalid character");
             goto out;
@@ -186,8 +186,9 @@ enum ld_err ld_kube_config_incluster(struct ld_kube_config *out, const char *hos
     }
     int e = read_small_file(c.token_file, SA_MAX_FILE, &buf, &len);
     if (e) {
-        rc = ld_errinfo_set(err, LD_ECONFIG, "service-account token %s is not readable: %s",
-                            c.token_file, strerror(e));
+        rc = ld_errinfo_set(err, LD_ECONFIG,
+                            "service-account token %s is not readable: %s", c.token_file,
+                            strerror(e));
         goto out;
     }
     free_secret(buf);
@@ -243,8 +244,8 @@ static yaml_node_t *map_get(struct kc *k, yaml_node_t *map, const char *key)
 {
     if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+         p < map->data.mapping.pairs.top; p++) {
         if (scalar_is(yaml_document_get_node(k->doc, p->key), key))
             return yaml_document_get_node(k->doc, p->value);
     }
@@ -253,8 +254,8 @@ static yaml_node_t *map_get(struct kc *k, yaml_node_t *map, const char *key)
 
 /* Copies the string at map[key] into *out (NULL when absent or null).
  * what names the place for the error message. */
-static enum ld_err get_str(struct kc *k, yaml_node_t *map, const char *key, const char *what,
-                           char **out)
+static enum ld_err get_str(struct kc *k, yaml_node_t *map, const char *key,
+                           const char *what, char **out)
 {
     *out = NULL;
     yaml_node_t *n = map_get(k, map, key);
@@ -265,20 +266,21 @@ static enum ld_err get_str(struct kc *k, yaml_node_t *map, const char *key, cons
     const char *v = (const char *)n->data.scalar.value;
     size_t len = n->data.scalar.length;
     if (memchr(v, '\0', len))
-        return ld_errinfo_set(k->err, LD_EDECODE, "%s: %s contains a NUL byte", what, key);
+        return ld_errinfo_set(k->err, LD_EDECODE, "%s: %s contains a NUL byte", what,
+                              key);
     *out = strndup(v, len);
     if (!*out)
         return ld_errinfo_set(k->err, LD_ENOMEM, "out of memory");
     return LD_OK;
 }
 
-static enum ld_err get_bool(struct kc *k, yaml_node_t *map, const char *key, const char *what,
-                            bool *out)
+static enum ld_err get_bool(struct kc *k, yaml_node_t *map, const char *key,
+                            const char *what, bool *out)
 {
-    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On",
-                                      "ON"};
-    static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off",
-                                     "OFF"};
+    static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
+                                      "YES",  "on",   "On",   "ON"};
+    static const char *const no[] = {"false", "False", "FALSE", "no", "No",
+                                     "NO",    "off",   "Off",   "OFF"};
     *out = false;
     yaml_node_t *n = map_get(k, map, key);
     if (is_null(n))
@@ -295,8 +297,8 @@ static enum ld_err get_bool(struct kc *k, yaml_node_t *map, const char *key, con
 }
 
 /* A path field: resolved against the kubeconfig's directory. */
-static enum ld_err get_path(struct kc *k, yaml_node_t *map, const char *key, const char *what,
-                            char **out)
+static enum ld_err get_path(struct kc *k, yaml_node_t *map, const char *key,
+                            const char *what, char **out)
 {
     char *raw = NULL;
     enum ld_err rc = get_str(k, map, key, what, &raw);
@@ -330,8 +332,8 @@ static int b64_val(unsigned char c)
 
 /* A *-data field: standard base64 (line breaks ignored, as Go's decoder
  * does), decoded to PEM text. */
-static enum ld_err get_data(struct kc *k, yaml_node_t *map, const char *key, const char *what,
-                            char **out)
+static enum ld_err get_data(struct kc *k, yaml_node_t *map, const char *key,
+                            const char *what, char **out)
 {
     enum ld_err rc = LD_OK;
     char *raw = NULL, *clean = NULL;
@@ -378,8 +380,8 @@ static enum ld_err get_data(struct kc *k, yaml_node_t *map, const char *key, con
     }
     size_t len = (size_t)dl - pad;
     if (len == 0 || memchr(dec, '\0', len)) {
-        rc = ld_errinfo_set(k->err, LD_EDECODE, "%s: %s does not decode to PEM text", what,
-                            key);
+        rc = ld_errinfo_set(k->err, LD_EDECODE, "%s: %s does not decode to PEM text",
+                            what, key);
         goto out;
     }
     dec[len] = '\0';
@@ -421,8 +423,9 @@ static enum ld_err find_named(struct kc *k, yaml_node_t *root, const char *key,
         if (is_null(v))
             return LD_OK;
         if (v->type != YAML_MAPPING_NODE)
-            return ld_errinfo_set(k->err, LD_EDECODE, "kubeconfig: %s %s: %s is not a mapping",
-                                  inner_key, name, inner_key);
+            return ld_errinfo_set(k->err, LD_EDECODE,
+                                  "kubeconfig: %s %s: %s is not a mapping", inner_key,
+                                  name, inner_key);
         *inner = v;
         return LD_OK;
     }
@@ -443,7 +446,8 @@ static enum ld_err load_cluster(struct kc *k, yaml_node_t *cl, const char *name,
     /* http:// is accepted for loopback test servers; kubectl allows it too. */
     if (strncmp(c->server, "https://", 8) != 0 && strncmp(c->server, "http://", 7) != 0)
         return ld_errinfo_set(k->err, LD_ECONFIG,
-                              "cluster %s: server must start with https:// or http://", name);
+                              "cluster %s: server must start with https:// or http://",
+                              name);
     for (const char *p = c->server; *p; p++) {
         if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f)
             return ld_errinfo_set(k->err, LD_ECONFIG,
@@ -489,10 +493,11 @@ static enum ld_err load_user(struct kc *k, yaml_node_t *u, const char *name,
                               "supported; use a token, tokenFile or client certificate",
                               name);
     if (!is_null(map_get(k, u, "auth-provider")))
-        return ld_errinfo_set(k->err, LD_ECONFIG,
-                              "user %s uses an auth-provider, which is not supported; use "
-                              "a token, tokenFile or client certificate",
-                              name);
+        return ld_errinfo_set(
+            k->err, LD_ECONFIG,
+            "user %s uses an auth-provider, which is not supported; use "
+            "a token, tokenFile or client certificate",
+            name);
     if (!is_null(map_get(k, u, "username")) || !is_null(map_get(k, u, "password")))
         return ld_errinfo_set(k->err, LD_ECONFIG,
                               "user %s uses basic auth (username/password), which is not "
@@ -513,14 +518,15 @@ static enum ld_err load_user(struct kc *k, yaml_node_t *u, const char *name,
         return rc;
     if ((rc = get_data(k, u, "client-key-data", what, &c->client_key_data)))
         return rc;
-    if (!c->client_key_data && (rc = get_path(k, u, "client-key", what, &c->client_key_file)))
+    if (!c->client_key_data &&
+        (rc = get_path(k, u, "client-key", what, &c->client_key_file)))
         return rc;
     bool has_cert = c->client_cert_data || c->client_cert_file;
     bool has_key = c->client_key_data || c->client_key_file;
     if (has_cert != has_key)
-        return ld_errinfo_set(k->err, LD_ECONFIG, "user %s has a client %s but no client %s",
-                              name, has_cert ? "certificate" : "key",
-                              has_cert ? "key" : "certificate");
+        return ld_errinfo_set(
+            k->err, LD_ECONFIG, "user %s has a client %s but no client %s", name,
+            has_cert ? "certificate" : "key", has_cert ? "key" : "certificate");
     if (!has_cert && !c->token && !c->token_file)
         return ld_errinfo_set(k->err, LD_ECONFIG, "no credentials for user %s", name);
     return LD_OK;
@@ -551,7 +557,8 @@ static enum ld_err load_doc(struct kc *k, struct ld_kube_config *c)
     if ((rc = find_named(k, root, "contexts", "context", cur, &found, &ctx)))
         goto out;
     if (!found) {
-        rc = ld_errinfo_set(k->err, LD_ECONFIG, "current-context %s is not in contexts", cur);
+        rc = ld_errinfo_set(k->err, LD_ECONFIG, "current-context %s is not in contexts",
+                            cur);
         goto out;
     }
     char what[160];
@@ -575,8 +582,8 @@ static enum ld_err load_doc(struct kc *k, struct ld_kube_config *c)
     if ((rc = find_named(k, root, "clusters", "cluster", cl_name, &found, &cl)))
         goto out;
     if (!found) {
-        rc = ld_errinfo_set(k->err, LD_ECONFIG, "cluster %s (context %s) is not in clusters",
-                            cl_name, cur);
+        rc = ld_errinfo_set(k->err, LD_ECONFIG,
+                            "cluster %s (context %s) is not in clusters", cl_name, cur);
         goto out;
     }
     if ((rc = find_named(k, root, "users", "user", user_name, &found, &u)))
@@ -621,7 +628,8 @@ enum ld_err ld_kube_config_load_text(struct ld_kube_config *out, const char *tex
         if (parser.error == YAML_MEMORY_ERROR)
             rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
         else
-            rc = ld_errinfo_set(err, LD_EDECODE, "kubeconfig is not valid YAML: %s at line %zu",
+            rc = ld_errinfo_set(err, LD_EDECODE,
+                                "kubeconfig is not valid YAML: %s at line %zu",
                                 parser.problem ? parser.problem : "parse error",
                                 parser.problem_mark.line + 1);
         goto out;
@@ -654,8 +662,8 @@ enum ld_err ld_kube_config_load_file(struct ld_kube_config *out, const char *pat
         return ld_errinfo_set(err, LD_EINVAL, "no kubeconfig path");
     int e = read_small_file(path, KC_MAX_FILE, &buf, &len);
     if (e == EFBIG) {
-        rc = ld_errinfo_set(err, LD_ETOOBIG, "kubeconfig %s is larger than %d bytes", path,
-                            KC_MAX_FILE);
+        rc = ld_errinfo_set(err, LD_ETOOBIG, "kubeconfig %s is larger than %d bytes",
+                            path, KC_MAX_FILE);
         goto out;
     }
     if (e) {

@@ -67,7 +67,7 @@ def main():
 
         victim = next(r for r in replicas if r.client == new)
         say(f"SIGTERM {new} (graceful: it releases the lease)...")
-        victim.signal(signal.SIGTERM)
+        victim.send(signal.SIGTERM)
         handover, took = wait_new_leader(replicas, new, 30)
         rc = victim.wait_exit(10)
         say(f"new leader: {handover}, handover took {took * 1000:.0f} ms; {new} exited with {rc}")

@@ -41,7 +41,8 @@ bool as_valid_client_name(const char *name)
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = name[i];
-        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        bool alnum =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
         if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
             return false;
     }
@@ -67,8 +68,8 @@ static bool load_or_create_token(const char *path, char *out, char *err, size_t 
     size_t len;
     char *text = as_read_file(path, AS_TOKEN_MAX * 2, &len);
     if (text) {
-        while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' ||
-                           text[len - 1] == ' '))
+        while (len > 0 &&
+               (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
             text[--len] = '\0';
         bool ok = plausible_token(text);
         if (ok)
@@ -195,11 +196,12 @@ static bool write_kubeconfig(struct as_auth *a, const char *file, const char *us
         fputs("    token: ", f);
         yaml_quoted(f, token);
     }
-    fprintf(f,
-            "\ncontexts:\n- name: %s@leaderd-test\n  context:\n    cluster: leaderd-test\n"
-            "    user: %s\n    namespace: default\ncurrent-context: %s@leaderd-test\n"
-            "preferences: {}\n",
-            user, user, user);
+    fprintf(
+        f,
+        "\ncontexts:\n- name: %s@leaderd-test\n  context:\n    cluster: leaderd-test\n"
+        "    user: %s\n    namespace: default\ncurrent-context: %s@leaderd-test\n"
+        "preferences: {}\n",
+        user, user, user);
     if (fclose(f) != 0) {
         f = NULL;
         snprintf(err, errlen, "out of memory");
@@ -232,7 +234,8 @@ static bool write_client_kubeconfigs(struct as_auth *a, const struct client *c, 
     return write_kubeconfig(a, file, c->name, NULL, true, err, errlen);
 }
 
-bool as_auth_set_server(struct as_auth *a, const char *server_url, char *err, size_t errlen)
+bool as_auth_set_server(struct as_auth *a, const char *server_url, char *err,
+                        size_t errlen)
 {
     bool ok = false;
     pthread_mutex_lock(&a->mu);
@@ -259,7 +262,8 @@ static bool token_eq(const char *known, const char *given, size_t glen)
     return klen > 0 && klen == glen && CRYPTO_memcmp(known, given, glen) == 0;
 }
 
-enum as_who as_auth_identify(struct as_auth *a, const char *authz, char *name, bool *valid)
+enum as_who as_auth_identify(struct as_auth *a, const char *authz, char *name,
+                             bool *valid)
 {
     enum as_who who = AS_WHO_NONE;
     *valid = false;

@@ -39,14 +39,16 @@ void as_auth_free(struct as_auth *a); /* NULL-safe */
 /* Records the server URL and writes DIR/kubeconfig-NAME (token inline),
  * DIR/kubeconfig-NAME-tokenfile (tokenFile: DIR/tokens/NAME, for rotation
  * tests) for every client, and DIR/kubeconfig-admin. */
-bool as_auth_set_server(struct as_auth *a, const char *server_url, char *err, size_t errlen);
+bool as_auth_set_server(struct as_auth *a, const char *server_url, char *err,
+                        size_t errlen);
 
 /* Identifies the caller from an Authorization header value (NULL when
  * absent). For AS_WHO_CLIENT the name is copied into name (AS_CLIENT_MAX
  * bytes) even when the token is no longer accepted, so faults and
  * statistics still apply to that client; *valid says whether the request
  * is authenticated. */
-enum as_who as_auth_identify(struct as_auth *a, const char *authz, char *name, bool *valid);
+enum as_who as_auth_identify(struct as_auth *a, const char *authz, char *name,
+                             bool *valid);
 
 /* Gives client a new token, written to DIR/tokens/NAME atomically (and its
  * kubeconfigs rewritten). The previous token keeps working for grace_ms

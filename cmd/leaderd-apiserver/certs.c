@@ -56,13 +56,14 @@ static X509 *issue(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *issuer
         goto out;
     /* Backdated a little so peers with a slightly slow clock accept it. */
     if (!X509_gmtime_adj(X509_getm_notBefore(x), -300) ||
-        !X509_gmtime_adj(X509_getm_notAfter(x), VALID_SECONDS) || !X509_set_pubkey(x, key))
+        !X509_gmtime_adj(X509_getm_notAfter(x), VALID_SECONDS) ||
+        !X509_set_pubkey(x, key))
         goto out;
     X509_NAME *name = X509_get_subject_name(x);
     if (!X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
                                     (const unsigned char *)"leaderd test", -1, -1, 0) ||
-        !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1,
-                                    -1, 0))
+        !X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn,
+                                    -1, -1, 0))
         goto out;
     if (!X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer) : name))
         goto out;

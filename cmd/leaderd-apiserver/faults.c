@@ -44,14 +44,15 @@ static bool get_rate(json_t *v, const char *what, double *out, char *err, size_t
     return true;
 }
 
-static bool get_int(json_t *v, const char *what, long long min, long long max, long long dflt,
-                    int *out, char *err, size_t errlen)
+static bool get_int(json_t *v, const char *what, long long min, long long max,
+                    long long dflt, int *out, char *err, size_t errlen)
 {
     if (!v || json_is_null(v)) {
         *out = (int)dflt;
         return true;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+    if (!json_is_integer(v) || json_integer_value(v) < min ||
+        json_integer_value(v) > max) {
         snprintf(err, errlen, "%s must be an integer in [%lld, %lld]", what, min, max);
         return false;
     }
@@ -117,8 +118,9 @@ bool as_fault_from_json(json_t *j, char *client, struct as_fault *out, char *err
             while (k < AS_VERB_COUNT && !(name && strcmp(name, verb_names[k]) == 0))
                 k++;
             if (k == AS_VERB_COUNT) {
-                snprintf(err, errlen, "unknown verb in verbs (get, list, watch, create, "
-                                      "update, patch, delete, discovery, other)");
+                snprintf(err, errlen,
+                         "unknown verb in verbs (get, list, watch, create, "
+                         "update, patch, delete, discovery, other)");
                 return false;
             }
             out->verbs |= 1u << k;
@@ -138,9 +140,10 @@ json_t *as_fault_to_json(const struct as_fault *f)
         json_decref(verbs);
         return NULL;
     }
-    json_object_set_new(j, "partition", f->partition == AS_PART_HANG    ? json_string("hang")
-                                        : f->partition == AS_PART_RESET ? json_string("reset")
-                                                                        : json_null());
+    json_object_set_new(j, "partition",
+                        f->partition == AS_PART_HANG    ? json_string("hang")
+                        : f->partition == AS_PART_RESET ? json_string("reset")
+                                                        : json_null());
     json_object_set_new(j, "latency_ms", json_integer(f->latency_ms));
     json_object_set_new(j, "error_rate", json_real(f->error_rate));
     json_object_set_new(j, "error_code", json_integer(f->error_code));

@@ -1,9 +1,7 @@
 /*
- * faults: per-client fault injection for leaderd-apiserver tests. A fault
- * set for a client name (partition hang/reset, latency, error rate, 429
- * throttling, optionally limited to some verbs) applies to every request
- * made with that client's token; a global pause holds every API request.
- * Thread-safe (one mutex).
+ * faults: per-client fault injection for leaderd-apiserver tests (partition
+ * hang/reset, latency, error rate, 429 throttling, optionally per verb) and a
+ * global pause. Thread-safe (one mutex).
  */
 #ifndef AS_FAULTS_H
 #define AS_FAULTS_H

@@ -40,8 +40,9 @@ static void type_error(struct as_reply *err, const json_t *v, const char *field,
                        const char *gotype)
 {
     char msg[512];
-    snprintf(msg, sizeof msg, "json: cannot unmarshal %s into Go struct field %s of type %s",
-             json_kind(v), field, gotype);
+    snprintf(msg, sizeof msg,
+             "json: cannot unmarshal %s into Go struct field %s of type %s", json_kind(v),
+             field, gotype);
     decode_error(err, msg);
 }
 
@@ -90,8 +91,8 @@ static bool parse_time(const char *s, int frac_digits, int64_t *wall_us)
         !digits(s + 8, 2, &d) || s[10] != 'T' || !digits(s + 11, 2, &h) || s[13] != ':' ||
         !digits(s + 14, 2, &mi) || s[16] != ':' || !digits(s + 17, 2, &sec))
         return false;
-    if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, (int)mo) || h > 23 || mi > 59 ||
-        sec > 59)
+    if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, (int)mo) || h > 23 ||
+        mi > 59 || sec > 59)
         return false;
     const char *p = s + 19;
     int nd = 0;
@@ -212,8 +213,8 @@ static bool copy_int32(json_t *dst, json_t *src, const char *key, const char *go
     return true;
 }
 
-static bool copy_string_map(json_t *dst, json_t *src, const char *key, const char *gofield,
-                            struct as_reply *err)
+static bool copy_string_map(json_t *dst, json_t *src, const char *key,
+                            const char *gofield, struct as_reply *err)
 {
     json_t *v = json_object_get(src, key);
     if (!v || json_is_null(v))
@@ -276,7 +277,8 @@ static bool normalize_metadata(json_t *out, json_t *m, struct as_reply *err)
     json_t *v = json_object_get(m, "ownerReferences");
     if (v && !json_is_null(v)) {
         if (!json_is_array(v)) {
-            type_error(err, v, "ObjectMeta.metadata.ownerReferences", "[]v1.OwnerReference");
+            type_error(err, v, "ObjectMeta.metadata.ownerReferences",
+                       "[]v1.OwnerReference");
             return false;
         }
         json_object_set_new(out, "ownerReferences", json_deep_copy(v));
@@ -304,11 +306,12 @@ static bool normalize_metadata(json_t *out, json_t *m, struct as_reply *err)
 static bool normalize_spec(json_t *out, json_t *s, struct as_reply *err)
 {
     return copy_string(out, s, "holderIdentity", "LeaseSpec.spec.holderIdentity", err) &&
-           copy_int32(out, s, "leaseDurationSeconds", "LeaseSpec.spec.leaseDurationSeconds",
-                      err) &&
+           copy_int32(out, s, "leaseDurationSeconds",
+                      "LeaseSpec.spec.leaseDurationSeconds", err) &&
            copy_time(out, s, "acquireTime", true, err) &&
            copy_time(out, s, "renewTime", true, err) &&
-           copy_int32(out, s, "leaseTransitions", "LeaseSpec.spec.leaseTransitions", err) &&
+           copy_int32(out, s, "leaseTransitions", "LeaseSpec.spec.leaseTransitions",
+                      err) &&
            copy_string(out, s, "strategy", "LeaseSpec.spec.strategy", err) &&
            copy_string(out, s, "preferredHolder", "LeaseSpec.spec.preferredHolder", err);
 }
@@ -333,7 +336,8 @@ json_t *as_lease_normalize(json_t *in, struct as_reply *err)
     if (v && !json_is_null(v) &&
         (!json_is_string(v) ||
          (strcmp(json_string_value(v), "Lease") != 0 && json_string_length(v) != 0))) {
-        decode_error(err, "the kind in the data does not match the expected kind (Lease)");
+        decode_error(err,
+                     "the kind in the data does not match the expected kind (Lease)");
         return NULL;
     }
     out = json_object();
@@ -413,11 +417,12 @@ bool as_lease_validate(json_t *lease, bool create, struct as_reply *err)
         char *quoted = q ? json_dumps(q, JSON_ENCODE_ANY) : NULL;
         json_decref(q);
         if (strlen(name) > 253)
-            snprintf(msg, sizeof msg, "Invalid value: %.300s: must be no more than 253 characters",
+            snprintf(msg, sizeof msg,
+                     "Invalid value: %.300s: must be no more than 253 characters",
                      quoted ? quoted : "\"\"");
         else
-            snprintf(msg, sizeof msg, "Invalid value: %.300s: %s", quoted ? quoted : "\"\"",
-                     dns1123_msg);
+            snprintf(msg, sizeof msg, "Invalid value: %.300s: %s",
+                     quoted ? quoted : "\"\"", dns1123_msg);
         free(quoted);
         as_field_errors_add(&fe, "FieldValueInvalid", "metadata.name", msg);
     }
@@ -429,7 +434,8 @@ bool as_lease_validate(json_t *lease, bool create, struct as_reply *err)
     }
     v = json_object_get(spec, "leaseTransitions");
     if (v && json_integer_value(v) < 0) {
-        snprintf(msg, sizeof msg, "Invalid value: %lld: must be greater than or equal to 0",
+        snprintf(msg, sizeof msg,
+                 "Invalid value: %lld: must be greater than or equal to 0",
                  (long long)json_integer_value(v));
         as_field_errors_add(&fe, "FieldValueInvalid", "spec.leaseTransitions", msg);
     }

@@ -156,8 +156,8 @@ void as_field_errors_clear(struct as_field_errors *fe)
     fe->count = 0;
 }
 
-void as_field_errors_add(struct as_field_errors *fe, const char *reason, const char *field,
-                         const char *message)
+void as_field_errors_add(struct as_field_errors *fe, const char *reason,
+                         const char *field, const char *message)
 {
     json_t *c = json_object();
     if (c) {

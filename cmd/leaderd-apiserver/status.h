@@ -15,7 +15,7 @@
 
 struct as_reply {
     unsigned code;
-    char *body;        /* owned, NUL-terminated; NULL for an empty body */
+    char *body; /* owned, NUL-terminated; NULL for an empty body */
     size_t len;
     const char *ctype; /* static string */
     int retry_after;   /* seconds for a Retry-After header; -1 for none */
@@ -56,7 +56,7 @@ void as_reply_exists(struct as_reply *r, const char *name);
 void as_reply_conflict(struct as_reply *r, const char *name, const char *why);
 /* The reason optimistic concurrency gives for a stale resourceVersion. */
 #define AS_OPTIMISTIC_LOCK_MSG                                                           \
-    "the object has been modified; please apply your changes to the latest version "    \
+    "the object has been modified; please apply your changes to the latest version "     \
     "and try again"
 /* 400 BadRequest with message. */
 void as_reply_bad_request(struct as_reply *r, const char *message);
@@ -73,8 +73,8 @@ void as_field_errors_init(struct as_field_errors *fe);
 void as_field_errors_clear(struct as_field_errors *fe);
 /* Adds one cause; reason is the cause type (e.g. "FieldValueInvalid"),
  * message its text (e.g. "Invalid value: 0: must be greater than 0"). */
-void as_field_errors_add(struct as_field_errors *fe, const char *reason, const char *field,
-                         const char *message);
+void as_field_errors_add(struct as_field_errors *fe, const char *reason,
+                         const char *field, const char *message);
 /* 422 Invalid: `<kind>.coordination.k8s.io "name" is invalid: <errors>`,
  * details {name, group, kind, causes}. kind is "Lease" for validation and
  * "leases" for the missing-resourceVersion error, as in kube-apiserver. */

@@ -116,8 +116,8 @@ static json_t *new_uid(void)
         return NULL;
     hex[12] = '4';
     hex[16] = "89ab"[hex[16] % 4];
-    snprintf(uid, sizeof uid, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16,
-             hex + 20);
+    snprintf(uid, sizeof uid, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12,
+             hex + 16, hex + 20);
     return json_string(uid);
 }
 
@@ -187,7 +187,8 @@ static void push_event(struct as_store *s, const char *type, const char *ns,
     /* A raw document may end in a newline; it must not split the frame. */
     while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == '\r'))
         tl--;
-    if (asprintf(&ev.line, "{\"type\":\"%s\",\"object\":%.*s}\n", type, (int)tl, text) < 0)
+    if (asprintf(&ev.line, "{\"type\":\"%s\",\"object\":%.*s}\n", type, (int)tl, text) <
+        0)
         ev.line = NULL;
     if (!ev.ns || !ev.name || !ev.line) {
         /* Losing an event silently would let a watcher miss a change. */
@@ -276,7 +277,8 @@ out:
     json_decref(root);
 }
 
-/* Everything a committed write does besides changing the entry. */
+/* Everything a committed write does besides changing the entry and
+ * persisting the store. */
 static void committed(struct as_store *s, const char *type, const char *verb,
                       const struct entry *e, json_t *obj, const char *client)
 {
@@ -287,7 +289,6 @@ static void committed(struct as_store *s, const char *type, const char *verb,
         s->floor = s->rv;
     free(text);
     log_write(s, client, verb, e->ns, e->name, obj, e->rv);
-    persist(s);
     pthread_cond_broadcast(&s->cond);
 }
 
@@ -357,8 +358,8 @@ static bool load_state(struct as_store *s, char *err, size_t errlen)
         const char *raw = json_string_value(json_object_get(l, "raw"));
         json_t *obj = json_object_get(l, "object");
         uint64_t erv;
-        if (!ns || !name || !ers || !parse_rv(ers, &erv) || (!raw && !json_is_object(obj)) ||
-            find(s, ns, name) || s->n >= MAX_ENTRIES) {
+        if (!ns || !name || !ers || !parse_rv(ers, &erv) ||
+            (!raw && !json_is_object(obj)) || find(s, ns, name) || s->n >= MAX_ENTRIES) {
             snprintf(err, errlen, "%s: bad lease entry %zu", s->state_file, i);
             goto out;
         }
@@ -446,7 +447,8 @@ uint64_t as_store_rv(struct as_store *s)
     return rv;
 }
 
-void as_store_get(struct as_store *s, const char *ns, const char *name, struct as_reply *r)
+void as_store_get(struct as_store *s, const char *ns, const char *name,
+                  struct as_reply *r)
 {
     pthread_mutex_lock(&s->mu);
     struct entry *e = find(s, ns, name);
@@ -496,7 +498,7 @@ out:
     pthread_mutex_unlock(&s->mu);
     if (!ok)
         as_snapshot_clear(out);
-    else
+    else if (out->n > 1)
         qsort(out->items, out->n, sizeof *out->items, item_cmp);
     return ok;
 }
@@ -530,7 +532,8 @@ static void do_create(struct as_store *s, const char *ns, const char *name, json
     }
     named = json_deep_copy(lease);
     if (named)
-        json_object_set_new(json_object_get(named, "metadata"), "name", json_string(name));
+        json_object_set_new(json_object_get(named, "metadata"), "name",
+                            json_string(name));
     obj = named ? prepare(named, ns, uid, ctime, NULL) : NULL;
     e = obj ? add_entry(s, ns, name) : NULL;
     if (!e) {
@@ -541,6 +544,7 @@ static void do_create(struct as_store *s, const char *ns, const char *name, json
     set_rv(obj, e->rv);
     e->obj = json_incref(obj);
     committed(s, "ADDED", verb, e, obj, client);
+    persist(s);
     as_reply_json(r, 201, json_incref(obj));
 out:
     json_decref(obj);
@@ -549,14 +553,15 @@ out:
     json_decref(ctime);
 }
 
-void as_store_create(struct as_store *s, const char *ns, json_t *lease, const char *client,
-                     struct as_reply *r)
+void as_store_create(struct as_store *s, const char *ns, json_t *lease,
+                     const char *client, struct as_reply *r)
 {
     static const char gen_chars[] = "bcdfghjklmnpqrstvwxz2456789";
     json_t *meta = json_object_get(lease, "metadata");
     const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
     if (rv && *rv) {
-        as_reply_internal(r, "resourceVersion should not be set on objects to be created");
+        as_reply_internal(r,
+                          "resourceVersion should not be set on objects to be created");
         return;
     }
     if (!as_lease_validate(lease, true, r))
@@ -576,13 +581,15 @@ void as_store_create(struct as_store *s, const char *ns, json_t *lease, const ch
         size_t gl = strnlen(gen, 248);
         memcpy(name, gen, gl);
         for (int i = 0; i < 5; i++)
-            name[gl + (size_t)i] = gen_chars[(unsigned char)hex[i] % (sizeof gen_chars - 1)];
+            name[gl + (size_t)i] =
+                gen_chars[(unsigned char)hex[i] % (sizeof gen_chars - 1)];
         name[gl + 5] = '\0';
         if (!as_dns1123_subdomain(name)) {
             struct as_field_errors fe;
             as_field_errors_init(&fe);
-            as_field_errors_add(&fe, "FieldValueInvalid", "metadata.generateName",
-                                "Invalid value: generated name is not a DNS-1123 subdomain");
+            as_field_errors_add(
+                &fe, "FieldValueInvalid", "metadata.generateName",
+                "Invalid value: generated name is not a DNS-1123 subdomain");
             as_reply_invalid(r, "Lease", name, &fe);
             as_field_errors_clear(&fe);
             goto out;
@@ -599,8 +606,8 @@ out:
 
 /* Replaces e with lease (validated by the caller, lock held). A write that
  * changes nothing is not a write, as in etcd3's GuaranteedUpdate. */
-static void do_update(struct as_store *s, struct entry *e, json_t *lease, const char *client,
-                      const char *verb, struct as_reply *r)
+static void do_update(struct as_store *s, struct entry *e, json_t *lease,
+                      const char *client, const char *verb, struct as_reply *r)
 {
     json_t *old = entry_parsed(e);
     json_t *old_meta = json_object_get(old, "metadata");
@@ -629,6 +636,7 @@ static void do_update(struct as_store *s, struct entry *e, json_t *lease, const 
     e->raw = NULL;
     e->obj = json_incref(obj);
     committed(s, "MODIFIED", verb, e, obj, client);
+    persist(s);
     as_reply_json(r, 200, json_incref(obj));
 out:
     json_decref(obj);
@@ -640,8 +648,8 @@ out:
 void as_store_update(struct as_store *s, const char *ns, const char *name, json_t *lease,
                      const char *client, struct as_reply *r)
 {
-    const char *rvs =
-        json_string_value(json_object_get(json_object_get(lease, "metadata"), "resourceVersion"));
+    const char *rvs = json_string_value(
+        json_object_get(json_object_get(lease, "metadata"), "resourceVersion"));
     pthread_mutex_lock(&s->mu);
     struct entry *e = find(s, ns, name);
     if (!e) {
@@ -789,6 +797,7 @@ void as_store_delete(struct as_store *s, const char *ns, const char *name,
         set_rv(e->obj, e->rv);
     committed(s, "DELETED", "delete", e, obj, client);
     remove_entry(s, e);
+    persist(s);
     json_t *st = json_object();
     if (st) {
         json_object_set_new(st, "kind", json_string("Status"));
@@ -829,12 +838,13 @@ uint64_t as_store_put_raw(struct as_store *s, const char *ns, const char *name,
     s->rv++;
     e->rv = s->rv;
     json_t *parsed = entry_parsed(e);
-    const char *own =
-        json_string_value(json_object_get(json_object_get(parsed, "metadata"), "resourceVersion"));
+    const char *own = json_string_value(
+        json_object_get(json_object_get(parsed, "metadata"), "resourceVersion"));
     uint64_t own_rv;
     if (own && parse_rv(own, &own_rv))
         e->rv = own_rv;
     committed(s, type, "raw", e, parsed, client);
+    persist(s);
     json_decref(parsed);
     rv = e->rv;
 out:
@@ -863,8 +873,8 @@ static char *gone_line(uint64_t asked, uint64_t oldest)
 {
     char msg[128];
     char *line = NULL;
-    snprintf(msg, sizeof msg, "too old resource version: %" PRIu64 " (%" PRIu64 ")", asked,
-             oldest);
+    snprintf(msg, sizeof msg, "too old resource version: %" PRIu64 " (%" PRIu64 ")",
+             asked, oldest);
     json_t *st = as_status_failure(410, "Expired", msg, NULL);
     char *text = st ? json_dumps(st, JSON_COMPACT) : NULL;
     if (text && asprintf(&line, "{\"type\":\"ERROR\",\"object\":%s}\n", text) < 0)
@@ -933,8 +943,8 @@ out:
     return rc;
 }
 
-int as_store_watch_next(struct as_store *s, const char *ns, const char *name, uint64_t *pos,
-                        int wait_ms, char **out)
+int as_store_watch_next(struct as_store *s, const char *ns, const char *name,
+                        uint64_t *pos, int wait_ms, char **out)
 {
     int rc = AS_WATCH_OK;
     char *buf = NULL;

@@ -1,10 +1,8 @@
 /*
- * store: the Lease store of leaderd-apiserver. Holds Leases by namespace and
- * name, issues resourceVersions from one global counter, applies kube's
- * create/update/patch/delete semantics (optimistic concurrency, AllowCreate-
- * OnUpdate, no-op updates), keeps a bounded event history for watches and a
- * write log for tests, and persists everything to a state file. All
- * functions are thread-safe (one mutex per store).
+ * store: Leases of leaderd-apiserver with kube's write semantics (one global
+ * resourceVersion counter, optimistic concurrency, AllowCreateOnUpdate), an
+ * event history for watches, a write log and state-file persistence.
+ * Thread-safe (one mutex per store).
  */
 #ifndef AS_STORE_H
 #define AS_STORE_H
@@ -34,7 +32,8 @@ void as_store_free(struct as_store *s);
 uint64_t as_store_rv(struct as_store *s);
 
 /* GET: r becomes 200 with the Lease (raw entries verbatim) or 404. */
-void as_store_get(struct as_store *s, const char *ns, const char *name, struct as_reply *r);
+void as_store_get(struct as_store *s, const char *ns, const char *name,
+                  struct as_reply *r);
 
 /* One Lease in a snapshot: its serialised text (raw entries verbatim) and,
  * when that text is a JSON object, the parsed object. */
@@ -63,8 +62,8 @@ void as_snapshot_clear(struct as_snapshot *snap);
 
 /* POST: 201, 409 AlreadyExists, 422, or 500 when the body carries a
  * resourceVersion. Generates a name from metadata.generateName if needed. */
-void as_store_create(struct as_store *s, const char *ns, json_t *lease, const char *client,
-                     struct as_reply *r);
+void as_store_create(struct as_store *s, const char *ns, json_t *lease,
+                     const char *client, struct as_reply *r);
 
 /* PUT: 200, 201 (created), 409 Conflict, 422 (validation or a missing
  * resourceVersion), 400 (unparseable resourceVersion). */
@@ -111,8 +110,8 @@ int as_store_watch_start(struct as_store *s, const char *ns, const char *name,
 /* Waits up to wait_ms for events after *pos that match, and returns them in
  * *out (NULL when none arrived) with *pos advanced. AS_WATCH_GONE when the
  * history no longer reaches back to *pos. */
-int as_store_watch_next(struct as_store *s, const char *ns, const char *name, uint64_t *pos,
-                        int wait_ms, char **out);
+int as_store_watch_next(struct as_store *s, const char *ns, const char *name,
+                        uint64_t *pos, int wait_ms, char **out);
 
 /* A BOOKMARK event line for the current resourceVersion (free with free()). */
 char *as_store_bookmark(struct as_store *s);

@@ -140,7 +140,7 @@ char *as_read_file(const char *path, size_t cap, size_t *len)
     buf[used] = '\0';
     *len = used;
     return buf;
-fail: {
+fail : {
     int saved = errno;
     free(buf);
     close(fd);

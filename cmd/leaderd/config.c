@@ -51,15 +51,15 @@ static const struct opt opts[OPT_ALL] = {
                         "the Lease object (coordination.k8s.io/v1) to contend for; "
                         "required"},
     [OPT_NAMESPACE] = {"--namespace", "LEADERD_NAMESPACE", "NS", NULL,
-                       "namespace of the Lease; default $POD_NAMESPACE, else the "
-                       "service-account namespace file, else the kubeconfig context's "
-                       "namespace, else \"default\""},
+                       "namespace of the Lease; default $POD_NAMESPACE, else the\n"
+                       "        service-account namespace file, else the kubeconfig\n"
+                       "        context's namespace, else \"default\""},
     [OPT_IDENTITY] = {"--identity", "LEADERD_IDENTITY", "ID", NULL,
                       "this replica's holderIdentity; default $POD_NAME, else the "
                       "host name"},
     [OPT_LEASE_DURATION] = {"--lease-duration", "LEADERD_LEASE_DURATION", "D", "15s",
-                            "leaseDurationSeconds written into the Lease; how long "
-                            "standbys wait after the last observed change"},
+                            "leaseDurationSeconds written into the Lease; how long\n"
+                            "        standbys wait after the last observed change"},
     [OPT_RENEW_DEADLINE] = {"--renew-deadline", "LEADERD_RENEW_DEADLINE", "D", "10s",
                             "a leader that has not renewed for this long stops "
                             "claiming leadership"},
@@ -69,19 +69,20 @@ static const struct opt opts[OPT_ALL] = {
                     "the HTTP server; \":4040\" means all interfaces, IPv6 as "
                     "[::1]:4040"},
     [OPT_KUBECONFIG] = {"--kubeconfig", "LEADERD_KUBECONFIG", "PATH", NULL,
-                        "kubeconfig file (current context); default $KUBECONFIG (its "
-                        "first entry), else the in-cluster config"},
+                        "kubeconfig file (current context); default $KUBECONFIG\n"
+                        "        (its first entry), else the in-cluster config"},
     [OPT_RELEASE_ON_EXIT] = {"--release-on-exit", "LEADERD_RELEASE_ON_EXIT", "BOOL",
                              "true",
-                             "on SIGTERM/SIGINT a leader gives the Lease up before "
-                             "exiting (true/false, 1/0, yes/no)"},
+                             "on SIGTERM/SIGINT a leader gives the Lease up before\n"
+                             "        exiting (true/false, 1/0, yes/no)"},
     [OPT_LOG_FORMAT] = {"--log-format", "LEADERD_LOG_FORMAT", "text|json", "text",
                         "log line format on stderr"},
     [OPT_LOG_LEVEL] = {"--log-level", "LEADERD_LOG_LEVEL", "LEVEL", "info",
                        "lowest level logged: debug, info, warn, error"},
     [OPT_SA_DIR] = {"--service-account-dir", "LEADERD_SERVICE_ACCOUNT_DIR", "DIR",
-                    LD_SA_DIR, "where the service account's token, ca.crt and "
-                               "namespace files are mounted"},
+                    LD_SA_DIR,
+                    "where the service account's token, ca.crt and\n"
+                    "        namespace files are mounted"},
     [OPT_VERSION] = {"--version", NULL, NULL, NULL, "print the version and exit"},
     [OPT_HELP] = {"--help", NULL, NULL, NULL, "print this help and exit"},
 };
@@ -104,6 +105,16 @@ struct raw {
 static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Messages quote what the user typed; control characters in it must not
+ * break the one-line promise (or a terminal). */
+static void one_line(char *s)
+{
+    for (; *s; s++) {
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+    }
+}
+
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen > 0) {
@@ -111,6 +122,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
+        one_line(err);
     }
     return 2;
 }
@@ -154,8 +166,8 @@ static void print_help(void)
         else if (o->env)
             printf("        env %s\n", o->env);
     }
-    printf("\nExit status: 0 after a clean shutdown or --help/--version, 2 on invalid "
-           "configuration.\n");
+    printf("\nExit status: 0 after a clean shutdown or --help/--version, 2 on an\n"
+           "invalid configuration.\n");
     fflush(stdout);
 }
 
@@ -395,8 +407,8 @@ static bool hostname_chars(const char *s)
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '.'))
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '-' || c == '.'))
             return false;
     }
     return true;
@@ -578,8 +590,9 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
         cfg->namespace_from = "POD_NAMESPACE";
     }
     if (v) {
-        const char *label = r->val[OPT_NAMESPACE] ? who(r, OPT_NAMESPACE, name, sizeof(name))
-                                                  : "$POD_NAMESPACE";
+        const char *label = r->val[OPT_NAMESPACE]
+                                ? who(r, OPT_NAMESPACE, name, sizeof(name))
+                                : "$POD_NAMESPACE";
         if ((rc = check_namespace(v, label, err, errlen)) ||
             (rc = set_str(&cfg->namespace_, v, err, errlen)))
             return rc;
@@ -592,8 +605,8 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
         cfg->identity_from = "POD_NAME";
     }
     if (v) {
-        const char *label = r->val[OPT_IDENTITY] ? who(r, OPT_IDENTITY, name, sizeof(name))
-                                                 : "$POD_NAME";
+        const char *label =
+            r->val[OPT_IDENTITY] ? who(r, OPT_IDENTITY, name, sizeof(name)) : "$POD_NAME";
         if ((rc = check_identity(v, label, err, errlen)) ||
             (rc = set_str(&cfg->identity, v, err, errlen)))
             return rc;
@@ -728,13 +741,14 @@ static int load_kube(struct ld_config *cfg, char *err, size_t errlen)
     if (cfg->kubeconfig_path) {
         const char *from = cfg->kubeconfig_from ? cfg->kubeconfig_from : "--kubeconfig";
         e = ld_kube_config_load_file(&cfg->kube, cfg->kubeconfig_path, &ei);
-        if (e == LD_EIO)
-            return fail(err, errlen, "leaderd: %s: cannot read kubeconfig \"%s\": %s",
-                        from, cfg->kubeconfig_path, ei.msg);
-        if (e != LD_OK)
-            return fail(err, errlen, "leaderd: %s: unusable kubeconfig \"%s\": %s", from,
-                        cfg->kubeconfig_path, ei.msg);
-        return 0;
+        if (e == LD_OK)
+            return 0;
+        /* The library's message usually names the file already. */
+        if (strstr(ei.msg, cfg->kubeconfig_path))
+            return fail(err, errlen, "leaderd: %s: %s", from, ei.msg);
+        return fail(err, errlen, "leaderd: %s: %s kubeconfig \"%s\": %s", from,
+                    e == LD_EIO ? "cannot read" : "unusable", cfg->kubeconfig_path,
+                    ei.msg);
     }
     const char *host = env_nonempty("KUBERNETES_SERVICE_HOST");
     const char *port = env_nonempty("KUBERNETES_SERVICE_PORT");
@@ -793,9 +807,10 @@ static int resolve_identity(struct ld_config *cfg, char *err, size_t errlen)
         host[0] = '\0';
     host[sizeof(host) - 1] = '\0';
     if (host[0] == '\0')
-        return fail(err, errlen,
-                    "leaderd: --identity: empty identity (no --identity, LEADERD_IDENTITY "
-                    "or POD_NAME, and the host name is empty)");
+        return fail(
+            err, errlen,
+            "leaderd: --identity: empty identity (no --identity, LEADERD_IDENTITY "
+            "or POD_NAME, and the host name is empty)");
     int rc = check_identity(host, "host name", err, errlen);
     if (rc != 0)
         return rc;
@@ -848,12 +863,14 @@ void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
     else
         snprintf(listen, sizeof(listen), "%s:%d", host, cfg->listen_port);
     snprintf(buf, len,
-             "lease=%s/%s (namespace from %s) identity=%s (from %s) lease-duration=%s renew-deadline=%s "
+             "lease=%s/%s (namespace from %s) identity=%s (from %s) lease-duration=%s "
+             "renew-deadline=%s "
              "retry-period=%s listen=%s kubeconfig=%s server=%s release-on-exit=%s "
              "log-format=%s log-level=%s",
              cfg->namespace_ ? cfg->namespace_ : "?",
              cfg->lease_name ? cfg->lease_name : "?",
-             cfg->namespace_from ? cfg->namespace_from : "?", cfg->identity ? cfg->identity : "?",
+             cfg->namespace_from ? cfg->namespace_from : "?",
+             cfg->identity ? cfg->identity : "?",
              cfg->identity_from ? cfg->identity_from : "?",
              ld_duration_format(cfg->lease_duration_ms, lease, sizeof(lease)),
              ld_duration_format(cfg->renew_deadline_ms, renew, sizeof(renew)),
@@ -863,4 +880,5 @@ void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
              cfg->release_on_exit ? "true" : "false",
              cfg->log_format == LD_LOG_FORMAT_JSON ? "json" : "text",
              ld_log_level_name(cfg->log_level));
+    one_line(buf);
 }

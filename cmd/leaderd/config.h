@@ -30,8 +30,8 @@ struct ld_config {
     int64_t lease_duration_ms; /* a whole number of seconds >= 1 */
     int64_t renew_deadline_ms;
     int64_t retry_period_ms;
-    char *listen_host; /* "" = all interfaces (dual stack when possible) */
-    int listen_port;   /* 1..65535 */
+    char *listen_host;     /* "" = all interfaces (dual stack when possible) */
+    int listen_port;       /* 1..65535 */
     char *kubeconfig_path; /* NULL => in-cluster */
     struct ld_kube_config kube;
     bool release_on_exit;

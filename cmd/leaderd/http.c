@@ -45,11 +45,11 @@ char *ld_http_render_leader(const struct ld_snapshot *snap, int64_t now_ms)
                           ? json_string(ld_microtime_format(snap->renewed_at_us, ts))
                           : json_null();
     /* "o" steals renewed, also when packing fails. */
-    json_t *o = json_pack("{s:s, s:s, s:s, s:b, s:I, s:o, s:b}", "lease", snap->lease,
-                          "identity", snap->identity, "leader", snap->leader, "is_leader",
-                          ld_snapshot_is_leader(snap, now_ms), "term",
-                          (json_int_t)snap->term, "renewed_at", renewed, "observed",
-                          snap->observed);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:b, s:I, s:o, s:b}", "lease", snap->lease, "identity",
+                  snap->identity, "leader", snap->leader, "is_leader",
+                  ld_snapshot_is_leader(snap, now_ms), "term", (json_int_t)snap->term,
+                  "renewed_at", renewed, "observed", snap->observed);
     if (!o)
         return NULL;
     char *text = json_dumps(o, JSON_COMPACT);
@@ -78,10 +78,11 @@ bool ld_http_healthy(const struct ld_snapshot *snap, int64_t now_ms, char *why,
     }
     if (snap->stale_after_ms > 0 && snap->leading &&
         now_ms - snap->lead_until_ms > snap->stale_after_ms) {
-        snprintf(why, whylen,
-                 "leader stopped renewing: leadership lapsed %lld ms ago and the election "
-                 "loop still claims it",
-                 (long long)(now_ms - snap->lead_until_ms));
+        snprintf(
+            why, whylen,
+            "leader stopped renewing: leadership lapsed %lld ms ago and the election "
+            "loop still claims it",
+            (long long)(now_ms - snap->lead_until_ms));
         return false;
     }
     snprintf(why, whylen, "ok");
@@ -127,8 +128,11 @@ static enum route find_route(const char *path)
     static const struct {
         const char *path;
         enum route r;
-    } table[] = {{"/leader", R_LEADER},   {"/healthz", R_HEALTHZ}, {"/readyz", R_READYZ},
-                 {"/metrics", R_METRICS}, {"/", R_ROOT}};
+    } table[] = {{"/leader", R_LEADER},
+                 {"/healthz", R_HEALTHZ},
+                 {"/readyz", R_READYZ},
+                 {"/metrics", R_METRICS},
+                 {"/", R_ROOT}};
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcmp(path, table[i].path) == 0)
             return table[i].r;
@@ -193,8 +197,9 @@ int ld_http_route(const char *method, const char *path, const struct ld_snapshot
     return -1;
 }
 
-static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status, const char *ct,
-                             bool allow, void *body, size_t len, enum MHD_ResponseMemoryMode mode)
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status,
+                             const char *ct, bool allow, void *body, size_t len,
+                             enum MHD_ResponseMemoryMode mode)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
     if (!resp) {
@@ -206,8 +211,8 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status, cons
     if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ct) == MHD_YES &&
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") ==
             MHD_YES &&
-        (!allow || MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") ==
-                       MHD_YES))
+        (!allow ||
+         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") == MHD_YES))
         ret = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -219,15 +224,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               void **con_cls)
 {
     static char oom[] = "{\"error\":\"out of memory\"}";
+    static int seen;
     struct ld_http *h = cls;
     struct ld_snapshot snap;
     struct ld_http_reply r;
     (void)version;
     (void)upload_data;
-    (void)upload_data_size;
-    (void)con_cls;
-    /* Answer on the first call: no endpoint takes a body, and a body sent
-     * anyway is not read (MHD closes the connection after the reply). */
+    /* MHD keeps a connection alive only when the reply is queued after the
+     * first call (which just announces the headers) and after any body,
+     * which GET and HEAD ignore. Other methods are refused at once: their
+     * body is never read and MHD closes the connection after the 405. */
+    bool plain = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (plain && *con_cls == NULL) {
+        *con_cls = &seen;
+        return MHD_YES;
+    }
+    if (plain && *upload_data_size != 0) {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
     ld_state_read(h->st, &snap);
     if (ld_http_route(method, url, &snap, h->m, ld_mono_ms(), &r) != 0) {
         ld_http_reply_clear(&r);

@@ -173,9 +173,11 @@ size_t ld_logsink_format(char *buf, size_t cap, enum ld_log_format format,
     char lease_esc[FIELD_CAP + 1];
     char id_esc[FIELD_CAP + 1];
     struct lbuf b = {buf, 0, 0};
-    if (cap == 0)
+    if (cap < 2)
         return 0;
-    b.cap = (cap > LD_LOGSINK_MAX_LINE ? LD_LOGSINK_MAX_LINE : cap) - 1;
+    /* Room is kept for the newline and the NUL, so every line ends in one
+     * newline however small the buffer. */
+    b.cap = (cap > LD_LOGSINK_MAX_LINE ? LD_LOGSINK_MAX_LINE : cap) - 2;
     format_time(wall_us, ts);
     if (!msg)
         msg = "";
@@ -184,8 +186,8 @@ size_t ld_logsink_format(char *buf, size_t cap, enum ld_log_format format,
         struct lbuf ib = {id_esc, 0, FIELD_CAP};
         put_escaped(&lb, lease ? lease : "", FIELD_CAP, true);
         put_escaped(&ib, identity ? identity : "", FIELD_CAP, true);
-        /* What follows the message: `","lease":"` lease `","identity":"` id `"}\n` */
-        size_t tail = 11 + lb.len + 14 + ib.len + 3;
+        /* What follows the message: `","lease":"` lease `","identity":"` id `"}` */
+        size_t tail = 11 + lb.len + 14 + ib.len + 2;
         puts_(&b, "{\"time\":\"");
         puts_(&b, ts);
         puts_(&b, "\",\"level\":\"");
@@ -196,15 +198,15 @@ size_t ld_logsink_format(char *buf, size_t cap, enum ld_log_format format,
         put(&b, lease_esc, lb.len);
         puts_(&b, "\",\"identity\":\"");
         put(&b, id_esc, ib.len);
-        puts_(&b, "\"}\n");
+        puts_(&b, "\"}");
     } else {
         puts_(&b, ts);
         puts_(&b, " ");
         puts_(&b, ld_log_level_name(level));
         puts_(&b, " leaderd: ");
-        put_escaped(&b, msg, b.cap - 1, false);
-        puts_(&b, "\n");
+        put_escaped(&b, msg, b.cap, false);
     }
+    buf[b.len++] = '\n';
     buf[b.len] = '\0';
     return b.len;
 }

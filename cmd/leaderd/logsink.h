@@ -26,8 +26,8 @@ void ld_logsink_install(enum ld_log_format format, enum ld_log_level min_level,
                         const char *lease, const char *identity);
 
 /* Formats one line exactly as the sink writes it, newline included, into
- * buf (cap bytes, at most LD_LOGSINK_MAX_LINE are used) and returns its
- * length (NUL-terminated when cap > length). Text:
+ * buf (cap bytes, at most LD_LOGSINK_MAX_LINE are used), NUL-terminated,
+ * and returns its length; 0 (nothing written) when cap < 2. Text:
  *   2026-11-29T19:00:00.123Z info leaderd: message
  * JSON:
  *   {"time":"...","level":"info","msg":"...","lease":"ns/name","identity":"..."}

@@ -66,17 +66,14 @@ void ld_metrics_observe_request(void *ctx, const char *verb, long http_status,
         seconds = 0;
     pthread_mutex_lock(&m->mu);
     struct ld_metrics_series *s = find_series(m, v, code);
+    /* The last NVERBS slots are kept for the per-verb "other" series so the
+     * table stays bounded whatever statuses a server invents. */
+    if (!s && m->nseries >= LD_METRICS_MAX_SERIES - NVERBS) {
+        code = CODE_OTHER;
+        s = find_series(m, v, code);
+    }
     if (!s) {
-        /* The last NVERBS slots are kept for the per-verb "other" series so
-         * the table stays bounded whatever statuses a server invents. */
-        if (m->nseries < LD_METRICS_MAX_SERIES - NVERBS) {
-            s = &m->series[m->nseries++];
-        } else {
-            code = CODE_OTHER;
-            s = find_series(m, v, code);
-            if (!s)
-                s = &m->series[m->nseries++];
-        }
+        s = &m->series[m->nseries++];
         s->verb = v;
         s->code = code;
         s->count = 0;
@@ -101,7 +98,8 @@ struct tbuf {
     bool failed;
 };
 
-static void tb_printf(struct tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tb_printf(struct tbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void tb_printf(struct tbuf *b, const char *fmt, ...)
 {
@@ -177,7 +175,8 @@ static void header(struct tbuf *b, const char *name, const char *type, const cha
     tb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void render_election(struct tbuf *b, const struct ld_snapshot *snap, int64_t now_ms)
+static void render_election(struct tbuf *b, const struct ld_snapshot *snap,
+                            int64_t now_ms)
 {
     bool leader = ld_snapshot_is_leader(snap, now_ms);
     const char *slash = strrchr(snap->lease, '/');
@@ -260,7 +259,8 @@ int ld_metrics_render(struct ld_metrics *m, const struct ld_snapshot *snap,
         return -1;
     render_election(&b, snap, now_ms);
     render_api(&b, m);
-    header(&b, "leaderd_build_info", "gauge", "Always 1; the version label names the build.");
+    header(&b, "leaderd_build_info", "gauge",
+           "Always 1; the version label names the build.");
     tb_printf(&b, "leaderd_build_info{version=\"");
     tb_label(&b, LEADERD_VERSION);
     tb_printf(&b, "\"} 1\n");

@@ -118,7 +118,7 @@ class Replica:
         status, doc = self.leader()
         return status == 200 and doc["is_leader"] is True
 
-    def signal(self, sig):
+    def send(self, sig):
         if self.alive():
             os.kill(self.proc.pid, sig)
 

@@ -99,11 +99,12 @@ class UnderValgrind(unittest.TestCase):
             wait_until(r.is_leader, 30, what="leadership under valgrind")
             wait_until(lambda: api.write_log() and len(api.write_log()) >= 3, 20,
                        interval=0.2, what="a few renewals")
-            self.assertEqual(r.stop(signal.SIGTERM, timeout=60), 0,
-                             open(vlog).read()[-3000:])
-            report = open(vlog).read()
+            rc = r.stop(signal.SIGTERM, timeout=60)
+            with open(vlog) as f:
+                report = f.read()
+            self.assertEqual(rc, 0, report[-3000:])
             self.assertIn("ERROR SUMMARY: 0 errors", report, report[-3000:])
-            self.assertEqual(api.get_lease("default", "demo")["spec"]["holderIdentity"], "")
+            self.assertEqual(api.get_lease("default", "demo")[1]["spec"]["holderIdentity"], "")
         finally:
             r.stop(signal.SIGKILL)
             api.stop()

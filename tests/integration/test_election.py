@@ -3,6 +3,7 @@ against the bundled Lease API server, with failover, handover, conflicts,
 API errors and partitions."""
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -48,7 +49,7 @@ class ThreeReplicas(unittest.TestCase):
         return self.replica(self.watch.one_leader(timeout))
 
     def lease(self):
-        return self.api.get_lease("default", "demo")
+        return self.api.get_lease("default", "demo")[1]
 
     def test_exactly_one_leader_and_agreement(self):
         leader = self.current_leader()
@@ -84,7 +85,7 @@ class ThreeReplicas(unittest.TestCase):
     def test_sigterm_releases_and_hands_over(self):
         old = self.current_leader()
         term = old.leader()[1]["term"]
-        old.signal(signal.SIGTERM)
+        old.send(signal.SIGTERM)
         sent_at = time.monotonic()
         self.assertEqual(old.wait_exit(10), 0)
         exited = time.monotonic() - sent_at
@@ -208,15 +209,19 @@ class Endpoints(unittest.TestCase):
         self.assertEqual((status, json.loads(body)), (200, {"name": "solo"}))
 
     def test_metrics(self):
-        status, body = self.r.get("/metrics")
-        self.assertEqual(status, 200)
-        text = body.decode()
+        renewed = r'leaderd_api_requests_total\{verb="PUT",code="200"\} [1-9]'
+
+        def after_a_renewal():
+            status, body = self.r.get("/metrics")
+            self.assertEqual(status, 200)
+            text = body.decode()
+            return text if re.search(renewed, text) else None
+        text = wait_until(after_a_renewal, 3 * RETRY, what="a renewal in /metrics")
         for name in ("leader_election_master_status", "leaderd_leader_transitions_total",
                      "leaderd_api_requests_total", "leaderd_api_request_duration_seconds",
                      "leaderd_last_renew_timestamp_seconds", "leaderd_build_info"):
             self.assertIn(f"# TYPE {name} ", text)
         self.assertIn('leader_election_master_status{name="demo"} 1', text)
-        self.assertRegex(text, r'leaderd_api_requests_total\{verb="PUT",code="200"\} [1-9]')
 
     def test_unknown_path_and_method(self):
         status, body = self.r.get("/nope")

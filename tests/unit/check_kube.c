@@ -42,7 +42,8 @@ static const char status_404[] =
 static const char status_conflict[] =
     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
     "\"message\":\"Operation cannot be fulfilled on leases.coordination.k8s.io "
-    "\\\"my-lease\\\": the object has been modified\",\"reason\":\"Conflict\",\"code\":409}";
+    "\\\"my-lease\\\": the object has been "
+    "modified\",\"reason\":\"Conflict\",\"code\":409}";
 
 static const char status_exists[] =
     "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\","
@@ -87,7 +88,8 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static struct ld_kube *new_client(const char *server, const char *token, const char *tfile)
+static struct ld_kube *new_client(const char *server, const char *token,
+                                  const char *tfile)
 {
     struct ld_kube_config c;
     struct ld_errinfo e;
@@ -165,7 +167,8 @@ START_TEST(get_200_decodes)
     ck_assert_str_eq(r.timeout_arg, "5s");
     ck_assert_str_eq(r.accept, "application/json");
     ck_assert_str_eq(r.authorization, "Bearer tok-1");
-    ck_assert_str_eq(r.user_agent, "leaderd/" LEADERD_VERSION " (leader-election) pod/xEvil: 1");
+    ck_assert_str_eq(r.user_agent,
+                     "leaderd/" LEADERD_VERSION " (leader-election) pod/xEvil: 1");
     ck_assert_str_eq(r.content_type, "");
     ck_assert_int_eq((int)r.body_len, 0);
     hf_request_clear(&r);
@@ -539,8 +542,8 @@ START_TEST(bad_arguments_send_nothing)
     struct ld_lease l, out;
     struct ld_errinfo e;
     ld_lease_init(&out);
-    static const char *const bad_names[] = {"My-Lease", "a/b", "../x", "-a", "a-", "a..b",
-                                            "", "a?b", "a b"};
+    static const char *const bad_names[] = {"My-Lease", "a/b", "../x", "-a", "a-",
+                                            "a..b",     "",    "a?b",  "a b"};
     for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++)
         ck_assert_int_eq(ld_kube_lease_get(kube, NS, bad_names[i], &out, &e), LD_EINVAL);
     ck_assert_int_eq(ld_kube_lease_get(kube, "kube.system", NAME, &out, &e), LD_EINVAL);
@@ -552,8 +555,9 @@ START_TEST(bad_arguments_send_nothing)
     ck_assert_int_eq(ld_kube_lease_update(kube, &l, &out, &e), LD_EINVAL); /* lacks one */
     ck_assert_int_eq(httpfake_request_count(fake), 0);
     ck_assert_int_eq(obs.calls, 0);
-    push(200, "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":"
-              "{\"name\":\"a.b-c\",\"resourceVersion\":\"1\"},\"spec\":{}}");
+    push(200,
+         "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":"
+         "{\"name\":\"a.b-c\",\"resourceVersion\":\"1\"},\"spec\":{}}");
     ck_assert_int_eq(ld_kube_lease_get(kube, "kube-system", "a.b-c", &out, &e), LD_OK);
     ld_lease_clear(&l);
     ld_lease_clear(&out);
@@ -646,7 +650,8 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *is
     X509_gmtime_adj(X509_getm_notAfter(x), 24 * 3600);
     X509_set_pubkey(x, key);
     X509_NAME *n = X509_get_subject_name(x);
-    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
+    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1,
+                               0);
     X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer) : n);
     X509V3_CTX ctx;
     X509V3_set_ctx_nodb(&ctx);
@@ -720,7 +725,8 @@ static void tls_teardown(void)
     memset(&pki, 0, sizeof(pki));
 }
 
-static enum ld_err tls_get(const char *ca_pem, const char *server_name, struct ld_errinfo *e)
+static enum ld_err tls_get(const char *ca_pem, const char *server_name,
+                           struct ld_errinfo *e)
 {
     struct ld_kube_config c;
     struct ld_lease l;
@@ -772,7 +778,8 @@ START_TEST(tls_ca_file)
     char path[] = "/tmp/ld-kube-ca-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, pki.ca_pem, strlen(pki.ca_pem)), (ssize_t)strlen(pki.ca_pem));
+    ck_assert_int_eq(write(fd, pki.ca_pem, strlen(pki.ca_pem)),
+                     (ssize_t)strlen(pki.ca_pem));
     close(fd);
     struct ld_kube_config c;
     struct ld_errinfo e;

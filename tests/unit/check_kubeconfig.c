@@ -100,8 +100,9 @@ START_TEST(client_cert_data)
     struct ld_errinfo e;
     ck_assert_int_eq(load("certdata.yaml", &c, &e), LD_OK);
     ck_assert_str_eq(c.server, "https://127.0.0.1:39211");
-    ck_assert_str_eq(c.client_cert_data,
-                     "-----BEGIN CERTIFICATE-----\nTESTCERT\n-----END CERTIFICATE-----\n");
+    ck_assert_str_eq(
+        c.client_cert_data,
+        "-----BEGIN CERTIFICATE-----\nTESTCERT\n-----END CERTIFICATE-----\n");
     ck_assert_str_eq(c.client_key_data,
                      "-----BEGIN PRIVATE KEY-----\nTESTKEY\n-----END PRIVATE KEY-----\n");
     ck_assert_ptr_null(c.client_cert_file);
@@ -168,17 +169,19 @@ START_TEST(bad_files)
     struct ld_kube_config c;
     struct ld_errinfo e;
     enum ld_err rc = load(bc->file, &c, &e);
-    ck_assert_msg(rc == bc->code, "%s: got %d (%s), want %d", bc->file, rc, e.msg, bc->code);
+    ck_assert_msg(rc == bc->code, "%s: got %d (%s), want %d", bc->file, rc, e.msg,
+                  bc->code);
     ck_assert_int_eq(e.code, bc->code);
-    ck_assert_msg(strstr(e.msg, bc->substr), "%s: message '%s' lacks '%s'", bc->file, e.msg,
-                  bc->substr);
+    ck_assert_msg(strstr(e.msg, bc->substr), "%s: message '%s' lacks '%s'", bc->file,
+                  e.msg, bc->substr);
     ck_assert_ptr_null(c.server); /* nothing half-filled */
     ck_assert_ptr_null(c.token);
     ld_kube_config_clear(&c);
 }
 END_TEST
 
-static enum ld_err load_str(const char *text, struct ld_kube_config *c, struct ld_errinfo *e)
+static enum ld_err load_str(const char *text, struct ld_kube_config *c,
+                            struct ld_errinfo *e)
 {
     ld_errinfo_clear(e);
     return ld_kube_config_load_text(c, text, strlen(text), "/base", e);
@@ -326,7 +329,8 @@ START_TEST(incluster_ipv6_bracketed)
 {
     struct ld_kube_config c;
     struct ld_errinfo e;
-    ck_assert_int_eq(ld_kube_config_incluster(&c, "fd00:10:96::1", "6443", sa_dir, &e), LD_OK);
+    ck_assert_int_eq(ld_kube_config_incluster(&c, "fd00:10:96::1", "6443", sa_dir, &e),
+                     LD_OK);
     ck_assert_str_eq(c.server, "https://[fd00:10:96::1]:6443");
     ld_kube_config_clear(&c);
 }
@@ -363,7 +367,8 @@ START_TEST(incluster_empty_env)
     ck_assert_int_eq(ld_kube_config_incluster(&c, "", "443", sa_dir, &e), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(e.msg, "KUBERNETES_SERVICE_HOST"));
     ck_assert_int_eq(ld_kube_config_incluster(&c, NULL, "443", sa_dir, &e), LD_ECONFIG);
-    ck_assert_int_eq(ld_kube_config_incluster(&c, "10.0.0.1", "", sa_dir, &e), LD_ECONFIG);
+    ck_assert_int_eq(ld_kube_config_incluster(&c, "10.0.0.1", "", sa_dir, &e),
+                     LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(e.msg, "KUBERNETES_SERVICE_PORT"));
     ck_assert_int_eq(ld_kube_config_incluster(&c, "10.0.0.1", "https", sa_dir, &e),
                      LD_ECONFIG);
@@ -383,7 +388,8 @@ static Suite *kubeconfig_suite(void)
     tcase_add_test(tc, client_cert_data);
     tcase_add_test(tc, client_cert_files);
     tcase_add_test(tc, insecure_flag);
-    tcase_add_loop_test(tc, bad_files, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
+    tcase_add_loop_test(tc, bad_files, 0,
+                        (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(tc, base64_padding);
     tcase_add_test(tc, text_relative_and_absolute_paths);
     tcase_add_test(tc, text_wrong_types);

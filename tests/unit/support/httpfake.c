@@ -82,8 +82,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static enum MHD_Result respond(struct MHD_Connection *c, int status, const char *body,
                                size_t len, const char *hname, const char *hvalue)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        len, (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", "application/json");
@@ -181,7 +181,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     /* Script entries stay valid until stop, so no copy is needed. */
     pthread_mutex_unlock(&f->mu);
-    return respond(c, e->r.status, e->body, e->r.body_len, e->header_name, e->header_value);
+    return respond(c, e->r.status, e->body, e->r.body_len, e->header_name,
+                   e->header_value);
 }
 
 struct httpfake *httpfake_start(const char *key_pem, const char *cert_pem)
@@ -202,25 +203,26 @@ struct httpfake *httpfake_start(const char *key_pem, const char *cert_pem)
         f->cert = strdup(cert_pem);
         if (!f->key || !f->cert)
             goto fail;
-        f->d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, on_request, f,
-                                MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                                MHD_OPTION_NOTIFY_CONNECTION, on_connection, f,
-                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, f,
-                                MHD_OPTION_HTTPS_MEM_KEY, f->key, MHD_OPTION_HTTPS_MEM_CERT,
-                                f->cert, MHD_OPTION_END);
+        f->d = MHD_start_daemon(
+            flags | MHD_USE_TLS, 0, NULL, NULL, on_request, f, MHD_OPTION_SOCK_ADDR,
+            (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_CONNECTION, on_connection, f,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, f, MHD_OPTION_HTTPS_MEM_KEY,
+            f->key, MHD_OPTION_HTTPS_MEM_CERT, f->cert, MHD_OPTION_END);
     } else {
         f->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, f, MHD_OPTION_SOCK_ADDR,
                                 (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_CONNECTION,
-                                on_connection, f, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                                f, MHD_OPTION_END);
+                                on_connection, f, MHD_OPTION_NOTIFY_COMPLETED,
+                                on_completed, f, MHD_OPTION_END);
     }
     if (!f->d)
         goto fail;
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT);
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT);
     if (!info || info->port == 0)
         goto fail;
     f->port = info->port;
-    snprintf(f->url, sizeof(f->url), "%s://127.0.0.1:%d", tls ? "https" : "http", f->port);
+    snprintf(f->url, sizeof(f->url), "%s://127.0.0.1:%d", tls ? "https" : "http",
+             f->port);
     return f;
 fail:
     httpfake_stop(f);

@@ -13,11 +13,11 @@ struct httpfake;
 
 struct hf_response {
     int status;
-    const char *body;         /* NULL: empty */
-    size_t body_len;          /* 0: strlen(body) */
-    const char *header_name;  /* one extra response header, optional */
+    const char *body;        /* NULL: empty */
+    size_t body_len;         /* 0: strlen(body) */
+    const char *header_name; /* one extra response header, optional */
     const char *header_value;
-    int delay_ms;             /* wait before answering; httpfake_stop cuts it short */
+    int delay_ms; /* wait before answering; httpfake_stop cuts it short */
 };
 
 /* One recorded request. Strings are cut to fit; body is owned (free with
@@ -30,7 +30,7 @@ struct hf_request {
     char user_agent[256];
     char accept[128];
     char content_type[128];
-    char *body;              /* NUL-terminated, may be empty */
+    char *body; /* NUL-terminated, may be empty */
     size_t body_len;
 };
 

@@ -1,0 +1,657 @@
+#include "api.h"
+
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "control.h"
+#include "discovery.h"
+#include "leaseval.h"
+#include "status.h"
+#include "util.h"
+#include "watch.h"
+
+#define HOLD_POLL_MS 50
+#define DEFAULT_WATCH_TIMEOUT_S 1800 /* kube's --min-request-timeout */
+#define GV_PREFIX "/apis/coordination.k8s.io/v1/"
+
+struct req {
+    char *body;
+    size_t len, cap;
+    bool too_big;
+};
+
+enum route_kind { R_UNKNOWN, R_DISCOVERY, R_ALL, R_COLLECTION, R_ITEM };
+
+struct route {
+    enum route_kind kind;
+    char ns[64];
+    char name[254];
+    bool watch;
+    enum as_verb verb;
+};
+
+bool as_api_peer_gone(int fd, int wait_ms)
+{
+    if (fd < 0) {
+        struct timespec ts = {wait_ms / 1000, (long)(wait_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        return false;
+    }
+    /* Only hang-up events: a peer that sends more bytes is still there. */
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    int n = poll(&p, 1, wait_ms);
+    return n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static const char *header(struct MHD_Connection *c, const char *name)
+{
+    return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+static const char *arg(struct MHD_Connection *c, const char *name)
+{
+    return MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+}
+
+static bool truthy(const char *v)
+{
+    return v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0);
+}
+
+/* Copies segment [p, end) into out (size n); false if it is empty or does
+ * not fit. */
+static bool segment(const char *p, const char *end, char *out, size_t n)
+{
+    size_t len = (size_t)(end - p);
+    if (len == 0 || len >= n)
+        return false;
+    memcpy(out, p, len);
+    out[len] = '\0';
+    return true;
+}
+
+/* Parses "namespaces/NS/leases[/NAME]" or "leases". */
+static void parse_lease_path(const char *rest, struct route *rt)
+{
+    if (strcmp(rest, "leases") == 0) {
+        rt->kind = R_ALL;
+        return;
+    }
+    if (strncmp(rest, "namespaces/", 11) != 0)
+        return;
+    const char *ns = rest + 11;
+    const char *slash = strchr(ns, '/');
+    if (!slash || !segment(ns, slash, rt->ns, sizeof rt->ns))
+        return;
+    const char *res = slash + 1;
+    if (strcmp(res, "leases") == 0) {
+        rt->kind = R_COLLECTION;
+        return;
+    }
+    if (strncmp(res, "leases/", 7) != 0)
+        return;
+    const char *name = res + 7;
+    if (strchr(name, '/') ||
+        !segment(name, name + strlen(name), rt->name, sizeof rt->name))
+        return;
+    rt->kind = R_ITEM;
+}
+
+static void route(struct MHD_Connection *c, const char *url, const char *method,
+                  const char *server_addr, struct route *rt)
+{
+    memset(rt, 0, sizeof *rt);
+    rt->verb = AS_VERB_OTHER;
+    if (strncmp(url, GV_PREFIX, strlen(GV_PREFIX)) == 0) {
+        const char *rest = url + strlen(GV_PREFIX);
+        if (strncmp(rest, "watch/", 6) == 0) {
+            rt->watch = true;
+            rest += 6;
+        }
+        parse_lease_path(rest, rt);
+    }
+    bool get = strcmp(method, "GET") == 0;
+    if (truthy(arg(c, "watch")))
+        rt->watch = true;
+    switch (rt->kind) {
+    case R_ITEM:
+        if (get)
+            rt->verb = rt->watch ? AS_VERB_WATCH : AS_VERB_GET;
+        else if (strcmp(method, "PUT") == 0)
+            rt->verb = AS_VERB_UPDATE;
+        else if (strcmp(method, "PATCH") == 0)
+            rt->verb = AS_VERB_PATCH;
+        else if (strcmp(method, "DELETE") == 0)
+            rt->verb = AS_VERB_DELETE;
+        break;
+    case R_COLLECTION:
+    case R_ALL:
+        if (get)
+            rt->verb = rt->watch ? AS_VERB_WATCH : AS_VERB_LIST;
+        else if (strcmp(method, "POST") == 0 && rt->kind == R_COLLECTION)
+            rt->verb = AS_VERB_CREATE;
+        break;
+    default: {
+        struct as_reply probe;
+        as_reply_init(&probe);
+        if (get && as_discovery_serve(url, server_addr, &probe)) {
+            rt->kind = R_DISCOVERY;
+            rt->verb = AS_VERB_DISCOVERY;
+        }
+        as_reply_clear(&probe);
+        break;
+    }
+    }
+}
+
+static int conn_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+enum chaos { CHAOS_PASS, CHAOS_REPLY, CHAOS_DROP };
+
+/* Holds, delays, fails or drops the request per the pause flag and the
+ * client's faults. CHAOS_DROP means: close without answering; *outcome
+ * says why ("reset" or "disconnected"). */
+static enum chaos chaos(struct as_api *api, int fd, const char *client, enum as_verb verb,
+                        struct as_reply *r, const char **outcome)
+{
+    struct as_fault f;
+    for (;;) {
+        if (atomic_load(&api->stopping)) {
+            *outcome = "disconnected";
+            return CHAOS_DROP;
+        }
+        bool paused = as_faults_paused(api->faults);
+        bool faulted = !paused && client && as_faults_get(api->faults, client, verb, &f);
+        if (faulted && f.partition == AS_PART_RESET) {
+            *outcome = "reset";
+            return CHAOS_DROP;
+        }
+        if (!paused && !(faulted && f.partition == AS_PART_HANG))
+            break;
+        /* Polling keeps this simple: a held request notices a cleared fault,
+         * a hang-up or shutdown within HOLD_POLL_MS. */
+        if (as_api_peer_gone(fd, HOLD_POLL_MS)) {
+            *outcome = "disconnected";
+            return CHAOS_DROP;
+        }
+    }
+    if (!client || !as_faults_get(api->faults, client, verb, &f))
+        return CHAOS_PASS;
+    int64_t until = as_mono_ms() + f.latency_ms;
+    for (int64_t now = as_mono_ms(); now < until; now = as_mono_ms()) {
+        int64_t left = until - now;
+        if (atomic_load(&api->stopping) ||
+            as_api_peer_gone(fd, left < HOLD_POLL_MS ? (int)left : HOLD_POLL_MS)) {
+            *outcome = "disconnected";
+            return CHAOS_DROP;
+        }
+    }
+    if (f.throttle_rate > 0 && as_faults_rand(api->faults) < f.throttle_rate) {
+        as_reply_too_many(r, f.retry_after);
+        return CHAOS_REPLY;
+    }
+    if (f.error_rate > 0 && as_faults_rand(api->faults) < f.error_rate) {
+        const char *reason = as_reason_for_code((unsigned)f.error_code);
+        as_reply_status(r, (unsigned)f.error_code, reason[0] ? reason : "InternalError",
+                        "injected fault (leaderd-apiserver)", NULL);
+        return CHAOS_REPLY;
+    }
+    return CHAOS_PASS;
+}
+
+static bool wants_table(struct MHD_Connection *c)
+{
+    const char *accept = header(c, "Accept");
+    return accept && strstr(accept, "as=Table") != NULL;
+}
+
+/* Applies fieldSelector (metadata.name / metadata.namespace equality)
+ * to the filters; false with a 400 reply for anything else. */
+static bool field_selector(const char *sel, char *ns, size_t nslen, char *name,
+                           size_t namelen, bool *has_ns, bool *has_name,
+                           struct as_reply *r)
+{
+    char buf[512];
+    if (!sel || !*sel)
+        return true;
+    if (strlen(sel) >= sizeof buf) {
+        as_reply_bad_request(r, "fieldSelector too long");
+        return false;
+    }
+    snprintf(buf, sizeof buf, "%s", sel);
+    char *save = NULL;
+    for (char *term = strtok_r(buf, ",", &save); term;
+         term = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(term, '=');
+        if (!eq || (eq > term && eq[-1] == '!')) {
+            as_reply_bad_request(r,
+                                 "only field selectors of the form metadata.name=X and "
+                                 "metadata.namespace=X are supported");
+            return false;
+        }
+        *eq = '\0';
+        const char *val = eq[1] == '=' ? eq + 2 : eq + 1;
+        if (strcmp(term, "metadata.name") == 0 && strlen(val) < namelen) {
+            snprintf(name, namelen, "%s", val);
+            *has_name = true;
+        } else if (strcmp(term, "metadata.namespace") == 0 && strlen(val) < nslen) {
+            snprintf(ns, nslen, "%s", val);
+            *has_ns = true;
+        } else {
+            char msg[600];
+            snprintf(msg, sizeof msg,
+                     "\"%s\" is not a known field selector: only \"metadata.name\", "
+                     "\"metadata.namespace\"",
+                     term);
+            as_reply_bad_request(r, msg);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void reply_list(struct MHD_Connection *c, const struct as_snapshot *snap,
+                       struct as_reply *r)
+{
+    if (wants_table(c)) {
+        as_reply_json(r, 200, as_table(snap, arg(c, "includeObject"), as_wall_us()));
+        return;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        as_reply_internal(r, "out of memory");
+        return;
+    }
+    fprintf(f,
+            "{\"kind\":\"LeaseList\",\"apiVersion\":\"coordination.k8s.io/v1\","
+            "\"metadata\":{\"resourceVersion\":\"%" PRIu64 "\"},\"items\":[",
+            snap->rv);
+    /* Raw documents go in verbatim, malformed or not, like a corrupted
+     * object in etcd would reach a client. */
+    for (size_t i = 0; i < snap->n; i++)
+        fprintf(f, "%s%s", i ? "," : "", snap->items[i].text);
+    fputs("]}", f);
+    if (fclose(f) != 0) {
+        free(buf);
+        as_reply_internal(r, "out of memory");
+        return;
+    }
+    free(r->body);
+    r->body = buf;
+    r->len = len;
+    r->code = 200;
+    r->ctype = "application/json";
+}
+
+static void handle_list(struct MHD_Connection *c, struct as_api *api,
+                        const struct route *rt, struct as_reply *r)
+{
+    char ns[64] = "", name[254] = "";
+    bool has_ns = rt->kind == R_COLLECTION, has_name = false;
+    struct as_snapshot snap;
+    const char *labels = arg(c, "labelSelector");
+    if (has_ns)
+        snprintf(ns, sizeof ns, "%s", rt->ns);
+    if (labels && *labels) {
+        as_reply_bad_request(r, "labelSelector is not supported by leaderd-apiserver");
+        return;
+    }
+    if (!field_selector(arg(c, "fieldSelector"), ns, sizeof ns, name, sizeof name,
+                        &has_ns, &has_name, r))
+        return;
+    if (!as_store_snapshot(api->store, has_ns ? ns : NULL, has_name ? name : NULL,
+                           &snap)) {
+        as_reply_internal(r, "out of memory");
+        return;
+    }
+    reply_list(c, &snap, r);
+    as_snapshot_clear(&snap);
+}
+
+static void handle_get(struct MHD_Connection *c, struct as_api *api,
+                       const struct route *rt, struct as_reply *r)
+{
+    struct as_snapshot snap;
+    if (!wants_table(c)) {
+        as_store_get(api->store, rt->ns, rt->name, r);
+        return;
+    }
+    if (!as_store_snapshot(api->store, rt->ns, rt->name, &snap)) {
+        as_reply_internal(r, "out of memory");
+        return;
+    }
+    if (snap.n == 0)
+        as_reply_not_found(r, rt->name);
+    else
+        as_reply_json(r, 200, as_table(&snap, arg(c, "includeObject"), as_wall_us()));
+    as_snapshot_clear(&snap);
+}
+
+/* Content-Type check for POST/PUT bodies: JSON only (no YAML/protobuf). */
+static bool json_body(struct MHD_Connection *c, struct as_reply *r)
+{
+    const char *ct = header(c, "Content-Type");
+    if (!ct || strncasecmp(ct, "application/json", 16) == 0 ||
+        strncasecmp(ct, "*/*", 3) == 0)
+        return true;
+    as_reply_status(
+        r, 415, "UnsupportedMediaType",
+        "the body of the request was in an unknown format - accepted media types "
+        "include: application/json",
+        NULL);
+    return false;
+}
+
+static bool check_target(json_t *lease, const struct route *rt, bool need_name,
+                         struct as_reply *r)
+{
+    json_t *meta = json_object_get(lease, "metadata");
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    char msg[700];
+    if (ns && *ns && strcmp(ns, rt->ns) != 0) {
+        as_reply_bad_request(r, "the namespace of the provided object does not match the "
+                                "namespace sent on the request");
+        return false;
+    }
+    if (need_name && (!name || strcmp(name, rt->name) != 0)) {
+        snprintf(msg, sizeof msg,
+                 "the name of the object (%s) does not match the name on the URL (%s)",
+                 name ? name : "", rt->name);
+        as_reply_bad_request(r, msg);
+        return false;
+    }
+    return true;
+}
+
+static void handle_write(struct MHD_Connection *c, struct as_api *api,
+                         const struct route *rt, const char *client, const struct req *rq,
+                         struct as_reply *r)
+{
+    json_t *lease = NULL, *patch = NULL;
+    if (arg(c, "dryRun")) {
+        as_reply_bad_request(r, "dryRun is not supported by leaderd-apiserver");
+        return;
+    }
+    switch (rt->verb) {
+    case AS_VERB_CREATE:
+    case AS_VERB_UPDATE:
+        if (!json_body(c, r))
+            break;
+        lease = as_lease_parse(rq->body ? rq->body : "", rq->len, r);
+        if (!lease || !check_target(lease, rt, rt->verb == AS_VERB_UPDATE, r))
+            break;
+        if (rt->verb == AS_VERB_CREATE)
+            as_store_create(api->store, rt->ns, lease, client, r);
+        else
+            as_store_update(api->store, rt->ns, rt->name, lease, client, r);
+        break;
+    case AS_VERB_PATCH: {
+        const char *ct = header(c, "Content-Type");
+        json_error_t jerr;
+        if (!ct || (strncasecmp(ct, "application/merge-patch+json", 28) != 0 &&
+                    strncasecmp(ct, "application/strategic-merge-patch+json", 38) != 0)) {
+            as_reply_status(r, 415, "UnsupportedMediaType",
+                            "the body of the request was in an unknown format - accepted "
+                            "media types include: application/merge-patch+json, "
+                            "application/strategic-merge-patch+json",
+                            NULL);
+            break;
+        }
+        patch = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+        if (!patch) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "error decoding patch: %s", jerr.text);
+            as_reply_bad_request(r, msg);
+            break;
+        }
+        as_store_patch(api->store, rt->ns, rt->name, patch, client, r);
+        break;
+    }
+    case AS_VERB_DELETE: {
+        const char *precond = NULL;
+        if (rq->len > 0) {
+            json_error_t jerr;
+            patch = json_loadb(rq->body, rq->len, 0, &jerr);
+            json_t *pre = json_object_get(patch, "preconditions");
+            json_t *prv = json_object_get(pre, "resourceVersion");
+            if (!json_is_object(patch) ||
+                (pre && !json_is_null(pre) && !json_is_object(pre)) ||
+                (prv && !json_is_null(prv) && !json_is_string(prv))) {
+                as_reply_bad_request(r, "the body is not valid DeleteOptions");
+                break;
+            }
+            precond = json_string_value(prv);
+        }
+        as_store_delete(api->store, rt->ns, rt->name, precond, client, r);
+        break;
+    }
+    default:
+        break;
+    }
+    json_decref(lease);
+    json_decref(patch);
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, struct as_reply *r)
+{
+    struct MHD_Response *resp;
+    if (r->body) {
+        resp = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
+        if (resp)
+            r->body = NULL;
+    } else {
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", r->ctype);
+    MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    if (r->retry_after >= 0) {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%d", r->retry_after);
+        MHD_add_response_header(resp, "Retry-After", buf);
+    }
+    if (r->code == 429) {
+        MHD_add_response_header(resp, "X-Kubernetes-PF-FlowSchema-UID",
+                                "00000000-0000-0000-0000-000000000001");
+        MHD_add_response_header(resp, "X-Kubernetes-PF-PriorityLevel-UID",
+                                "00000000-0000-0000-0000-000000000002");
+    }
+    enum MHD_Result ret = MHD_queue_response(c, r->code, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static void account(struct as_api *api, const char *client, const char *method,
+                    const char *url, enum as_verb verb, const char *outcome)
+{
+    as_stats_count(api->stats, client, verb, outcome);
+    if (api->verbose)
+        fprintf(stderr, "leaderd-apiserver: %s %s %s [%s] -> %s\n",
+                client ? client : "anonymous", method, url, as_verb_name(verb), outcome);
+}
+
+static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
+                                const char *url, const char *method, struct req *rq)
+{
+    struct as_reply r;
+    struct route rt;
+    char client[AS_CLIENT_MAX], code[16];
+    bool valid;
+    enum MHD_Result ret;
+    as_reply_init(&r);
+    enum as_who who =
+        as_auth_identify(api->auth, header(c, "Authorization"), client, &valid);
+    const char *cname = who == AS_WHO_NONE ? NULL : client;
+    if (strncmp(url, "/_control/", 10) == 0) {
+        if (who != AS_WHO_ADMIN)
+            as_reply_status(&r, 401, "Unauthorized", "Unauthorized", NULL);
+        else if (rq->too_big)
+            as_reply_status(&r, 413, "RequestEntityTooLarge", "request body too large",
+                            NULL);
+        else
+            as_control(api, method, url + 9, rq->body ? rq->body : "", rq->len,
+                       arg(c, "since"), &r);
+        ret = send_reply(c, &r);
+        as_reply_clear(&r);
+        return ret;
+    }
+    int fd = conn_fd(c);
+    route(c, url, method, api->server_addr, &rt);
+    const char *outcome = NULL;
+    switch (chaos(api, fd, cname, rt.verb, &r, &outcome)) {
+    case CHAOS_DROP:
+        account(api, cname, method, url, rt.verb, outcome);
+        as_reply_clear(&r);
+        return MHD_NO; /* MHD closes the connection without a response */
+    case CHAOS_REPLY:
+        goto send;
+    case CHAOS_PASS:
+        break;
+    }
+    if (!valid && !as_discovery_is_public(url)) {
+        as_reply_status(&r, 401, "Unauthorized", "Unauthorized", NULL);
+        goto send;
+    }
+    if (rq->too_big) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "Request entity too large: limit is %u", AS_MAX_BODY);
+        as_reply_status(&r, 413, "RequestEntityTooLarge", msg, NULL);
+        goto send;
+    }
+    switch (rt.kind) {
+    case R_DISCOVERY:
+        as_discovery_serve(url, api->server_addr, &r);
+        break;
+    case R_UNKNOWN:
+        as_reply_status(&r, 404, "NotFound",
+                        "the server could not find the requested resource",
+                        json_object());
+        break;
+    default:
+        if (rt.verb == AS_VERB_OTHER) {
+            as_reply_status(
+                &r, 405, "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+                json_object());
+        } else if (rt.verb == AS_VERB_WATCH) {
+            struct as_watch_params p = {0};
+            long long t = DEFAULT_WATCH_TIMEOUT_S;
+            const char *ts = arg(c, "timeoutSeconds");
+            char ns[64] = "", name[254] = "";
+            bool has_ns = rt.kind != R_ALL, has_name = rt.kind == R_ITEM;
+            snprintf(ns, sizeof ns, "%s", rt.ns);
+            snprintf(name, sizeof name, "%s", rt.name);
+            if (ts && !as_parse_ll(ts, 0, 86400, &t)) {
+                as_reply_bad_request(&r,
+                                     "timeoutSeconds must be an integer in [0, 86400]");
+                break;
+            }
+            if (t == 0)
+                t = DEFAULT_WATCH_TIMEOUT_S;
+            if (!field_selector(arg(c, "fieldSelector"), ns, sizeof ns, name, sizeof name,
+                                &has_ns, &has_name, &r))
+                break;
+            p.ns = has_ns ? ns : NULL;
+            p.name = has_name ? name : NULL;
+            p.rv = arg(c, "resourceVersion");
+            p.timeout_s = (int)t;
+            p.bookmarks = truthy(arg(c, "allowWatchBookmarks"));
+            struct MHD_Response *resp = as_watch_response(api, cname, fd, &p, &r);
+            if (!resp)
+                break;
+            MHD_add_response_header(resp, "Content-Type", "application/json");
+            MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+            account(api, cname, method, url, rt.verb, "200");
+            ret = MHD_queue_response(c, 200, resp);
+            MHD_destroy_response(resp);
+            return ret;
+        } else if (rt.verb == AS_VERB_LIST) {
+            handle_list(c, api, &rt, &r);
+        } else if (rt.verb == AS_VERB_GET) {
+            handle_get(c, api, &rt, &r);
+        } else {
+            handle_write(c, api, &rt, cname ? cname : AS_ADMIN, rq, &r);
+        }
+        break;
+    }
+send:
+    snprintf(code, sizeof code, "%u", r.code);
+    account(api, cname, method, url, rt.verb, code);
+    ret = send_reply(c, &r);
+    as_reply_clear(&r);
+    return ret;
+}
+
+enum MHD_Result as_api_access(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version,
+                              const char *upload_data, size_t *upload_data_size,
+                              void **con_cls)
+{
+    struct as_api *api = cls;
+    struct req *rq = *con_cls;
+    (void)version;
+    if (!rq) {
+        rq = calloc(1, sizeof *rq);
+        if (!rq)
+            return MHD_NO;
+        *con_cls = rq;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (rq->too_big)
+            return MHD_YES;
+        if (n > AS_MAX_BODY - rq->len) {
+            /* Keep reading (and discarding) so the 413 can be answered. */
+            rq->too_big = true;
+            free(rq->body);
+            rq->body = NULL;
+            rq->len = rq->cap = 0;
+            return MHD_YES;
+        }
+        if (rq->len + n + 1 > rq->cap) {
+            size_t ncap = rq->cap ? rq->cap : 4096;
+            while (ncap < rq->len + n + 1)
+                ncap *= 2;
+            char *nb = realloc(rq->body, ncap);
+            if (!nb)
+                return MHD_NO;
+            rq->body = nb;
+            rq->cap = ncap;
+        }
+        memcpy(rq->body + rq->len, upload_data, n);
+        rq->len += n;
+        rq->body[rq->len] = '\0';
+        return MHD_YES;
+    }
+    return dispatch(api, conn, url, method, rq);
+}
+
+void as_api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    struct req *rq = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (!rq)
+        return;
+    free(rq->body);
+    free(rq);
+    *con_cls = NULL;
+}

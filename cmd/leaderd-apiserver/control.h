@@ -1,0 +1,21 @@
+/*
+ * control: the admin-only /_control/ API tests use to steer
+ * leaderd-apiserver: faults per client, pause/resume, token rotation and
+ * revocation, raw (unvalidated) Lease documents, the write log and request
+ * statistics. JSON in, JSON out; errors are 400/404 Status bodies.
+ */
+#ifndef AS_CONTROL_H
+#define AS_CONTROL_H
+
+#include <stddef.h>
+
+#include "api.h"
+#include "status.h"
+
+/* Handles one control request. sub is the path after "/_control" (e.g.
+ * "/faults"), body/len the request body, since the "since" query parameter
+ * or NULL. Sets r. */
+void as_control(struct as_api *api, const char *method, const char *sub, const char *body,
+                size_t len, const char *since, struct as_reply *r);
+
+#endif

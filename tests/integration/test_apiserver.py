@@ -1,0 +1,594 @@
+"""Tests of build/leaderd-apiserver itself: kube-apiserver behaviour leaderd depends on
+(status codes, Status bodies, validation, optimistic concurrency), persistence, fault
+injection, the control API, watch, and the real kubectl against it.
+
+Runs under tests/integration/run.py or alone: python3 tests/integration/test_apiserver.py
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from apiserver import ApiServer, binary_path, is_transport_error  # noqa: E402
+
+NS = "default"
+CONFLICT_MSG = ('Operation cannot be fulfilled on leases.coordination.k8s.io "%s": the '
+                'object has been modified; please apply your changes to the latest '
+                'version and try again')
+TS = "2024-05-01T12:00:03.123456Z"
+
+
+def lease(name, holder="r1", duration=15, transitions=0, rv=None, **spec):
+    obj = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+           "metadata": {"name": name},
+           "spec": dict({"holderIdentity": holder, "leaseDurationSeconds": duration,
+                         "acquireTime": TS, "renewTime": TS,
+                         "leaseTransitions": transitions}, **spec)}
+    if rv is not None:
+        obj["metadata"]["resourceVersion"] = rv
+    return obj
+
+
+def wait_for(pred, timeout=10.0, interval=0.05):
+    """Polls pred until it returns a true value (returned) or timeout (None)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    return None
+
+
+class Background:
+    """Runs fn in a thread; done is set when it returns or raises."""
+
+    def __init__(self, fn):
+        self.result = None
+        self.error = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def _run(self, fn):
+        try:
+            self.result = fn()
+        except Exception as e:  # reported to the test through .error
+            self.error = e
+        finally:
+            self.done.set()
+
+
+class ServerTestCase(unittest.TestCase):
+    """One server (clients r1, r2) per test class, faults cleared after each test."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="leaderd-apiserver-test.")
+        cls.srv = ApiServer(os.path.join(cls.tmp, "srv"), ["r1", "r2"],
+                            state_file=os.path.join(cls.tmp, "state.json"))
+        cls.srv.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        status = cls.srv.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+        if status not in (0, None):
+            raise AssertionError("leaderd-apiserver exited with %r" % status)
+
+    def tearDown(self):
+        self.srv.clear_faults()
+        self.srv.resume()
+
+    def create(self, name, **kw):
+        status, obj = self.srv.post_lease(NS, lease(name, **kw))
+        self.assertEqual(status, 201, obj)
+        return obj
+
+
+class TestLeaseApi(ServerTestCase):
+
+    def test_auth_required(self):
+        status, body = self.srv.json_request("GET", "/apis/coordination.k8s.io/v1/namespaces"
+                                             "/default/leases", token="")
+        self.assertEqual(status, 401)
+        self.assertEqual(body, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                "status": "Failure", "message": "Unauthorized",
+                                "reason": "Unauthorized", "code": 401})
+        status, _ = self.srv.json_request(
+            "GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/x",
+            token="0123456789abcdef0123")
+        self.assertEqual(status, 401)
+        status, _ = self.srv.json_request("GET", "/_control/stats")  # client token
+        self.assertEqual(status, 401)
+        status, version = self.srv.json_request("GET", "/version", token="")
+        self.assertEqual(status, 200)
+        self.assertEqual(version["major"], "1")
+
+    def test_create_get_update_conflict(self):
+        created = self.create("cgu")
+        meta = created["metadata"]
+        self.assertEqual(created["kind"], "Lease")
+        self.assertEqual(created["apiVersion"], "coordination.k8s.io/v1")
+        self.assertEqual(meta["namespace"], NS)
+        self.assertRegex(meta["uid"], r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-")
+        self.assertRegex(meta["creationTimestamp"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertNotIn("generation", meta)
+        self.assertNotIn("managedFields", meta)
+        self.assertEqual(created["spec"]["renewTime"], TS)
+
+        status, got = self.srv.get_lease(NS, "cgu")
+        self.assertEqual((status, got), (200, created))
+
+        first_rv = meta["resourceVersion"]
+        got["spec"]["holderIdentity"] = "r2"
+        got["spec"]["leaseTransitions"] = 1
+        status, updated = self.srv.put_lease(NS, "cgu", got, client="r2")
+        self.assertEqual(status, 200, updated)
+        self.assertGreater(int(updated["metadata"]["resourceVersion"]), int(first_rv))
+        self.assertEqual(updated["metadata"]["uid"], meta["uid"])
+        self.assertEqual(updated["metadata"]["creationTimestamp"], meta["creationTimestamp"])
+
+        stale = lease("cgu", holder="r1", rv=first_rv)
+        status, body = self.srv.put_lease(NS, "cgu", stale)
+        self.assertEqual(status, 409)
+        self.assertEqual(body, {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": CONFLICT_MSG % "cgu", "reason": "Conflict",
+            "details": {"name": "cgu", "group": "coordination.k8s.io", "kind": "leases"},
+            "code": 409})
+        status, still = self.srv.get_lease(NS, "cgu")
+        self.assertEqual(still["spec"]["holderIdentity"], "r2")
+
+    def test_no_op_update_keeps_resource_version(self):
+        created = self.create("noop")
+        status, again = self.srv.put_lease(NS, "noop", created)
+        self.assertEqual(status, 200)
+        self.assertEqual(again["metadata"]["resourceVersion"],
+                         created["metadata"]["resourceVersion"])
+
+    def test_already_exists(self):
+        self.create("dup")
+        status, body = self.srv.post_lease(NS, lease("dup"), client="r2")
+        self.assertEqual(status, 409)
+        self.assertEqual(body["reason"], "AlreadyExists")
+        self.assertEqual(body["message"], 'leases.coordination.k8s.io "dup" already exists')
+        self.assertEqual(body["details"],
+                         {"name": "dup", "group": "coordination.k8s.io", "kind": "leases"})
+
+    def test_not_found(self):
+        status, body = self.srv.get_lease(NS, "nope")
+        self.assertEqual(status, 404)
+        self.assertEqual(body["reason"], "NotFound")
+        self.assertEqual(body["message"], 'leases.coordination.k8s.io "nope" not found')
+
+    def test_duration_zero_is_invalid(self):
+        status, body = self.srv.post_lease(NS, lease("zero", duration=0))
+        self.assertEqual(status, 422)
+        self.assertEqual(body["reason"], "Invalid")
+        self.assertEqual(body["details"]["kind"], "Lease")
+        self.assertEqual(body["details"]["causes"], [{
+            "reason": "FieldValueInvalid", "message": "Invalid value: 0: must be greater than 0",
+            "field": "spec.leaseDurationSeconds"}])
+        self.assertEqual(body["message"], 'Lease.coordination.k8s.io "zero" is invalid: '
+                         'spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0')
+        created = self.create("zero2")
+        created["spec"]["leaseDurationSeconds"] = -3
+        created["spec"]["leaseTransitions"] = -1
+        status, body = self.srv.put_lease(NS, "zero2", created)
+        self.assertEqual(status, 422)
+        self.assertEqual([c["field"] for c in body["details"]["causes"]],
+                         ["spec.leaseDurationSeconds", "spec.leaseTransitions"])
+
+    def test_update_without_resource_version(self):
+        self.create("norv")
+        status, body = self.srv.put_lease(NS, "norv", lease("norv"))
+        self.assertEqual(status, 422)
+        self.assertEqual(body["message"], 'leases.coordination.k8s.io "norv" is invalid: '
+                         'metadata.resourceVersion: Invalid value: 0x0: must be specified '
+                         'for an update')
+        self.assertEqual(body["details"]["causes"][0]["field"], "metadata.resourceVersion")
+
+    def test_microtime_needs_six_digits(self):
+        for bad in ("2024-05-01T12:00:03.123Z", "2024-05-01T12:00:03Z",
+                    "2024-05-01T12:00:03.123456789Z", "2024-05-01 12:00:03.123456Z"):
+            status, body = self.srv.post_lease(NS, lease("mt", renewTime=bad))
+            self.assertEqual(status, 400, bad)
+            self.assertEqual(body["reason"], "BadRequest")
+            self.assertEqual(body["kind"], "Status")
+        status, obj = self.srv.post_lease(NS, lease("mt", renewTime="2024-05-01T14:00:03.000001+02:00"))
+        self.assertEqual(status, 201, obj)
+        self.assertEqual(obj["spec"]["renewTime"], "2024-05-01T12:00:03.000001Z")
+
+    def test_wrong_types_and_unknown_fields(self):
+        status, body = self.srv.post_lease(NS, lease("types", duration="15"))
+        self.assertEqual(status, 400)
+        status, body = self.srv.post_lease(NS, lease("types", duration=2 ** 31))
+        self.assertEqual(status, 400)
+        status, _, _ = self.srv.request("POST", "/apis/coordination.k8s.io/v1/namespaces/"
+                                        "default/leases", b"{not json")
+        self.assertEqual(status, 400)
+        obj = lease("types")
+        obj["status"] = {"x": 1}
+        obj["spec"]["bogus"] = True
+        obj["metadata"]["managedFields"] = [{"manager": "x"}]
+        status, created = self.srv.post_lease(NS, obj)
+        self.assertEqual(status, 201)
+        self.assertNotIn("status", created)
+        self.assertNotIn("bogus", created["spec"])
+        self.assertNotIn("managedFields", created["metadata"])
+
+    def test_name_rules(self):
+        status, body = self.srv.post_lease(NS, lease("Bad_Name"))
+        self.assertEqual(status, 422)
+        self.assertEqual(body["details"]["causes"][0]["field"], "metadata.name")
+        status, body = self.srv.put_lease(NS, "one", lease("two"))
+        self.assertEqual(status, 400)
+        self.assertEqual(body["message"],
+                         "the name of the object (two) does not match the name on the URL (one)")
+        other = lease("ns1")
+        other["metadata"]["namespace"] = "elsewhere"
+        status, body = self.srv.post_lease(NS, other)
+        self.assertEqual(status, 400)
+
+    def test_put_creates(self):
+        status, obj = self.srv.put_lease(NS, "putnew", lease("putnew"))
+        self.assertEqual(status, 201, obj)
+        self.assertEqual(self.srv.get_lease(NS, "putnew")[0], 200)
+
+    def test_list_and_delete(self):
+        self.create("la")
+        self.srv.post_lease("other", lease("lb"))
+        status, lst = self.srv.list_leases(NS)
+        self.assertEqual(status, 200)
+        self.assertEqual(lst["kind"], "LeaseList")
+        names = [i["metadata"]["name"] for i in lst["items"]]
+        self.assertIn("la", names)
+        self.assertNotIn("lb", names)
+        self.assertGreaterEqual(int(lst["metadata"]["resourceVersion"]),
+                                max(int(i["metadata"]["resourceVersion"]) for i in lst["items"]))
+        status, all_ns = self.srv.list_leases()
+        self.assertIn(("other", "lb"), [(i["metadata"]["namespace"], i["metadata"]["name"])
+                                        for i in all_ns["items"]])
+        status, body = self.srv.delete_lease("other", "lb")
+        self.assertEqual(status, 200)
+        self.assertEqual(body["status"], "Success")
+        self.assertEqual(self.srv.get_lease("other", "lb")[0], 404)
+        self.assertEqual(self.srv.delete_lease("other", "lb")[0], 404)
+
+    def test_patch(self):
+        created = self.create("pa")
+        status, obj = self.srv.patch_lease(
+            NS, "pa", {"spec": {"holderIdentity": "r2", "$retainKeys": ["x"]},
+                       "metadata": {"labels": {"a": "b"}}},
+            content_type="application/strategic-merge-patch+json")
+        self.assertEqual(status, 200, obj)
+        self.assertEqual(obj["spec"]["holderIdentity"], "r2")
+        self.assertEqual(obj["spec"]["leaseDurationSeconds"], 15)
+        self.assertEqual(obj["metadata"]["labels"], {"a": "b"})
+        status, body = self.srv.patch_lease(
+            NS, "pa", {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
+                       "spec": {"holderIdentity": "r1"}})
+        self.assertEqual((status, body["reason"]), (409, "Conflict"))
+        status, body = self.srv.patch_lease(NS, "pa", {"spec": {"leaseDurationSeconds": 0}})
+        self.assertEqual(status, 422)
+        status, _ = self.srv.patch_lease(NS, "pa", {}, content_type="application/apply-patch+yaml")
+        self.assertEqual(status, 415)
+
+    def test_raw_documents(self):
+        self.srv.put_raw(NS, "raw1", '{"kind":"Lease", not json')
+        status, _, data = self.srv.request("GET", "/apis/coordination.k8s.io/v1/namespaces/"
+                                           "default/leases/raw1")
+        self.assertEqual((status, data), (200, b'{"kind":"Lease", not json'))
+        text = json.dumps({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                           "metadata": {"name": "raw2", "namespace": NS,
+                                        "resourceVersion": "777"},
+                           "spec": {"holderIdentity": "x", "renewTime": "2024-05-01T12:00:03Z"}})
+        self.assertEqual(self.srv.put_raw(NS, "raw2", text), "777")
+        status, _, data = self.srv.request("GET", "/apis/coordination.k8s.io/v1/namespaces/"
+                                           "default/leases/raw2")
+        self.assertEqual(data.decode(), text)
+        status, obj = self.srv.put_lease(NS, "raw2", lease("raw2", rv="777"))
+        self.assertEqual(status, 200, obj)
+        self.assertEqual(obj["spec"]["renewTime"], TS)
+
+    def test_discovery_and_table(self):
+        for path in ("/api", "/api/v1", "/apis", "/apis/coordination.k8s.io",
+                     "/apis/coordination.k8s.io/v1"):
+            status, doc = self.srv.json_request("GET", path)
+            self.assertEqual(status, 200, path)
+        self.assertEqual(doc["resources"][0]["name"], "leases")
+        self.assertTrue(doc["resources"][0]["namespaced"])
+        self.create("tbl", holder="holder-x")
+        status, table = self.srv.json_request(
+            "GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/tbl",
+            headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"})
+        self.assertEqual(status, 200)
+        self.assertEqual([c["name"] for c in table["columnDefinitions"]], ["Name", "Holder", "Age"])
+        self.assertEqual(table["rows"][0]["cells"][:2], ["tbl", "holder-x"])
+
+
+class TestFaults(ServerTestCase):
+
+    def test_latency(self):
+        self.create("lat")
+        self.srv.set_faults("r1", latency_ms=400)
+        t0 = time.monotonic()
+        self.assertEqual(self.srv.get_lease(NS, "lat", client="r1")[0], 200)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.4)
+        t0 = time.monotonic()
+        self.assertEqual(self.srv.get_lease(NS, "lat", client="r2")[0], 200)
+        self.assertLess(time.monotonic() - t0, 0.4)
+
+    def test_error_rate(self):
+        self.create("err")
+        self.srv.set_faults("r1", error_rate=1.0, error_code=503)
+        for _ in range(3):
+            status, body = self.srv.get_lease(NS, "err", client="r1")
+            self.assertEqual(status, 503)
+            self.assertEqual((body["kind"], body["reason"], body["code"]),
+                             ("Status", "ServiceUnavailable", 503))
+        self.assertEqual(self.srv.get_lease(NS, "err", client="r2")[0], 200)
+        self.srv.set_faults("r1", error_rate=1.0, verbs=["update"])
+        self.assertEqual(self.srv.get_lease(NS, "err", client="r1")[0], 200)
+        self.assertEqual(self.srv.put_lease(NS, "err", lease("err", rv="1"), client="r1")[0], 500)
+
+    def test_throttle(self):
+        self.srv.set_faults("r2", throttle={"rate": 1.0, "retry_after": 2})
+        status, headers, body = self.srv.request("GET", "/apis/coordination.k8s.io/v1/"
+                                                 "namespaces/default/leases", client="r2")
+        self.assertEqual(status, 429)
+        self.assertEqual(headers["Retry-After"], "2")
+        self.assertTrue(headers["Content-Type"].startswith("text/plain"))
+        self.assertEqual(body, b"Too many requests, please try again later.\n")
+
+    def test_hang_released_by_clear(self):
+        self.create("hang")
+        self.srv.set_faults("r1", partition="hang")
+        bg = Background(lambda: self.srv.get_lease(NS, "hang", client="r1"))
+        self.assertFalse(bg.done.wait(0.5), "a hung request was answered")
+        self.assertEqual(self.srv.get_lease(NS, "hang", client="r2")[0], 200)
+        self.srv.clear_faults("r1")
+        self.assertTrue(bg.done.wait(10), "clearing the fault did not release the request")
+        self.assertIsNone(bg.error)
+        self.assertEqual(bg.result[0], 200)
+
+    def test_hang_until_client_disconnects(self):
+        self.srv.reset_stats()
+        self.srv.set_faults("r2", partition="hang")
+        with self.assertRaises(Exception) as cm:
+            self.srv.request("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/x",
+                             client="r2", timeout=0.3)
+        self.assertTrue(is_transport_error(cm.exception), repr(cm.exception))
+        seen = wait_for(lambda: self.srv.stats().get("r2", {}).get("get", {})
+                        .get("disconnected"))
+        self.assertEqual(seen, 1)
+
+    def test_reset(self):
+        self.srv.reset_stats()
+        self.srv.set_faults("r1", partition="reset")
+        with self.assertRaises(Exception) as cm:
+            self.srv.get_lease(NS, "x", client="r1")
+        self.assertTrue(is_transport_error(cm.exception), repr(cm.exception))
+        self.assertEqual(self.srv.stats()["r1"]["get"], {"reset": 1})
+
+    def test_pause(self):
+        self.create("pause")
+        self.srv.pause()
+        bg = Background(lambda: self.srv.get_lease(NS, "pause", client="r2"))
+        self.assertFalse(bg.done.wait(0.5), "a request was answered while paused")
+        self.srv.resume()
+        self.assertTrue(bg.done.wait(10))
+        self.assertEqual(bg.result[0], 200)
+
+    def test_bad_fault_body(self):
+        status, _, _ = self.srv.request("POST", "/_control/faults",
+                                        {"client": "r1", "error_rate": 2},
+                                        token=self.srv.token("admin"))
+        self.assertEqual(status, 400)
+
+
+class TestControl(ServerTestCase):
+
+    def test_write_log(self):
+        before = self.srv.write_log()
+        since = before[-1]["seq"] if before else 0
+        created = self.create("logged", holder="r1")
+        upd = dict(created, spec=dict(created["spec"], holderIdentity="r2", leaseTransitions=1))
+        self.assertEqual(self.srv.put_lease(NS, "logged", upd, client="r2")[0], 200)
+        self.assertEqual(self.srv.put_lease(NS, "logged", upd, client="r2")[0], 409)
+        entries = self.srv.write_log(since)
+        self.assertEqual([(e["client"], e["verb"], e["name"], e["holderIdentity"],
+                           e["leaseTransitions"]) for e in entries],
+                         [("r1", "create", "logged", "r1", 0),
+                          ("r2", "update", "logged", "r2", 1)])
+        self.assertEqual(entries[1]["seq"], entries[0]["seq"] + 1)
+        self.assertLessEqual(entries[0]["mono_ms"], entries[1]["mono_ms"])
+        self.assertRegex(entries[0]["wall"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+        self.assertEqual(entries[0]["resourceVersion"], created["metadata"]["resourceVersion"])
+
+    def test_stats(self):
+        self.srv.reset_stats()
+        self.srv.get_lease(NS, "missing-for-stats", client="r2")
+        self.srv.list_leases(NS, client="r2")
+        stats = self.srv.stats()
+        self.assertEqual(stats["r2"]["get"], {"404": 1})
+        self.assertEqual(stats["r2"]["list"], {"200": 1})
+
+    def test_rotate_and_revoke(self):
+        old = self.srv.token("r2")
+        new = self.srv.rotate_token("r2")
+        self.assertNotEqual(old, new)
+        self.assertEqual(self.srv.token("r2"), new)
+        with open(self.srv.kubeconfig("r2")) as f:
+            self.assertIn(new, f.read())
+        self.assertEqual(self.srv.list_leases(NS, client="r2")[0], 200)
+        status, _ = self.srv.json_request("GET", "/apis/coordination.k8s.io/v1/leases", token=old)
+        self.assertEqual(status, 401)
+        newer = self.srv.rotate_token("r2", grace_ms=60000)
+        status, _ = self.srv.json_request("GET", "/apis/coordination.k8s.io/v1/leases", token=new)
+        self.assertEqual(status, 200, "the old token must work during the grace period")
+        self.srv.revoke_token("r2")
+        for tok in (new, newer):
+            status, _ = self.srv.json_request("GET", "/apis/coordination.k8s.io/v1/leases",
+                                              token=tok)
+            self.assertEqual(status, 401)
+        self.srv.rotate_token("r2")
+        self.assertEqual(self.srv.list_leases(NS, client="r2")[0], 200)
+
+
+class TestWatch(ServerTestCase):
+
+    def test_watch_sees_changes(self):
+        created = self.create("w1")
+        w = self.srv.open_watch(NS, "w1", resource_version=created["metadata"]["resourceVersion"],
+                                timeout_seconds=30)
+        try:
+            self.create("w-other")  # filtered out by the field selector
+            upd = dict(created, spec=dict(created["spec"], holderIdentity="r2"))
+            status, updated = self.srv.put_lease(NS, "w1", upd)
+            self.assertEqual(status, 200)
+            ev = w.next_event()
+            self.assertEqual(ev["type"], "MODIFIED")
+            self.assertEqual(ev["object"], updated)
+            self.srv.delete_lease(NS, "w1")
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("DELETED", "w1"))
+        finally:
+            w.close()
+
+    def test_watch_initial_state_and_timeout(self):
+        self.create("w2")
+        t0 = time.monotonic()
+        w = self.srv.open_watch(NS, "w2", timeout_seconds=1)
+        try:
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("ADDED", "w2"))
+            self.assertIsNone(w.next_event())
+            self.assertLess(time.monotonic() - t0, 5)
+        finally:
+            w.close()
+
+    def test_watch_cut_by_reset_fault(self):
+        created = self.create("w3")
+        w = self.srv.open_watch(NS, "w3", resource_version=created["metadata"]["resourceVersion"],
+                                client="r2", timeout=10)
+        try:
+            self.srv.set_faults("r2", partition="reset")
+            with self.assertRaises(Exception) as cm:
+                w.next_event()
+            self.assertTrue(is_transport_error(cm.exception), repr(cm.exception))
+        finally:
+            w.close()
+
+    def test_watch_bad_resource_version(self):
+        status, body = self.srv.json_request(
+            "GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases?watch=1"
+            "&resourceVersion=abc")
+        self.assertEqual(status, 400)
+
+
+class TestRestart(unittest.TestCase):
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="leaderd-apiserver-test.")
+        self.srv = ApiServer(os.path.join(self.tmp, "srv"), ["r1"],
+                             state_file=os.path.join(self.tmp, "state.json"))
+
+    def tearDown(self):
+        self.srv.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_state_survives_restart(self):
+        self.srv.start()
+        status, created = self.srv.post_lease(NS, lease("keep"))
+        self.assertEqual(status, 201)
+        for i in range(3):
+            created["spec"]["leaseTransitions"] = i + 1
+            status, created = self.srv.put_lease(NS, "keep", created)
+            self.assertEqual(status, 200)
+        url, token = self.srv.url, self.srv.token("r1")
+        with open(self.srv.ca) as f:
+            ca = f.read()
+        self.assertEqual(self.srv.stop(), 0)
+        self.srv.start()
+        self.assertEqual(self.srv.url, url)
+        self.assertEqual(self.srv.token("r1"), token)
+        with open(self.srv.ca) as f:
+            self.assertEqual(f.read(), ca)
+        status, got = self.srv.get_lease(NS, "keep")
+        self.assertEqual((status, got), (200, created))
+        got["spec"]["holderIdentity"] = "after-restart"
+        status, after = self.srv.put_lease(NS, "keep", got)
+        self.assertEqual(status, 200)
+        self.assertGreater(int(after["metadata"]["resourceVersion"]),
+                           int(created["metadata"]["resourceVersion"]))
+        w = self.srv.open_watch(NS, "keep", resource_version="1", timeout_seconds=5)
+        try:
+            ev = w.next_event()
+        finally:
+            w.close()
+        self.assertEqual(ev["type"], "ERROR")
+        self.assertEqual((ev["object"]["code"], ev["object"]["reason"]), (410, "Expired"))
+
+    def test_sigterm_releases_held_requests(self):
+        self.srv.start()
+        self.srv.set_faults("r1", partition="hang")
+        held = Background(lambda: self.srv.get_lease(NS, "x", client="r1"))
+        w = self.srv.open_watch(NS, timeout_seconds=60, client="admin")
+        t0 = time.monotonic()
+        self.assertEqual(self.srv.stop(), 0)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertTrue(held.done.wait(10))
+        self.assertIsNotNone(held.error)
+        w.close()
+
+    def test_refuses_non_loopback(self):
+        out = subprocess.run([binary_path(), "--dir", os.path.join(self.tmp, "x"),
+                              "--listen", "0.0.0.0:0"], capture_output=True, timeout=30)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn(b"loopback", out.stderr)
+
+
+@unittest.skipUnless(shutil.which("kubectl"), "kubectl not installed")
+class TestKubectl(ServerTestCase):
+
+    def kubectl(self, *args, check=True):
+        cache = os.path.join(self.tmp, "kube-cache")
+        env = dict(os.environ, HOME=self.tmp, KUBECONFIG=self.srv.kubeconfig("r1"))
+        out = subprocess.run(["kubectl", "--cache-dir", cache] + list(args),
+                             capture_output=True, text=True, env=env, timeout=60)
+        if check and out.returncode != 0:
+            self.fail("kubectl %s: %s%s" % (" ".join(args), out.stdout, out.stderr))
+        return out.stdout
+
+    def test_kubectl_round_trip(self):
+        path = os.path.join(self.tmp, "lease.yaml")
+        with open(path, "w") as f:
+            f.write("apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n"
+                    "  name: kube\nspec:\n  holderIdentity: someone\n"
+                    "  leaseDurationSeconds: 15\n")
+        self.kubectl("apply", "-f", path, "--validate=false")
+        obj = json.loads(self.kubectl("get", "lease", "kube", "-o", "json"))
+        self.assertEqual(obj["spec"]["holderIdentity"], "someone")
+        with open(path, "a") as f:
+            f.write("  leaseTransitions: 3\n")
+        self.kubectl("apply", "-f", path, "--validate=false")
+        self.assertIn("leaseTransitions: 3", self.kubectl("get", "lease", "kube", "-o", "yaml"))
+        table = self.kubectl("get", "leases")
+        self.assertRegex(table, r"NAME\s+HOLDER\s+AGE")
+        self.assertRegex(table, r"kube\s+someone\s+\d+s")
+        self.kubectl("delete", "lease", "kube")
+        self.assertEqual(self.srv.get_lease(NS, "kube")[0], 404)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
