@@ -14,6 +14,10 @@
 #include <string.h>
 
 #define EVENT_QUEUE 8
+/* Renewal times of our recent writes remembered to tell them apart from a
+ * twin's (a write that timed out may still have landed). */
+#define SENT_MEMORY 4
+#define NO_TIME INT64_MIN
 /* client-go jitters acquire attempts by up to 1.2 retry periods, so a
  * standby may notice a released Lease only 2.2 periods later. 0.2 still
  * spreads standbys apart, keeps them under one request per retry period,
@@ -51,6 +55,14 @@ struct ld_election {
     bool leading;
     int64_t lead_until_ms;
     int64_t last_renew_wall_us;
+
+    bool watching;             /* a healthy watch feeds ld_election_observe */
+    bool wrote_once;           /* a write of ours landed since start/quarantine */
+    int64_t sent_renew_us[SENT_MEMORY]; /* renewTimes of our recent writes */
+    unsigned sent_next;
+    int64_t quarantine_until_ms;
+    bool quarantine_pending;   /* no attempt since the quarantine began */
+    int64_t free_seen_ms;      /* first saw the Lease free or expired */
 
     enum phase phase;
     enum ld_action_kind write_kind; /* for PH_WRITE_NEXT */
@@ -112,6 +124,7 @@ static void push_event(struct ld_election *e, enum ld_event_kind kind,
     e->event_count++;
     ev->kind = kind;
     ev->reason = reason;
+    ev->acquire_delay_ms = -1;
     ev->term = e->have_cache ? e->cache.spec.transitions : 0;
     const char *holder = e->have_cache ? str_or_empty(e->cache.spec.holder) : "";
     snprintf(ev->leader, sizeof(ev->leader), "%s", holder);
@@ -151,6 +164,39 @@ static bool lease_valid(const struct ld_election *e, int64_t now_ms)
     return e->have_cache && now_ms < expiry_ms(e);
 }
 
+/* Our identity in a record this process has not confirmed by writing it:
+ * either our own previous incarnation or a twin. Treated like a foreign
+ * holder until it has stayed unchanged for resume_window_ms. */
+static bool own_unconfirmed(const struct ld_election *e)
+{
+    return holder_is_me(e) && !e->wrote_once;
+}
+
+static int64_t resume_window_ms(const struct ld_election *e)
+{
+    return 2 * e->retry_period_ms;
+}
+
+static bool quarantined(const struct ld_election *e, int64_t now_ms)
+{
+    return e->quarantine_pending && now_ms < e->quarantine_until_ms;
+}
+
+static void remember_sent(struct ld_election *e, int64_t renew_us)
+{
+    e->sent_renew_us[e->sent_next] = renew_us;
+    e->sent_next = (e->sent_next + 1) % SENT_MEMORY;
+}
+
+static bool sent_by_us(const struct ld_election *e, int64_t renew_us)
+{
+    for (unsigned i = 0; i < SENT_MEMORY; i++) {
+        if (e->sent_renew_us[i] == renew_us)
+            return true;
+    }
+    return false;
+}
+
 static void announce_leader(struct ld_election *e)
 {
     const char *holder = observed_holder(e);
@@ -170,6 +216,48 @@ static void step_down(struct ld_election *e, enum ld_stop_reason reason)
         return;
     e->leading = false;
     push_event(e, LD_EV_STOPPED_LEADING, reason);
+}
+
+/* A second process writes under our identity: report it, stop claiming,
+ * and stay out long enough for the twin's claim to settle. */
+static void enter_quarantine(struct ld_election *e, int64_t now_ms)
+{
+    push_event(e, LD_EV_IDENTITY_CONFLICT, LD_STOP_NONE);
+    step_down(e, LD_STOP_IDENTITY_CONFLICT);
+    e->wrote_once = false;
+    e->quarantine_until_ms = now_ms + 2 * e->lease_duration_ms;
+    e->quarantine_pending = true;
+    e->next_attempt_ms = e->quarantine_until_ms;
+}
+
+/* Does this record, naming us, come from someone else? A fresh read (GET)
+ * is authoritative; a watch event may lag behind our own later writes, so
+ * for those only a record newer than our last write counts. */
+static bool written_by_twin(const struct ld_election *e, const struct ld_lease *lease,
+                            bool fresh)
+{
+    if (!lease->spec.holder || strcmp(lease->spec.holder, e->identity) != 0)
+        return false;
+    if (!e->have_cache)
+        return false;
+    bool changed = !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
+    if (!changed)
+        return false;
+    if (!e->wrote_once)
+        return holder_is_me(e); /* our unconfirmed record moved: a live twin */
+    if (!lease->spec.has_renew || sent_by_us(e, lease->spec.renew_us))
+        return false;
+    return fresh || lease->spec.renew_us > e->last_renew_wall_us;
+}
+
+/* Tracks when the Lease became takeable, to report the acquisition delay. */
+static void note_free(struct ld_election *e, int64_t now_ms)
+{
+    bool takeable = !held_by_other(e) || !lease_valid(e, now_ms);
+    if (!takeable || e->leading)
+        e->free_seen_ms = NO_TIME;
+    else if (e->free_seen_ms == NO_TIME)
+        e->free_seen_ms = now_ms;
 }
 
 /* ---- observations ------------------------------------------------------- */
@@ -217,6 +305,7 @@ static void adopt_write(struct ld_election *e, const struct ld_lease *stored, in
         return;
     }
     e->observed_ms = now_ms;
+    e->wrote_once = true;
     e->last_renew_wall_us = e->desired.spec.renew_us;
     int64_t until = e->request_start_ms + e->renew_deadline_ms;
     if (now_ms >= until) {
@@ -227,7 +316,11 @@ static void adopt_write(struct ld_election *e, const struct ld_lease *stored, in
     if (!e->leading) {
         e->leading = true;
         push_event(e, LD_EV_STARTED_LEADING, LD_STOP_NONE);
+        struct ld_event *ev =
+            &e->events[(e->event_head + e->event_count - 1) % EVENT_QUEUE];
+        ev->acquire_delay_ms = e->free_seen_ms == NO_TIME ? -1 : now_ms - e->free_seen_ms;
     }
+    e->free_seen_ms = NO_TIME;
 }
 
 /* ---- records to write --------------------------------------------------- */
@@ -314,8 +407,10 @@ static struct ld_action request(struct ld_election *e, enum phase outstanding,
     e->phase = outstanding;
     e->request_start_ms = now_ms;
     struct ld_action a = {.kind = kind, .timeout_ms = timeout_ms};
-    if (kind == LD_ACT_CREATE || kind == LD_ACT_UPDATE)
+    if (kind == LD_ACT_CREATE || kind == LD_ACT_UPDATE) {
         a.lease = &e->desired;
+        remember_sent(e, e->desired.spec.renew_us);
+    }
     return a;
 }
 
@@ -329,10 +424,18 @@ static void end_attempt(struct ld_election *e, int64_t now_ms, const struct ld_e
         next = now_ms + jittered_retry(e);
         /* A standby re-checks no later than the moment the holder expires,
          * so a crashed leader is replaced after lease_duration, not after
-         * lease_duration plus a poll interval. */
-        if (held_by_other(e) && lease_valid(e, now_ms))
-            next = min64(next, expiry_ms(e));
+         * lease_duration plus a poll interval. With a healthy watch it
+         * does not poll at all before then: every change wakes it. */
+        bool other = held_by_other(e) || own_unconfirmed(e);
+        if (other && lease_valid(e, now_ms)) {
+            int64_t check = expiry_ms(e);
+            if (own_unconfirmed(e))
+                check = min64(check, e->observed_ms + resume_window_ms(e));
+            next = e->watching && !err ? check : min64(next, check);
+        }
     }
+    if (quarantined(e, now_ms))
+        next = max64(next, e->quarantine_until_ms);
     if (err && err->retry_after_ms > 0)
         next = max64(next, now_ms + min64(err->retry_after_ms, e->lease_duration_ms));
     e->next_attempt_ms = next;
@@ -362,12 +465,27 @@ static struct ld_action next_release_step(struct ld_election *e, struct ld_now n
     return request(e, PH_RELEASE_PUT, LD_ACT_UPDATE, now.mono_ms, timeout);
 }
 
+/* With a healthy watch the cache is as fresh as a GET would be, so a free
+ * or expired Lease is claimed straight away; a stale cache only costs a
+ * 409 and the GET that follows. */
+static bool may_claim_from_cache(const struct ld_election *e, int64_t now_ms)
+{
+    if (!e->watching || !e->have_cache || e->cache_stale || !e->cache.resource_version)
+        return false;
+    if (observed_holder(e)[0] == '\0')
+        return true;
+    return held_by_other(e) && !lease_valid(e, now_ms);
+}
+
 static struct ld_action start_attempt(struct ld_election *e, struct ld_now now)
 {
-    bool fast = holder_is_me(e) && !e->cache_stale && e->cache.resource_version &&
-                lease_valid(e, now.mono_ms);
+    e->quarantine_pending = false;
+    bool fast = holder_is_me(e) && e->wrote_once && !e->cache_stale &&
+                e->cache.resource_version && lease_valid(e, now.mono_ms);
     if (fast && prepare_claim(e, now) == LD_OK)
         return request(e, PH_FAST_PUT, LD_ACT_UPDATE, now.mono_ms, e->request_timeout_ms);
+    if (may_claim_from_cache(e, now.mono_ms) && prepare_claim(e, now) == LD_OK)
+        return request(e, PH_WRITE, LD_ACT_UPDATE, now.mono_ms, e->request_timeout_ms);
     return request(e, PH_GET, LD_ACT_GET, now.mono_ms, e->request_timeout_ms);
 }
 
@@ -400,7 +518,12 @@ static void decide_after_get(struct ld_election *e, struct ld_now now)
 {
     if (e->leading && !holder_is_me(e))
         step_down(e, LD_STOP_TAKEN);
-    if (held_by_other(e) && lease_valid(e, now.mono_ms)) {
+    note_free(e, now.mono_ms);
+    bool other_valid = held_by_other(e) && lease_valid(e, now.mono_ms);
+    bool own_settling = own_unconfirmed(e) &&
+                        now.mono_ms < e->observed_ms + resume_window_ms(e) &&
+                        lease_valid(e, now.mono_ms);
+    if (other_valid || own_settling) {
         end_attempt(e, now.mono_ms, NULL);
         return;
     }
@@ -416,8 +539,14 @@ static void on_get(struct ld_election *e, struct ld_now now, enum ld_err rc,
                    const struct ld_lease *lease, const struct ld_errinfo *err)
 {
     if (rc == LD_OK && lease) {
+        bool twin = written_by_twin(e, lease, true);
         if (!observe(e, lease, now.mono_ms)) {
             end_attempt(e, now.mono_ms, NULL);
+            return;
+        }
+        if (twin) {
+            enter_quarantine(e, now.mono_ms);
+            e->phase = PH_IDLE;
             return;
         }
         decide_after_get(e, now);
@@ -574,6 +703,10 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
     e->rng = cfg->seed;
     e->phase = PH_IDLE;
     e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
+    e->free_seen_ms = NO_TIME;
+    e->quarantine_until_ms = INT64_MIN;
+    for (unsigned i = 0; i < SENT_MEMORY; i++)
+        e->sent_renew_us[i] = NO_TIME;
     return e;
 nomem:
     ld_election_free(e);
@@ -596,9 +729,73 @@ void ld_election_free(struct ld_election *e)
 
 void ld_election_wake(struct ld_election *e)
 {
-    if (e->stopping || e->leading || e->phase != PH_IDLE)
+    if (e->stopping || e->leading || e->phase != PH_IDLE || e->quarantine_pending)
         return;
     e->next_attempt_ms = INT64_MIN;
+}
+
+void ld_election_set_watch(struct ld_election *e, bool healthy)
+{
+    if (e->watching == healthy)
+        return;
+    e->watching = healthy;
+    /* Losing the watch: resume polling at once rather than at expiry. */
+    if (!healthy && !e->leading && e->phase == PH_IDLE && !e->stopping)
+        e->next_attempt_ms = min64(e->next_attempt_ms, e->observed_ms + e->retry_period_ms);
+}
+
+static bool between_requests(const struct ld_election *e)
+{
+    return e->phase == PH_IDLE;
+}
+
+/* After a watch observation: when to look again. */
+static void reschedule_after_observation(struct ld_election *e, int64_t now_ms)
+{
+    if (e->stopping || e->leading || quarantined(e, now_ms))
+        return;
+    note_free(e, now_ms);
+    bool other = held_by_other(e) || own_unconfirmed(e);
+    if (!e->have_cache || !other || !lease_valid(e, now_ms)) {
+        e->next_attempt_ms = INT64_MIN; /* free, absent or expired: try now */
+        return;
+    }
+    if (e->watching) {
+        int64_t check = expiry_ms(e);
+        if (own_unconfirmed(e))
+            check = min64(check, e->observed_ms + resume_window_ms(e));
+        e->next_attempt_ms = check;
+    }
+}
+
+void ld_election_observe(struct ld_election *e, struct ld_now now,
+                         const struct ld_lease *lease)
+{
+    if (!between_requests(e) || !lease)
+        return;
+    /* Our own renewal echoed late by the watch: nothing new. */
+    if (e->leading && lease->spec.holder && strcmp(lease->spec.holder, e->identity) == 0 &&
+        lease->spec.has_renew && lease->spec.renew_us <= e->last_renew_wall_us)
+        return;
+    bool twin = written_by_twin(e, lease, false);
+    if (!observe(e, lease, now.mono_ms))
+        return;
+    if (twin && !e->stopping) {
+        enter_quarantine(e, now.mono_ms);
+        return;
+    }
+    if (e->leading && !holder_is_me(e))
+        step_down(e, LD_STOP_TAKEN);
+    reschedule_after_observation(e, now.mono_ms);
+}
+
+void ld_election_observe_deleted(struct ld_election *e, struct ld_now now)
+{
+    if (!between_requests(e))
+        return;
+    observe_absent(e);
+    step_down(e, LD_STOP_TAKEN);
+    reschedule_after_observation(e, now.mono_ms);
 }
 
 void ld_election_shutdown(struct ld_election *e, struct ld_now now)
@@ -630,6 +827,8 @@ void ld_election_status(const struct ld_election *e, struct ld_election_status *
     out->renew_time_us = out->has_renew_time ? e->cache.spec.renew_us : 0;
     out->last_renew_wall_us = e->last_renew_wall_us;
     out->resource_version = e->have_cache ? e->cache.resource_version : NULL;
+    out->watching = e->watching;
+    out->quarantined = e->quarantine_pending;
 }
 
 bool ld_election_take_event(struct ld_election *e, struct ld_event *out)
@@ -651,6 +850,8 @@ const char *ld_stop_reason_str(enum ld_stop_reason r)
         return "lease held by another holder";
     case LD_STOP_SHUTDOWN:
         return "shutting down";
+    case LD_STOP_IDENTITY_CONFLICT:
+        return "another process uses the same identity";
     case LD_STOP_NONE:
         break;
     }

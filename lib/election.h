@@ -10,6 +10,14 @@
  * strictly before any other candidate may take the Lease (they wait
  * lease_duration after observing that write, and lease_duration >
  * renew_deadline).
+ *
+ * Identities must be unique. A record that names our identity but that this
+ * process did not write means a second process uses it: the engine reports
+ * LD_EV_IDENTITY_CONFLICT, steps down and stays out for two lease durations.
+ * For the same reason a freshly started engine that finds its identity in
+ * the Lease resumes it only after the record stayed unchanged for two retry
+ * periods (a restarted replica's old self is gone by then; a live twin is
+ * not).
  */
 #ifndef LEADERD_ELECTION_H
 #define LEADERD_ELECTION_H
@@ -60,6 +68,7 @@ enum ld_event_kind {
     LD_EV_STOPPED_LEADING, /* we no longer claim it (see reason) */
     LD_EV_NEW_LEADER,      /* the observed holder changed (leader may be "") */
     LD_EV_RELEASED,        /* our release was written */
+    LD_EV_IDENTITY_CONFLICT, /* someone else writes the Lease under our identity */
 };
 
 enum ld_stop_reason {
@@ -67,12 +76,16 @@ enum ld_stop_reason {
     LD_STOP_RENEW_DEADLINE, /* no successful renewal within renew_deadline */
     LD_STOP_TAKEN,          /* the Lease shows another holder, or none */
     LD_STOP_SHUTDOWN,       /* ld_election_shutdown was called */
+    LD_STOP_IDENTITY_CONFLICT, /* another process holds it under our identity */
 };
 
 struct ld_event {
     enum ld_event_kind kind;
     enum ld_stop_reason reason; /* STOPPED_LEADING only */
     int32_t term;               /* leaseTransitions at the time */
+    /* STARTED_LEADING: ms from first seeing the Lease free or expired to
+     * holding it; -1 when not measured. */
+    int64_t acquire_delay_ms;
     char leader[LD_LEASE_MAX_HOLDER + 1];
 };
 
@@ -88,6 +101,8 @@ struct ld_election_status {
     int64_t renew_time_us;   /* renewTime of the observed record */
     int64_t last_renew_wall_us; /* wall time of our last successful write */
     const char *resource_version; /* of the cached object, or NULL */
+    bool watching;           /* ld_election_set_watch(true) is in force */
+    bool quarantined;        /* backing off after an identity conflict */
 };
 
 /* Checks cfg (the same rules as client-go's NewLeaderElector plus whole
@@ -112,6 +127,23 @@ void ld_election_result(struct ld_election *e, struct ld_now now, enum ld_err rc
  * watch saw the Lease change, or to re-check after an external hint).
  * Has no effect on a leader's renewal schedule or while shutting down. */
 void ld_election_wake(struct ld_election *e);
+
+/* Tells the engine whether a healthy watch on the Lease feeds it
+ * observations. While it does, a standby stops polling: it re-checks only
+ * when the holder's lease would expire, when an observation shows the
+ * Lease free, or after an error. Safety never depends on the watch: a
+ * leader still steps down at its renew deadline. */
+void ld_election_set_watch(struct ld_election *e, bool healthy);
+
+/* An observation of the Lease outside a request (a watch ADDED/MODIFIED
+ * event); `lease` is borrowed. It restarts the expiry timer when the record
+ * changed, exactly as a GET would, and wakes the engine when the Lease is
+ * free. Only between requests: ignored while one is outstanding. */
+void ld_election_observe(struct ld_election *e, struct ld_now now,
+                         const struct ld_lease *lease);
+
+/* The Lease was deleted (a watch DELETED event). */
+void ld_election_observe_deleted(struct ld_election *e, struct ld_now now);
 
 /* Begins shutdown: leadership is given up at once (STOPPED_LEADING), then,
  * if release_on_exit and the cached Lease names us, the engine asks for a

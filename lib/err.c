@@ -30,6 +30,7 @@ static const char *const err_names[] = {
     [LD_EHTTP] = "unexpected http status",
     [LD_EGONE] = "gone",
     [LD_ECONFIG] = "configuration error",
+    [LD_EEOF] = "end of stream",
 };
 
 const char *ld_strerror(enum ld_err code)

@@ -32,6 +32,7 @@ enum ld_err {
     LD_EHTTP = 18,       /* any other unexpected HTTP status */
     LD_EGONE = 19,       /* HTTP 410 / watch ERROR Expired */
     LD_ECONFIG = 20,     /* configuration is incomplete or inconsistent */
+    LD_EEOF = 21,        /* a stream (watch) ended */
 };
 
 /* Detail for one failure. Caller-owned; every field is always a valid C

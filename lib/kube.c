@@ -37,9 +37,28 @@
 /* curl enforces the request timeout; this only bounds our loop if it did not. */
 #define LOOP_GRACE_MS 2000
 
+/* The watch runs on a connection of its own, so a long-lived stream never
+ * delays a renewal and a renewal never waits behind a stream. */
+struct watch_conn {
+    CURL *easy;
+    CURLM *multi;
+    bool running;
+    struct curl_slist *hdrs;
+    char *path;          /* for messages */
+    int64_t started_ns;
+    long status;         /* HTTP status once known, else 0 */
+    char *errbody;       /* body of a non-200 answer (capped) */
+    size_t errlen;
+    ld_kube_watch_data_fn fn; /* valid during ld_kube_watch_wait only */
+    void *ctx;
+    bool delivered;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
 struct ld_kube {
     CURL *easy;
     CURLM *multi;
+    struct watch_conn watch;
     char *base; /* scheme://host:port[/prefix], no trailing slash */
     struct curl_slist *connect_to;
     char *token; /* NULL when no bearer token is configured */
@@ -341,12 +360,11 @@ static enum ld_err check_readable(const char *path, const char *what,
     return LD_OK;
 }
 
-static enum ld_err setup_tls(struct ld_kube *k, const struct ld_kube_config *cfg,
+static enum ld_err setup_tls(struct ld_kube *k, CURL *e, const struct ld_kube_config *cfg,
                              struct ld_errinfo *err)
 {
     enum ld_err rc = LD_OK;
     CURLcode c = CURLE_OK;
-    CURL *e = k->easy;
 
 #define TLSOPT(opt, val)                                                                 \
     do {                                                                                 \
@@ -358,7 +376,8 @@ static enum ld_err setup_tls(struct ld_kube *k, const struct ld_kube_config *cfg
     if (cfg->insecure_skip_tls_verify) {
         TLSOPT(CURLOPT_SSL_VERIFYPEER, 0L);
         TLSOPT(CURLOPT_SSL_VERIFYHOST, 0L);
-        ld_log(LD_LOG_WARN,
+        if (e == k->easy)
+            ld_log(LD_LOG_WARN,
                "TLS certificate verification for %s is disabled "
                "(insecure-skip-tls-verify)",
                cfg->server);
@@ -413,10 +432,44 @@ fail:
                           "libcurl rejected a TLS option: %s", curl_easy_strerror(c));
 }
 
+static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *ud);
+
+/* Options shared by the request and the watch handle. */
+static enum ld_err setup_easy(struct ld_kube *k, CURL *e, const struct ld_kube_config *cfg,
+                              struct ld_errinfo *err)
+{
+    CURLcode c = CURLE_OK;
+    bool watch = e == k->watch.easy;
+
+#define SETOPT(opt, val)                                                                 \
+    do {                                                                                 \
+        if ((c = curl_easy_setopt(e, opt, val)) != CURLE_OK)                             \
+            goto curl_fail;                                                              \
+    } while (0)
+
+    SETOPT(CURLOPT_NOSIGNAL, 1L);
+    SETOPT(CURLOPT_ERRORBUFFER, watch ? k->watch.errbuf : k->errbuf);
+    SETOPT(CURLOPT_WRITEFUNCTION, watch ? on_watch_data : on_body);
+    SETOPT(CURLOPT_WRITEDATA, k);
+    SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+    /* lib/ never reads the environment, so neither may curl's proxy lookup. */
+    SETOPT(CURLOPT_PROXY, "");
+    SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+    SETOPT(CURLOPT_TCP_KEEPIDLE, 30L);
+    SETOPT(CURLOPT_TCP_KEEPINTVL, 10L);
+    SETOPT(CURLOPT_USERAGENT, UA_BASE);
+#undef SETOPT
+    return setup_tls(k, e, cfg, err);
+
+curl_fail:
+    return ld_errinfo_set(err, c == CURLE_OUT_OF_MEMORY ? LD_ENOMEM : LD_ECONFIG,
+                          "libcurl rejected an option: %s", curl_easy_strerror(c));
+}
+
 struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo *err)
 {
     struct ld_kube *k = NULL;
-    CURLcode c = CURLE_OK;
 
     ld_errinfo_clear(err);
     if (!cfg || !cfg->server || !cfg->server[0]) {
@@ -450,36 +503,14 @@ struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo 
     }
     k->easy = curl_easy_init();
     k->multi = curl_multi_init();
-    if (!k->easy || !k->multi)
+    k->watch.easy = curl_easy_init();
+    k->watch.multi = curl_multi_init();
+    if (!k->easy || !k->multi || !k->watch.easy || !k->watch.multi)
         goto oom;
-
-#define SETOPT(opt, val)                                                                 \
-    do {                                                                                 \
-        if ((c = curl_easy_setopt(k->easy, opt, val)) != CURLE_OK)                       \
-            goto curl_fail;                                                              \
-    } while (0)
-
-    SETOPT(CURLOPT_NOSIGNAL, 1L);
-    SETOPT(CURLOPT_ERRORBUFFER, k->errbuf);
-    SETOPT(CURLOPT_WRITEFUNCTION, on_body);
-    SETOPT(CURLOPT_WRITEDATA, k);
-    SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-    /* lib/ never reads the environment, so neither may curl's proxy lookup. */
-    SETOPT(CURLOPT_PROXY, "");
-    SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
-    SETOPT(CURLOPT_TCP_KEEPIDLE, 30L);
-    SETOPT(CURLOPT_TCP_KEEPINTVL, 10L);
-    SETOPT(CURLOPT_USERAGENT, UA_BASE);
-#undef SETOPT
-    if (setup_tls(k, cfg, err))
+    if (setup_easy(k, k->easy, cfg, err) || setup_easy(k, k->watch.easy, cfg, err))
         goto fail;
     return k;
 
-curl_fail:
-    ld_errinfo_set(err, c == CURLE_OUT_OF_MEMORY ? LD_ENOMEM : LD_ECONFIG,
-                   "libcurl rejected an option: %s", curl_easy_strerror(c));
-    goto fail;
 oom:
     ld_errinfo_set(err, LD_ENOMEM, "out of memory");
 fail:
@@ -491,6 +522,11 @@ void ld_kube_free(struct ld_kube *k)
 {
     if (!k)
         return;
+    ld_kube_watch_stop(k);
+    if (k->watch.easy)
+        curl_easy_cleanup(k->watch.easy);
+    if (k->watch.multi)
+        curl_multi_cleanup(k->watch.multi);
     if (k->easy)
         curl_easy_cleanup(k->easy);
     if (k->multi)
@@ -536,6 +572,7 @@ void ld_kube_set_user_agent_suffix(struct ld_kube *k, const char *suffix)
         suffix++;
     if (!suffix || !suffix[0]) {
         curl_easy_setopt(k->easy, CURLOPT_USERAGENT, UA_BASE);
+        curl_easy_setopt(k->watch.easy, CURLOPT_USERAGENT, UA_BASE);
         return;
     }
     size_t n = strlen(suffix);
@@ -553,6 +590,7 @@ void ld_kube_set_user_agent_suffix(struct ld_kube *k, const char *suffix)
     }
     *p = '\0';
     curl_easy_setopt(k->easy, CURLOPT_USERAGENT, ua); /* curl copies it */
+    curl_easy_setopt(k->watch.easy, CURLOPT_USERAGENT, ua);
     free(ua);
 }
 
@@ -961,4 +999,215 @@ enum ld_err ld_kube_lease_update(struct ld_kube *k, const struct ld_lease *lease
     if (!k || !lease || !out)
         return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
     return write_lease(k, "PUT", lease, out, err);
+}
+
+/* ---- watch ---- */
+
+/* Largest non-200 watch answer kept for its Status. */
+#define WATCH_ERRBODY_MAX (64 * 1024)
+
+static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct ld_kube *k = ud;
+    struct watch_conn *w = &k->watch;
+    size_t n = size * nmemb;
+
+    if (w->status == 0)
+        curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &w->status);
+    if (w->status != 200) {
+        size_t room = WATCH_ERRBODY_MAX - w->errlen;
+        size_t take = n < room ? n : room;
+        char *nb = realloc(w->errbody, w->errlen + take + 1);
+        if (nb) {
+            memcpy(nb + w->errlen, data, take);
+            w->errlen += take;
+            nb[w->errlen] = '\0';
+            w->errbody = nb;
+        }
+        return n;
+    }
+    if (w->fn)
+        w->fn(w->ctx, data, n);
+    w->delivered = true;
+    return n;
+}
+
+bool ld_kube_watch_running(const struct ld_kube *k)
+{
+    return k && k->watch.running;
+}
+
+void ld_kube_watch_stop(struct ld_kube *k)
+{
+    struct watch_conn *w = &k->watch;
+    if (w->running)
+        curl_multi_remove_handle(w->multi, w->easy);
+    w->running = false;
+    if (w->easy)
+        curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
+    wipe_slist(w->hdrs);
+    w->hdrs = NULL;
+    free(w->path);
+    w->path = NULL;
+    free(w->errbody);
+    w->errbody = NULL;
+    w->errlen = 0;
+    w->status = 0;
+}
+
+enum ld_err ld_kube_watch_start(struct ld_kube *k, const char *ns, const char *name,
+                                const char *resource_version, int timeout_s,
+                                struct ld_errinfo *err)
+{
+    struct watch_conn *w = &k->watch;
+    enum ld_err rc;
+    char *url = NULL;
+    CURLMcode mc;
+
+    ld_errinfo_clear(err);
+    ld_kube_watch_stop(k);
+    if ((rc = check_names(ns, name, err)))
+        return rc;
+    if (resource_version) {
+        for (const char *p = resource_version; *p; p++) {
+            if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+                  (*p >= 'A' && *p <= 'Z') || *p == '-' || *p == '.'))
+                return ld_errinfo_set(err, LD_EINVAL, "unexpected resourceVersion");
+        }
+    }
+    if (timeout_s < 1)
+        timeout_s = 1;
+    token_refresh(k, false);
+    if (asprintf(&w->path, "/namespaces/%s/leases?watch=1", ns) < 0) {
+        w->path = NULL;
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    }
+    /* The name field selector makes RBAC's resourceNames apply to the watch. */
+    int n = asprintf(&url,
+                     "%s/apis/coordination.k8s.io/v1/namespaces/%s/leases?watch=1"
+                     "&fieldSelector=metadata.name%%3D%s&allowWatchBookmarks=true"
+                     "&timeoutSeconds=%d%s%s",
+                     k->base, ns, name, timeout_s,
+                     resource_version && resource_version[0] ? "&resourceVersion=" : "",
+                     resource_version ? resource_version : "");
+    if (n < 0) {
+        url = NULL;
+        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+        goto out;
+    }
+    w->hdrs = build_headers(k, false);
+    if (!w->hdrs) {
+        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+        goto out;
+    }
+    w->errbuf[0] = '\0';
+    curl_easy_setopt(w->easy, CURLOPT_URL, url);
+    curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, w->hdrs);
+    curl_easy_setopt(w->easy, CURLOPT_HTTPGET, 1L);
+    /* The server ends the stream after timeoutSeconds; the margin only
+     * catches a server that never does. */
+    curl_easy_setopt(w->easy, CURLOPT_TIMEOUT_MS, (long)(timeout_s + 30) * 1000L);
+    curl_easy_setopt(w->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_CAP_MS);
+    if ((mc = curl_multi_add_handle(w->multi, w->easy)) != CURLM_OK) {
+        rc = ld_errinfo_set(err, mc == CURLM_OUT_OF_MEMORY ? LD_ENOMEM : LD_ETRANSPORT,
+                            "watch: %s", curl_multi_strerror(mc));
+        goto out;
+    }
+    w->running = true;
+    w->started_ns = mono_ns();
+out:
+    free(url);
+    if (rc != LD_OK)
+        ld_kube_watch_stop(k);
+    return rc;
+}
+
+/* The stream is over: say why, and release the handle. */
+static enum ld_err watch_finished(struct ld_kube *k, CURLcode res, struct ld_errinfo *err)
+{
+    struct watch_conn *w = &k->watch;
+    enum ld_err rc = LD_EEOF;
+    long status = w->status;
+
+    if (status == 0)
+        curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (k->observer)
+        k->observer(k->observer_ctx, "WATCH", status,
+                    (double)(mono_ns() - w->started_ns) / 1e9);
+    if (res == CURLE_OPERATION_TIMEDOUT) {
+        rc = ld_errinfo_set(err, LD_ETIMEOUT, "watch %s: %s", w->path, w->errbuf);
+    } else if (res != CURLE_OK) {
+        rc = ld_errinfo_set(err, LD_ETRANSPORT, "watch %s: %s%s%s", w->path,
+                            curl_easy_strerror(res), w->errbuf[0] ? ": " : "", w->errbuf);
+    } else if (status != 200) {
+        ld_status_decode(w->errbody ? w->errbody : "", w->errlen, err);
+        err->http_status = status;
+        err->code = ld_kube_map_status(status, err->reason);
+        if (err->code == LD_OK)
+            err->code = LD_EHTTP;
+        rc = err->code;
+        if (status == 401)
+            token_refresh(k, true);
+    } else {
+        rc = ld_errinfo_set(err, LD_EEOF, "watch %s: the server ended the stream", w->path);
+    }
+    ld_kube_watch_stop(k);
+    return rc;
+}
+
+enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms,
+                               ld_kube_watch_data_fn fn, void *ctx, struct ld_errinfo *err)
+{
+    struct watch_conn *w = &k->watch;
+    enum ld_err rc = LD_OK;
+    int64_t deadline = mono_ns() + (wait_ms > 0 ? wait_ms : 0) * 1000000LL;
+
+    ld_errinfo_clear(err);
+    w->fn = fn;
+    w->ctx = ctx;
+    w->delivered = false;
+    for (;;) {
+        if (w->running) {
+            int running = 0;
+            CURLMcode mc = curl_multi_perform(w->multi, &running);
+            if (mc != CURLM_OK) {
+                rc = ld_errinfo_set(err, LD_ETRANSPORT, "watch: %s", curl_multi_strerror(mc));
+                ld_kube_watch_stop(k);
+                break;
+            }
+            CURLMsg *m;
+            int q = 0;
+            CURLcode res = CURLE_OK;
+            bool done = false;
+            while ((m = curl_multi_info_read(w->multi, &q))) {
+                if (m->msg == CURLMSG_DONE && m->easy_handle == w->easy) {
+                    res = m->data.result;
+                    done = true;
+                }
+            }
+            if (done || !running) {
+                rc = watch_finished(k, res, err);
+                break;
+            }
+        }
+        if (w->delivered || cancel_ready(k->cancel_fd)) {
+            rc = w->delivered ? LD_OK : LD_ECANCELED;
+            break;
+        }
+        int64_t left_ms = (deadline - mono_ns()) / 1000000LL;
+        if (left_ms <= 0)
+            break;
+        int slice = (int)(left_ms < 1000 ? left_ms : 1000);
+        if (w->running) {
+            struct curl_waitfd cw = {.fd = k->cancel_fd, .events = CURL_WAIT_POLLIN};
+            curl_multi_poll(w->multi, k->cancel_fd >= 0 ? &cw : NULL,
+                            k->cancel_fd >= 0 ? 1 : 0, slice, NULL);
+        } else {
+            struct pollfd p = {.fd = k->cancel_fd, .events = POLLIN};
+            poll(&p, k->cancel_fd >= 0 ? 1 : 0, slice);
+        }
+    }
+    w->fn = NULL;
+    w->ctx = NULL;
+    return rc;
 }

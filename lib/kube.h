@@ -11,6 +11,8 @@
 #ifndef LEADERD_KUBE_H
 #define LEADERD_KUBE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -61,6 +63,34 @@ enum ld_err ld_kube_lease_create(struct ld_kube *k, const struct ld_lease *lease
  * 409 Conflict -> LD_ECONFLICT. On LD_OK out holds the stored Lease. */
 enum ld_err ld_kube_lease_update(struct ld_kube *k, const struct ld_lease *lease,
                                  struct ld_lease *out, struct ld_errinfo *err);
+
+/* ---- watch: one Lease, on a second connection of its own ---- */
+
+/* Receives the raw bytes of a watch stream as they arrive (feed them to a
+ * struct ld_watch_decoder). Called from ld_kube_watch_wait only. */
+typedef void (*ld_kube_watch_data_fn)(void *ctx, const char *data, size_t len);
+
+/* Starts a watch of NS/NAME (fieldSelector metadata.name, bookmarks on,
+ * timeoutSeconds=timeout_s, from resource_version when not NULL), stopping
+ * any previous one. Returns at once; the stream is driven by
+ * ld_kube_watch_wait. LD_OK, LD_EINVAL or LD_ENOMEM. */
+enum ld_err ld_kube_watch_start(struct ld_kube *k, const char *ns, const char *name,
+                                const char *resource_version, int timeout_s,
+                                struct ld_errinfo *err);
+
+/* Waits up to wait_ms for watch data (delivered to fn), the cancel fd, or
+ * the end of the stream. Returns LD_OK after data arrived or the time
+ * passed with the stream still open; LD_ECANCELED when the cancel fd is
+ * readable; or, once the stream is over (the watch is then stopped), why:
+ * LD_EEOF (the server ended it), LD_ETRANSPORT, LD_ETIMEOUT, or the mapped
+ * HTTP error of a non-200 answer (410 -> LD_EGONE, 401 also re-reads the
+ * token file). With no watch running it only waits on the cancel fd and
+ * returns LD_OK or LD_ECANCELED. */
+enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms, ld_kube_watch_data_fn fn,
+                               void *ctx, struct ld_errinfo *err);
+
+bool ld_kube_watch_running(const struct ld_kube *k);
+void ld_kube_watch_stop(struct ld_kube *k); /* idempotent */
 
 /* Maps an HTTP status and a decoded Status reason to an error code:
  * 404 NOTFOUND, 409 CONFLICT or EEXISTS (by reason "AlreadyExists"),

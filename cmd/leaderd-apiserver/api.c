@@ -209,6 +209,15 @@ static enum chaos chaos(struct as_api *api, int fd, const char *client, enum as_
     return CHAOS_PASS;
 }
 
+/* True when the client's faults say the reply to its committed write must be
+ * lost: the write stays, the client sees the connection drop. */
+static bool lose_reply(struct as_api *api, const char *client, enum as_verb verb)
+{
+    struct as_fault f;
+    return client && as_faults_get(api->faults, client, verb, &f) && f.lose_reply > 0 &&
+           as_faults_rand(api->faults) < f.lose_reply;
+}
+
 static bool wants_table(struct MHD_Connection *c)
 {
     const char *accept = header(c, "Accept");
@@ -585,6 +594,11 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
             handle_get(c, api, &rt, &r);
         } else {
             handle_write(c, api, &rt, cname ? cname : AS_ADMIN, rq, &r);
+            if (r.code >= 200 && r.code < 300 && lose_reply(api, cname, rt.verb)) {
+                account(api, cname, method, url, rt.verb, "lost-reply");
+                as_reply_clear(&r);
+                return MHD_NO;
+            }
         }
         break;
     }

@@ -101,7 +101,9 @@ bool as_fault_from_json(json_t *j, char *client, struct as_fault *out, char *err
         !get_rate(json_object_get(t, "rate"), "throttle.rate", &out->throttle_rate, err,
                   errlen) ||
         !get_int(json_object_get(t, "retry_after"), "throttle.retry_after", 0, 3600, 1,
-                 &out->retry_after, err, errlen))
+                 &out->retry_after, err, errlen) ||
+        !get_rate(json_object_get(j, "lose_reply_rate"), "lose_reply_rate",
+                  &out->lose_reply, err, errlen))
         return false;
     json_t *verbs = json_object_get(j, "verbs");
     if (verbs && !json_is_null(verbs)) {
@@ -150,6 +152,7 @@ json_t *as_fault_to_json(const struct as_fault *f)
     json_object_set_new(t, "rate", json_real(f->throttle_rate));
     json_object_set_new(t, "retry_after", json_integer(f->retry_after));
     json_object_set_new(j, "throttle", t);
+    json_object_set_new(j, "lose_reply_rate", json_real(f->lose_reply));
     for (unsigned k = 0; k < AS_VERB_COUNT; k++)
         if (f->verbs & (1u << k))
             json_array_append_new(verbs, json_string(verb_names[k]));

@@ -39,12 +39,15 @@ struct as_fault {
     int error_code;       /* 400..599, default 500 */
     double throttle_rate; /* probability of a 429 */
     int retry_after;      /* seconds in the 429's Retry-After */
+    double lose_reply;    /* probability that a committed write's reply is lost:
+                             the connection is closed instead of answering */
     unsigned verbs;       /* bit (1u << enum as_verb) per verb affected; 0 = all */
 };
 
 /* Parses a control body {"client":..., "partition":"hang"|"reset"|null,
  * "latency_ms":N, "error_rate":R, "error_code":C, "throttle":{"rate":R,
- * "retry_after":S}, "verbs":[...]} (missing fields: no fault). Copies the
+ * "retry_after":S}, "lose_reply_rate":R, "verbs":[...]} (missing fields: no
+ * fault). Copies the
  * client name into client (AS_CLIENT_MAX bytes). Returns false with a
  * message in err (errlen bytes) on a malformed body. */
 bool as_fault_from_json(json_t *j, char *client, struct as_fault *out, char *err,

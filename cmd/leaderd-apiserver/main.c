@@ -83,6 +83,8 @@ static const char usage[] =
     "                                \"latency_ms\":N, \"error_rate\":0..1, "
     "\"error_code\":500,\n"
     "                                \"throttle\":{\"rate\":0..1,\"retry_after\":S},\n"
+    "                                \"lose_reply_rate\":0..1 (a committed write's\n"
+    "                                reply is lost: the connection is closed),\n"
     "                                \"verbs\":[\"get\",\"update\",...]}  (replaces "
     "NAME's faults)\n"
     "  POST /_control/faults/clear  {\"client\":NAME} or {} for everyone\n"
@@ -92,11 +94,13 @@ static const char usage[] =
     "{\"client\",\"token\"}\n"
     "  POST /_control/revoke        {\"client\":NAME}: all of NAME's tokens get 401\n"
     "  PUT  /_control/raw/NS/NAME   store the body verbatim as a Lease (no validation)\n"
-    "  GET  /_control/log[?since=SEQ]  {\"entries\":[{seq, mono_ms, wall, client, verb,\n"
-    "                                namespace, name, holderIdentity, leaseTransitions,\n"
-    "                                resourceVersion}]}\n"
+    "  GET  /_control/log[?since=SEQ]  {\"entries\":[{seq, mono_ms, clock_us, wall, client,\n"
+    "                                verb, namespace, name, holderIdentity,\n"
+    "                                leaseTransitions, resourceVersion}]}: successful\n"
+    "                                writes; mono_ms counts from the server's start,\n"
+    "                                clock_us is CLOCK_MONOTONIC itself\n"
     "  GET  /_control/stats         "
-    "{client:{verb:{code|\"reset\"|\"disconnected\":count}}}\n"
+    "{client:{verb:{code|\"reset\"|\"disconnected\"|\"lost-reply\":count}}}\n"
     "  POST /_control/stats/reset\n";
 
 struct options {

@@ -1,7 +1,7 @@
 /*
  * stats: per-client request counters of leaderd-apiserver, by verb and by
- * outcome (an HTTP code, or "reset" / "disconnected" when no answer was
- * sent). Read and cleared through the control API. Thread-safe.
+ * outcome (an HTTP code, or "reset" / "disconnected" / "lost-reply" when no
+ * answer was sent). Read and cleared through the control API. Thread-safe.
  */
 #ifndef AS_STATS_H
 #define AS_STATS_H

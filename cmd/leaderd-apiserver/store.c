@@ -220,6 +220,9 @@ static void log_write(struct as_store *s, const char *client, const char *verb,
     snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
     json_object_set_new(e, "seq", json_integer((json_int_t)++s->log_seq));
     json_object_set_new(e, "mono_ms", json_integer(as_mono_ms()));
+    /* Taken under the store lock after the commit, so the writer (and any
+     * reader) learns of the write only after this instant. */
+    json_object_set_new(e, "clock_us", json_integer(as_clock_us()));
     json_object_set_new(e, "wall", json_string(as_rfc3339(as_wall_us(), true, wall)));
     json_object_set_new(e, "client", json_string(client));
     json_object_set_new(e, "verb", json_string(verb));

@@ -33,6 +33,13 @@ int64_t as_mono_ms(void)
     return mono_raw_ms() - mono_base_ms;
 }
 
+int64_t as_clock_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int64_t as_wall_us(void)
 {
     struct timespec ts;

@@ -13,6 +13,10 @@
 /* Milliseconds on CLOCK_MONOTONIC since the first call in this process. */
 int64_t as_mono_ms(void);
 
+/* Microseconds on CLOCK_MONOTONIC as the kernel counts them (no offset), so
+ * other processes on the host (Python's time.monotonic()) can compare. */
+int64_t as_clock_us(void);
+
 /* Wall clock in microseconds since the Unix epoch. */
 int64_t as_wall_us(void);
 

@@ -53,6 +53,12 @@ static void log_event(const struct ld_loop *loop, const struct ld_event *ev,
     case LD_EV_RELEASED:
         ld_log(LD_LOG_INFO, "lease released (term %d)", (int)ev->term);
         break;
+    case LD_EV_IDENTITY_CONFLICT:
+        ld_log(LD_LOG_ERROR,
+               "identity conflict: another process holds %s/%s under our identity \"%s\"; "
+               "identities must be unique (use the pod name); standing back",
+               loop->namespace_, loop->name, ev->leader);
+        break;
     }
 }
 

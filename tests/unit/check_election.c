@@ -472,10 +472,232 @@ START_TEST(restart_with_same_identity_resumes_term)
     fake_api_init(&api);
     fake_api_put_record(&api, "a", 15, 6, WALL0);
     struct ld_election *e = new_engine("a");
-    settle(e, &api, 0);
-    ck_assert(ld_election_is_leader(e, 0));
+    /* Our identity in a record we did not write: our old self, or a twin.
+     * Resume only once it has stayed unchanged for two retry periods. */
+    int64_t t = 0, wake = settle(e, &api, 0);
+    while (!ld_election_is_leader(e, t) && t < 20000) {
+        t = wake;
+        wake = settle(e, &api, t);
+    }
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_ge(t, 4000);
+    ck_assert_int_le(t, 4000 + 2400);
     ck_assert_int_eq(api.lease.spec.transitions, 6);
     ck_assert_int_eq(api.lease.spec.acquire_us, WALL0); /* kept */
+    ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(live_twin_at_start_is_detected_and_never_joined)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    int64_t wake = 0;
+    for (int64_t t = 0; t <= 40000; t += 100) {
+        if (t % 2000 == 0) /* the twin renews as "a" */
+            fake_api_put_record(&api, "a", 15, 2, WALL0 + t * 1000);
+        if (t >= wake)
+            wake = settle(e, &api, t);
+        ck_assert(!ld_election_is_leader(e, t));
+    }
+    ck_assert_int_eq(api.writes_ok, 0);
+    ck_assert_int_ge(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 1);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(twin_writing_during_leadership_is_detected)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, &api, 0);
+    ck_assert(ld_election_is_leader(e, 0));
+    /* A second process named "a" renews behind our back. */
+    fake_api_put_record(&api, "a", 15, 0, WALL0 + 1500 * 1000);
+    int writes = api.writes_ok;
+    settle(e, &api, wake);
+    ck_assert(!ld_election_is_leader(e, wake));
+    struct ld_event ev;
+    bool conflict = false, stopped = false;
+    while (ld_election_take_event(e, &ev)) {
+        conflict |= ev.kind == LD_EV_IDENTITY_CONFLICT;
+        stopped |= ev.kind == LD_EV_STOPPED_LEADING && ev.reason == LD_STOP_IDENTITY_CONFLICT;
+    }
+    ck_assert(conflict && stopped);
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert(st.quarantined);
+    /* It stays out for two lease durations. */
+    struct ld_action a = ld_election_next(e, at(wake + 1));
+    ck_assert_int_eq(a.kind, LD_ACT_WAIT);
+    ck_assert_int_ge(a.wake_at_ms, wake + 30000);
+    ck_assert_int_eq(api.writes_ok, writes);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(own_timed_out_write_is_not_a_twin)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    int64_t t = settle(e, &api, 0);
+    /* The renewal lands but its answer is lost. */
+    struct ld_action a = ld_election_next(e, at(t));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    struct ld_lease out;
+    struct ld_errinfo err;
+    ld_lease_init(&out);
+    ck_assert_int_eq(fake_api_execute(&api, &a, "default", "lock", &out, &err), LD_OK);
+    ld_lease_clear(&out);
+    ld_errinfo_set(&err, LD_ETIMEOUT, "timeout");
+    ld_election_result(e, at(t + 5000), LD_ETIMEOUT, NULL, &err);
+    settle(e, &api, t + 5000);
+    ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
+    ck_assert(ld_election_is_leader(e, t + 5000));
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+/* ---- watch-driven ---------------------------------------------------------- */
+
+static void observe_store(struct ld_election *e, struct fake_api *api, int64_t now)
+{
+    ld_election_observe(e, at(now), &api->lease);
+}
+
+START_TEST(watching_standby_does_not_poll)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "other", 15, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    settle(e, &api, 0);
+    ld_election_set_watch(e, true);
+    int gets = api.gets;
+    int64_t wake = 0;
+    for (int64_t t = 2000; t <= 120000; t += 2000) {
+        fake_api_put_record(&api, "other", 15, 1, WALL0 + t * 1000);
+        observe_store(e, &api, t);
+        struct ld_action a = ld_election_next(e, at(t));
+        ck_assert_int_eq(a.kind, LD_ACT_WAIT);
+        wake = a.wake_at_ms;
+        ck_assert_int_eq(wake, t + 15000); /* only the expiry timer */
+    }
+    ck_assert_int_eq(api.gets, gets);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(watching_standby_claims_released_lease_without_get)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "other", 15, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    settle(e, &api, 0);
+    ld_election_set_watch(e, true);
+    fake_api_put_record(&api, "", 1, 1, WALL0 + 5000 * 1000); /* released */
+    int gets = api.gets;
+    observe_store(e, &api, 5000);
+    struct ld_action a = step(e, &api, 5000);
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    ck_assert_int_eq(api.gets, gets);
+    ck_assert(ld_election_is_leader(e, 5000));
+    ck_assert_int_eq(api.lease.spec.transitions, 2);
+    struct ld_event ev;
+    ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, &ev), 1);
+    ck_assert_int_eq(ev.acquire_delay_ms, 0);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(watching_standby_takes_over_at_expiry)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "other", 15, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    settle(e, &api, 0);
+    ld_election_set_watch(e, true);
+    fake_api_put_record(&api, "other", 15, 1, WALL0 + 1000 * 1000);
+    observe_store(e, &api, 1000); /* the holder's last renewal */
+    struct ld_action a = ld_election_next(e, at(1000));
+    ck_assert_int_eq(a.kind, LD_ACT_WAIT);
+    ck_assert_int_eq(a.wake_at_ms, 16000);
+    a = step(e, &api, 16000);
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    ck_assert(ld_election_is_leader(e, 16000));
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(stale_watch_cache_costs_a_conflict_then_a_get)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "", 1, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    ld_election_set_watch(e, true);
+    observe_store(e, &api, 0);
+    /* The watch lags: someone already took it. */
+    fake_api_put_record(&api, "c", 15, 2, WALL0);
+    settle(e, &api, 0);
+    ck_assert(!ld_election_is_leader(e, 0));
+    ck_assert_str_eq(api.lease.spec.holder, "c");
+    struct ld_action a = ld_election_next(e, at(2500));
+    ck_assert_int_eq(a.kind, LD_ACT_GET);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(leader_steps_down_on_watched_takeover_and_ignores_own_echo)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, &api, 0);
+    struct ld_lease first;
+    ld_lease_init(&first);
+    ld_lease_copy(&first, &api.lease);
+    settle(e, &api, wake); /* a second renewal */
+    ld_election_observe(e, at(wake + 10), &first); /* late echo of the first */
+    ck_assert(ld_election_is_leader(e, wake + 10));
+    ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
+    fake_api_put_record(&api, "x", 15, 9, WALL0);
+    observe_store(e, &api, wake + 20);
+    ck_assert(!ld_election_is_leader(e, wake + 20));
+    ld_lease_clear(&first);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(deleted_lease_is_recreated)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "other", 15, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    settle(e, &api, 0);
+    ld_election_set_watch(e, true);
+    fake_api_clear(&api);
+    fake_api_init(&api);
+    ld_election_observe_deleted(e, at(100));
+    settle(e, &api, 100);
+    ck_assert(ld_election_is_leader(e, 100));
+    ck_assert_int_eq(api.creates, 1);
     ld_election_free(e);
     fake_api_clear(&api);
 }
@@ -578,6 +800,8 @@ struct pending {
 struct replica {
     struct ld_election *e;
     struct pending p;
+    struct ld_lease seen;   /* a lagging copy of the store, as a watch sees it */
+    char seen_rv[32];       /* the last one handed to the engine */
     int64_t wake;
     bool down; /* partitioned: every request fails or hangs */
     int64_t last_term;
@@ -612,9 +836,29 @@ static void sim_issue(struct replica *r, int64_t now)
     p->reply_at = p->lost ? now + a.timeout_ms : now + latency;
 }
 
-static void sim_tick(struct replica *r, struct fake_api *api, int64_t now)
+/* A watch that lags and sometimes skips states: the copy is refreshed now
+ * and then, and handed to the engine when it changed. */
+static void sim_watch(struct replica *r, struct fake_api *api, int64_t now)
+{
+    if (r->down || !api->exists)
+        return;
+    if (sim_rand(20) == 0) {
+        ld_lease_clear(&r->seen);
+        ld_lease_copy(&r->seen, &api->lease);
+    }
+    if (!r->p.active && r->seen.resource_version &&
+        strcmp(r->seen.resource_version, r->seen_rv) != 0) {
+        snprintf(r->seen_rv, sizeof(r->seen_rv), "%s", r->seen.resource_version);
+        ld_election_observe(r->e, at(now), &r->seen);
+        r->wake = now; /* let the engine decide again */
+    }
+}
+
+static void sim_tick(struct replica *r, struct fake_api *api, int64_t now, bool watching)
 {
     struct pending *p = &r->p;
+    if (watching)
+        sim_watch(r, api, now);
     if (p->active && !p->applied && now >= p->apply_at) {
         p->applied = true;
         if (r->down)
@@ -637,6 +881,7 @@ static void sim_tick(struct replica *r, struct fake_api *api, int64_t now)
 START_TEST(simulation_never_has_two_leaders)
 {
     sim_rng = 1000 + (uint64_t)_i;
+    bool watching = _i % 2 == 1; /* odd runs: standbys fed by a lagging watch */
     struct fake_api api;
     fake_api_init(&api);
     struct replica rs[SIM_REPLICAS];
@@ -647,6 +892,8 @@ START_TEST(simulation_never_has_two_leaders)
         struct ld_election_config c = config_for(names[i]);
         c.seed = (uint64_t)(i * 7 + _i);
         rs[i].e = ld_election_new(&c, NULL);
+        ld_lease_init(&rs[i].seen);
+        ld_election_set_watch(rs[i].e, watching);
     }
     int leader_periods = 0, prev_leader = -1;
     for (int64_t now = 0; now < 600000; now += 10) {
@@ -657,7 +904,7 @@ START_TEST(simulation_never_has_two_leaders)
         }
         int leaders = 0, who = -1;
         for (int i = 0; i < SIM_REPLICAS; i++) {
-            sim_tick(&rs[i], &api, now);
+            sim_tick(&rs[i], &api, now, watching);
             if (ld_election_is_leader(rs[i].e, now)) {
                 leaders++;
                 who = i;
@@ -681,6 +928,7 @@ START_TEST(simulation_never_has_two_leaders)
     ck_assert_int_gt(leader_periods, 1); /* the faults did move leadership */
     for (int i = 0; i < SIM_REPLICAS; i++) {
         ld_lease_clear(&rs[i].p.out);
+        ld_lease_clear(&rs[i].seen);
         ld_election_free(rs[i].e);
     }
     fake_api_clear(&api);
@@ -708,6 +956,15 @@ static Suite *election_suite(void)
     tcase_add_test(tc, release_is_bounded_when_api_is_down);
     tcase_add_test(tc, malformed_reads_never_grant_leadership);
     tcase_add_test(tc, restart_with_same_identity_resumes_term);
+    tcase_add_test(tc, live_twin_at_start_is_detected_and_never_joined);
+    tcase_add_test(tc, twin_writing_during_leadership_is_detected);
+    tcase_add_test(tc, own_timed_out_write_is_not_a_twin);
+    tcase_add_test(tc, watching_standby_does_not_poll);
+    tcase_add_test(tc, watching_standby_claims_released_lease_without_get);
+    tcase_add_test(tc, watching_standby_takes_over_at_expiry);
+    tcase_add_test(tc, stale_watch_cache_costs_a_conflict_then_a_get);
+    tcase_add_test(tc, leader_steps_down_on_watched_takeover_and_ignores_own_echo);
+    tcase_add_test(tc, deleted_lease_is_recreated);
     tcase_add_test(tc, retry_after_is_honoured);
     tcase_add_test(tc, standby_polls_within_jitter_bounds);
     tcase_add_test(tc, wake_starts_attempt_early);

@@ -1,0 +1,59 @@
+/*
+ * fuzz_duration: ld_duration_parse on arbitrary text, and the
+ * format -> parse round trip both for what parsed and for an arbitrary
+ * int64 taken from the input: every duration leaderd prints (in --help,
+ * errors and the startup line) must read back as the same value.
+ */
+#include "fuzz.h"
+
+#include "timefmt.h"
+
+/* Longest formatted duration ("-2562047788015h12m55.807s") plus slack. */
+#define DUR_BUF 48
+
+static void round_trip(int64_t ms)
+{
+    char buf[DUR_BUF];
+    int64_t back = 12345;
+
+    ld_duration_format(ms, buf, sizeof buf);
+    FUZZ_CHECK(strlen(buf) < sizeof buf - 1);
+    if (ms == INT64_MIN) {
+        /* Its magnitude is over INT64_MAX ms, which parse refuses. */
+        FUZZ_CHECK(ld_duration_parse(buf, &back) == LD_EINVAL && back == 12345);
+        return;
+    }
+    if (ld_duration_parse(buf, &back) != LD_OK || back != ms) {
+        fprintf(stderr, "duration %lld formats as \"%s\", parses back as %lld\n",
+                (long long)ms, buf, (long long)back);
+        FUZZ_CHECK(!"format -> parse round trip");
+    }
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = fuzz_strndup(data, size);
+    int64_t ms = 424242;
+    enum ld_err rc = ld_duration_parse(text, &ms);
+
+    FUZZ_CHECK(rc == LD_OK || rc == LD_EINVAL);
+    if (rc == LD_OK) {
+        FUZZ_CHECK(ms != INT64_MIN);
+        /* A sign is the only way to get a negative value. */
+        FUZZ_CHECK(ms >= 0 || text[0] == '-');
+        round_trip(ms);
+    } else {
+        FUZZ_CHECK(ms == 424242);
+    }
+    free(text);
+
+    round_trip((int64_t)fuzz_take(&data, &size, 8));
+    return 0;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what `make image`, `make image-test` and `make deploy-test` need: buildah,
+# podman, runc, debootstrap and yamllint from Debian (as root with apt-get; otherwise
+# prints the line to run), and dockerfilelint from npm into BUILD/tools (never global).
+# Usage: tools/image/tools.sh BUILD
+set -euo pipefail
+build=${1:-build}
+want=(buildah podman runc skopeo debootstrap yamllint curl python3)
+command -v npm >/dev/null || want+=(npm)
+missing=()
+for p in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+        echo "image: missing packages; run as root: apt-get install -y --no-install-recommends ${missing[*]}" >&2
+        exit 1
+    fi
+    echo "image: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+fi
+tooldir="$build/tools"
+if [ ! -x "$tooldir/node_modules/.bin/dockerfilelint" ]; then
+    mkdir -p "$tooldir"
+    echo "image: npm install dockerfilelint into $tooldir" >&2
+    npm install --prefix "$tooldir" --no-audit --no-fund --silent dockerfilelint@1.8.0 >/dev/null
+fi

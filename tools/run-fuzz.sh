@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer harnesses built by mk/fuzz.mk.
+#
+#   tools/run-fuzz.sh deps
+#       makes sure clang and its libFuzzer runtime are installed (as root it
+#       installs them with apt-get, like tools/deps.sh; otherwise it prints
+#       the line to run and fails).
+#   tools/run-fuzz.sh run SECONDS FUZZ_BUILD_DIR TARGET...
+#       per target: replays every file of tests/fuzz/regressions/TARGET and
+#       tests/fuzz/corpus/TARGET, then (SECONDS > 0) fuzzes for SECONDS with
+#       those as seeds; new inputs go to FUZZ_BUILD_DIR/work/TARGET, crashes to
+#       FUZZ_BUILD_DIR/artifacts/TARGET. Prints executions per target and
+#       last "fuzz: N passed, N failed" (N = targets).
+set -u
+
+fuzz_runtime_ok() {
+    local dir rc
+    command -v clang >/dev/null || return 1
+    dir=$(mktemp -d) || return 1
+    printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
+        'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);' \
+        'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }' \
+        >"$dir/probe.c"
+    clang -fsanitize=fuzzer,address,undefined "$dir/probe.c" -o "$dir/probe" \
+        >/dev/null 2>&1
+    rc=$?
+    rm -rf "$dir"
+    return $rc
+}
+
+deps() {
+    local pkgs=() line
+    fuzz_runtime_ok && return 0
+    if ! command -v clang >/dev/null; then
+        pkgs+=(clang)
+    else
+        # Debian ships libFuzzer and the sanitizer runtimes in libclang-rt-N-dev.
+        pkgs+=("libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev")
+    fi
+    line="apt-get install -y ${pkgs[*]}"
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        echo "fuzz: installing ${pkgs[*]}" >&2
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; then
+            DEBIAN_FRONTEND=noninteractive apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+        fi
+        # A fresh clang may still lack the runtime package: go round once more.
+        if ! fuzz_runtime_ok && command -v clang >/dev/null; then
+            pkgs=("libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev")
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+        fi
+        fuzz_runtime_ok && return 0
+        echo "fuzz: clang -fsanitize=fuzzer still does not link" >&2
+        return 1
+    fi
+    echo "fuzz: clang with libFuzzer is missing; run as root: $line" >&2
+    return 1
+}
+
+# Files (not directories) of the given directories, for replay.
+inputs_of() {
+    local d
+    for d in "$@"; do
+        [ -d "$d" ] && find "$d" -maxdepth 1 -type f ! -name '.*' ! -name '*.md' -print
+    done | sort
+}
+
+run_target() {
+    local secs=$1 fb=$2 t=$3
+    local bin="$fb/fuzz_$t" seeds="tests/fuzz/corpus/$t" regs="tests/fuzz/regressions/$t"
+    local work="$fb/work/$t" art="$fb/artifacts/$t" log="$fb/logs/$t.log"
+    local files=() dict=() dirs=() execs rate rc
+    mkdir -p "$work" "$art" "$fb/logs"
+    mapfile -t files < <(inputs_of "$regs" "$seeds")
+
+    # 1. Replay: libFuzzer runs each file given as an argument once.
+    if [ ${#files[@]} -gt 0 ]; then
+        if ! "$bin" -timeout=10 -rss_limit_mb=2048 "${files[@]}" >"$log.replay" 2>&1; then
+            tail -n 40 "$log.replay"
+            echo "  $t: FAILED replaying corpus/regressions (log: $log.replay)"
+            return 1
+        fi
+    fi
+    if [ "$secs" -le 0 ]; then
+        echo "  $t: replayed ${#files[@]} inputs"
+        return 0
+    fi
+
+    # 2. Fuzz. New inputs are written to the first directory only, so the
+    # checked-in seeds stay untouched.
+    [ -f "tests/fuzz/$t.dict" ] && dict=("-dict=tests/fuzz/$t.dict")
+    for d in "$seeds" "$regs"; do [ -d "$d" ] && dirs+=("$d"); done
+    "$bin" -max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
+        -artifact_prefix="$art/" "${dict[@]}" "$work" "${dirs[@]}" >"$log" 2>&1
+    rc=$?
+    execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | tail -n 1)
+    if [ "$rc" -ne 0 ] || [ -z "$execs" ]; then
+        tail -n 60 "$log"
+        echo "  $t: FAILED (exit $rc; log: $log)"
+        ls -t "$art" 2>/dev/null | head -n 3 | sed "s|^|    artifact: $art/|"
+        echo "    keep it as a regression: cp ARTIFACT $regs/ (then fix the bug)"
+        return 1
+    fi
+    rate=$((execs / secs))
+    printf '  %-11s %12s executions in %s s (%s/s), %s inputs replayed\n' \
+        "$t:" "$execs" "$secs" "$rate" "${#files[@]}"
+    return 0
+}
+
+case "${1:-}" in
+deps)
+    deps
+    ;;
+run)
+    [ $# -ge 3 ] || { echo "usage: $0 run SECONDS FUZZ_BUILD_DIR TARGET..." >&2; exit 2; }
+    secs=$2; fb=$3; shift 3
+    passed=0; failed=0
+    echo "== fuzzing ($# targets, ${secs} s each)"
+    for t in "$@"; do
+        if run_target "$secs" "$fb" "$t"; then
+            passed=$((passed + 1))
+        else
+            failed=$((failed + 1))
+        fi
+    done
+    echo "fuzz: $passed passed, $failed failed"
+    [ "$failed" -eq 0 ]
+    ;;
+*)
+    echo "usage: $0 deps | run SECONDS FUZZ_BUILD_DIR TARGET..." >&2
+    exit 2
+    ;;
+esac
