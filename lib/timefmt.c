@@ -210,7 +210,14 @@ enum ld_err ld_microtime_parse(const char *text, int64_t *wall_us)
     unsigned sec = t.s == 60 ? 59 : t.s;
     int64_t secs = days_from_civil(t.y, t.mo, t.d) * SEC_PER_DAY +
                    (int64_t)(t.h * 3600 + t.mi * 60 + sec) - off_s;
-    *wall_us = secs * US_PER_SEC + frac_us;
+    int64_t us = secs * US_PER_SEC + frac_us;
+    /* An offset can push a year-0000 or year-9999 time out of 0000..9999
+     * UTC. Go refuses to marshal such a MicroTime, so no server or peer
+     * writes one, and ld_microtime_format could not write it back: a Lease
+     * carrying it would be changed by a mere rewrite. */
+    if (us < MIN_WALL_US || us > MAX_WALL_US)
+        return LD_EDECODE;
+    *wall_us = us;
     return LD_OK;
 }
 

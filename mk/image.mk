@@ -27,7 +27,8 @@ static:
 image-unit:
 	@mkdir -p $(B)/unit && touch $(B)/unit/.deps && rm -f $(B)/unit/passed
 	PKG_CONFIG_PATH=$(IMAGE_DEP)/curl/lib/pkgconfig $(MAKE) --no-print-directory B=$(B)/unit \
-	    PKG_LIBS="$$(PKG_CONFIG_PATH=$(IMAGE_DEP)/curl/lib/pkgconfig pkg-config --static --libs $(PKGS)) -lpthread" \
+	    PKG_LIBS="$$(PKG_CONFIG_PATH=$(IMAGE_DEP)/curl/lib/pkgconfig pkg-config --static --libs libcurl) \
+	              $$(pkg-config --libs $(filter-out libcurl,$(PKGS))) -lpthread" \
 	    unit
 	@touch $(B)/unit/passed
 

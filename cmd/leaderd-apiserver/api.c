@@ -511,9 +511,11 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
         else if (rq->too_big)
             as_reply_status(&r, 413, "RequestEntityTooLarge", "request body too large",
                             NULL);
-        else
-            as_control(api, method, url + 9, rq->body ? rq->body : "", rq->len,
-                       arg(c, "since"), &r);
+        else {
+            struct as_control_query q = {.since = arg(c, "since"),
+                                         .stamp = arg(c, "stamp")};
+            as_control(api, method, url + 9, rq->body ? rq->body : "", rq->len, &q, &r);
+        }
         ret = send_reply(c, &r);
         as_reply_clear(&r);
         return ret;

@@ -99,7 +99,7 @@ static void revoke_token(struct as_api *api, const char *body, size_t len,
 
 /* sub is "/raw/NS/NAME". */
 static void put_raw(struct as_api *api, const char *sub, const char *body, size_t len,
-                    struct as_reply *r)
+                    const char *stamp, struct as_reply *r)
 {
     char ns[64], name[254];
     const char *p = sub + strlen("/raw/");
@@ -116,7 +116,8 @@ static void put_raw(struct as_api *api, const char *sub, const char *body, size_
         as_reply_bad_request(r, "bad namespace or name");
         return;
     }
-    uint64_t rv = as_store_put_raw(api->store, ns, name, body, len, AS_ADMIN);
+    bool stamped = stamp && (strcmp(stamp, "1") == 0 || strcmp(stamp, "true") == 0);
+    uint64_t rv = as_store_put_raw(api->store, ns, name, body, len, AS_ADMIN, stamped);
     if (!rv) {
         as_reply_internal(r, "cannot store raw document");
         return;
@@ -140,7 +141,7 @@ static void get_log(struct as_api *api, const char *since, struct as_reply *r)
 }
 
 void as_control(struct as_api *api, const char *method, const char *sub, const char *body,
-                size_t len, const char *since, struct as_reply *r)
+                size_t len, const struct as_control_query *q, struct as_reply *r)
 {
     bool get = strcmp(method, "GET") == 0;
     bool post = strcmp(method, "POST") == 0;
@@ -160,9 +161,9 @@ void as_control(struct as_api *api, const char *method, const char *sub, const c
     else if (post && strcmp(sub, "/revoke") == 0)
         revoke_token(api, body, len, r);
     else if (strcmp(method, "PUT") == 0 && strncmp(sub, "/raw/", 5) == 0)
-        put_raw(api, sub, body, len, r);
+        put_raw(api, sub, body, len, q->stamp, r);
     else if (get && strcmp(sub, "/log") == 0)
-        get_log(api, since, r);
+        get_log(api, q->since, r);
     else if (get && strcmp(sub, "/stats") == 0)
         as_reply_json(r, 200, as_stats_json(api->stats));
     else if (post && strcmp(sub, "/stats/reset") == 0) {

@@ -12,10 +12,15 @@
 #include "api.h"
 #include "status.h"
 
+/* The query parameters control requests use; each NULL when absent. */
+struct as_control_query {
+    const char *since; /* GET /log: entries after this seq */
+    const char *stamp; /* PUT /raw: "1" or "true" stamps the resourceVersion */
+};
+
 /* Handles one control request. sub is the path after "/_control" (e.g.
- * "/faults"), body/len the request body, since the "since" query parameter
- * or NULL. Sets r. */
+ * "/faults"), body/len the request body. Sets r. */
 void as_control(struct as_api *api, const char *method, const char *sub, const char *body,
-                size_t len, const char *since, struct as_reply *r);
+                size_t len, const struct as_control_query *q, struct as_reply *r);
 
 #endif

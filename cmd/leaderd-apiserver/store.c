@@ -816,16 +816,35 @@ out:
     json_decref(obj);
 }
 
+/* text with metadata.resourceVersion set to rv when it is a JSON object
+ * with a metadata object, else a plain copy; new string or NULL. */
+static char *stamped_copy(const char *text, size_t len, bool stamp, uint64_t rv)
+{
+    json_t *doc = stamp ? json_loadb(text, len, 0, NULL) : NULL;
+    json_t *meta = json_object_get(doc, "metadata");
+    char *out = NULL;
+    if (json_is_object(doc) && json_is_object(meta)) {
+        set_rv(doc, rv);
+        out = json_dumps(doc, JSON_COMPACT);
+    } else {
+        out = malloc(len + 1);
+        if (out) {
+            memcpy(out, text, len);
+            out[len] = '\0';
+        }
+    }
+    json_decref(doc);
+    return out;
+}
+
 uint64_t as_store_put_raw(struct as_store *s, const char *ns, const char *name,
-                          const char *text, size_t len, const char *client)
+                          const char *text, size_t len, const char *client, bool stamp)
 {
     uint64_t rv = 0;
-    char *copy = malloc(len + 1);
-    if (!copy)
-        return 0;
-    memcpy(copy, text, len);
-    copy[len] = '\0';
     pthread_mutex_lock(&s->mu);
+    char *copy = stamped_copy(text, len, stamp, s->rv + 1);
+    if (!copy)
+        goto out;
     struct entry *e = find(s, ns, name);
     const char *type = e ? "MODIFIED" : "ADDED";
     if (!e && s->n < MAX_ENTRIES)

@@ -84,10 +84,13 @@ void as_store_delete(struct as_store *s, const char *ns, const char *name,
 
 /* Stores text verbatim as ns/name, bypassing decoding and validation. Its
  * resourceVersion (for preconditions) is the text's metadata.resourceVersion
- * when that is a decimal string, else a fresh one. Returns that version, or
+ * when that is a decimal string, else a fresh one. With stamp, a text that is
+ * a JSON object with a "metadata" object gets the fresh version written into
+ * metadata.resourceVersion (the rest is kept, wrong types and all), the way
+ * a real server would label even a corrupted object. Returns that version, or
  * 0 on allocation failure. */
 uint64_t as_store_put_raw(struct as_store *s, const char *ns, const char *name,
-                          const char *text, size_t len, const char *client);
+                          const char *text, size_t len, const char *client, bool stamp);
 
 /* The write log entries with seq > since, as a new JSON array. */
 json_t *as_store_log(struct as_store *s, uint64_t since);

@@ -1,8 +1,11 @@
 /*
  * http: the sidecar's HTTP server on libmicrohttpd (/leader, /healthz,
- * /readyz, /metrics, /). Handlers copy the state snapshot under its mutex
- * and render; they never wait on the election loop or the API. Routing and
- * rendering are plain functions so they can be tested without a socket.
+ * /readyz, /metrics, /, the /leader long-poll and the /watch event stream).
+ * Handlers copy the state snapshot under its mutex and render; they never
+ * wait on the election loop or the API, and held requests are suspended
+ * connections, so they never occupy the server's thread. Routing,
+ * rendering and query parsing are plain functions, testable without a
+ * socket.
  */
 #ifndef LEADERD_HTTP_H
 #define LEADERD_HTTP_H
@@ -11,10 +14,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lease.h"
 #include "metrics.h"
 #include "state.h"
 
 struct ld_http;
+
+/* Defaults of struct ld_http_options (a zero field means its default). */
+#define LD_HTTP_HEARTBEAT_MS 15000    /* ": ping" comment on /watch streams */
+#define LD_HTTP_MAX_WAIT_MS 60000     /* long-poll wait= is capped to this */
+#define LD_HTTP_MAX_HELD 256          /* long-polls held at once */
+#define LD_HTTP_MAX_SUBSCRIBERS 1024  /* /watch streams at once */
+#define LD_HTTP_MAX_CONNECTIONS 4096  /* all connections; see ld_http_start_opts */
+#define LD_HTTP_IDLE_TIMEOUT_S 15     /* silent connections are closed after this */
+
+struct ld_http_options {
+    int64_t heartbeat_ms;
+    int64_t max_wait_ms;
+    unsigned int max_held;
+    unsigned int max_subscribers;
+    unsigned int max_connections;
+    unsigned int idle_timeout_s;
+};
 
 /* Binds host:port (host "" = all interfaces, IPv6 and IPv4 when the system
  * allows, else IPv4; "0.0.0.0" = all IPv4; an IPv6 literal without
@@ -26,11 +47,38 @@ struct ld_http;
 struct ld_http *ld_http_start(const char *host, int port, struct ld_state *st,
                               struct ld_metrics *m, char *err, size_t errlen);
 
+/* ld_http_start with limits (opts NULL or zero fields = the defaults).
+ * The connection limit is also kept 64 below the process's RLIMIT_NOFILE
+ * soft limit as it stands at the call, so accept() never runs out of
+ * descriptors; raise that limit first to allow more. Held long-polls and
+ * /watch streams are capped at a half and a quarter of the connection
+ * limit as well, so probes always find room: when the server is nearly
+ * full, the connection that has been idle (no request in progress) the
+ * longest is closed to make room for a new one. Errors as ld_http_start. */
+struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *st,
+                                   struct ld_metrics *m,
+                                   const struct ld_http_options *opts, char *err,
+                                   size_t errlen);
+
 /* Stops serving, closes the socket and frees h. NULL-safe. */
 void ld_http_stop(struct ld_http *h);
 
 /* The port actually bound (useful after asking for port 0). */
 int ld_http_port(const struct ld_http *h);
+
+/* Counters of a running server, for tests and metrics. */
+struct ld_http_stats {
+    unsigned int connections;   /* open now */
+    unsigned int idle;          /* open with no request in progress */
+    unsigned int held;          /* long-polls waiting */
+    unsigned int subscribers;   /* /watch streams */
+    unsigned int max_connections, max_held, max_subscribers; /* effective */
+    uint64_t evicted;           /* idle connections closed to make room */
+    uint64_t seq;               /* id of the latest /watch event */
+};
+
+/* Fills out with h's counters. Thread-safe. */
+void ld_http_get_stats(struct ld_http *h, struct ld_http_stats *out);
 
 /* One answer, as the server would send it. */
 struct ld_http_reply {
@@ -41,9 +89,11 @@ struct ld_http_reply {
     size_t len;
 };
 
-/* Answers method + path (no query string; it is ignored) from the snapshot
- * as of now_ms (monotonic). m may be NULL (then /metrics has no API
- * series). Returns 0 with out filled, or -1 on allocation failure. */
+/* Answers method + path (no query string) from the snapshot as of now_ms
+ * (monotonic), as a request that does not wait: /leader as without wait=,
+ * /watch as the single event a new stream starts with (without its id).
+ * m may be NULL (then /metrics has no API series). Returns 0 with out
+ * filled, or -1 on allocation failure. */
 int ld_http_route(const char *method, const char *path, const struct ld_snapshot *snap,
                   struct ld_metrics *m, int64_t now_ms, struct ld_http_reply *out);
 void ld_http_reply_clear(struct ld_http_reply *r); /* NULL-safe */
@@ -53,6 +103,36 @@ void ld_http_reply_clear(struct ld_http_reply *r); /* NULL-safe */
  * Returns a new string (free()) or NULL on allocation failure. The status
  * to send with it is 200 when is_leader, else 503. */
 char *ld_http_render_leader(const struct ld_snapshot *snap, int64_t now_ms);
+
+/* What a long-poll caller passed on GET /leader: it has seen leader, term
+ * and is_leader (each only if given) and wants an answer when the state
+ * differs, or after wait_ms. */
+struct ld_http_poll {
+    bool wait;         /* wait= given: the request may be held */
+    int64_t wait_ms;   /* capped at the server's maximum */
+    bool has_leader, has_term, has_is_leader;
+    bool is_leader;
+    int64_t term;
+    char leader[LD_LEASE_MAX_HOLDER + 1];
+};
+
+/* Empties p (nothing given). */
+void ld_http_poll_init(struct ld_http_poll *p);
+
+/* Takes one query argument (key and value URL-decoded, value NULL for a
+ * bare key) into p: wait (a Go duration such as "30s", or whole seconds;
+ * more than max_wait_ms is capped), leader (an identity, "" for nobody),
+ * term (an integer >= 0) and is_leader (true/false/1/0). Other keys are
+ * ignored. Returns 0, or -1 with a one-line reason in err for a malformed
+ * or repeated value (the request gets 400). */
+int ld_http_poll_arg(struct ld_http_poll *p, const char *key, const char *value,
+                     int64_t max_wait_ms, char *err, size_t errlen);
+
+/* True when the state as of now_ms differs from what p says the caller
+ * has seen (fields not given are not compared; nothing given never
+ * differs). */
+bool ld_http_poll_differs(const struct ld_http_poll *p, const struct ld_snapshot *snap,
+                          int64_t now_ms);
 
 /* Liveness as /healthz judges it at now_ms: true when healthy; otherwise
  * false with the reason in why (why may be NULL). Unhealthy when

@@ -1,10 +1,13 @@
 /*
  * loop: drives one election against the API server and publishes it.
+ *
+ * Between requests the loop waits on the watch stream (when one runs) and
+ * on the signal fd at once, so a released Lease wakes a standby within
+ * milliseconds and SIGTERM is acted on at once.
  */
 #include "loop.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,13 +15,36 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "watch.h"
 
-/* Per-pass bookkeeping that is not the engine's business. */
+#define WATCH_BACKOFF_MIN_MS 250
+#define WATCH_BACKOFF_MAX_MS 30000
+/* Streams are re-opened at a random point in this range, so replicas do
+ * not all reconnect at once. */
+#define WATCH_TIMEOUT_MIN_S 240
+#define WATCH_TIMEOUT_SPAN_S 60
+/* A stream that lasted this long was healthy: reconnect without backoff. */
+#define WATCH_STABLE_MS 60000
+
+/* Per-run bookkeeping that is not the engine's business. */
 struct pass_state {
+    struct ld_loop *loop;
     bool first_leader_seen;
     int64_t transitions_seen;
     enum ld_err last_logged_err; /* repeated failures are logged once */
+    struct ld_errinfo last_err;  /* the latest API failure, for step-down lines */
     bool stopping;
+    int64_t auth_failing_since_ms; /* first of an unbroken run of 401/403, or 0 */
+
+    struct ld_watch_decoder decoder;
+    bool watch_healthy;
+    int64_t watch_started_ms;
+    int64_t watch_next_start_ms;
+    int64_t watch_backoff_ms;
+    int64_t watch_last_data_ms;
+    bool watch_relist; /* a 410: restart without a resourceVersion */
+    bool watch_ended;  /* an ERROR event: stop once out of curl's callback */
+    unsigned watch_invalid_logged;
 };
 
 static struct ld_now read_clocks(void)
@@ -27,17 +53,23 @@ static struct ld_now read_clocks(void)
     return now;
 }
 
-static void log_event(const struct ld_loop *loop, const struct ld_event *ev,
-                      struct pass_state *ps)
+static void log_event(struct pass_state *ps, const struct ld_event *ev)
 {
+    const struct ld_loop *loop = ps->loop;
     switch (ev->kind) {
     case LD_EV_STARTED_LEADING:
         ld_log(LD_LOG_INFO, "leadership acquired: %s/%s now held by \"%s\" (term %d)",
                loop->namespace_, loop->name, ev->leader, (int)ev->term);
+        if (ev->acquire_delay_ms >= 0 && loop->metrics)
+            ld_metrics_acquire_delay(loop->metrics, (double)ev->acquire_delay_ms / 1000.0);
         break;
     case LD_EV_STOPPED_LEADING:
-        ld_log(LD_LOG_WARN, "leadership lost: %s (term %d)", ld_stop_reason_str(ev->reason),
-               (int)ev->term);
+        if (ev->reason == LD_STOP_RENEW_DEADLINE && ps->last_err.code != LD_OK)
+            ld_log(LD_LOG_WARN, "leadership lost: %s (term %d); last API error: %s",
+                   ld_stop_reason_str(ev->reason), (int)ev->term, ps->last_err.msg);
+        else
+            ld_log(LD_LOG_WARN, "leadership lost: %s (term %d)",
+                   ld_stop_reason_str(ev->reason), (int)ev->term);
         break;
     case LD_EV_NEW_LEADER:
         if (ps->first_leader_seen)
@@ -62,11 +94,27 @@ static void log_event(const struct ld_loop *loop, const struct ld_event *ev,
     }
 }
 
-static void publish(const struct ld_loop *loop, struct pass_state *ps, int64_t now_ms)
+/* What /healthz should say about the API, or "" when all is well. */
+static void health_of(const struct pass_state *ps, const struct ld_election_status *st,
+                      int64_t now_ms, char *out, size_t len)
 {
+    out[0] = '\0';
+    int64_t failing = ps->auth_failing_since_ms ? now_ms - ps->auth_failing_since_ms : 0;
+    if (failing > ps->loop->renew_deadline_ms)
+        snprintf(out, len,
+                 "the API server has rejected our credentials for %lld s (HTTP %ld %s)",
+                 (long long)(failing / 1000), ps->last_err.http_status,
+                 ps->last_err.reason[0] ? ps->last_err.reason : "");
+    else if (st->quarantined)
+        snprintf(out, len, "another process uses this replica's identity");
+}
+
+static void publish(struct pass_state *ps, int64_t now_ms)
+{
+    struct ld_loop *loop = ps->loop;
     struct ld_event ev;
     while (ld_election_take_event(loop->election, &ev))
-        log_event(loop, &ev, ps);
+        log_event(ps, &ev);
 
     struct ld_election_status st;
     ld_election_status(loop->election, &st);
@@ -82,6 +130,7 @@ static void publish(const struct ld_loop *loop, struct pass_state *ps, int64_t n
     snap.last_renew_wall_us = st.last_renew_wall_us;
     snap.heartbeat_ms = now_ms;
     snap.transitions_seen = ps->transitions_seen;
+    health_of(ps, &st, now_ms, snap.health_error, sizeof(snap.health_error));
     ld_state_publish(loop->state, &snap);
 }
 
@@ -95,27 +144,153 @@ static bool take_signal(int fd)
     return stop;
 }
 
-static void begin_shutdown(struct ld_loop *loop, struct pass_state *ps)
+static void begin_shutdown(struct pass_state *ps)
 {
     if (ps->stopping)
         return;
     ps->stopping = true;
     ld_log(LD_LOG_INFO, "shutdown requested");
-    ld_election_shutdown(loop->election, read_clocks());
+    ld_election_shutdown(ps->loop->election, read_clocks());
 }
 
-/* Sleeps until wake_at_ms or a signal. */
-static void wait_for(struct ld_loop *loop, struct pass_state *ps, int64_t wake_at_ms)
+/* ---- the watch ---------------------------------------------------------- */
+
+static void watch_broken(struct pass_state *ps, int64_t now_ms)
 {
-    int64_t delay = wake_at_ms - ld_mono_ms();
-    if (delay <= 0)
+    ld_kube_watch_stop(ps->loop->kube);
+    ld_election_set_watch(ps->loop->election, false);
+    ps->watch_healthy = false;
+    bool stable = ps->watch_started_ms && now_ms - ps->watch_started_ms >= WATCH_STABLE_MS;
+    if (stable)
+        ps->watch_backoff_ms = 0;
+    ps->watch_next_start_ms = now_ms + ps->watch_backoff_ms;
+    ps->watch_backoff_ms = ps->watch_backoff_ms ? ps->watch_backoff_ms * 2
+                                                : WATCH_BACKOFF_MIN_MS;
+    if (ps->watch_backoff_ms > WATCH_BACKOFF_MAX_MS)
+        ps->watch_backoff_ms = WATCH_BACKOFF_MAX_MS;
+}
+
+static void on_watch_event(void *ctx, const struct ld_watch_event *ev)
+{
+    struct pass_state *ps = ctx;
+    struct ld_loop *loop = ps->loop;
+    struct ld_now now = read_clocks();
+    ps->watch_last_data_ms = now.mono_ms;
+    if (loop->metrics)
+        ld_metrics_watch_event(loop->metrics);
+    switch (ev->type) {
+    case LD_WATCH_ADDED:
+    case LD_WATCH_MODIFIED:
+        ld_election_observe(loop->election, now, ev->lease);
+        break;
+    case LD_WATCH_DELETED:
+        ld_election_observe_deleted(loop->election, now);
+        break;
+    case LD_WATCH_BOOKMARK:
+        break;
+    case LD_WATCH_ERROR:
+        ld_log(LD_LOG_INFO, "watch ended by the server: %s", ev->error.msg);
+        ps->watch_relist = ev->error.code == LD_EGONE;
+        ps->watch_ended = true;
         return;
+    case LD_WATCH_INVALID:
+        /* A corrupted object is not a reason to lose the stream; the GET
+         * path reports it too and never acts on it. */
+        if (ps->watch_invalid_logged++ % 100 == 0)
+            ld_log(LD_LOG_WARN, "ignoring a malformed watch event: %s", ev->error.msg);
+        return;
+    }
+    if (!ps->watch_healthy && ld_kube_watch_running(loop->kube)) {
+        ps->watch_healthy = true;
+        ld_election_set_watch(loop->election, true);
+    }
+}
+
+static void on_watch_data(void *ctx, const char *data, size_t len)
+{
+    struct pass_state *ps = ctx;
+    if (ld_watch_feed(&ps->decoder, data, len, on_watch_event, ps) != LD_OK)
+        ld_log(LD_LOG_WARN, "out of memory decoding the watch stream");
+}
+
+static void maybe_start_watch(struct pass_state *ps, int64_t now_ms)
+{
+    struct ld_loop *loop = ps->loop;
+    if (ps->stopping || ld_kube_watch_running(loop->kube) || now_ms < ps->watch_next_start_ms)
+        return;
+    struct ld_election_status st;
+    ld_election_status(loop->election, &st);
+    if (!st.observed)
+        return; /* the first GET tells where to start from */
+    const char *rv = ps->watch_relist ? NULL : st.resource_version;
+    int timeout_s = WATCH_TIMEOUT_MIN_S + (int)(ld_wall_us() % WATCH_TIMEOUT_SPAN_S);
+    struct ld_errinfo err;
+    ld_watch_decoder_reset(&ps->decoder);
+    if (ld_kube_watch_start(loop->kube, loop->namespace_, loop->name, rv, timeout_s, &err) !=
+        LD_OK) {
+        ld_log(LD_LOG_WARN, "cannot start the watch: %s", err.msg);
+        watch_broken(ps, now_ms);
+        return;
+    }
+    ps->watch_relist = false;
+    ps->watch_started_ms = now_ms;
+    ps->watch_last_data_ms = now_ms;
+    if (loop->metrics)
+        ld_metrics_watch_started(loop->metrics);
+    ld_log(LD_LOG_DEBUG, "watch started from resourceVersion %s", rv ? rv : "(current)");
+}
+
+/* A watch that says nothing for too long may be wedged behind a proxy;
+ * bookmarks and the leader's renewals normally keep it busy. */
+static void check_watch_silence(struct pass_state *ps, int64_t now_ms)
+{
+    int64_t limit = 2 * ps->loop->lease_duration_ms + 60000;
+    if (ps->watch_healthy && now_ms - ps->watch_last_data_ms > limit) {
+        ld_log(LD_LOG_INFO, "watch silent for %lld s; restarting it",
+               (long long)((now_ms - ps->watch_last_data_ms) / 1000));
+        watch_broken(ps, now_ms);
+        ps->watch_next_start_ms = now_ms;
+    }
+}
+
+/* ---- waiting and requests ----------------------------------------------- */
+
+/* Waits until wake_at_ms, a signal, or a watch event the engine may want
+ * to act on. */
+static void wait_for(struct pass_state *ps, int64_t wake_at_ms)
+{
+    struct ld_loop *loop = ps->loop;
+    int64_t now = ld_mono_ms();
+    maybe_start_watch(ps, now);
+    check_watch_silence(ps, now);
+    int64_t until = wake_at_ms;
+    if (!ld_kube_watch_running(loop->kube) && !ps->stopping && ps->watch_next_start_ms > now &&
+        ps->watch_next_start_ms < until)
+        until = ps->watch_next_start_ms;
+    int64_t delay = until - now;
+    if (delay < 0)
+        delay = 0;
     if (delay > 60000)
         delay = 60000;
-    struct pollfd pfd = {.fd = loop->signal_fd, .events = POLLIN};
-    int n = poll(&pfd, 1, (int)delay);
-    if (n > 0 && take_signal(loop->signal_fd))
-        begin_shutdown(loop, ps);
+    struct ld_errinfo err;
+    enum ld_err rc = ld_kube_watch_wait(loop->kube, delay, on_watch_data, ps, &err);
+    if (ps->watch_ended) {
+        ps->watch_ended = false;
+        watch_broken(ps, ld_mono_ms());
+        if (ps->watch_relist)
+            ps->watch_next_start_ms = ld_mono_ms(); /* a 410 is routine: re-read now */
+    }
+    if (rc == LD_ECANCELED) {
+        if (take_signal(loop->signal_fd))
+            begin_shutdown(ps);
+    } else if (rc != LD_OK) {
+        if (rc == LD_EGONE)
+            ps->watch_relist = true;
+        ld_log(rc == LD_EEOF ? LD_LOG_DEBUG : LD_LOG_INFO, "watch ended: %s", err.msg);
+        watch_broken(ps, ld_mono_ms());
+        if (rc == LD_EEOF || rc == LD_EGONE)
+            ps->watch_next_start_ms = ld_mono_ms(); /* routine: reconnect now */
+    }
 }
 
 static enum ld_err perform(struct ld_loop *loop, const struct ld_action *act,
@@ -141,14 +316,22 @@ static const char *verb_of(enum ld_action_kind kind)
 
 /* API failures are normal events for an elector (a lost race is a 409), so
  * conflicts are debug and a run of identical errors is logged once. */
-static void log_failure(struct pass_state *ps, const struct ld_action *act, enum ld_err rc,
-                        const struct ld_errinfo *err)
+static void note_outcome(struct pass_state *ps, const struct ld_action *act, enum ld_err rc,
+                         const struct ld_errinfo *err, int64_t now_ms)
 {
+    bool auth = rc == LD_EUNAUTHORIZED || rc == LD_EFORBIDDEN;
+    if (!auth)
+        ps->auth_failing_since_ms = 0;
+    else if (!ps->auth_failing_since_ms)
+        ps->auth_failing_since_ms = now_ms;
     if (rc == LD_OK || rc == LD_ENOTFOUND || rc == LD_ECANCELED) {
-        if (rc == LD_OK)
+        if (rc == LD_OK) {
             ps->last_logged_err = LD_OK;
+            ld_errinfo_clear(&ps->last_err);
+        }
         return;
     }
+    ps->last_err = *err;
     enum ld_log_level level = LD_LOG_WARN;
     if (rc == LD_ECONFLICT || rc == LD_EEXISTS || rc == ps->last_logged_err)
         level = LD_LOG_DEBUG;
@@ -158,35 +341,42 @@ static void log_failure(struct pass_state *ps, const struct ld_action *act, enum
            err->msg);
 }
 
-static void run_request(struct ld_loop *loop, struct pass_state *ps,
-                        const struct ld_action *act)
+static void run_request(struct pass_state *ps, const struct ld_action *act)
 {
+    struct ld_loop *loop = ps->loop;
     struct ld_lease out;
     struct ld_errinfo err;
     ld_lease_init(&out);
     ld_errinfo_clear(&err);
     enum ld_err rc = perform(loop, act, &out, &err);
-    log_failure(ps, act, rc, &err);
-    ld_election_result(loop->election, read_clocks(), rc, rc == LD_OK ? &out : NULL, &err);
+    struct ld_now now = read_clocks();
+    note_outcome(ps, act, rc, &err, now.mono_ms);
+    ld_election_result(loop->election, now, rc, rc == LD_OK ? &out : NULL, &err);
     ld_lease_clear(&out);
     if (rc == LD_ECANCELED && take_signal(loop->signal_fd))
-        begin_shutdown(loop, ps);
+        begin_shutdown(ps);
 }
 
 int ld_loop_run(struct ld_loop *loop)
 {
-    struct pass_state ps = {.last_logged_err = LD_OK};
+    struct pass_state ps;
+    memset(&ps, 0, sizeof(ps));
+    ps.loop = loop;
+    ps.last_logged_err = LD_OK;
+    ld_watch_decoder_init(&ps.decoder);
     for (;;) {
         struct ld_now now = read_clocks();
         struct ld_action act = ld_election_next(loop->election, now);
-        publish(loop, &ps, now.mono_ms);
+        publish(&ps, now.mono_ms);
         if (act.kind == LD_ACT_DONE)
             break;
         if (act.kind == LD_ACT_WAIT)
-            wait_for(loop, &ps, act.wake_at_ms);
+            wait_for(&ps, act.wake_at_ms);
         else
-            run_request(loop, &ps, &act);
+            run_request(&ps, &act);
     }
-    publish(loop, &ps, ld_mono_ms());
+    ld_kube_watch_stop(loop->kube);
+    publish(&ps, ld_mono_ms());
+    ld_watch_decoder_clear(&ps.decoder);
     return 0;
 }

@@ -178,6 +178,9 @@ int main(int argc, char **argv)
             .signal_fd = d.signal_fd,
             .namespace_ = d.cfg.namespace_,
             .name = d.cfg.lease_name,
+            .metrics = &d.metrics,
+            .lease_duration_ms = d.cfg.lease_duration_ms,
+            .renew_deadline_ms = d.cfg.renew_deadline_ms,
         };
         rc = ld_loop_run(&loop);
         ld_log(LD_LOG_INFO, "leaderd stopped");

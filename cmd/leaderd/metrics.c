@@ -56,6 +56,16 @@ static struct ld_metrics_series *find_series(struct ld_metrics *m, int verb, lon
     return NULL;
 }
 
+static void observe_bucket(uint64_t *buckets, double seconds)
+{
+    for (size_t i = 0; i < LD_METRICS_BUCKETS; i++) {
+        if (seconds <= bucket_le[i]) {
+            buckets[i]++;
+            return;
+        }
+    }
+}
+
 void ld_metrics_observe_request(void *ctx, const char *verb, long http_status,
                                 double seconds)
 {
@@ -79,14 +89,12 @@ void ld_metrics_observe_request(void *ctx, const char *verb, long http_status,
         s->count = 0;
     }
     s->count++;
-    for (size_t i = 0; i < LD_METRICS_BUCKETS; i++) {
-        if (seconds <= bucket_le[i]) {
-            m->bucket[i]++;
-            break;
-        }
+    /* A watch lasts minutes by design; its length is not a latency. */
+    if (strcmp(verbs[v], "WATCH") != 0) {
+        observe_bucket(m->bucket, seconds);
+        m->count++;
+        m->sum += seconds;
     }
-    m->count++;
-    m->sum += seconds;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -214,6 +222,63 @@ static void render_election(struct tbuf *b, const struct ld_snapshot *snap,
     tb_printf(b, "leaderd_observed %d\n", snap->observed ? 1 : 0);
 }
 
+void ld_metrics_watch_started(struct ld_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->watch_restarts++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ld_metrics_watch_event(struct ld_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->watch_events++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ld_metrics_acquire_delay(struct ld_metrics *m, double seconds)
+{
+    if (!(seconds >= 0))
+        seconds = 0;
+    pthread_mutex_lock(&m->mu);
+    observe_bucket(m->acquire_bucket, seconds);
+    m->acquire_count++;
+    m->acquire_sum += seconds;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void render_histogram(struct tbuf *b, const char *name, const uint64_t *buckets,
+                             uint64_t count, double sum)
+{
+    uint64_t cum = 0;
+    for (size_t i = 0; i < LD_METRICS_BUCKETS; i++) {
+        cum += buckets[i];
+        tb_printf(b, "%s_bucket{le=\"%s\"} %llu\n", name, bucket_text[i],
+                  (unsigned long long)cum);
+    }
+    tb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)count);
+    tb_printf(b, "%s_sum ", name);
+    tb_float(b, sum);
+    tb_printf(b, "\n%s_count %llu\n", name, (unsigned long long)count);
+}
+
+static void render_watch(struct tbuf *b, struct ld_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    header(b, "leaderd_watch_restarts_total", "counter",
+           "Watch streams on the Lease started (first start included).");
+    tb_printf(b, "leaderd_watch_restarts_total %llu\n",
+              (unsigned long long)m->watch_restarts);
+    header(b, "leaderd_watch_events_total", "counter",
+           "Watch events received on the Lease (bookmarks included).");
+    tb_printf(b, "leaderd_watch_events_total %llu\n", (unsigned long long)m->watch_events);
+    header(b, "leaderd_acquire_delay_seconds", "histogram",
+           "Time from first observing the Lease free or expired to holding it.");
+    render_histogram(b, "leaderd_acquire_delay_seconds", m->acquire_bucket,
+                     m->acquire_count, m->acquire_sum);
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void render_api(struct tbuf *b, struct ld_metrics *m)
 {
     pthread_mutex_lock(&m->mu);
@@ -233,19 +298,9 @@ static void render_api(struct tbuf *b, struct ld_metrics *m)
     }
 
     header(b, "leaderd_api_request_duration_seconds", "histogram",
-           "Latency of requests made to the Kubernetes API.");
-    uint64_t cum = 0;
-    for (size_t i = 0; i < LD_METRICS_BUCKETS; i++) {
-        cum += m->bucket[i];
-        tb_printf(b, "leaderd_api_request_duration_seconds_bucket{le=\"%s\"} %llu\n",
-                  bucket_text[i], (unsigned long long)cum);
-    }
-    tb_printf(b, "leaderd_api_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
-              (unsigned long long)m->count);
-    tb_printf(b, "leaderd_api_request_duration_seconds_sum ");
-    tb_float(b, m->sum);
-    tb_printf(b, "\nleaderd_api_request_duration_seconds_count %llu\n",
-              (unsigned long long)m->count);
+           "Latency of requests made to the Kubernetes API (watch streams excluded).");
+    render_histogram(b, "leaderd_api_request_duration_seconds", m->bucket, m->count,
+                     m->sum);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -259,6 +314,7 @@ int ld_metrics_render(struct ld_metrics *m, const struct ld_snapshot *snap,
         return -1;
     render_election(&b, snap, now_ms);
     render_api(&b, m);
+    render_watch(&b, m);
     header(&b, "leaderd_build_info", "gauge",
            "Always 1; the version label names the build.");
     tb_printf(&b, "leaderd_build_info{version=\"");

@@ -33,6 +33,11 @@ struct ld_metrics {
     uint64_t bucket[LD_METRICS_BUCKETS]; /* per bucket, not cumulative */
     uint64_t count;
     double sum;
+    uint64_t watch_restarts;  /* watch streams (re)started */
+    uint64_t watch_events;    /* watch events received */
+    uint64_t acquire_bucket[LD_METRICS_BUCKETS]; /* free-seen -> acquired delays */
+    uint64_t acquire_count;
+    double acquire_sum;
 };
 
 void ld_metrics_init(struct ld_metrics *m);
@@ -47,6 +52,14 @@ void ld_metrics_destroy(struct ld_metrics *m);
  * Thread-safe. */
 void ld_metrics_observe_request(void *m, const char *verb, long http_status,
                                 double seconds);
+
+/* Watch bookkeeping, from the election loop. Thread-safe. */
+void ld_metrics_watch_started(struct ld_metrics *m);
+void ld_metrics_watch_event(struct ld_metrics *m);
+
+/* Records the time from first observing the Lease free (released or
+ * expired) to holding it. Thread-safe. */
+void ld_metrics_acquire_delay(struct ld_metrics *m, double seconds);
 
 /* Renders every metric, with # HELP and # TYPE, into a new buffer (*out,
  * free with free(), NUL-terminated; *len excludes the NUL). Election

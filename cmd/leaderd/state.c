@@ -54,6 +54,28 @@ void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next)
     st->snap.seq = keep.seq + (changed ? 1 : 0);
     if (changed)
         pthread_cond_broadcast(&st->changed);
+    for (struct ld_state_listener *l = st->listeners; l; l = l->next)
+        l->fn(l->arg);
+    pthread_mutex_unlock(&st->mu);
+}
+
+void ld_state_listen(struct ld_state *st, struct ld_state_listener *l)
+{
+    pthread_mutex_lock(&st->mu);
+    l->next = st->listeners;
+    st->listeners = l;
+    pthread_mutex_unlock(&st->mu);
+}
+
+void ld_state_unlisten(struct ld_state *st, struct ld_state_listener *l)
+{
+    pthread_mutex_lock(&st->mu);
+    for (struct ld_state_listener **p = &st->listeners; *p; p = &(*p)->next) {
+        if (*p == l) {
+            *p = l->next;
+            break;
+        }
+    }
     pthread_mutex_unlock(&st->mu);
 }
 

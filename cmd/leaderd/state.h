@@ -32,10 +32,18 @@ struct ld_snapshot {
     int64_t transitions_seen;  /* leadership changes observed (metric) */
 };
 
+/* Someone to tell about every publish (see ld_state_listen). */
+struct ld_state_listener {
+    void (*fn)(void *arg);
+    void *arg;
+    struct ld_state_listener *next; /* owned by ld_state */
+};
+
 struct ld_state {
     pthread_mutex_t mu;
     pthread_cond_t changed;    /* broadcast on every seq bump */
     struct ld_snapshot snap;
+    struct ld_state_listener *listeners;
 };
 
 void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
@@ -49,6 +57,17 @@ void ld_state_read(struct ld_state *st, struct ld_snapshot *out);
  * identity and seq are kept), bumps seq and wakes waiters when leader,
  * term or leading changed. */
 void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next);
+
+/* Registers l (borrowed: it must stay valid until ld_state_unlisten).
+ * l->fn(l->arg) is then called after every publish, visible change or not,
+ * because leadership as judged at a later time also depends on
+ * lead_until_ms. It runs on the publisher's thread with st's mutex held,
+ * so it must be quick and must not touch st (writing an eventfd is the
+ * intended use). Thread-safe. */
+void ld_state_listen(struct ld_state *st, struct ld_state_listener *l);
+/* Unregisters l; after it returns l->fn is no longer running or called.
+ * Unknown listeners are ignored. */
+void ld_state_unlisten(struct ld_state *st, struct ld_state_listener *l);
 
 /* Leadership as of now_ms: leading and before lead_until_ms. */
 bool ld_snapshot_is_leader(const struct ld_snapshot *s, int64_t now_ms);

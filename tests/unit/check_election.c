@@ -592,6 +592,10 @@ START_TEST(watching_standby_does_not_poll)
         ck_assert_int_eq(wake, t + 15000); /* only the expiry timer */
     }
     ck_assert_int_eq(api.gets, gets);
+    /* Woken early, it reads first: a valid foreign Lease is never claimed
+     * from the cache. */
+    ld_election_wake(e);
+    ck_assert_int_eq(ld_election_next(e, at(120001)).kind, LD_ACT_GET);
     ld_election_free(e);
     fake_api_clear(&api);
 }

@@ -1,0 +1,187 @@
+/*
+ * fuzz_watch: the watch-stream line splitter and event decoder
+ * (ld_watch_feed). The same bytes fed at once and fed in arbitrary pieces
+ * must give the same events, one per complete non-blank line, each
+ * well-formed for its type; an unfinished last line must stay buffered.
+ *
+ * Input: one byte of flags and chunking seed, then the stream. Flag 0x80
+ * first feeds a line longer than LD_WATCH_MAX_LINE, so the skip path runs.
+ */
+#include "fuzz.h"
+
+#include "watch.h"
+
+/* What the callback saw, as text, so two runs compare with strcmp. */
+struct log {
+    char *p;
+    size_t len, cap;
+    size_t events;
+};
+
+static char *long_line; /* LD_WATCH_MAX_LINE + 1 bytes, no newline */
+
+static void log_add(struct log *l, const char *s)
+{
+    size_t n = strlen(s);
+
+    if (l->len + n + 1 > l->cap) {
+        size_t cap = l->cap ? l->cap : 1024;
+        while (cap < l->len + n + 1)
+            cap *= 2;
+        char *np = realloc(l->p, cap);
+        FUZZ_CHECK(np != NULL);
+        l->p = np;
+        l->cap = cap;
+    }
+    memcpy(l->p + l->len, s, n + 1);
+    l->len += n;
+}
+
+static void check_errinfo(const struct ld_errinfo *e)
+{
+    FUZZ_CHECK(e->code != LD_OK);
+    FUZZ_CHECK(memchr(e->msg, '\0', sizeof e->msg) != NULL);
+    FUZZ_CHECK(memchr(e->reason, '\0', sizeof e->reason) != NULL);
+}
+
+static void on_event(void *ctx, const struct ld_watch_event *ev)
+{
+    struct log *l = ctx;
+    char head[512];
+    char *enc = NULL;
+
+    l->events++;
+    switch (ev->type) {
+    case LD_WATCH_ADDED:
+    case LD_WATCH_MODIFIED:
+    case LD_WATCH_DELETED:
+        FUZZ_CHECK(ev->lease != NULL && ev->lease->name && ev->lease->spec.holder);
+        FUZZ_CHECK(ev->resource_version == ev->lease->resource_version);
+        enc = ld_lease_encode(ev->lease);
+        FUZZ_CHECK(enc != NULL);
+        break;
+    case LD_WATCH_BOOKMARK:
+        FUZZ_CHECK(ev->lease == NULL && ev->resource_version != NULL);
+        break;
+    case LD_WATCH_ERROR:
+        FUZZ_CHECK(ev->lease == NULL);
+        check_errinfo(&ev->error);
+        break;
+    case LD_WATCH_INVALID:
+        FUZZ_CHECK(ev->lease == NULL);
+        check_errinfo(&ev->error);
+        FUZZ_CHECK(ev->error.msg[0] != '\0');
+        break;
+    default:
+        FUZZ_CHECK(!"unknown event type");
+    }
+    snprintf(head, sizeof head, "%d %d %ld %lld [%s] [%s] rv=%.100s ", (int)ev->type,
+             (int)ev->error.code, ev->error.http_status,
+             (long long)ev->error.retry_after_ms, ev->error.reason, ev->error.msg,
+             ev->resource_version ? ev->resource_version : "(null)");
+    log_add(l, head);
+    log_add(l, enc ? enc : "-");
+    log_add(l, "\n");
+    free(enc);
+}
+
+/* Events the stream must produce: one per complete line that is not empty
+ * once trailing CR and spaces are cut; the first line is swallowed by the
+ * over-long prefix when there is one. */
+static size_t expected_events(const char *s, size_t n, bool prefix)
+{
+    size_t count = prefix ? 1 : 0, start = 0;
+    bool first = true;
+
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\n')
+            continue;
+        size_t end = i;
+        while (end > start && (s[end - 1] == '\r' || s[end - 1] == ' '))
+            end--;
+        if (end > start && !(first && prefix))
+            count++;
+        first = false;
+        start = i + 1;
+    }
+    return count;
+}
+
+/* Feeds data in pieces whose sizes come from a small xorshift generator. */
+static void feed(struct ld_watch_decoder *d, const char *data, size_t size,
+                 uint32_t seed, struct log *l)
+{
+    uint32_t x = seed | 1u;
+
+    while (size > 0) {
+        size_t piece = size;
+        if (seed != 0) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            piece = 1 + x % (x & 0x100 ? 4u : 64u);
+            if (piece > size)
+                piece = size;
+        }
+        FUZZ_CHECK(ld_watch_feed(d, data, piece, on_event, l) == LD_OK);
+        data += piece;
+        size -= piece;
+    }
+}
+
+static void run(const char *data, size_t size, uint32_t seed, bool prefix, struct log *l,
+                size_t *pending)
+{
+    struct ld_watch_decoder d;
+
+    ld_watch_decoder_init(&d);
+    if (prefix) {
+        /* Two large pieces: a million one-byte feeds would only be slow. */
+        size_t split = seed ? seed % LD_WATCH_MAX_LINE + 1 : LD_WATCH_MAX_LINE + 1;
+        FUZZ_CHECK(ld_watch_feed(&d, long_line, split, on_event, l) == LD_OK);
+        FUZZ_CHECK(ld_watch_feed(&d, long_line + split, LD_WATCH_MAX_LINE + 1 - split,
+                                 on_event, l) == LD_OK);
+    }
+    feed(&d, data, size, seed, l);
+    *pending = d.skipping ? SIZE_MAX : d.len;
+    ld_watch_decoder_reset(&d);
+    FUZZ_CHECK(d.len == 0 && !d.skipping);
+    ld_watch_decoder_clear(&d);
+    ld_watch_decoder_clear(&d);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    long_line = malloc(LD_WATCH_MAX_LINE + 1);
+    FUZZ_CHECK(long_line != NULL);
+    memset(long_line, 'x', LD_WATCH_MAX_LINE + 1);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    uint32_t flags = (uint32_t)fuzz_take(&data, &size, 1);
+    bool prefix = flags & 0x80;
+    uint32_t seed = (flags & 0x7f) * 2654435761u;
+    const char *s = (const char *)data;
+    struct log whole = {NULL, 0, 0, 0}, pieces = {NULL, 0, 0, 0};
+    size_t pend_whole, pend_pieces;
+
+    run(s, size, 0, prefix, &whole, &pend_whole);
+    run(s, size, seed, prefix, &pieces, &pend_pieces);
+
+    FUZZ_CHECK(whole.events == expected_events(s, size, prefix));
+    FUZZ_CHECK(pieces.events == whole.events);
+    FUZZ_CHECK(whole.events == 0 || strcmp(whole.p, pieces.p) == 0);
+    FUZZ_CHECK(pend_whole == pend_pieces);
+    /* The unfinished last line is what stays buffered. */
+    const char *nl = memrchr(s, '\n', size);
+    size_t tail = nl ? size - (size_t)(nl - s) - 1 : size;
+    if (!(prefix && !nl))
+        FUZZ_CHECK(pend_whole == tail);
+    free(whole.p);
+    free(pieces.p);
+    return 0;
+}

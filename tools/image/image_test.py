@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""`make image-test`: runs the leaderd image with podman (no Docker engine) and checks
+what users rely on: --version, exit status 2 on a bad flag, the image's own settings
+(numeric non-root user, no shell, size), and a real election between two containers
+on the host network against the bundled Lease API server (build/leaderd-apiserver,
+test-only): one in-cluster style (service-account files + KUBERNETES_SERVICE_*), one
+with a kubeconfig. Then /leader, /healthz, /readyz and /metrics of both, leaderd's RSS
+inside the container, and the SIGTERM handover. Containers run with a read-only root
+filesystem and no capabilities, as in deploy/. Every container and process started
+here is removed by ID/PID. Ends with `image-test: N passed, N failed`.
+
+Environment: LEADERD_IMAGE (image name), LEADERD_IMAGE_DIR (podman storage, see
+tools/image/ctr.sh), LEADERD_BUILD (where leaderd-apiserver is),
+LEADERD_IMAGE_MAX_BYTES / LEADERD_IMAGE_MAX_RSS_KIB (limits, default 8 MB / 5 MiB).
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+
+from apiserver import ApiServer  # noqa: E402
+
+IMAGE = os.environ.get("LEADERD_IMAGE", "localhost/leaderd:0.1.0")
+MAX_BYTES = int(os.environ.get("LEADERD_IMAGE_MAX_BYTES", str(8 * 1000 * 1000)))
+MAX_RSS_KIB = int(os.environ.get("LEADERD_IMAGE_MAX_RSS_KIB", "5120"))
+CTR = os.path.join(HERE, "ctr.sh")
+SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+LEASE = "image-test"
+# Short timings so the test takes seconds (lease > renew > 1.2 x retry).
+TIMINGS = ["--lease-duration=4s", "--renew-deadline=3s", "--retry-period=1s"]
+HANDOVER_BOUND = 1.2 * 1.0 + 1.0  # 1.2 x retry-period, plus 1 s of slack
+
+results = {"passed": 0, "failed": 0}
+
+
+def log(msg):
+    print("[%s] %s" % (time.strftime("%H:%M:%S"), msg), flush=True)
+
+
+def check(ok, what, detail=""):
+    results["passed" if ok else "failed"] += 1
+    log("%s %s%s" % ("ok  " if ok else "FAIL", what, (": " + detail) if detail else ""))
+    return ok
+
+
+def podman(*args, timeout=60, check_rc=False):
+    proc = subprocess.run([CTR, "podman", *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+    if check_rc and proc.returncode != 0:
+        raise RuntimeError("podman %s: exit %d: %s" % (" ".join(args[:2]), proc.returncode,
+                                                        proc.stderr.strip()))
+    return proc
+
+
+def curl(url, timeout=2):
+    """(status code, body) with the curl binary, as an app container would ask."""
+    proc = subprocess.run(["curl", "-s", "-m", str(timeout), "-o", "-", "-w", "\n%{http_code}",
+                           url], capture_output=True, text=True, timeout=timeout + 5)
+    body, _, code = proc.stdout.rpartition("\n")
+    return int(code or 0), body
+
+
+def wait_until(predicate, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def status_kib(pid):
+    """VmRSS, RssAnon and RssFile of pid in KiB."""
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            key = line.split(":")[0]
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                out[key] = int(line.split()[1])
+    return out
+
+
+def proc_uid(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Uid:"):
+                return line.split()[1:]
+    return None
+
+
+class Container:
+    def __init__(self, name, port, run_args, args):
+        self.name = name
+        self.port = port
+        self.run_args = run_args
+        self.args = args
+        self.id = None
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def start(self):
+        # Hardened like deploy/: read-only root, no capabilities, no privilege gain.
+        proc = podman("run", "-d", "--network", "host", "--read-only", "--cap-drop", "ALL",
+                      "--security-opt", "no-new-privileges", *self.run_args, IMAGE,
+                      "--lease-name", LEASE, "--listen", "127.0.0.1:%d" % self.port,
+                      *TIMINGS, *self.args, check_rc=True)
+        self.id = proc.stdout.strip()
+        return self
+
+    def pid(self):
+        out = podman("inspect", "--format", "{{.State.Pid}}", self.id).stdout.strip()
+        return int(out) if out.isdigit() and out != "0" else None
+
+    def leader(self):
+        code, body = curl(self.url + "/leader")
+        try:
+            return code, json.loads(body)
+        except ValueError:
+            return code, None
+
+    def logs(self):
+        return podman("logs", self.id).stderr[-2000:]
+
+    def remove(self):
+        if self.id:
+            podman("rm", "-f", "-t", "0", self.id)
+            self.id = None
+
+
+def test_cli():
+    p = podman("run", "--rm", IMAGE, "--version")
+    check(p.returncode == 0 and p.stdout.startswith("leaderd "), "--version",
+          (p.stdout + p.stderr).strip())
+    p = podman("run", "--rm", IMAGE, "--lease-name", "x", "--no-such-flag")
+    check(p.returncode == 2 and p.stderr.strip().count("\n") == 0 and p.stderr.strip(),
+          "bad flag exits 2 with one line", "exit %d, %r" % (p.returncode, p.stderr.strip()))
+    p = podman("run", "--rm", IMAGE, "--lease-name", "x", "--lease-duration", "15x")
+    check(p.returncode == 2, "bad duration exits 2", "exit %d" % p.returncode)
+    p = podman("run", "--rm", "--entrypoint", "/bin/sh", IMAGE, "-c", "true")
+    check(p.returncode != 0, "no shell in the image", "exit %d" % p.returncode)
+
+
+def test_image_config():
+    info = json.loads(podman("image", "inspect", IMAGE, check_rc=True).stdout)[0]
+    cfg = info.get("Config", {})
+    size = info.get("Size", 0)
+    log("image %s: %d bytes (%.2f MB) uncompressed, %d layer(s)"
+        % (IMAGE, size, size / 1e6, len(info.get("RootFS", {}).get("Layers", []))))
+    check(size < MAX_BYTES, "image under %.1f MB" % (MAX_BYTES / 1e6), "%d bytes" % size)
+    check(cfg.get("User") == "65532:65532", "numeric non-root USER", repr(cfg.get("User")))
+    check(cfg.get("Entrypoint") == ["/usr/local/bin/leaderd"], "exec-form entrypoint",
+          repr(cfg.get("Entrypoint")))
+
+
+def make_sa_dir(root, srv, client):
+    """Service-account files as the kubelet mounts them."""
+    sa = os.path.join(root, "sa-" + client)
+    os.makedirs(sa)
+    shutil.copy(srv.ca, os.path.join(sa, "ca.crt"))
+    with open(os.path.join(sa, "token"), "w") as f:
+        f.write(srv.token(client))
+    with open(os.path.join(sa, "namespace"), "w") as f:
+        f.write("default")
+    for name in os.listdir(sa):
+        os.chmod(os.path.join(sa, name), 0o644)
+    os.chmod(sa, 0o755)
+    return sa
+
+
+def test_election(root):
+    srv = ApiServer(os.path.join(root, "api"), ["pod-a", "pod-b"], verbose=False)
+    containers = []
+    try:
+        srv.start()
+        # The kubeconfigs name the CA by absolute path: the directory is mounted read-only
+        # at the same path. The container user (65532) must be able to read it.
+        for dirpath, dirnames, filenames in os.walk(root):
+            os.chmod(dirpath, 0o755)
+            for n in filenames:
+                os.chmod(os.path.join(dirpath, n), 0o644)
+        sa = make_sa_dir(root, srv, "pod-a")
+        a = Container("pod-a", free_port(), [
+            "-v", "%s:%s:ro" % (sa, SA_PATH),
+            "-e", "KUBERNETES_SERVICE_HOST=127.0.0.1",
+            "-e", "KUBERNETES_SERVICE_PORT=%d" % srv.port,
+            "-e", "POD_NAME=pod-a", "-e", "POD_NAMESPACE=default"], [])
+        b = Container("pod-b", free_port(), ["-v", "%s:%s:ro" % (srv.dir, srv.dir)],
+                      ["--identity", "pod-b", "--kubeconfig", srv.kubeconfig("pod-b")])
+        for c in (a, b):
+            containers.append(c.start())
+            log("started %s (in-cluster config)" % c.name if c is a else
+                "started %s (kubeconfig)" % c.name)
+
+        ready = wait_until(lambda: all(curl(c.url + "/readyz")[0] == 200 for c in containers),
+                           15)
+        if not check(ready, "both containers answer /readyz 200"):
+            for c in containers:
+                log("%s logs:\n%s" % (c.name, c.logs()))
+            return
+        snap = wait_until(lambda: (lambda s: s if sum(code == 200 for code, _ in s) == 1
+                                   else None)([c.leader() for c in containers]), 10)
+        if not check(bool(snap), "exactly one /leader 200"):
+            return
+        leader, standby = (a, b) if snap[0][0] == 200 else (b, a)
+        lbody, sbody = (snap[0][1], snap[1][1]) if leader is a else (snap[1][1], snap[0][1])
+        log("leader %s, standby %s" % (leader.name, standby.name))
+        check(lbody and lbody.get("is_leader") is True and lbody.get("leader") == leader.name
+              and lbody.get("lease") == "default/" + LEASE, "leader's /leader body",
+              json.dumps(lbody))
+        code = curl(standby.url + "/leader")[0]
+        check(code == 503, "standby's /leader is 503", str(code))
+        st, lease = srv.get_lease("default", LEASE, client="pod-a")
+        check(st == 200 and lease["spec"].get("holderIdentity") == leader.name,
+              "Lease names the leader", json.dumps(lease.get("spec") if lease else None))
+
+        for c in containers:
+            code, body = curl(c.url + "/healthz")
+            check(code == 200 and body.strip() == "ok", "%s /healthz" % c.name,
+                  "%d %r" % (code, body[:80]))
+            code, body = curl(c.url + "/metrics")
+            want = 1 if c is leader else 0
+            line = 'leader_election_master_status{name="%s"} %d' % (LEASE, want)
+            check(code == 200 and line in body and "# TYPE" in body,
+                  "%s /metrics has %s" % (c.name, line), "status %d" % code)
+            code, body = curl(c.url + "/")
+            check(code == 200 and json.loads(body or "{}").get("name") == leader.name,
+                  "%s / names the leader" % c.name, body[:80])
+
+        for c in containers:
+            pid = c.pid()
+            if not check(pid is not None, "%s has a host PID" % c.name):
+                continue
+            mem = status_kib(pid)
+            rss = mem.get("VmRSS")
+            log("%s: leaderd VmRSS %d KiB (%.2f MiB; anonymous %d KiB, file-backed %d KiB)"
+                " inside the container" % (c.name, rss, rss / 1024.0, mem.get("RssAnon", -1),
+                                          mem.get("RssFile", -1)))
+            check(rss is not None and rss < MAX_RSS_KIB,
+                  "%s RSS under %d KiB" % (c.name, MAX_RSS_KIB), "%s KiB" % rss)
+            uid = proc_uid(pid)
+            check(uid and set(uid) == {"65532"}, "%s runs as uid 65532" % c.name, str(uid))
+
+        # Graceful handover: SIGTERM (what the kubelet sends) makes the leader release.
+        t0 = time.monotonic()
+        p = podman("kill", "--signal", "TERM", leader.id)
+        check(p.returncode == 0, "SIGTERM to the leader container", p.stderr.strip())
+        took = wait_until(lambda: curl(standby.url + "/leader", timeout=1)[0] == 200 and
+                          time.monotonic() - t0, 10, interval=0.02)
+        if check(bool(took), "standby %s takes over after SIGTERM" % standby.name):
+            log("handover took %.2f s (bound %.1f s)" % (took, HANDOVER_BOUND))
+            check(took <= HANDOVER_BOUND, "handover within 1.2 x retry-period + 1 s",
+                  "%.2f s" % took)
+        w = podman("wait", leader.id, timeout=20)
+        check(w.returncode == 0 and w.stdout.strip() == "0", "old leader exited 0",
+              (w.stdout + w.stderr).strip())
+        st, lease = srv.get_lease("default", LEASE, client="pod-a")
+        check(st == 200 and lease["spec"].get("holderIdentity") == standby.name,
+              "Lease now names %s" % standby.name,
+              json.dumps(lease.get("spec") if lease else None))
+        if results["failed"]:
+            for c in containers:
+                if c.id:
+                    log("%s logs:\n%s" % (c.name, c.logs()))
+    finally:
+        for c in containers:
+            c.remove()
+        srv.stop()
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="leaderd-image-test.")
+    try:
+        test_image_config()
+        test_cli()
+        test_election(root)
+    except Exception as e:  # a harness error is a failure, not a crash without summary
+        check(False, "harness", "%s: %s" % (type(e).__name__, e))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("image-test: %d passed, %d failed" % (results["passed"], results["failed"]))
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
