@@ -453,9 +453,10 @@ out:
  * boundary. */
 static void copy_utf8(char *dst, size_t cap, const char *src, size_t n)
 {
-    size_t len = n < cap - 1 ? n : cap - 1;
+    size_t len = n;
 
-    if (len < n) {
+    if (len > cap - 1) {
+        len = cap - 1;
         while (len > 0 && ((unsigned char)src[len] & 0xC0) == 0x80)
             len--;
     }

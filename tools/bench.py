@@ -2,12 +2,16 @@
 """make bench: figures, not assertions. One leader and two standbys with the
 default timings (15s/10s/2s) against the bundled API server for
 BENCH_SECONDS (default 60): memory of each leaderd (VmRSS and RssAnon),
-API requests per minute per replica, then /leader throughput and latency
-with wrk against the leader pinned to one core."""
+API requests per minute per replica, /leader throughput and latency with wrk
+against the leader pinned to one core; then graceful handovers (SIGTERM of
+the leader until another replica's /leader says 200; BENCH_HANDOVERS,
+default 20) and crash failovers (SIGKILL; BENCH_CRASHES, default 5, with a
+4 s lease) with min/median/p95."""
 import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,6 +58,61 @@ def run_wrk(url, seconds):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
 
 
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def summary(label, values, unit="ms", scale=1000.0):
+    if not values:
+        print(f"{label}: no samples")
+        return
+    v = [x * scale for x in values]
+    print(f"{label}: n={len(v)} min {min(v):.1f} {unit}, median {statistics.median(v):.1f} "
+          f"{unit}, p95 {percentile(v, 0.95):.1f} {unit}, max {max(v):.1f} {unit}")
+
+
+def time_new_leader(replicas, old, timeout):
+    """Seconds until a replica other than old answers 200 on /leader."""
+    start = time.monotonic()
+    others = [r for r in replicas if r is not old]
+    while time.monotonic() - start < timeout:
+        for r in others:
+            if r.get("/leader", timeout=0.5)[0] == 200:
+                return time.monotonic() - start, r
+    return None, None
+
+
+def handovers(api, work, timings, count, sig):
+    """Replaces the leader count times by sending it sig; returns durations."""
+    replicas = [Replica(api, c, work, timings=timings,
+                        extra_args=["--log-level", "info"]).start() for c in CLIENTS]
+    took = []
+    try:
+        for _ in range(count):
+            leader = wait_until(lambda: [r for r in replicas if r.is_leader()], 30,
+                                interval=0.01, what="a leader")[0]
+            # Every standby must be watching before the clock starts.
+            time.sleep(0.3)
+            if sig == signal.SIGKILL:
+                # Kill right after a renewal, so the figure is lease + delay.
+                renewed = leader.leader()[1]["renewed_at"]
+                wait_until(lambda: leader.leader()[1]["renewed_at"] != renewed, 10,
+                           interval=0.002, what="a renewal")
+            leader.send(sig)
+            t, _ = time_new_leader(replicas, leader, 60)
+            if t is not None:
+                took.append(t)
+            leader.stop(signal.SIGKILL)
+            replicas[replicas.index(leader)] = Replica(
+                api, leader.client, work, timings=timings,
+                extra_args=["--log-level", "info"]).start()
+    finally:
+        for r in replicas:
+            r.stop(signal.SIGKILL)
+    return took
+
+
 def main():
     seconds = int(os.environ.get("BENCH_SECONDS", "60"))
     work = tempfile.mkdtemp(prefix="leaderd-bench-")
@@ -65,6 +124,7 @@ def main():
             replicas.append(Replica(api, c, work, timings=DEFAULTS,
                                     extra_args=["--log-level", "info"]).start())
         leader = wait_until(lambda: leaders_in(sample(replicas)), 20, what="a leader")[0]
+        time.sleep(3)  # start-up requests (first GET, watch start) are not steady state
         before = api.stats()
         print(f"measuring {seconds}s with one leader ({leader}) and two standbys, "
               f"timings 15s/10s/2s ...", flush=True)
@@ -93,6 +153,20 @@ def main():
             print(f"\n/leader throughput: {float(rps.group(1)):.0f} requests/s")
         st = proc_status(lr.proc.pid)
         print(f"leader after wrk: VmRSS {st.get('VmRSS')}, RssAnon {st.get('RssAnon')}")
+        for r in replicas:
+            r.stop(signal.SIGTERM)
+        replicas = []
+
+        n = int(os.environ.get("BENCH_HANDOVERS", "20"))
+        print(f"\ngraceful handover (SIGTERM of the leader -> another /leader says 200), "
+              f"timings 15s/10s/2s:")
+        summary("  handover", handovers(api, work, DEFAULTS, n, signal.SIGTERM))
+        fast = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 1.0}
+        n = int(os.environ.get("BENCH_CRASHES", "5"))
+        print(f"\ncrash failover (SIGKILL right after a renewal), lease 4s:")
+        crash = handovers(api, work, fast, n, signal.SIGKILL)
+        summary("  failover", crash, unit="s", scale=1.0)
+        summary("  failover - lease-duration", [c - fast["lease_duration"] for c in crash])
         return 0
     finally:
         for r in replicas:

@@ -10,7 +10,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "../../cmd/leaderd/config.h"
 #include "lease.h"
 
 #define MAX_ARGS 32

@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "http.h"
+#include "../../cmd/leaderd/http.h"
 
 #define MAX_OBSERVATIONS 200
 
@@ -35,7 +35,7 @@ static void sanitize(char *dst, size_t cap, const char *src, bool no_ctl)
 {
     size_t i = 0;
 
-    for (; src[i] && i < cap - 1; i++) {
+    for (; i < cap - 1 && src[i]; i++) {
         unsigned char c = (unsigned char)src[i];
         dst[i] = (c >= 0x80 || (no_ctl && (c < 0x20 || c == 0x7f))) ? '?' : (char)c;
     }

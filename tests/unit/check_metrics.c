@@ -99,6 +99,9 @@ START_TEST(help_and_type_for_every_metric)
         {"leaderd_is_leader", "gauge"},
         {"leaderd_term", "gauge"},
         {"leaderd_observed", "gauge"},
+        {"leaderd_watch_restarts_total", "counter"},
+        {"leaderd_watch_events_total", "counter"},
+        {"leaderd_acquire_delay_seconds", "histogram"},
     };
     for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
         char want[128];
@@ -123,6 +126,31 @@ START_TEST(help_and_type_for_every_metric)
     ck_assert(has_line(t, "leaderd_api_request_duration_seconds_sum 0"));
     ck_assert(has_line(t, "leaderd_last_renew_timestamp_seconds 0.000000"));
     ck_assert(has_line(t, "leaderd_observed 0"));
+}
+END_TEST
+
+START_TEST(watch_counters_and_acquire_delay)
+{
+    struct ld_snapshot s;
+    snapshot(&s, "ns/demo");
+    ld_metrics_watch_started(&m);
+    ld_metrics_watch_started(&m);
+    for (int i = 0; i < 5; i++)
+        ld_metrics_watch_event(&m);
+    ld_metrics_acquire_delay(&m, 0.003);
+    ld_metrics_acquire_delay(&m, 0.2);
+    /* A long watch stream is counted, but not as a request latency. */
+    ld_metrics_observe_request(&m, "WATCH", 200, 290.0);
+    const char *t = render(&s, 0);
+    ck_assert_double_eq(sample(t, "leaderd_watch_restarts_total"), 2);
+    ck_assert_double_eq(sample(t, "leaderd_watch_events_total"), 5);
+    ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_bucket{le=\"0.005\"}"), 1);
+    ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_bucket{le=\"0.25\"}"), 2);
+    ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_count"), 2);
+    ck_assert_double_eq_tol(sample(t, "leaderd_acquire_delay_seconds_sum"), 0.203, 1e-9);
+    ck_assert_double_eq(sample(t, "leaderd_api_requests_total{verb=\"WATCH\",code=\"200\"}"),
+                        1);
+    ck_assert_double_eq(sample(t, "leaderd_api_request_duration_seconds_count"), 0);
 }
 END_TEST
 
@@ -291,6 +319,7 @@ static Suite *metrics_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, help_and_type_for_every_metric);
     tcase_add_test(tc, histogram_is_cumulative);
+    tcase_add_test(tc, watch_counters_and_acquire_delay);
     tcase_add_test(tc, odd_requests);
     tcase_add_test(tc, series_are_capped);
     tcase_add_test(tc, leadership_judged_at_render_time);

@@ -1,0 +1,736 @@
+"""Chaos harness: real leaderd replicas against build/leaderd-apiserver, a
+poller that asks every replica's /leader every 25 ms, and the checks that turn
+the samples and the API server's write log into pass/fail. Standard library
+only. Every process is started here and stopped by PID; every wait is bounded.
+
+Clocks: samples carry time.monotonic() taken just before the request was sent
+(start) and after the answer was read (end). The API server's write log
+carries clock_us, CLOCK_MONOTONIC in microseconds taken when the write
+committed; time.monotonic() is CLOCK_MONOTONIC too, so both compare directly
+(run.py checks that before anything else).
+"""
+import asyncio
+import bisect
+import collections
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+
+from apiserver import LEASES, ApiServer, ControlError  # noqa: E402
+
+BUILD = os.path.abspath(os.environ.get("LEADERD_BUILD") or os.path.join(REPO, "build"))
+LEADERD = os.path.join(BUILD, "leaderd")
+
+# The timings of the suite (lease > renew > 1.2 x retry).
+LEASE = 4.0
+RENEW = 3.0
+RETRY = 1.0
+KILL_BOUND = LEASE + 2 * RETRY  # a removed leader is replaced within this
+TERM_BOUND = RETRY + 1.0        # a released Lease is taken within this
+CONVERGE_BOUND = LEASE + RETRY  # after a fault heals, everyone agrees within this
+
+NS = "default"
+LEASE_NAME = "chaos"
+POLL_INTERVAL = 0.025
+FETCH_TIMEOUT = 2.0  # a live, running leaderd answers /leader in microseconds
+CLOCK_SLACK = 0.001  # the write log has microseconds; allow one millisecond
+
+SANITIZER_RE = re.compile(r"ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:|"
+                          r"SUMMARY: (Address|Leak|Undefined)Sanitizer")
+
+
+def slow_factor():
+    """Startup waits grow under sanitizers or valgrind; fault timings never do."""
+    try:
+        return float(os.environ.get("CHAOS_SLOW", "1"))
+    except ValueError:
+        return 1.0
+
+
+class ScenarioError(Exception):
+    """A bounded wait timed out or a step could not be done."""
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(port, path, timeout=1.0):
+    """(status, body bytes) or (None, None) when nothing answered."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (urllib.error.URLError, OSError):
+        return None, None
+
+
+def micro_time(wall=None):
+    """RFC 3339 with six fractional digits, as Leases carry."""
+    wall = time.time() if wall is None else wall
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall)) + ".%06dZ" % (
+        int(wall * 1e6) % 1000000)
+
+
+# ---- processes ----
+
+class Proc:
+    """One leaderd process of a slot."""
+
+    def __init__(self, slot, seq, popen, log_path, log_offset, started):
+        self.slot = slot
+        self.seq = seq
+        self.popen = popen
+        self.pid = popen.pid
+        self.log_path = log_path
+        self.log_offset = log_offset
+        self.started = started
+        self.expected_exit = None  # the signal we sent to end it
+        self.signalled_at = None
+        self.exited_at = None
+        self.rc = None
+        self.stops = []  # [(SIGSTOP time, SIGCONT time or None)]
+
+    def poll(self):
+        if self.exited_at is None:
+            rc = self.popen.poll()
+            if rc is not None:
+                self.rc = rc
+                self.exited_at = time.monotonic()
+        return self.exited_at is None
+
+    def stopped_during(self, t0, t1):
+        return any(a <= t1 and (b is None or b >= t0) for a, b in self.stops)
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def label(self):
+        return f"{self.slot.name}#{self.seq} (pid {self.pid})"
+
+
+class Slot:
+    """A replica position: a client name of the API server (its token and
+    kubeconfig) and an identity; processes come and go."""
+
+    def __init__(self, name, identity):
+        self.name = name
+        self.identity = identity
+        self.port = None
+        self.proc = None
+        self.procs = []
+
+    def __repr__(self):
+        return self.name
+
+
+# ---- samples ----
+
+class Sample:
+    __slots__ = ("slot", "proc", "rnd", "start", "end", "status", "is_leader", "leader",
+                 "term", "err")
+
+    def __init__(self, slot, proc, rnd, start, end, status, doc, err):
+        self.slot = slot
+        self.proc = proc
+        self.rnd = rnd
+        self.start = start
+        self.end = end
+        self.status = status
+        self.err = err
+        self.is_leader = bool(doc and doc.get("is_leader") is True and status == 200)
+        self.leader = doc.get("leader") if doc else None
+        self.term = doc.get("term") if doc else None
+
+
+class Poller:
+    """Asks every live replica's /leader every POLL_INTERVAL from an asyncio
+    loop in its own thread. All requests of one round leave together; a replica
+    that has not answered the previous round (stopped, say) is skipped until it
+    does, so one slow replica never delays the others."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.lock = threading.Lock()
+        self.samples = []
+        self.latest = {}
+        self.rounds = 0
+        self._stop = threading.Event()
+        self._thread = None
+
+    def start(self):
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()),
+                                        name="poller", daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread:
+            self._thread.join(FETCH_TIMEOUT + 5)
+
+    def trim(self, before):
+        """Drops samples that started before `before` (the soak keeps memory flat)."""
+        with self.lock:
+            self.samples = [s for s in self.samples if s.start >= before]
+
+    def since(self, index):
+        with self.lock:
+            return self.samples[index:], len(self.samples)
+
+    async def _main(self):
+        inflight = {}
+        nxt = time.monotonic()
+        while not self._stop.is_set():
+            self.rounds += 1
+            for slot, proc, port in self.cluster.poll_targets():
+                if slot.name in inflight:
+                    continue
+                task = asyncio.ensure_future(self._fetch(slot, proc, port, self.rounds))
+                inflight[slot.name] = task
+                task.add_done_callback(lambda _t, k=slot.name: inflight.pop(k, None))
+            nxt += POLL_INTERVAL
+            delay = nxt - time.monotonic()
+            if delay < 0:
+                nxt = time.monotonic()
+                delay = 0
+            await asyncio.sleep(delay)
+        for task in list(inflight.values()):
+            task.cancel()
+        await asyncio.sleep(0)
+
+    async def _fetch(self, slot, proc, port, rnd):
+        start = time.monotonic()
+        status = doc = err = None
+        writer = None
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port), FETCH_TIMEOUT)
+            writer.write(b"GET /leader HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            left = max(0.05, FETCH_TIMEOUT - (time.monotonic() - start))
+            data = await asyncio.wait_for(reader.read(), left)
+            head, _, body = data.partition(b"\r\n\r\n")
+            status = int(head.split(b" ", 2)[1])
+            doc = json.loads(body)
+        except asyncio.TimeoutError:
+            err = "timeout"
+        except (OSError, ValueError, IndexError) as e:
+            err = type(e).__name__
+        finally:
+            if writer is not None:
+                writer.close()
+        s = Sample(slot, proc, rnd, start, time.monotonic(), status, doc, err)
+        with self.lock:
+            self.samples.append(s)
+            if status is not None:
+                self.latest[slot.name] = s
+
+
+# ---- the write log ----
+
+class Write:
+    __slots__ = ("t", "client", "verb", "holder", "transitions", "rv", "kind")
+
+    def __init__(self, entry, replica_clients):
+        self.t = entry["clock_us"] / 1e6
+        self.client = entry["client"]
+        self.verb = entry["verb"]
+        h = entry.get("holderIdentity")
+        self.holder = h if isinstance(h, str) else None
+        self.transitions = entry.get("leaseTransitions")
+        self.rv = entry.get("resourceVersion")
+        if self.verb in ("raw", "delete"):
+            self.kind = "oob"  # outside the protocol: garbage or a deletion
+        elif self.client in replica_clients:
+            self.kind = "proto"
+        else:
+            self.kind = "admin"  # a valid Lease written back by the test
+
+    def __repr__(self):
+        return f"{self.verb} by {self.client} holder={self.holder!r} term={self.transitions}"
+
+
+# ---- the cluster ----
+
+class Cluster:
+    """An API server and N leaderd replicas on loopback, plus the poller."""
+
+    def __init__(self, workdir, n, extra_clients=("dup",), log_level="debug",
+                 api_verbose=True):
+        self.dir = workdir
+        os.makedirs(workdir, exist_ok=True)
+        self.slots = [Slot(f"r{i + 1}", f"r{i + 1}") for i in range(n)]
+        self.extra_clients = list(extra_clients)
+        self.clients = [s.name for s in self.slots] + self.extra_clients
+        self.log_level = log_level
+        self.api = ApiServer(os.path.join(workdir, "api"), self.clients,
+                             state_file=os.path.join(workdir, "api", "state.json"),
+                             verbose=api_verbose)
+        self.lock = threading.Lock()
+        self.poller = Poller(self)
+        self.writes = []
+        self._log_since = 0
+        self._seq = 0
+        self.api_exits = []
+
+    # -- lifecycle --
+
+    def start(self):
+        self.api.start()
+        for slot in self.slots:
+            self.start_slot(slot)
+        self.poller.start()
+        return self
+
+    def argv(self, slot):
+        return [LEADERD,
+                "--lease-name", LEASE_NAME, "--namespace", NS,
+                "--identity", slot.identity,
+                "--kubeconfig", self.api.kubeconfig(slot.name, token_file=True),
+                "--listen", f"127.0.0.1:{slot.port}",
+                "--lease-duration", f"{int(LEASE)}s",
+                "--renew-deadline", f"{int(RENEW * 1000)}ms",
+                "--retry-period", f"{int(RETRY * 1000)}ms",
+                "--log-level", self.log_level]
+
+    def start_slot(self, slot, timeout=10.0):
+        """Starts a new process in slot and waits until its HTTP server answers."""
+        timeout *= slow_factor()
+        if slot.proc is not None and slot.proc.poll():
+            raise ScenarioError(f"{slot.proc.label()} is still running")
+        slot.port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LEADERD_")}
+        for k in ("KUBECONFIG", "POD_NAME", "POD_NAMESPACE", "KUBERNETES_SERVICE_HOST"):
+            env.pop(k, None)
+        log_path = os.path.join(self.dir, f"leaderd-{slot.name}.log")
+        with open(log_path, "ab") as log:
+            offset = log.tell()
+            popen = subprocess.Popen(self.argv(slot), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env)
+        self._seq += 1
+        proc = Proc(slot, self._seq, popen, log_path, offset, time.monotonic())
+        slot.procs.append(proc)
+        deadline = time.monotonic() + timeout
+        while http_get(slot.port, "/healthz", timeout=0.5)[0] is None:
+            if not proc.poll():
+                raise ScenarioError(f"{proc.label()} exited with {proc.rc} at start:\n"
+                                    + tail(proc.log()))
+            if time.monotonic() > deadline:
+                raise ScenarioError(f"{proc.label()} did not listen within {timeout:.0f}s")
+            time.sleep(0.02)
+        with self.lock:
+            slot.proc = proc
+        return proc
+
+    def poll_targets(self):
+        out = []
+        with self.lock:
+            for slot in self.slots:
+                p = slot.proc
+                if p is not None and p.poll():
+                    out.append((slot, p, slot.port))
+        return out
+
+    def all_procs(self):
+        return [p for s in self.slots for p in s.procs]
+
+    def live_slots(self):
+        return [s for s in self.slots if s.proc is not None and s.proc.poll()]
+
+    def slot(self, name):
+        return next(s for s in self.slots if s.name == name)
+
+    def send(self, slot, sig):
+        p = slot.proc
+        if p is None or not p.poll():
+            raise ScenarioError(f"{slot.name} is not running")
+        now = time.monotonic()
+        if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+            p.expected_exit = sig
+            p.signalled_at = now
+        if sig == signal.SIGSTOP:
+            p.stops.append((now, None))
+        os.kill(p.pid, sig)
+        if sig == signal.SIGCONT and p.stops and p.stops[-1][1] is None:
+            p.stops[-1] = (p.stops[-1][0], time.monotonic())
+        return now
+
+    def wait_exit(self, slot, timeout):
+        p = slot.proc
+        try:
+            p.popen.wait(timeout=timeout * slow_factor())
+        except subprocess.TimeoutExpired:
+            return None
+        p.poll()
+        return p.rc
+
+    def stop_slot(self, slot, failures, timeout=10.0):
+        """SIGTERM (after SIGCONT, in case it is stopped); records a failure
+        unless it exits with 0 in time."""
+        p = slot.proc
+        if p is None or not p.poll():
+            return
+        if p.stops and p.stops[-1][1] is None:
+            self.send(slot, signal.SIGCONT)
+        self.send(slot, signal.SIGTERM)
+        rc = self.wait_exit(slot, timeout)
+        if rc is None:
+            os.kill(p.pid, signal.SIGKILL)
+            p.popen.wait(10)
+            p.poll()
+            failures.append(f"{p.label()} did not exit within {timeout:.0f}s of SIGTERM")
+        elif rc != 0:
+            failures.append(f"{p.label()} exited with {rc} on SIGTERM:\n" + tail(p.log()))
+
+    def shutdown(self, failures):
+        """Stops the poller, every replica (checking exit 0 on SIGTERM) and the
+        API server."""
+        self.poller.stop()
+        for slot in self.slots:
+            self.stop_slot(slot, failures)
+        rc = self.api.stop()
+        if rc not in (0, None):
+            failures.append(f"leaderd-apiserver exited with {rc}")
+
+    def kill_everything(self):
+        """Last resort after an exception: SIGKILL by PID."""
+        self.poller.stop()
+        for p in self.all_procs():
+            if p.poll():
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                    p.popen.wait(10)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+        if self.api.proc is not None:
+            try:
+                self.api.proc.kill()
+            except OSError:
+                pass
+            self.api.stop()
+
+    # -- the API server --
+
+    def restart_api(self, down_for):
+        """Stops the API server, waits down_for seconds, starts it on the same
+        port with the same state file. Returns (stopped at, up again at)."""
+        self.refresh_log()
+        t0 = time.monotonic()
+        rc = self.api.stop()
+        self.api_exits.append(rc)
+        time.sleep(down_for)
+        self.api.start()
+        self._log_since = 0
+        return t0, time.monotonic()
+
+    def admin(self, method, path, body=None, timeout=3.0):
+        return self.api.json_request(method, path, body, token=self.api.token("admin"),
+                                     timeout=timeout)
+
+    def lease_path(self):
+        return LEASES % NS + "/" + LEASE_NAME
+
+    def refresh_log(self):
+        try:
+            entries = self.api.write_log(self._log_since)
+        except (ControlError, OSError):
+            return self.writes
+        replica_clients = set(self.clients)
+        for e in entries:
+            self._log_since = e["seq"]
+            if e.get("namespace") == NS and e.get("name") == LEASE_NAME:
+                self.writes.append(Write(e, replica_clients))
+        return self.writes
+
+    def last_write(self):
+        self.refresh_log()
+        return self.writes[-1] if self.writes else None
+
+    def holder(self):
+        """The holder per the last write: an identity, "" when released, None
+        when there is no Lease or it is garbage."""
+        w = self.last_write()
+        if w is None or w.verb == "delete":
+            return None
+        return w.holder
+
+    # -- waiting on samples --
+
+    def latest(self):
+        with self.poller.lock:
+            return dict(self.poller.latest)
+
+    def wait_sample(self, pred, timeout, what):
+        """Returns the first new sample for which pred holds."""
+        _, idx = self.poller.since(0)
+        deadline = time.monotonic() + timeout
+        while True:
+            new, idx = self.poller.since(idx)
+            for s in new:
+                if pred(s):
+                    return s
+            if time.monotonic() > deadline:
+                raise ScenarioError(f"timed out after {timeout:.1f}s waiting for {what}")
+            time.sleep(POLL_INTERVAL / 2)
+
+    def first_claim(self, after, timeout, exclude=(), what="a leader"):
+        names = {s.name for s in exclude}
+        return self.wait_sample(lambda s: s.is_leader and s.start >= after
+                                and s.slot.name not in names, timeout, what)
+
+    def agreement(self, exclude=()):
+        """The leader slot when, per the latest answer of every live replica,
+        exactly one claims leadership, it is the holder the API server has, and
+        every replica names that holder; else None."""
+        names = {s.name for s in exclude}
+        latest = self.latest()
+        holder = self.holder()
+        if not holder:
+            return None
+        leaders = []
+        now = time.monotonic()
+        for slot in self.live_slots():
+            if slot.name in names:
+                continue
+            s = latest.get(slot.name)
+            if s is None or s.proc is not slot.proc or now - s.start > 0.5:
+                return None
+            if s.leader != holder:
+                return None
+            if s.is_leader:
+                leaders.append(slot)
+        if len(leaders) == 1 and leaders[0].identity == holder:
+            return leaders[0]
+        return None
+
+    def steady(self, timeout=KILL_BOUND + 3, exclude=(), hold=0.2):
+        """Waits until agreement() holds for `hold` seconds; returns the leader."""
+        deadline = time.monotonic() + timeout
+        since = None
+        leader = None
+        while True:
+            now = time.monotonic()
+            cur = self.agreement(exclude)
+            if cur is not None and cur is leader:
+                if now - since >= hold:
+                    return leader
+            else:
+                leader, since = cur, now
+            if now > deadline:
+                raise ScenarioError(
+                    f"no agreement on one leader within {timeout:.1f}s: "
+                    f"holder {self.holder()!r}, answers "
+                    + ", ".join(f"{k}: leader={v.leader!r} is_leader={v.is_leader}"
+                                for k, v in sorted(self.latest().items())))
+            time.sleep(0.05)
+
+
+def tail(text, lines=25):
+    return "\n".join("    | " + ln for ln in text.splitlines()[-lines:])
+
+
+# ---- a scenario run and its checks ----
+
+class Ctx:
+    """One run of one scenario: the cluster, what was measured, what failed."""
+
+    def __init__(self, cluster, name, rep):
+        self.c = cluster
+        self.name = name
+        self.rep = rep
+        self.t0 = time.monotonic()
+        self.failures = []
+        self.notes = []
+        self.failovers = []  # (seconds to the acquisition write, seconds to a 200)
+        self.allow_term_reset = False
+
+    def rel(self, t):
+        return f"t+{t - self.t0:.3f}s"
+
+    def fail(self, msg):
+        self.failures.append(msg)
+
+    def note(self, msg):
+        self.notes.append(msg)
+
+    def check(self, cond, msg):
+        if not cond:
+            self.fail(msg)
+        return cond
+
+    def sleep_until(self, t):
+        d = t - time.monotonic()
+        if d > 0:
+            time.sleep(d)
+
+    def record_failover(self, t_fault, old_identity, bound, timeout_extra=2.0,
+                        exclude=(), what="failover"):
+        """Waits for another replica to claim leadership after t_fault; records
+        and checks the time to the acquisition write and to the first 200."""
+        s = self.c.first_claim(t_fault, bound + timeout_extra, exclude=exclude,
+                               what=f"a new leader after {what}")
+        serving = s.end - t_fault
+        acq = None
+        for w in self.c.refresh_log():
+            if w.t >= t_fault and w.kind == "proto" and w.holder and \
+                    w.holder != old_identity:
+                acq = w.t - t_fault
+                break
+        self.failovers.append((acq, serving))
+        if acq is not None:
+            self.check(acq <= bound, f"{what}: the new holder's write came {acq:.3f}s "
+                       f"after the fault (bound {bound:.1f}s)")
+        else:
+            self.fail(f"{what}: {s.slot.name} claims leadership but no acquisition "
+                      f"by another identity is in the write log")
+        # The poll itself adds up to one interval plus its round trip.
+        self.check(serving <= bound + POLL_INTERVAL + 0.075,
+                   f"{what}: first /leader 200 of {s.slot.name} {serving:.3f}s after the "
+                   f"fault (bound {bound:.1f}s)")
+        return s
+
+    def converge(self, t_heal, bound=CONVERGE_BOUND, exclude=()):
+        """Every replica agrees on the real holder within bound of t_heal."""
+        left = t_heal + bound - time.monotonic()
+        try:
+            return self.c.steady(timeout=max(left, 0.3), exclude=exclude)
+        except ScenarioError as e:
+            self.fail(f"no convergence within {bound:.1f}s of the heal at "
+                      f"{self.rel(t_heal)}: {e}")
+            return None
+
+    def stops_claiming(self, slot, t_fault, limit, why):
+        """slot claims nothing that started later than t_fault + limit."""
+        late = [s for s in self.c.poller.samples if s.slot is slot and s.is_leader
+                and s.start > t_fault + limit + CLOCK_SLACK]
+        if late:
+            self.fail(f"{slot.name} still claimed leadership {late[-1].start - t_fault:.3f}s "
+                      f"after {why} ({len(late)} samples; limit {limit:.1f}s)")
+
+    def log_since(self, slot, t):
+        """Log lines of slot's current process (all of it; leaderd's lines carry
+        wall times, so callers match on content)."""
+        return slot.proc.log() if slot.proc else ""
+
+
+def analyse(ctx, t_from=None, t_to=None):
+    """The checks every scenario gets, over samples that started in
+    [t_from, t_to] (default: all)."""
+    c = ctx.c
+    with c.poller.lock:
+        samples = [s for s in c.poller.samples
+                   if (t_from is None or s.start >= t_from)
+                   and (t_to is None or s.start <= t_to)]
+    writes = sorted(c.refresh_log(), key=lambda w: w.t)
+    wtimes = [w.t for w in writes]
+    problems = collections.OrderedDict()
+
+    def problem(kind, msg):
+        problems.setdefault(kind, []).append(msg)
+
+    # 1. Never two replicas claiming in one poll round.
+    rounds = collections.defaultdict(list)
+    for s in samples:
+        if s.is_leader:
+            rounds[s.rnd].append(s)
+    for rnd in sorted(rounds):
+        ss = rounds[rnd]
+        if len({s.slot.name for s in ss}) > 1:
+            problem("two leaders in one poll round",
+                    f"round {rnd} at {ctx.rel(ss[0].start)}: "
+                    + ", ".join(f"{s.slot.name} (term {s.term}, asked {ctx.rel(s.start)}, "
+                                f"answered {ctx.rel(s.end)})" for s in ss))
+
+    # 2. Never a claim after another holder's write (write log vs. samples).
+    for s in samples:
+        if not s.is_leader:
+            continue
+        i = bisect.bisect_left(wtimes, s.start - CLOCK_SLACK) - 1
+        me, client = s.slot.identity, s.slot.name
+        if i < 0:
+            problem("claim without a write", f"{client} claimed at {ctx.rel(s.start)} "
+                    f"before any write of the Lease")
+            continue
+        w = writes[i]
+        if w.kind in ("proto", "admin"):
+            if w.holder != me:
+                problem("claim after another holder's write",
+                        f"{client} (asked {ctx.rel(s.start)}, term {s.term}) claimed "
+                        f"leadership after {w!r} at {ctx.rel(w.t)}")
+            elif w.kind == "proto" and w.client != client:
+                problem("claim after another process of the same identity wrote",
+                        f"{client} (asked {ctx.rel(s.start)}) claimed leadership after "
+                        f"{w!r} at {ctx.rel(w.t)}")
+            continue
+        prev = next((p for p in reversed(writes[:i]) if p.kind != "oob"), None)
+        grace = (prev is not None and prev.holder == me
+                 and (prev.kind == "admin" or prev.client == client)
+                 and s.start <= w.t + RENEW + CLOCK_SLACK)
+        if not grace:
+            problem("claim after an out-of-band write",
+                    f"{client} (asked {ctx.rel(s.start)}) claimed leadership "
+                    f"{s.start - w.t:.3f}s after {w!r} at {ctx.rel(w.t)} "
+                    f"(previous holder {prev.holder if prev else None!r}; a holder may "
+                    f"keep claiming for at most renew-deadline)")
+
+    # 3. term never decreases in one process.
+    if not ctx.allow_term_reset:
+        last = {}
+        for s in sorted(samples, key=lambda x: x.start):
+            if s.term is None:
+                continue
+            key = s.proc
+            if key in last and s.term < last[key][0]:
+                problem("term went down",
+                        f"{s.proc.label()}: term {last[key][0]} at {ctx.rel(last[key][1])} "
+                        f"then {s.term} at {ctx.rel(s.start)}")
+            last[key] = (s.term, s.start)
+
+    # 4. /leader always answers while the process runs and is not stopped.
+    for s in samples:
+        if s.status is not None:
+            continue
+        p = s.proc
+        if p.stopped_during(s.start, s.end):
+            continue
+        if p.signalled_at is not None and s.end >= p.signalled_at:
+            continue
+        if p.exited_at is not None and s.end >= p.exited_at - 0.5:
+            continue
+        problem("/leader did not answer",
+                f"{p.label()}: request at {ctx.rel(s.start)} failed after "
+                f"{s.end - s.start:.3f}s ({s.err})")
+
+    # 5. No process ended unless we ended it; no sanitizer report.
+    for p in c.all_procs():
+        p.poll()
+        if p.exited_at is not None and p.expected_exit is None:
+            problem("replica crashed", f"{p.label()} exited with {p.rc} at "
+                    f"{ctx.rel(p.exited_at)}:\n" + tail(p.log()))
+        m = SANITIZER_RE.search(p.log())
+        if m:
+            problem("sanitizer report", f"{p.label()}: {m.group(0)}\n" + tail(p.log(), 40))
+
+    for kind, msgs in problems.items():
+        more = f" (and {len(msgs) - 3} more)" if len(msgs) > 3 else ""
+        ctx.fail(f"{kind}: " + "; ".join(msgs[:3]) + more)
+    return len(samples)

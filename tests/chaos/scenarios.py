@@ -1,0 +1,515 @@
+"""The chaos scenarios. Each takes a Ctx whose cluster has just agreed on one
+leader, injects one fault, heals it, checks what is specific to that fault and
+leaves the cluster converged with every replica running (so the soak can chain
+them). The checks every scenario gets are in harness.analyse()."""
+import json
+import re
+import signal
+import time
+
+from harness import (CLOCK_SLACK, CONVERGE_BOUND, KILL_BOUND, LEASE, NS, LEASE_NAME,
+                     RENEW, RETRY, TERM_BOUND, ScenarioError, http_get, micro_time)
+
+
+class Scenario:
+    def __init__(self, name, fn, destructive=False, known_failure=None, soak=True):
+        self.name = name
+        self.fn = fn
+        self.destructive = destructive        # replaces replica processes
+        self.known_failure = known_failure    # why it fails today (kept out of --short)
+        self.soak = soak and not destructive
+
+
+def held_faults(ctx, slot, **fault):
+    body = {"client": slot.name}
+    body.update(fault)
+    ctx.c.api.control("POST", "faults", body)
+
+
+# ---- process faults ----
+
+def sc_sigkill(ctx):
+    c = ctx.c
+    old = c.steady()
+    t0 = c.send(old, signal.SIGKILL)
+    c.wait_exit(old, 5)
+    ctx.record_failover(t0, old.identity, KILL_BOUND, exclude=[old], what="SIGKILL")
+    c.start_slot(old)
+    ctx.converge(time.monotonic())
+
+
+def sc_sigterm(ctx):
+    c = ctx.c
+    old = c.steady()
+    term = old.proc and c.latest()[old.name].term
+    t0 = c.send(old, signal.SIGTERM)
+    rc = c.wait_exit(old, 5)
+    if ctx.check(rc is not None, "the leader did not exit within 5s of SIGTERM"):
+        took = old.proc.exited_at - t0
+        ctx.check(rc == 0, f"the leader exited with {rc} on SIGTERM")
+        ctx.check(took < 2.0, f"the leader took {took:.2f}s to exit after SIGTERM")
+    ctx.record_failover(t0, old.identity, TERM_BOUND, exclude=[old], what="SIGTERM")
+    releases = [w for w in c.refresh_log() if w.t >= t0 and w.client == old.name
+                and w.holder == ""]
+    ctx.check(len(releases) == 1, f"{len(releases)} release writes by {old.name}, want 1")
+    if releases:
+        ctx.check(releases[0].transitions == term,
+                  f"the release wrote leaseTransitions {releases[0].transitions}, "
+                  f"want the unchanged {term}")
+    c.start_slot(old)
+    ctx.converge(time.monotonic())
+
+
+def sc_sigstop(ctx):
+    """A paused leader (GC pause, VM freeze) must come back as a follower."""
+    c = ctx.c
+    old = c.steady()
+    t0 = c.send(old, signal.SIGSTOP)
+    ctx.record_failover(t0, old.identity, KILL_BOUND, exclude=[old], what="SIGSTOP")
+    ctx.sleep_until(t0 + KILL_BOUND + 1)
+    t_cont = c.send(old, signal.SIGCONT)
+    ctx.converge(t_cont)
+    # Answers given after SIGCONT were computed after it, whenever asked.
+    proc = old.proc
+    late = [s for s in c.poller.samples if s.proc is proc and s.end > t_cont
+            and s.is_leader]
+    own = [w for w in c.refresh_log() if w.t > t0 and w.client == old.name
+           and w.holder == old.identity and w.kind == "proto"]
+    if late and not (own and own[0].t < late[0].start):
+        ctx.fail(f"{old.name} claimed leadership after SIGCONT (answered "
+                 f"{ctx.rel(late[0].end)}, asked {ctx.rel(late[0].start)}) without "
+                 f"acquiring the Lease again")
+
+
+# ---- network faults on the leader's requests ----
+
+def partition(ctx, mode):
+    c = ctx.c
+    old = c.steady()
+    t0 = time.monotonic()
+    held_faults(ctx, old, partition=mode)
+    ctx.record_failover(t0, old.identity, KILL_BOUND, exclude=[old],
+                        what=f"partition ({mode})")
+    ctx.sleep_until(t0 + KILL_BOUND + 2)
+    ctx.stops_claiming(old, t0, RENEW, f"its partition ({mode}) began")
+    t_heal = time.monotonic()
+    c.api.clear_faults(old.name)
+    ctx.converge(t_heal)
+
+
+def sc_partition_hang(ctx):
+    partition(ctx, "hang")
+
+
+def sc_partition_reset(ctx):
+    partition(ctx, "reset")
+
+
+def sc_latency(ctx):
+    """3 s added to each of the leader's requests. leaderd bounds a request at
+    max(1 s, renew-deadline / 2) = 1.5 s here, so none of them succeeds and the
+    leader must be replaced as if partitioned."""
+    c = ctx.c
+    old = c.steady()
+    t0 = time.monotonic()
+    held_faults(ctx, old, latency_ms=3000)
+    ctx.record_failover(t0, old.identity, KILL_BOUND, exclude=[old], what="3 s latency")
+    ctx.sleep_until(t0 + KILL_BOUND + 2)
+    ctx.stops_claiming(old, t0, RENEW, "3 s of latency began")
+    t_heal = time.monotonic()
+    c.api.clear_faults(old.name)
+    ctx.converge(t_heal)
+
+
+def lost_replies(ctx):
+    """Half of the leader's committed writes lose their reply (the connection
+    drops after the commit): it must never believe in a write it did not see,
+    and the others must never take a Lease that is still being renewed."""
+    c = ctx.c
+    old = c.steady()
+    t0 = time.monotonic()
+    held_faults(ctx, old, lose_reply_rate=0.5, verbs=["update", "create"])
+    ctx.sleep_until(t0 + 10)
+    t_heal = time.monotonic()
+    c.api.clear_faults(old.name)
+    st = c.api.stats().get(old.name, {})
+    lost = sum(v.get("lost-reply", 0) for v in st.values())
+    ctx.check(lost > 0, "no reply was lost: the fault did not fire")
+    ctx.note(f"{lost} committed writes lost their reply")
+    report_flaps(ctx, t0, t_heal)
+    ctx.converge(t_heal)
+
+
+# ---- whole-API faults ----
+
+def report_flaps(ctx, t0, t1):
+    """Notes leadership changes and the longest time without a leader."""
+    with ctx.c.poller.lock:
+        ss = sorted((s for s in ctx.c.poller.samples if t0 <= s.start <= t1
+                     and s.status is not None), key=lambda s: s.start)
+    holders, gap, last_claim, longest = [], 0.0, t0, 0.0
+    for s in ss:
+        if s.is_leader:
+            longest = max(longest, s.start - last_claim)
+            last_claim = s.start
+            if not holders or holders[-1] != s.slot.name:
+                holders.append(s.slot.name)
+    longest = max(longest, t1 - last_claim)
+    gap = longest
+    ctx.note(f"leaders during the fault: {' -> '.join(holders) or 'none'}; "
+             f"longest time without one {gap:.2f}s")
+
+
+def storm(ctx, fault, seconds=8.0):
+    c = ctx.c
+    c.steady()
+    t0 = time.monotonic()
+    for slot in c.slots:
+        held_faults(ctx, slot, **fault)
+    ctx.sleep_until(t0 + seconds)
+    t_heal = time.monotonic()
+    c.api.clear_faults()
+    report_flaps(ctx, t0, t_heal)
+    c.first_claim(t_heal, KILL_BOUND + 2, what="a leader after the storm")
+    ctx.converge(t_heal)
+
+
+def sc_error_storm(ctx):
+    storm(ctx, {"error_rate": 0.5, "error_code": 500})
+    st = ctx.c.api.stats()
+    ctx.check(any("500" in json.dumps(v) for v in st.values()), "no 500 was served")
+
+
+def sc_throttle_storm(ctx):
+    storm(ctx, {"throttle": {"rate": 0.7, "retry_after": 2}})
+    st = ctx.c.api.stats()
+    ctx.check(any("429" in json.dumps(v) for v in st.values()), "no 429 was served")
+
+
+def sc_api_pause(ctx):
+    """Every request held for longer than the renew deadline: nobody may claim
+    leadership past renew-deadline, since nobody can renew."""
+    c = ctx.c
+    c.steady()
+    t0 = time.monotonic()
+    c.api.pause()
+    ctx.sleep_until(t0 + RENEW + 3)
+    t_resume = time.monotonic()
+    c.api.resume()
+    late = [s for s in c.poller.samples if s.is_leader
+            and t0 + RENEW + CLOCK_SLACK < s.start < t_resume]
+    if late:
+        ctx.fail(f"{late[0].slot.name} claimed leadership {late[0].start - t0:.3f}s after "
+                 f"the API server paused (renew deadline {RENEW:.0f}s; {len(late)} samples)")
+    s = c.first_claim(t_resume, KILL_BOUND + 2, what="a leader after the pause")
+    ctx.failovers.append((None, s.end - t_resume))
+    ctx.converge(t_resume)
+
+
+def sc_api_restart(ctx):
+    """The API server stops (SIGTERM) and comes back after 1 s with its state
+    file on the same port."""
+    c = ctx.c
+    c.steady()
+    t_down, t_up = c.restart_api(1.0)
+    ctx.check(c.api_exits[-1] == 0, f"leaderd-apiserver exited with {c.api_exits[-1]}")
+    s = c.first_claim(t_up, KILL_BOUND + 2, what="a leader after the restart")
+    ctx.failovers.append((None, s.end - t_up))
+    ctx.converge(t_up)
+
+
+# ---- credentials ----
+
+def counts(stats, client, code):
+    return sum(v.get(code, 0) for v in stats.get(client, {}).values())
+
+
+def sc_token_rotate(ctx):
+    """Every token rotated with no grace: the old ones get 401 at once. With a
+    tokenFile kubeconfig leaderd re-reads the file after a 401 and carries on;
+    the leader should not even lose leadership."""
+    c = ctx.c
+    old = c.steady()
+    s0 = c.api.stats()
+    t0 = time.monotonic()
+    for slot in [old] + [s for s in c.slots if s is not old]:
+        c.api.rotate_token(slot.name, grace_ms=0)
+    ctx.sleep_until(t0 + 2 * RETRY + 1.5)
+    s1 = c.api.stats()
+    ctx.sleep_until(t0 + 4 * RETRY + 2)
+    s2 = c.api.stats()
+    for slot in c.slots:
+        n401 = counts(s1, slot.name, "401") - counts(s0, slot.name, "401")
+        ok_after = counts(s2, slot.name, "200") - counts(s1, slot.name, "200")
+        late401 = counts(s2, slot.name, "401") - counts(s1, slot.name, "401")
+        ctx.check(n401 >= 1, f"{slot.name} never used its old token after the rotation "
+                  f"(no 401): the test did not exercise it")
+        ctx.check(late401 == 0, f"{slot.name} still got {late401} x 401 "
+                  f"{2 * RETRY + 1.5:.1f}s after its token was rotated")
+        ctx.check(ok_after > 0, f"{slot.name} made no successful request with its new "
+                  f"token")
+    others = [s for s in c.poller.samples if s.start >= t0 and s.is_leader
+              and s.slot is not old]
+    ctx.check(not others, f"leadership moved to {others[0].slot.name} on a token rotation"
+              if others else "")
+    claims = sorted(s.start for s in c.poller.samples if s.start >= t0 and s.is_leader
+                    and s.slot is old)
+    gaps = [b - a for a, b in zip([t0] + claims, claims)]
+    if gaps and max(gaps) > 0.5:
+        ctx.fail(f"the leader stopped claiming for {max(gaps):.2f}s around the rotation")
+    ctx.converge(t0)
+
+
+UNAUTH_RE = re.compile(r"401|unauthori[sz]ed|credential|token", re.I)
+
+
+def sc_token_revoke(ctx):
+    """The leader's token is revoked for good: it must step down, say why in
+    its log and in /healthz, and another replica takes over. A rotation (which
+    lifts the revocation) lets it rejoin as a follower."""
+    c = ctx.c
+    old = c.steady()
+    log_before = len(old.proc.log())
+    t0 = time.monotonic()
+    c.api.revoke_token(old.name)
+    ctx.record_failover(t0, old.identity, KILL_BOUND, exclude=[old], what="token revoked")
+    ctx.stops_claiming(old, t0, RENEW, "its token was revoked")
+    new_log = old.proc.log()[log_before:]
+    lines = [ln for ln in new_log.splitlines() if UNAUTH_RE.search(ln)]
+    ctx.check(bool(lines), f"{old.name}'s log says nothing about 401/Unauthorized after the "
+              f"revocation:\n" + "\n".join("    | " + ln for ln in new_log.splitlines()[-10:]))
+    lost = [ln for ln in new_log.splitlines() if "leadership lost" in ln]
+    ctx.check(bool(lost), f"{old.name} logged no 'leadership lost' line")
+    if lines:
+        ctx.note(f"{old.name} log: {lines[0].strip()[:160]}")
+    deadline = t0 + RENEW + 2
+    health = (None, None)
+    while time.monotonic() < deadline:
+        health = http_get(old.port, "/healthz")
+        if health[0] not in (200, None):
+            break
+        time.sleep(0.1)
+    body = (health[1] or b"").decode(errors="replace")
+    ctx.note(f"{old.name} /healthz after revocation: {health[0]} {body[:160]!r}")
+    ctx.check(health[0] not in (200, None) and UNAUTH_RE.search(body),
+              f"{old.name} /healthz answers {health[0]} {body[:120]!r} "
+              f"{deadline - t0:.0f}s after its token was revoked; want a failure that "
+              f"names the 401/credentials")
+    t_fix = time.monotonic()
+    c.api.rotate_token(old.name, grace_ms=0)
+    ctx.converge(t_fix, bound=CONVERGE_BOUND + 2 * RETRY)
+    ok = http_get(old.port, "/healthz")
+    ctx.check(ok[0] == 200, f"{old.name} /healthz still {ok[0]} {ok[1]!r} after a new "
+              f"token was issued")
+
+
+# ---- malformed Leases ----
+
+def lease_doc(spec, with_meta=True):
+    doc = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+    if with_meta:
+        doc["metadata"] = {"name": LEASE_NAME, "namespace": NS}
+    if spec is not None:
+        doc["spec"] = spec
+    return json.dumps(doc)
+
+
+def garbage_wrong_types(prev):
+    return lease_doc({"holderIdentity": 42, "leaseDurationSeconds": "4",
+                      "acquireTime": True, "renewTime": [micro_time()],
+                      "leaseTransitions": "7"})
+
+
+def garbage_huge_holder(prev):
+    return lease_doc({"holderIdentity": "h" * (1 << 20), "leaseDurationSeconds": 4,
+                      "acquireTime": micro_time(), "renewTime": micro_time(),
+                      "leaseTransitions": (prev.transitions or 0) + 1})
+
+
+def garbage_negative_duration(prev):
+    return lease_doc({"holderIdentity": "ghost", "leaseDurationSeconds": -5,
+                      "acquireTime": micro_time(), "renewTime": micro_time(),
+                      "leaseTransitions": (prev.transitions or 0) + 1})
+
+
+def garbage_missing_spec(prev):
+    return lease_doc(None)
+
+
+def garbage_invalid_json(prev):
+    return '{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":' \
+           '"chaos","namespace":"default"},"spec":{"holderIdentity":"r1",\x00\xff'
+
+
+GARBAGE = {
+    "wrong-types": garbage_wrong_types,
+    "huge-holder": garbage_huge_holder,
+    "negative-duration": garbage_negative_duration,
+    "missing-spec": garbage_missing_spec,
+    "invalid-json": garbage_invalid_json,
+}
+
+
+def malformed(ctx, variant, restore):
+    """Correct behaviour, as decided here: a replica must not act on a Lease it
+    cannot decode or that is not a valid Lease (a missing spec, a negative
+    duration, a holder it cannot represent). Taking it over is allowed at the
+    earliest lease-duration after it appeared (as if held by an unknown
+    holder), never sooner, because the previous leader may still claim it for
+    up to renew-deadline. Everyone keeps running; once a valid Lease is
+    written back (restore="put") or the garbage is deleted (restore="delete")
+    a leader is elected as usual."""
+    c = ctx.c
+    old = c.steady()
+    prev = c.last_write()
+    text = GARBAGE[variant](prev)
+    t0 = time.monotonic()
+    status, _, body = c.api.request("PUT", f"/_control/raw/{NS}/{LEASE_NAME}?stamp=1",
+                                    text.encode("latin-1"), token=c.api.token("admin"))
+    if status != 200:
+        raise ScenarioError(f"raw write refused: {status} {body[:200]!r}")
+    rv = json.loads(body)["resourceVersion"]
+    ctx.sleep_until(t0 + LEASE + 2)
+    # What happened to the garbage meanwhile.
+    over = [w for w in c.refresh_log() if w.t > t0 and w.kind == "proto"]
+    if over:
+        w = over[0]
+        ctx.note(f"{w.client} replaced the garbage {w.t - t0:.2f}s after it was written "
+                 f"(holder {w.holder!r})")
+        ctx.check(w.t - t0 >= LEASE - CLOCK_SLACK,
+                  f"{variant}: {w.client} took over a malformed Lease {w.t - t0:.3f}s after "
+                  f"it appeared, before lease-duration ({LEASE:.0f}s): the previous leader "
+                  f"may still be claiming it")
+    else:
+        ctx.note(f"nobody took over the malformed Lease in {LEASE + 2:.0f}s")
+    ctx.stops_claiming(old, t0, RENEW, "the Lease was overwritten with garbage")
+    claims = [s for s in c.poller.samples if s.is_leader and s.start > t0 + RENEW]
+    if claims and not over:
+        ctx.fail(f"{claims[0].slot.name} claimed leadership of a malformed Lease it never "
+                 f"wrote ({ctx.rel(claims[0].start)})")
+    for slot in c.slots:
+        warn = [ln for ln in slot.proc.log().splitlines()
+                if re.search(r"warn|error", ln, re.I) and re.search(
+                    r"decod|malformed|invalid|json|parse|too (long|large)", ln, re.I)]
+        if warn:
+            ctx.note(f"{slot.name} log: {warn[-1].strip()[:180]}")
+            break
+    t_fix = time.monotonic()
+    if not over:
+        if restore == "put":
+            spec = {"holderIdentity": old.identity, "leaseDurationSeconds": int(LEASE),
+                    "acquireTime": micro_time(), "renewTime": micro_time(),
+                    "leaseTransitions": prev.transitions or 0}
+            doc = json.loads(lease_doc(spec))
+            doc["metadata"]["resourceVersion"] = rv
+            st, out = c.admin("PUT", c.lease_path(), doc)
+            if st != 200:
+                raise ScenarioError(f"could not write a valid Lease back: {st} {out}")
+        else:
+            ctx.allow_term_reset = True  # a new Lease starts again at leaseTransitions 0
+            st, out = c.admin("DELETE", c.lease_path())
+            if st != 200:
+                raise ScenarioError(f"could not delete the garbage: {st} {out}")
+        s = c.first_claim(t_fix, KILL_BOUND + 2, what=f"a leader after the {restore}")
+        ctx.failovers.append((None, s.end - t_fix))
+    ctx.converge(t_fix, bound=CONVERGE_BOUND + RETRY)
+
+
+def make_malformed(variant, restore):
+    return lambda ctx: malformed(ctx, variant, restore)
+
+
+# ---- identities and rollouts ----
+
+DUP_RE = re.compile(r"identit", re.I)
+DUP_KIND_RE = re.compile(r"conflict|duplicate|same identity|another (process|replica)",
+                         re.I)
+
+
+def sc_duplicate_identity(ctx):
+    """A second process started with the leader's identity (a misconfigured
+    StatefulSet, a copied manifest). At most one of the two may claim
+    leadership at a time, and the conflict must be detected and reported."""
+    c = ctx.c
+    old = c.steady()
+    from harness import Slot
+    dup = Slot("dup", old.identity)
+    c.slots.append(dup)
+    t0 = time.monotonic()
+    c.start_slot(dup)
+    ctx.sleep_until(t0 + LEASE + 2 * RETRY + 2)
+    pair = {old.name, dup.name}
+    with c.poller.lock:
+        rounds = {}
+        for s in c.poller.samples:
+            if s.start >= t0 and s.is_leader and s.slot.name in pair:
+                rounds.setdefault(s.rnd, set()).add(s.slot.name)
+    both = [r for r, names in rounds.items() if len(names) == 2]
+    ctx.check(not both, f"both processes with identity {old.identity!r} claimed "
+              f"leadership in {len(both)} poll rounds")
+    logs = old.proc.log() + dup.proc.log()
+    hits = [ln for ln in logs.splitlines() if DUP_RE.search(ln) and DUP_KIND_RE.search(ln)]
+    ctx.check(bool(hits), f"no log line of {old.name} or dup reports an identity "
+              f"conflict/duplicate")
+    if hits:
+        ctx.note(f"reported: {hits[0].strip()[:180]}")
+    c.stop_slot(dup, ctx.failures)
+    ctx.converge(time.monotonic(), bound=CONVERGE_BOUND + LEASE)
+
+
+def sc_rolling_restart(ctx):
+    """SIGTERM and restart every replica in turn, waiting for each to be
+    ready; every handover of the leader is a release."""
+    c = ctx.c
+    c.steady()
+    for slot in list(c.slots):
+        leader = c.agreement()
+        was_leader = leader is slot
+        t0 = c.send(slot, signal.SIGTERM)
+        rc = c.wait_exit(slot, 5)
+        ctx.check(rc == 0, f"{slot.name} exited with {rc} on SIGTERM")
+        if was_leader:
+            ctx.record_failover(t0, slot.identity, TERM_BOUND, exclude=[slot],
+                                what=f"rolling restart of {slot.name}")
+        c.start_slot(slot)
+        deadline = time.monotonic() + 5
+        while http_get(slot.port, "/readyz")[0] != 200:
+            if time.monotonic() > deadline:
+                raise ScenarioError(f"{slot.name} not ready within 5s of its restart")
+            time.sleep(0.05)
+        ctx.converge(time.monotonic())
+    ctx.converge(time.monotonic())
+
+
+SCENARIOS = [
+    Scenario("sigkill-leader", sc_sigkill, destructive=True),
+    Scenario("sigterm-leader", sc_sigterm, destructive=True),
+    Scenario("sigstop-leader", sc_sigstop),
+    Scenario("partition-hang", sc_partition_hang),
+    Scenario("partition-reset", sc_partition_reset),
+    Scenario("latency-3s", sc_latency),
+    Scenario("lost-replies", lost_replies),
+    Scenario("error-500-storm", sc_error_storm),
+    Scenario("throttle-429-storm", sc_throttle_storm),
+    Scenario("apiserver-pause", sc_api_pause),
+    Scenario("apiserver-restart", sc_api_restart),
+    Scenario("token-rotate", sc_token_rotate),
+    Scenario("token-revoke", sc_token_revoke),
+    Scenario("malformed-wrong-types", make_malformed("wrong-types", "put")),
+    Scenario("malformed-huge-holder", make_malformed("huge-holder", "delete")),
+    Scenario("malformed-negative-duration", make_malformed("negative-duration", "put")),
+    Scenario("malformed-missing-spec", make_malformed("missing-spec", "delete")),
+    Scenario("malformed-invalid-json", make_malformed("invalid-json", "put")),
+    Scenario("malformed-invalid-json-deleted", make_malformed("invalid-json", "delete")),
+    Scenario("duplicate-identity", sc_duplicate_identity, destructive=True,
+             known_failure="leaderd does not detect a second process with its identity "
+                           "yet (the lead is adding it)"),
+    Scenario("rolling-restart", sc_rolling_restart, destructive=True),
+]
+
+
+def by_name(name):
+    for s in SCENARIOS:
+        if s.name == name:
+            return s
+    raise KeyError(name)
