@@ -773,6 +773,10 @@ void ld_election_observe(struct ld_election *e, struct ld_now now,
 {
     if (!between_requests(e) || !lease)
         return;
+    /* leaseTransitions only grows, so a lower one is an event from before
+     * what we already know (a lagging watch), not news. */
+    if (e->have_cache && lease->spec.transitions < e->cache.spec.transitions)
+        return;
     /* Our own renewal echoed late by the watch: nothing new. */
     if (e->leading && lease->spec.holder && strcmp(lease->spec.holder, e->identity) == 0 &&
         lease->spec.has_renew && lease->spec.renew_us <= e->last_renew_wall_us)

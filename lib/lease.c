@@ -462,7 +462,7 @@ static void copy_utf8(char *dst, size_t cap, const char *src, size_t n)
     }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)src[i];
-        dst[i] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
+        dst[i] = (char)((c < 0x20 || c == 0x7f) ? ' ' : c);
     }
     dst[len] = '\0';
 }
@@ -486,7 +486,7 @@ static bool copy_printable(char *dst, size_t cap, const char *src, size_t n)
         n--;
     for (size_t i = 0; i < n && out < cap - 1; i++) {
         unsigned char c = (unsigned char)src[i];
-        dst[out++] = c == '\t' ? ' ' : (c < 0x20 || c >= 0x7f) ? '?' : (char)c;
+        dst[out++] = (char)(c == '\t' ? ' ' : (c < 0x20 || c >= 0x7f) ? '?' : c);
     }
     dst[out] = '\0';
     return out > 0;

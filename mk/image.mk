@@ -32,8 +32,8 @@ image-unit:
 	    unit
 	@touch $(B)/unit/passed
 
-$(B)/.image-tools:
-	@bash tools/image/tools.sh $(B)
+$(B)/.image-tools: tools/image/tools.sh
+	@bash tools/image/tools.sh $(B) image
 	@touch $@
 
 # Local stand-in for the official base image, so `FROM debian:bookworm-slim` resolves
@@ -51,12 +51,13 @@ image-lint: $(B)/.image-tools
 	$(DOCKERFILELINT) Dockerfile
 
 image: image-lint image-base
-	$(CTR) buildah build --pull=never --layers --network host -t $(IMAGE) -f Dockerfile .
+	$(CTR) buildah build --pull=never --layers --force-rm --network host -t $(IMAGE) -f Dockerfile .
 	@$(CTR) podman image inspect --format 'image: {{.RepoTags}} {{.Size}} bytes' $(IMAGE)
 
 image-test: image all
 	@LEADERD_IMAGE=$(IMAGE) LEADERD_IMAGE_DIR=$(IMAGE_DIR) LEADERD_BUILD=$(abspath $(B)) \
 	    $(PY) tools/image/image_test.py
 
-deploy-test: $(B)/.image-tools
+deploy-test:
+	@bash tools/image/tools.sh $(B) deploy
 	@$(PY) tests/deploy/run.py

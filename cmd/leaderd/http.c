@@ -34,6 +34,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -57,6 +58,8 @@
 /* After a failed allocation while rendering an event, try again this
  * soon. */
 #define RETRY_MS 100
+/* At most this long to let held requests end cleanly when stopping. */
+#define DRAIN_S 1
 
 #define CT_JSON "application/json"
 #define CT_TEXT "text/plain; charset=utf-8"
@@ -125,7 +128,9 @@ struct ld_http {
     atomic_bool wake_pending;
 
     pthread_mutex_t mu;
+    pthread_cond_t drained; /* nholds reached 0 while stopping */
     bool stopping;
+    unsigned int nholds;    /* allocated, linked or not */
     bool have_view;
     struct view view;      /* as of the last refresh */
     int64_t flip_at_ms;    /* when view.is_leader turns false by itself */
@@ -394,8 +399,9 @@ int ld_http_poll_arg(struct ld_http_poll *p, const char *key, const char *value,
         int64_t ms = 0, secs = 0;
         if (p->wait)
             return poll_fail(err, errlen, key, "given twice, again as", v);
-        if (parse_count(v, &secs) == 0)
-            ms = secs > INT64_MAX / 1000 ? INT64_MAX : secs * 1000;
+        if (all_digits(v)) /* whole seconds; too many for int64 is capped too */
+            ms = parse_count(v, &secs) != 0 || secs > INT64_MAX / 1000 ? INT64_MAX
+                                                                     : secs * 1000;
         else if (ld_duration_parse(v, &ms) != LD_OK || ms < 0)
             return poll_fail(err, errlen, key, "not a duration such as 30s:", v);
         p->wait = true;
@@ -556,6 +562,8 @@ static void release_hold(struct ld_http *h, struct hold *x)
     if (x->kind == HOLD_WATCH)
         free(x->u.watch.out);
     free(x);
+    if (--h->nholds == 0 && h->stopping)
+        pthread_cond_broadcast(&h->drained);
 }
 
 /* Re-reads the state; when what /leader shows has changed, renders the
@@ -603,11 +611,7 @@ static void expire_polls_locked(struct ld_http *h, int64_t now)
 
 static void heartbeat_locked(struct ld_http *h, int64_t now)
 {
-    if (h->nsubs == 0) {
-        h->next_ping_ms = now + h->heartbeat_ms;
-        return;
-    }
-    if (now < h->next_ping_ms)
+    if (h->nsubs == 0 || now < h->next_ping_ms)
         return;
     h->next_ping_ms = now + h->heartbeat_ms;
     for (struct hold *x = h->subs; x; x = x->next) {
@@ -909,6 +913,7 @@ static enum MHD_Result answer_leader(struct ld_http *h, struct MHD_Connection *c
         h->npolls < h->max_held)
         x = calloc(1, sizeof(*x));
     if (x) {
+        h->nholds++;
         x->h = h;
         x->conn = c;
         x->kind = HOLD_POLL;
@@ -1045,6 +1050,7 @@ static enum MHD_Result answer_watch(struct ld_http *h, struct MHD_Connection *c,
     if (!full)
         x = calloc(1, sizeof(*x));
     if (x) {
+        h->nholds++;
         x->h = h;
         x->conn = c;
         x->kind = HOLD_WATCH;
@@ -1054,7 +1060,10 @@ static enum MHD_Result answer_watch(struct ld_http *h, struct MHD_Connection *c,
         /* The current state supersedes any event a reconnecting client
          * missed, so it gets that once unless it has it already. */
         x->u.watch.sent_seq = has_last && last == h->seq ? h->seq : 0;
+        if (h->nsubs == 0)
+            h->next_ping_ms = ld_mono_ms() + h->heartbeat_ms;
         link_hold(h, x);
+        poke(h); /* heartbeats are due from now on */
     }
     pthread_mutex_unlock(&h->mu);
     if (full) {
@@ -1246,8 +1255,10 @@ static void destroy(struct ld_http *h)
         close(h->epfd);
     if (h->wakefd >= 0)
         close(h->wakefd);
-    if (h->mu_ready)
+    if (h->mu_ready) {
+        pthread_cond_destroy(&h->drained);
         pthread_mutex_destroy(&h->mu);
+    }
     free(h->event);
     free(h);
 }
@@ -1278,10 +1289,21 @@ static int start_notifier(struct ld_http *h, char *err, size_t errlen)
         snprintf(err, errlen, "http: cannot set up notifications: %s", strerror(errno));
         return -1;
     }
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     if (pthread_mutex_init(&h->mu, NULL) != 0) {
+        pthread_condattr_destroy(&attr);
         snprintf(err, errlen, "http: cannot create a mutex");
         return -1;
     }
+    if (pthread_cond_init(&h->drained, &attr) != 0) {
+        pthread_condattr_destroy(&attr);
+        pthread_mutex_destroy(&h->mu);
+        snprintf(err, errlen, "http: cannot create a condition variable");
+        return -1;
+    }
+    pthread_condattr_destroy(&attr);
     h->mu_ready = true;
     int rc = pthread_create(&h->notifier, NULL, notifier_main, h);
     if (rc != 0) {
@@ -1373,11 +1395,19 @@ void ld_http_stop(struct ld_http *h)
     /* MHD must not be stopped with suspended connections: let every held
      * request go. Polls answer, streams end; nothing suspends again once
      * stopping is set. */
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += DRAIN_S;
     pthread_mutex_lock(&h->mu);
     while (h->polls)
         finish_poll(h, h->polls);
     for (struct hold *x = h->subs; x; x = x->next)
         wake(h, x);
+    /* Give them a moment to go out whole (a client that does not read is
+     * cut off by MHD_stop_daemon). */
+    int rc = 0;
+    while (h->nholds > 0 && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&h->drained, &h->mu, &until);
     pthread_mutex_unlock(&h->mu);
     /* MHD closes the listening socket it was given. */
     MHD_stop_daemon(h->daemon);

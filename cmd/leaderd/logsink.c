@@ -88,7 +88,7 @@ static size_t escape_one(const char *s, size_t n, size_t i, bool json, char esc[
     }
     if (c == '\n' || c == '\r' || c == '\t') {
         esc[0] = '\\';
-        esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        esc[1] = (char)(c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
         *plen = 2;
     } else if (c < 0x20 || c == 0x7f) {
         *plen = (size_t)snprintf(esc, 8, json ? "\\u%04x" : "\\x%02x", c);

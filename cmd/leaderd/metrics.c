@@ -66,24 +66,24 @@ static void observe_bucket(uint64_t *buckets, double seconds)
     }
 }
 
-void ld_metrics_observe_request(void *ctx, const char *verb, long http_status,
+void ld_metrics_observe_request(void *m, const char *verb, long http_status,
                                 double seconds)
 {
-    struct ld_metrics *m = ctx;
+    struct ld_metrics *metrics = m;
     int v = verb_index(verb);
     long code = http_status >= 100 && http_status <= 599 ? http_status : CODE_ERROR;
     if (!(seconds >= 0)) /* negative or NaN */
         seconds = 0;
-    pthread_mutex_lock(&m->mu);
-    struct ld_metrics_series *s = find_series(m, v, code);
+    pthread_mutex_lock(&metrics->mu);
+    struct ld_metrics_series *s = find_series(metrics, v, code);
     /* The last NVERBS slots are kept for the per-verb "other" series so the
      * table stays bounded whatever statuses a server invents. */
-    if (!s && m->nseries >= LD_METRICS_MAX_SERIES - NVERBS) {
+    if (!s && metrics->nseries >= LD_METRICS_MAX_SERIES - NVERBS) {
         code = CODE_OTHER;
-        s = find_series(m, v, code);
+        s = find_series(metrics, v, code);
     }
     if (!s) {
-        s = &m->series[m->nseries++];
+        s = &metrics->series[metrics->nseries++];
         s->verb = v;
         s->code = code;
         s->count = 0;
@@ -91,11 +91,11 @@ void ld_metrics_observe_request(void *ctx, const char *verb, long http_status,
     s->count++;
     /* A watch lasts minutes by design; its length is not a latency. */
     if (strcmp(verbs[v], "WATCH") != 0) {
-        observe_bucket(m->bucket, seconds);
-        m->count++;
-        m->sum += seconds;
+        observe_bucket(metrics->bucket, seconds);
+        metrics->count++;
+        metrics->sum += seconds;
     }
-    pthread_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&metrics->mu);
 }
 
 /* A growable, capped text buffer; a failed append poisons it. */

@@ -37,7 +37,7 @@ static void sanitize(char *dst, size_t cap, const char *src, bool no_ctl)
 
     for (; i < cap - 1 && src[i]; i++) {
         unsigned char c = (unsigned char)src[i];
-        dst[i] = (c >= 0x80 || (no_ctl && (c < 0x20 || c == 0x7f))) ? '?' : (char)c;
+        dst[i] = (char)((c >= 0x80 || (no_ctl && (c < 0x20 || c == 0x7f))) ? '?' : c);
     }
     dst[i] = '\0';
 }

@@ -688,6 +688,32 @@ START_TEST(leader_steps_down_on_watched_takeover_and_ignores_own_echo)
 }
 END_TEST
 
+START_TEST(lagging_event_from_an_older_term_is_ignored)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "", 1, 1, WALL0);
+    struct ld_lease old;
+    ld_lease_init(&old);
+    fake_api_put_record(&api, "other", 15, 1, WALL0 - 1000000);
+    ld_lease_copy(&old, &api.lease); /* "other" held it in term 1 */
+    fake_api_put_record(&api, "", 1, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    ld_election_set_watch(e, true);
+    settle(e, &api, 0);
+    ck_assert(ld_election_is_leader(e, 0));
+    ck_assert_int_eq(api.lease.spec.transitions, 2);
+    ld_election_observe(e, at(10), &old);
+    ck_assert(ld_election_is_leader(e, 10));
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert_str_eq(st.leader, "b");
+    ld_lease_clear(&old);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
 START_TEST(deleted_lease_is_recreated)
 {
     struct fake_api api;
@@ -969,6 +995,7 @@ static Suite *election_suite(void)
     tcase_add_test(tc, stale_watch_cache_costs_a_conflict_then_a_get);
     tcase_add_test(tc, leader_steps_down_on_watched_takeover_and_ignores_own_echo);
     tcase_add_test(tc, deleted_lease_is_recreated);
+    tcase_add_test(tc, lagging_event_from_an_older_term_is_ignored);
     tcase_add_test(tc, retry_after_is_honoured);
     tcase_add_test(tc, standby_polls_within_jitter_bounds);
     tcase_add_test(tc, wake_starts_attempt_early);

@@ -74,6 +74,10 @@ static void header_value(const char *line, size_t len, const char *name, char *o
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
     struct resp *r = ud;
+    /* The status as soon as it arrives, for streams that never end (the
+     * line ends in "\r\n", so strtol stops inside it). */
+    if (size * n > 12 && strncmp(p, "HTTP/1.", 7) == 0 && p[8] == ' ')
+        r->status = strtol(p + 9, NULL, 10);
     header_value(p, size * n, "Content-Type", r->ctype, sizeof(r->ctype));
     header_value(p, size * n, "Allow", r->allow, sizeof(r->allow));
     header_value(p, size * n, "Cache-Control", r->cache, sizeof(r->cache));
@@ -84,14 +88,14 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
  * assertions, so other threads may use it; r->rc says how it went. */
 static void fetch_raw(int at_port, const char *method, const char *path, struct resp *r)
 {
-    char url[2048];
+    char *url = NULL;
     memset(r, 0, sizeof(*r));
     CURL *c = curl_easy_init();
-    if (!c) {
+    if (!c || asprintf(&url, "http://127.0.0.1:%d%s", at_port, path) < 0) {
+        curl_easy_cleanup(c);
         r->rc = CURLE_FAILED_INIT;
         return;
     }
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", at_port, path);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
@@ -100,7 +104,6 @@ static void fetch_raw(int at_port, const char *method, const char *path, struct 
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_PROXY, "");
-    curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
     if (method && strcmp(method, "HEAD") == 0)
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     else if (method && strcmp(method, "POST") == 0)
@@ -113,6 +116,7 @@ static void fetch_raw(int at_port, const char *method, const char *path, struct 
     r->rc = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_cleanup(c);
+    free(url);
 }
 
 static void fetch_at(int at_port, const char *method, const char *path, struct resp *r)
@@ -649,6 +653,838 @@ START_TEST(start_errors_and_stop)
 }
 END_TEST
 
+/* ---- long-poll arguments, without a socket ---- */
+
+START_TEST(poll_arguments)
+{
+    struct ld_http_poll p;
+    char err[256];
+    ld_http_poll_init(&p);
+    ck_assert(!p.wait);
+    ck_assert_int_eq(ld_http_poll_arg(&p, "wait", "30s", 60000, err, sizeof(err)), 0);
+    ck_assert(p.wait);
+    ck_assert_int_eq(p.wait_ms, 30000);
+    /* Repeats are refused; unknown keys and bare keys are fine. */
+    ck_assert_int_eq(ld_http_poll_arg(&p, "wait", "1s", 60000, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "twice"));
+    ck_assert_int_eq(ld_http_poll_arg(&p, "other", NULL, 60000, err, sizeof(err)), 0);
+    ck_assert_int_eq(ld_http_poll_arg(&p, "leader", "pod-a", 60000, err, sizeof(err)), 0);
+    ck_assert(p.has_leader);
+    ck_assert_str_eq(p.leader, "pod-a");
+    ck_assert_int_eq(ld_http_poll_arg(&p, "term", "7", 60000, err, sizeof(err)), 0);
+    ck_assert(p.has_term);
+    ck_assert_int_eq(p.term, 7);
+    ck_assert_int_eq(ld_http_poll_arg(&p, "is_leader", "false", 60000, err, sizeof(err)),
+                     0);
+    ck_assert(p.has_is_leader && !p.is_leader);
+
+    /* Whole seconds, capping, and zero. */
+    static const struct {
+        const char *v;
+        int64_t ms;
+    } waits[] = {{"30", 30000}, {"2m", 60000}, {"1h", 60000}, {"500ms", 500},
+                 {"0", 0},      {"0s", 0},     {"99999999999999999999", 60000}};
+    for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
+        ld_http_poll_init(&p);
+        ck_assert_msg(ld_http_poll_arg(&p, "wait", waits[i].v, 60000, err, sizeof(err)) ==
+                          0,
+                      "%s: %s", waits[i].v, err);
+        ck_assert_int_eq(p.wait_ms, waits[i].ms);
+    }
+    static const struct {
+        const char *k, *v;
+    } bad[] = {{"wait", "abc"},     {"wait", "-1s"},      {"wait", ""},
+               {"wait", NULL},      {"wait", "10x"},      {"term", "-1"},
+               {"term", "1.5"},     {"term", ""},         {"term", " 1"},
+               {"term", "0x10"},    {"is_leader", "yes"}, {"is_leader", ""},
+               {"is_leader", NULL}, {"term", "99999999999999999999"}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ld_http_poll_init(&p);
+        ck_assert_msg(ld_http_poll_arg(&p, bad[i].k, bad[i].v, 60000, err, sizeof(err)) ==
+                          -1,
+                      "%s=%s accepted", bad[i].k, bad[i].v ? bad[i].v : "(null)");
+        ck_assert_msg(strncmp(err, bad[i].k, strlen(bad[i].k)) == 0, "%s", err);
+    }
+    /* The reason quotes the value, made safe for a JSON message. */
+    ld_http_poll_init(&p);
+    ck_assert_int_eq(ld_http_poll_arg(&p, "term", "\x01\"\xff", 60000, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "\"???\""));
+    /* An identity longer than any holder cannot be what the caller saw. */
+    char longid[LD_LEASE_MAX_HOLDER + 2];
+    memset(longid, 'a', sizeof(longid) - 1);
+    longid[sizeof(longid) - 1] = '\0';
+    ck_assert_int_eq(ld_http_poll_arg(&p, "leader", longid, 60000, err, sizeof(err)), -1);
+    longid[LD_LEASE_MAX_HOLDER] = '\0';
+    ck_assert_int_eq(ld_http_poll_arg(&p, "leader", longid, 60000, err, sizeof(err)), 0);
+    /* A bare leader means "nobody". */
+    ld_http_poll_init(&p);
+    ck_assert_int_eq(ld_http_poll_arg(&p, "leader", NULL, 60000, NULL, 0), 0);
+    ck_assert(p.has_leader);
+    ck_assert_str_eq(p.leader, "");
+}
+END_TEST
+
+START_TEST(poll_differs_compares_given_fields)
+{
+    struct ld_snapshot s;
+    struct ld_http_poll p;
+    base_snapshot(&s);
+    snprintf(s.leader, sizeof(s.leader), "me");
+    s.observed = true;
+    s.leading = true;
+    s.lead_until_ms = 2000;
+    s.term = 4;
+
+    ld_http_poll_init(&p);
+    ck_assert(!ld_http_poll_differs(&p, &s, 1000)); /* nothing given */
+    ck_assert_int_eq(ld_http_poll_arg(&p, "leader", "me", 60000, NULL, 0), 0);
+    ck_assert(!ld_http_poll_differs(&p, &s, 1000));
+    ck_assert_int_eq(ld_http_poll_arg(&p, "is_leader", "true", 60000, NULL, 0), 0);
+    ck_assert(!ld_http_poll_differs(&p, &s, 1999));
+    /* Leadership lapses by time alone. */
+    ck_assert(ld_http_poll_differs(&p, &s, 2000));
+    ck_assert_int_eq(ld_http_poll_arg(&p, "term", "3", 60000, NULL, 0), 0);
+    ck_assert(ld_http_poll_differs(&p, &s, 1000));
+
+    ld_http_poll_init(&p);
+    ck_assert_int_eq(ld_http_poll_arg(&p, "leader", "", 60000, NULL, 0), 0);
+    ck_assert(ld_http_poll_differs(&p, &s, 1000));
+    ld_http_poll_init(&p);
+    ck_assert_int_eq(ld_http_poll_arg(&p, "term", "4", 60000, NULL, 0), 0);
+    ck_assert(!ld_http_poll_differs(&p, &s, 5000));
+}
+END_TEST
+
+START_TEST(route_watch_renders_one_event)
+{
+    struct ld_snapshot s;
+    struct ld_http_reply r;
+    base_snapshot(&s);
+    s.observed = true;
+    snprintf(s.leader, sizeof(s.leader), "other");
+    s.term = 2;
+    ck_assert_int_eq(ld_http_route("GET", "/watch", &s, NULL, 1000, &r), 0);
+    ck_assert_uint_eq(r.status, 200);
+    ck_assert_str_eq(r.content_type, "text/event-stream");
+    ck_assert_uint_eq(r.len, strlen(r.body));
+    ck_assert_int_eq(strncmp(r.body, "event: leader\ndata: {", 21), 0);
+    ck_assert_int_eq(strcmp(r.body + r.len - 3, "}\n\n"), 0);
+    ld_http_reply_clear(&r);
+    ck_assert_int_eq(ld_http_route("DELETE", "/watch", &s, NULL, 1000, &r), 0);
+    ck_assert_uint_eq(r.status, 405);
+    ld_http_reply_clear(&r);
+}
+END_TEST
+
+/* ---- helpers for held requests ---- */
+
+static int64_t elapsed_since(int64_t t0)
+{
+    return ld_mono_ms() - t0;
+}
+
+static void pause_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Polls the server's counters (there is no event to wait on for them) until
+ * pred holds or timeout_ms passes; returns whether it held. */
+static bool stats_until(struct ld_http *h, bool (*pred)(const struct ld_http_stats *, long),
+                        long arg, int64_t timeout_ms)
+{
+    struct ld_http_stats stats;
+    int64_t t0 = ld_mono_ms();
+    for (;;) {
+        ld_http_get_stats(h, &stats);
+        if (pred(&stats, arg))
+            return true;
+        if (elapsed_since(t0) > timeout_ms)
+            return false;
+        pause_ms(2);
+    }
+}
+
+static bool held_is(const struct ld_http_stats *s, long n)
+{
+    return s->held == (unsigned long)n;
+}
+
+static bool subscribers_are(const struct ld_http_stats *s, long n)
+{
+    return s->subscribers == (unsigned long)n;
+}
+
+static bool connections_at_most(const struct ld_http_stats *s, long n)
+{
+    return s->connections <= (unsigned long)n;
+}
+
+/* A GET on its own thread. */
+struct async_get {
+    pthread_t th;
+    int port;
+    char path[1024];
+    struct resp r;
+    int64_t started_ms, took_ms;
+};
+
+static void *async_get_main(void *arg)
+{
+    struct async_get *a = arg;
+    fetch_raw(a->port, NULL, a->path, &a->r);
+    a->took_ms = elapsed_since(a->started_ms);
+    return NULL;
+}
+
+static void async_get_start(struct async_get *a, int at_port, const char *path)
+{
+    memset(a, 0, sizeof(*a));
+    a->port = at_port;
+    snprintf(a->path, sizeof(a->path), "%s", path);
+    a->started_ms = ld_mono_ms();
+    ck_assert_int_eq(pthread_create(&a->th, NULL, async_get_main, a), 0);
+}
+
+static void async_get_join(struct async_get *a)
+{
+    pthread_join(a->th, NULL);
+    ck_assert_msg(a->r.rc == CURLE_OK, "GET %s: %s", a->path, curl_easy_strerror(a->r.rc));
+}
+
+/* ---- an SSE client on its own thread ---- */
+
+struct sse {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int port;
+    char last_id[64]; /* Last-Event-ID to send, "" for none */
+    char raw[32768];  /* the stream as received */
+    size_t len;
+    int fd;           /* the connection's socket while open, else -1 */
+    int next;         /* index of the first block expect_event has not read */
+    bool done;
+    struct resp head; /* status and headers */
+};
+
+static size_t sse_on_body(char *p, size_t size, size_t n, void *ud)
+{
+    struct sse *s = ud;
+    size_t len = size * n;
+    pthread_mutex_lock(&s->mu);
+    if (len > sizeof(s->raw) - 1 - s->len)
+        len = 0;
+    memcpy(s->raw + s->len, p, len);
+    s->len += len;
+    s->raw[s->len] = '\0';
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return len == size * n ? len : 0;
+}
+
+static curl_socket_t sse_open_socket(void *ud, curlsocktype purpose,
+                                     struct curl_sockaddr *a)
+{
+    struct sse *s = ud;
+    (void)purpose;
+    int fd = socket(a->family, a->socktype, a->protocol);
+    pthread_mutex_lock(&s->mu);
+    s->fd = fd;
+    pthread_mutex_unlock(&s->mu);
+    return fd;
+}
+
+static int sse_close_socket(void *ud, curl_socket_t fd)
+{
+    struct sse *s = ud;
+    pthread_mutex_lock(&s->mu);
+    s->fd = -1;
+    pthread_mutex_unlock(&s->mu);
+    return close(fd);
+}
+
+static void *sse_main(void *arg)
+{
+    struct sse *s = arg;
+    char url[128], hdr[128];
+    struct curl_slist *headers = NULL;
+    CURL *c = curl_easy_init();
+    if (c) {
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d/watch", s->port);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, &s->head);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, sse_open_socket);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, s);
+        curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, sse_close_socket);
+        curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, s);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_PROXY, "");
+        if (s->last_id[0]) {
+            snprintf(hdr, sizeof(hdr), "Last-Event-ID: %s", s->last_id);
+            headers = curl_slist_append(headers, hdr);
+            curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+        }
+        s->head.rc = curl_easy_perform(c);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &s->head.status);
+        curl_easy_cleanup(c);
+        curl_slist_free_all(headers);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->done = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static void sse_start(struct sse *s, int at_port, const char *last_id)
+{
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->port = at_port;
+    s->fd = -1;
+    snprintf(s->last_id, sizeof(s->last_id), "%s", last_id ? last_id : "");
+    ck_assert_int_eq(pthread_create(&s->th, NULL, sse_main, s), 0);
+}
+
+/* Hangs up (as a client going away would) and reaps the thread. */
+static void sse_stop(struct sse *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->fd >= 0)
+        shutdown(s->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->th, NULL);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+}
+
+static int count_blocks(const char *raw)
+{
+    int n = 0;
+    for (const char *p = strstr(raw, "\n\n"); p; p = strstr(p + 2, "\n\n"))
+        n++;
+    return n;
+}
+
+/* Waits until n blocks (events or comments) have arrived; false on
+ * timeout or when the stream ended first. */
+static bool sse_wait_blocks(struct sse *s, int n, int64_t timeout_ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    while (count_blocks(s->raw) < n && !s->done && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+    bool ok = count_blocks(s->raw) >= n;
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+struct sse_block {
+    bool comment;
+    char id[32];
+    char event[32];
+    char data[4096];
+};
+
+/* Block i (from 0) of what has arrived; false when there is none. */
+static bool sse_block(struct sse *s, int i, struct sse_block *b)
+{
+    char copy[sizeof(s->raw)];
+    memset(b, 0, sizeof(*b));
+    pthread_mutex_lock(&s->mu);
+    memcpy(copy, s->raw, s->len + 1);
+    pthread_mutex_unlock(&s->mu);
+    char *p = copy;
+    for (int k = 0; k < i && p; k++) {
+        p = strstr(p, "\n\n");
+        p = p ? p + 2 : NULL;
+    }
+    char *end = p ? strstr(p, "\n\n") : NULL;
+    if (!end)
+        return false;
+    *end = '\0';
+    for (char *line = strtok(p, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == ':')
+            b->comment = true;
+        else if (strncmp(line, "id: ", 4) == 0)
+            snprintf(b->id, sizeof(b->id), "%s", line + 4);
+        else if (strncmp(line, "event: ", 7) == 0)
+            snprintf(b->event, sizeof(b->event), "%s", line + 7);
+        else if (strncmp(line, "data: ", 6) == 0)
+            snprintf(b->data, sizeof(b->data), "%s", line + 6);
+    }
+    return true;
+}
+
+/* Asserts the next event (skipping heartbeat comments) is a leader event
+ * for holder with is_leader and term; returns its id. */
+static uint64_t expect_event(struct sse *s, const char *holder, bool leading, int64_t term)
+{
+    struct sse_block b;
+    for (;;) {
+        ck_assert_msg(sse_wait_blocks(s, s->next + 1, 5000), "event %d did not arrive: %s",
+                      s->next, s->raw);
+        ck_assert(sse_block(s, s->next++, &b));
+        if (!b.comment)
+            break;
+    }
+    ck_assert_str_eq(b.event, "leader");
+    ck_assert_msg(b.id[0] != '\0', "no id in %s", s->raw);
+    json_t *o = parse_json(b.data);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "leader")), holder);
+    ck_assert_msg(json_is_true(json_object_get(o, "is_leader")) == leading, "%s", b.data);
+    ck_assert_int_eq(json_integer_value(json_object_get(o, "term")), term);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "lease")), "ns/demo");
+    json_decref(o);
+    char *end = NULL;
+    uint64_t id = strtoull(b.id, &end, 10);
+    ck_assert(end && *end == '\0');
+    return id;
+}
+
+static struct ld_http *start_with(const struct ld_http_options *o)
+{
+    char err[256];
+    struct ld_http *h = ld_http_start_opts("127.0.0.1", 0, &st, &met, o, err, sizeof(err));
+    ck_assert_msg(h != NULL, "start: %s", err);
+    return h;
+}
+
+/* ---- long-poll over a socket ---- */
+
+START_TEST(longpoll_answers_at_once_when_state_differs)
+{
+    struct resp r;
+    publish("me", 60000, 9);
+    static const char *const differ[] = {
+        "/leader?wait=30s&leader=other",
+        "/leader?wait=30s&term=8",
+        "/leader?wait=30s&is_leader=false",
+        "/leader?wait=30s&leader=me&term=9&is_leader=false",
+        "/leader?wait=30s&leader=",
+        "/leader?wait=0s&leader=me&term=9&is_leader=true", /* no wait at all */
+    };
+    for (size_t i = 0; i < sizeof(differ) / sizeof(differ[0]); i++) {
+        int64_t t0 = ld_mono_ms();
+        fetch(NULL, differ[i], &r);
+        ck_assert_msg(elapsed_since(t0) < 2000, "%s held", differ[i]);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_str_eq(r.ctype, "application/json");
+        ck_assert_str_eq(r.cache, "no-store");
+        json_t *o = parse_json(r.body);
+        ck_assert_str_eq(json_string_value(json_object_get(o, "leader")), "me");
+        ck_assert_int_eq(json_integer_value(json_object_get(o, "term")), 9);
+        json_decref(o);
+    }
+    /* The same through HEAD: status only. */
+    fetch("HEAD", "/leader?wait=30s&leader=other", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.len, 0);
+}
+END_TEST
+
+START_TEST(longpoll_rejects_bad_arguments)
+{
+    struct resp r;
+    static const char *const bad[] = {
+        "/leader?wait=abc",       "/leader?wait=30s&term=x", "/leader?wait=1s&is_leader=maybe",
+        "/leader?wait=1s&wait=2s", "/leader?term=-1",        "/leader?wait=%ff%00",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        fetch(NULL, bad[i], &r);
+        ck_assert_msg(r.status == 400, "%s: %ld", bad[i], r.status);
+        ck_assert_str_eq(r.ctype, "application/json");
+        json_t *o = parse_json(r.body);
+        ck_assert(json_is_string(json_object_get(o, "error")));
+        json_decref(o);
+    }
+    fetch(NULL, "/readyz", &r);
+    ck_assert_int_eq(r.status, 503);
+}
+END_TEST
+
+START_TEST(longpoll_held_until_change)
+{
+    struct async_get a;
+    struct resp r;
+    publish("other", 0, 5);
+    async_get_start(&a, port, "/leader?wait=30s&leader=other&term=5&is_leader=false");
+    ck_assert_msg(stats_until(srv, held_is, 1, 5000), "the poll was not held");
+
+    /* A held request does not hold up anyone else, probes included. */
+    int64_t t0 = ld_mono_ms();
+    fetch(NULL, "/healthz", &r);
+    ck_assert_int_eq(r.status, 200);
+    fetch(NULL, "/leader", &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_int_lt(elapsed_since(t0), 1000);
+
+    /* A publish that changes nothing the caller gave keeps it held. */
+    struct ld_snapshot s;
+    ld_state_read(&st, &s);
+    s.heartbeat_ms = ld_mono_ms();
+    s.renewed_at_us += 1000000;
+    ld_state_publish(&st, &s);
+
+    int64_t changed_at = ld_mono_ms();
+    publish("me", 60000, 6);
+    async_get_join(&a);
+    ck_assert_int_eq(a.r.status, 200);
+    ck_assert_int_lt(ld_mono_ms() - changed_at, 2000);
+    json_t *o = parse_json(a.r.body);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "leader")), "me");
+    ck_assert(json_is_true(json_object_get(o, "is_leader")));
+    ck_assert_int_eq(json_integer_value(json_object_get(o, "term")), 6);
+    json_decref(o);
+    ck_assert(stats_until(srv, held_is, 0, 1000));
+}
+END_TEST
+
+START_TEST(longpoll_times_out_with_current_state)
+{
+    struct async_get a;
+    publish("other", 0, 5);
+    async_get_start(&a, port, "/leader?wait=300ms&leader=other");
+    async_get_join(&a);
+    ck_assert_int_eq(a.r.status, 503);
+    ck_assert_msg(a.took_ms >= 290 && a.took_ms < 5000, "took %lld ms",
+                  (long long)a.took_ms);
+    json_t *o = parse_json(a.r.body);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "leader")), "other");
+    json_decref(o);
+}
+END_TEST
+
+/* is_leader turns false when lead_until passes, with no publish: a caller
+ * holding with is_leader=true hears about it then. */
+START_TEST(longpoll_wakes_on_lapse_without_publish)
+{
+    struct async_get a;
+    publish("me", 400, 3);
+    struct ld_snapshot s;
+    ld_state_read(&st, &s);
+    async_get_start(&a, port, "/leader?wait=30s&is_leader=true&leader=me");
+    async_get_join(&a);
+    int64_t now = ld_mono_ms();
+    ck_assert_int_eq(a.r.status, 503);
+    ck_assert_int_ge(now, s.lead_until_ms);
+    ck_assert_msg(now - s.lead_until_ms < 1000, "answered %lld ms after the lapse",
+                  (long long)(now - s.lead_until_ms));
+    json_t *o = parse_json(a.r.body);
+    ck_assert(json_is_false(json_object_get(o, "is_leader")));
+    json_decref(o);
+}
+END_TEST
+
+START_TEST(longpoll_cap_answers_at_once)
+{
+    struct ld_http_options o = {.max_held = 2};
+    struct ld_http *h = start_with(&o);
+    int hp = ld_http_port(h);
+    struct async_get a[2];
+    struct resp r;
+    publish("other", 0, 1);
+    async_get_start(&a[0], hp, "/leader?wait=30s&leader=other");
+    async_get_start(&a[1], hp, "/leader?wait=30s&leader=other");
+    ck_assert(stats_until(h, held_is, 2, 5000));
+    int64_t t0 = ld_mono_ms();
+    fetch_at(hp, NULL, "/leader?wait=30s&leader=other", &r);
+    ck_assert_int_eq(r.rc, CURLE_OK);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_int_lt(elapsed_since(t0), 2000);
+    /* Stopping the server answers what it holds. */
+    ld_http_stop(h);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(a[i].th, NULL);
+        ck_assert_msg(a[i].took_ms < 5000, "held %lld ms", (long long)a[i].took_ms);
+    }
+}
+END_TEST
+
+/* ---- /watch over a socket ---- */
+
+START_TEST(watch_first_event_and_changes)
+{
+    struct sse s;
+    publish("other", 0, 4);
+    sse_start(&s, port, NULL);
+    uint64_t id = expect_event(&s, "other", false, 4);
+    ck_assert_int_eq(s.head.status, 200);
+    ck_assert_str_eq(s.head.ctype, "text/event-stream");
+    ck_assert_str_eq(s.head.cache, "no-store");
+    struct ld_http_stats stats;
+    ld_http_get_stats(srv, &stats);
+    ck_assert_uint_eq(stats.seq, id);
+    ck_assert_uint_eq(stats.subscribers, 1);
+
+    /* A publish that changes nothing visible sends nothing; a change sends
+     * one event with the next id. */
+    struct ld_snapshot snap;
+    ld_state_read(&st, &snap);
+    snap.heartbeat_ms = ld_mono_ms();
+    ld_state_publish(&st, &snap);
+    publish("me", 60000, 5);
+    ck_assert_uint_eq(expect_event(&s, "me", true, 5), id + 1);
+    publish("", 0, 5);
+    ck_assert_uint_eq(expect_event(&s, "", false, 5), id + 2);
+    ck_assert_int_eq(count_blocks(s.raw), 3);
+
+    /* The stream does not hold up probes. */
+    struct resp r;
+    int64_t t0 = ld_mono_ms();
+    fetch(NULL, "/healthz", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_lt(elapsed_since(t0), 1000);
+
+    /* The client going away is noticed at once, without a write. */
+    sse_stop(&s);
+    ck_assert_msg(stats_until(srv, subscribers_are, 0, 2000), "subscriber not cleaned up");
+}
+END_TEST
+
+START_TEST(watch_lapse_without_publish)
+{
+    struct sse s;
+    publish("me", 500, 3);
+    sse_start(&s, port, NULL);
+    uint64_t id = expect_event(&s, "me", true, 3);
+    struct ld_snapshot snap;
+    ld_state_read(&st, &snap);
+    ck_assert_uint_eq(expect_event(&s, "me", false, 3), id + 1);
+    int64_t late = ld_mono_ms() - snap.lead_until_ms;
+    ck_assert_msg(late >= 0 && late < 1000, "flip seen %lld ms after the lapse",
+                  (long long)late);
+    sse_stop(&s);
+}
+END_TEST
+
+START_TEST(watch_last_event_id)
+{
+    struct sse s, again, old, junk;
+    char last[32];
+    struct ld_http_options o = {.heartbeat_ms = 100};
+    struct ld_http *h = start_with(&o);
+    int hp = ld_http_port(h);
+    publish("other", 0, 4);
+    sse_start(&s, hp, NULL);
+    uint64_t id = expect_event(&s, "other", false, 4);
+    /* Heartbeats are comments. */
+    ck_assert(sse_wait_blocks(&s, 2, 5000));
+    struct sse_block b;
+    ck_assert(sse_block(&s, 1, &b));
+    ck_assert(b.comment);
+    sse_stop(&s);
+
+    /* Reconnecting with the current id: no repeat, only what comes next. */
+    snprintf(last, sizeof(last), "%llu", (unsigned long long)id);
+    sse_start(&again, hp, last);
+    ck_assert(sse_wait_blocks(&again, 1, 5000));
+    ck_assert(sse_block(&again, 0, &b));
+    ck_assert_msg(b.comment, "got %s", again.raw);
+    /* An older id or garbage: the current state once. */
+    snprintf(last, sizeof(last), "%llu", (unsigned long long)id - 1);
+    sse_start(&old, hp, last);
+    ck_assert_uint_eq(expect_event(&old, "other", false, 4), id);
+    sse_start(&junk, hp, "not-a-number");
+    ck_assert_uint_eq(expect_event(&junk, "other", false, 4), id);
+
+    publish("me", 60000, 5);
+    /* Only heartbeats came before: the next event is the change. */
+    ck_assert_uint_eq(expect_event(&again, "me", true, 5), id + 1);
+    ck_assert_uint_eq(expect_event(&old, "me", true, 5), id + 1);
+    sse_stop(&again);
+    sse_stop(&old);
+    sse_stop(&junk);
+    ld_http_stop(h);
+}
+END_TEST
+
+START_TEST(watch_cap_and_cleanup)
+{
+    struct ld_http_options o = {.max_subscribers = 3};
+    struct ld_http *h = start_with(&o);
+    int hp = ld_http_port(h);
+    struct sse s[3];
+    struct resp r;
+    publish("other", 0, 1);
+    for (int i = 0; i < 3; i++) {
+        sse_start(&s[i], hp, NULL);
+        expect_event(&s[i], "other", false, 1);
+    }
+    fetch_at(hp, NULL, "/watch", &r);
+    ck_assert_int_eq(r.rc, CURLE_OK);
+    ck_assert_int_eq(r.status, 503);
+    json_t *j = parse_json(r.body);
+    ck_assert(json_is_string(json_object_get(j, "error")));
+    json_decref(j);
+    /* HEAD does not subscribe; other methods are refused. */
+    fetch_at(hp, "HEAD", "/watch", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.ctype, "text/event-stream");
+    fetch_at(hp, "POST", "/watch", &r);
+    ck_assert_int_eq(r.status, 405);
+
+    sse_stop(&s[0]);
+    ck_assert(stats_until(h, subscribers_are, 2, 2000));
+    sse_start(&s[0], hp, NULL);
+    expect_event(&s[0], "other", false, 1);
+    for (int i = 0; i < 3; i++)
+        sse_stop(&s[i]);
+    ck_assert(stats_until(h, subscribers_are, 0, 2000));
+    ck_assert(stats_until(h, connections_at_most, 0, 2000));
+    ld_http_stop(h);
+}
+END_TEST
+
+/* Many subscribers come and go; the server ends with none and no
+ * connections (memory is checked by valgrind and the integration test). */
+START_TEST(watch_many_come_and_go)
+{
+    enum { N = 40 };
+    static struct sse s[N];
+    publish("other", 0, 1);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++)
+            sse_start(&s[i], port, NULL);
+        for (int i = 0; i < N; i++)
+            expect_event(&s[i], "other", false, 1 + round);
+        publish("me", 60000, 2 + round);
+        for (int i = 0; i < N; i++)
+            expect_event(&s[i], "me", true, 2 + round);
+        for (int i = 0; i < N; i++)
+            sse_stop(&s[i]);
+        ck_assert(stats_until(srv, subscribers_are, 0, 5000));
+        publish("other", 0, 2 + round);
+    }
+    ck_assert(stats_until(srv, connections_at_most, 0, 5000));
+}
+END_TEST
+
+/* Stopping the server ends streams cleanly. */
+START_TEST(watch_ends_on_stop)
+{
+    struct ld_http *h = start_with(NULL);
+    struct sse s;
+    publish("other", 0, 1);
+    sse_start(&s, ld_http_port(h), NULL);
+    expect_event(&s, "other", false, 1);
+    ld_http_stop(h);
+    pthread_join(s.th, NULL);
+    ck_assert_int_eq(s.head.rc, CURLE_OK);
+    pthread_cond_destroy(&s.cv);
+    pthread_mutex_destroy(&s.mu);
+}
+END_TEST
+
+/* ---- making room ---- */
+
+static int idle_socket(int at_port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)at_port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+START_TEST(full_server_makes_room_for_probes)
+{
+    enum { IDLE = 60 };
+    struct ld_http_options o = {.max_connections = 32};
+    struct ld_http *h = start_with(&o);
+    int hp = ld_http_port(h);
+    int fds[IDLE];
+    struct resp r;
+    struct ld_http_stats stats;
+    publish("me", 60000, 1);
+    for (int i = 0; i < IDLE; i++) {
+        fds[i] = idle_socket(hp);
+        ck_assert_int_ge(fds[i], 0);
+        /* A slowloris start on some of them. */
+        if (i % 2 && write(fds[i], "GET / HTTP/1.1\r\nX-A: ", 21) != 21)
+            ck_abort_msg("write failed");
+    }
+    for (int i = 0; i < 3; i++) {
+        int64_t t0 = ld_mono_ms();
+        fetch_at(hp, NULL, "/healthz", &r);
+        ck_assert_msg(r.rc == CURLE_OK, "%s", curl_easy_strerror(r.rc));
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_int_lt(elapsed_since(t0), 1000);
+    }
+    ld_http_get_stats(h, &stats);
+    ck_assert_uint_eq(stats.max_connections, 32);
+    ck_assert_uint_le(stats.connections, 32);
+    ck_assert_uint_ge(stats.evicted, IDLE - 32);
+    for (int i = 0; i < IDLE; i++)
+        close(fds[i]);
+    ld_http_stop(h);
+}
+END_TEST
+
+START_TEST(garbage_and_oversize_requests)
+{
+    struct resp r;
+    char path[40000];
+    publish("me", 60000, 1);
+    snprintf(path, sizeof(path), "/leader?x=");
+    memset(path + 10, 'a', sizeof(path) - 11);
+    path[sizeof(path) - 1] = '\0';
+    fetch(NULL, path, &r);
+    ck_assert_msg(r.status >= 400 && r.status < 500, "oversize URL: %ld", r.status);
+
+    /* Complete lines of junk (a TLS hello, no method, no version) end the
+     * connection, or get a 4xx; an unknown HTTP version gets 505. Junk
+     * without a line end is a slow client: see the eviction test. */
+    static const struct {
+        const char *bytes;
+        size_t len;
+    } junk[] = {{"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 15},
+                {"GARBAGE\r\n\r\n", 11},
+                {"GET\r\n\r\n", 7},
+                {"GET /leader\r\n\r\n", 15},
+                {"GET / HTTP/9.9\r\n\r\n", 18},
+                {"GET / HTTP/1.1\r\nno colon\r\n\r\n", 30}};
+    for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+        char buf[512];
+        int fd = idle_socket(port);
+        ck_assert_int_ge(fd, 0);
+        struct timeval tv = {5, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        ck_assert_int_eq(write(fd, junk[i].bytes, junk[i].len), (ssize_t)junk[i].len);
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        ck_assert_msg(n >= 0, "no answer to junk %zu: %s", i, strerror(errno));
+        buf[n > 0 ? n : 0] = '\0';
+        ck_assert_msg(n == 0 || strncmp(buf + 8, " 4", 2) == 0 ||
+                          strncmp(buf + 8, " 505", 4) == 0,
+                      "junk %zu: %s", i, buf);
+        close(fd);
+    }
+    fetch(NULL, "/leader", &r);
+    ck_assert_int_eq(r.status, 200);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -656,6 +1492,9 @@ static Suite *http_suite(void)
     tcase_add_test(tp, render_leader_fields);
     tcase_add_test(tp, route_table);
     tcase_add_test(tp, health_rules);
+    tcase_add_test(tp, poll_arguments);
+    tcase_add_test(tp, poll_differs_compares_given_fields);
+    tcase_add_test(tp, route_watch_renders_one_event);
     suite_add_tcase(s, tp);
 
     TCase *ts = tcase_create("server");
@@ -669,6 +1508,20 @@ static Suite *http_suite(void)
     tcase_add_test(ts, keep_alive);
     tcase_add_test(ts, consistent_under_concurrent_publish);
     tcase_add_test(ts, start_errors_and_stop);
+    tcase_add_test(ts, longpoll_answers_at_once_when_state_differs);
+    tcase_add_test(ts, longpoll_rejects_bad_arguments);
+    tcase_add_test(ts, longpoll_held_until_change);
+    tcase_add_test(ts, longpoll_times_out_with_current_state);
+    tcase_add_test(ts, longpoll_wakes_on_lapse_without_publish);
+    tcase_add_test(ts, longpoll_cap_answers_at_once);
+    tcase_add_test(ts, watch_first_event_and_changes);
+    tcase_add_test(ts, watch_lapse_without_publish);
+    tcase_add_test(ts, watch_last_event_id);
+    tcase_add_test(ts, watch_cap_and_cleanup);
+    tcase_add_test(ts, watch_many_come_and_go);
+    tcase_add_test(ts, watch_ends_on_stop);
+    tcase_add_test(ts, full_server_makes_room_for_probes);
+    tcase_add_test(ts, garbage_and_oversize_requests);
     tcase_set_timeout(ts, 60);
     suite_add_tcase(s, ts);
     return s;

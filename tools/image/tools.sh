@@ -2,11 +2,16 @@
 # Installs what `make image`, `make image-test` and `make deploy-test` need: buildah,
 # podman, runc, debootstrap and yamllint from Debian (as root with apt-get; otherwise
 # prints the line to run), and dockerfilelint from npm into BUILD/tools (never global).
-# Usage: tools/image/tools.sh BUILD
+# Usage: tools/image/tools.sh BUILD image|deploy   (deploy: only yamllint)
 set -euo pipefail
 build=${1:-build}
-want=(buildah podman runc skopeo debootstrap yamllint curl python3)
-command -v npm >/dev/null || want+=(npm)
+mode=${2:-image}
+if [ "$mode" = deploy ]; then
+    want=(yamllint python3)
+else
+    want=(buildah podman runc skopeo debootstrap yamllint curl python3)
+    command -v npm >/dev/null || want+=(npm)
+fi
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -23,6 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
 fi
+[ "$mode" = deploy ] && exit 0
 tooldir="$build/tools"
 if [ ! -x "$tooldir/node_modules/.bin/dockerfilelint" ]; then
     mkdir -p "$tooldir"

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""`make deploy-test`: checks the manifests under deploy/ so that what the docs promise
+cannot silently regress. Every kustomization renders with `kubectl kustomize`, every
+file passes yamllint (deploy/.yamllint), and the rendered objects keep their structure:
+non-root, read-only root filesystem, no privilege escalation, all capabilities
+dropped, seccomp RuntimeDefault, leaderd's probes on the right paths, the Downward
+API identity, RBAC limited to the one Lease, and the rollout strategy that does not
+stall when readiness means leadership. Ends with `deploy: N passed, N failed`.
+
+Needs kubectl and yamllint (Debian's yamllint brings python3-yaml, used to read the
+rendered YAML).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEPLOY = os.path.join(REPO, "deploy")
+LEADERD_PORT = 4040
+# leaderd's API calls: create (cannot be limited by name), and get/update/watch on the
+# named Lease (the watch uses a metadata.name field selector, which resourceNames covers).
+NAMED_VERBS = {"get", "update", "watch"}
+
+results = {"passed": 0, "failed": 0}
+
+
+def check(ok, what, detail=""):
+    results["passed" if ok else "failed"] += 1
+    if not ok:
+        print("FAIL %s%s" % (what, (": " + detail) if detail else ""))
+    return ok
+
+
+def kustomizations():
+    out = []
+    for dirpath, _, files in os.walk(DEPLOY):
+        if "kustomization.yaml" in files:
+            out.append(dirpath)
+    return sorted(out)
+
+
+def render(path):
+    proc = subprocess.run(["kubectl", "kustomize", path], capture_output=True, text=True,
+                          timeout=60)
+    if proc.returncode != 0:
+        return None, proc.stderr.strip()
+    return [d for d in yaml.safe_load_all(proc.stdout) if d], ""
+
+
+def yamllint():
+    proc = subprocess.run(["yamllint", "-s", "-f", "parsable", "-c",
+                           os.path.join(DEPLOY, ".yamllint"), DEPLOY],
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+
+
+def probe_path(probe):
+    http = (probe or {}).get("httpGet") or {}
+    return http.get("path"), http.get("port")
+
+
+def port_number(container, port):
+    if isinstance(port, int):
+        return port
+    for p in container.get("ports", []):
+        if p.get("name") == port:
+            return p.get("containerPort")
+    return None
+
+
+def effective(pod_sc, c_sc, key):
+    if key in (c_sc or {}):
+        return c_sc[key]
+    return (pod_sc or {}).get(key)
+
+
+def is_leaderd(container):
+    return re.search(r"(^|/)leaderd(:|@|$)", container.get("image", "")) is not None
+
+
+def check_container_security(name, pod_spec, c):
+    pod_sc = pod_spec.get("securityContext") or {}
+    sc = c.get("securityContext") or {}
+    cname = "%s/%s" % (name, c.get("name"))
+    check(effective(pod_sc, sc, "runAsNonRoot") is True, cname + ": runAsNonRoot")
+    uid = effective(pod_sc, sc, "runAsUser")
+    check(uid is None or uid != 0, cname + ": runAsUser is not 0", str(uid))
+    check(sc.get("readOnlyRootFilesystem") is True, cname + ": readOnlyRootFilesystem")
+    check(sc.get("allowPrivilegeEscalation") is False, cname + ": allowPrivilegeEscalation false")
+    check((sc.get("capabilities") or {}).get("drop") == ["ALL"], cname + ": drops ALL capabilities",
+          str(sc.get("capabilities")))
+    check(not (sc.get("capabilities") or {}).get("add"), cname + ": adds no capability")
+    check(sc.get("privileged") in (None, False), cname + ": not privileged")
+    seccomp = effective(pod_sc, sc, "seccompProfile") or {}
+    check(seccomp.get("type") == "RuntimeDefault", cname + ": seccomp RuntimeDefault",
+          str(seccomp))
+    res = c.get("resources") or {}
+    check(bool((res.get("requests") or {}).get("memory"))
+          and bool((res.get("limits") or {}).get("memory")),
+          cname + ": memory request and limit", str(res))
+
+
+def check_leaderd(name, dep, c, native):
+    cname = "%s/%s" % (name, c.get("name"))
+    path, port = probe_path(c.get("startupProbe"))
+    check(path == "/readyz" and port_number(c, port) == LEADERD_PORT,
+          cname + ": startupProbe GET /readyz on 4040", "%s %s" % (path, port))
+    path, port = probe_path(c.get("livenessProbe"))
+    check(path == "/healthz" and port_number(c, port) == LEADERD_PORT,
+          cname + ": livenessProbe GET /healthz on 4040", "%s %s" % (path, port))
+    path, _ = probe_path(c.get("readinessProbe"))
+    check(path != "/leader", cname + ": leadership is not leaderd's own readiness")
+    env = {e["name"]: e for e in c.get("env", [])}
+    for var, field in (("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace")):
+        ref = (((env.get(var) or {}).get("valueFrom") or {}).get("fieldRef") or {})
+        check(ref.get("fieldPath") == field, "%s: %s from the Downward API (%s)"
+              % (cname, var, field), str(env.get(var)))
+    if native:
+        check(c.get("restartPolicy") == "Always", cname + ": native sidecar restartPolicy Always")
+    grace = dep["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+    check(grace >= 15, name + ": terminationGracePeriodSeconds leaves time for the release",
+          str(grace))
+    leases = [a.split("=", 1)[1] for a in c.get("args", []) if a.startswith("--lease-name=")]
+    check(len(leases) == 1, cname + ": --lease-name=NAME in args", str(c.get("args")))
+    return leases[0] if leases else None
+
+
+def check_rbac(name, objs, lease):
+    roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
+    check(len(roles) == 1 and roles[0]["kind"] == "Role",
+          name + ": one namespaced Role (no ClusterRole)", str([r["kind"] for r in roles]))
+    for role in roles:
+        for rule in role.get("rules", []):
+            r = "%s: rule %s" % (name, rule)
+            verbs = set(rule.get("verbs", []))
+            check("*" not in verbs and "*" not in rule.get("resources", [])
+                  and "*" not in rule.get("apiGroups", []), r + " has no wildcard")
+            check(rule.get("apiGroups") == ["coordination.k8s.io"]
+                  and rule.get("resources") == ["leases"], r + " is about leases only")
+            check(verbs <= NAMED_VERBS | {"create"}, r + " grants only create/get/update/watch")
+            if verbs & NAMED_VERBS:
+                check(rule.get("resourceNames") == [lease],
+                      r + " is limited by resourceNames to the Lease %r" % lease)
+            if "create" in verbs:
+                check(verbs == {"create"}, r + ": create stands alone (it cannot be limited)")
+        granted = set()
+        for rule in role.get("rules", []):
+            granted |= set(rule.get("verbs", []))
+        check({"create", "get", "update"} <= granted, name + ": Role grants create, get, update",
+              str(sorted(granted)))
+    sas = {o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"}
+    for rb in (o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        check(rb["kind"] == "RoleBinding" and rb["roleRef"]["kind"] == "Role"
+              and rb["roleRef"]["name"] in {r["metadata"]["name"] for r in roles},
+              name + ": RoleBinding binds the Role")
+        check(all(s.get("kind") == "ServiceAccount" and s.get("name") in sas
+                  for s in rb.get("subjects", [])),
+              name + ": RoleBinding subjects are the ServiceAccount")
+    return sas
+
+
+def check_strategy(name, dep):
+    spec = dep["spec"]
+    strategy = spec.get("strategy") or {}
+    ok = strategy.get("type") == "Recreate"
+    if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+        mu = (strategy.get("rollingUpdate") or {}).get("maxUnavailable", "25%")
+        replicas = spec.get("replicas", 1)
+        ok = mu == "100%" or (isinstance(mu, int) and mu >= replicas)
+    check(ok, name + ": rollout does not wait for standbys to become Ready "
+          "(Recreate or maxUnavailable 100%)", str(strategy))
+    check(spec.get("minReadySeconds", 0) == 0, name + ": minReadySeconds 0")
+
+
+def check_render(path, objs):
+    name = os.path.relpath(path, REPO)
+    kinds = [o["kind"] for o in objs]
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        check(kind in kinds, "%s: renders a %s" % (name, kind))
+    deps = [o for o in objs if o["kind"] == "Deployment"]
+    leases = set()
+    for dep in deps:
+        dname = "%s:%s" % (name, dep["metadata"]["name"])
+        pod = dep["spec"]["template"]["spec"]
+        check(dep["spec"].get("replicas") == 3, dname + ": 3 replicas")
+        check(pod.get("automountServiceAccountToken", True) is True,
+              dname + ": service-account token mounted (leaderd needs it)")
+        inits = pod.get("initContainers", [])
+        mains = pod.get("containers", [])
+        for c in inits + mains:
+            check_container_security(dname, pod, c)
+        sidecars = [(c, True) for c in inits if is_leaderd(c)]
+        sidecars += [(c, False) for c in mains if is_leaderd(c)]
+        if not check(len(sidecars) == 1, dname + ": one leaderd container"):
+            continue
+        sidecar, native = sidecars[0]
+        lease = check_leaderd(dname, dep, sidecar, native)
+        leases.add(lease)
+        apps = [c for c in mains if not is_leaderd(c)]
+        gated = [c for c in apps if probe_path(c.get("readinessProbe"))[0] == "/leader"]
+        for c in gated:
+            path, port = probe_path(c.get("readinessProbe"))
+            check(port_number(sidecar, port) == LEADERD_PORT,
+                  dname + ": readiness /leader on leaderd's port 4040")
+        if gated:
+            check_strategy(dname, dep)
+        else:
+            script = " ".join(" ".join(c.get("command", []) + c.get("args", [])) for c in apps)
+            check("curl -fs http://localhost:4040/leader" in script,
+                  dname + ": the app asks `curl -fs localhost:4040/leader`")
+            check("trap" in script and "TERM" in script,
+                  dname + ": the app's shell exits on SIGTERM")
+        check(pod.get("serviceAccountName") in {o["metadata"]["name"] for o in objs
+                                                if o["kind"] == "ServiceAccount"},
+              dname + ": uses the ServiceAccount of the base")
+    check(len(leases) <= 1, name + ": one Lease name", str(leases))
+    lease = next(iter(leases)) if leases else "my-operator"
+    check_rbac(name, objs, lease)
+    check(not any(o["kind"] == "PodDisruptionBudget" and
+                  (o["spec"].get("minAvailable") not in (None, 0))
+                  for o in objs), name + ": no PodDisruptionBudget with minAvailable")
+    return deps
+
+
+def main():
+    for tool, pkg in (("kubectl", "kubectl"), ("yamllint", "yamllint")):
+        if not shutil.which(tool):
+            print("deploy: %s not found (apt-get install -y %s)" % (tool, pkg))
+            print("deploy: 0 passed, 1 failed")
+            return 1
+    ok, out = yamllint()
+    check(ok, "yamllint deploy/", out)
+    dirs = kustomizations()
+    check(len(dirs) >= 4, "deploy/ has the base and three examples",
+          str([os.path.relpath(d, REPO) for d in dirs]))
+    seen = {"native": False, "plain": False, "gated": False}
+    for path in dirs:
+        objs, err = render(path)
+        rel = os.path.relpath(path, REPO)
+        if not check(objs is not None, "kubectl kustomize %s" % rel, err):
+            continue
+        deps = check_render(path, objs)
+        for dep in deps:
+            pod = dep["spec"]["template"]["spec"]
+            seen["native"] |= any(is_leaderd(c) for c in pod.get("initContainers", []))
+            seen["plain"] |= any(is_leaderd(c) for c in pod.get("containers", []))
+            seen["gated"] |= any(probe_path(c.get("readinessProbe"))[0] == "/leader"
+                                 for c in pod.get("containers", []))
+    check(seen["native"], "an example with leaderd as a native sidecar")
+    check(seen["plain"], "an example with leaderd as a plain container")
+    check(seen["gated"], "an example gating Service traffic on /leader")
+    print("deploy: %d passed, %d failed" % (results["passed"], results["failed"]))
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
