@@ -178,6 +178,12 @@ static void on_watch_event(void *ctx, const struct ld_watch_event *ev)
     ps->watch_last_data_ms = now.mono_ms;
     if (loop->metrics)
         ld_metrics_watch_event(loop->metrics);
+    /* Healthy before the event is applied, so the engine schedules by it. */
+    if (!ps->watch_healthy && ev->type != LD_WATCH_ERROR && ev->type != LD_WATCH_INVALID &&
+        ld_kube_watch_running(loop->kube)) {
+        ps->watch_healthy = true;
+        ld_election_set_watch(loop->election, true);
+    }
     switch (ev->type) {
     case LD_WATCH_ADDED:
     case LD_WATCH_MODIFIED:
@@ -199,10 +205,6 @@ static void on_watch_event(void *ctx, const struct ld_watch_event *ev)
         if (ps->watch_invalid_logged++ % 100 == 0)
             ld_log(LD_LOG_WARN, "ignoring a malformed watch event: %s", ev->error.msg);
         return;
-    }
-    if (!ps->watch_healthy && ld_kube_watch_running(loop->kube)) {
-        ps->watch_healthy = true;
-        ld_election_set_watch(loop->election, true);
     }
 }
 
@@ -348,8 +350,12 @@ static void run_request(struct pass_state *ps, const struct ld_action *act)
     struct ld_errinfo err;
     ld_lease_init(&out);
     ld_errinfo_clear(&err);
+    int64_t started = ld_mono_ms();
     enum ld_err rc = perform(loop, act, &out, &err);
     struct ld_now now = read_clocks();
+    if (ld_log_enabled(LD_LOG_DEBUG))
+        ld_log(LD_LOG_DEBUG, "%s lease: %s, HTTP %ld, %lld ms", verb_of(act->kind),
+               ld_strerror(rc), err.http_status, (long long)(now.mono_ms - started));
     note_outcome(ps, act, rc, &err, now.mono_ms);
     ld_election_result(loop->election, now, rc, rc == LD_OK ? &out : NULL, &err);
     ld_lease_clear(&out);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+/* Optional: defined only by harnesses that set the process up first. */
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* Aborts with the failed condition: the sanitizer runtime prints a stack and

@@ -81,6 +81,8 @@ static void check_accepted(const struct ld_config *cfg)
     FUZZ_CHECK(cfg->kube.server == NULL);
 }
 
+/* libFuzzer fixes the signature. */
+/* NOLINTNEXTLINE(readability-non-const-parameter) */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;

@@ -153,13 +153,6 @@ static void check_reply(const char *method, const char *path,
     }
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *buf = fuzz_strndup(data, size);

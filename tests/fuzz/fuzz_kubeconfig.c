@@ -59,13 +59,6 @@ static bool all_null(const struct ld_kube_config *c)
            !c->insecure_skip_tls_verify;
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct ld_kube_config c;

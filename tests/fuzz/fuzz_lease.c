@@ -38,13 +38,6 @@ static void check_same(const struct ld_lease *a, const struct ld_lease *b)
     FUZZ_CHECK(ld_lease_spec_equal(&a->spec, &b->spec));
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct ld_lease l, again, copy;

@@ -24,13 +24,6 @@ static void check_line(const char *s, size_t cap)
     FUZZ_CHECK(fuzz_utf8_valid(s, (size_t)(end - s)));
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct ld_errinfo err;

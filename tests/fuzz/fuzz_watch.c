@@ -150,6 +150,8 @@ static void run(const char *data, size_t size, uint32_t seed, bool prefix, struc
     ld_watch_decoder_clear(&d);
 }
 
+/* libFuzzer fixes the signature. */
+/* NOLINTNEXTLINE(readability-non-const-parameter) */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;

@@ -1459,12 +1459,16 @@ START_TEST(garbage_and_oversize_requests)
     static const struct {
         const char *bytes;
         size_t len;
-    } junk[] = {{"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 15},
-                {"GARBAGE\r\n\r\n", 11},
-                {"GET\r\n\r\n", 7},
-                {"GET /leader\r\n\r\n", 15},
-                {"GET / HTTP/9.9\r\n\r\n", 18},
-                {"GET / HTTP/1.1\r\nno colon\r\n\r\n", 30}};
+    } junk[] = {
+#define JUNK(lit) {lit, sizeof(lit) - 1}
+        JUNK("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"),
+        JUNK("GARBAGE\r\n\r\n"),
+        JUNK("GET\r\n\r\n"),
+        JUNK("GET /leader\r\n\r\n"),
+        JUNK("GET / HTTP/9.9\r\n\r\n"),
+        JUNK("GET / HTTP/1.1\r\nno colon\r\n\r\n"),
+#undef JUNK
+    };
     for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
         char buf[512];
         int fd = idle_socket(port);

@@ -1,0 +1,13 @@
+# Static analysis: cppcheck and clang-tidy over lib/, cmd/, tests/unit and
+# tests/fuzz. Configuration: .clang-tidy, tools/clang-tidy-exceptions.txt,
+# tools/cppcheck-suppressions.txt, tools/cppcheck.cfg. Fails on any finding;
+# the last line is "lint: N findings (...)".
+
+LINT_CFLAGS = $(filter-out -MMD -MP,$(BASE_CFLAGS)) $(PKG_CFLAGS)
+
+$(B)/.lint-deps: tools/run-lint.sh
+	@bash tools/run-lint.sh deps
+	@mkdir -p $(B) && touch $@
+
+lint: $(B)/.deps $(B)/.lint-deps
+	@bash tools/run-lint.sh -- $(LINT_CFLAGS)

@@ -1,0 +1,124 @@
+"""Watch-driven election of the real binary: standbys stop polling while the
+watch is healthy, hand over at once on a release, and fall back to polling
+when their watch is cut."""
+import os
+import re
+import shutil
+import signal
+import tempfile
+import time
+import unittest
+
+from apiserver import ApiServer
+from cluster import FAST, Replica, Watcher, wait_until
+
+CLIENTS = ["w1", "w2", "w3"]
+LEASE = FAST["lease_duration"]
+RETRY = FAST["retry_period"]
+
+
+def requests_by_verb(stats, client):
+    """{verb: count} of one client from the server's stats."""
+    return {verb: sum(codes.values()) for verb, codes in stats.get(client, {}).items()}
+
+
+class WatchDriven(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="leaderd-watch-")
+        self.api = ApiServer(os.path.join(self.dir, "api"), CLIENTS)
+        self.api.start()
+        self.replicas = [Replica(self.api, c, self.dir).start() for c in CLIENTS]
+        self.watch = Watcher(self, self.replicas)
+
+    def tearDown(self):
+        result = getattr(self._outcome, "result", None)
+        failed = result is not None and any(
+            t is self for t, _ in result.failures + result.errors)
+        for r in self.replicas:
+            r.stop(signal.SIGKILL)
+        self.api.stop()
+        if failed:
+            for r in self.replicas:
+                print(f"--- log of {r.client}:\n{r.log()[-4000:]}")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def leader(self):
+        client = self.watch.one_leader(LEASE + 2 * RETRY + 2)
+        return next(r for r in self.replicas if r.client == client)
+
+    def metric(self, replica, name):
+        status, body = replica.get("/metrics")
+        m = re.search(rf"^{re.escape(name)} (\S+)$", body.decode(), re.M)
+        return float(m.group(1)) if m else None
+
+    def test_standbys_make_no_requests_while_the_leader_lives(self):
+        leader = self.leader()
+        standbys = [r for r in self.replicas if r is not leader]
+        # Every standby has a running watch that has delivered events.
+        wait_until(lambda: all((self.metric(r, "leaderd_watch_events_total") or 0) > 0
+                               for r in standbys), 5, what="watch events on standbys")
+        self.api.reset_stats()
+        self.watch.for_duration(6 * RETRY)
+        stats = self.api.stats()
+        for r in standbys:
+            verbs = requests_by_verb(stats, r.client)
+            polled = sum(n for verb, n in verbs.items() if verb != "watch")
+            self.assertEqual(polled, 0, f"{r.client} polled: {verbs}")
+        lead = requests_by_verb(stats, leader.client)
+        self.assertGreaterEqual(lead.get("update", 0), 4, lead)
+
+    def test_release_is_taken_within_milliseconds(self):
+        took = []
+        for _ in range(3):
+            leader = self.leader()
+            wait_until(lambda: all((self.metric(r, "leaderd_watch_events_total") or 0) > 0
+                                   for r in self.replicas if r is not leader), 5,
+                       what="watches")
+            leader.send(signal.SIGTERM)
+            start = time.monotonic()
+
+            def other(snap, leaders):
+                return leaders and leaders[0] != leader.client
+            self.watch.until(other, RETRY + 1, "a new leader")
+            took.append(time.monotonic() - start)
+            self.assertEqual(leader.wait_exit(5), 0)
+            idx = self.replicas.index(leader)
+            self.replicas[idx] = Replica(self.api, leader.client, self.dir).start()
+            self.watch.replicas = self.replicas
+            self.watch.last_term.pop(leader.client, None)
+        print(f"\n    handovers (s): {', '.join(f'{t:.3f}' for t in took)}")
+        # Far below a retry period; the bound is loose because the poll
+        # loop of this test itself takes milliseconds per round.
+        self.assertLess(min(took), 0.5)
+        new = self.leader()
+        self.assertGreaterEqual(self.metric(new, "leaderd_acquire_delay_seconds_count"), 1)
+
+    def test_cut_watch_falls_back_to_polling_and_still_fails_over(self):
+        leader = self.leader()
+        standbys = [r for r in self.replicas if r is not leader]
+        for r in standbys:
+            self.api.set_faults(r.client, partition="reset", verbs=["watch"])
+        self.api.reset_stats()
+        self.watch.for_duration(4 * RETRY)
+        stats = self.api.stats()
+        for r in standbys:
+            self.assertGreater(requests_by_verb(stats, r.client).get("get", 0), 0,
+                               f"{r.client} did not poll without its watch")
+        leader.stop(signal.SIGKILL)
+        killed = time.monotonic()
+
+        def other(snap, leaders):
+            return leaders and leaders[0] != leader.client
+        self.watch.until(other, LEASE + 2 * RETRY + 1, "failover without watches")
+        self.assertLessEqual(time.monotonic() - killed, LEASE + 2 * RETRY)
+        # Healed, the watches come back and polling stops again.
+        for r in standbys:
+            self.api.clear_faults(r.client)
+        survivor = self.leader()
+        idle = [r for r in standbys if r is not survivor]
+        wait_until(lambda: all((self.metric(r, "leaderd_watch_restarts_total") or 0) >= 2
+                               for r in idle), 35, interval=0.2, what="watch restarts")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `make lint`: cppcheck and clang-tidy over lib/, cmd/, tests/unit and
+# tests/fuzz with the checked-in configuration (.clang-tidy,
+# tools/cppcheck-suppressions.txt, tools/cppcheck.cfg,
+# tools/clang-tidy-exceptions.txt). Prints every finding, then
+# "lint: N findings (cppcheck N, clang-tidy N)"; fails on any.
+#
+#   tools/run-lint.sh deps            install cppcheck/clang-tidy if missing (as root)
+#   tools/run-lint.sh -- CFLAGS...    lint, compiling as CFLAGS says
+set -u
+
+deps() {
+    local pkgs=() line
+    command -v cppcheck >/dev/null || pkgs+=(cppcheck)
+    command -v clang-tidy >/dev/null || pkgs+=(clang-tidy)
+    [ ${#pkgs[@]} -eq 0 ] && return 0
+    line="apt-get install -y ${pkgs[*]}"
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        echo "lint: installing ${pkgs[*]}" >&2
+        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; then
+            DEBIAN_FRONTEND=noninteractive apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+        fi
+        return 0
+    fi
+    echo "lint: missing tools; run as root: $line" >&2
+    return 1
+}
+
+if [ "${1:-}" = deps ]; then
+    deps
+    exit
+fi
+[ "${1:-}" = -- ] || { echo "usage: $0 deps | -- CFLAGS..." >&2; exit 2; }
+shift
+cflags=("$@")
+jobs=$(nproc 2>/dev/null || echo 2)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+mapfile -t files < <(ls lib/*.c cmd/*/*.c tests/unit/*.c tests/unit/support/*.c \
+    tests/fuzz/*.c 2>/dev/null)
+
+# ---- cppcheck (system headers are not parsed: faster, and no noise from
+# them; tools/cppcheck.cfg defines the format macros that need them) ----
+cppcheck --enable=warning,style,performance,portability --error-exitcode=1 \
+    --inline-suppr --suppressions-list=tools/cppcheck-suppressions.txt \
+    --std=c11 --platform=unix64 --library=posix,gnu,libcurl,openssl,tools/cppcheck.cfg \
+    -D_GNU_SOURCE -DLEADERD_VERSION='"lint"' -Ilib -j "$jobs" --quiet \
+    --template='{file}:{line}:{column}: {severity}: {message} [cppcheck-{id}]' \
+    "${files[@]}" >"$out/cppcheck.txt" 2>&1
+sort -u "$out/cppcheck.txt" | grep -E ': (error|warning|style|performance|portability|information): ' \
+    >"$out/cppcheck.found"
+n_cppcheck=$(wc -l <"$out/cppcheck.found")
+if [ "$n_cppcheck" -eq 0 ] && grep -q . "$out/cppcheck.txt"; then
+    # cppcheck itself failed (bad option, unreadable file): show why.
+    cat "$out/cppcheck.txt"
+    n_cppcheck=1
+fi
+
+# ---- clang-tidy, one process per file, files in parallel ----
+tidy_one() { # FILE -> its diagnostics on stdout
+    local f=$1 extra
+    extra=$(awk -v f="$f" '$1 == f { printf ",-%s", $2 }' tools/clang-tidy-exceptions.txt)
+    clang-tidy --quiet ${extra:+--checks="${extra#,}"} "$f" -- "${cflags[@]}" 2>&1 |
+        grep -E '^[^ ].*:[0-9]+:[0-9]+: (warning|error): |^Error while processing' |
+        sed "s|^$PWD/||"
+}
+export -f tidy_one
+export PWD
+export LINT_CFLAGS="${cflags[*]}"
+# shellcheck disable=SC2016
+printf '%s\n' "${files[@]}" |
+    xargs -P "$jobs" -I{} bash -c 'cflags=($LINT_CFLAGS); tidy_one "$1"' _ {} \
+        >"$out/tidy.txt"
+# A header's findings come once per file including it.
+sort -u "$out/tidy.txt" >"$out/tidy.found"
+n_tidy=$(wc -l <"$out/tidy.found")
+
+cat "$out/cppcheck.found" "$out/tidy.found"
+total=$((n_cppcheck + n_tidy))
+echo "lint: $total findings (cppcheck $n_cppcheck, clang-tidy $n_tidy) in ${#files[@]} files"
+[ "$total" -eq 0 ]
