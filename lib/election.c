@@ -575,24 +575,13 @@ static void on_write(struct ld_election *e, struct ld_now now, enum ld_err rc,
     /* Whatever happened, the server may now hold a newer object than ours
      * (a conflict says so; a timeout may hide a write that landed). */
     e->cache_stale = true;
+    /* A failed fast-path renewal falls back to a GET in the same attempt,
+     * as client-go does, unless the server asked us to back off. */
+    if (e->phase == PH_FAST_PUT && rc != LD_ETOOMANY && rc != LD_ECANCELED) {
+        e->phase = PH_GET_NEXT;
+        return;
+    }
     end_attempt(e, now.mono_ms, err);
-}
-
-static void on_fast_put(struct ld_election *e, struct ld_now now, enum ld_err rc,
-                        const struct ld_lease *lease, const struct ld_errinfo *err)
-{
-    if (rc == LD_OK && lease) {
-        adopt_write(e, lease, now.mono_ms);
-        end_attempt(e, now.mono_ms, NULL);
-        return;
-    }
-    e->cache_stale = true;
-    if (rc == LD_ETOOMANY || rc == LD_ECANCELED) {
-        end_attempt(e, now.mono_ms, err);
-        return;
-    }
-    /* client-go falls back to a GET in the same attempt. */
-    e->phase = PH_GET_NEXT;
 }
 
 /* While stopping, every result only updates what we know; the next step
@@ -632,12 +621,10 @@ void ld_election_result(struct ld_election *e, struct ld_now now, enum ld_err rc
         return;
     }
     switch (e->phase) {
-    case PH_FAST_PUT:
-        on_fast_put(e, now, rc, lease, err);
-        break;
     case PH_GET:
         on_get(e, now, rc, lease, err);
         break;
+    case PH_FAST_PUT:
     case PH_WRITE:
         on_write(e, now, rc, lease, err);
         break;

@@ -1399,6 +1399,8 @@ void ld_http_stop(struct ld_http *h)
     clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += DRAIN_S;
     pthread_mutex_lock(&h->mu);
+    /* The last publish (a release, say) goes out before the streams end. */
+    refresh_locked(h, ld_mono_ms());
     while (h->polls)
         finish_poll(h, h->polls);
     for (struct hold *x = h->subs; x; x = x->next)

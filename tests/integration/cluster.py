@@ -206,3 +206,20 @@ class Watcher:
         def check(snap, leaders):
             return leaders[0] if len(leaders) == 1 else None
         return self.until(check, timeout, "exactly one leader")
+
+
+def test_failed(testcase):
+    """True once the running unittest test method has failed or errored."""
+    result = getattr(testcase._outcome, "result", None)
+    return result is not None and any(
+        t is testcase for t, _ in result.failures + result.errors)
+
+
+def stop_all(testcase, replicas):
+    """Kills every replica by PID; prints their logs when the test failed."""
+    failed = test_failed(testcase) or os.environ.get("LEADERD_IT_KEEP")
+    for r in replicas:
+        r.stop(signal.SIGKILL)
+    if failed:
+        for r in replicas:
+            print(f"--- log of {r.client}:\n{r.log()[-4000:]}")

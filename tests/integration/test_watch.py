@@ -10,7 +10,7 @@ import time
 import unittest
 
 from apiserver import ApiServer
-from cluster import FAST, Replica, Watcher, wait_until
+from cluster import FAST, Replica, Watcher, stop_all, wait_until
 
 CLIENTS = ["w1", "w2", "w3"]
 LEASE = FAST["lease_duration"]
@@ -31,15 +31,8 @@ class WatchDriven(unittest.TestCase):
         self.watch = Watcher(self, self.replicas)
 
     def tearDown(self):
-        result = getattr(self._outcome, "result", None)
-        failed = result is not None and any(
-            t is self for t, _ in result.failures + result.errors)
-        for r in self.replicas:
-            r.stop(signal.SIGKILL)
+        stop_all(self, self.replicas)
         self.api.stop()
-        if failed:
-            for r in self.replicas:
-                print(f"--- log of {r.client}:\n{r.log()[-4000:]}")
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def leader(self):

@@ -1,0 +1,256 @@
+"""Hardening of leaderd's HTTP server, against the real binary: 2,000
+concurrent idle connections and a slowloris client do not stop /healthz and
+/leader answering within 100 ms on a fresh connection; oversize and garbage
+requests get a 4xx (or their connection closed) and nothing else happens;
+methods other than GET and HEAD get 405."""
+import http.client
+import os
+import random
+import resource
+import shutil
+import socket
+import statistics
+import tempfile
+import threading
+import time
+import unittest
+
+from apiserver import ApiServer
+from cluster import FAST, Replica, wait_until
+
+IDLE = 2000
+SLOW = 50
+LATENCY_MS = 100
+
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_anon_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return -1
+
+
+def nofile_of(pid):
+    with open(f"/proc/{pid}/limits") as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                return line.split()[3]
+    return "?"
+
+
+def timed_get(port, path, timeout=5.0):
+    """(status, seconds) of one GET on a fresh connection."""
+    t0 = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status, time.monotonic() - t0
+    finally:
+        conn.close()
+
+
+def raw_exchange(port, data, timeout=5.0):
+    """Sends bytes on a fresh connection and returns the status code of the
+    answer, or None when the server closed (or reset) the connection
+    without one."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        head = b""
+        try:
+            while b"\r\n" not in head:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+        except ConnectionResetError:
+            pass
+    if not head.startswith(b"HTTP/1."):
+        return None
+    return int(head[9:12])
+
+
+class Hardening(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        need = IDLE + SLOW + 256
+        if hard != resource.RLIM_INFINITY and hard < need:
+            msg = (f"the hard limit on open files is {hard}, {need} are needed for "
+                   f"{IDLE} idle connections")
+            print(f"\n  skipping: {msg}")
+            raise unittest.SkipTest(msg)
+        cls.saved_nofile = (soft, hard)
+        if soft != resource.RLIM_INFINITY and soft < need:
+            # leaderd inherits it, as a raised container limit would give it.
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+        cls.dir = tempfile.mkdtemp(prefix="leaderd-hard-")
+        cls.api = ApiServer(os.path.join(cls.dir, "api"), ["solo"])
+        cls.api.start()
+        cls.r = Replica(cls.api, "solo", cls.dir).start()
+        wait_until(cls.r.is_leader, FAST["lease_duration"] + 2,
+                   what="the only replica to lead")
+        cls.base_fds = open_fds(cls.r.proc.pid)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.r.stop()
+        cls.api.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+        resource.setrlimit(resource.RLIMIT_NOFILE, cls.saved_nofile)
+
+    def assert_healthy(self):
+        self.assertTrue(self.r.alive(), "leaderd died")
+        self.assertEqual(self.r.get("/healthz", timeout=2), (200, b"ok"))
+        self.assertEqual(self.r.get("/leader", timeout=2)[0], 200)
+
+    def wait_connections_closed(self):
+        pid = self.r.proc.pid
+        wait_until(lambda: open_fds(pid) <= self.base_fds + 2, 10,
+                   what="the server to close the test's connections")
+
+    def test_idle_connections_and_slowloris(self):
+        pid = self.r.proc.pid
+        port = self.r.port
+        rss0 = rss_anon_kb(pid)
+        idle, slow = [], []
+        stop = threading.Event()
+
+        def drip():
+            # A header line every half second: never idle long enough for
+            # the idle timeout, never a complete request.
+            n = 0
+            while not stop.wait(0.5):
+                n += 1
+                for s in slow:
+                    try:
+                        s.send(b"X-Slow-%d: %d\r\n" % (n, n))
+                    except OSError:
+                        pass
+        dripper = threading.Thread(target=drip)
+        try:
+            t0 = time.monotonic()
+            for _ in range(IDLE):
+                idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+            for _ in range(SLOW):
+                s = socket.create_connection(("127.0.0.1", port), timeout=10)
+                s.sendall(b"GET /leader HTTP/1.1\r\nHost: x\r\n")
+                slow.append(s)
+            opened = time.monotonic() - t0
+            dripper.start()
+            samples = {"/healthz": [], "/leader": []}
+            for _ in range(7):
+                for path in samples:
+                    status, took = timed_get(port, path)
+                    self.assertEqual(status, 200, path)
+                    samples[path].append(took * 1000)
+            # How many of ours the server still holds (none should have been
+            # dropped while it has room).
+            dropped = 0
+            for s in idle:
+                s.setblocking(False)
+                try:
+                    if s.recv(1) == b"":
+                        dropped += 1
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    dropped += 1
+            fds = open_fds(pid)
+            rss = rss_anon_kb(pid)
+            medians = {p: round(statistics.median(v), 2) for p, v in samples.items()}
+            worst = {p: round(max(v), 2) for p, v in samples.items()}
+            print(f"\n  leaderd open-files limit {nofile_of(pid)}; {IDLE} idle + {SLOW} slowloris "
+                  f"connections opened in {opened:.2f} s; server fds {fds}, dropped {dropped}; "
+                  f"RssAnon {rss0} -> {rss} kB")
+            print(f"  fresh-connection latency ms: median {medians}, worst {worst}")
+            for path, ms in medians.items():
+                self.assertLess(ms, LATENCY_MS, f"{path}: median {ms} ms")
+            if nofile_of(pid) == "unlimited" or int(nofile_of(pid)) > IDLE + SLOW + 128:
+                self.assertEqual(dropped, 0, "idle connections dropped with room to spare")
+                self.assertGreaterEqual(fds, IDLE + SLOW)
+        finally:
+            stop.set()
+            if dripper.is_alive():
+                dripper.join()
+            for s in idle + slow:
+                s.close()
+        self.wait_connections_closed()
+        self.assert_healthy()
+
+    def test_oversize_requests_get_4xx(self):
+        port = self.r.port
+        cases = {
+            "64 KB URL": b"GET /leader?x=" + b"a" * 65536 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+            "64 KB header": b"GET /leader HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 65536
+                            + b"\r\n\r\n",
+            "1000 headers": b"GET /leader HTTP/1.1\r\nHost: x\r\n"
+                            + b"".join(b"X-H%d: %s\r\n" % (i, b"v" * 40) for i in range(1000))
+                            + b"\r\n",
+        }
+        for name, data in cases.items():
+            status = raw_exchange(port, data)
+            self.assertIsNotNone(status, f"{name}: no answer")
+            self.assertTrue(400 <= status < 500, f"{name}: {status}")
+        # A body announced on GET is not something to wait for.
+        status = raw_exchange(port, b"POST /leader HTTP/1.1\r\nHost: x\r\n"
+                                    b"Content-Length: 100000000\r\n\r\n")
+        self.assertEqual(status, 405)
+        self.wait_connections_closed()
+        self.assert_healthy()
+
+    def test_garbage_gets_4xx_or_closed(self):
+        port = self.r.port
+        rnd = random.Random(20261129)
+        cases = [
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(64)) + b"\r\n\r\n",
+            b"GARBAGE\r\n\r\n",
+            b"GET\r\n\r\n",
+            b"GET / HTTP/1.1\r\nno colon here\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n",
+            b"GET /%zz%00 HTTP/1.1\r\nHost: x\r\n\r\n",
+        ] + [rnd.randbytes(2048) + b"\r\n\r\n" for _ in range(20)]
+        answers = []
+        for data in cases:
+            status = raw_exchange(port, data)
+            answers.append(status)
+            self.assertTrue(status is None or 400 <= status < 500 or status == 404,
+                            f"{data[:40]!r}: {status}")
+        print(f"\n  answers to {len(cases)} garbage requests: "
+              f"{sorted(set(str(a) for a in answers))}")
+        self.wait_connections_closed()
+        self.assert_healthy()
+
+    def test_only_get_and_head(self):
+        for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE"):
+            conn = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=5)
+            try:
+                conn.request(method, "/leader")
+                resp = conn.getresponse()
+                resp.read()
+                self.assertEqual(resp.status, 405, method)
+                self.assertEqual(resp.getheader("Allow"), "GET, HEAD")
+            finally:
+                conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=5)
+        try:
+            conn.request("HEAD", "/leader")
+            resp = conn.getresponse()
+            self.assertEqual((resp.status, resp.read()), (200, b""))
+        finally:
+            conn.close()
+        self.assert_healthy()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
