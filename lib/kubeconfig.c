@@ -455,6 +455,11 @@ static enum ld_err load_cluster(struct kc *k, yaml_node_t *cl, const char *name,
                                   "characters",
                                   name);
     }
+    /* "https://" and "https:///path" name no host; trimming their slashes
+     * below would leave "https:", which no longer even looks like a URL. */
+    const char *host = strstr(c->server, "://") + 3;
+    if (*host == '\0' || *host == '/')
+        return ld_errinfo_set(k->err, LD_ECONFIG, "cluster %s: server has no host", name);
     size_t sl = strlen(c->server);
     while (sl > 0 && c->server[sl - 1] == '/')
         c->server[--sl] = '\0';

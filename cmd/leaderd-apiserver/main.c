@@ -100,7 +100,8 @@ static const char usage[] =
     "                                verb, namespace, name, holderIdentity,\n"
     "                                leaseTransitions, resourceVersion}]}: successful\n"
     "                                writes; mono_ms counts from the server's start,\n"
-    "                                clock_us is CLOCK_MONOTONIC itself\n"
+    "                                clock_us is CLOCK_MONOTONIC itself; a holderIdentity\n"
+    "                                over 256 bytes is cut to its head and length\n"
     "  GET  /_control/stats         "
     "{client:{verb:{code|\"reset\"|\"disconnected\"|\"lost-reply\":count}}}\n"
     "  POST /_control/stats/reset\n";

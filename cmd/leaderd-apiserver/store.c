@@ -14,6 +14,7 @@
 #define MAX_ENTRIES 10000
 #define HIST_CAP 4096
 #define LOG_CAP 100000
+#define LOG_HOLDER_MAX 256 /* bytes of holderIdentity kept in the write log */
 #define STATE_FILE_CAP (64u << 20)
 
 struct entry {
@@ -228,7 +229,17 @@ static void log_write(struct as_store *s, const char *client, const char *verb,
     json_object_set_new(e, "verb", json_string(verb));
     json_object_set_new(e, "namespace", json_string(ns));
     json_object_set_new(e, "name", json_string(name));
-    json_object_set(e, "holderIdentity", json_is_string(holder) ? holder : json_null());
+    if (json_is_string(holder) && json_string_length(holder) > LOG_HOLDER_MAX) {
+        /* A garbage holder (megabytes) must not be copied into every reader
+         * of the log; its head and length say enough. */
+        char *cut = NULL;
+        if (asprintf(&cut, "%.*s...(%zu bytes)", LOG_HOLDER_MAX,
+                     json_string_value(holder), json_string_length(holder)) >= 0)
+            json_object_set_new(e, "holderIdentity", json_string(cut));
+        free(cut);
+    } else {
+        json_object_set(e, "holderIdentity", json_is_string(holder) ? holder : json_null());
+    }
     json_object_set(e, "leaseTransitions", json_is_integer(trans) ? trans : json_null());
     json_object_set_new(e, "resourceVersion", json_string(rvs));
     if (json_array_size(s->log) >= LOG_CAP)

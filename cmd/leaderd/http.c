@@ -11,10 +11,13 @@
  * the current leader's lead_until_ms (is_leader turns false by time alone),
  * the next long-poll deadline and the next heartbeat.
  *
- * h->mu guards the fields below it in struct ld_http and every struct
- * hold / struct conn. Lock order: h->mu, then the state's mutex, then
+ * h->mu guards the held requests: the fields below it in struct ld_http
+ * and every struct hold. Lock order: h->mu, then the state's mutex, then
  * MHD's own (MHD never calls back into this file holding one of its
- * mutexes except a response's, which sse_read takes before h->mu).
+ * mutexes except a response's, which sse_read takes before h->mu). The
+ * connection bookkeeping (struct conn) is only touched on MHD's thread and
+ * has its own conn_mu, for ld_http_get_stats, so that plain requests never
+ * wait for the notifier.
  */
 #include "http.h"
 
@@ -60,6 +63,9 @@
 #define RETRY_MS 100
 /* At most this long to let held requests end cleanly when stopping. */
 #define DRAIN_S 1
+/* Recent events kept so that a stream that is a little behind (two
+ * changes in a row, a slow reader) still gets every change in order. */
+#define EVENT_RING 16
 
 #define CT_JSON "application/json"
 #define CT_TEXT "text/plain; charset=utf-8"
@@ -74,6 +80,13 @@ struct view {
     bool is_leader;
     int64_t term;
     char leader[LD_LEASE_MAX_HOLDER + 1];
+};
+
+/* One /watch event: "id: ID\nevent: leader\ndata: JSON\n\n". */
+struct event {
+    uint64_t id;
+    char *text;
+    size_t len;
 };
 
 enum hold_kind { HOLD_POLL, HOLD_WATCH };
@@ -95,7 +108,6 @@ struct hold {
     union {
         struct {
             int64_t deadline_ms;
-            struct ld_http_poll want;
         } poll;
         struct {
             uint64_t sent_seq; /* id of the last event handed to MHD */
@@ -130,18 +142,19 @@ struct ld_http {
     pthread_mutex_t mu;
     pthread_cond_t drained; /* nholds reached 0 while stopping */
     bool stopping;
-    unsigned int nholds;    /* allocated, linked or not */
+    unsigned int nholds; /* allocated, linked or not */
     bool have_view;
-    struct view view;      /* as of the last refresh */
-    int64_t flip_at_ms;    /* when view.is_leader turns false by itself */
-    int64_t retry_at_ms;   /* a refresh failed for memory: try again then */
-    uint64_t seq;          /* id of the event for view */
-    char *event;           /* "id: ...\nevent: leader\ndata: ...\n\n" */
-    size_t event_len;
+    struct view view;              /* as of the last refresh */
+    int64_t flip_at_ms;            /* when view.is_leader turns false by itself */
+    int64_t retry_at_ms;           /* a refresh failed for memory: try again then */
+    uint64_t seq;                  /* id of the event for view */
+    struct event ring[EVENT_RING]; /* event id is at ring[id % EVENT_RING] */
     struct hold *polls, *subs;
     unsigned int npolls, nsubs;
     uint64_t next_hold_id;
     int64_t next_ping_ms;
+
+    pthread_mutex_t conn_mu;
     struct conn *idle_head, *idle_tail; /* longest idle first */
     unsigned int nconns, nidle, nevicting;
     uint64_t evicted;
@@ -262,8 +275,8 @@ static enum route find_route(const char *path)
     static const struct {
         const char *path;
         enum route r;
-    } table[] = {{"/leader", R_LEADER},   {"/watch", R_WATCH},     {"/healthz", R_HEALTHZ},
-                 {"/readyz", R_READYZ},   {"/metrics", R_METRICS}, {"/", R_ROOT}};
+    } table[] = {{"/leader", R_LEADER}, {"/watch", R_WATCH},     {"/healthz", R_HEALTHZ},
+                 {"/readyz", R_READYZ}, {"/metrics", R_METRICS}, {"/", R_ROOT}};
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcmp(path, table[i].path) == 0)
             return table[i].r;
@@ -290,7 +303,8 @@ int ld_http_route(const char *method, const char *path, const struct ld_snapshot
         return reply_owned(out, ld_snapshot_is_leader(snap, now_ms) ? 200 : 503, CT_JSON,
                            ld_http_render_leader(snap, now_ms));
     case R_WATCH:
-        if (reply_owned(out, 200, CT_SSE, render_event(false, 0, snap, now_ms, &len)) != 0)
+        if (reply_owned(out, 200, CT_SSE, render_event(false, 0, snap, now_ms, &len)) !=
+            0)
             return -1;
         out->len = len;
         return 0;
@@ -401,7 +415,7 @@ int ld_http_poll_arg(struct ld_http_poll *p, const char *key, const char *value,
             return poll_fail(err, errlen, key, "given twice, again as", v);
         if (all_digits(v)) /* whole seconds; too many for int64 is capped too */
             ms = parse_count(v, &secs) != 0 || secs > INT64_MAX / 1000 ? INT64_MAX
-                                                                     : secs * 1000;
+                                                                       : secs * 1000;
         else if (ld_duration_parse(v, &ms) != LD_OK || ms < 0)
             return poll_fail(err, errlen, key, "not a duration such as 30s:", v);
         p->wait = true;
@@ -579,25 +593,31 @@ static void refresh_locked(struct ld_http *h, int64_t now)
     if (h->have_view && view_eq(&v, &h->view))
         return;
     uint64_t seq = h->have_view ? h->seq + 1 : h->seq;
+    /* Long-polls wait for these three (the contract's fields); a stream
+     * also hears of the first observation. */
+    bool changed =
+        h->have_view && (v.is_leader != h->view.is_leader || v.term != h->view.term ||
+                         strcmp(v.leader, h->view.leader) != 0);
     char *ev = render_event(true, seq, &snap, now, &len);
     if (!ev) {
         h->retry_at_ms = now + RETRY_MS;
         return;
     }
     h->retry_at_ms = INT64_MAX;
-    free(h->event);
-    h->event = ev;
-    h->event_len = len;
+    struct event *slot = &h->ring[seq % EVENT_RING];
+    free(slot->text);
+    slot->id = seq;
+    slot->text = ev;
+    slot->len = len;
     h->seq = seq;
     h->view = v;
     h->have_view = true;
     for (struct hold *x = h->subs; x; x = x->next)
         wake(h, x);
-    for (struct hold *x = h->polls, *next; x; x = next) {
-        next = x->next;
-        if (want_differs(&x->u.poll.want, &v))
-            finish_poll(h, x);
-    }
+    /* Every held poll was held at the previous view, so any change of the
+     * three answers all of them, also one in a field they did not give. */
+    while (changed && h->polls)
+        finish_poll(h, h->polls);
 }
 
 static void expire_polls_locked(struct ld_http *h, int64_t now)
@@ -761,7 +781,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode code)
 {
     struct ld_http *h = cls;
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->conn_mu);
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         struct conn *k = calloc(1, sizeof(*k));
         h->nconns++;
@@ -782,7 +802,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         }
         *socket_context = NULL;
     }
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->conn_mu);
 }
 
 static void conn_active(struct ld_http *h, struct MHD_Connection *c)
@@ -790,9 +810,9 @@ static void conn_active(struct ld_http *h, struct MHD_Connection *c)
     struct conn *k = conn_of(c);
     if (!k)
         return;
-    pthread_mutex_lock(&h->mu);
+    pthread_mutex_lock(&h->conn_mu);
     idle_remove(h, k);
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->conn_mu);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -801,12 +821,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     struct ld_http *h = cls;
     struct conn *k = conn_of(c);
     (void)toe;
-    pthread_mutex_lock(&h->mu);
-    if (*con_cls && *con_cls != &request_seen)
+    if (*con_cls && *con_cls != &request_seen) {
+        pthread_mutex_lock(&h->mu);
         release_hold(h, *con_cls);
+        pthread_mutex_unlock(&h->mu);
+    }
+    pthread_mutex_lock(&h->conn_mu);
     if (k && !k->idle && !k->evicted)
         idle_push(h, k);
-    pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->conn_mu);
     *con_cls = NULL;
 }
 
@@ -920,7 +943,6 @@ static enum MHD_Result answer_leader(struct ld_http *h, struct MHD_Connection *c
         x->refs = 1;
         x->id = ++h->next_hold_id;
         x->fd = conn_fd(c);
-        x->u.poll.want = want;
         x->u.poll.deadline_ms = now + want.wait_ms;
         link_hold(h, x);
         *con_cls = x;
@@ -944,20 +966,26 @@ static enum MHD_Result answer_resumed(struct ld_http *h, struct MHD_Connection *
     return queue_route(h, c, "GET", "/leader");
 }
 
-/* Loads the next bytes for stream x: the current event when x has not had
- * it, else a heartbeat when one is due. -1 on allocation failure. */
+/* Loads the next bytes for stream x: the event after the last one it had
+ * (or the current one, for a new stream or one too far behind), else a
+ * heartbeat when one is due. -1 on allocation failure. */
 static int fill_watch_locked(struct ld_http *h, struct hold *x)
 {
+    uint64_t sent = x->u.watch.sent_seq;
     free(x->u.watch.out);
     x->u.watch.out = NULL;
     x->u.watch.out_len = x->u.watch.out_off = 0;
-    if (h->have_view && x->u.watch.sent_seq != h->seq) {
-        x->u.watch.out = malloc(h->event_len);
+    if (h->have_view && sent != h->seq) {
+        const struct event *e = &h->ring[h->seq % EVENT_RING];
+        const struct event *after = &h->ring[(sent + 1) % EVENT_RING];
+        if (sent != 0 && sent < h->seq && after->text && after->id == sent + 1)
+            e = after;
+        x->u.watch.out = malloc(e->len);
         if (!x->u.watch.out)
             return -1;
-        memcpy(x->u.watch.out, h->event, h->event_len);
-        x->u.watch.out_len = h->event_len;
-        x->u.watch.sent_seq = h->seq;
+        memcpy(x->u.watch.out, e->text, e->len);
+        x->u.watch.out_len = e->len;
+        x->u.watch.sent_seq = e->id;
         x->u.watch.want_ping = false;
     } else if (x->u.watch.want_ping) {
         x->u.watch.out = strdup(ping_comment);
@@ -984,19 +1012,17 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
         n = MHD_CONTENT_READER_END_WITH_ERROR;
         goto out;
     }
-    if (x->u.watch.out_off == x->u.watch.out_len) {
-        if (h->stopping) {
-            n = MHD_CONTENT_READER_END_OF_STREAM;
-            goto out;
-        }
-        if (fill_watch_locked(h, x) != 0) {
-            n = MHD_CONTENT_READER_END_WITH_ERROR;
-            goto out;
-        }
+    if (x->u.watch.out_off == x->u.watch.out_len && fill_watch_locked(h, x) != 0) {
+        n = MHD_CONTENT_READER_END_WITH_ERROR;
+        goto out;
     }
     size_t left = x->u.watch.out_len - x->u.watch.out_off;
     if (left == 0) {
-        suspend(h, x);
+        /* When stopping, what was left to say has been said. */
+        if (h->stopping)
+            n = MHD_CONTENT_READER_END_OF_STREAM;
+        else
+            suspend(h, x);
         goto out;
     }
     if (left > max)
@@ -1073,8 +1099,8 @@ static enum MHD_Result answer_watch(struct ld_http *h, struct MHD_Connection *c,
     if (!x)
         return queue_oom(c);
 
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_read, x, sse_free);
+    struct MHD_Response *resp = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_read, x, sse_free);
     if (!resp) {
         pthread_mutex_lock(&h->mu);
         x->refs = 1;
@@ -1225,10 +1251,12 @@ static int bound_port(int fd)
 static void limits(struct ld_http *h, const struct ld_http_options *o)
 {
     struct rlimit rl;
-    unsigned int conns = o->max_connections ? o->max_connections : LD_HTTP_MAX_CONNECTIONS;
+    unsigned int conns =
+        o->max_connections ? o->max_connections : LD_HTTP_MAX_CONNECTIONS;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        rlim_t room = rl.rlim_cur > FD_RESERVE + MIN_CONNECTIONS ? rl.rlim_cur - FD_RESERVE
-                                                                 : MIN_CONNECTIONS;
+        rlim_t room = rl.rlim_cur > FD_RESERVE + MIN_CONNECTIONS
+                          ? rl.rlim_cur - FD_RESERVE
+                          : MIN_CONNECTIONS;
         if (room < conns)
             conns = (unsigned int)room;
     }
@@ -1258,8 +1286,10 @@ static void destroy(struct ld_http *h)
     if (h->mu_ready) {
         pthread_cond_destroy(&h->drained);
         pthread_mutex_destroy(&h->mu);
+        pthread_mutex_destroy(&h->conn_mu);
     }
-    free(h->event);
+    for (size_t i = 0; i < EVENT_RING; i++)
+        free(h->ring[i].text);
     free(h);
 }
 
@@ -1301,6 +1331,13 @@ static int start_notifier(struct ld_http *h, char *err, size_t errlen)
         pthread_condattr_destroy(&attr);
         pthread_mutex_destroy(&h->mu);
         snprintf(err, errlen, "http: cannot create a condition variable");
+        return -1;
+    }
+    if (pthread_mutex_init(&h->conn_mu, NULL) != 0) {
+        pthread_condattr_destroy(&attr);
+        pthread_cond_destroy(&h->drained);
+        pthread_mutex_destroy(&h->mu);
+        snprintf(err, errlen, "http: cannot create a mutex");
         return -1;
     }
     pthread_condattr_destroy(&attr);
@@ -1355,8 +1392,8 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
     if (fd < 0)
         goto fail;
     h->port = bound_port(fd);
-    unsigned int idle_s = opts && opts->idle_timeout_s ? opts->idle_timeout_s
-                                                       : LD_HTTP_IDLE_TIMEOUT_S;
+    unsigned int idle_s =
+        opts && opts->idle_timeout_s ? opts->idle_timeout_s : LD_HTTP_IDLE_TIMEOUT_S;
     h->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
             MHD_ALLOW_SUSPEND_RESUME,
@@ -1424,15 +1461,17 @@ int ld_http_port(const struct ld_http *h)
 void ld_http_get_stats(struct ld_http *h, struct ld_http_stats *out)
 {
     memset(out, 0, sizeof(*out));
-    pthread_mutex_lock(&h->mu);
-    out->connections = h->nconns;
-    out->idle = h->nidle;
-    out->held = h->npolls;
-    out->subscribers = h->nsubs;
     out->max_connections = h->max_conns;
     out->max_held = h->max_held;
     out->max_subscribers = h->max_subs;
-    out->evicted = h->evicted;
+    pthread_mutex_lock(&h->mu);
+    out->held = h->npolls;
+    out->subscribers = h->nsubs;
     out->seq = h->seq;
     pthread_mutex_unlock(&h->mu);
+    pthread_mutex_lock(&h->conn_mu);
+    out->connections = h->nconns;
+    out->idle = h->nidle;
+    out->evicted = h->evicted;
+    pthread_mutex_unlock(&h->conn_mu);
 }

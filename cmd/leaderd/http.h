@@ -21,12 +21,12 @@
 struct ld_http;
 
 /* Defaults of struct ld_http_options (a zero field means its default). */
-#define LD_HTTP_HEARTBEAT_MS 15000    /* ": ping" comment on /watch streams */
-#define LD_HTTP_MAX_WAIT_MS 60000     /* long-poll wait= is capped to this */
-#define LD_HTTP_MAX_HELD 256          /* long-polls held at once */
-#define LD_HTTP_MAX_SUBSCRIBERS 1024  /* /watch streams at once */
-#define LD_HTTP_MAX_CONNECTIONS 4096  /* all connections; see ld_http_start_opts */
-#define LD_HTTP_IDLE_TIMEOUT_S 15     /* silent connections are closed after this */
+#define LD_HTTP_HEARTBEAT_MS 15000   /* ": ping" comment on /watch streams */
+#define LD_HTTP_MAX_WAIT_MS 60000    /* long-poll wait= is capped to this */
+#define LD_HTTP_MAX_HELD 256         /* long-polls held at once */
+#define LD_HTTP_MAX_SUBSCRIBERS 256  /* /watch streams at once */
+#define LD_HTTP_MAX_CONNECTIONS 1024 /* all connections; see ld_http_start_opts */
+#define LD_HTTP_IDLE_TIMEOUT_S 15    /* silent connections are closed after this */
 
 struct ld_http_options {
     int64_t heartbeat_ms;
@@ -40,27 +40,31 @@ struct ld_http_options {
 /* Binds host:port (host "" = all interfaces, IPv6 and IPv4 when the system
  * allows, else IPv4; "0.0.0.0" = all IPv4; an IPv6 literal without
  * brackets; a host name is resolved; port 0 = any free port, see
- * ld_http_port) and serves from an internal thread. st and m are borrowed
- * and must outlive the server. Returns a new server (stop with
+ * ld_http_port) and serves from an internal thread, with a second thread
+ * that resumes held requests (it listens to st's publishes). st and m are
+ * borrowed and must outlive the server. Returns a new server (stop with
  * ld_http_stop) or NULL with one line in err, e.g. "listen 0.0.0.0:4040:
- * Address already in use". */
+ * Address already in use". Same as ld_http_start_opts with the defaults. */
 struct ld_http *ld_http_start(const char *host, int port, struct ld_state *st,
                               struct ld_metrics *m, char *err, size_t errlen);
 
-/* ld_http_start with limits (opts NULL or zero fields = the defaults).
- * The connection limit is also kept 64 below the process's RLIMIT_NOFILE
- * soft limit as it stands at the call, so accept() never runs out of
- * descriptors; raise that limit first to allow more. Held long-polls and
- * /watch streams are capped at a half and a quarter of the connection
- * limit as well, so probes always find room: when the server is nearly
- * full, the connection that has been idle (no request in progress) the
- * longest is closed to make room for a new one. Errors as ld_http_start. */
+/* ld_http_start with limits (opts NULL or zero fields = the defaults;
+ * opts is read during the call only). The connection limit is also kept
+ * 64 below the process's RLIMIT_NOFILE soft limit as it stands at the
+ * call, so accept() never runs out of descriptors: raise that limit first
+ * to allow more. /watch streams and held long-polls are capped at a half
+ * and a quarter of the connection limit as well, so probes always find
+ * room: when the server is nearly full, the connection that has been idle
+ * (no request in progress) the longest is closed to make room for a new
+ * one. Errors as ld_http_start. */
 struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *st,
                                    struct ld_metrics *m,
                                    const struct ld_http_options *opts, char *err,
                                    size_t errlen);
 
-/* Stops serving, closes the socket and frees h. NULL-safe. */
+/* Stops serving, closes the socket and frees h. Held long-polls are
+ * answered and /watch streams get the last published state and end (it
+ * waits up to a second for them to go out). NULL-safe. */
 void ld_http_stop(struct ld_http *h);
 
 /* The port actually bound (useful after asking for port 0). */
@@ -68,13 +72,13 @@ int ld_http_port(const struct ld_http *h);
 
 /* Counters of a running server, for tests and metrics. */
 struct ld_http_stats {
-    unsigned int connections;   /* open now */
-    unsigned int idle;          /* open with no request in progress */
-    unsigned int held;          /* long-polls waiting */
-    unsigned int subscribers;   /* /watch streams */
+    unsigned int connections; /* open now */
+    unsigned int idle;        /* open with no request in progress */
+    unsigned int held;        /* long-polls waiting */
+    unsigned int subscribers; /* /watch streams */
     unsigned int max_connections, max_held, max_subscribers; /* effective */
-    uint64_t evicted;           /* idle connections closed to make room */
-    uint64_t seq;               /* id of the latest /watch event */
+    uint64_t evicted; /* idle connections closed to make room */
+    uint64_t seq;     /* id of the latest /watch event */
 };
 
 /* Fills out with h's counters. Thread-safe. */
@@ -105,11 +109,12 @@ void ld_http_reply_clear(struct ld_http_reply *r); /* NULL-safe */
 char *ld_http_render_leader(const struct ld_snapshot *snap, int64_t now_ms);
 
 /* What a long-poll caller passed on GET /leader: it has seen leader, term
- * and is_leader (each only if given) and wants an answer when the state
- * differs, or after wait_ms. */
+ * and is_leader (each only if given). It is answered at once when one of
+ * those differs; otherwise its request is held until any of the three
+ * changes (given or not), or wait_ms passes. */
 struct ld_http_poll {
-    bool wait;         /* wait= given: the request may be held */
-    int64_t wait_ms;   /* capped at the server's maximum */
+    bool wait;       /* wait= given: the request may be held */
+    int64_t wait_ms; /* capped at the server's maximum */
     bool has_leader, has_term, has_is_leader;
     bool is_leader;
     int64_t term;

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,17 @@ static int block_signals(void)
         return -1;
     signal(SIGPIPE, SIG_IGN);
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+/* Idle HTTP connections cost a file descriptor each; the server sizes its
+ * connection cap from this limit, so take what the container allows. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 }
 
 static uint64_t jitter_seed(const char *identity)
@@ -110,6 +122,7 @@ static int start_http(struct daemon *d)
     ld_state_init(&d->state, lease, d->cfg.identity,
                   d->cfg.lease_duration_ms + d->cfg.renew_deadline_ms);
     d->state_ready = true;
+    raise_fd_limit();
     char err[256];
     d->http = ld_http_start(d->cfg.listen_host, d->cfg.listen_port, &d->state, &d->metrics,
                             err, sizeof(err));

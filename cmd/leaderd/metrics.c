@@ -271,7 +271,8 @@ static void render_watch(struct tbuf *b, struct ld_metrics *m)
               (unsigned long long)m->watch_restarts);
     header(b, "leaderd_watch_events_total", "counter",
            "Watch events received on the Lease (bookmarks included).");
-    tb_printf(b, "leaderd_watch_events_total %llu\n", (unsigned long long)m->watch_events);
+    tb_printf(b, "leaderd_watch_events_total %llu\n",
+              (unsigned long long)m->watch_events);
     header(b, "leaderd_acquire_delay_seconds", "histogram",
            "Time from first observing the Lease free or expired to holding it.");
     render_histogram(b, "leaderd_acquire_delay_seconds", m->acquire_bucket,

@@ -39,8 +39,8 @@ void ld_state_read(struct ld_state *st, struct ld_snapshot *out)
 
 static bool visible_change(const struct ld_snapshot *a, const struct ld_snapshot *b)
 {
-    return a->term != b->term || a->leading != b->leading ||
-           a->observed != b->observed || strcmp(a->leader, b->leader) != 0;
+    return a->term != b->term || a->leading != b->leading || a->observed != b->observed ||
+           strcmp(a->leader, b->leader) != 0;
 }
 
 void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next)

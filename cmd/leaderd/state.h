@@ -15,21 +15,21 @@
 #include "lease.h"
 
 struct ld_snapshot {
-    char lease[512];           /* "NAMESPACE/NAME", set once at start */
+    char lease[512]; /* "NAMESPACE/NAME", set once at start */
     char identity[LD_LEASE_MAX_HOLDER + 1];
     char leader[LD_LEASE_MAX_HOLDER + 1]; /* observed holder, "" when free */
-    int64_t term;              /* leaseTransitions of the observed record */
-    bool observed;             /* the Lease (or its absence) was seen at least once */
-    bool leading;              /* we hold it per our last successful write */
-    int64_t lead_until_ms;     /* monotonic; leading counts only before this */
+    int64_t term;                         /* leaseTransitions of the observed record */
+    bool observed;         /* the Lease (or its absence) was seen at least once */
+    bool leading;          /* we hold it per our last successful write */
+    int64_t lead_until_ms; /* monotonic; leading counts only before this */
     bool has_renewed_at;
-    int64_t renewed_at_us;     /* renewTime of the observed record (wall) */
-    int64_t last_renew_wall_us;/* our last successful renewal (wall), 0 if none */
-    int64_t heartbeat_ms;      /* monotonic time of the loop's last pass */
-    int64_t stale_after_ms;    /* heartbeat older than this => unhealthy */
-    char health_error[256];    /* non-empty => /healthz fails with this reason */
-    uint64_t seq;              /* bumped whenever leader, term or leading changes */
-    int64_t transitions_seen;  /* leadership changes observed (metric) */
+    int64_t renewed_at_us;      /* renewTime of the observed record (wall) */
+    int64_t last_renew_wall_us; /* our last successful renewal (wall), 0 if none */
+    int64_t heartbeat_ms;       /* monotonic time of the loop's last pass */
+    int64_t stale_after_ms;     /* heartbeat older than this => unhealthy */
+    char health_error[256];     /* non-empty => /healthz fails with this reason */
+    uint64_t seq;               /* bumped whenever leader, term or leading changes */
+    int64_t transitions_seen;   /* leadership changes observed (metric) */
 };
 
 /* Someone to tell about every publish (see ld_state_listen). */
@@ -41,7 +41,7 @@ struct ld_state_listener {
 
 struct ld_state {
     pthread_mutex_t mu;
-    pthread_cond_t changed;    /* broadcast on every seq bump */
+    pthread_cond_t changed; /* broadcast on every seq bump */
     struct ld_snapshot snap;
     struct ld_state_listener *listeners;
 };

@@ -91,12 +91,19 @@ def worker_main(args):
 # ---- self-test of the API server features the checks rely on ----
 
 def selftest(root):
-    """The write log's clock_us must be CLOCK_MONOTONIC as time.monotonic()
-    reads it, and lose_reply_rate must drop the reply of a committed write."""
+    """The checks must catch what they are meant to catch (test_checks.py);
+    the write log's clock_us must be CLOCK_MONOTONIC as time.monotonic()
+    reads it; lose_reply_rate must drop the reply of a committed write."""
+    import io
+    import unittest
     from apiserver import ApiServer, is_transport_error
+    problems = []
+    stream = io.StringIO()
+    suite = unittest.defaultTestLoader.loadTestsFromName("test_checks")
+    if not unittest.TextTestRunner(stream=stream, verbosity=1).run(suite).wasSuccessful():
+        problems.append("the checks' own tests failed:\n" + stream.getvalue())
     api = ApiServer(os.path.join(root, "selftest"), ["st"], verbose=False)
     api.start()
-    problems = []
     try:
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": "selftest", "namespace": "default"},

@@ -278,10 +278,11 @@ def sc_token_rotate(ctx):
 UNAUTH_RE = re.compile(r"401|unauthori[sz]ed|credential|token", re.I)
 
 
-def sc_token_revoke(ctx):
+def sc_token_revoke(ctx, recover=False):
     """The leader's token is revoked for good: it must step down, say why in
-    its log and in /healthz, and another replica takes over. A rotation (which
-    lifts the revocation) lets it rejoin as a follower."""
+    its log and in /healthz, and another replica takes over. With recover, a
+    new token is then issued (a rotation lifts the revocation): the replica
+    must rejoin as a follower and /healthz must turn 200 again."""
     c = ctx.c
     old = c.steady()
     log_before = len(old.proc.log())
@@ -313,6 +314,8 @@ def sc_token_revoke(ctx):
     t_fix = time.monotonic()
     c.api.rotate_token(old.name, grace_ms=0)
     ctx.converge(t_fix, bound=CONVERGE_BOUND + 2 * RETRY)
+    if not recover:
+        return
     bound = CONVERGE_BOUND + 2 * RETRY
     ok = (None, None)
     while time.monotonic() < t_fix + bound:
@@ -521,6 +524,10 @@ SCENARIOS = [
     Scenario("apiserver-restart", sc_api_restart),
     Scenario("token-rotate", sc_token_rotate),
     Scenario("token-revoke", sc_token_revoke),
+    Scenario("token-revoke-recover", lambda ctx: sc_token_revoke(ctx, recover=True),
+             known_failure="a standby whose watch outlives a 401 run makes no further "
+                           "request, so /healthz keeps failing after a new token is "
+                           "issued (observed for 90 s)"),
     Scenario("malformed-wrong-types", make_malformed("wrong-types", "put")),
     Scenario("malformed-huge-holder", make_malformed("huge-holder", "delete")),
     Scenario("malformed-negative-duration", make_malformed("negative-duration", "put")),

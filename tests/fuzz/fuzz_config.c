@@ -18,11 +18,21 @@
 
 /* Everything ld_config_parse_args reads from the environment. */
 static const char *const env_names[] = {
-    "LEADERD_LEASE_NAME",     "LEADERD_NAMESPACE",           "LEADERD_IDENTITY",
-    "LEADERD_LEASE_DURATION", "LEADERD_RENEW_DEADLINE",      "LEADERD_RETRY_PERIOD",
-    "LEADERD_LISTEN",         "LEADERD_KUBECONFIG",          "LEADERD_RELEASE_ON_EXIT",
-    "LEADERD_LOG_FORMAT",     "LEADERD_LOG_LEVEL",           "LEADERD_SERVICE_ACCOUNT_DIR",
-    "POD_NAMESPACE",          "POD_NAME",                    "KUBECONFIG",
+    "LEADERD_LEASE_NAME",
+    "LEADERD_NAMESPACE",
+    "LEADERD_IDENTITY",
+    "LEADERD_LEASE_DURATION",
+    "LEADERD_RENEW_DEADLINE",
+    "LEADERD_RETRY_PERIOD",
+    "LEADERD_LISTEN",
+    "LEADERD_KUBECONFIG",
+    "LEADERD_RELEASE_ON_EXIT",
+    "LEADERD_LOG_FORMAT",
+    "LEADERD_LOG_LEVEL",
+    "LEADERD_SERVICE_ACCOUNT_DIR",
+    "POD_NAMESPACE",
+    "POD_NAME",
+    "KUBECONFIG",
 };
 #define NENV (sizeof env_names / sizeof env_names[0])
 
@@ -60,8 +70,8 @@ static void check_accepted(const struct ld_config *cfg)
                (cfg->namespace_[0] != '\0' && strlen(cfg->namespace_) <= 63 &&
                 strchr(cfg->namespace_, '.') == NULL && cfg->namespace_from));
     FUZZ_CHECK(cfg->identity == NULL ||
-               (cfg->identity[0] != '\0' && strlen(cfg->identity) <= LD_LEASE_MAX_HOLDER &&
-                one_line(cfg->identity) &&
+               (cfg->identity[0] != '\0' &&
+                strlen(cfg->identity) <= LD_LEASE_MAX_HOLDER && one_line(cfg->identity) &&
                 fuzz_utf8_valid(cfg->identity, strlen(cfg->identity)) &&
                 cfg->identity_from));
     FUZZ_CHECK(cfg->lease_duration_ms >= 1000 && cfg->lease_duration_ms % 1000 == 0);

@@ -60,6 +60,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(ld_lease_copy(&copy, &l) == LD_OK);
     check_same(&l, &copy);
 
+    /* Re-decoding a lease from its own stored object is allowed. */
+    FUZZ_CHECK(ld_lease_from_json(copy.object, &copy, &err) == LD_OK);
+    check_decoded(&copy);
+    check_same(&l, &copy);
+
     text = ld_lease_encode(&l);
     FUZZ_CHECK(text != NULL);
     ld_errinfo_clear(&err);

@@ -108,8 +108,8 @@ static size_t expected_events(const char *s, size_t n, bool prefix)
 }
 
 /* Feeds data in pieces whose sizes come from a small xorshift generator. */
-static void feed(struct ld_watch_decoder *d, const char *data, size_t size,
-                 uint32_t seed, struct log *l)
+static void feed(struct ld_watch_decoder *d, const char *data, size_t size, uint32_t seed,
+                 struct log *l)
 {
     uint32_t x = seed | 1u;
 

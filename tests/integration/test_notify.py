@@ -37,6 +37,12 @@ def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def sanitized(pid):
+    """True for an AddressSanitizer build, whose RSS says nothing of leaks."""
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
 def timed_get(port, path, timeout=5.0):
     """(status, body, seconds) of one GET on a fresh connection."""
     t0 = time.monotonic()
@@ -182,27 +188,39 @@ class TwoReplicas(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertIn("error", json.loads(body))
 
-        answer = {}
+        # An app's loop: long-poll with what it saw last, until it leads.
+        answers = []
 
-        def poll():
-            answer["result"] = timed_get(port, "/leader?wait=30s&is_leader=false", 40)
-            answer["at"] = time.monotonic()
-        th = threading.Thread(target=poll)
+        def poll_loop():
+            query = seen
+            for _ in range(10):
+                status, body, _ = timed_get(port, f"/leader?wait=30s&{query}", 40)
+                doc = json.loads(body)
+                answers.append((time.monotonic(), status, doc))
+                if doc["is_leader"]:
+                    return
+                query = (f"leader={doc['leader']}&term={doc['term']}&is_leader="
+                         f"{'true' if doc['is_leader'] else 'false'}")
+        th = threading.Thread(target=poll_loop)
         th.start()
         th.join(0.5)
-        self.assertTrue(th.is_alive(), f"the long-poll was not held: {answer}")
+        self.assertTrue(th.is_alive() and not answers, f"the long-poll was not held: {answers}")
         self.leader.send(signal.SIGTERM)
         sent_at = time.monotonic()
         th.join(RETRY + 5)
-        self.assertFalse(th.is_alive(), "the long-poll did not return on the handover")
-        status, body, _ = answer["result"]
-        took = answer["at"] - sent_at
-        print(f"\n  long-poll answered {took * 1000:.0f} ms after SIGTERM of the leader")
+        self.assertFalse(th.is_alive(), "the long-polls did not see the handover")
+        steps = [(round((at - sent_at) * 1000), st, d["leader"], d["term"], d["is_leader"])
+                 for at, st, d in answers]
+        print(f"\n  long-poll answers after SIGTERM of the leader (ms, status, leader, term, "
+              f"is_leader): {steps}")
+        at, status, doc = answers[-1]
         self.assertEqual(status, 200)
-        doc = json.loads(body)
         self.assertTrue(doc["is_leader"])
         self.assertEqual(doc["leader"], self.standby.identity)
-        self.assertLessEqual(took, RETRY + 1.0)
+        self.assertLessEqual(at - sent_at, RETRY + 1.0)
+        # Every answer reported a change: status and body agree.
+        for _, st, d in answers:
+            self.assertEqual(st, 200 if d["is_leader"] else 503)
         # The answer came with the change, not after it: /leader agrees.
         self.assertEqual(self.standby.leader()[0], 200)
         self.assertEqual(self.leader.wait_exit(10), 0)
@@ -239,13 +257,17 @@ class TwoReplicas(unittest.TestCase):
             self.assertLessEqual(took, RETRY + 1.0)
 
             # The leader's own stream says it stepped down before it exited.
-            last = lfirst
+            seen = [lfirst]
             while True:
                 ev = on_leader.next_event(5)
                 if ev is None:
                     break
-                last = ev
-            self.assertFalse(last["json"]["is_leader"])
+                seen.append(ev)
+            self.assertFalse(seen[-1]["json"]["is_leader"],
+                             f"leader's stream: {[(e['id'], e['data']) for e in seen]}, "
+                             f"then {on_leader.buf!r}")
+            # ... and then ended cleanly (the last chunk, not a cut).
+            self.assertEqual(on_leader.proc.wait(timeout=5), 0)
             self.assertEqual(self.leader.wait_exit(10), 0)
         finally:
             on_standby.stop()
@@ -334,9 +356,12 @@ class OneReplica(unittest.TestCase):
         after = proc_status(pid, "RssAnon")
         print(f"\n  leaderd RssAnon with {n} subscribers x {rounds} rounds: before {before} kB, "
               f"peak {peak} kB, after {after} kB; open fds {fds0} -> {open_fds(pid)}")
+        self.assertTrue(self.r.alive())
+        if sanitized(pid):
+            print("  (AddressSanitizer build: its quarantine keeps freed memory, RSS not judged)")
+            return
         self.assertLessEqual(after, before * 1.25 + 512,
                              f"RssAnon grew from {before} kB to {after} kB")
-        self.assertTrue(self.r.alive())
 
     def test_held_requests_do_not_delay_probes(self):
         streams = self.subscribe(100)

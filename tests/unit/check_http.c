@@ -582,8 +582,11 @@ START_TEST(consistent_under_concurrent_publish)
     for (int i = 0; i < 100; i++) {
         fetch_at(port, NULL, "/leader", &r);
         json_t *o = r.rc == CURLE_OK ? json_loads(r.body, 0, NULL) : NULL;
-        if (!o)
+        if (!o) {
+            snprintf(first_bad, sizeof(first_bad), "no answer: %s",
+                     curl_easy_strerror(r.rc));
             continue;
+        }
         answered++;
         bool leader = json_is_true(json_object_get(o, "is_leader"));
         const char *who = json_string_value(json_object_get(o, "leader"));
@@ -596,7 +599,7 @@ START_TEST(consistent_under_concurrent_publish)
     }
     flipping = 0;
     pthread_join(th, NULL);
-    ck_assert_int_eq(answered, 100);
+    ck_assert_msg(answered == 100, "%d answers; %s", answered, first_bad);
     ck_assert_msg(bad == 0, "%d inconsistent answers, first: %s", bad, first_bad);
 }
 END_TEST
@@ -682,8 +685,13 @@ START_TEST(poll_arguments)
     static const struct {
         const char *v;
         int64_t ms;
-    } waits[] = {{"30", 30000}, {"2m", 60000}, {"1h", 60000}, {"500ms", 500},
-                 {"0", 0},      {"0s", 0},     {"99999999999999999999", 60000}};
+    } waits[] = {{"30", 30000},
+                 {"2m", 60000},
+                 {"1h", 60000},
+                 {"500ms", 500},
+                 {"0", 0},
+                 {"0s", 0},
+                 {"99999999999999999999", 60000}};
     for (size_t i = 0; i < sizeof(waits) / sizeof(waits[0]); i++) {
         ld_http_poll_init(&p);
         ck_assert_msg(ld_http_poll_arg(&p, "wait", waits[i].v, 60000, err, sizeof(err)) ==
@@ -693,11 +701,13 @@ START_TEST(poll_arguments)
     }
     static const struct {
         const char *k, *v;
-    } bad[] = {{"wait", "abc"},     {"wait", "-1s"},      {"wait", ""},
-               {"wait", NULL},      {"wait", "10x"},      {"term", "-1"},
-               {"term", "1.5"},     {"term", ""},         {"term", " 1"},
-               {"term", "0x10"},    {"is_leader", "yes"}, {"is_leader", ""},
-               {"is_leader", NULL}, {"term", "99999999999999999999"}};
+    } bad[] = {{"wait", "abc"},      {"wait", "-1s"},
+               {"wait", ""},         {"wait", NULL},
+               {"wait", "10x"},      {"term", "-1"},
+               {"term", "1.5"},      {"term", ""},
+               {"term", " 1"},       {"term", "0x10"},
+               {"is_leader", "yes"}, {"is_leader", ""},
+               {"is_leader", NULL},  {"term", "99999999999999999999"}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ld_http_poll_init(&p);
         ck_assert_msg(ld_http_poll_arg(&p, bad[i].k, bad[i].v, 60000, err, sizeof(err)) ==
@@ -707,7 +717,8 @@ START_TEST(poll_arguments)
     }
     /* The reason quotes the value, made safe for a JSON message. */
     ld_http_poll_init(&p);
-    ck_assert_int_eq(ld_http_poll_arg(&p, "term", "\x01\"\xff", 60000, err, sizeof(err)), -1);
+    ck_assert_int_eq(ld_http_poll_arg(&p, "term", "\x01\"\xff", 60000, err, sizeof(err)),
+                     -1);
     ck_assert_ptr_nonnull(strstr(err, "\"???\""));
     /* An identity longer than any holder cannot be what the caller saw. */
     char longid[LD_LEASE_MAX_HOLDER + 2];
@@ -791,8 +802,9 @@ static void pause_ms(long ms)
 
 /* Polls the server's counters (there is no event to wait on for them) until
  * pred holds or timeout_ms passes; returns whether it held. */
-static bool stats_until(struct ld_http *h, bool (*pred)(const struct ld_http_stats *, long),
-                        long arg, int64_t timeout_ms)
+static bool stats_until(struct ld_http *h,
+                        bool (*pred)(const struct ld_http_stats *, long), long arg,
+                        int64_t timeout_ms)
 {
     struct ld_http_stats stats;
     int64_t t0 = ld_mono_ms();
@@ -809,6 +821,11 @@ static bool stats_until(struct ld_http *h, bool (*pred)(const struct ld_http_sta
 static bool held_is(const struct ld_http_stats *s, long n)
 {
     return s->held == (unsigned long)n;
+}
+
+static bool seq_is(const struct ld_http_stats *s, long n)
+{
+    return s->seq == (uint64_t)n;
 }
 
 static bool subscribers_are(const struct ld_http_stats *s, long n)
@@ -850,7 +867,8 @@ static void async_get_start(struct async_get *a, int at_port, const char *path)
 static void async_get_join(struct async_get *a)
 {
     pthread_join(a->th, NULL);
-    ck_assert_msg(a->r.rc == CURLE_OK, "GET %s: %s", a->path, curl_easy_strerror(a->r.rc));
+    ck_assert_msg(a->r.rc == CURLE_OK, "GET %s: %s", a->path,
+                  curl_easy_strerror(a->r.rc));
 }
 
 /* ---- an SSE client on its own thread ---- */
@@ -863,8 +881,8 @@ struct sse {
     char last_id[64]; /* Last-Event-ID to send, "" for none */
     char raw[32768];  /* the stream as received */
     size_t len;
-    int fd;           /* the connection's socket while open, else -1 */
-    int next;         /* index of the first block expect_event has not read */
+    int fd;   /* the connection's socket while open, else -1 */
+    int next; /* index of the first block expect_event has not read */
     bool done;
     struct resp head; /* status and headers */
 };
@@ -1033,12 +1051,13 @@ static bool sse_block(struct sse *s, int i, struct sse_block *b)
 
 /* Asserts the next event (skipping heartbeat comments) is a leader event
  * for holder with is_leader and term; returns its id. */
-static uint64_t expect_event(struct sse *s, const char *holder, bool leading, int64_t term)
+static uint64_t expect_event(struct sse *s, const char *holder, bool leading,
+                             int64_t term)
 {
     struct sse_block b;
     for (;;) {
-        ck_assert_msg(sse_wait_blocks(s, s->next + 1, 5000), "event %d did not arrive: %s",
-                      s->next, s->raw);
+        ck_assert_msg(sse_wait_blocks(s, s->next + 1, 5000),
+                      "event %d did not arrive: %s", s->next, s->raw);
         ck_assert(sse_block(s, s->next++, &b));
         if (!b.comment)
             break;
@@ -1060,7 +1079,8 @@ static uint64_t expect_event(struct sse *s, const char *holder, bool leading, in
 static struct ld_http *start_with(const struct ld_http_options *o)
 {
     char err[256];
-    struct ld_http *h = ld_http_start_opts("127.0.0.1", 0, &st, &met, o, err, sizeof(err));
+    struct ld_http *h =
+        ld_http_start_opts("127.0.0.1", 0, &st, &met, o, err, sizeof(err));
     ck_assert_msg(h != NULL, "start: %s", err);
     return h;
 }
@@ -1102,8 +1122,12 @@ START_TEST(longpoll_rejects_bad_arguments)
 {
     struct resp r;
     static const char *const bad[] = {
-        "/leader?wait=abc",       "/leader?wait=30s&term=x", "/leader?wait=1s&is_leader=maybe",
-        "/leader?wait=1s&wait=2s", "/leader?term=-1",        "/leader?wait=%ff%00",
+        "/leader?wait=abc",
+        "/leader?wait=30s&term=x",
+        "/leader?wait=1s&is_leader=maybe",
+        "/leader?wait=1s&wait=2s",
+        "/leader?term=-1",
+        "/leader?wait=%ff%00",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         fetch(NULL, bad[i], &r);
@@ -1171,23 +1195,65 @@ START_TEST(longpoll_times_out_with_current_state)
 END_TEST
 
 /* is_leader turns false when lead_until passes, with no publish: a caller
- * holding with is_leader=true hears about it then. */
+ * holding with is_leader=true hears about it then, and so does one that
+ * gave only the leader (any change of the three answers a held poll). */
 START_TEST(longpoll_wakes_on_lapse_without_publish)
 {
-    struct async_get a;
+    struct async_get a[2];
     publish("me", 400, 3);
     struct ld_snapshot s;
     ld_state_read(&st, &s);
-    async_get_start(&a, port, "/leader?wait=30s&is_leader=true&leader=me");
+    async_get_start(&a[0], port, "/leader?wait=30s&is_leader=true&leader=me");
+    async_get_start(&a[1], port, "/leader?wait=30s&leader=me");
+    for (int i = 0; i < 2; i++) {
+        async_get_join(&a[i]);
+        int64_t now = ld_mono_ms();
+        ck_assert_int_eq(a[i].r.status, 503);
+        ck_assert_int_ge(now, s.lead_until_ms);
+        ck_assert_msg(now - s.lead_until_ms < 1000, "answered %lld ms after the lapse",
+                      (long long)(now - s.lead_until_ms));
+        json_t *o = parse_json(a[i].r.body);
+        ck_assert(json_is_false(json_object_get(o, "is_leader")));
+        json_decref(o);
+    }
+}
+END_TEST
+
+/* With nothing to compare, wait= means "tell me about the next change". */
+START_TEST(longpoll_without_fields_waits_for_any_change)
+{
+    struct async_get a;
+    publish("other", 0, 5);
+    async_get_start(&a, port, "/leader?wait=30s");
+    ck_assert(stats_until(srv, held_is, 1, 5000));
+    publish("other", 0, 6);
     async_get_join(&a);
-    int64_t now = ld_mono_ms();
     ck_assert_int_eq(a.r.status, 503);
-    ck_assert_int_ge(now, s.lead_until_ms);
-    ck_assert_msg(now - s.lead_until_ms < 1000, "answered %lld ms after the lapse",
-                  (long long)(now - s.lead_until_ms));
     json_t *o = parse_json(a.r.body);
-    ck_assert(json_is_false(json_object_get(o, "is_leader")));
+    ck_assert_int_eq(json_integer_value(json_object_get(o, "term")), 6);
     json_decref(o);
+}
+END_TEST
+
+/* The first observation changes no field a poll can give (leader "" term 0
+ * before and after), so it answers no poll; a stream gets an event for it,
+ * as its data says "observed":true now. */
+START_TEST(first_observation_is_a_stream_event_only)
+{
+    struct async_get a;
+    struct sse s;
+    sse_start(&s, port, NULL);
+    uint64_t id = expect_event(&s, "", false, 0);
+    async_get_start(&a, port, "/leader?wait=600ms&leader=&term=0&is_leader=false");
+    ck_assert(stats_until(srv, held_is, 1, 5000));
+    publish("", 0, 0);
+    ck_assert_uint_eq(expect_event(&s, "", false, 0), id + 1);
+    async_get_join(&a);
+    ck_assert_msg(a.took_ms >= 550, "answered after %lld ms", (long long)a.took_ms);
+    json_t *o = parse_json(a.r.body);
+    ck_assert(json_is_true(json_object_get(o, "observed")));
+    json_decref(o);
+    sse_stop(&s);
 }
 END_TEST
 
@@ -1244,6 +1310,16 @@ START_TEST(watch_first_event_and_changes)
     ck_assert_uint_eq(expect_event(&s, "", false, 5), id + 2);
     ck_assert_int_eq(count_blocks(s.raw), 3);
 
+    /* Changes in quick succession (each seen by the server, as a release
+     * and the next acquisition would be) all arrive, in order. */
+    for (int i = 0; i < 5; i++) {
+        publish(i % 2 ? "" : "other", 0, 6 + i);
+        ck_assert(stats_until(srv, seq_is, (long)(id + 3 + (uint64_t)i), 2000));
+    }
+    for (int i = 0; i < 5; i++)
+        ck_assert_uint_eq(expect_event(&s, i % 2 ? "" : "other", false, 6 + i),
+                          id + 3 + i);
+
     /* The stream does not hold up probes. */
     struct resp r;
     int64_t t0 = ld_mono_ms();
@@ -1253,7 +1329,8 @@ START_TEST(watch_first_event_and_changes)
 
     /* The client going away is noticed at once, without a write. */
     sse_stop(&s);
-    ck_assert_msg(stats_until(srv, subscribers_are, 0, 2000), "subscriber not cleaned up");
+    ck_assert_msg(stats_until(srv, subscribers_are, 0, 2000),
+                  "subscriber not cleaned up");
 }
 END_TEST
 
@@ -1517,6 +1594,8 @@ static Suite *http_suite(void)
     tcase_add_test(ts, longpoll_held_until_change);
     tcase_add_test(ts, longpoll_times_out_with_current_state);
     tcase_add_test(ts, longpoll_wakes_on_lapse_without_publish);
+    tcase_add_test(ts, longpoll_without_fields_waits_for_any_change);
+    tcase_add_test(ts, first_observation_is_a_stream_event_only);
     tcase_add_test(ts, longpoll_cap_answers_at_once);
     tcase_add_test(ts, watch_first_event_and_changes);
     tcase_add_test(ts, watch_lapse_without_publish);

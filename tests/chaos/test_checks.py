@@ -1,0 +1,183 @@
+"""The chaos checks must be able to fail: harness.analyse() over made-up
+samples and write logs, one violation at a time. run.py runs these before any
+scenario; `python3 tests/chaos/test_checks.py` runs them alone."""
+import os
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness  # noqa: E402
+from harness import Ctx, Sample, Slot, Write, analyse  # noqa: E402
+
+
+class FakeProc:
+    def __init__(self, slot, seq):
+        self.slot = slot
+        self.seq = seq
+        self.pid = 1000 + seq
+        self.expected_exit = None
+        self.signalled_at = None
+        self.exited_at = None
+        self.rc = None
+        self.stops = []
+        self.text = ""
+
+    def poll(self):
+        return self.exited_at is None
+
+    def stopped_during(self, t0, t1):
+        return harness.Proc.stopped_during(self, t0, t1)
+
+    def log(self):
+        return self.text
+
+    def label(self):
+        return f"{self.slot.name}#{self.seq}"
+
+
+class FakePoller:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.samples = []
+
+
+class FakeCluster:
+    def __init__(self):
+        self.slots = [Slot("r1", "r1"), Slot("r2", "r2")]
+        self.procs = {}
+        for i, s in enumerate(self.slots):
+            p = FakeProc(s, i + 1)
+            s.proc = p
+            s.procs.append(p)
+            self.procs[s.name] = p
+        self.poller = FakePoller()
+        self.writes = []
+
+    def refresh_log(self):
+        return self.writes
+
+    def all_procs(self):
+        return list(self.procs.values())
+
+
+class Checks(unittest.TestCase):
+    def setUp(self):
+        self.c = FakeCluster()
+        self.ctx = Ctx(self.c, "test", 0)
+        self.ctx.t0 = 0.0
+        self.rnd = 0
+
+    def write(self, t, client, holder, verb="update", transitions=0):
+        self.c.writes.append(Write({"clock_us": int(t * 1e6), "client": client,
+                                    "verb": verb, "holderIdentity": holder,
+                                    "leaseTransitions": transitions,
+                                    "resourceVersion": "1"}, {"r1", "r2", "dup"}))
+
+    def sample(self, name, t, leader, holder, term=0, rnd=None, dur=0.002, status=True):
+        slot = self.c.slots[0] if name == "r1" else self.c.slots[1]
+        if rnd is None:
+            self.rnd += 1
+            rnd = self.rnd
+        doc = {"is_leader": leader, "leader": holder, "term": term} if status else None
+        code = (200 if leader else 503) if status else None
+        s = Sample(slot, self.c.procs[name], rnd, t, t + dur, code, doc,
+                   None if status else "timeout")
+        self.c.poller.samples.append(s)
+        return s
+
+    def failures(self):
+        analyse(self.ctx)
+        return self.ctx.failures
+
+    def history(self):
+        """r1 leads from t=1, r2 takes over at t=10 after r1 went away."""
+        self.write(1.0, "r1", "r1", verb="create")
+        self.write(2.0, "r1", "r1")
+        self.write(10.0, "r2", "r2", transitions=1)
+        self.sample("r1", 1.5, True, "r1")
+        self.sample("r2", 1.5, False, "r1")
+        self.sample("r1", 4.5, False, "r1")
+        self.sample("r2", 10.5, True, "r2", term=1)
+
+    def test_clean_history_passes(self):
+        self.history()
+        self.assertEqual(self.failures(), [])
+
+    def test_two_leaders_in_one_round(self):
+        self.history()
+        self.sample("r1", 9.0, True, "r1", rnd=99)
+        self.sample("r2", 9.0, True, "r2", rnd=99)
+        self.assertTrue(any("two leaders" in f for f in self.failures()), self.ctx.failures)
+
+    def test_claim_after_another_holders_write(self):
+        self.history()
+        self.sample("r1", 10.01, True, "r1")
+        self.assertTrue(any("claim after another holder's write" in f
+                            for f in self.failures()), self.ctx.failures)
+
+    def test_claim_resting_on_own_write_during_the_request(self):
+        self.history()
+        self.write(20.0005, "r1", "r1", transitions=2)
+        self.sample("r1", 20.0, True, "r1", term=2, dur=0.01)
+        self.assertEqual(self.failures(), [])
+
+    def test_claim_within_renew_deadline_of_garbage_is_allowed(self):
+        self.history()
+        self.write(11.0, "r2", "r2", transitions=1)
+        self.write(12.0, "admin", None, verb="raw")
+        self.sample("r2", 12.0 + harness.RENEW - 0.1, True, "r2", term=1)
+        self.assertEqual(self.failures(), [])
+
+    def test_claim_past_renew_deadline_of_garbage_fails(self):
+        self.history()
+        self.write(12.0, "admin", None, verb="raw")
+        self.sample("r2", 12.0 + harness.RENEW + 0.1, True, "r2", term=1)
+        self.assertTrue(any("out-of-band" in f for f in self.failures()), self.ctx.failures)
+
+    def test_same_identity_other_process(self):
+        self.history()
+        self.write(11.0, "dup", "r2", transitions=1)
+        self.sample("r2", 11.5, True, "r2", term=1)
+        self.assertTrue(any("same identity" in f for f in self.failures()),
+                        self.ctx.failures)
+
+    def test_term_going_down(self):
+        self.history()
+        self.sample("r2", 11.0, False, "r2", term=0)
+        self.assertTrue(any("term went down" in f for f in self.failures()),
+                        self.ctx.failures)
+
+    def test_term_reset_allowed_when_declared(self):
+        self.history()
+        self.sample("r2", 11.0, False, "r2", term=0)
+        self.ctx.allow_term_reset = True
+        self.assertEqual(self.failures(), [])
+
+    def test_unanswered_poll_of_a_running_replica(self):
+        self.history()
+        self.sample("r1", 5.0, False, None, status=False, dur=2.0)
+        self.assertTrue(any("did not answer" in f for f in self.failures()),
+                        self.ctx.failures)
+
+    def test_unanswered_poll_of_a_stopped_replica_is_fine(self):
+        self.history()
+        self.c.procs["r1"].stops.append((4.9, 8.0))
+        self.sample("r1", 5.0, False, None, status=False, dur=2.0)
+        self.assertEqual(self.failures(), [])
+
+    def test_crash(self):
+        self.history()
+        p = self.c.procs["r1"]
+        p.exited_at, p.rc = 6.0, -11
+        self.assertTrue(any("crashed" in f for f in self.failures()), self.ctx.failures)
+
+    def test_sanitizer_report_in_a_log(self):
+        self.history()
+        self.c.procs["r2"].text = "==1==ERROR: AddressSanitizer: heap-use-after-free\n"
+        self.assertTrue(any("sanitizer" in f for f in self.failures()), self.ctx.failures)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
