@@ -4,7 +4,7 @@
 # run and fails. Usage: tools/deps.sh build|test
 set -euo pipefail
 want=(build-essential pkg-config libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev
-      libyaml-dev libssl-dev check openssl curl python3)
+      libyaml-dev libssl-dev check openssl curl python3 valgrind)
 missing=()
 for p in "${want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

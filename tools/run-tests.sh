@@ -30,5 +30,9 @@ echo "== integration tests (real binaries, HTTPS, several replicas)"
 LEADERD_BUILD=$(cd "$build" && pwd) python3 tests/integration/run.py 2>&1 | tee "$log/it"
 tally "$log/it"
 
+echo "== deploy/ manifests (kustomize, yamllint, structure)"
+make --no-print-directory deploy-test 2>&1 | tee "$log/deploy"
+tally "$log/deploy"
+
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

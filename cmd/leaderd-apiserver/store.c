@@ -238,7 +238,8 @@ static void log_write(struct as_store *s, const char *client, const char *verb,
             json_object_set_new(e, "holderIdentity", json_string(cut));
         free(cut);
     } else {
-        json_object_set(e, "holderIdentity", json_is_string(holder) ? holder : json_null());
+        json_object_set(e, "holderIdentity",
+                        json_is_string(holder) ? holder : json_null());
     }
     json_object_set(e, "leaseTransitions", json_is_integer(trans) ? trans : json_null());
     json_object_set_new(e, "resourceVersion", json_string(rvs));

@@ -479,6 +479,11 @@ class Cluster:
         with self.poller.lock:
             return dict(self.poller.latest)
 
+    def samples(self, pred=None):
+        """A copy of the samples so far (those pred accepts)."""
+        with self.poller.lock:
+            return [s for s in self.poller.samples if pred is None or pred(s)]
+
     def wait_sample(self, pred, timeout, what):
         """Returns the first new sample for which pred holds."""
         _, idx = self.poller.since(0)
@@ -620,8 +625,8 @@ class Ctx:
 
     def stops_claiming(self, slot, t_fault, limit, why):
         """slot claims nothing that started later than t_fault + limit."""
-        late = [s for s in self.c.poller.samples if s.slot is slot and s.is_leader
-                and s.start > t_fault + limit + CLOCK_SLACK]
+        late = self.c.samples(lambda s: s.slot is slot and s.is_leader
+                              and s.start > t_fault + limit + CLOCK_SLACK)
         if late:
             self.fail(f"{slot.name} still claimed leadership {late[-1].start - t_fault:.3f}s "
                       f"after {why} ({len(late)} samples; limit {limit:.1f}s)")
@@ -636,10 +641,8 @@ def analyse(ctx, t_from=None, t_to=None):
     """The checks every scenario gets, over samples that started in
     [t_from, t_to] (default: all)."""
     c = ctx.c
-    with c.poller.lock:
-        samples = [s for s in c.poller.samples
-                   if (t_from is None or s.start >= t_from)
-                   and (t_to is None or s.start <= t_to)]
+    samples = c.samples(lambda s: (t_from is None or s.start >= t_from)
+                        and (t_to is None or s.start <= t_to))
     writes = sorted(c.refresh_log(), key=lambda w: w.t)
     wtimes = [w.t for w in writes]
     problems = collections.OrderedDict()

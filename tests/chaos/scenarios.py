@@ -8,7 +8,7 @@ import signal
 import time
 
 from harness import (CLOCK_SLACK, CONVERGE_BOUND, KILL_BOUND, LEASE, NS, LEASE_NAME,
-                     RENEW, RETRY, TERM_BOUND, ScenarioError, http_get, micro_time)
+                     RENEW, RETRY, TERM_BOUND, ScenarioError, Slot, http_get, micro_time)
 
 
 class Scenario:
@@ -41,7 +41,7 @@ def sc_sigkill(ctx):
 def sc_sigterm(ctx):
     c = ctx.c
     old = c.steady()
-    term = old.proc and c.latest()[old.name].term
+    term = c.latest()[old.name].term
     t0 = c.send(old, signal.SIGTERM)
     rc = c.wait_exit(old, 5)
     if ctx.check(rc is not None, "the leader did not exit within 5s of SIGTERM"):
@@ -71,8 +71,7 @@ def sc_sigstop(ctx):
     ctx.converge(t_cont)
     # Answers given after SIGCONT were computed after it, whenever asked.
     proc = old.proc
-    late = [s for s in c.poller.samples if s.proc is proc and s.end > t_cont
-            and s.is_leader]
+    late = c.samples(lambda s: s.proc is proc and s.end > t_cont and s.is_leader)
     own = [w for w in c.refresh_log() if w.t > t0 and w.client == old.name
            and w.holder == old.identity and w.kind == "proto"]
     if late and not (own and own[0].t < late[0].start):
@@ -144,20 +143,17 @@ def lost_replies(ctx):
 
 def report_flaps(ctx, t0, t1):
     """Notes leadership changes and the longest time without a leader."""
-    with ctx.c.poller.lock:
-        ss = sorted((s for s in ctx.c.poller.samples if t0 <= s.start <= t1
-                     and s.status is not None), key=lambda s: s.start)
-    holders, gap, last_claim, longest = [], 0.0, t0, 0.0
+    ss = sorted(ctx.c.samples(lambda s: t0 <= s.start <= t1 and s.is_leader),
+                key=lambda s: s.start)
+    holders, last_claim, longest = [], t0, 0.0
     for s in ss:
-        if s.is_leader:
-            longest = max(longest, s.start - last_claim)
-            last_claim = s.start
-            if not holders or holders[-1] != s.slot.name:
-                holders.append(s.slot.name)
+        longest = max(longest, s.start - last_claim)
+        last_claim = s.start
+        if not holders or holders[-1] != s.slot.name:
+            holders.append(s.slot.name)
     longest = max(longest, t1 - last_claim)
-    gap = longest
     ctx.note(f"leaders during the fault: {' -> '.join(holders) or 'none'}; "
-             f"longest time without one {gap:.2f}s")
+             f"longest time without one {longest:.2f}s")
 
 
 def storm(ctx, fault, seconds=8.0):
@@ -196,8 +192,7 @@ def sc_api_pause(ctx):
     ctx.sleep_until(t0 + RENEW + 3)
     t_resume = time.monotonic()
     c.api.resume()
-    late = [s for s in c.poller.samples if s.is_leader
-            and t0 + RENEW + CLOCK_SLACK < s.start < t_resume]
+    late = c.samples(lambda s: s.is_leader and t0 + RENEW + CLOCK_SLACK < s.start < t_resume)
     if late:
         ctx.fail(f"{late[0].slot.name} claimed leadership {late[0].start - t0:.3f}s after "
                  f"the API server paused (renew deadline {RENEW:.0f}s; {len(late)} samples)")
@@ -263,12 +258,11 @@ def sc_token_rotate(ctx):
             ctx.check(ok_after > 0, f"the leader {slot.name} stopped renewing")
         h = http_get(slot.port, "/healthz")
         ctx.check(h[0] == 200, f"{slot.name} /healthz {h[0]} {h[1]!r} after the rotation")
-    others = [s for s in c.poller.samples if s.start >= t0 and s.is_leader
-              and s.slot is not old]
+    others = c.samples(lambda s: s.start >= t0 and s.is_leader and s.slot is not old)
     if others:
         ctx.fail(f"leadership moved to {others[0].slot.name} on a token rotation")
-    claims = sorted(s.start for s in c.poller.samples if s.start >= t0 and s.is_leader
-                    and s.slot is old)
+    claims = sorted(s.start for s in c.samples(
+        lambda s: s.start >= t0 and s.is_leader and s.slot is old))
     gaps = [b - a for a, b in zip([t0] + claims, claims)]
     if gaps and max(gaps) > 0.5:
         ctx.fail(f"the leader stopped claiming for {max(gaps):.2f}s around the rotation")
@@ -407,7 +401,7 @@ def malformed(ctx, variant, restore):
     else:
         ctx.note(f"nobody took over the malformed Lease in {LEASE + 2:.0f}s")
     ctx.stops_claiming(old, t0, RENEW, "the Lease was overwritten with garbage")
-    claims = [s for s in c.poller.samples if s.is_leader and s.start > t0 + RENEW]
+    claims = c.samples(lambda s: s.is_leader and s.start > t0 + RENEW + CLOCK_SLACK)
     if claims and not over:
         ctx.fail(f"{claims[0].slot.name} claimed leadership of a malformed Lease it never "
                  f"wrote ({ctx.rel(claims[0].start)})")
@@ -460,18 +454,15 @@ def sc_duplicate_identity(ctx):
     leadership at a time, and the conflict must be detected and reported."""
     c = ctx.c
     old = c.steady()
-    from harness import Slot
     dup = Slot("dup", old.identity)
     c.slots.append(dup)
     t0 = time.monotonic()
     c.start_slot(dup)
     ctx.sleep_until(t0 + LEASE + 2 * RETRY + 2)
     pair = {old.name, dup.name}
-    with c.poller.lock:
-        rounds = {}
-        for s in c.poller.samples:
-            if s.start >= t0 and s.is_leader and s.slot.name in pair:
-                rounds.setdefault(s.rnd, set()).add(s.slot.name)
+    rounds = {}
+    for s in c.samples(lambda s: s.start >= t0 and s.is_leader and s.slot.name in pair):
+        rounds.setdefault(s.rnd, set()).add(s.slot.name)
     both = [r for r, names in rounds.items() if len(names) == 2]
     ctx.check(not both, f"both processes with identity {old.identity!r} claimed "
               f"leadership in {len(both)} poll rounds")

@@ -22,7 +22,6 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import harness  # noqa: E402
 from harness import Cluster, Ctx, ScenarioError, analyse  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402
 

@@ -55,6 +55,8 @@ class FakeCluster:
         self.poller = FakePoller()
         self.writes = []
 
+    samples = harness.Cluster.samples
+
     def refresh_log(self):
         return self.writes
 
