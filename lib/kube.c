@@ -187,7 +187,7 @@ static bool token_refresh(struct ld_kube *k, bool force)
     struct ld_errinfo e;
     ld_errinfo_clear(&e);
     char *t = NULL;
-    if (token_read(k->token_file, &t, &e) != LD_OK) {
+    if (token_read(k->token_file, &t, &e) != LD_OK || !t) {
         ld_log(LD_LOG_WARN, "%s; keeping the previous token", e.msg);
         return false;
     }
@@ -438,7 +438,7 @@ static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *ud);
 static enum ld_err setup_easy(struct ld_kube *k, CURL *e, const struct ld_kube_config *cfg,
                               struct ld_errinfo *err)
 {
-    CURLcode c = CURLE_OK;
+    CURLcode c;
     bool watch = e == k->watch.easy;
 
 #define SETOPT(opt, val)                                                                 \

@@ -141,6 +141,8 @@ out:
 
 static enum ld_err append(struct ld_watch_decoder *d, const char *data, size_t n)
 {
+    if (n == 0)
+        return LD_OK;
     if (d->len + n > d->cap) {
         size_t cap = d->cap ? d->cap : INITIAL_CAP;
         while (cap < d->len + n)

@@ -34,5 +34,9 @@ echo "== deploy/ manifests (kustomize, yamllint, structure)"
 make --no-print-directory deploy-test 2>&1 | tee "$log/deploy"
 tally "$log/deploy"
 
+echo "== fuzz smoke (libFuzzer: replay corpora and regressions, then a short run each)"
+make --no-print-directory fuzz-smoke 2>&1 | grep -v '^clang ' | tee "$log/fuzz"
+tally "$log/fuzz"
+
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -198,12 +198,19 @@ static int open_listener(struct sockaddr_storage *ss, socklen_t sslen, int *port
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(fd, (struct sockaddr *)ss, sslen) != 0 || listen(fd, 128) != 0)
         goto fail;
-    struct sockaddr_storage bound;
+    struct sockaddr_storage bound = {0};
     socklen_t blen = sizeof bound;
     if (getsockname(fd, (struct sockaddr *)&bound, &blen) != 0)
         goto fail;
-    *port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                              : ((struct sockaddr_in *)&bound)->sin_port);
+    if (bound.ss_family == AF_INET6) {
+        struct sockaddr_in6 a6;
+        memcpy(&a6, &bound, sizeof(a6));
+        *port = ntohs(a6.sin6_port);
+    } else {
+        struct sockaddr_in a4;
+        memcpy(&a4, &bound, sizeof(a4));
+        *port = ntohs(a4.sin_port);
+    }
     return fd;
 fail : {
     int saved = errno;

@@ -522,7 +522,7 @@ void as_snapshot_clear(struct as_snapshot *snap)
 {
     if (!snap)
         return;
-    for (size_t i = 0; i < snap->n; i++) {
+    for (size_t i = 0; snap->items && i < snap->n; i++) {
         free(snap->items[i].ns);
         free(snap->items[i].name);
         free(snap->items[i].text);

@@ -360,7 +360,7 @@ static void shown_value(const char *v, char *out, size_t outlen)
 {
     size_t n = 0;
     for (; *v && n + 1 < outlen && n < 64; v++)
-        out[n++] = (*v >= 0x20 && *v < 0x7f && *v != '"') ? *v : '?';
+        out[n++] = (char)((*v >= 0x20 && *v < 0x7f && *v != '"') ? *v : '?');
     out[n] = '\0';
 }
 
@@ -1239,13 +1239,19 @@ static int open_listener(const char *host, int port, char *err, size_t errlen)
 
 static int bound_port(int fd)
 {
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss = {0};
     socklen_t len = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
         return -1;
-    if (ss.ss_family == AF_INET6)
-        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    /* Copies, not casts: the storage is only as typed as its family says. */
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 a6;
+        memcpy(&a6, &ss, sizeof(a6));
+        return ntohs(a6.sin6_port);
+    }
+    struct sockaddr_in a4;
+    memcpy(&a4, &ss, sizeof(a4));
+    return ntohs(a4.sin_port);
 }
 
 static void limits(struct ld_http *h, const struct ld_http_options *o)

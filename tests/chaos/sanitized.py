@@ -69,7 +69,10 @@ def run_chaos(env):
     m = re.search(r"chaos: (\d+) passed, (\d+) failed\s*$", p.stdout)
     if not m:
         return 0, 1
-    return int(m.group(1)), int(m.group(2)) + (p.returncode != 0 and m.group(2) == "0")
+    passed, failed = int(m.group(1)), int(m.group(2))
+    if p.returncode != 0 and failed == 0:
+        failed = 1
+    return passed, failed
 
 
 def main():

@@ -60,15 +60,23 @@ def sc_sigterm(ctx):
     ctx.converge(time.monotonic())
 
 
-def sc_sigstop(ctx):
-    """A paused leader (GC pause, VM freeze) must come back as a follower."""
+def sc_sigstop(ctx, seconds=KILL_BOUND + 1):
+    """A paused leader (GC pause, VM freeze) must come back as a follower.
+    Paused for longer than the lease it is replaced meanwhile; paused past
+    its renew deadline only, it may lead again, but only after a renewal
+    made after the pause: no answer computed after SIGCONT may claim
+    leadership on the strength of a renewal from before it."""
     c = ctx.c
     old = c.steady()
     t0 = c.send(old, signal.SIGSTOP)
-    ctx.record_failover(t0, old.identity, KILL_BOUND, exclude=[old], what="SIGSTOP")
-    ctx.sleep_until(t0 + KILL_BOUND + 1)
+    if seconds > LEASE + RETRY:
+        ctx.record_failover(t0, old.identity, KILL_BOUND, exclude=[old], what="SIGSTOP")
+    ctx.sleep_until(t0 + seconds)
     t_cont = c.send(old, signal.SIGCONT)
-    ctx.converge(t_cont)
+    leader = ctx.converge(t_cont)
+    if leader is not None:
+        who = "the paused one" if leader is old else "a new one"
+        ctx.note(f"after SIGCONT {leader.name} leads ({who})")
     # Answers given after SIGCONT were computed after it, whenever asked.
     proc = old.proc
     late = c.samples(lambda s: s.proc is proc and s.end > t_cont and s.is_leader)
@@ -137,6 +145,121 @@ def lost_replies(ctx):
     ctx.note(f"{lost} committed writes lost their reply")
     report_flaps(ctx, t0, t_heal)
     ctx.converge(t_heal)
+
+
+def lost_acquire_replies(ctx):
+    """The leader dies while every standby's writes lose their replies: the
+    takeover commits but its writer never hears of it. Nobody may claim
+    leadership meanwhile; the writer finds itself the holder on its next read,
+    which is its own unacknowledged write, not a second process with its
+    identity; once replies flow again a leader follows promptly."""
+    c = ctx.c
+    old = c.steady()
+    standbys = [s for s in c.slots if s is not old]
+    for slot in standbys:
+        held_faults(ctx, slot, lose_reply_rate=1.0, verbs=["update", "create"])
+    t0 = c.send(old, signal.SIGKILL)
+    c.wait_exit(old, 5)
+    w = None
+    deadline = t0 + KILL_BOUND + 2
+    while w is None and time.monotonic() < deadline:
+        w = next((x for x in c.refresh_log() if x.t > t0 and x.kind == "proto"), None)
+        time.sleep(0.05)
+    if w is None:
+        raise ScenarioError("no standby wrote the Lease after the leader died")
+    ctx.note(f"{w.client} took the Lease {w.t - t0:.2f}s after the kill, reply lost")
+    ctx.sleep_until(w.t + 3 * RETRY)
+    t_heal = time.monotonic()
+    blind = c.samples(lambda s: s.is_leader and t0 < s.start < t_heal)
+    if blind:
+        ctx.fail(f"{blind[0].slot.name} claimed leadership at {ctx.rel(blind[0].start)} "
+                 f"although no reply to its writes arrived")
+    c.api.clear_faults()
+    s = c.first_claim(t_heal, KILL_BOUND + 2, what="a leader once replies flow again")
+    ctx.failovers.append((None, s.end - t_heal))
+    ctx.check(s.end - t_heal <= 2 * RETRY + 0.5,
+              f"{s.slot.name} led only {s.end - t_heal:.2f}s after replies flowed again "
+              f"(the holder's next renewal, within 2 x retry-period, should do)")
+    for slot in standbys:
+        bad = [ln for ln in slot.proc.log().splitlines()
+               if WARN_RE.search(ln) and DUP_RE.search(ln) and DUP_KIND_RE.search(ln)]
+        if bad:
+            ctx.fail(f"{slot.name} reported an identity conflict although no other "
+                     f"process has its identity: {bad[0].strip()[:200]}")
+    c.start_slot(old)
+    ctx.converge(time.monotonic())
+
+
+def sc_watch_stall_sigterm(ctx):
+    """The standbys' watch streams go silent (a half-open connection: no
+    events, no error) while their other requests work; then the leader exits
+    gracefully. The release must still be taken within retry-period + 1 s, as
+    a polling standby would."""
+    c = ctx.c
+    old = c.steady()
+    standbys = [s for s in c.slots if s is not old]
+    for slot in standbys:
+        held_faults(ctx, slot, partition="hang", verbs=["watch"])
+    time.sleep(2 * RETRY)
+    t0 = c.send(old, signal.SIGTERM)
+    rc = c.wait_exit(old, 5)
+    ctx.check(rc == 0, f"the leader exited with {rc} on SIGTERM")
+    try:
+        ctx.record_failover(t0, old.identity, TERM_BOUND, exclude=[old],
+                            timeout_extra=KILL_BOUND, what="SIGTERM with stalled watches")
+    finally:
+        c.api.clear_faults()
+    c.start_slot(old)
+    ctx.converge(time.monotonic())
+
+
+def sc_lease_deleted(ctx):
+    """Someone deletes the Lease under a live leader (kubectl delete). The
+    leader learns it from its watch and steps down; a standby creates a new
+    Lease. A new Lease starts again at leaseTransitions 0."""
+    c = ctx.c
+    c.steady()
+    ctx.allow_term_reset = True
+    t0 = time.monotonic()
+    st, out = c.admin("DELETE", c.lease_path())
+    if st != 200:
+        raise ScenarioError(f"could not delete the Lease: {st} {out}")
+    s = c.first_claim(t0, KILL_BOUND + 2, what="a leader after the deletion")
+    ctx.failovers.append((None, s.end - t0))
+    ctx.converge(t0)
+
+
+def sc_metadata_churn(ctx):
+    """Something else keeps changing the Lease's labels (another controller,
+    kubectl label) every 300 ms. The leader's renewals conflict, it re-reads
+    and renews in the same attempt: it must keep leadership throughout, and
+    the standbys must not count label changes as renewals of the record."""
+    c = ctx.c
+    old = c.steady()
+    t0 = time.monotonic()
+    n = 0
+    while time.monotonic() < t0 + 8:
+        n += 1
+        st, out = c.api.json_request("PATCH", c.lease_path(),
+                                     {"metadata": {"labels": {"chaos-churn": str(n)}}},
+                                     token=c.api.token("admin"),
+                                     content_type="application/merge-patch+json",
+                                     timeout=3.0)
+        if st != 200:
+            raise ScenarioError(f"label patch refused: {st} {out}")
+        time.sleep(0.3)
+    t1 = time.monotonic()
+    conflicts = counts(c.api.stats(), old.name, "409")
+    ctx.note(f"{n} label changes, {conflicts} conflicts for the leader")
+    others = c.samples(lambda s: t0 <= s.start and s.is_leader and s.slot is not old)
+    if others:
+        ctx.fail(f"leadership moved to {others[0].slot.name} under label churn")
+    claims = sorted(x.start for x in c.samples(
+        lambda s: t0 <= s.start <= t1 and s.is_leader and s.slot is old))
+    gaps = [b - a for a, b in zip([t0] + claims, claims + [t1])]
+    if max(gaps) > 0.5:
+        ctx.fail(f"the leader stopped claiming for {max(gaps):.2f}s under label churn")
+    ctx.converge(t1)
 
 
 # ---- whole-API faults ----
@@ -248,8 +371,11 @@ def sc_token_rotate(ctx):
         n401 = counts(s1, slot.name, "401") - counts(base, slot.name, "401")
         n200 = counts(s1, slot.name, "200") - counts(base, slot.name, "200")
         late401 = counts(s2, slot.name, "401") - counts(s1, slot.name, "401")
-        ctx.check(n401 >= 1, f"{slot.name} never used its old token after the rotation "
-                  f"(no 401): the test did not exercise it")
+        # leaderd also re-reads the file every 50 s (client-go's cached token
+        # source), so an older process may pick the new token up unprompted.
+        if t0 - slot.proc.started < 40:
+            ctx.check(n401 >= 1, f"{slot.name} never used its old token after the "
+                      f"rotation (no 401): the test did not exercise it")
         ctx.check(n200 >= 1, f"{slot.name} made no successful request with its new token")
         ctx.check(late401 == 0, f"{slot.name} still got {late401} x 401 "
                   f"{3 * RETRY + 1.5:.1f}s after its token was rotated")
@@ -505,10 +631,24 @@ SCENARIOS = [
     Scenario("sigkill-leader", sc_sigkill, destructive=True),
     Scenario("sigterm-leader", sc_sigterm, destructive=True),
     Scenario("sigstop-leader", sc_sigstop),
+    Scenario("sigstop-past-renew-deadline",
+             lambda ctx: sc_sigstop(ctx, seconds=RENEW + 0.5)),
     Scenario("partition-hang", sc_partition_hang),
     Scenario("partition-reset", sc_partition_reset),
     Scenario("latency-3s", sc_latency),
     Scenario("lost-replies", lost_replies),
+    Scenario("lost-acquire-replies", lost_acquire_replies, destructive=True,
+             known_failure="a standby whose takeover write landed but whose reply was "
+                           "lost takes its own second blind renewal for a twin "
+                           "(written_by_twin() without wrote_once ignores sent_by_us()): "
+                           "false 'identity conflict', 8 s quarantine, slower recovery"),
+    Scenario("watch-stall-sigterm", sc_watch_stall_sigterm, destructive=True,
+             known_failure="standbys with an open watch never poll, so when their watch "
+                           "goes silent a released Lease is taken only when the last "
+                           "record they saw expires (~3 s, up to lease-duration), not "
+                           "within retry-period + 1 s"),
+    Scenario("lease-deleted", sc_lease_deleted),
+    Scenario("metadata-churn", sc_metadata_churn),
     Scenario("error-500-storm", sc_error_storm),
     Scenario("throttle-429-storm", sc_throttle_storm),
     Scenario("apiserver-pause", sc_api_pause),

@@ -582,13 +582,12 @@ START_TEST(watching_standby_does_not_poll)
     settle(e, &api, 0);
     ld_election_set_watch(e, true);
     int gets = api.gets;
-    int64_t wake = 0;
     for (int64_t t = 2000; t <= 120000; t += 2000) {
         fake_api_put_record(&api, "other", 15, 1, WALL0 + t * 1000);
         observe_store(e, &api, t);
         struct ld_action a = ld_election_next(e, at(t));
         ck_assert_int_eq(a.kind, LD_ACT_WAIT);
-        wake = a.wake_at_ms;
+        int64_t wake = a.wake_at_ms;
         ck_assert_int_eq(wake, t + 15000); /* only the expiry timer */
     }
     ck_assert_int_eq(api.gets, gets);
@@ -920,7 +919,7 @@ START_TEST(simulation_never_has_two_leaders)
     for (int i = 0; i < SIM_REPLICAS; i++) {
         snprintf(names[i], sizeof(names[i]), "r%d", i);
         struct ld_election_config c = config_for(names[i]);
-        c.seed = (uint64_t)(i * 7 + _i);
+        c.seed = (uint64_t)i * 7 + (uint64_t)_i;
         rs[i].e = ld_election_new(&c, NULL);
         ld_lease_init(&rs[i].seen);
         ld_election_set_watch(rs[i].e, watching);

@@ -1036,7 +1036,8 @@ static bool sse_block(struct sse *s, int i, struct sse_block *b)
     if (!end)
         return false;
     *end = '\0';
-    for (char *line = strtok(p, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(p, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[0] == ':')
             b->comment = true;
         else if (strncmp(line, "id: ", 4) == 0)

@@ -867,9 +867,10 @@ START_TEST(status_truncates)
      * characters inside a JSON message cannot start a new log line. */
     snprintf(json, 8192, "{\"kind\":\"Status\",\"reason\":\"%s\",\"message\":\"a\\nbc",
              big);
+    size_t used = strlen(json);
     for (int i = 0; i < 200; i++)
-        strcat(json, "\xc3\xa9");
-    strcat(json, "\"}");
+        used += (size_t)snprintf(json + used, 8192 - used, "\xc3\xa9");
+    snprintf(json + used, 8192 - used, "\"}");
     ld_status_decode(json, strlen(json), &e);
     ck_assert_uint_eq(strlen(e.reason), sizeof e.reason - 1);
     ck_assert(strncmp(e.msg, "a bc\xc3\xa9", 6) == 0);

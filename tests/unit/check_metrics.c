@@ -308,7 +308,7 @@ START_TEST(concurrent_observers)
     ck_assert(sample(t, "leaderd_api_request_duration_seconds_count") ==
               THREADS * PER_THREAD);
     ck_assert(sample(t, "leaderd_api_requests_total{verb=\"GET\",code=\"200\"}") ==
-              THREADS * PER_THREAD / 2);
+              THREADS * PER_THREAD / 2.0);
 }
 END_TEST
 
