@@ -34,6 +34,10 @@ echo "== deploy/ manifests (kustomize, yamllint, structure)"
 make --no-print-directory deploy-test 2>&1 | tee "$log/deploy"
 tally "$log/deploy"
 
+echo "== chaos, short (each fault scenario once, 3 replicas)"
+make --no-print-directory chaos-short 2>&1 | tee "$log/chaos"
+tally "$log/chaos"
+
 echo "== fuzz smoke (libFuzzer: replay corpora and regressions, then a short run each)"
 make --no-print-directory fuzz-smoke 2>&1 | grep -v '^clang ' | tee "$log/fuzz"
 tally "$log/fuzz"
