@@ -48,21 +48,23 @@ struct ld_election {
 
     struct ld_lease cache; /* last object seen or written */
     bool have_cache;
-    bool cache_stale;      /* our view may be behind the server: GET first */
+    bool cache_stale; /* our view may be behind the server: GET first */
     bool observed;
-    int64_t observed_ms;   /* when the cached record last changed */
+    int64_t observed_ms; /* when the cached record last changed */
 
     bool leading;
     int64_t lead_until_ms;
     int64_t last_renew_wall_us;
 
-    bool watching;             /* a healthy watch feeds ld_election_observe */
-    bool wrote_once;           /* a write of ours landed since start/quarantine */
+    bool watching;               /* a healthy watch feeds ld_election_observe */
+    int64_t last_watch_event_ms; /* the watch's last observation */
+    uint64_t watch_missed;       /* GETs that found changes the watch never sent */
+    bool wrote_once;             /* a write of ours landed since start/quarantine */
     int64_t sent_renew_us[SENT_MEMORY]; /* renewTimes of our recent writes */
     unsigned sent_next;
     int64_t quarantine_until_ms;
-    bool quarantine_pending;   /* no attempt since the quarantine began */
-    int64_t free_seen_ms;      /* first saw the Lease free or expired */
+    bool quarantine_pending; /* no attempt since the quarantine began */
+    int64_t free_seen_ms;    /* first saw the Lease free or expired */
 
     enum phase phase;
     enum ld_action_kind write_kind; /* for PH_WRITE_NEXT */
@@ -177,6 +179,17 @@ static int64_t resume_window_ms(const struct ld_election *e)
     return 2 * e->retry_period_ms;
 }
 
+/* A watching standby still reads the Lease when neither the watch nor a
+ * request of its own has told it anything for three retry periods: a
+ * stalled watch must not hide a release or a renewal. */
+static int64_t silence_check_ms(const struct ld_election *e, int64_t now_ms)
+{
+    int64_t last = e->last_watch_event_ms > now_ms ? now_ms : e->last_watch_event_ms;
+    if (e->request_start_ms > last)
+        last = e->request_start_ms;
+    return last + 3 * e->retry_period_ms;
+}
+
 static bool quarantined(const struct ld_election *e, int64_t now_ms)
 {
     return e->quarantine_pending && now_ms < e->quarantine_until_ms;
@@ -243,9 +256,12 @@ static bool written_by_twin(const struct ld_election *e, const struct ld_lease *
     bool changed = !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
     if (!changed)
         return false;
+    /* A write of ours whose answer was lost still landed: not a twin. */
+    if (lease->spec.has_renew && sent_by_us(e, lease->spec.renew_us))
+        return false;
     if (!e->wrote_once)
         return holder_is_me(e); /* our unconfirmed record moved: a live twin */
-    if (!lease->spec.has_renew || sent_by_us(e, lease->spec.renew_us))
+    if (!lease->spec.has_renew)
         return false;
     return fresh || lease->spec.renew_us > e->last_renew_wall_us;
 }
@@ -283,6 +299,11 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     e->observed = true;
     if (changed)
         e->observed_ms = now_ms;
+    /* A record naming us with a renewTime we sent is ours, even when the
+     * answer to that write was lost. */
+    if (holder_is_me(e) && e->cache.spec.has_renew &&
+        sent_by_us(e, e->cache.spec.renew_us))
+        e->wrote_once = true;
     announce_leader(e);
     return true;
 }
@@ -298,7 +319,8 @@ static void observe_absent(struct ld_election *e)
 
 /* A write of ours succeeded: we lead until renew_deadline after the moment
  * we sent it, which precedes the moment anyone could have observed it. */
-static void adopt_write(struct ld_election *e, const struct ld_lease *stored, int64_t now_ms)
+static void adopt_write(struct ld_election *e, const struct ld_lease *stored,
+                        int64_t now_ms)
 {
     if (!observe(e, stored, now_ms) || !holder_is_me(e)) {
         step_down(e, LD_STOP_TAKEN);
@@ -402,7 +424,8 @@ static struct ld_action wait_until(int64_t at_ms)
 }
 
 static struct ld_action request(struct ld_election *e, enum phase outstanding,
-                                enum ld_action_kind kind, int64_t now_ms, int64_t timeout_ms)
+                                enum ld_action_kind kind, int64_t now_ms,
+                                int64_t timeout_ms)
 {
     e->phase = outstanding;
     e->request_start_ms = now_ms;
@@ -414,7 +437,8 @@ static struct ld_action request(struct ld_election *e, enum phase outstanding,
     return a;
 }
 
-static void end_attempt(struct ld_election *e, int64_t now_ms, const struct ld_errinfo *err)
+static void end_attempt(struct ld_election *e, int64_t now_ms,
+                        const struct ld_errinfo *err)
 {
     e->phase = PH_IDLE;
     int64_t next;
@@ -431,7 +455,10 @@ static void end_attempt(struct ld_election *e, int64_t now_ms, const struct ld_e
             int64_t check = expiry_ms(e);
             if (own_unconfirmed(e))
                 check = min64(check, e->observed_ms + resume_window_ms(e));
-            next = e->watching && !err ? check : min64(next, check);
+            if (e->watching && !err)
+                next = min64(check, silence_check_ms(e, now_ms));
+            else
+                next = min64(next, check);
         }
     }
     if (quarantined(e, now_ms))
@@ -458,7 +485,9 @@ static struct ld_action next_release_step(struct ld_election *e, struct ld_now n
     int64_t timeout = min64(e->request_timeout_ms, left);
     if (e->cache_stale)
         return request(e, PH_GET, LD_ACT_GET, now.mono_ms, timeout);
-    if (!holder_is_me(e))
+    /* Only a record this process wrote is ours to release: under a
+     * duplicate identity the name alone proves nothing. */
+    if (!holder_is_me(e) || !e->wrote_once)
         return done(e);
     if (prepare_release(e, now) != LD_OK)
         return done(e);
@@ -540,6 +569,10 @@ static void on_get(struct ld_election *e, struct ld_now now, enum ld_err rc,
 {
     if (rc == LD_OK && lease) {
         bool twin = written_by_twin(e, lease, true);
+        bool news = !e->have_cache || !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
+        if (e->watching && news &&
+            now.mono_ms - e->last_watch_event_ms > e->retry_period_ms)
+            e->watch_missed++;
         if (!observe(e, lease, now.mono_ms)) {
             end_attempt(e, now.mono_ms, NULL);
             return;
@@ -654,7 +687,8 @@ static bool config_ok(const struct ld_election_config *c, struct ld_errinfo *err
         return false;
     }
     if (c->lease_duration_ms <= c->renew_deadline_ms) {
-        ld_errinfo_set(err, LD_EINVAL, "lease duration must be greater than renew deadline");
+        ld_errinfo_set(err, LD_EINVAL,
+                       "lease duration must be greater than renew deadline");
         return false;
     }
     if (c->renew_deadline_ms * 10 <= c->retry_period_ms * 12) {
@@ -726,9 +760,12 @@ void ld_election_set_watch(struct ld_election *e, bool healthy)
     if (e->watching == healthy)
         return;
     e->watching = healthy;
+    e->last_watch_event_ms =
+        e->request_start_ms > e->observed_ms ? e->request_start_ms : e->observed_ms;
     /* Losing the watch: resume polling at once rather than at expiry. */
     if (!healthy && !e->leading && e->phase == PH_IDLE && !e->stopping)
-        e->next_attempt_ms = min64(e->next_attempt_ms, e->observed_ms + e->retry_period_ms);
+        e->next_attempt_ms =
+            min64(e->next_attempt_ms, e->observed_ms + e->retry_period_ms);
 }
 
 static bool between_requests(const struct ld_election *e)
@@ -751,7 +788,7 @@ static void reschedule_after_observation(struct ld_election *e, int64_t now_ms)
         int64_t check = expiry_ms(e);
         if (own_unconfirmed(e))
             check = min64(check, e->observed_ms + resume_window_ms(e));
-        e->next_attempt_ms = check;
+        e->next_attempt_ms = min64(check, silence_check_ms(e, now_ms));
     }
 }
 
@@ -760,13 +797,15 @@ void ld_election_observe(struct ld_election *e, struct ld_now now,
 {
     if (!between_requests(e) || !lease)
         return;
+    e->last_watch_event_ms = now.mono_ms;
     /* leaseTransitions only grows, so a lower one is an event from before
      * what we already know (a lagging watch), not news. */
     if (e->have_cache && lease->spec.transitions < e->cache.spec.transitions)
         return;
     /* Our own renewal echoed late by the watch: nothing new. */
-    if (e->leading && lease->spec.holder && strcmp(lease->spec.holder, e->identity) == 0 &&
-        lease->spec.has_renew && lease->spec.renew_us <= e->last_renew_wall_us)
+    if (e->leading && lease->spec.holder &&
+        strcmp(lease->spec.holder, e->identity) == 0 && lease->spec.has_renew &&
+        lease->spec.renew_us <= e->last_renew_wall_us)
         return;
     bool twin = written_by_twin(e, lease, false);
     if (!observe(e, lease, now.mono_ms))
@@ -784,6 +823,7 @@ void ld_election_observe_deleted(struct ld_election *e, struct ld_now now)
 {
     if (!between_requests(e))
         return;
+    e->last_watch_event_ms = now.mono_ms;
     observe_absent(e);
     step_down(e, LD_STOP_TAKEN);
     reschedule_after_observation(e, now.mono_ms);
@@ -819,6 +859,7 @@ void ld_election_status(const struct ld_election *e, struct ld_election_status *
     out->last_renew_wall_us = e->last_renew_wall_us;
     out->resource_version = e->have_cache ? e->cache.resource_version : NULL;
     out->watching = e->watching;
+    out->watch_missed = e->watch_missed;
     out->quarantined = e->quarantine_pending;
 }
 

@@ -31,14 +31,14 @@
 struct ld_election;
 
 struct ld_election_config {
-    const char *namespace_;     /* copied */
-    const char *name;           /* copied */
-    const char *identity;       /* copied; must be non-empty */
-    int64_t lease_duration_ms;  /* whole seconds >= 1; written into the Lease */
-    int64_t renew_deadline_ms;  /* < lease_duration_ms */
-    int64_t retry_period_ms;    /* renew_deadline_ms > 1.2 * retry_period_ms */
-    bool release_on_exit;       /* give the Lease up on ld_election_shutdown */
-    uint64_t seed;              /* seeds the retry jitter; any value */
+    const char *namespace_;    /* copied */
+    const char *name;          /* copied */
+    const char *identity;      /* copied; must be non-empty */
+    int64_t lease_duration_ms; /* whole seconds >= 1; written into the Lease */
+    int64_t renew_deadline_ms; /* < lease_duration_ms */
+    int64_t retry_period_ms;   /* renew_deadline_ms > 1.2 * retry_period_ms */
+    bool release_on_exit;      /* give the Lease up on ld_election_shutdown */
+    uint64_t seed;             /* seeds the retry jitter; any value */
 };
 
 /* One reading of both clocks, taken once per pass by the caller. */
@@ -57,25 +57,25 @@ enum ld_action_kind {
 
 struct ld_action {
     enum ld_action_kind kind;
-    int64_t wake_at_ms;            /* WAIT: monotonic time to call next again */
-    const struct ld_lease *lease;  /* CREATE/UPDATE: borrowed, valid until the
-                                      result is reported */
-    int64_t timeout_ms;            /* GET/CREATE/UPDATE: bound for the request */
+    int64_t wake_at_ms;           /* WAIT: monotonic time to call next again */
+    const struct ld_lease *lease; /* CREATE/UPDATE: borrowed, valid until the
+                                     result is reported */
+    int64_t timeout_ms;           /* GET/CREATE/UPDATE: bound for the request */
 };
 
 enum ld_event_kind {
-    LD_EV_STARTED_LEADING, /* we hold the Lease now */
-    LD_EV_STOPPED_LEADING, /* we no longer claim it (see reason) */
-    LD_EV_NEW_LEADER,      /* the observed holder changed (leader may be "") */
-    LD_EV_RELEASED,        /* our release was written */
+    LD_EV_STARTED_LEADING,   /* we hold the Lease now */
+    LD_EV_STOPPED_LEADING,   /* we no longer claim it (see reason) */
+    LD_EV_NEW_LEADER,        /* the observed holder changed (leader may be "") */
+    LD_EV_RELEASED,          /* our release was written */
     LD_EV_IDENTITY_CONFLICT, /* someone else writes the Lease under our identity */
 };
 
 enum ld_stop_reason {
     LD_STOP_NONE = 0,
-    LD_STOP_RENEW_DEADLINE, /* no successful renewal within renew_deadline */
-    LD_STOP_TAKEN,          /* the Lease shows another holder, or none */
-    LD_STOP_SHUTDOWN,       /* ld_election_shutdown was called */
+    LD_STOP_RENEW_DEADLINE,    /* no successful renewal within renew_deadline */
+    LD_STOP_TAKEN,             /* the Lease shows another holder, or none */
+    LD_STOP_SHUTDOWN,          /* ld_election_shutdown was called */
     LD_STOP_IDENTITY_CONFLICT, /* another process holds it under our identity */
 };
 
@@ -92,17 +92,19 @@ struct ld_event {
 /* What the engine knows, for publishing. Strings are borrowed from the
  * engine and valid until its next call. */
 struct ld_election_status {
-    bool observed;           /* the Lease, or its absence, has been seen */
-    const char *leader;      /* observed holder, "" when free or absent */
-    int32_t term;            /* leaseTransitions of the observed record */
-    bool leading;            /* we hold it per our last successful write */
-    int64_t lead_until_ms;   /* leading counts only before this time */
+    bool observed;         /* the Lease, or its absence, has been seen */
+    const char *leader;    /* observed holder, "" when free or absent */
+    int32_t term;          /* leaseTransitions of the observed record */
+    bool leading;          /* we hold it per our last successful write */
+    int64_t lead_until_ms; /* leading counts only before this time */
     bool has_renew_time;
-    int64_t renew_time_us;   /* renewTime of the observed record */
-    int64_t last_renew_wall_us; /* wall time of our last successful write */
+    int64_t renew_time_us;        /* renewTime of the observed record */
+    int64_t last_renew_wall_us;   /* wall time of our last successful write */
     const char *resource_version; /* of the cached object, or NULL */
-    bool watching;           /* ld_election_set_watch(true) is in force */
-    bool quarantined;        /* backing off after an identity conflict */
+    bool watching;                /* ld_election_set_watch(true) is in force */
+    uint64_t watch_missed;        /* reads that found changes the watch never sent:
+                                     when it grows, the watch is stalled; restart it */
+    bool quarantined;             /* backing off after an identity conflict */
 };
 
 /* Checks cfg (the same rules as client-go's NewLeaderElector plus whole
@@ -131,8 +133,9 @@ void ld_election_wake(struct ld_election *e);
 /* Tells the engine whether a healthy watch on the Lease feeds it
  * observations. While it does, a standby stops polling: it re-checks only
  * when the holder's lease would expire, when an observation shows the
- * Lease free, or after an error. Safety never depends on the watch: a
- * leader still steps down at its renew deadline. */
+ * Lease free, after an error, or when neither the watch nor a request has
+ * told it anything for three retry periods (a stalled watch). Safety never depends on the
+ * watch: a leader still steps down at its renew deadline. */
 void ld_election_set_watch(struct ld_election *e, bool healthy);
 
 /* An observation of the Lease outside a request (a watch ADDED/MODIFIED

@@ -12,37 +12,37 @@
 
 enum ld_err {
     LD_OK = 0,
-    LD_ENOMEM = 1,       /* allocation failed */
-    LD_EINVAL = 2,       /* bad argument or malformed input (our side) */
-    LD_ETOOBIG = 3,      /* input or body over its cap */
-    LD_EDECODE = 4,      /* a document (JSON, YAML, time) did not decode */
-    LD_EIO = 5,          /* a local file could not be read */
-    LD_ETRANSPORT = 6,   /* connect/TLS/reset: no HTTP answer */
-    LD_ETIMEOUT = 7,     /* the request did not finish in time */
-    LD_ECANCELED = 8,    /* the caller's cancel fd fired */
-    LD_ENOTFOUND = 9,    /* HTTP 404 */
-    LD_ECONFLICT = 10,   /* HTTP 409 reason Conflict (stale resourceVersion) */
-    LD_EEXISTS = 11,     /* HTTP 409 reason AlreadyExists (create lost a race) */
+    LD_ENOMEM = 1,         /* allocation failed */
+    LD_EINVAL = 2,         /* bad argument or malformed input (our side) */
+    LD_ETOOBIG = 3,        /* input or body over its cap */
+    LD_EDECODE = 4,        /* a document (JSON, YAML, time) did not decode */
+    LD_EIO = 5,            /* a local file could not be read */
+    LD_ETRANSPORT = 6,     /* connect/TLS/reset: no HTTP answer */
+    LD_ETIMEOUT = 7,       /* the request did not finish in time */
+    LD_ECANCELED = 8,      /* the caller's cancel fd fired */
+    LD_ENOTFOUND = 9,      /* HTTP 404 */
+    LD_ECONFLICT = 10,     /* HTTP 409 reason Conflict (stale resourceVersion) */
+    LD_EEXISTS = 11,       /* HTTP 409 reason AlreadyExists (create lost a race) */
     LD_EUNAUTHORIZED = 12, /* HTTP 401 */
-    LD_EFORBIDDEN = 13,  /* HTTP 403 */
-    LD_EINVALID = 14,    /* HTTP 422 (server-side validation) */
-    LD_EBADREQUEST = 15, /* HTTP 400 */
-    LD_ETOOMANY = 16,    /* HTTP 429 */
-    LD_ESERVER = 17,     /* HTTP 5xx */
-    LD_EHTTP = 18,       /* any other unexpected HTTP status */
-    LD_EGONE = 19,       /* HTTP 410 / watch ERROR Expired */
-    LD_ECONFIG = 20,     /* configuration is incomplete or inconsistent */
-    LD_EEOF = 21,        /* a stream (watch) ended */
+    LD_EFORBIDDEN = 13,    /* HTTP 403 */
+    LD_EINVALID = 14,      /* HTTP 422 (server-side validation) */
+    LD_EBADREQUEST = 15,   /* HTTP 400 */
+    LD_ETOOMANY = 16,      /* HTTP 429 */
+    LD_ESERVER = 17,       /* HTTP 5xx */
+    LD_EHTTP = 18,         /* any other unexpected HTTP status */
+    LD_EGONE = 19,         /* HTTP 410 / watch ERROR Expired */
+    LD_ECONFIG = 20,       /* configuration is incomplete or inconsistent */
+    LD_EEOF = 21,          /* a stream (watch) ended */
 };
 
 /* Detail for one failure. Caller-owned; every field is always a valid C
  * string (possibly empty) after a call that filled it. */
 struct ld_errinfo {
     enum ld_err code;
-    long http_status;          /* 0 when no HTTP answer arrived */
-    int64_t retry_after_ms;    /* from Retry-After or Status details; 0 if none */
-    char reason[64];           /* metav1.Status reason, e.g. "Conflict" */
-    char msg[256];             /* human-readable, never contains credentials */
+    long http_status;       /* 0 when no HTTP answer arrived */
+    int64_t retry_after_ms; /* from Retry-After or Status details; 0 if none */
+    char reason[64];        /* metav1.Status reason, e.g. "Conflict" */
+    char msg[256];          /* human-readable, never contains credentials */
 };
 
 /* Returns a static string naming the code ("conflict", "timeout", ...). */
@@ -53,7 +53,7 @@ void ld_errinfo_clear(struct ld_errinfo *info);
 
 /* Fills info (NULL-safe) with code and a printf-formatted message; returns
  * code so callers can write `return ld_errinfo_set(info, LD_EINVAL, ...)`. */
-enum ld_err ld_errinfo_set(struct ld_errinfo *info, enum ld_err code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+enum ld_err ld_errinfo_set(struct ld_errinfo *info, enum ld_err code, const char *fmt,
+                           ...) __attribute__((format(printf, 3, 4)));
 
 #endif

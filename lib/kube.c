@@ -44,10 +44,10 @@ struct watch_conn {
     CURLM *multi;
     bool running;
     struct curl_slist *hdrs;
-    char *path;          /* for messages */
+    char *path; /* for messages */
     int64_t started_ns;
-    long status;         /* HTTP status once known, else 0 */
-    char *errbody;       /* body of a non-200 answer (capped) */
+    long status;   /* HTTP status once known, else 0 */
+    char *errbody; /* body of a non-200 answer (capped) */
     size_t errlen;
     ld_kube_watch_data_fn fn; /* valid during ld_kube_watch_wait only */
     void *ctx;
@@ -378,9 +378,9 @@ static enum ld_err setup_tls(struct ld_kube *k, CURL *e, const struct ld_kube_co
         TLSOPT(CURLOPT_SSL_VERIFYHOST, 0L);
         if (e == k->easy)
             ld_log(LD_LOG_WARN,
-               "TLS certificate verification for %s is disabled "
-               "(insecure-skip-tls-verify)",
-               cfg->server);
+                   "TLS certificate verification for %s is disabled "
+                   "(insecure-skip-tls-verify)",
+                   cfg->server);
     } else {
         TLSOPT(CURLOPT_SSL_VERIFYPEER, 1L);
         TLSOPT(CURLOPT_SSL_VERIFYHOST, 2L);
@@ -435,8 +435,8 @@ fail:
 static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *ud);
 
 /* Options shared by the request and the watch handle. */
-static enum ld_err setup_easy(struct ld_kube *k, CURL *e, const struct ld_kube_config *cfg,
-                              struct ld_errinfo *err)
+static enum ld_err setup_easy(struct ld_kube *k, CURL *e,
+                              const struct ld_kube_config *cfg, struct ld_errinfo *err)
 {
     CURLcode c;
     bool watch = e == k->watch.easy;
@@ -1149,14 +1149,16 @@ static enum ld_err watch_finished(struct ld_kube *k, CURLcode res, struct ld_err
         if (status == 401)
             token_refresh(k, true);
     } else {
-        rc = ld_errinfo_set(err, LD_EEOF, "watch %s: the server ended the stream", w->path);
+        rc = ld_errinfo_set(err, LD_EEOF, "watch %s: the server ended the stream",
+                            w->path);
     }
     ld_kube_watch_stop(k);
     return rc;
 }
 
 enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms,
-                               ld_kube_watch_data_fn fn, void *ctx, struct ld_errinfo *err)
+                               ld_kube_watch_data_fn fn, void *ctx,
+                               struct ld_errinfo *err)
 {
     struct watch_conn *w = &k->watch;
     enum ld_err rc = LD_OK;
@@ -1171,7 +1173,8 @@ enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms,
             int running = 0;
             CURLMcode mc = curl_multi_perform(w->multi, &running);
             if (mc != CURLM_OK) {
-                rc = ld_errinfo_set(err, LD_ETRANSPORT, "watch: %s", curl_multi_strerror(mc));
+                rc = ld_errinfo_set(err, LD_ETRANSPORT, "watch: %s",
+                                    curl_multi_strerror(mc));
                 ld_kube_watch_stop(k);
                 break;
             }

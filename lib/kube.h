@@ -86,8 +86,9 @@ enum ld_err ld_kube_watch_start(struct ld_kube *k, const char *ns, const char *n
  * HTTP error of a non-200 answer (410 -> LD_EGONE, 401 also re-reads the
  * token file). With no watch running it only waits on the cancel fd and
  * returns LD_OK or LD_ECANCELED. */
-enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms, ld_kube_watch_data_fn fn,
-                               void *ctx, struct ld_errinfo *err);
+enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms,
+                               ld_kube_watch_data_fn fn, void *ctx,
+                               struct ld_errinfo *err);
 
 bool ld_kube_watch_running(const struct ld_kube *k);
 void ld_kube_watch_stop(struct ld_kube *k); /* idempotent */

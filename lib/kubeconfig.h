@@ -16,18 +16,18 @@
 
 /* Every string is owned by the struct; NULL when not set. */
 struct ld_kube_config {
-    char *server;            /* "https://host:port", no trailing slash */
-    char *ca_file;           /* PEM bundle path */
-    char *ca_data;           /* PEM bundle bytes (NUL-terminated) */
-    char *token;             /* static bearer token */
-    char *token_file;        /* bearer token re-read periodically and after 401 */
-    char *client_cert_file;  /* PEM */
-    char *client_key_file;   /* PEM */
-    char *client_cert_data;  /* PEM bytes */
-    char *client_key_data;   /* PEM bytes */
-    char *tls_server_name;   /* overrides the name checked in the certificate */
+    char *server;           /* "https://host:port", no trailing slash */
+    char *ca_file;          /* PEM bundle path */
+    char *ca_data;          /* PEM bundle bytes (NUL-terminated) */
+    char *token;            /* static bearer token */
+    char *token_file;       /* bearer token re-read periodically and after 401 */
+    char *client_cert_file; /* PEM */
+    char *client_key_file;  /* PEM */
+    char *client_cert_data; /* PEM bytes */
+    char *client_key_data;  /* PEM bytes */
+    char *tls_server_name;  /* overrides the name checked in the certificate */
     bool insecure_skip_tls_verify;
-    char *namespace_;        /* the context's or the service account's; may be NULL */
+    char *namespace_; /* the context's or the service account's; may be NULL */
 };
 
 void ld_kube_config_init(struct ld_kube_config *c);

@@ -23,21 +23,21 @@
 /* The election-relevant part of spec. Time fields are wall microseconds
  * since the epoch, valid only when the matching has_ flag is set. */
 struct ld_lease_spec {
-    char *holder;              /* owned; "" when nobody holds it (never NULL after decode) */
-    int32_t duration_s;        /* leaseDurationSeconds; 0 when absent */
+    char *holder;       /* owned; "" when nobody holds it (never NULL after decode) */
+    int32_t duration_s; /* leaseDurationSeconds; 0 when absent */
     bool has_acquire;
     int64_t acquire_us;
     bool has_renew;
     int64_t renew_us;
-    int32_t transitions;       /* leaseTransitions; 0 when absent */
-    char *strategy;            /* owned, NULL when absent (copied forward on write) */
-    char *preferred_holder;    /* owned, NULL when absent */
+    int32_t transitions;    /* leaseTransitions; 0 when absent */
+    char *strategy;         /* owned, NULL when absent (copied forward on write) */
+    char *preferred_holder; /* owned, NULL when absent */
 };
 
 struct ld_lease {
-    char *name;                /* owned */
-    char *namespace_;          /* owned */
-    char *resource_version;    /* owned; NULL for a Lease never stored */
+    char *name;             /* owned */
+    char *namespace_;       /* owned */
+    char *resource_version; /* owned; NULL for a Lease never stored */
     struct ld_lease_spec spec;
     /* The whole object as the server returned it (owned reference), or
      * NULL. Encoding starts from it so labels, annotations, ownerReferences
@@ -56,7 +56,8 @@ void ld_lease_clear(struct ld_lease *l);
 enum ld_err ld_lease_copy(struct ld_lease *dst, const struct ld_lease *src);
 
 /* Sets dst->spec.holder etc. from a spec; deep copy. LD_OK or LD_ENOMEM. */
-enum ld_err ld_lease_spec_copy(struct ld_lease_spec *dst, const struct ld_lease_spec *src);
+enum ld_err ld_lease_spec_copy(struct ld_lease_spec *dst,
+                               const struct ld_lease_spec *src);
 void ld_lease_spec_clear(struct ld_lease_spec *s);
 
 /* True when the two specs record the same election state: holder, duration,

@@ -6,7 +6,12 @@
 #ifndef LEADERD_LOG_H
 #define LEADERD_LOG_H
 
-enum ld_log_level { LD_LOG_DEBUG = 0, LD_LOG_INFO = 1, LD_LOG_WARN = 2, LD_LOG_ERROR = 3 };
+enum ld_log_level {
+    LD_LOG_DEBUG = 0,
+    LD_LOG_INFO = 1,
+    LD_LOG_WARN = 2,
+    LD_LOG_ERROR = 3
+};
 
 typedef void (*ld_log_sink_fn)(void *ctx, enum ld_log_level level, const char *msg);
 
@@ -17,6 +22,7 @@ void ld_log_set_sink(ld_log_sink_fn sink, void *ctx, enum ld_log_level min_level
 /* True when a message at level would reach the sink. */
 int ld_log_enabled(enum ld_log_level level);
 
-void ld_log(enum ld_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ld_log(enum ld_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

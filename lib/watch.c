@@ -29,7 +29,8 @@ void ld_watch_decoder_reset(struct ld_watch_decoder *d)
     d->skipping = 0;
 }
 
-static void emit_invalid(ld_watch_event_fn fn, void *ctx, enum ld_err code, const char *why)
+static void emit_invalid(ld_watch_event_fn fn, void *ctx, enum ld_err code,
+                         const char *why)
 {
     struct ld_watch_event ev;
     memset(&ev, 0, sizeof(ev));

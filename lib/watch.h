@@ -28,17 +28,17 @@ enum ld_watch_type {
  * callback. */
 struct ld_watch_event {
     enum ld_watch_type type;
-    const struct ld_lease *lease;     /* ADDED, MODIFIED, DELETED */
-    const char *resource_version;     /* the object's, or the bookmark's */
-    struct ld_errinfo error;          /* ERROR and INVALID */
+    const struct ld_lease *lease; /* ADDED, MODIFIED, DELETED */
+    const char *resource_version; /* the object's, or the bookmark's */
+    struct ld_errinfo error;      /* ERROR and INVALID */
 };
 
 typedef void (*ld_watch_event_fn)(void *ctx, const struct ld_watch_event *ev);
 
 struct ld_watch_decoder {
-    char *buf;        /* owned; the unfinished line */
+    char *buf; /* owned; the unfinished line */
     size_t len, cap;
-    int skipping;     /* inside an over-long line: drop until newline */
+    int skipping; /* inside an over-long line: drop until newline */
 };
 
 void ld_watch_decoder_init(struct ld_watch_decoder *d);

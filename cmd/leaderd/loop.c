@@ -35,6 +35,7 @@ struct pass_state {
     struct ld_errinfo last_err;  /* the latest API failure, for step-down lines */
     bool stopping;
     int64_t auth_failing_since_ms; /* first of an unbroken run of 401/403, or 0 */
+    int64_t last_request_ms;
 
     struct ld_watch_decoder decoder;
     bool watch_healthy;
@@ -42,8 +43,9 @@ struct pass_state {
     int64_t watch_next_start_ms;
     int64_t watch_backoff_ms;
     int64_t watch_last_data_ms;
-    bool watch_relist; /* a 410: restart without a resourceVersion */
-    bool watch_ended;  /* an ERROR event: stop once out of curl's callback */
+    bool watch_relist;          /* a 410: restart without a resourceVersion */
+    bool watch_ended;           /* an ERROR event: stop once out of curl's callback */
+    uint64_t watch_missed_seen; /* the engine's count of changes the watch missed */
     unsigned watch_invalid_logged;
 };
 
@@ -61,7 +63,8 @@ static void log_event(struct pass_state *ps, const struct ld_event *ev)
         ld_log(LD_LOG_INFO, "leadership acquired: %s/%s now held by \"%s\" (term %d)",
                loop->namespace_, loop->name, ev->leader, (int)ev->term);
         if (ev->acquire_delay_ms >= 0 && loop->metrics)
-            ld_metrics_acquire_delay(loop->metrics, (double)ev->acquire_delay_ms / 1000.0);
+            ld_metrics_acquire_delay(loop->metrics,
+                                     (double)ev->acquire_delay_ms / 1000.0);
         break;
     case LD_EV_STOPPED_LEADING:
         if (ev->reason == LD_STOP_RENEW_DEADLINE && ps->last_err.code != LD_OK)
@@ -86,10 +89,11 @@ static void log_event(struct pass_state *ps, const struct ld_event *ev)
         ld_log(LD_LOG_INFO, "lease released (term %d)", (int)ev->term);
         break;
     case LD_EV_IDENTITY_CONFLICT:
-        ld_log(LD_LOG_ERROR,
-               "identity conflict: another process holds %s/%s under our identity \"%s\"; "
-               "identities must be unique (use the pod name); standing back",
-               loop->namespace_, loop->name, ev->leader);
+        ld_log(
+            LD_LOG_ERROR,
+            "identity conflict: another process holds %s/%s under our identity \"%s\"; "
+            "identities must be unique (use the pod name); standing back",
+            loop->namespace_, loop->name, ev->leader);
         break;
     }
 }
@@ -160,12 +164,13 @@ static void watch_broken(struct pass_state *ps, int64_t now_ms)
     ld_kube_watch_stop(ps->loop->kube);
     ld_election_set_watch(ps->loop->election, false);
     ps->watch_healthy = false;
-    bool stable = ps->watch_started_ms && now_ms - ps->watch_started_ms >= WATCH_STABLE_MS;
+    bool stable =
+        ps->watch_started_ms && now_ms - ps->watch_started_ms >= WATCH_STABLE_MS;
     if (stable)
         ps->watch_backoff_ms = 0;
     ps->watch_next_start_ms = now_ms + ps->watch_backoff_ms;
-    ps->watch_backoff_ms = ps->watch_backoff_ms ? ps->watch_backoff_ms * 2
-                                                : WATCH_BACKOFF_MIN_MS;
+    ps->watch_backoff_ms =
+        ps->watch_backoff_ms ? ps->watch_backoff_ms * 2 : WATCH_BACKOFF_MIN_MS;
     if (ps->watch_backoff_ms > WATCH_BACKOFF_MAX_MS)
         ps->watch_backoff_ms = WATCH_BACKOFF_MAX_MS;
 }
@@ -179,8 +184,8 @@ static void on_watch_event(void *ctx, const struct ld_watch_event *ev)
     if (loop->metrics)
         ld_metrics_watch_event(loop->metrics);
     /* Healthy before the event is applied, so the engine schedules by it. */
-    if (!ps->watch_healthy && ev->type != LD_WATCH_ERROR && ev->type != LD_WATCH_INVALID &&
-        ld_kube_watch_running(loop->kube)) {
+    if (!ps->watch_healthy && ev->type != LD_WATCH_ERROR &&
+        ev->type != LD_WATCH_INVALID && ld_kube_watch_running(loop->kube)) {
         ps->watch_healthy = true;
         ld_election_set_watch(loop->election, true);
     }
@@ -218,7 +223,8 @@ static void on_watch_data(void *ctx, const char *data, size_t len)
 static void maybe_start_watch(struct pass_state *ps, int64_t now_ms)
 {
     struct ld_loop *loop = ps->loop;
-    if (ps->stopping || ld_kube_watch_running(loop->kube) || now_ms < ps->watch_next_start_ms)
+    if (ps->stopping || ld_kube_watch_running(loop->kube) ||
+        now_ms < ps->watch_next_start_ms)
         return;
     struct ld_election_status st;
     ld_election_status(loop->election, &st);
@@ -228,8 +234,8 @@ static void maybe_start_watch(struct pass_state *ps, int64_t now_ms)
     int timeout_s = WATCH_TIMEOUT_MIN_S + (int)(ld_wall_us() % WATCH_TIMEOUT_SPAN_S);
     struct ld_errinfo err;
     ld_watch_decoder_reset(&ps->decoder);
-    if (ld_kube_watch_start(loop->kube, loop->namespace_, loop->name, rv, timeout_s, &err) !=
-        LD_OK) {
+    if (ld_kube_watch_start(loop->kube, loop->namespace_, loop->name, rv, timeout_s,
+                            &err) != LD_OK) {
         ld_log(LD_LOG_WARN, "cannot start the watch: %s", err.msg);
         watch_broken(ps, now_ms);
         return;
@@ -255,6 +261,32 @@ static void check_watch_silence(struct pass_state *ps, int64_t now_ms)
     }
 }
 
+/* A read found a change the watch never delivered: the stream is stalled
+ * (a proxy holding it open, say). Replace it. */
+static void check_watch_missed(struct pass_state *ps, int64_t now_ms)
+{
+    struct ld_election_status st;
+    ld_election_status(ps->loop->election, &st);
+    if (st.watch_missed == ps->watch_missed_seen)
+        return;
+    ps->watch_missed_seen = st.watch_missed;
+    ld_log(LD_LOG_INFO, "the watch missed a change of the Lease; restarting it");
+    watch_broken(ps, now_ms);
+    ps->watch_next_start_ms = now_ms;
+}
+
+/* While the API rejects our credentials, a standby with a watch would make
+ * no request and so never learn that a new token works: ask now and then. */
+static bool probe_while_unauthorized(struct pass_state *ps, int64_t now_ms)
+{
+    if (!ps->auth_failing_since_ms || ps->stopping ||
+        now_ms - ps->last_request_ms <= ps->loop->renew_deadline_ms / 2)
+        return false;
+    ps->last_request_ms = now_ms; /* at most one probe per interval */
+    ld_election_wake(ps->loop->election);
+    return true;
+}
+
 /* ---- waiting and requests ----------------------------------------------- */
 
 /* Waits until wake_at_ms, a signal, or a watch event the engine may want
@@ -263,11 +295,19 @@ static void wait_for(struct pass_state *ps, int64_t wake_at_ms)
 {
     struct ld_loop *loop = ps->loop;
     int64_t now = ld_mono_ms();
+    check_watch_missed(ps, now);
     maybe_start_watch(ps, now);
     check_watch_silence(ps, now);
+    if (probe_while_unauthorized(ps, now))
+        return; /* the engine acts at once */
+    if (ps->auth_failing_since_ms && !ps->stopping) {
+        int64_t probe_at = ps->last_request_ms + ps->loop->renew_deadline_ms / 2 + 1;
+        if (probe_at < wake_at_ms)
+            wake_at_ms = probe_at > now ? probe_at : now;
+    }
     int64_t until = wake_at_ms;
-    if (!ld_kube_watch_running(loop->kube) && !ps->stopping && ps->watch_next_start_ms > now &&
-        ps->watch_next_start_ms < until)
+    if (!ld_kube_watch_running(loop->kube) && !ps->stopping &&
+        ps->watch_next_start_ms > now && ps->watch_next_start_ms < until)
         until = ps->watch_next_start_ms;
     int64_t delay = until - now;
     if (delay < 0)
@@ -318,8 +358,8 @@ static const char *verb_of(enum ld_action_kind kind)
 
 /* API failures are normal events for an elector (a lost race is a 409), so
  * conflicts are debug and a run of identical errors is logged once. */
-static void note_outcome(struct pass_state *ps, const struct ld_action *act, enum ld_err rc,
-                         const struct ld_errinfo *err, int64_t now_ms)
+static void note_outcome(struct pass_state *ps, const struct ld_action *act,
+                         enum ld_err rc, const struct ld_errinfo *err, int64_t now_ms)
 {
     bool auth = rc == LD_EUNAUTHORIZED || rc == LD_EFORBIDDEN;
     if (!auth)
@@ -351,6 +391,7 @@ static void run_request(struct pass_state *ps, const struct ld_action *act)
     ld_lease_init(&out);
     ld_errinfo_clear(&err);
     int64_t started = ld_mono_ms();
+    ps->last_request_ms = started;
     enum ld_err rc = perform(loop, act, &out, &err);
     struct ld_now now = read_clocks();
     if (ld_log_enabled(LD_LOG_DEBUG))

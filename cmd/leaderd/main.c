@@ -124,8 +124,8 @@ static int start_http(struct daemon *d)
     d->state_ready = true;
     raise_fd_limit();
     char err[256];
-    d->http = ld_http_start(d->cfg.listen_host, d->cfg.listen_port, &d->state, &d->metrics,
-                            err, sizeof(err));
+    d->http = ld_http_start(d->cfg.listen_host, d->cfg.listen_port, &d->state,
+                            &d->metrics, err, sizeof(err));
     if (!d->http) {
         fprintf(stderr, "leaderd: %s\n", err);
         return 1;
@@ -182,8 +182,8 @@ int main(int argc, char **argv)
     if (rc == 0) {
         char desc[1024];
         ld_config_describe(&d.cfg, desc, sizeof(desc));
-        ld_log(LD_LOG_INFO, "leaderd %s starting: %s, http port %d", LEADERD_VERSION, desc,
-               ld_http_port(d.http));
+        ld_log(LD_LOG_INFO, "leaderd %s starting: %s, http port %d", LEADERD_VERSION,
+               desc, ld_http_port(d.http));
         struct ld_loop loop = {
             .election = d.election,
             .kube = d.kube,

@@ -33,8 +33,8 @@ struct ld_metrics {
     uint64_t bucket[LD_METRICS_BUCKETS]; /* per bucket, not cumulative */
     uint64_t count;
     double sum;
-    uint64_t watch_restarts;  /* watch streams (re)started */
-    uint64_t watch_events;    /* watch events received */
+    uint64_t watch_restarts;                     /* watch streams (re)started */
+    uint64_t watch_events;                       /* watch events received */
     uint64_t acquire_bucket[LD_METRICS_BUCKETS]; /* free-seen -> acquired delays */
     uint64_t acquire_count;
     double acquire_sum;

@@ -664,16 +664,8 @@ SCENARIOS = [
     Scenario("partition-reset", sc_partition_reset),
     Scenario("latency-3s", sc_latency),
     Scenario("lost-replies", lost_replies),
-    Scenario("lost-acquire-replies", lost_acquire_replies, destructive=True,
-             known_failure="a standby whose takeover write landed but whose reply was "
-                           "lost takes its own second blind renewal for a twin "
-                           "(written_by_twin() without wrote_once ignores sent_by_us()): "
-                           "false 'identity conflict', 8 s quarantine, slower recovery"),
-    Scenario("watch-stall-sigterm", sc_watch_stall_sigterm, destructive=True,
-             known_failure="standbys with an open watch never poll, so when their watch "
-                           "goes silent a released Lease is taken only when the last "
-                           "record they saw expires (~3 s, up to lease-duration), not "
-                           "within retry-period + 1 s"),
+    Scenario("lost-acquire-replies", lost_acquire_replies, destructive=True),
+    Scenario("watch-stall-sigterm", sc_watch_stall_sigterm, destructive=True),
     Scenario("lease-deleted", sc_lease_deleted),
     Scenario("metadata-churn", sc_metadata_churn),
     Scenario("error-500-storm", sc_error_storm),
@@ -682,10 +674,7 @@ SCENARIOS = [
     Scenario("apiserver-restart", sc_api_restart),
     Scenario("token-rotate", sc_token_rotate),
     Scenario("token-revoke", sc_token_revoke),
-    Scenario("token-revoke-recover", lambda ctx: sc_token_revoke(ctx, recover=True),
-             known_failure="a standby whose watch outlives a 401 run makes no further "
-                           "request, so /healthz keeps failing after a new token is "
-                           "issued (observed for 90 s)"),
+    Scenario("token-revoke-recover", lambda ctx: sc_token_revoke(ctx, recover=True)),
     Scenario("malformed-wrong-types", make_malformed("wrong-types", "put")),
     Scenario("malformed-huge-holder", make_malformed("huge-holder", "delete")),
     Scenario("malformed-negative-duration", make_malformed("negative-duration", "put")),
@@ -694,11 +683,7 @@ SCENARIOS = [
     Scenario("malformed-invalid-json-deleted", make_malformed("invalid-json", "delete")),
     Scenario("duplicate-identity", sc_duplicate_identity, destructive=True),
     Scenario("duplicate-identity-exit",
-             lambda ctx: sc_duplicate_identity(ctx, graceful_exit=True), destructive=True,
-             known_failure="on SIGTERM the quarantined duplicate releases the Lease "
-                           "because its holder is 'our' identity (next_release_step() "
-                           "checks holder_is_me(), not that this process leads): a "
-                           "standby takes it at once while the original still claims"),
+             lambda ctx: sc_duplicate_identity(ctx, graceful_exit=True), destructive=True),
     Scenario("rolling-restart", sc_rolling_restart, destructive=True),
 ]
 

@@ -72,7 +72,8 @@ static int64_t settle(struct ld_election *e, struct fake_api *api, int64_t now)
     return -1;
 }
 
-static int count_events(struct ld_election *e, enum ld_event_kind kind, struct ld_event *last)
+static int count_events(struct ld_election *e, enum ld_event_kind kind,
+                        struct ld_event *last)
 {
     struct ld_event ev;
     int n = 0;
@@ -526,7 +527,8 @@ START_TEST(twin_writing_during_leadership_is_detected)
     bool conflict = false, stopped = false;
     while (ld_election_take_event(e, &ev)) {
         conflict |= ev.kind == LD_EV_IDENTITY_CONFLICT;
-        stopped |= ev.kind == LD_EV_STOPPED_LEADING && ev.reason == LD_STOP_IDENTITY_CONFLICT;
+        stopped |=
+            ev.kind == LD_EV_STOPPED_LEADING && ev.reason == LD_STOP_IDENTITY_CONFLICT;
     }
     ck_assert(conflict && stopped);
     struct ld_election_status st;
@@ -587,8 +589,9 @@ START_TEST(watching_standby_does_not_poll)
         observe_store(e, &api, t);
         struct ld_action a = ld_election_next(e, at(t));
         ck_assert_int_eq(a.kind, LD_ACT_WAIT);
-        int64_t wake = a.wake_at_ms;
-        ck_assert_int_eq(wake, t + 15000); /* only the expiry timer */
+        /* No poll: the next look is the silence check, three retry periods
+         * after this event, and every renewal pushes it further. */
+        ck_assert_int_eq(a.wake_at_ms, t + 6000);
     }
     ck_assert_int_eq(api.gets, gets);
     /* Woken early, it reads first: a valid foreign Lease is never claimed
@@ -634,12 +637,42 @@ START_TEST(watching_standby_takes_over_at_expiry)
     ld_election_set_watch(e, true);
     fake_api_put_record(&api, "other", 15, 1, WALL0 + 1000 * 1000);
     observe_store(e, &api, 1000); /* the holder's last renewal */
-    struct ld_action a = ld_election_next(e, at(1000));
+    int gets = api.gets;
+    int64_t t = 1000, wake = settle(e, &api, t);
+    while (!ld_election_is_leader(e, t) && t < 30000) {
+        t = wake;
+        wake = settle(e, &api, t);
+    }
+    ck_assert_int_eq(t, 16000); /* exactly at expiry */
+    /* The silent watch costs a read every three retry periods, no more. */
+    ck_assert_int_le(api.gets - gets, 2);
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert_int_eq(st.watch_missed, 0);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(stalled_watch_is_caught_by_the_silence_check)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "other", 15, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    settle(e, &api, 0);
+    ld_election_set_watch(e, true);
+    observe_store(e, &api, 100);
+    /* Released, but the watch never says so. */
+    fake_api_put_record(&api, "", 1, 1, WALL0 + 500 * 1000);
+    struct ld_action a = ld_election_next(e, at(200));
     ck_assert_int_eq(a.kind, LD_ACT_WAIT);
-    ck_assert_int_eq(a.wake_at_ms, 16000);
-    a = step(e, &api, 16000);
-    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
-    ck_assert(ld_election_is_leader(e, 16000));
+    ck_assert_int_eq(a.wake_at_ms, 6100);
+    settle(e, &api, a.wake_at_ms);
+    ck_assert(ld_election_is_leader(e, a.wake_at_ms));
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert_int_eq(st.watch_missed, 1);
     ld_election_free(e);
     fake_api_clear(&api);
 }
@@ -674,7 +707,7 @@ START_TEST(leader_steps_down_on_watched_takeover_and_ignores_own_echo)
     struct ld_lease first;
     ld_lease_init(&first);
     ld_lease_copy(&first, &api.lease);
-    settle(e, &api, wake); /* a second renewal */
+    settle(e, &api, wake);                         /* a second renewal */
     ld_election_observe(e, at(wake + 10), &first); /* late echo of the first */
     ck_assert(ld_election_is_leader(e, wake + 10));
     ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
@@ -708,6 +741,55 @@ START_TEST(lagging_event_from_an_older_term_is_ignored)
     ld_election_status(e, &st);
     ck_assert_str_eq(st.leader, "b");
     ld_lease_clear(&old);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(landed_acquire_with_lost_reply_is_ours)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "", 1, 3, WALL0);
+    struct ld_election *e = new_engine("b");
+    struct ld_action a = step(e, &api, 0); /* GET */
+    ck_assert_int_eq(a.kind, LD_ACT_GET);
+    a = ld_election_next(e, at(0));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    struct ld_lease out;
+    struct ld_errinfo err;
+    ld_lease_init(&out);
+    ck_assert_int_eq(fake_api_execute(&api, &a, "default", "lock", &out, &err), LD_OK);
+    ld_lease_clear(&out);
+    ld_errinfo_set(&err, LD_ETIMEOUT, "reply lost");
+    ld_election_result(e, at(5000), LD_ETIMEOUT, NULL, &err);
+    /* The next read shows our own write: no twin, and we carry on at once
+     * (same term) instead of waiting out a resume window. */
+    int64_t t = 5000, wake = settle(e, &api, t);
+    while (!ld_election_is_leader(e, t) && t < 12000) {
+        t = wake;
+        wake = settle(e, &api, t);
+    }
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_le(t, 5000 + 2400);
+    ck_assert_int_eq(api.lease.spec.transitions, 4);
+    ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
+    ld_election_free(e);
+    fake_api_clear(&api);
+}
+END_TEST
+
+START_TEST(quarantined_twin_does_not_release_on_shutdown)
+{
+    struct fake_api api;
+    fake_api_init(&api);
+    fake_api_put_record(&api, "a", 15, 2, WALL0);
+    struct ld_election *e = new_engine("a");
+    settle(e, &api, 0); /* our name, not confirmed by a write of ours */
+    ld_election_shutdown(e, at(100));
+    ck_assert_int_eq(ld_election_next(e, at(100)).kind, LD_ACT_DONE);
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    ck_assert_int_eq(api.updates, 0);
     ld_election_free(e);
     fake_api_clear(&api);
 }
@@ -829,8 +911,8 @@ struct pending {
 struct replica {
     struct ld_election *e;
     struct pending p;
-    struct ld_lease seen;   /* a lagging copy of the store, as a watch sees it */
-    char seen_rv[32];       /* the last one handed to the engine */
+    struct ld_lease seen; /* a lagging copy of the store, as a watch sees it */
+    char seen_rv[32];     /* the last one handed to the engine */
     int64_t wake;
     bool down; /* partitioned: every request fails or hangs */
     int64_t last_term;
@@ -899,7 +981,8 @@ static void sim_tick(struct replica *r, struct fake_api *api, int64_t now, bool 
         p->active = false;
         if (p->lost)
             p->rc = ld_errinfo_set(&p->err, LD_ETIMEOUT, "timeout");
-        ld_election_result(r->e, at(now), p->rc, p->rc == LD_OK ? &p->out : NULL, &p->err);
+        ld_election_result(r->e, at(now), p->rc, p->rc == LD_OK ? &p->out : NULL,
+                           &p->err);
         ld_lease_clear(&p->out);
         r->wake = now;
     }
@@ -992,8 +1075,11 @@ static Suite *election_suite(void)
     tcase_add_test(tc, watching_standby_claims_released_lease_without_get);
     tcase_add_test(tc, watching_standby_takes_over_at_expiry);
     tcase_add_test(tc, stale_watch_cache_costs_a_conflict_then_a_get);
+    tcase_add_test(tc, stalled_watch_is_caught_by_the_silence_check);
     tcase_add_test(tc, leader_steps_down_on_watched_takeover_and_ignores_own_echo);
     tcase_add_test(tc, deleted_lease_is_recreated);
+    tcase_add_test(tc, landed_acquire_with_lost_reply_is_ours);
+    tcase_add_test(tc, quarantined_twin_does_not_release_on_shutdown);
     tcase_add_test(tc, lagging_event_from_an_older_term_is_ignored);
     tcase_add_test(tc, retry_after_is_honoured);
     tcase_add_test(tc, standby_polls_within_jitter_bounds);

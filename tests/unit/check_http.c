@@ -1037,7 +1037,8 @@ static bool sse_block(struct sse *s, int i, struct sse_block *b)
         return false;
     *end = '\0';
     char *save = NULL;
-    for (char *line = strtok_r(p, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    for (char *line = strtok_r(p, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
         if (line[0] == ':')
             b->comment = true;
         else if (strncmp(line, "id: ", 4) == 0)

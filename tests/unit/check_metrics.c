@@ -144,12 +144,14 @@ START_TEST(watch_counters_and_acquire_delay)
     const char *t = render(&s, 0);
     ck_assert_double_eq(sample(t, "leaderd_watch_restarts_total"), 2);
     ck_assert_double_eq(sample(t, "leaderd_watch_events_total"), 5);
-    ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_bucket{le=\"0.005\"}"), 1);
-    ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_bucket{le=\"0.25\"}"), 2);
+    ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_bucket{le=\"0.005\"}"),
+                        1);
+    ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_bucket{le=\"0.25\"}"),
+                        2);
     ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_count"), 2);
     ck_assert_double_eq_tol(sample(t, "leaderd_acquire_delay_seconds_sum"), 0.203, 1e-9);
-    ck_assert_double_eq(sample(t, "leaderd_api_requests_total{verb=\"WATCH\",code=\"200\"}"),
-                        1);
+    ck_assert_double_eq(
+        sample(t, "leaderd_api_requests_total{verb=\"WATCH\",code=\"200\"}"), 1);
     ck_assert_double_eq(sample(t, "leaderd_api_request_duration_seconds_count"), 0);
 }
 END_TEST

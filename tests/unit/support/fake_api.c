@@ -67,7 +67,8 @@ static enum ld_err answer(struct fake_api *api, struct ld_lease *out)
     return LD_OK;
 }
 
-static enum ld_err fail(enum ld_err rc, const struct fake_api *api, struct ld_errinfo *err)
+static enum ld_err fail(enum ld_err rc, const struct fake_api *api,
+                        struct ld_errinfo *err)
 {
     ld_errinfo_set(err, rc, "fake: %s", ld_strerror(rc));
     if (err)

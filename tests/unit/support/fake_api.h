@@ -16,8 +16,8 @@ struct fake_api {
     struct ld_lease lease; /* the stored object, valid when exists */
     bool exists;
     uint64_t next_rv;
-    enum ld_err fail_with;  /* when not LD_OK every request fails with it */
-    int64_t retry_after_ms; /* copied into errinfo on failures */
+    enum ld_err fail_with;      /* when not LD_OK every request fails with it */
+    int64_t retry_after_ms;     /* copied into errinfo on failures */
     int gets, creates, updates; /* counts of requests that reached the store */
     int writes_ok;
 };
