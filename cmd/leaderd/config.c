@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,6 +549,12 @@ static int validate_durations(struct ld_config *cfg, const struct raw *r, char *
                     "to the second)",
                     who(r, OPT_RETRY_PERIOD, a, sizeof(a)),
                     ld_duration_format(cfg->retry_period_ms, da, sizeof(da)));
+    /* Durations are bounded above by MAX_DURATION_MS but may be negative;
+     * a negative deadline would also overflow the 1.2 x check below. */
+    if (cfg->renew_deadline_ms <= 0)
+        return fail(err, errlen, "leaderd: %s: must be positive, got %s",
+                    who(r, OPT_RENEW_DEADLINE, a, sizeof(a)),
+                    ld_duration_format(cfg->renew_deadline_ms, da, sizeof(da)));
     if (cfg->lease_duration_ms <= cfg->renew_deadline_ms)
         return fail(err, errlen, "leaderd: %s (%s) must be greater than %s (%s)",
                     who(r, OPT_LEASE_DURATION, a, sizeof(a)),

@@ -480,7 +480,12 @@ static const struct bad_case bad[] = {
      {"--renew-deadline", "1.2", "--retry-period"}},
     {{"--lease-name", "x", "--renew-deadline", "-1s"},
      {NULL},
-     {"--renew-deadline", "1.2"}},
+     {"--renew-deadline", "positive"}},
+    /* Found by fuzzing: used to overflow the 1.2 x check. */
+    {{"--lease-name", "x", "--renew-deadline", "-221m30s2222222222222222s"},
+     {NULL},
+     {"--renew-deadline", "positive"}},
+
     {{"--lease-name", "x", "--retry-period", "999ms"},
      {NULL},
      {"--retry-period", "at least 1s"}},
