@@ -3,39 +3,68 @@
 # Debian's own libcurl and libmicrohttpd cannot be linked statically (Kerberos and
 # p11-kit ship no static archives), so the build stage rebuilds both from Debian's
 # source packages, pinned below, with everything leaderd does not use turned off.
-# jansson, libyaml, OpenSSL and zlib are Debian bookworm's static archives.
+# OpenSSL is rebuilt too, from the upstream release Debian's security suite carries,
+# with only what a TLS 1.2/1.3 client of an API server needs: most of a static binary
+# is libcrypto, and every page of it that the kernel maps counts in the pod's memory.
+# jansson, libyaml and zlib are Debian bookworm's static archives.
 # Build: docker build -t leaderd:0.1.0 .   (or `make image` without a Docker engine)
 
 # The exact Debian source packages rebuilt below. A security update in Debian replaces
-# the version on the mirror; the build then stops at `apt-get source` and these two
-# lines are bumped deliberately (see docs/install.md).
+# the version on the mirror; the build then stops at `apt-get source` and these lines
+# are bumped deliberately (README, "What the image is built from").
 ARG CURL_VERSION=7.88.1-10+deb12u15
 ARG MHD_VERSION=0.9.75-6
+ARG OPENSSL_VERSION=3.0.22-1~deb12u2
 
 # ---- toolchain and pinned sources ----
 FROM debian:bookworm-slim AS toolchain
 ARG CURL_VERSION
 ARG MHD_VERSION
+ARG OPENSSL_VERSION
 ENV DEBIAN_FRONTEND=noninteractive
+# OpenSSL: only the upstream tarball (--tar-only), checked by apt against the signed
+# source index. Debian's patches on top of it are packaging (paths, man pages, its
+# openssl.cnf defaults), none of which a scratch image uses.
 RUN sed -e 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
         > /etc/apt/sources.list.d/debian-src.sources \
     && apt-get update \
     && apt-get install -y --no-install-recommends \
-        gcc libc6-dev make pkg-config dpkg-dev xz-utils ca-certificates \
-        libssl-dev libjansson-dev libyaml-dev zlib1g-dev \
+        gcc libc6-dev make perl pkg-config dpkg-dev xz-utils ca-certificates \
+        libjansson-dev libyaml-dev zlib1g-dev \
     && mkdir -p /usr/src/dep \
     && cd /usr/src/dep \
     && apt-get source --only-source "curl=${CURL_VERSION}" "libmicrohttpd=${MHD_VERSION}" \
+    && apt-get source --only-source --tar-only "openssl=${OPENSSL_VERSION}" \
     && rm -rf /var/lib/apt/lists/*
 
-# ---- static libcurl and libmicrohttpd under /opt/dep ----
+# ---- static OpenSSL, libcurl and libmicrohttpd under /opt/dep ----
 FROM toolchain AS deps
+# OpenSSL: TLS 1.2 and 1.3 client with RSA, ECDSA/EC, X25519/Ed25519, AES-GCM and
+# ChaCha20-Poly1305 (what Kubernetes API servers speak, and the key types kubeconfig
+# client certificates use); no legacy protocols or ciphers, no engines, no modules,
+# no config file. Security level 2 by default, as Debian's openssl.cnf sets it.
+WORKDIR /usr/src/dep
+RUN tar -xzf openssl_*.orig.tar.gz \
+    && cd openssl-*/ \
+    && ./Configure --prefix=/opt/dep/openssl --libdir=lib --openssldir=/etc/ssl \
+        no-shared no-module no-dso no-engine no-legacy no-deprecated no-comp no-tests \
+        no-ui-console no-async no-autoload-config no-filenames no-ssl-trace \
+        no-ssl3 no-tls1 no-tls1_1 no-dtls no-srp no-psk no-srtp no-sctp no-nextprotoneg \
+        no-cms no-ts no-ct no-ocsp no-cmp no-dh no-dsa no-ec2m no-gost no-sm2 no-sm3 no-sm4 \
+        no-idea no-md4 no-mdc2 no-rmd160 no-whirlpool no-rc2 no-rc4 no-rc5 no-bf no-cast \
+        no-des no-camellia no-aria no-seed no-siphash no-blake2 no-scrypt no-ocb no-siv \
+        no-padlockeng no-capieng no-afalgeng no-devcryptoeng \
+        -DOPENSSL_TLS_SECURITY_LEVEL=2 -Os -ffunction-sections -fdata-sections \
+        > configure.log \
+    && make -j"$(nproc)" build_libs > make.log \
+    && make install_dev > /dev/null
+ENV PKG_CONFIG_PATH=/opt/dep/openssl/lib/pkgconfig
 # libcurl: HTTP(S) over OpenSSL with zlib, threaded resolver; no other protocol, no
 # GSSAPI/LDAP/IDN/PSL/HTTP2/brotli/zstd (their static archives are what breaks linking).
-WORKDIR /usr/src/dep
 RUN cd curl-*/ \
-    && ./configure --prefix=/opt/dep/curl --disable-shared --enable-static \
-        --with-openssl --with-zlib --enable-threaded-resolver \
+    && CFLAGS="-O2 -ffunction-sections -fdata-sections" \
+       ./configure --prefix=/opt/dep/curl --disable-shared --enable-static \
+        --with-openssl=/opt/dep/openssl --with-zlib --enable-threaded-resolver \
         --without-brotli --without-zstd --without-libidn2 --without-libpsl \
         --without-nghttp2 --without-libssh2 --without-librtmp --without-gssapi \
         --without-libgsasl --disable-ldap --disable-ldaps --disable-rtsp --disable-dict \
@@ -52,7 +81,8 @@ RUN cd curl-*/ \
 # libmicrohttpd without HTTPS: leaderd serves plain HTTP on the pod network, and MHD's
 # TLS would need GnuTLS with p11-kit, which has no static archive.
 RUN cd libmicrohttpd-*/ \
-    && ./configure --prefix=/opt/dep/mhd --disable-shared --enable-static \
+    && CFLAGS="-O2 -ffunction-sections -fdata-sections" \
+       ./configure --prefix=/opt/dep/mhd --disable-shared --enable-static \
         --disable-https --disable-doc --disable-examples --disable-curl --disable-nls \
         > configure.log \
     && make -j"$(nproc)" -C src/microhttpd > make.log \
@@ -60,7 +90,7 @@ RUN cd libmicrohttpd-*/ \
     && make -C src/include install > /dev/null \
     && make install-pkgconfigDATA > /dev/null
 
-# ---- unit tests, linked with the rebuilt libcurl ----
+# ---- unit tests, linked with the rebuilt libcurl and OpenSSL ----
 FROM deps AS unit
 # The tests' fake API server speaks HTTPS, so they use Debian's libmicrohttpd (GnuTLS).
 RUN apt-get update \
@@ -83,12 +113,14 @@ RUN make -j"$(nproc)" static \
 FROM scratch
 ARG CURL_VERSION
 ARG MHD_VERSION
+ARG OPENSSL_VERSION
 LABEL org.opencontainers.image.title="leaderd" \
       org.opencontainers.image.description="Kubernetes leader-election sidecar (static, scratch)" \
       org.opencontainers.image.version="0.1.0" \
       org.opencontainers.image.base.name="scratch" \
       io.leaderd.curl-source="curl ${CURL_VERSION} (Debian bookworm)" \
-      io.leaderd.microhttpd-source="libmicrohttpd ${MHD_VERSION} (Debian bookworm)"
+      io.leaderd.microhttpd-source="libmicrohttpd ${MHD_VERSION} (Debian bookworm)" \
+      io.leaderd.openssl-source="openssl ${OPENSSL_VERSION} upstream tarball (Debian bookworm-security)"
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /usr/src/leaderd/build/static/leaderd /usr/local/bin/leaderd
 USER 65532:65532

@@ -9,10 +9,12 @@ IMAGE_BASE := docker.io/library/debian:bookworm-slim
 CTR         = LEADERD_IMAGE_DIR=$(IMAGE_DIR) tools/image/ctr.sh
 DOCKERFILELINT = $(B)/tools/node_modules/.bin/dockerfilelint
 
-# Static link against libcurl/libmicrohttpd rebuilt under $(IMAGE_DEP) (only .a there)
-# plus Debian's static jansson, libyaml, OpenSSL and zlib. -static-pie keeps ASLR; the
-# objects are the normal -fPIE ones.
-STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/mhd/lib/pkgconfig
+# Static link against OpenSSL, libcurl and libmicrohttpd rebuilt under $(IMAGE_DEP)
+# (only .a there) plus Debian's static jansson, libyaml and zlib. -static-pie keeps
+# ASLR; the objects are the normal -fPIE ones. The rebuilt archives have a section per
+# function, so --gc-sections drops what nothing calls.
+OPENSSL_PKG_PATH = $(IMAGE_DEP)/openssl/lib/pkgconfig
+STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/mhd/lib/pkgconfig:$(OPENSSL_PKG_PATH)
 
 .PHONY: static image-unit image image-base image-lint image-test deploy-test
 
@@ -20,15 +22,17 @@ static:
 	@mkdir -p $(B)/static && touch $(B)/static/.deps
 	PKG_CONFIG_PATH=$(STATIC_PKG_PATH) $(MAKE) --no-print-directory B=$(B)/static \
 	    PKG_LIBS="$$(PKG_CONFIG_PATH=$(STATIC_PKG_PATH) pkg-config --static --libs $(PKGS)) -lpthread" \
-	    ALL_LDFLAGS="-static-pie -Wl,-z,relro,-z,now -s" $(B)/static/leaderd
+	    ALL_LDFLAGS="-static-pie -Wl,-z,relro,-z,now -Wl,--gc-sections -s" $(B)/static/leaderd
 
-# Unit tests with the rebuilt libcurl (static archive) and Debian's libmicrohttpd,
-# whose HTTPS the tests' fake API server needs. Leaves $(B)/unit/passed.
+# Unit tests with the rebuilt libcurl and OpenSSL (static archives) and Debian's
+# libmicrohttpd, whose HTTPS the tests' fake API server needs. Leaves $(B)/unit/passed.
+UNIT_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(OPENSSL_PKG_PATH)
 image-unit:
 	@mkdir -p $(B)/unit && touch $(B)/unit/.deps && rm -f $(B)/unit/passed
-	PKG_CONFIG_PATH=$(IMAGE_DEP)/curl/lib/pkgconfig $(MAKE) --no-print-directory B=$(B)/unit \
-	    PKG_LIBS="$$(PKG_CONFIG_PATH=$(IMAGE_DEP)/curl/lib/pkgconfig pkg-config --static --libs libcurl) \
-	              $$(pkg-config --libs $(filter-out libcurl,$(PKGS))) -lpthread" \
+	PKG_CONFIG_PATH=$(UNIT_PKG_PATH) $(MAKE) --no-print-directory B=$(B)/unit \
+	    PKG_LIBS="$$(PKG_CONFIG_PATH=$(UNIT_PKG_PATH) pkg-config --static --libs libcurl) \
+	              $$(PKG_CONFIG_PATH=$(UNIT_PKG_PATH) pkg-config --libs $(filter-out libcurl,$(PKGS))) \
+	              -lpthread" \
 	    unit
 	@touch $(B)/unit/passed
 
