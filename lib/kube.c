@@ -32,6 +32,10 @@
 #define TOKEN_REFRESH_NS (50LL * 1000000000LL)
 #define TOKEN_MAX (64 * 1024)
 #define BODY_INITIAL (16 * 1024)
+/* A Lease is a few hundred bytes; a buffer grown past this by an odd response
+ * (an error page, a hostile object) is given back once the response is handled
+ * rather than kept for the life of the process. */
+#define BODY_KEEP (64 * 1024)
 /* Largest Retry-After honoured; anything longer is a broken header. */
 #define RETRY_AFTER_MAX_S (24 * 3600)
 /* curl enforces the request timeout; this only bounds our loop if it did not. */
@@ -260,6 +264,16 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
     k->body_len += n;
     k->body[k->body_len] = '\0';
     return n;
+}
+
+static void release_large_body(struct ld_kube *k)
+{
+    if (k->body_cap <= BODY_KEEP)
+        return;
+    free(k->body);
+    k->body = NULL;
+    k->body_cap = 0;
+    k->body_len = 0;
 }
 
 static bool host_name_ok(const char *s)
@@ -900,6 +914,7 @@ static enum ld_err do_request(struct ld_kube *k, const char *verb, const char *p
     ld_errinfo_clear(err);
     err->http_status = status;
 out:
+    release_large_body(k);
     ld_lease_clear(&tmp);
     free(url);
     return rc;

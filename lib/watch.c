@@ -9,6 +9,9 @@
 #include "kube.h"
 
 #define INITIAL_CAP 4096
+/* Events are a few hundred bytes; a buffer grown past this by one long line is
+ * given back once the line is done rather than kept for the life of the watch. */
+#define KEEP_CAP (64 * 1024)
 
 void ld_watch_decoder_init(struct ld_watch_decoder *d)
 {
@@ -23,9 +26,19 @@ void ld_watch_decoder_clear(struct ld_watch_decoder *d)
     memset(d, 0, sizeof(*d));
 }
 
-void ld_watch_decoder_reset(struct ld_watch_decoder *d)
+static void drop_line(struct ld_watch_decoder *d)
 {
     d->len = 0;
+    if (d->cap > KEEP_CAP) {
+        free(d->buf);
+        d->buf = NULL;
+        d->cap = 0;
+    }
+}
+
+void ld_watch_decoder_reset(struct ld_watch_decoder *d)
+{
+    drop_line(d);
     d->skipping = 0;
 }
 
@@ -166,7 +179,7 @@ static void finish_line(struct ld_watch_decoder *d, ld_watch_event_fn fn, void *
         n--;
     if (n > 0)
         ld_watch_decode_line(d->buf, n, fn, ctx);
-    d->len = 0;
+    drop_line(d);
 }
 
 enum ld_err ld_watch_feed(struct ld_watch_decoder *d, const char *data, size_t len,
@@ -177,11 +190,11 @@ enum ld_err ld_watch_feed(struct ld_watch_decoder *d, const char *data, size_t l
         size_t chunk = nl ? (size_t)(nl - data) : len;
         if (!d->skipping && d->len + chunk > LD_WATCH_MAX_LINE) {
             d->skipping = 1;
-            d->len = 0;
+            drop_line(d);
             emit_invalid(fn, ctx, LD_ETOOBIG, "line longer than the limit; skipped");
         }
         if (!d->skipping && append(d, data, chunk) != LD_OK) {
-            d->len = 0;
+            drop_line(d);
             d->skipping = 1;
             return LD_ENOMEM;
         }

@@ -7,6 +7,7 @@
  * signal asks for an orderly release, then tear everything down.
  */
 #include <curl/curl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -148,9 +149,20 @@ static void teardown(struct daemon *d)
     ld_config_clear(&d->cfg);
 }
 
+/* glibc raises its mmap threshold to the size of each large block freed, so a
+ * single odd megabyte-sized response (a hostile Lease, an error page) would be
+ * served from the heap ever after and kept there. A fixed threshold sends large
+ * blocks to mmap and back to the kernel when freed: the sidecar's footprint stays
+ * what its steady state needs. */
+static void keep_heap_small(void)
+{
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
 int main(int argc, char **argv)
 {
     struct daemon d;
+    keep_heap_small();
     memset(&d, 0, sizeof(d));
     d.signal_fd = -1;
     ld_metrics_init(&d.metrics);
