@@ -13,6 +13,7 @@ import argparse
 import collections
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -105,7 +106,18 @@ class Monitor:
               f"figures are reported, not asserted)", file=self.out)
 
 
+class Interrupted(BaseException):
+    pass
+
+
+def _interrupt(signum, frame):
+    raise Interrupted(f"signal {signum}")
+
+
 def main():
+    # SIGTERM (a CI timeout, kill) ends the soak through the same path as a
+    # failure, which stops every process it started.
+    signal.signal(signal.SIGTERM, _interrupt)
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float,
