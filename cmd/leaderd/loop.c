@@ -289,33 +289,35 @@ static bool probe_while_unauthorized(struct pass_state *ps, int64_t now_ms)
 
 /* ---- waiting and requests ----------------------------------------------- */
 
-/* Waits until wake_at_ms, a signal, or a watch event the engine may want
- * to act on. */
-static void wait_for(struct pass_state *ps, int64_t wake_at_ms)
+/* Keeps the watch going: replaces one that missed a change or went silent,
+ * and starts one when none runs and its back-off has passed. */
+static void watch_upkeep(struct pass_state *ps, int64_t now_ms)
 {
-    struct ld_loop *loop = ps->loop;
-    int64_t now = ld_mono_ms();
-    check_watch_missed(ps, now);
-    maybe_start_watch(ps, now);
-    check_watch_silence(ps, now);
-    if (probe_while_unauthorized(ps, now))
-        return; /* the engine acts at once */
+    check_watch_missed(ps, now_ms);
+    maybe_start_watch(ps, now_ms);
+    check_watch_silence(ps, now_ms);
+}
+
+/* The engine's wake-up time, brought forward for what the loop itself must
+ * do on time: the next credentials probe, the next watch (re)start. */
+static int64_t wake_time(const struct pass_state *ps, int64_t now_ms, int64_t wake_at_ms)
+{
     if (ps->auth_failing_since_ms && !ps->stopping) {
         int64_t probe_at = ps->last_request_ms + ps->loop->renew_deadline_ms / 2 + 1;
         if (probe_at < wake_at_ms)
-            wake_at_ms = probe_at > now ? probe_at : now;
+            wake_at_ms = probe_at > now_ms ? probe_at : now_ms;
     }
-    int64_t until = wake_at_ms;
-    if (!ld_kube_watch_running(loop->kube) && !ps->stopping &&
-        ps->watch_next_start_ms > now && ps->watch_next_start_ms < until)
-        until = ps->watch_next_start_ms;
-    int64_t delay = until - now;
-    if (delay < 0)
-        delay = 0;
-    if (delay > 60000)
-        delay = 60000;
-    struct ld_errinfo err;
-    enum ld_err rc = ld_kube_watch_wait(loop->kube, delay, on_watch_data, ps, &err);
+    if (!ld_kube_watch_running(ps->loop->kube) && !ps->stopping &&
+        ps->watch_next_start_ms > now_ms && ps->watch_next_start_ms < wake_at_ms)
+        wake_at_ms = ps->watch_next_start_ms;
+    return wake_at_ms;
+}
+
+/* Acts on how the wait ended: a signal, or a watch that closed or failed
+ * (routine endings reconnect at once, others back off). */
+static void after_wait(struct pass_state *ps, enum ld_err rc,
+                       const struct ld_errinfo *err)
+{
     if (ps->watch_ended) {
         ps->watch_ended = false;
         watch_broken(ps, ld_mono_ms());
@@ -323,16 +325,34 @@ static void wait_for(struct pass_state *ps, int64_t wake_at_ms)
             ps->watch_next_start_ms = ld_mono_ms(); /* a 410 is routine: re-read now */
     }
     if (rc == LD_ECANCELED) {
-        if (take_signal(loop->signal_fd))
+        if (take_signal(ps->loop->signal_fd))
             begin_shutdown(ps);
     } else if (rc != LD_OK) {
         if (rc == LD_EGONE)
             ps->watch_relist = true;
-        ld_log(rc == LD_EEOF ? LD_LOG_DEBUG : LD_LOG_INFO, "watch ended: %s", err.msg);
+        ld_log(rc == LD_EEOF ? LD_LOG_DEBUG : LD_LOG_INFO, "watch ended: %s", err->msg);
         watch_broken(ps, ld_mono_ms());
         if (rc == LD_EEOF || rc == LD_EGONE)
             ps->watch_next_start_ms = ld_mono_ms(); /* routine: reconnect now */
     }
+}
+
+/* Waits until wake_at_ms, a signal, or a watch event the engine may want
+ * to act on. */
+static void wait_for(struct pass_state *ps, int64_t wake_at_ms)
+{
+    int64_t now = ld_mono_ms();
+    watch_upkeep(ps, now);
+    if (probe_while_unauthorized(ps, now))
+        return; /* the engine acts at once */
+    int64_t delay = wake_time(ps, now, wake_at_ms) - now;
+    if (delay < 0)
+        delay = 0;
+    if (delay > 60000)
+        delay = 60000;
+    struct ld_errinfo err;
+    enum ld_err rc = ld_kube_watch_wait(ps->loop->kube, delay, on_watch_data, ps, &err);
+    after_wait(ps, rc, &err);
 }
 
 static enum ld_err perform(struct ld_loop *loop, const struct ld_action *act,
