@@ -9,22 +9,13 @@
 #   tools/run-lint.sh -- CFLAGS...    lint, compiling as CFLAGS says
 set -u
 
+# Package names are the command names; a command found outside dpkg's
+# knowledge counts as installed.
 deps() {
-    local pkgs=() line
+    local pkgs=()
     command -v cppcheck >/dev/null || pkgs+=(cppcheck)
     command -v clang-tidy >/dev/null || pkgs+=(clang-tidy)
-    [ ${#pkgs[@]} -eq 0 ] && return 0
-    line="apt-get install -y ${pkgs[*]}"
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-        echo "lint: installing ${pkgs[*]}" >&2
-        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; then
-            DEBIAN_FRONTEND=noninteractive apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
-        fi
-        return 0
-    fi
-    echo "lint: missing tools; run as root: $line" >&2
-    return 1
+    [ ${#pkgs[@]} -eq 0 ] || bash "$(dirname "${BASH_SOURCE[0]}")/deps.sh" --as lint "${pkgs[@]}"
 }
 
 if [ "${1:-}" = deps ]; then

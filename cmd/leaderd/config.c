@@ -844,6 +844,18 @@ int ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
     return ld_config_load(cfg, err, errlen);
 }
 
+const char *ld_config_env_name(size_t i)
+{
+    /* Read when neither a flag nor its variable gave the value. */
+    static const char *const fallbacks[] = {"POD_NAMESPACE", "POD_NAME", "KUBECONFIG",
+                                            "KUBERNETES_SERVICE_HOST",
+                                            "KUBERNETES_SERVICE_PORT"};
+    if (i < OPT_COUNT)
+        return opts[i].env;
+    i -= OPT_COUNT;
+    return i < sizeof(fallbacks) / sizeof(fallbacks[0]) ? fallbacks[i] : NULL;
+}
+
 void ld_config_clear(struct ld_config *cfg)
 {
     if (!cfg)

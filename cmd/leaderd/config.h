@@ -76,6 +76,13 @@ int ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, char *err
  * 2 with err filled as above. */
 int ld_config_load(struct ld_config *cfg, char *err, size_t errlen);
 
+/* The environment variables leaderd reads, by index: the LEADERD_* variable
+ * of every flag, then POD_NAMESPACE, POD_NAME, KUBECONFIG,
+ * KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT. Returns a static
+ * string, or NULL when i is past the last one. For tests that must start
+ * from an environment that says nothing. */
+const char *ld_config_env_name(size_t i);
+
 /* Frees what cfg owns and leaves it zeroed (safe to clear twice). */
 void ld_config_clear(struct ld_config *cfg);
 

@@ -1,9 +1,9 @@
 /*
  * fuzz_config: ld_config_parse_args with an argv split from the input at
  * NUL bytes. A token "=xVALUE" (x = 'a', 'b', ...) sets the x-th variable
- * of env_names to VALUE for that run instead, so the variable paths are
- * fuzzed too. An accepted configuration must satisfy every documented
- * check; a refused one must say why on one line.
+ * of ld_config_env_name to VALUE for that run instead, so the variable
+ * paths are fuzzed too. An accepted configuration must satisfy every
+ * documented check; a refused one must say why on one line.
  */
 #include "fuzz.h"
 
@@ -16,41 +16,29 @@
 #define MAX_ARGS 32
 #define ENV_VALUE_MAX 512
 
-/* Everything ld_config_parse_args reads from the environment. */
-static const char *const env_names[] = {
-    "LEADERD_LEASE_NAME",
-    "LEADERD_NAMESPACE",
-    "LEADERD_IDENTITY",
-    "LEADERD_LEASE_DURATION",
-    "LEADERD_RENEW_DEADLINE",
-    "LEADERD_RETRY_PERIOD",
-    "LEADERD_LISTEN",
-    "LEADERD_KUBECONFIG",
-    "LEADERD_RELEASE_ON_EXIT",
-    "LEADERD_LOG_FORMAT",
-    "LEADERD_LOG_LEVEL",
-    "LEADERD_SERVICE_ACCOUNT_DIR",
-    "POD_NAMESPACE",
-    "POD_NAME",
-    "KUBECONFIG",
-};
-#define NENV (sizeof env_names / sizeof env_names[0])
+/* One variable per letter at most. */
+#define ENV_MAX 26
 
 /* putenv keeps the pointer, so each variable has a static home; glibc's
  * setenv would keep every distinct value ever set alive. */
-static char env_buf[NENV][ENV_VALUE_MAX + 64];
+static char env_buf[ENV_MAX][ENV_VALUE_MAX + 64];
 
 static void clear_env(void)
 {
-    for (size_t i = 0; i < NENV; i++)
-        unsetenv(env_names[i]);
+    const char *name;
+    for (size_t i = 0; (name = ld_config_env_name(i)) != NULL; i++)
+        unsetenv(name);
 }
 
-static void set_env(size_t i, const char *value)
+/* Sets the i-th variable; false when there is none. */
+static bool set_env(size_t i, const char *value)
 {
-    snprintf(env_buf[i], sizeof env_buf[i], "%s=%.*s", env_names[i], ENV_VALUE_MAX,
-             value);
+    const char *name = i < ENV_MAX ? ld_config_env_name(i) : NULL;
+    if (!name)
+        return false;
+    snprintf(env_buf[i], sizeof env_buf[i], "%s=%.*s", name, ENV_VALUE_MAX, value);
     putenv(env_buf[i]);
+    return true;
 }
 
 static bool one_line(const char *s)
@@ -121,9 +109,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t off = 0; off <= size && argc <= MAX_ARGS;) {
         char *tok = buf + off;
         size_t len = strlen(tok);
-        if (tok[0] == '=' && tok[1] >= 'a' && (size_t)(tok[1] - 'a') < NENV)
-            set_env((size_t)(tok[1] - 'a'), tok + 2);
-        else if (off < size || len > 0)
+        bool env =
+            tok[0] == '=' && tok[1] >= 'a' && set_env((size_t)(tok[1] - 'a'), tok + 2);
+        if (!env && (off < size || len > 0))
             argv[argc++] = tok;
         off += len + 1;
     }

@@ -1,14 +1,19 @@
 """Test helpers for running real leaderd replicas on loopback against the
 bundled Lease API server. Every process is started here and stopped by PID;
 every wait is bounded."""
+import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
+
+from apiserver import ApiServer
 
 BUILD = os.environ.get("LEADERD_BUILD") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
@@ -45,6 +50,32 @@ def http_get(url, timeout=1.0):
         return e.code, e.read()
     except (urllib.error.URLError, OSError):
         return None, None
+
+
+def timed_get(port, path, timeout=5.0):
+    """(status, body, seconds) of one GET on a fresh connection."""
+    t0 = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        return resp.status, body, time.monotonic() - t0
+    finally:
+        conn.close()
+
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def proc_status(pid, field):
+    """A kB figure from /proc/PID/status, e.g. RssAnon."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
 
 
 class Replica:
@@ -223,3 +254,38 @@ def stop_all(testcase, replicas):
     if failed:
         for r in replicas:
             print(f"--- log of {r.client}:\n{r.log()[-4000:]}")
+
+
+class OneLeader:
+    """Mixin for a unittest.TestCase whose tests share one leading replica:
+    cls.r (client and identity "solo") with its own API server cls.api in
+    cls.dir (named after dir_prefix), leading before the first test and
+    stopped by PID after the last."""
+
+    dir_prefix = "leaderd-solo-"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.dir = tempfile.mkdtemp(prefix=cls.dir_prefix)
+        cls.api = ApiServer(os.path.join(cls.dir, "api"), ["solo"])
+        cls.r = Replica(cls.api, "solo", cls.dir)
+        try:
+            cls.api.start()
+            cls.r.start()
+            wait_until(cls.r.is_leader, FAST["lease_duration"] + 2,
+                       what="the only replica to lead")
+        except BaseException:
+            cls.stop_leader()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stop_leader()
+        super().tearDownClass()
+
+    @classmethod
+    def stop_leader(cls):
+        cls.r.stop()
+        cls.api.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)

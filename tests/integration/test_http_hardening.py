@@ -4,36 +4,20 @@ concurrent idle connections and a slowloris client do not stop /healthz and
 requests get a 4xx (or their connection closed) and nothing else happens;
 methods other than GET and HEAD get 405."""
 import http.client
-import os
 import random
 import resource
-import shutil
 import socket
 import statistics
-import tempfile
 import threading
 import time
 import unittest
 
-from apiserver import ApiServer
-from cluster import FAST, Replica, wait_until
+from cluster import OneLeader, open_fds, proc_status, timed_get, wait_until
 
 IDLE = 2000
 SERVER_CAP = 1024  # LD_HTTP_MAX_CONNECTIONS in cmd/leaderd/http.h
 SLOW = 50
 LATENCY_MS = 100
-
-
-def open_fds(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def rss_anon_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    return -1
 
 
 def nofile_of(pid):
@@ -42,19 +26,6 @@ def nofile_of(pid):
             if line.startswith("Max open files"):
                 return line.split()[3]
     return "?"
-
-
-def timed_get(port, path, timeout=5.0):
-    """(status, seconds) of one GET on a fresh connection."""
-    t0 = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        resp.read()
-        return resp.status, time.monotonic() - t0
-    finally:
-        conn.close()
 
 
 def raw_exchange(port, data, timeout=5.0):
@@ -80,7 +51,9 @@ def raw_exchange(port, data, timeout=5.0):
     return int(head[9:12])
 
 
-class Hardening(unittest.TestCase):
+class Hardening(OneLeader, unittest.TestCase):
+    dir_prefix = "leaderd-hard-"
+
     @classmethod
     def setUpClass(cls):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -94,19 +67,12 @@ class Hardening(unittest.TestCase):
         if soft != resource.RLIM_INFINITY and soft < need:
             # leaderd inherits it, as a raised container limit would give it.
             resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
-        cls.dir = tempfile.mkdtemp(prefix="leaderd-hard-")
-        cls.api = ApiServer(os.path.join(cls.dir, "api"), ["solo"])
-        cls.api.start()
-        cls.r = Replica(cls.api, "solo", cls.dir).start()
-        wait_until(cls.r.is_leader, FAST["lease_duration"] + 2,
-                   what="the only replica to lead")
+        super().setUpClass()
         cls.base_fds = open_fds(cls.r.proc.pid)
 
     @classmethod
     def tearDownClass(cls):
-        cls.r.stop()
-        cls.api.stop()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        super().tearDownClass()
         resource.setrlimit(resource.RLIMIT_NOFILE, cls.saved_nofile)
 
     def assert_healthy(self):
@@ -122,7 +88,7 @@ class Hardening(unittest.TestCase):
     def test_idle_connections_and_slowloris(self):
         pid = self.r.proc.pid
         port = self.r.port
-        rss0 = rss_anon_kb(pid)
+        rss0 = proc_status(pid, "RssAnon")
         idle, slow = [], []
         stop = threading.Event()
 
@@ -151,7 +117,7 @@ class Hardening(unittest.TestCase):
             samples = {"/healthz": [], "/leader": []}
             for _ in range(7):
                 for path in samples:
-                    status, took = timed_get(port, path)
+                    status, _, took = timed_get(port, path)
                     self.assertEqual(status, 200, path)
                     samples[path].append(took * 1000)
             # How many of ours the server still holds (none should have been
@@ -167,7 +133,7 @@ class Hardening(unittest.TestCase):
                 except OSError:
                     dropped += 1
             fds = open_fds(pid)
-            rss = rss_anon_kb(pid)
+            rss = proc_status(pid, "RssAnon")
             medians = {p: round(statistics.median(v), 2) for p, v in samples.items()}
             worst = {p: round(max(v), 2) for p, v in samples.items()}
             print(f"\n  leaderd open-files limit {nofile_of(pid)}; {IDLE} idle + {SLOW} slowloris "

@@ -17,43 +17,18 @@ import time
 import unittest
 
 from apiserver import ApiServer
-from cluster import FAST, Replica, Watcher, wait_until
+from cluster import (FAST, OneLeader, Replica, Watcher, open_fds, proc_status, stop_all,
+                     timed_get, wait_until)
 
 CLIENTS = ["r1", "r2"]
 LEASE = FAST["lease_duration"]
 RETRY = FAST["retry_period"]
 
 
-def proc_status(pid, field):
-    """A kB figure from /proc/PID/status, e.g. RssAnon."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
-def open_fds(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
 def sanitized(pid):
     """True for an AddressSanitizer build, whose RSS says nothing of leaks."""
     with open(f"/proc/{pid}/maps") as f:
         return "libasan" in f.read()
-
-
-def timed_get(port, path, timeout=5.0):
-    """(status, body, seconds) of one GET on a fresh connection."""
-    t0 = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        resp = conn.getresponse()
-        body = resp.read()
-        return resp.status, body, time.monotonic() - t0
-    finally:
-        conn.close()
 
 
 class SSEStream:
@@ -157,15 +132,8 @@ class TwoReplicas(unittest.TestCase):
                    2 * RETRY + 1, what="the standby to see the leader")
 
     def tearDown(self):
-        result = getattr(self._outcome, "result", None)
-        failed = result is not None and any(
-            t is self for t, _ in result.failures + result.errors)
-        for r in self.replicas:
-            r.stop(signal.SIGKILL)
+        stop_all(self, self.replicas)
         self.api.stop()
-        if failed or os.environ.get("LEADERD_IT_KEEP"):
-            for r in self.replicas:
-                print(f"--- log of {r.client}:\n{r.log()[-4000:]}")
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_long_poll_returns_on_handover(self):
@@ -297,23 +265,15 @@ def current_query(replica):
     return f"leader={doc['leader']}&term={doc['term']}&is_leader={flag}"
 
 
-class OneReplica(unittest.TestCase):
+class OneReplica(OneLeader, unittest.TestCase):
     """Load on the notifications of one leading replica."""
+
+    dir_prefix = "leaderd-notify-"
 
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="leaderd-notify-")
-        cls.api = ApiServer(os.path.join(cls.dir, "api"), ["solo"])
-        cls.api.start()
-        cls.r = Replica(cls.api, "solo", cls.dir).start()
-        wait_until(cls.r.is_leader, LEASE + 2, what="the only replica to lead")
+        super().setUpClass()
         cls.idle_fds = open_fds(cls.r.proc.pid)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.r.stop()
-        cls.api.stop()
-        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def setUp(self):
         # What an earlier test's clients closed is closed by the server too.

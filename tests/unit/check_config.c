@@ -23,26 +23,6 @@
 #define MAX_ARGS 24
 #define ERRLEN LD_CONFIG_ERR_LEN
 
-static const char *const all_vars[] = {"LEADERD_LEASE_NAME",
-                                       "LEADERD_NAMESPACE",
-                                       "LEADERD_IDENTITY",
-                                       "LEADERD_LEASE_DURATION",
-                                       "LEADERD_RENEW_DEADLINE",
-                                       "LEADERD_RETRY_PERIOD",
-                                       "LEADERD_LISTEN",
-                                       "LEADERD_KUBECONFIG",
-                                       "LEADERD_RELEASE_ON_EXIT",
-                                       "LEADERD_LOG_FORMAT",
-                                       "LEADERD_LOG_LEVEL",
-                                       "LEADERD_SERVICE_ACCOUNT_DIR",
-                                       "POD_NAME",
-                                       "POD_NAMESPACE",
-                                       "KUBECONFIG",
-                                       "KUBERNETES_SERVICE_HOST",
-                                       "KUBERNETES_SERVICE_PORT",
-                                       "LEADERD_VERSION",
-                                       "LEADERD_HELP"};
-
 #define SHORT_PATH 128
 
 static char tmpdir[64];
@@ -88,8 +68,9 @@ static void write_file(const char *dir, const char *name, const char *text,
 static void setup(void)
 {
     char text[2048];
-    for (size_t i = 0; i < sizeof(all_vars) / sizeof(all_vars[0]); i++)
-        unsetenv(all_vars[i]);
+    const char *name;
+    for (size_t i = 0; (name = ld_config_env_name(i)) != NULL; i++)
+        unsetenv(name);
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_config.XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
     snprintf(text, sizeof(text), kubeconfig_fmt, "    namespace: ctx-ns\n");
@@ -179,65 +160,40 @@ struct good_case {
     const char *name;
     const char *args[MAX_ARGS];
     const char *env[16];
-    const char *lease_name;
-    const char *namespace_; /* NULL: not checked */
-    const char *identity;   /* NULL: not checked */
-    int64_t lease_ms, renew_ms, retry_ms;
-    const char *host;
-    int port;
-    bool release;
-    enum ld_log_format format;
-    enum ld_log_level level;
+    struct {
+        const char *lease_name;
+        const char *namespace_; /* NULL: not checked */
+        const char *identity;   /* NULL: not checked */
+        int64_t lease_ms, renew_ms, retry_ms;
+        const char *host;
+        int port;
+        bool release;
+        enum ld_log_format format;
+        enum ld_log_level level;
+    } want;
 };
 
 static const struct good_case good[] = {
     {"defaults",
      {"--lease-name", "demo", "--kubeconfig", "@KC", "--service-account-dir", "@SAEMPTY"},
      {NULL},
-     "demo",
-     "ctx-ns",
-     NULL,
-     15000,
-     10000,
-     2000,
-     "0.0.0.0",
-     4040,
-     true,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_INFO},
+     {"demo", "ctx-ns", NULL, 15000, 10000, 2000, "0.0.0.0", 4040, true,
+      LD_LOG_FORMAT_TEXT, LD_LOG_INFO}},
     {"every flag, = form",
      {"--lease-name=demo.v1", "--namespace=prod", "--identity=pod-a_1",
       "--lease-duration=1m", "--renew-deadline=40s", "--retry-period=5s",
       "--listen=127.0.0.1:8080", "--kubeconfig=@KC", "--release-on-exit=false",
       "--log-format=json", "--log-level=debug", "--service-account-dir=/nonexistent"},
      {NULL},
-     "demo.v1",
-     "prod",
-     "pod-a_1",
-     60000,
-     40000,
-     5000,
-     "127.0.0.1",
-     8080,
-     false,
-     LD_LOG_FORMAT_JSON,
-     LD_LOG_DEBUG},
+     {"demo.v1", "prod", "pod-a_1", 60000, 40000, 5000, "127.0.0.1", 8080, false,
+      LD_LOG_FORMAT_JSON, LD_LOG_DEBUG}},
     {"every variable",
      {NULL},
      {"LEADERD_LEASE_NAME", "from-env", "LEADERD_NAMESPACE", "env-ns", "LEADERD_IDENTITY",
       "env-id", "LEADERD_LEASE_DURATION", "20s", "LEADERD_RENEW_DEADLINE", "15s",
       "LEADERD_RETRY_PERIOD", "3s"},
-     "from-env",
-     "env-ns",
-     "env-id",
-     20000,
-     15000,
-     3000,
-     "0.0.0.0",
-     4040,
-     true,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_INFO},
+     {"from-env", "env-ns", "env-id", 20000, 15000, 3000, "0.0.0.0", 4040, true,
+      LD_LOG_FORMAT_TEXT, LD_LOG_INFO}},
     {"flag beats variable",
      {"--lease-name", "flag", "--namespace", "flag-ns", "--identity", "flag-id",
       "--lease-duration", "30s", "--listen", ":9000", "--release-on-exit", "no",
@@ -245,132 +201,51 @@ static const struct good_case good[] = {
      {"LEADERD_LEASE_NAME", "env", "LEADERD_NAMESPACE", "env-ns", "LEADERD_IDENTITY",
       "env-id", "LEADERD_LEASE_DURATION", "40s", "LEADERD_LISTEN", "1.2.3.4:1",
       "LEADERD_RELEASE_ON_EXIT", "yes"},
-     "flag",
-     "flag-ns",
-     "flag-id",
-     30000,
-     10000,
-     2000,
-     "",
-     9000,
-     false,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_ERROR},
+     {"flag", "flag-ns", "flag-id", 30000, 10000, 2000, "", 9000, false,
+      LD_LOG_FORMAT_TEXT, LD_LOG_ERROR}},
     {"LEADERD_NAMESPACE beats POD_NAMESPACE, LEADERD_IDENTITY beats POD_NAME",
      {"--lease-name", "x"},
      {"LEADERD_NAMESPACE", "env-ns", "POD_NAMESPACE", "pod-ns", "LEADERD_IDENTITY",
       "env-id", "POD_NAME", "pod-name", "LEADERD_LOG_FORMAT", "JSON", "LEADERD_LOG_LEVEL",
       "warning"},
-     "x",
-     "env-ns",
-     "env-id",
-     15000,
-     10000,
-     2000,
-     "0.0.0.0",
-     4040,
-     true,
-     LD_LOG_FORMAT_JSON,
-     LD_LOG_WARN},
+     {"x", "env-ns", "env-id", 15000, 10000, 2000, "0.0.0.0", 4040, true,
+      LD_LOG_FORMAT_JSON, LD_LOG_WARN}},
     {"IPv6 listen, bare bool flag",
      {"--lease-name", "x", "--listen", "[::1]:4040", "--release-on-exit"},
      {"LEADERD_RELEASE_ON_EXIT", "false"},
-     "x",
-     NULL,
-     NULL,
-     15000,
-     10000,
-     2000,
-     "::1",
-     4040,
-     true,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_INFO},
+     {"x", NULL, NULL, 15000, 10000, 2000, "::1", 4040, true, LD_LOG_FORMAT_TEXT,
+      LD_LOG_INFO}},
     {"bare bool before another flag",
      {"--release-on-exit", "--lease-name", "x", "--listen", "localhost:1"},
      {NULL},
-     "x",
-     NULL,
-     NULL,
-     15000,
-     10000,
-     2000,
-     "localhost",
-     1,
-     true,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_INFO},
+     {"x", NULL, NULL, 15000, 10000, 2000, "localhost", 1, true, LD_LOG_FORMAT_TEXT,
+      LD_LOG_INFO}},
     {"bool spellings",
      {"--lease-name", "x", "--release-on-exit=0", "--listen", "[::]:65535"},
      {NULL},
-     "x",
-     NULL,
-     NULL,
-     15000,
-     10000,
-     2000,
-     "::",
-     65535,
-     false,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_INFO},
+     {"x", NULL, NULL, 15000, 10000, 2000, "::", 65535, false, LD_LOG_FORMAT_TEXT,
+      LD_LOG_INFO}},
     {"bool from variable, upper case",
      {"--lease-name", "x"},
      {"LEADERD_RELEASE_ON_EXIT", "FALSE"},
-     "x",
-     NULL,
-     NULL,
-     15000,
-     10000,
-     2000,
-     "0.0.0.0",
-     4040,
-     false,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_INFO},
+     {"x", NULL, NULL, 15000, 10000, 2000, "0.0.0.0", 4040, false, LD_LOG_FORMAT_TEXT,
+      LD_LOG_INFO}},
     {"renew-deadline just over 1.2 x retry-period",
      {"--lease-name", "x", "--renew-deadline", "2401ms", "--lease-duration", "3s"},
      {NULL},
-     "x",
-     NULL,
-     NULL,
-     3000,
-     2401,
-     2000,
-     "0.0.0.0",
-     4040,
-     true,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_INFO},
+     {"x", NULL, NULL, 3000, 2401, 2000, "0.0.0.0", 4040, true, LD_LOG_FORMAT_TEXT,
+      LD_LOG_INFO}},
     {"compound durations",
      {"--lease-name", "x", "--lease-duration", "1m30s", "--renew-deadline", "1m",
       "--retry-period", "1500ms"},
      {NULL},
-     "x",
-     NULL,
-     NULL,
-     90000,
-     60000,
-     1500,
-     "0.0.0.0",
-     4040,
-     true,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_INFO},
+     {"x", NULL, NULL, 90000, 60000, 1500, "0.0.0.0", 4040, true, LD_LOG_FORMAT_TEXT,
+      LD_LOG_INFO}},
     {"-- ends the flags",
      {"--lease-name", "x", "--"},
      {NULL},
-     "x",
-     NULL,
-     NULL,
-     15000,
-     10000,
-     2000,
-     "0.0.0.0",
-     4040,
-     true,
-     LD_LOG_FORMAT_TEXT,
-     LD_LOG_INFO},
+     {"x", NULL, NULL, 15000, 10000, 2000, "0.0.0.0", 4040, true, LD_LOG_FORMAT_TEXT,
+      LD_LOG_INFO}},
 };
 
 START_TEST(good_configs)
@@ -383,21 +258,21 @@ START_TEST(good_configs)
     setenv("KUBECONFIG", kc_ns, 0);
     int rc = run(&cfg, true, c->args, err);
     ck_assert_msg(rc == 0, "%s: rc %d: %s", c->name, rc, err);
-    ck_assert_str_eq(cfg.lease_name, c->lease_name);
-    if (c->namespace_)
-        ck_assert_str_eq(cfg.namespace_, c->namespace_);
+    ck_assert_str_eq(cfg.lease_name, c->want.lease_name);
+    if (c->want.namespace_)
+        ck_assert_str_eq(cfg.namespace_, c->want.namespace_);
     ck_assert_ptr_nonnull(cfg.namespace_);
-    if (c->identity)
-        ck_assert_str_eq(cfg.identity, c->identity);
+    if (c->want.identity)
+        ck_assert_str_eq(cfg.identity, c->want.identity);
     ck_assert_ptr_nonnull(cfg.identity);
-    ck_assert_int_eq(cfg.lease_duration_ms, c->lease_ms);
-    ck_assert_int_eq(cfg.renew_deadline_ms, c->renew_ms);
-    ck_assert_int_eq(cfg.retry_period_ms, c->retry_ms);
-    ck_assert_str_eq(cfg.listen_host, c->host);
-    ck_assert_int_eq(cfg.listen_port, c->port);
-    ck_assert_int_eq(cfg.release_on_exit, c->release);
-    ck_assert_int_eq(cfg.log_format, c->format);
-    ck_assert_int_eq(cfg.log_level, c->level);
+    ck_assert_int_eq(cfg.lease_duration_ms, c->want.lease_ms);
+    ck_assert_int_eq(cfg.renew_deadline_ms, c->want.renew_ms);
+    ck_assert_int_eq(cfg.retry_period_ms, c->want.retry_ms);
+    ck_assert_str_eq(cfg.listen_host, c->want.host);
+    ck_assert_int_eq(cfg.listen_port, c->want.port);
+    ck_assert_int_eq(cfg.release_on_exit, c->want.release);
+    ck_assert_int_eq(cfg.log_format, c->want.format);
+    ck_assert_int_eq(cfg.log_level, c->want.level);
     ck_assert_ptr_nonnull(cfg.kube.server);
     ck_assert_str_eq(cfg.kube.server, "https://127.0.0.1:6443");
     ld_config_clear(&cfg);

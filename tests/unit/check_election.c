@@ -33,36 +33,83 @@ static struct ld_now at(int64_t ms)
     return n;
 }
 
+/* The fixture: each test starts from an empty store (api); the engines it
+ * makes with new_engine or engine_for are freed after it. */
+static struct fake_api api;
+static struct ld_election *engines[4]; /* the simulation needs three */
+static size_t n_engines;
+
+static void setup(void)
+{
+    fake_api_init(&api);
+    n_engines = 0;
+}
+
+static void teardown(void)
+{
+    for (size_t i = 0; i < n_engines; i++)
+        ld_election_free(engines[i]);
+    fake_api_clear(&api);
+}
+
+static struct ld_election *engine_for(const struct ld_election_config *c)
+{
+    struct ld_errinfo err;
+    ck_assert_uint_lt(n_engines, sizeof(engines) / sizeof(engines[0]));
+    struct ld_election *e = ld_election_new(c, &err);
+    ck_assert_msg(e != NULL, "ld_election_new: %s", err.msg);
+    engines[n_engines++] = e;
+    return e;
+}
+
 static struct ld_election *new_engine(const char *identity)
 {
     struct ld_election_config c = config_for(identity);
+    return engine_for(&c);
+}
+
+/* Executes a against the store and hands the engine the answer at now.
+ * Returns the store's answer. */
+static enum ld_err deliver(struct ld_election *e, const struct ld_action *a, int64_t now)
+{
+    struct ld_lease out;
     struct ld_errinfo err;
-    struct ld_election *e = ld_election_new(&c, &err);
-    ck_assert_msg(e != NULL, "ld_election_new: %s", err.msg);
-    return e;
+    ld_lease_init(&out);
+    enum ld_err rc = fake_api_execute(&api, a, "default", "lock", &out, &err);
+    ld_election_result(e, at(now), rc, rc == LD_OK ? &out : NULL, &err);
+    ld_lease_clear(&out);
+    return rc;
+}
+
+/* The write a lands in the store, but its reply is lost: the engine sees a
+ * timeout at now. */
+static void land_but_lose_reply(struct ld_election *e, const struct ld_action *a,
+                                int64_t now)
+{
+    struct ld_lease out;
+    struct ld_errinfo err;
+    ld_lease_init(&out);
+    ck_assert_int_eq(fake_api_execute(&api, a, "default", "lock", &out, &err), LD_OK);
+    ld_lease_clear(&out);
+    ld_errinfo_set(&err, LD_ETIMEOUT, "reply lost");
+    ld_election_result(e, at(now), LD_ETIMEOUT, NULL, &err);
 }
 
 /* Performs one request the engine asked for against the fake, at once.
  * Returns the action that was performed. */
-static struct ld_action step(struct ld_election *e, struct fake_api *api, int64_t now)
+static struct ld_action step(struct ld_election *e, int64_t now)
 {
     struct ld_action a = ld_election_next(e, at(now));
-    if (a.kind == LD_ACT_WAIT || a.kind == LD_ACT_DONE)
-        return a;
-    struct ld_lease out;
-    struct ld_errinfo err;
-    ld_lease_init(&out);
-    enum ld_err rc = fake_api_execute(api, &a, "default", "lock", &out, &err);
-    ld_election_result(e, at(now), rc, rc == LD_OK ? &out : NULL, &err);
-    ld_lease_clear(&out);
+    if (a.kind != LD_ACT_WAIT && a.kind != LD_ACT_DONE)
+        deliver(e, &a, now);
     return a;
 }
 
 /* Runs requests until the engine wants to wait; returns the wake time. */
-static int64_t settle(struct ld_election *e, struct fake_api *api, int64_t now)
+static int64_t settle(struct ld_election *e, int64_t now)
 {
     for (int i = 0; i < 10; i++) {
-        struct ld_action a = step(e, api, now);
+        struct ld_action a = step(e, now);
         if (a.kind == LD_ACT_WAIT)
             return a.wake_at_ms;
         if (a.kind == LD_ACT_DONE)
@@ -70,6 +117,18 @@ static int64_t settle(struct ld_election *e, struct fake_api *api, int64_t now)
     }
     ck_abort_msg("engine did not settle within 10 requests");
     return -1;
+}
+
+/* Follows the engine's own wake-ups from `from` until it leads or `until`
+ * has passed; returns the time it was first seen leading (or the last). */
+static int64_t run_until_leader(struct ld_election *e, int64_t from, int64_t until)
+{
+    int64_t t = from, wake = settle(e, t);
+    while (!ld_election_is_leader(e, t) && t < until) {
+        t = wake;
+        wake = settle(e, t);
+    }
+    return t;
 }
 
 static int count_events(struct ld_election *e, enum ld_event_kind kind,
@@ -89,10 +148,8 @@ static int count_events(struct ld_election *e, enum ld_event_kind kind,
 
 START_TEST(acquires_absent_lease_by_create)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    settle(e, &api, 0);
+    settle(e, 0);
     ck_assert(ld_election_is_leader(e, 0));
     ck_assert_int_eq(api.gets, 1);
     ck_assert_int_eq(api.creates, 1);
@@ -103,30 +160,22 @@ START_TEST(acquires_absent_lease_by_create)
     struct ld_event ev;
     ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, &ev), 1);
     ck_assert_int_eq(ev.term, 0);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(takes_released_lease_at_once_and_counts_transition)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     fake_api_put_record(&api, "", 1, 4, WALL0);
     struct ld_election *e = new_engine("a");
-    settle(e, &api, 0);
+    settle(e, 0);
     ck_assert(ld_election_is_leader(e, 0));
     ck_assert_int_eq(api.lease.spec.transitions, 5);
     ck_assert_str_eq(api.lease.spec.holder, "a");
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(never_takes_unexpired_foreign_lease)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("b");
     /* The foreign holder renews every 2 s until t=60 s, then dies. */
     int64_t wake = 0, taken_at = -1;
@@ -134,7 +183,7 @@ START_TEST(never_takes_unexpired_foreign_lease)
         if (t % 2000 == 0 && t <= 60000)
             fake_api_put_record(&api, "other", 15, 3, WALL0 + t * 1000);
         if (t >= wake) {
-            wake = settle(e, &api, t);
+            wake = settle(e, t);
             if (api.writes_ok > 0)
                 taken_at = t;
         }
@@ -147,46 +196,38 @@ START_TEST(never_takes_unexpired_foreign_lease)
     ck_assert_int_le(taken_at, 60000 + 2400 + 15000);
     ck_assert_str_eq(api.lease.spec.holder, "b");
     ck_assert_int_eq(api.lease.spec.transitions, 4);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(takeover_waits_full_duration_from_first_observation)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     /* A record that says it was renewed long ago: wall times never count. */
     fake_api_put_record(&api, "ghost", 15, 1, WALL0 - 3600LL * 1000000);
     struct ld_election *e = new_engine("b");
-    int64_t t = 0, wake = settle(e, &api, 0);
+    int64_t t = 0, wake = settle(e, 0);
     ck_assert(!ld_election_is_leader(e, 0));
     while (api.writes_ok == 0 && t < 40000) {
         t = wake;
-        wake = settle(e, &api, t);
+        wake = settle(e, t);
     }
     ck_assert_int_eq(api.writes_ok, 1);
     ck_assert_int_ge(t, 15000);
     /* The expiry wake means no poll interval is added on top. */
     ck_assert_int_eq(t, 15000);
     ck_assert(ld_election_is_leader(e, t));
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(renews_with_fast_path_put_keeping_acquire_time)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    int64_t wake = settle(e, &api, 0);
+    int64_t wake = settle(e, 0);
     int gets = api.gets;
     int64_t prev_renew = api.lease.spec.renew_us;
     for (int i = 0; i < 10; i++) {
         ck_assert_int_eq(wake % 2000, 0); /* renewals exactly every retry period */
         int64_t t = wake;
-        wake = settle(e, &api, t);
+        wake = settle(e, t);
         ck_assert(ld_election_is_leader(e, t));
         ck_assert_int_gt(api.lease.spec.renew_us, prev_renew);
         prev_renew = api.lease.spec.renew_us;
@@ -195,51 +236,36 @@ START_TEST(renews_with_fast_path_put_keeping_acquire_time)
     }
     ck_assert_int_eq(api.gets, gets); /* no GET while renewals succeed */
     ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, NULL), 1);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(renewal_conflict_falls_back_to_get_and_keeps_leading)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    int64_t wake = settle(e, &api, 0);
+    int64_t wake = settle(e, 0);
     /* Someone edits the object (e.g. a label) but leaves the record ours. */
     free(api.lease.resource_version);
     api.lease.resource_version = strdup("999");
     int gets = api.gets;
-    settle(e, &api, wake);
+    settle(e, wake);
     ck_assert_int_eq(api.gets, gets + 1);
     ck_assert(ld_election_is_leader(e, wake));
     ck_assert_int_eq(api.lease.spec.transitions, 0);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(loses_race_on_conflict_and_rereads_before_writing)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     fake_api_put_record(&api, "", 1, 2, WALL0);
     struct ld_election *e = new_engine("b");
     struct ld_action get = ld_election_next(e, at(0));
     ck_assert_int_eq(get.kind, LD_ACT_GET);
-    struct ld_lease out;
-    struct ld_errinfo err;
-    ld_lease_init(&out);
-    ck_assert_int_eq(fake_api_execute(&api, &get, "default", "lock", &out, &err), LD_OK);
-    ld_election_result(e, at(0), LD_OK, &out, NULL);
-    ld_lease_clear(&out);
+    ck_assert_int_eq(deliver(e, &get, 0), LD_OK);
     struct ld_action put = ld_election_next(e, at(0));
     ck_assert_int_eq(put.kind, LD_ACT_UPDATE);
     /* Another candidate wins between our GET and our PUT. */
     fake_api_put_record(&api, "c", 15, 3, WALL0);
-    ck_assert_int_eq(fake_api_execute(&api, &put, "default", "lock", &out, &err),
-                     LD_ECONFLICT);
-    ld_election_result(e, at(5), LD_ECONFLICT, NULL, &err);
+    ck_assert_int_eq(deliver(e, &put, 5), LD_ECONFLICT);
     ck_assert(!ld_election_is_leader(e, 5));
     struct ld_action w = ld_election_next(e, at(5));
     ck_assert_int_eq(w.kind, LD_ACT_WAIT);
@@ -248,17 +274,13 @@ START_TEST(loses_race_on_conflict_and_rereads_before_writing)
     struct ld_action again = ld_election_next(e, at(w.wake_at_ms));
     ck_assert_int_eq(again.kind, LD_ACT_GET);
     ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, NULL), 0);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(steps_down_at_renew_deadline_while_api_hangs)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    int64_t wake = settle(e, &api, 0); /* leading; write started at t=0 */
+    int64_t wake = settle(e, 0); /* leading; write started at t=0 */
     int64_t t = wake;
     struct ld_action a = ld_election_next(e, at(t));
     ck_assert_int_eq(a.kind, LD_ACT_UPDATE); /* renewal sent ... and never answered */
@@ -272,40 +294,32 @@ START_TEST(steps_down_at_renew_deadline_while_api_hangs)
     struct ld_event ev;
     ck_assert_int_eq(count_events(e, LD_EV_STOPPED_LEADING, &ev), 1);
     ck_assert_int_eq(ev.reason, LD_STOP_RENEW_DEADLINE);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(steps_down_when_errors_persist)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    int64_t wake = settle(e, &api, 0);
+    int64_t wake = settle(e, 0);
     api.fail_with = LD_ESERVER;
     int64_t t = wake;
     while (t < 20000) {
         ck_assert_msg(ld_election_is_leader(e, t) == (t < 10000), "t=%lld", (long long)t);
-        t = settle(e, &api, t);
+        t = settle(e, t);
     }
     struct ld_event ev;
     ck_assert_int_eq(count_events(e, LD_EV_STOPPED_LEADING, &ev), 1);
     ck_assert_int_eq(ev.reason, LD_STOP_RENEW_DEADLINE);
     /* The wait never overshoots the deadline, so the step-down is on time. */
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(step_down_when_lease_taken)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    int64_t wake = settle(e, &api, 0);
+    int64_t wake = settle(e, 0);
     fake_api_put_record(&api, "intruder", 15, 7, WALL0);
-    settle(e, &api, wake);
+    settle(e, wake);
     ck_assert(!ld_election_is_leader(e, wake));
     struct ld_event ev;
     struct ld_election_status st;
@@ -314,38 +328,29 @@ START_TEST(step_down_when_lease_taken)
     ck_assert_int_eq(st.term, 7);
     ck_assert_int_eq(count_events(e, LD_EV_STOPPED_LEADING, &ev), 1);
     ck_assert_int_eq(ev.reason, LD_STOP_TAKEN);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(transitions_count_each_holder_change)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *a = new_engine("a");
     struct ld_election *b = new_engine("b");
-    settle(a, &api, 0);
+    settle(a, 0);
     ck_assert_int_eq(api.lease.spec.transitions, 0);
     ld_election_shutdown(a, at(100));
-    ck_assert_int_eq(settle(a, &api, 100), -1);
+    ck_assert_int_eq(settle(a, 100), -1);
     ck_assert_str_eq(api.lease.spec.holder, "");
     ck_assert_int_eq(api.lease.spec.transitions, 0);
-    settle(b, &api, 200);
+    settle(b, 200);
     ck_assert_str_eq(api.lease.spec.holder, "b");
     ck_assert_int_eq(api.lease.spec.transitions, 1);
-    ld_election_free(a);
-    ld_election_free(b);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(release_writes_client_go_record)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    settle(e, &api, 0);
+    settle(e, 0);
     int64_t acquire = api.lease.spec.acquire_us;
     ld_election_shutdown(e, at(3000));
     ck_assert(!ld_election_is_leader(e, 3000)); /* demoted before the write */
@@ -357,12 +362,7 @@ START_TEST(release_writes_client_go_record)
     ck_assert_int_eq(a.lease->spec.renew_us, WALL0 + 3000 * 1000);
     ck_assert_int_eq(a.lease->spec.acquire_us, WALL0 + 3000 * 1000);
     ck_assert_int_ne(acquire, a.lease->spec.acquire_us);
-    struct ld_lease out;
-    struct ld_errinfo err;
-    ld_lease_init(&out);
-    ck_assert_int_eq(fake_api_execute(&api, &a, "default", "lock", &out, &err), LD_OK);
-    ld_election_result(e, at(3001), LD_OK, &out, NULL);
-    ld_lease_clear(&out);
+    ck_assert_int_eq(deliver(e, &a, 3001), LD_OK);
     ck_assert_int_eq(ld_election_next(e, at(3001)).kind, LD_ACT_DONE);
     struct ld_event ev;
     bool stopped = false, released = false;
@@ -371,68 +371,55 @@ START_TEST(release_writes_client_go_record)
         released |= ev.kind == LD_EV_RELEASED;
     }
     ck_assert(stopped && released);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(release_retries_conflict_after_get)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    settle(e, &api, 0);
+    settle(e, 0);
     free(api.lease.resource_version); /* an in-flight renewal landed, say */
     api.lease.resource_version = strdup("555");
     ld_election_shutdown(e, at(100));
-    ck_assert_int_eq(settle(e, &api, 100), -1);
+    ck_assert_int_eq(settle(e, 100), -1);
     ck_assert_str_eq(api.lease.spec.holder, "");
     ck_assert_int_eq(api.updates, 2);
     ck_assert_int_eq(api.gets, 2);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(release_skipped_when_not_holder_or_disabled)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     fake_api_put_record(&api, "other", 15, 1, WALL0);
     struct ld_election *e = new_engine("b");
-    settle(e, &api, 0);
+    settle(e, 0);
     ld_election_shutdown(e, at(10));
     ck_assert_int_eq(ld_election_next(e, at(10)).kind, LD_ACT_DONE);
     ck_assert_str_eq(api.lease.spec.holder, "other");
-    ld_election_free(e);
 
     struct ld_election_config c = config_for("a");
     c.release_on_exit = false;
-    struct ld_election *k = ld_election_new(&c, NULL);
+    struct ld_election *k = engine_for(&c);
     fake_api_clear(&api);
     fake_api_init(&api);
-    settle(k, &api, 0);
+    settle(k, 0);
     ld_election_shutdown(k, at(10));
     ck_assert(!ld_election_is_leader(k, 10));
     ck_assert_int_eq(ld_election_next(k, at(10)).kind, LD_ACT_DONE);
     ck_assert_str_eq(api.lease.spec.holder, "a");
-    ld_election_free(k);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(release_is_bounded_when_api_is_down)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    settle(e, &api, 0);
+    settle(e, 0);
     api.fail_with = LD_ETRANSPORT;
     ld_election_shutdown(e, at(1000));
     int64_t t = 1000;
     int requests = 0;
     for (;;) {
-        struct ld_action a = step(e, &api, t);
+        struct ld_action a = step(e, t);
         if (a.kind == LD_ACT_DONE)
             break;
         if (a.kind == LD_ACT_WAIT)
@@ -442,86 +429,66 @@ START_TEST(release_is_bounded_when_api_is_down)
         ck_assert_int_lt(requests, 50);
     }
     ck_assert_int_le(t, 1000 + 10000);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(malformed_reads_never_grant_leadership)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     api.fail_with = LD_EDECODE;
     struct ld_election *e = new_engine("a");
     int64_t t = 0;
     for (int i = 0; i < 20; i++) {
-        t = settle(e, &api, t);
+        t = settle(e, t);
         ck_assert(!ld_election_is_leader(e, t));
     }
     ck_assert_int_eq(api.writes_ok, 0);
     struct ld_election_status st;
     ld_election_status(e, &st);
     ck_assert(!st.observed);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(restart_with_same_identity_resumes_term)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     fake_api_put_record(&api, "a", 15, 6, WALL0);
     struct ld_election *e = new_engine("a");
     /* Our identity in a record we did not write: our old self, or a twin.
      * Resume only once it has stayed unchanged for two retry periods. */
-    int64_t t = 0, wake = settle(e, &api, 0);
-    while (!ld_election_is_leader(e, t) && t < 20000) {
-        t = wake;
-        wake = settle(e, &api, t);
-    }
+    int64_t t = run_until_leader(e, 0, 20000);
     ck_assert(ld_election_is_leader(e, t));
     ck_assert_int_ge(t, 4000);
     ck_assert_int_le(t, 4000 + 2400);
     ck_assert_int_eq(api.lease.spec.transitions, 6);
     ck_assert_int_eq(api.lease.spec.acquire_us, WALL0); /* kept */
     ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(live_twin_at_start_is_detected_and_never_joined)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
     int64_t wake = 0;
     for (int64_t t = 0; t <= 40000; t += 100) {
         if (t % 2000 == 0) /* the twin renews as "a" */
             fake_api_put_record(&api, "a", 15, 2, WALL0 + t * 1000);
         if (t >= wake)
-            wake = settle(e, &api, t);
+            wake = settle(e, t);
         ck_assert(!ld_election_is_leader(e, t));
     }
     ck_assert_int_eq(api.writes_ok, 0);
     ck_assert_int_ge(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 1);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(twin_writing_during_leadership_is_detected)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    int64_t wake = settle(e, &api, 0);
+    int64_t wake = settle(e, 0);
     ck_assert(ld_election_is_leader(e, 0));
     /* A second process named "a" renews behind our back. */
     fake_api_put_record(&api, "a", 15, 0, WALL0 + 1500 * 1000);
     int writes = api.writes_ok;
-    settle(e, &api, wake);
+    settle(e, wake);
     ck_assert(!ld_election_is_leader(e, wake));
     struct ld_event ev;
     bool conflict = false, stopped = false;
@@ -539,54 +506,47 @@ START_TEST(twin_writing_during_leadership_is_detected)
     ck_assert_int_eq(a.kind, LD_ACT_WAIT);
     ck_assert_int_ge(a.wake_at_ms, wake + 30000);
     ck_assert_int_eq(api.writes_ok, writes);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(own_timed_out_write_is_not_a_twin)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    int64_t t = settle(e, &api, 0);
+    int64_t t = settle(e, 0);
     /* The renewal lands but its answer is lost. */
     struct ld_action a = ld_election_next(e, at(t));
     ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
-    struct ld_lease out;
-    struct ld_errinfo err;
-    ld_lease_init(&out);
-    ck_assert_int_eq(fake_api_execute(&api, &a, "default", "lock", &out, &err), LD_OK);
-    ld_lease_clear(&out);
-    ld_errinfo_set(&err, LD_ETIMEOUT, "timeout");
-    ld_election_result(e, at(t + 5000), LD_ETIMEOUT, NULL, &err);
-    settle(e, &api, t + 5000);
+    land_but_lose_reply(e, &a, t + 5000);
+    settle(e, t + 5000);
     ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
     ck_assert(ld_election_is_leader(e, t + 5000));
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 /* ---- watch-driven ---------------------------------------------------------- */
 
-static void observe_store(struct ld_election *e, struct fake_api *api, int64_t now)
+static void observe_store(struct ld_election *e, int64_t now)
 {
-    ld_election_observe(e, at(now), &api->lease);
+    ld_election_observe(e, at(now), &api.lease);
+}
+
+/* "b", on standby behind a live "other", then fed by a watch. */
+static struct ld_election *watching_standby(void)
+{
+    fake_api_put_record(&api, "other", 15, 1, WALL0);
+    struct ld_election *e = new_engine("b");
+    settle(e, 0);
+    ld_election_set_watch(e, true);
+    return e;
 }
 
 START_TEST(watching_standby_does_not_poll)
 {
-    struct fake_api api;
-    fake_api_init(&api);
-    fake_api_put_record(&api, "other", 15, 1, WALL0);
-    struct ld_election *e = new_engine("b");
-    settle(e, &api, 0);
-    ld_election_set_watch(e, true);
+    struct ld_election *e = watching_standby();
     int gets = api.gets;
     for (int64_t t = 2000; t <= 120000; t += 2000) {
         fake_api_put_record(&api, "other", 15, 1, WALL0 + t * 1000);
-        observe_store(e, &api, t);
+        observe_store(e, t);
         struct ld_action a = ld_election_next(e, at(t));
         ck_assert_int_eq(a.kind, LD_ACT_WAIT);
         /* No poll: the next look is the silence check, three retry periods
@@ -598,23 +558,16 @@ START_TEST(watching_standby_does_not_poll)
      * from the cache. */
     ld_election_wake(e);
     ck_assert_int_eq(ld_election_next(e, at(120001)).kind, LD_ACT_GET);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(watching_standby_claims_released_lease_without_get)
 {
-    struct fake_api api;
-    fake_api_init(&api);
-    fake_api_put_record(&api, "other", 15, 1, WALL0);
-    struct ld_election *e = new_engine("b");
-    settle(e, &api, 0);
-    ld_election_set_watch(e, true);
+    struct ld_election *e = watching_standby();
     fake_api_put_record(&api, "", 1, 1, WALL0 + 5000 * 1000); /* released */
     int gets = api.gets;
-    observe_store(e, &api, 5000);
-    struct ld_action a = step(e, &api, 5000);
+    observe_store(e, 5000);
+    struct ld_action a = step(e, 5000);
     ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
     ck_assert_int_eq(api.gets, gets);
     ck_assert(ld_election_is_leader(e, 5000));
@@ -622,108 +575,78 @@ START_TEST(watching_standby_claims_released_lease_without_get)
     struct ld_event ev;
     ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, &ev), 1);
     ck_assert_int_eq(ev.acquire_delay_ms, 0);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(watching_standby_takes_over_at_expiry)
 {
-    struct fake_api api;
-    fake_api_init(&api);
-    fake_api_put_record(&api, "other", 15, 1, WALL0);
-    struct ld_election *e = new_engine("b");
-    settle(e, &api, 0);
-    ld_election_set_watch(e, true);
+    struct ld_election *e = watching_standby();
     fake_api_put_record(&api, "other", 15, 1, WALL0 + 1000 * 1000);
-    observe_store(e, &api, 1000); /* the holder's last renewal */
+    observe_store(e, 1000); /* the holder's last renewal */
     int gets = api.gets;
-    int64_t t = 1000, wake = settle(e, &api, t);
-    while (!ld_election_is_leader(e, t) && t < 30000) {
-        t = wake;
-        wake = settle(e, &api, t);
-    }
+    int64_t t = run_until_leader(e, 1000, 30000);
     ck_assert_int_eq(t, 16000); /* exactly at expiry */
     /* The silent watch costs a read every three retry periods, no more. */
     ck_assert_int_le(api.gets - gets, 2);
     struct ld_election_status st;
     ld_election_status(e, &st);
     ck_assert_int_eq(st.watch_missed, 0);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(stalled_watch_is_caught_by_the_silence_check)
 {
-    struct fake_api api;
-    fake_api_init(&api);
-    fake_api_put_record(&api, "other", 15, 1, WALL0);
-    struct ld_election *e = new_engine("b");
-    settle(e, &api, 0);
-    ld_election_set_watch(e, true);
-    observe_store(e, &api, 100);
+    struct ld_election *e = watching_standby();
+    observe_store(e, 100);
     /* Released, but the watch never says so. */
     fake_api_put_record(&api, "", 1, 1, WALL0 + 500 * 1000);
     struct ld_action a = ld_election_next(e, at(200));
     ck_assert_int_eq(a.kind, LD_ACT_WAIT);
     ck_assert_int_eq(a.wake_at_ms, 6100);
-    settle(e, &api, a.wake_at_ms);
+    settle(e, a.wake_at_ms);
     ck_assert(ld_election_is_leader(e, a.wake_at_ms));
     struct ld_election_status st;
     ld_election_status(e, &st);
     ck_assert_int_eq(st.watch_missed, 1);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(stale_watch_cache_costs_a_conflict_then_a_get)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     fake_api_put_record(&api, "", 1, 1, WALL0);
     struct ld_election *e = new_engine("b");
     ld_election_set_watch(e, true);
-    observe_store(e, &api, 0);
+    observe_store(e, 0);
     /* The watch lags: someone already took it. */
     fake_api_put_record(&api, "c", 15, 2, WALL0);
-    settle(e, &api, 0);
+    settle(e, 0);
     ck_assert(!ld_election_is_leader(e, 0));
     ck_assert_str_eq(api.lease.spec.holder, "c");
     struct ld_action a = ld_election_next(e, at(2500));
     ck_assert_int_eq(a.kind, LD_ACT_GET);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(leader_steps_down_on_watched_takeover_and_ignores_own_echo)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *e = new_engine("a");
-    int64_t wake = settle(e, &api, 0);
+    int64_t wake = settle(e, 0);
     struct ld_lease first;
     ld_lease_init(&first);
     ld_lease_copy(&first, &api.lease);
-    settle(e, &api, wake);                         /* a second renewal */
+    settle(e, wake);                               /* a second renewal */
     ld_election_observe(e, at(wake + 10), &first); /* late echo of the first */
     ck_assert(ld_election_is_leader(e, wake + 10));
     ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
     fake_api_put_record(&api, "x", 15, 9, WALL0);
-    observe_store(e, &api, wake + 20);
+    observe_store(e, wake + 20);
     ck_assert(!ld_election_is_leader(e, wake + 20));
     ld_lease_clear(&first);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(lagging_event_from_an_older_term_is_ignored)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     fake_api_put_record(&api, "", 1, 1, WALL0);
     struct ld_lease old;
     ld_lease_init(&old);
@@ -732,7 +655,7 @@ START_TEST(lagging_event_from_an_older_term_is_ignored)
     fake_api_put_record(&api, "", 1, 1, WALL0);
     struct ld_election *e = new_engine("b");
     ld_election_set_watch(e, true);
-    settle(e, &api, 0);
+    settle(e, 0);
     ck_assert(ld_election_is_leader(e, 0));
     ck_assert_int_eq(api.lease.spec.transitions, 2);
     ld_election_observe(e, at(10), &old);
@@ -741,132 +664,92 @@ START_TEST(lagging_event_from_an_older_term_is_ignored)
     ld_election_status(e, &st);
     ck_assert_str_eq(st.leader, "b");
     ld_lease_clear(&old);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(landed_acquire_with_lost_reply_is_ours)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     fake_api_put_record(&api, "", 1, 3, WALL0);
     struct ld_election *e = new_engine("b");
-    struct ld_action a = step(e, &api, 0); /* GET */
+    struct ld_action a = step(e, 0); /* GET */
     ck_assert_int_eq(a.kind, LD_ACT_GET);
     a = ld_election_next(e, at(0));
     ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
-    struct ld_lease out;
-    struct ld_errinfo err;
-    ld_lease_init(&out);
-    ck_assert_int_eq(fake_api_execute(&api, &a, "default", "lock", &out, &err), LD_OK);
-    ld_lease_clear(&out);
-    ld_errinfo_set(&err, LD_ETIMEOUT, "reply lost");
-    ld_election_result(e, at(5000), LD_ETIMEOUT, NULL, &err);
+    land_but_lose_reply(e, &a, 5000);
     /* The next read shows our own write: no twin, and we carry on at once
      * (same term) instead of waiting out a resume window. */
-    int64_t t = 5000, wake = settle(e, &api, t);
-    while (!ld_election_is_leader(e, t) && t < 12000) {
-        t = wake;
-        wake = settle(e, &api, t);
-    }
+    int64_t t = run_until_leader(e, 5000, 12000);
     ck_assert(ld_election_is_leader(e, t));
     ck_assert_int_le(t, 5000 + 2400);
     ck_assert_int_eq(api.lease.spec.transitions, 4);
     ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(quarantined_twin_does_not_release_on_shutdown)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     fake_api_put_record(&api, "a", 15, 2, WALL0);
     struct ld_election *e = new_engine("a");
-    settle(e, &api, 0); /* our name, not confirmed by a write of ours */
+    settle(e, 0); /* our name, not confirmed by a write of ours */
     ld_election_shutdown(e, at(100));
     ck_assert_int_eq(ld_election_next(e, at(100)).kind, LD_ACT_DONE);
     ck_assert_str_eq(api.lease.spec.holder, "a");
     ck_assert_int_eq(api.updates, 0);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(deleted_lease_is_recreated)
 {
-    struct fake_api api;
-    fake_api_init(&api);
-    fake_api_put_record(&api, "other", 15, 1, WALL0);
-    struct ld_election *e = new_engine("b");
-    settle(e, &api, 0);
-    ld_election_set_watch(e, true);
+    struct ld_election *e = watching_standby();
     fake_api_clear(&api);
     fake_api_init(&api);
     ld_election_observe_deleted(e, at(100));
-    settle(e, &api, 100);
+    settle(e, 100);
     ck_assert(ld_election_is_leader(e, 100));
     ck_assert_int_eq(api.creates, 1);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(retry_after_is_honoured)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     api.fail_with = LD_ETOOMANY;
     api.retry_after_ms = 7000;
     struct ld_election *e = new_engine("a");
-    int64_t wake = settle(e, &api, 0);
+    int64_t wake = settle(e, 0);
     ck_assert_int_ge(wake, 7000);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(standby_polls_within_jitter_bounds)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     struct ld_election *leader = new_engine("a");
     struct ld_election *e = new_engine("b");
-    settle(leader, &api, 0);
+    settle(leader, 0);
     int64_t t = 1, lwake = 2000;
-    int64_t wake = settle(e, &api, t);
+    int64_t wake = settle(e, t);
     for (int i = 0; i < 200; i++) {
         int64_t gap = wake - t;
         ck_assert_int_ge(gap, 2000);
         ck_assert_int_le(gap, 2400);
         t = wake;
         while (lwake <= t)
-            lwake = settle(leader, &api, lwake);
-        wake = settle(e, &api, t);
+            lwake = settle(leader, lwake);
+        wake = settle(e, t);
         ck_assert(!ld_election_is_leader(e, t));
     }
-    ld_election_free(leader);
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
 START_TEST(wake_starts_attempt_early)
 {
-    struct fake_api api;
-    fake_api_init(&api);
     fake_api_put_record(&api, "other", 15, 1, WALL0);
     struct ld_election *e = new_engine("b");
-    int64_t wake = settle(e, &api, 0);
+    int64_t wake = settle(e, 0);
     ck_assert_int_ge(wake, 2000);
     fake_api_put_record(&api, "", 1, 1, WALL0); /* released */
     ld_election_wake(e);
-    settle(e, &api, 10);
+    settle(e, 10);
     ck_assert(ld_election_is_leader(e, 10));
-    ld_election_free(e);
-    fake_api_clear(&api);
 }
 END_TEST
 
@@ -949,13 +832,13 @@ static void sim_issue(struct replica *r, int64_t now)
 
 /* A watch that lags and sometimes skips states: the copy is refreshed now
  * and then, and handed to the engine when it changed. */
-static void sim_watch(struct replica *r, struct fake_api *api, int64_t now)
+static void sim_watch(struct replica *r, int64_t now)
 {
-    if (r->down || !api->exists)
+    if (r->down || !api.exists)
         return;
     if (sim_rand(20) == 0) {
         ld_lease_clear(&r->seen);
-        ld_lease_copy(&r->seen, &api->lease);
+        ld_lease_copy(&r->seen, &api.lease);
     }
     if (!r->p.active && r->seen.resource_version &&
         strcmp(r->seen.resource_version, r->seen_rv) != 0) {
@@ -965,17 +848,17 @@ static void sim_watch(struct replica *r, struct fake_api *api, int64_t now)
     }
 }
 
-static void sim_tick(struct replica *r, struct fake_api *api, int64_t now, bool watching)
+static void sim_tick(struct replica *r, int64_t now, bool watching)
 {
     struct pending *p = &r->p;
     if (watching)
-        sim_watch(r, api, now);
+        sim_watch(r, now);
     if (p->active && !p->applied && now >= p->apply_at) {
         p->applied = true;
         if (r->down)
             p->rc = ld_errinfo_set(&p->err, LD_ETRANSPORT, "partitioned");
         else
-            p->rc = fake_api_execute(api, &p->act, "default", "lock", &p->out, &p->err);
+            p->rc = fake_api_execute(&api, &p->act, "default", "lock", &p->out, &p->err);
     }
     if (p->active && p->applied && now >= p->reply_at) {
         p->active = false;
@@ -994,8 +877,6 @@ START_TEST(simulation_never_has_two_leaders)
 {
     sim_rng = 1000 + (uint64_t)_i;
     bool watching = _i % 2 == 1; /* odd runs: standbys fed by a lagging watch */
-    struct fake_api api;
-    fake_api_init(&api);
     struct replica rs[SIM_REPLICAS];
     memset(rs, 0, sizeof(rs));
     char names[SIM_REPLICAS][16];
@@ -1003,7 +884,7 @@ START_TEST(simulation_never_has_two_leaders)
         snprintf(names[i], sizeof(names[i]), "r%d", i);
         struct ld_election_config c = config_for(names[i]);
         c.seed = (uint64_t)i * 7 + (uint64_t)_i;
-        rs[i].e = ld_election_new(&c, NULL);
+        rs[i].e = engine_for(&c);
         ld_lease_init(&rs[i].seen);
         ld_election_set_watch(rs[i].e, watching);
     }
@@ -1016,7 +897,7 @@ START_TEST(simulation_never_has_two_leaders)
         }
         int leaders = 0, who = -1;
         for (int i = 0; i < SIM_REPLICAS; i++) {
-            sim_tick(&rs[i], &api, now, watching);
+            sim_tick(&rs[i], now, watching);
             if (ld_election_is_leader(rs[i].e, now)) {
                 leaders++;
                 who = i;
@@ -1041,9 +922,7 @@ START_TEST(simulation_never_has_two_leaders)
     for (int i = 0; i < SIM_REPLICAS; i++) {
         ld_lease_clear(&rs[i].p.out);
         ld_lease_clear(&rs[i].seen);
-        ld_election_free(rs[i].e);
     }
-    fake_api_clear(&api);
 }
 END_TEST
 
@@ -1051,6 +930,7 @@ static Suite *election_suite(void)
 {
     Suite *s = suite_create("election");
     TCase *tc = tcase_create("engine");
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, acquires_absent_lease_by_create);
     tcase_add_test(tc, takes_released_lease_at_once_and_counts_transition);
     tcase_add_test(tc, never_takes_unexpired_foreign_lease);
@@ -1088,6 +968,7 @@ static Suite *election_suite(void)
     suite_add_tcase(s, tc);
     TCase *sim = tcase_create("simulation");
     tcase_set_timeout(sim, 60);
+    tcase_add_checked_fixture(sim, setup, teardown);
     tcase_add_loop_test(sim, simulation_never_has_two_leaders, 0, 4);
     suite_add_tcase(s, sim);
     return s;

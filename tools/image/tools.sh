@@ -12,22 +12,7 @@ else
     want=(buildah podman runc skopeo debootstrap yamllint curl python3)
     command -v npm >/dev/null || want+=(npm)
 fi
-missing=()
-for p in "${want[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
-        echo "image: missing packages; run as root: apt-get install -y --no-install-recommends ${missing[*]}" >&2
-        exit 1
-    fi
-    echo "image: installing ${missing[*]}" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
-        apt-get update -qq
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    fi
-fi
+bash "$(dirname "${BASH_SOURCE[0]}")/../deps.sh" --as image --no-install-recommends "${want[@]}"
 [ "$mode" = deploy ] && exit 0
 tooldir="$build/tools"
 if [ ! -x "$tooldir/node_modules/.bin/dockerfilelint" ]; then
