@@ -15,6 +15,8 @@ BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -MMD -MP -Ilib \
 OPT     ?= -O2 $(HARDEN)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+# leaderd-apiserver reads client certificates from libmicrohttpd's GnuTLS session.
+API_LIBS   = $(shell pkg-config --libs gnutls 2>/dev/null)
 CFLAGS  ?=
 LDFLAGS ?=
 ALL_CFLAGS = $(BASE_CFLAGS) $(OPT) $(PKG_CFLAGS) $(CFLAGS)
@@ -67,7 +69,7 @@ $(B)/leaderd: $(call obj,$(B),cmd/leaderd/main.c) $(B)/libleaderd-daemon.a $(B)/
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(B)/leaderd-apiserver: $(call obj,$(B),$(API_SRC)) $(B)/libleaderd.a
-	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(API_LIBS)
 
 # ---- unit tests: one Check binary per tests/unit/check_*.c ----
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null)

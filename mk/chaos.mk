@@ -24,7 +24,7 @@ $(SAN_B)/leaderd: $(call obj,$(SAN_B),cmd/leaderd/main.c) $(SAN_B)/libleaderd-da
 	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS)
 
 $(SAN_B)/leaderd-apiserver: $(call obj,$(SAN_B),$(API_SRC)) $(SAN_B)/libleaderd.a
-	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS)
+	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS) $(API_LIBS)
 
 san-daemon: $(B)/.deps $(SAN_B)/leaderd $(SAN_B)/leaderd-apiserver
 

@@ -11,6 +11,7 @@
 #include "control.h"
 #include "discovery.h"
 #include "leaseval.h"
+#include "peercert.h"
 #include "status.h"
 #include "util.h"
 #include "watch.h"
@@ -502,8 +503,10 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
     bool valid;
     enum MHD_Result ret;
     as_reply_init(&r);
-    enum as_who who =
-        as_auth_identify(api->auth, header(c, "Authorization"), client, &valid);
+    char cn[AS_CLIENT_MAX];
+    bool has_cn = as_peer_cn(c, cn, sizeof cn);
+    enum as_who who = as_auth_identify(api->auth, has_cn ? cn : NULL,
+                                       header(c, "Authorization"), client, &valid);
     const char *cname = who == AS_WHO_NONE ? NULL : client;
     if (strncmp(url, "/_control/", 10) == 0) {
         if (who != AS_WHO_ADMIN)

@@ -1,7 +1,8 @@
 /*
  * api: the HTTP front of leaderd-apiserver (libmicrohttpd, thread per
- * connection). Authenticates, applies the pause and the caller's faults, then
- * routes to discovery, the Lease REST API, watch or the admin /_control/ API.
+ * connection). Authenticates (client certificate or bearer token), applies
+ * the pause and the caller's faults, then routes to discovery, the Lease REST
+ * API, watch or the admin /_control/ API.
  */
 #ifndef AS_API_H
 #define AS_API_H

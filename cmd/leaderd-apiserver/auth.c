@@ -9,11 +9,14 @@
 #include <sys/stat.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
+#include "certs.h"
 #include "util.h"
 
 #define TOKEN_BYTES 24
 #define RETIRED_MAX 8
+#define CERT_FILE_MAX (64 * 1024) /* a PEM certificate or key, for *-data fields */
 
 struct client {
     char name[AS_CLIENT_MAX];
@@ -162,22 +165,97 @@ static void yaml_quoted(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* Writes one kubeconfig; token_file selects tokenFile over an inline token. */
-static bool write_kubeconfig(struct as_auth *a, const char *file, const char *user,
-                             const char *token, bool token_file, char *err, size_t errlen)
+enum cred {
+    CRED_TOKEN,      /* token: inline */
+    CRED_TOKEN_FILE, /* tokenFile: DIR/tokens/NAME */
+    CRED_CERT_DATA,  /* client-certificate-data and client-key-data */
+    CRED_CERT_FILE,  /* client-certificate and client-key: DIR/certs/NAME.* */
+};
+
+/* Writes the value of a client-certificate-data or client-key-data field:
+ * the file at path in base64, quoted. */
+static bool yaml_file_base64(FILE *f, const char *path, char *err, size_t errlen)
 {
-    char *buf = NULL, *path = NULL, *ca = NULL, *tok_path = NULL;
+    size_t len = 0;
+    char *text = as_read_file(path, CERT_FILE_MAX, &len);
+    unsigned char *b64 = NULL;
+    bool ok = false;
+    if (!text) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        goto out;
+    }
+    b64 = malloc(4 * ((len + 2) / 3) + 1);
+    if (!b64) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    int n = EVP_EncodeBlock(b64, (const unsigned char *)text, (int)len);
+    fprintf(f, "\"%.*s\"", n, (const char *)b64);
+    OPENSSL_cleanse(b64, (size_t)n);
+    ok = true;
+out:
+    if (text)
+        OPENSSL_cleanse(text, len);
+    free(text);
+    free(b64);
+    return ok;
+}
+
+/* Writes the fields of a kubeconfig user entry for cred; token is only
+ * used by CRED_TOKEN. */
+static bool write_user(struct as_auth *a, FILE *f, const char *user, const char *token,
+                       enum cred cred, char *err, size_t errlen)
+{
+    char *tok_path = NULL, *crt = NULL, *key = NULL;
+    char rel[AS_CLIENT_MAX + 8];
+    bool ok = false;
+    if (cred == CRED_TOKEN) {
+        fputs("    token: ", f);
+        yaml_quoted(f, token);
+        return true;
+    }
+    snprintf(rel, sizeof rel, "tokens/%s", user);
+    tok_path = as_path_join(a->dir, rel);
+    crt = as_certs_client_path(a->dir, user, ".crt");
+    key = as_certs_client_path(a->dir, user, ".key");
+    if (!tok_path || !crt || !key) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    if (cred == CRED_TOKEN_FILE) {
+        fputs("    tokenFile: ", f);
+        yaml_quoted(f, tok_path);
+        ok = true;
+    } else if (cred == CRED_CERT_FILE) {
+        fputs("    client-certificate: ", f);
+        yaml_quoted(f, crt);
+        fputs("\n    client-key: ", f);
+        yaml_quoted(f, key);
+        ok = true;
+    } else {
+        fputs("    client-certificate-data: ", f);
+        ok = yaml_file_base64(f, crt, err, errlen);
+        fputs("\n    client-key-data: ", f);
+        ok = ok && yaml_file_base64(f, key, err, errlen);
+    }
+out:
+    free(tok_path);
+    free(crt);
+    free(key);
+    return ok;
+}
+
+/* Writes one kubeconfig, DIR/file, for user with credentials cred. */
+static bool write_kubeconfig(struct as_auth *a, const char *file, const char *user,
+                             const char *token, enum cred cred, char *err, size_t errlen)
+{
+    char *buf = NULL, *path = NULL, *ca = NULL;
     size_t len = 0;
     bool ok = false;
     FILE *f = open_memstream(&buf, &len);
     path = as_path_join(a->dir, file);
     ca = as_path_join(a->dir, "ca.crt");
-    if (token_file) {
-        char rel[AS_CLIENT_MAX + 8];
-        snprintf(rel, sizeof rel, "tokens/%s", user);
-        tok_path = as_path_join(a->dir, rel);
-    }
-    if (!f || !path || !ca || (token_file && !tok_path)) {
+    if (!f || !path || !ca) {
         snprintf(err, errlen, "out of memory");
         goto out;
     }
@@ -189,13 +267,8 @@ static bool write_kubeconfig(struct as_auth *a, const char *file, const char *us
     fputs("\n    certificate-authority: ", f);
     yaml_quoted(f, ca);
     fprintf(f, "\nusers:\n- name: %s\n  user:\n", user);
-    if (token_file) {
-        fputs("    tokenFile: ", f);
-        yaml_quoted(f, tok_path);
-    } else {
-        fputs("    token: ", f);
-        yaml_quoted(f, token);
-    }
+    if (!write_user(a, f, user, token, cred, err, errlen))
+        goto out;
     fprintf(
         f,
         "\ncontexts:\n- name: %s@leaderd-test\n  context:\n    cluster: leaderd-test\n"
@@ -216,22 +289,35 @@ static bool write_kubeconfig(struct as_auth *a, const char *file, const char *us
 out:
     if (f)
         fclose(f);
+    if (buf)
+        OPENSSL_cleanse(buf, len);
     free(buf);
     free(path);
     free(ca);
-    free(tok_path);
     return ok;
 }
 
-static bool write_client_kubeconfigs(struct as_auth *a, const struct client *c, char *err,
-                                     size_t errlen)
+/* The kubeconfigs that carry c's token, rewritten when it rotates. */
+static bool write_token_kubeconfigs(struct as_auth *a, const struct client *c, char *err,
+                                    size_t errlen)
 {
     char file[AS_CLIENT_MAX + 32];
     snprintf(file, sizeof file, "kubeconfig-%s", c->name);
-    if (!write_kubeconfig(a, file, c->name, c->token, false, err, errlen))
+    if (!write_kubeconfig(a, file, c->name, c->token, CRED_TOKEN, err, errlen))
         return false;
     snprintf(file, sizeof file, "kubeconfig-%s-tokenfile", c->name);
-    return write_kubeconfig(a, file, c->name, NULL, true, err, errlen);
+    return write_kubeconfig(a, file, c->name, NULL, CRED_TOKEN_FILE, err, errlen);
+}
+
+static bool write_cert_kubeconfigs(struct as_auth *a, const struct client *c, char *err,
+                                   size_t errlen)
+{
+    char file[AS_CLIENT_MAX + 32];
+    snprintf(file, sizeof file, "kubeconfig-%s-cert", c->name);
+    if (!write_kubeconfig(a, file, c->name, NULL, CRED_CERT_DATA, err, errlen))
+        return false;
+    snprintf(file, sizeof file, "kubeconfig-%s-certfile", c->name);
+    return write_kubeconfig(a, file, c->name, NULL, CRED_CERT_FILE, err, errlen);
 }
 
 bool as_auth_set_server(struct as_auth *a, const char *server_url, char *err,
@@ -245,10 +331,12 @@ bool as_auth_set_server(struct as_auth *a, const char *server_url, char *err,
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    if (!write_kubeconfig(a, "kubeconfig-admin", AS_ADMIN, a->admin, false, err, errlen))
+    if (!write_kubeconfig(a, "kubeconfig-admin", AS_ADMIN, a->admin, CRED_TOKEN, err,
+                          errlen))
         goto out;
     for (size_t i = 0; i < a->n; i++)
-        if (!write_client_kubeconfigs(a, &a->clients[i], err, errlen))
+        if (!write_token_kubeconfigs(a, &a->clients[i], err, errlen) ||
+            !write_cert_kubeconfigs(a, &a->clients[i], err, errlen))
             goto out;
     ok = true;
 out:
@@ -262,12 +350,30 @@ static bool token_eq(const char *known, const char *given, size_t glen)
     return klen > 0 && klen == glen && CRYPTO_memcmp(known, given, glen) == 0;
 }
 
-enum as_who as_auth_identify(struct as_auth *a, const char *authz, char *name,
-                             bool *valid)
+static struct client *find_client(struct as_auth *a, const char *name)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->clients[i].name, name) == 0)
+            return &a->clients[i];
+    return NULL;
+}
+
+enum as_who as_auth_identify(struct as_auth *a, const char *cert_cn, const char *authz,
+                             char *name, bool *valid)
 {
     enum as_who who = AS_WHO_NONE;
     *valid = false;
     name[0] = '\0';
+    if (cert_cn) {
+        pthread_mutex_lock(&a->mu);
+        bool known = find_client(a, cert_cn) != NULL;
+        pthread_mutex_unlock(&a->mu);
+        if (known) {
+            snprintf(name, AS_CLIENT_MAX, "%s", cert_cn);
+            *valid = true;
+            return AS_WHO_CLIENT;
+        }
+    }
     if (!authz || strncasecmp(authz, "Bearer ", 7) != 0)
         return AS_WHO_NONE;
     const char *tok = authz + 7;
@@ -305,14 +411,6 @@ out:
     return who;
 }
 
-static struct client *find_client(struct as_auth *a, const char *name)
-{
-    for (size_t i = 0; i < a->n; i++)
-        if (strcmp(a->clients[i].name, name) == 0)
-            return &a->clients[i];
-    return NULL;
-}
-
 static void retire(struct client *c, const char *token)
 {
     if (!token[0])
@@ -348,7 +446,7 @@ bool as_auth_rotate(struct as_auth *a, const char *client, int64_t grace_ms,
     snprintf(c->old_token, AS_TOKEN_MAX, "%s", c->token);
     c->old_until_ms = as_mono_ms() + grace_ms;
     snprintf(c->token, AS_TOKEN_MAX, "%s", fresh);
-    if (a->server && !write_client_kubeconfigs(a, c, err, errlen))
+    if (a->server && !write_token_kubeconfigs(a, c, err, errlen))
         goto out;
     snprintf(token_out, AS_TOKEN_MAX, "%s", fresh);
     ok = true;

@@ -1,8 +1,9 @@
 /*
- * auth: bearer tokens of leaderd-apiserver. One token per client name
+ * auth: who is calling leaderd-apiserver. One bearer token per client name
  * (DIR/tokens/NAME) plus an admin token (DIR/admin-token), reused across
- * restarts; kubeconfig files per client; rotation with an optional grace
- * period and revocation, for tests of credential handling. Thread-safe.
+ * restarts, or a client certificate (certs.h); kubeconfig files per client;
+ * token rotation with an optional grace period and revocation, for tests of
+ * credential handling. Thread-safe.
  */
 #ifndef AS_AUTH_H
 #define AS_AUTH_H
@@ -36,19 +37,25 @@ struct as_auth *as_auth_new(const char *dir, char *const *clients, size_t n, cha
                             size_t errlen);
 void as_auth_free(struct as_auth *a); /* NULL-safe */
 
-/* Records the server URL and writes DIR/kubeconfig-NAME (token inline),
- * DIR/kubeconfig-NAME-tokenfile (tokenFile: DIR/tokens/NAME, for rotation
- * tests) for every client, and DIR/kubeconfig-admin. */
+/* Records the server URL and writes, for every client, DIR/kubeconfig-NAME
+ * (token inline), DIR/kubeconfig-NAME-tokenfile (tokenFile: DIR/tokens/NAME,
+ * for rotation tests), DIR/kubeconfig-NAME-cert (client-certificate-data and
+ * client-key-data) and DIR/kubeconfig-NAME-certfile (client-certificate and
+ * client-key naming the files), and DIR/kubeconfig-admin. The client
+ * certificates must exist (as_certs_setup()). */
 bool as_auth_set_server(struct as_auth *a, const char *server_url, char *err,
                         size_t errlen);
 
-/* Identifies the caller from an Authorization header value (NULL when
- * absent). For AS_WHO_CLIENT the name is copied into name (AS_CLIENT_MAX
- * bytes) even when the token is no longer accepted, so faults and
- * statistics still apply to that client; *valid says whether the request
- * is authenticated. */
-enum as_who as_auth_identify(struct as_auth *a, const char *authz, char *name,
-                             bool *valid);
+/* Identifies the caller the way kube-apiserver's x509-then-token
+ * authenticators do. cert_cn is the Subject CN of a client certificate that
+ * verified against the CA (NULL when none did): when it names a client, that
+ * client is authenticated, whatever the Authorization header says. Otherwise
+ * authz, the Authorization header value (NULL when absent), decides. For
+ * AS_WHO_CLIENT the name is copied into name (AS_CLIENT_MAX bytes) even when
+ * the token is no longer accepted, so faults and statistics still apply to
+ * that client; *valid says whether the request is authenticated. */
+enum as_who as_auth_identify(struct as_auth *a, const char *cert_cn, const char *authz,
+                             char *name, bool *valid);
 
 /* Gives client a new token, written to DIR/tokens/NAME atomically (and its
  * kubeconfigs rewritten). The previous token keeps working for grace_ms
@@ -59,7 +66,8 @@ bool as_auth_rotate(struct as_auth *a, const char *client, int64_t grace_ms,
                     char *token_out, char *err, size_t errlen);
 
 /* Makes every token of client invalid (401) until the next rotation. The
- * token file is left as it is. Returns false for an unknown client. */
+ * token file is left as it is; the client certificate stays valid (a real
+ * API server cannot revoke one either). Returns false for an unknown client. */
 bool as_auth_revoke(struct as_auth *a, const char *client);
 
 #endif

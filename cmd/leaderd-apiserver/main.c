@@ -1,10 +1,10 @@
 /*
  * leaderd-apiserver: a small Kubernetes Lease API server for `make demo` and
  * the leaderd tests. It speaks enough of kube-apiserver (coordination.k8s.io/v1
- * Leases over HTTPS with bearer tokens, discovery for kubectl, watch) for
- * leaderd and kubectl to work against it, plus an admin-only /_control/ API
- * for fault injection. NOT FOR PRODUCTION: throw-away CA, unencrypted keys,
- * no RBAC, no etcd, loopback only.
+ * Leases over HTTPS with bearer tokens or client certificates, discovery for
+ * kubectl, watch) for leaderd and kubectl to work against it, plus an
+ * admin-only /_control/ API for fault injection. NOT FOR PRODUCTION:
+ * throw-away CA, unencrypted keys, no RBAC, no etcd, loopback only.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,7 +40,8 @@
 static const char usage[] =
     "Usage: leaderd-apiserver --dir DIR [--listen 127.0.0.1:PORT] [--clients "
     "NAME[,NAME...]]\n"
-    "                         [--state-file PATH] [--port-file PATH] [--verbose]\n"
+    "                         [--rsa-clients NAME[,NAME...]] [--state-file PATH]\n"
+    "                         [--port-file PATH] [--verbose]\n"
     "\n"
     "A small Kubernetes Lease API server (coordination.k8s.io/v1) for `make demo` and "
     "the\n"
@@ -57,11 +58,19 @@ static const char usage[] =
     "                       kubeconfig-NAME     kubeconfig with the token inline,\n"
     "                                           namespace default\n"
     "                       kubeconfig-NAME-tokenfile  same with tokenFile: tokens/NAME\n"
+    "                       certs/NAME.crt/.key client certificate of each client\n"
+    "                                           (CN=NAME, signed by ca.crt; reused if\n"
+    "                                           valid)\n"
+    "                       kubeconfig-NAME-cert       kubeconfig with the client\n"
+    "                                           certificate and key inline (-data)\n"
+    "                       kubeconfig-NAME-certfile   same naming certs/NAME.crt/.key\n"
     "                       kubeconfig-admin    kubeconfig for the admin token\n"
     "  --listen ADDR      127.x.x.x:PORT, localhost:PORT or [::1]:PORT (default\n"
     "                     127.0.0.1:0; port 0 picks a free port). Other addresses are\n"
     "                     refused.\n"
     "  --clients LIST     comma-separated client names ([A-Za-z0-9._-], not \"admin\")\n"
+    "  --rsa-clients LIST these clients get an RSA-2048 key (PKCS#1 PEM) instead of\n"
+    "                     EC P-256 (PKCS#8 PEM); each must be one of --clients\n"
     "  --state-file PATH  load Leases and resourceVersions from PATH at start and\n"
     "                     rewrite it atomically after every write\n"
     "  --port-file PATH   write the bound port there once listening\n"
@@ -75,7 +84,9 @@ static const char usage[] =
     "POST, PUT, PATCH merge/strategic-as-merge, DELETE), "
     "/apis/coordination.k8s.io/v1/leases,\n"
     "discovery (/version, /api, /api/v1, /apis, /apis/coordination.k8s.io[/v1]) and\n"
-    "/healthz. Requests need `Authorization: Bearer TOKEN` of a client or the admin.\n"
+    "/healthz. Requests need `Authorization: Bearer TOKEN` of a client or the admin,\n"
+    "or a client certificate signed by ca.crt whose CN names a client (asked for in\n"
+    "the TLS handshake, not required; it wins over a token, as in kube-apiserver).\n"
     "\n"
     "Control API (admin token only, JSON):\n"
     "  POST /_control/faults        {\"client\":NAME, "
@@ -113,34 +124,44 @@ struct options {
     const char *port_file;
     char *clients[MAX_CLIENTS];
     size_t nclients;
+    char *rsa[MAX_CLIENTS]; /* the clients whose keys are RSA */
+    size_t nrsa;
     bool verbose;
 };
 
-static int parse_clients(struct options *o, const char *list)
+static bool has_name(char *const *names, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* Adds the names in the comma-separated list to names[*n], skipping
+ * duplicates. */
+static int parse_names(char **names, size_t *n, const char *list)
 {
     char *copy = strdup(list);
     char *save = NULL;
     int rc = -1;
     if (!copy)
         return -1;
-    for (char *n = strtok_r(copy, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
-        if (!as_valid_client_name(n)) {
-            fprintf(stderr, "leaderd-apiserver: bad client name \"%s\"\n", n);
+    for (char *name = strtok_r(copy, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        if (!as_valid_client_name(name)) {
+            fprintf(stderr, "leaderd-apiserver: bad client name \"%s\"\n", name);
             goto out;
         }
-        bool dup = false;
-        for (size_t i = 0; i < o->nclients; i++)
-            dup = dup || strcmp(o->clients[i], n) == 0;
-        if (dup)
+        if (has_name(names, *n, name))
             continue;
-        if (o->nclients == MAX_CLIENTS) {
+        if (*n == MAX_CLIENTS) {
             fprintf(stderr, "leaderd-apiserver: at most %d clients\n", MAX_CLIENTS);
             goto out;
         }
-        o->clients[o->nclients] = strdup(n);
-        if (!o->clients[o->nclients])
+        names[*n] = strdup(name);
+        if (!names[*n])
             goto out;
-        o->nclients++;
+        (*n)++;
     }
     rc = 0;
 out:
@@ -240,12 +261,22 @@ static int mkdir_p(const char *path)
     return 0;
 }
 
+/* The first --rsa-clients name that is not a client, or NULL. */
+static const char *unknown_rsa_client(const struct options *o)
+{
+    for (size_t i = 0; i < o->nrsa; i++)
+        if (!has_name(o->clients, o->nclients, o->rsa[i]))
+            return o->rsa[i];
+    return NULL;
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
         {"listen", required_argument, NULL, 'l'},
         {"clients", required_argument, NULL, 'c'},
+        {"rsa-clients", required_argument, NULL, 'r'},
         {"state-file", required_argument, NULL, 's'},
         {"port-file", required_argument, NULL, 'p'},
         {"verbose", no_argument, NULL, 'v'},
@@ -264,7 +295,11 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->listen = optarg;
             break;
         case 'c':
-            if (parse_clients(o, optarg) != 0)
+            if (parse_names(o->clients, &o->nclients, optarg) != 0)
+                return 2;
+            break;
+        case 'r':
+            if (parse_names(o->rsa, &o->nrsa, optarg) != 0)
                 return 2;
             break;
         case 's':
@@ -295,6 +330,12 @@ static int parse_args(int argc, char **argv, struct options *o)
                 usage);
         return 2;
     }
+    const char *stray = unknown_rsa_client(o);
+    if (stray) {
+        fprintf(stderr, "leaderd-apiserver: --rsa-clients: %s is not in --clients\n",
+                stray);
+        return 2;
+    }
     return -1;
 }
 
@@ -307,7 +348,9 @@ int main(int argc, char **argv)
     struct as_stats *stats = NULL;
     struct as_auth *auth = NULL;
     struct MHD_Daemon *d = NULL;
-    char *cert = NULL, *key = NULL, *dir = NULL;
+    struct as_certs certs = {0};
+    struct as_cert_client cert_clients[MAX_CLIENTS];
+    char *dir = NULL;
     char err[512], host[128], url[192];
     struct sockaddr_storage ss;
     socklen_t sslen;
@@ -340,7 +383,12 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if (!as_certs_setup(dir, &cert, &key, err, sizeof err) ||
+    for (size_t i = 0; i < o.nclients; i++) {
+        cert_clients[i].name = o.clients[i];
+        cert_clients[i].key =
+            has_name(o.rsa, o.nrsa, o.clients[i]) ? AS_KEY_RSA : AS_KEY_EC;
+    }
+    if (!as_certs_setup(dir, cert_clients, o.nclients, &certs, err, sizeof err) ||
         !(auth = as_auth_new(dir, o.clients, o.nclients, err, sizeof err)) ||
         !(store = as_store_new(o.state_file, err, sizeof err))) {
         fprintf(stderr, "leaderd-apiserver: %s\n", err);
@@ -370,10 +418,14 @@ int main(int argc, char **argv)
                      MHD_USE_TLS | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
                      (o.verbose ? MHD_USE_ERROR_LOG : 0);
     d = MHD_start_daemon(flags, 0, NULL, NULL, as_api_access, &api,
-                         MHD_OPTION_LISTEN_SOCKET, lfd, MHD_OPTION_HTTPS_MEM_KEY, key,
-                         MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_NOTIFY_COMPLETED,
-                         as_api_completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned)CONNECTION_LIMIT, MHD_OPTION_END);
+                         MHD_OPTION_LISTEN_SOCKET, lfd, MHD_OPTION_HTTPS_MEM_KEY,
+                         certs.server_key, MHD_OPTION_HTTPS_MEM_CERT, certs.server_cert,
+                         /* Makes GnuTLS ask for (not require) a client
+                          * certificate and trust the CA for it. */
+                         MHD_OPTION_HTTPS_MEM_TRUST, certs.ca,
+                         MHD_OPTION_NOTIFY_COMPLETED, as_api_completed, NULL,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
+                         MHD_OPTION_END);
     if (!d) {
         fprintf(stderr,
                 "leaderd-apiserver: cannot start the HTTPS server (libmicrohttpd)\n");
@@ -411,10 +463,11 @@ out:
     as_auth_free(auth);
     as_faults_free(faults);
     as_stats_free(stats);
-    free(cert);
-    free(key);
+    as_certs_clear(&certs);
     free(dir);
     for (size_t i = 0; i < o.nclients; i++)
         free(o.clients[i]);
+    for (size_t i = 0; i < o.nrsa; i++)
+        free(o.rsa[i]);
     return rc;
 }

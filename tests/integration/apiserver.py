@@ -8,6 +8,10 @@ server (not for production), from Python tests. Standard library only.
     ...
     srv.stop()
 
+Every client also has a client certificate (CN = its name, signed by the server's CA):
+EC P-256 by default, RSA for the names in rsa_clients. client_cert(name) gives its files,
+cert_kubeconfig(name) a kubeconfig using it, request(..., cert=...) presents one.
+
 The binary is $LEADERD_BUILD/leaderd-apiserver (default build/ under the repository).
 $LEADERD_APISERVER_WRAPPER, when set, is a command prefix such as
 "valgrind --leak-check=full --error-exitcode=99"; its output goes to DIR/apiserver.log
@@ -44,9 +48,10 @@ class ApiServer:
     """One leaderd-apiserver process. Not thread-safe except for the request helpers,
     which open a fresh connection per call."""
 
-    def __init__(self, dir, clients, state_file=None, port=0, verbose=True):
+    def __init__(self, dir, clients, state_file=None, port=0, verbose=True, rsa_clients=()):
         self.dir = os.path.abspath(dir)
         self.clients = list(clients)
+        self.rsa_clients = list(rsa_clients)
         self.state_file = state_file
         self.port = port
         self.verbose = verbose
@@ -62,6 +67,8 @@ class ApiServer:
         cmd = [binary_path(), "--dir", self.dir, "--listen", "127.0.0.1:%d" % self.port]
         if self.clients:
             cmd += ["--clients", ",".join(self.clients)]
+        if self.rsa_clients:
+            cmd += ["--rsa-clients", ",".join(self.rsa_clients)]
         if self.state_file:
             cmd += ["--state-file", self.state_file]
         if self.verbose:
@@ -156,16 +163,33 @@ class ApiServer:
         suffix = "-tokenfile" if token_file else ""
         return os.path.join(self.dir, "kubeconfig-%s%s" % (name, suffix))
 
+    def client_cert(self, name):
+        """(certificate path, key path) of client name's client certificate."""
+        base = os.path.join(self.dir, "certs", name)
+        return base + ".crt", base + ".key"
+
+    def cert_kubeconfig(self, name, files=False):
+        """Kubeconfig authenticating client name by its client certificate: inline
+        (client-certificate-data, client-key-data), or with files=True naming the files
+        (client-certificate, client-key)."""
+        return os.path.join(self.dir, "kubeconfig-%s-%s" % (name, "certfile" if files else "cert"))
+
     # ---- HTTP ----
 
-    def request(self, method, path, body=None, client=None, token=None,
+    def request(self, method, path, body=None, client=None, token=None, cert=None,
                 content_type="application/json", headers=None, timeout=10.0):
         """One HTTPS request on a new connection. client names whose token to send
-        (default: the first client); token overrides it ("" sends none). body may be
-        bytes, str or a JSON-serialisable value. Returns (status, headers, body bytes);
-        HTTP errors are returned, transport errors raise (OSError / URLError)."""
+        (default: the first client); token overrides it ("" sends none). cert, a
+        (certificate path, key path) pair, is presented as the TLS client certificate;
+        then no token is sent unless token says so. body may be bytes, str or a
+        JSON-serialisable value. Returns (status, headers, body bytes); HTTP errors are
+        returned, transport errors raise (OSError / URLError)."""
         if token is None:
-            token = self.token(client or self.clients[0])
+            token = "" if cert else self.token(client or self.clients[0])
+        ctx = self._ctx
+        if cert:
+            ctx = ssl.create_default_context(cafile=self.ca)
+            ctx.load_cert_chain(*cert)
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
         if isinstance(body, str):
@@ -178,7 +202,7 @@ class ApiServer:
         for k, v in (headers or {}).items():
             req.add_header(k, v)
         try:
-            with urllib.request.urlopen(req, context=self._ctx, timeout=timeout) as resp:
+            with urllib.request.urlopen(req, context=ctx, timeout=timeout) as resp:
                 return resp.status, resp.headers, resp.read()
         except urllib.error.HTTPError as e:
             return e.code, e.headers, e.read()
@@ -311,6 +335,25 @@ class Watch:
 
     def close(self):
         self.resp.close()
+
+
+def write_kubeconfig(path, server, ca, user, token=None, cert=None, key=None):
+    """Writes a kubeconfig (YAML, one user, namespace default) for mixes the server does
+    not write itself, such as one client's certificate against another server: token
+    inline and/or cert and key as file paths."""
+    fields = {"token": token, "client-certificate": cert, "client-key": key}
+    lines = ["apiVersion: v1", "kind: Config", "clusters:", "- name: test", "  cluster:",
+             "    server: " + json.dumps(server),
+             "    certificate-authority: " + json.dumps(ca),
+             "users:", "- name: " + json.dumps(user), "  user:"]
+    lines += ["    %s: %s" % (k, json.dumps(v)) for k, v in fields.items() if v is not None]
+    lines += ["contexts:", "- name: test", "  context:", "    cluster: test",
+              "    user: " + json.dumps(user), "    namespace: default",
+              "current-context: test"]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.chmod(path, 0o600)
+    return path
 
 
 def is_transport_error(exc):
