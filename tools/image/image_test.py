@@ -288,12 +288,53 @@ def test_election(root):
         srv.stop()
 
 
+def test_client_certs(root):
+    """kubeconfig client certificates through the image's own (slim, static) OpenSSL:
+    an RSA key in PKCS#1 inline and an EC key in PKCS#8 from files."""
+    root = os.path.join(root, "certs")
+    srv = ApiServer(os.path.join(root, "api"), ["pod-rsa", "pod-ec"], verbose=False,
+                    rsa_clients=["pod-rsa"])
+    containers = []
+    try:
+        srv.start()
+        for dirpath, dirnames, filenames in os.walk(root):
+            os.chmod(dirpath, 0o755)
+            for n in filenames:
+                os.chmod(os.path.join(dirpath, n), 0o644)
+        mount = ["-v", "%s:%s:ro" % (srv.dir, srv.dir)]
+        for name, files in (("pod-rsa", False), ("pod-ec", True)):
+            c = Container(name, free_port(), mount,
+                          ["--identity", name, "--kubeconfig",
+                           srv.cert_kubeconfig(name, files=files)])
+            containers.append(c.start())
+        snap = wait_until(lambda: (lambda s: s if sum(code == 200 for code, _ in s) == 1
+                                   else None)([c.leader() for c in containers]), 15)
+        if not check(bool(snap), "client certificates: exactly one /leader 200"):
+            for c in containers:
+                log("%s logs:\n%s" % (c.name, c.logs()))
+            return
+        leader = containers[0] if snap[0][0] == 200 else containers[1]
+        st, lease = srv.get_lease("default", LEASE, client="pod-ec")
+        check(st == 200 and lease["spec"].get("holderIdentity") == leader.name,
+              "client certificates: Lease names the leader (%s)" % leader.name,
+              json.dumps(lease.get("spec") if lease else None))
+        for c in containers:
+            code, body = curl(c.url + "/healthz")
+            check(code == 200, "client certificates: %s /healthz" % c.name,
+                  "%s %r" % (code, body))
+    finally:
+        for c in containers:
+            c.remove()
+        srv.stop()
+
+
 def main():
     root = tempfile.mkdtemp(prefix="leaderd-image-test.")
     try:
         test_image_config()
         test_cli()
         test_election(root)
+        test_client_certs(root)
     except Exception as e:  # a harness error is a failure, not a crash without summary
         check(False, "harness", "%s: %s" % (type(e).__name__, e))
     finally:
