@@ -2,9 +2,9 @@
 # Runs the libFuzzer harnesses built by mk/fuzz.mk.
 #
 #   tools/run-fuzz.sh deps
-#       makes sure clang and its libFuzzer runtime are installed (as root it
-#       installs them with apt-get, like tools/deps.sh; otherwise it prints
-#       the line to run and fails).
+#       makes sure clang and its libFuzzer runtime are installed (through
+#       tools/deps.sh: as root it installs them, otherwise it prints the line
+#       to run and fails).
 #   tools/run-fuzz.sh run SECONDS FUZZ_BUILD_DIR TARGET...
 #       per target: replays every file of tests/fuzz/regressions/TARGET and
 #       tests/fuzz/corpus/TARGET, then (SECONDS > 0) fuzzes for SECONDS with
@@ -28,32 +28,17 @@ fuzz_runtime_ok() {
     return $rc
 }
 
+# Debian ships libFuzzer and the sanitizer runtimes in libclang-rt-N-dev, N
+# being clang's major version, so clang has to be there before it is named.
 deps() {
-    local pkgs=() line
+    local deps_sh
+    deps_sh="$(dirname "${BASH_SOURCE[0]}")/deps.sh"
     fuzz_runtime_ok && return 0
-    if ! command -v clang >/dev/null; then
-        pkgs+=(clang)
-    else
-        # Debian ships libFuzzer and the sanitizer runtimes in libclang-rt-N-dev.
-        pkgs+=("libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev")
-    fi
-    line="apt-get install -y ${pkgs[*]}"
-    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-        echo "fuzz: installing ${pkgs[*]}" >&2
-        if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; then
-            DEBIAN_FRONTEND=noninteractive apt-get update -qq
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
-        fi
-        # A fresh clang may still lack the runtime package: go round once more.
-        if ! fuzz_runtime_ok && command -v clang >/dev/null; then
-            pkgs=("libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev")
-            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
-        fi
-        fuzz_runtime_ok && return 0
-        echo "fuzz: clang -fsanitize=fuzzer still does not link" >&2
+    command -v clang >/dev/null || bash "$deps_sh" --as fuzz clang || return 1
+    bash "$deps_sh" --as fuzz "libclang-rt-$(clang -dumpversion | cut -d. -f1)-dev" ||
         return 1
-    fi
-    echo "fuzz: clang with libFuzzer is missing; run as root: $line" >&2
+    fuzz_runtime_ok && return 0
+    echo "fuzz: clang -fsanitize=fuzzer still does not link" >&2
     return 1
 }
 
@@ -97,7 +82,8 @@ run_target() {
     if [ "$rc" -ne 0 ] || [ -z "$execs" ]; then
         tail -n 60 "$log"
         echo "  $t: FAILED (exit $rc; log: $log)"
-        ls -t "$art" 2>/dev/null | head -n 3 | sed "s|^|    artifact: $art/|"
+        find "$art" -maxdepth 1 -type f -printf '%T@ %p\n' 2>/dev/null | sort -rn |
+            head -n 3 | cut -d' ' -f2- | sed 's|^|    artifact: |'
         echo "    keep it as a regression: cp ARTIFACT $regs/ (then fix the bug)"
         return 1
     fi

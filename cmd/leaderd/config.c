@@ -18,6 +18,7 @@
 
 #include "lease.h"
 #include "timefmt.h"
+#include "utf8.h"
 
 enum opt_id {
     OPT_LEASE_NAME,
@@ -314,39 +315,13 @@ static int check_namespace(const char *ns, const char *from, char *err, size_t e
  * replace invalid UTF-8, and we would no longer recognise our own lease. */
 static bool valid_identity_bytes(const char *s)
 {
-    const unsigned char *u = (const unsigned char *)s;
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
-        unsigned char c = u[i];
+        unsigned char c = (unsigned char)s[i];
         if (c < 0x20 || c == 0x7f)
             return false;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        unsigned long cp;
-        if (c >= 0xc2 && c <= 0xdf) {
-            len = 2;
-            cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            len = 3;
-            cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (n - i < len)
-            return false;
-        for (size_t k = 1; k < len; k++) {
-            if ((u[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (u[i + k] & 0x3f);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-            (cp >= 0xd800 && cp <= 0xdfff))
+        size_t len = ld_utf8_seq(s + i, n - i);
+        if (len == 0)
             return false;
         i += len;
     }

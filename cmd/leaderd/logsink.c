@@ -11,6 +11,7 @@
 
 #include "state.h"
 #include "timefmt.h"
+#include "utf8.h"
 
 /* Each of lease and identity takes at most this much of a JSON line, so a
  * huge identity cannot crowd the message out. */
@@ -37,48 +38,13 @@ static bool puts_(struct lbuf *b, const char *s)
     return put(b, s, strlen(s));
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the bytes there
- * are not one (overlong forms, surrogates and code points past U+10FFFF
- * included). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    unsigned long cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
 /* The escaped form of the character at s[i]: *piece and *plen to append, and
  * the number of input bytes it stands for. esc is scratch space. */
 static size_t escape_one(const char *s, size_t n, size_t i, bool json, char esc[8],
                          const char **piece, size_t *plen)
 {
     const unsigned char *u = (const unsigned char *)s;
-    size_t seq = utf8_seq(u + i, n - i);
+    size_t seq = ld_utf8_seq(s + i, n - i);
     unsigned char c = u[i];
     *piece = esc;
     if (seq == 0) {

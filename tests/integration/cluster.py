@@ -289,3 +289,37 @@ class OneLeader:
         cls.r.stop()
         cls.api.stop()
         shutil.rmtree(cls.dir, ignore_errors=True)
+
+
+class FreshReplicas:
+    """Mixin for a unittest.TestCase whose every test gets its own API server
+    self.api and one started replica per name in clients (self.replicas, in
+    that order, watched by self.watch), all in self.dir (named after
+    dir_prefix) and stopped by PID after the test."""
+
+    clients = ()
+    dir_prefix = "leaderd-it-"
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix=self.dir_prefix)
+        self.api = ApiServer(os.path.join(self.dir, "api"), list(self.clients))
+        self.replicas = []
+        try:
+            self.api.start()
+            for c in self.clients:
+                self.replicas.append(Replica(self.api, c, self.dir))
+                self.replicas[-1].start()
+        except BaseException:
+            self.stop_replicas()
+            raise
+        self.watch = Watcher(self, self.replicas)
+
+    def tearDown(self):
+        self.stop_replicas()
+        super().tearDown()
+
+    def stop_replicas(self):
+        stop_all(self, self.replicas)
+        self.api.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -2,38 +2,22 @@
 against the bundled Lease API server, with failover, handover, conflicts,
 API errors and partitions."""
 import json
-import os
 import re
-import shutil
 import signal
-import tempfile
 import time
 import unittest
 
-from apiserver import ApiServer
-from cluster import FAST, Replica, Watcher, stop_all, wait_until
+from cluster import FAST, FreshReplicas, OneLeader, Replica, wait_until
 
 CLIENTS = ["r1", "r2", "r3"]
 LEASE = FAST["lease_duration"]
 RETRY = FAST["retry_period"]
 
 
-class ThreeReplicas(unittest.TestCase):
+class ThreeReplicas(FreshReplicas, unittest.TestCase):
     """Each test gets a fresh API server and three fresh replicas."""
 
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="leaderd-it-")
-        self.api = ApiServer(os.path.join(self.dir, "api"), CLIENTS)
-        self.api.start()
-        self.replicas = []
-        for c in CLIENTS:
-            self.replicas.append(Replica(self.api, c, self.dir).start())
-        self.watch = Watcher(self, self.replicas)
-
-    def tearDown(self):
-        stop_all(self, self.replicas)
-        self.api.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+    clients = CLIENTS
 
     def replica(self, client):
         return next(r for r in self.replicas if r.client == client)
@@ -170,22 +154,10 @@ class ThreeReplicas(unittest.TestCase):
         self.assertEqual(len(set(seen)), len(seen))
 
 
-class Endpoints(unittest.TestCase):
+class Endpoints(OneLeader, unittest.TestCase):
     """The HTTP contract of one replica."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="leaderd-it-")
-        cls.api = ApiServer(os.path.join(cls.dir, "api"), ["solo"])
-        cls.api.start()
-        cls.r = Replica(cls.api, "solo", cls.dir).start()
-        wait_until(cls.r.is_leader, 5, what="the only replica to lead")
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.r.stop()
-        cls.api.stop()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+    dir_prefix = "leaderd-it-"
 
     def test_leader_json(self):
         status, doc = self.r.leader()

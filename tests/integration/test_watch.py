@@ -1,16 +1,12 @@
 """Watch-driven election of the real binary: standbys stop polling while the
 watch is healthy, hand over at once on a release, and fall back to polling
 when their watch is cut."""
-import os
 import re
-import shutil
 import signal
-import tempfile
 import time
 import unittest
 
-from apiserver import ApiServer
-from cluster import FAST, Replica, Watcher, stop_all, wait_until
+from cluster import FAST, FreshReplicas, Replica, wait_until
 
 CLIENTS = ["w1", "w2", "w3"]
 LEASE = FAST["lease_duration"]
@@ -22,18 +18,9 @@ def requests_by_verb(stats, client):
     return {verb: sum(codes.values()) for verb, codes in stats.get(client, {}).items()}
 
 
-class WatchDriven(unittest.TestCase):
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="leaderd-watch-")
-        self.api = ApiServer(os.path.join(self.dir, "api"), CLIENTS)
-        self.api.start()
-        self.replicas = [Replica(self.api, c, self.dir).start() for c in CLIENTS]
-        self.watch = Watcher(self, self.replicas)
-
-    def tearDown(self):
-        stop_all(self, self.replicas)
-        self.api.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+class WatchDriven(FreshReplicas, unittest.TestCase):
+    clients = CLIENTS
+    dir_prefix = "leaderd-watch-"
 
     def leader(self):
         client = self.watch.one_leader(LEASE + 2 * RETRY + 2)

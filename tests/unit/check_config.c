@@ -19,6 +19,7 @@
 #include "../../cmd/leaderd/config.h"
 #include "../../cmd/leaderd/logsink.h"
 #include "timefmt.h"
+#include "support/run_suite.h"
 
 #define MAX_ARGS 24
 #define ERRLEN LD_CONFIG_ERR_LEN
@@ -851,9 +852,5 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(config_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ld_test_run(config_suite());
 }

@@ -9,6 +9,7 @@
 
 #include "election.h"
 #include "support/fake_api.h"
+#include "support/run_suite.h"
 
 #define WALL0 1700000000000000LL /* an arbitrary wall-clock origin, in us */
 
@@ -976,9 +977,5 @@ static Suite *election_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(election_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ld_test_run(election_suite());
 }

@@ -23,6 +23,7 @@
 #include "timefmt.h"
 
 #include "../../cmd/leaderd/http.h"
+#include "support/run_suite.h"
 
 #define STALE_MS 5000
 #define BODY_MAX 65536
@@ -1615,10 +1616,7 @@ static Suite *http_suite(void)
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    SRunner *sr = srunner_create(http_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = ld_test_run(http_suite());
     curl_global_cleanup();
-    return failed ? 1 : 0;
+    return rc;
 }

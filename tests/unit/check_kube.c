@@ -22,6 +22,7 @@
 
 #include "kube.h"
 #include "support/httpfake.h"
+#include "support/run_suite.h"
 
 #define NS "default"
 #define NAME "my-lease"
@@ -842,10 +843,7 @@ int main(void)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return 1;
-    SRunner *sr = srunner_create(kube_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = ld_test_run(kube_suite());
     curl_global_cleanup();
-    return failed ? 1 : 0;
+    return rc;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kubeconfig.h"
+#include "support/run_suite.h"
 
 static char data_dir[PATH_MAX];
 
@@ -408,9 +409,5 @@ static Suite *kubeconfig_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(kubeconfig_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ld_test_run(kubeconfig_suite());
 }

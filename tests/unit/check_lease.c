@@ -16,6 +16,7 @@
 #include "lease.h"
 #include "log.h"
 #include "timefmt.h"
+#include "support/run_suite.h"
 
 #define US INT64_C(1000000)
 #define T2024 INT64_C(1714564803) /* 2024-05-01T12:00:03Z */
@@ -1057,11 +1058,5 @@ static Suite *lease_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(lease_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ld_test_run(lease_suite());
 }

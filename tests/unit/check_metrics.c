@@ -14,6 +14,7 @@
 #include "kube.h"
 
 #include "../../cmd/leaderd/metrics.h"
+#include "support/run_suite.h"
 
 /* The observer plugs straight into the API client. */
 static const ld_kube_observer_fn observer_type_check = ld_metrics_observe_request;
@@ -334,9 +335,5 @@ static Suite *metrics_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(metrics_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ld_test_run(metrics_suite());
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "timefmt.h"
+#include "support/run_suite.h"
 
 #define US INT64_C(1000000)
 /* 2024-05-01T12:00:03Z */
@@ -363,11 +364,5 @@ static Suite *timefmt_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(timefmt_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ld_test_run(timefmt_suite());
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "watch.h"
+#include "support/run_suite.h"
 
 #define MAX_SEEN 16
 
@@ -280,11 +281,5 @@ static Suite *watch_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(watch_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return ld_test_run(watch_suite());
 }
