@@ -11,14 +11,12 @@ import shutil
 import signal
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 import unittest
 
-from apiserver import ApiServer
-from cluster import (FAST, OneLeader, Replica, Watcher, open_fds, proc_status, stop_all,
-                     timed_get, wait_until)
+from cluster import (FAST, FreshReplicas, OneLeader, open_fds, proc_status, timed_get,
+                     wait_until)
 
 CLIENTS = ["r1", "r2"]
 LEASE = FAST["lease_duration"]
@@ -115,26 +113,20 @@ class CurlWatch:
         self.proc.stdout.close()
 
 
-class TwoReplicas(unittest.TestCase):
+class TwoReplicas(FreshReplicas, unittest.TestCase):
     """A leader and a standby; fresh for every test."""
 
+    clients = CLIENTS
+    dir_prefix = "leaderd-notify-"
+
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="leaderd-notify-")
-        self.api = ApiServer(os.path.join(self.dir, "api"), CLIENTS)
-        self.api.start()
-        self.replicas = [Replica(self.api, c, self.dir).start() for c in CLIENTS]
-        self.watch = Watcher(self, self.replicas)
+        super().setUp()
         client = self.watch.one_leader(LEASE + 2 * RETRY + 2)
         self.leader = next(r for r in self.replicas if r.client == client)
         self.standby = next(r for r in self.replicas if r.client != client)
         # The standby has seen the leader once it names it.
         wait_until(lambda: self.standby.leader()[1]["leader"] == self.leader.identity,
                    2 * RETRY + 1, what="the standby to see the leader")
-
-    def tearDown(self):
-        stop_all(self, self.replicas)
-        self.api.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_long_poll_returns_on_handover(self):
         status, doc = self.standby.leader()
