@@ -188,17 +188,29 @@ def make_sa_dir(root, srv, client):
     return sa
 
 
+def readable_by_all(root):
+    """The kubeconfigs name the CA and certificates by absolute path: the directory is
+    mounted read-only at the same path, and the container user (65532) must read it."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for n in filenames:
+            os.chmod(os.path.join(dirpath, n), 0o644)
+
+
+def one_leader(containers, timeout):
+    """[(code, body)] of every container's /leader once exactly one answers 200, or None."""
+    def snapshot():
+        snap = [c.leader() for c in containers]
+        return snap if sum(code == 200 for code, _ in snap) == 1 else None
+    return wait_until(snapshot, timeout)
+
+
 def test_election(root):
     srv = ApiServer(os.path.join(root, "api"), ["pod-a", "pod-b"], verbose=False)
     containers = []
     try:
         srv.start()
-        # The kubeconfigs name the CA by absolute path: the directory is mounted read-only
-        # at the same path. The container user (65532) must be able to read it.
-        for dirpath, dirnames, filenames in os.walk(root):
-            os.chmod(dirpath, 0o755)
-            for n in filenames:
-                os.chmod(os.path.join(dirpath, n), 0o644)
+        readable_by_all(root)
         sa = make_sa_dir(root, srv, "pod-a")
         a = Container("pod-a", free_port(), [
             "-v", "%s:%s:ro" % (sa, SA_PATH),
@@ -218,8 +230,7 @@ def test_election(root):
             for c in containers:
                 log("%s logs:\n%s" % (c.name, c.logs()))
             return
-        snap = wait_until(lambda: (lambda s: s if sum(code == 200 for code, _ in s) == 1
-                                   else None)([c.leader() for c in containers]), 10)
+        snap = one_leader(containers, 10)
         if not check(bool(snap), "exactly one /leader 200"):
             return
         leader, standby = (a, b) if snap[0][0] == 200 else (b, a)
@@ -297,18 +308,14 @@ def test_client_certs(root):
     containers = []
     try:
         srv.start()
-        for dirpath, dirnames, filenames in os.walk(root):
-            os.chmod(dirpath, 0o755)
-            for n in filenames:
-                os.chmod(os.path.join(dirpath, n), 0o644)
+        readable_by_all(root)
         mount = ["-v", "%s:%s:ro" % (srv.dir, srv.dir)]
         for name, files in (("pod-rsa", False), ("pod-ec", True)):
             c = Container(name, free_port(), mount,
                           ["--identity", name, "--kubeconfig",
                            srv.cert_kubeconfig(name, files=files)])
             containers.append(c.start())
-        snap = wait_until(lambda: (lambda s: s if sum(code == 200 for code, _ in s) == 1
-                                   else None)([c.leader() for c in containers]), 15)
+        snap = one_leader(containers, 15)
         if not check(bool(snap), "client certificates: exactly one /leader 200"):
             for c in containers:
                 log("%s logs:\n%s" % (c.name, c.logs()))
