@@ -703,14 +703,27 @@ def analyse(ctx, t_from=None, t_to=None):
                     f"(previous holder {prev.holder if prev else None!r}; a holder may "
                     f"keep claiming for at most renew-deadline)")
 
-    # 3. term never decreases in one process.
+    # 3. term never decreases in one process, except across a deletion of the
+    # Lease: a new Lease starts again at leaseTransitions 0. A process that
+    # could not read the Lease while it was deleted and re-created learns of
+    # the reset late (in a soak, during the next scenario), so the deletion
+    # is looked up in the write log: after the write that began the old term,
+    # before the sample that shows the new one.
+    deletes = [w.t for w in writes if w.verb == "delete"]
+
+    def lease_replaced(old_term, seen_at, until):
+        began = [w.t for w in writes if w.transitions == old_term and w.t <= seen_at]
+        since = began[-1] if began else float("-inf")
+        return any(since < t <= until for t in deletes)
+
     if not ctx.allow_term_reset:
         last = {}
         for s in sorted(samples, key=lambda x: x.start):
             if s.term is None:
                 continue
             key = s.proc
-            if key in last and s.term < last[key][0]:
+            if (key in last and s.term < last[key][0]
+                    and not lease_replaced(last[key][0], last[key][1], s.start)):
                 problem("term went down",
                         f"{s.proc.label()}: term {last[key][0]} at {ctx.rel(last[key][1])} "
                         f"then {s.term} at {ctx.rel(s.start)}")

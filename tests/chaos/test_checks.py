@@ -157,6 +157,25 @@ class Checks(unittest.TestCase):
         self.ctx.allow_term_reset = True
         self.assertEqual(self.failures(), [])
 
+    def test_term_reset_learned_late_after_a_deletion(self):
+        # r1 could not read the Lease while it was deleted and re-created; it
+        # shows the new Lease's term 0 long after the deletion.
+        self.history()
+        self.sample("r1", 10.5, False, "r2", term=1)
+        self.write(12.0, "admin", None, verb="delete")
+        self.write(13.0, "r2", "r2", verb="create", transitions=0)
+        self.sample("r1", 20.0, False, "r2", term=0)
+        self.assertEqual(self.failures(), [])
+
+    def test_term_going_down_with_an_older_deletion(self):
+        # A deletion before the old term began does not excuse a decrease.
+        self.write(0.5, "admin", None, verb="delete")
+        self.history()
+        self.sample("r1", 10.5, False, "r2", term=1)
+        self.sample("r1", 20.0, False, "r2", term=0)
+        self.assertTrue(any("term went down" in f for f in self.failures()),
+                        self.ctx.failures)
+
     def test_unanswered_poll_of_a_running_replica(self):
         self.history()
         self.sample("r1", 5.0, False, None, status=False, dur=2.0)
