@@ -113,6 +113,21 @@ class Checks(unittest.TestCase):
         self.sample("r2", 9.0, True, "r2", rnd=99)
         self.assertTrue(any("two leaders" in f for f in self.failures()), self.ctx.failures)
 
+    def test_handover_inside_one_round_passes(self):
+        # Both requests leave at 9.999; r1 answers from before its release,
+        # r2 after its write at 10.0.
+        self.history()
+        self.sample("r1", 9.999, True, "r1", term=0, rnd=99, dur=0.0005)
+        self.sample("r2", 9.999, True, "r2", term=1, rnd=99, dur=0.004)
+        self.assertEqual(self.failures(), [])
+
+    def test_old_term_claim_after_the_new_write_in_one_round_fails(self):
+        self.history()
+        self.sample("r1", 10.005, True, "r1", term=0, rnd=99)
+        self.sample("r2", 10.005, True, "r2", term=1, rnd=99)
+        self.assertTrue(any("claim after another holder's write" in f
+                            for f in self.failures()), self.ctx.failures)
+
     def test_claim_after_another_holders_write(self):
         self.history()
         self.sample("r1", 10.01, True, "r1")
