@@ -51,6 +51,12 @@ struct ld_election {
     bool cache_stale; /* our view may be behind the server: GET first */
     bool observed;
     int64_t observed_ms; /* when the cached record last changed */
+    /* The highest leaseTransitions seen in this process. A Lease we create
+     * after a deletion continues from it instead of starting again at 0, so
+     * the term (a fencing token) does not go back when someone deletes the
+     * Lease to "unstick" an election. */
+    bool seen_term;
+    int32_t highest_term;
 
     bool leading;
     int64_t lead_until_ms;
@@ -115,6 +121,16 @@ static int64_t jittered_retry(struct ld_election *e)
     return e->retry_period_ms + (int64_t)(next_random(e) % (span + 1));
 }
 
+/* leaseTransitions of the record we know; while there is none (deleted), the
+ * last one we saw: a reader using the term as a fencing token must never
+ * see it go back. */
+static int32_t current_term(const struct ld_election *e)
+{
+    if (e->have_cache)
+        return e->cache.spec.transitions;
+    return e->seen_term ? e->highest_term : 0;
+}
+
 static void push_event(struct ld_election *e, enum ld_event_kind kind,
                        enum ld_stop_reason reason)
 {
@@ -127,7 +143,7 @@ static void push_event(struct ld_election *e, enum ld_event_kind kind,
     ev->kind = kind;
     ev->reason = reason;
     ev->acquire_delay_ms = -1;
-    ev->term = e->have_cache ? e->cache.spec.transitions : 0;
+    ev->term = current_term(e);
     const char *holder = e->have_cache ? str_or_empty(e->cache.spec.holder) : "";
     snprintf(ev->leader, sizeof(ev->leader), "%s", holder);
 }
@@ -297,6 +313,9 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     e->have_cache = true;
     e->cache_stale = false;
     e->observed = true;
+    if (!e->seen_term || e->cache.spec.transitions > e->highest_term)
+        e->highest_term = e->cache.spec.transitions;
+    e->seen_term = true;
     if (changed)
         e->observed_ms = now_ms;
     /* A record naming us with a renewTime we sent is ours, even when the
@@ -306,6 +325,13 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
         e->wrote_once = true;
     announce_leader(e);
     return true;
+}
+
+/* Whether a and b are the same stored object; true when either has no uid,
+ * as nothing then tells them apart. */
+static bool same_object(const struct ld_lease *a, const struct ld_lease *b)
+{
+    return !a->uid || !b->uid || strcmp(a->uid, b->uid) == 0;
 }
 
 static void observe_absent(struct ld_election *e)
@@ -394,7 +420,12 @@ static enum ld_err prepare_create(struct ld_election *e, struct ld_now now)
     d->spec.duration_s = (int32_t)(e->lease_duration_ms / 1000);
     d->spec.has_acquire = d->spec.has_renew = true;
     d->spec.acquire_us = d->spec.renew_us = now.wall_us;
+    /* As client-go for a Lease never seen; otherwise a change of holder
+     * after the one we last knew. */
     d->spec.transitions = 0;
+    if (e->seen_term)
+        d->spec.transitions =
+            e->highest_term < INT32_MAX ? e->highest_term + 1 : INT32_MAX;
     return LD_OK;
 }
 
@@ -798,9 +829,11 @@ void ld_election_observe(struct ld_election *e, struct ld_now now,
     if (!between_requests(e) || !lease)
         return;
     e->last_watch_event_ms = now.mono_ms;
-    /* leaseTransitions only grows, so a lower one is an event from before
-     * what we already know (a lagging watch), not news. */
-    if (e->have_cache && lease->spec.transitions < e->cache.spec.transitions)
+    /* leaseTransitions only grows on one object, so a lower one is an event
+     * from before what we already know (a lagging watch), not news; unless
+     * the object itself is new (the Lease was deleted and created again). */
+    if (e->have_cache && lease->spec.transitions < e->cache.spec.transitions &&
+        same_object(&e->cache, lease))
         return;
     /* Our own renewal echoed late by the watch: nothing new. */
     if (e->leading && lease->spec.holder &&
@@ -851,7 +884,7 @@ void ld_election_status(const struct ld_election *e, struct ld_election_status *
     memset(out, 0, sizeof(*out));
     out->observed = e->observed;
     out->leader = observed_holder(e);
-    out->term = e->have_cache ? e->cache.spec.transitions : 0;
+    out->term = current_term(e);
     out->leading = e->leading;
     out->lead_until_ms = e->lead_until_ms;
     out->has_renew_time = e->have_cache && e->cache.spec.has_renew;

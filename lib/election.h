@@ -94,7 +94,9 @@ struct ld_event {
 struct ld_election_status {
     bool observed;         /* the Lease, or its absence, has been seen */
     const char *leader;    /* observed holder, "" when free or absent */
-    int32_t term;          /* leaseTransitions of the observed record */
+    int32_t term;          /* leaseTransitions of the observed record; while the
+                            * Lease is absent, the last one seen (never goes back
+                            * because of a deletion) */
     bool leading;          /* we hold it per our last successful write */
     int64_t lead_until_ms; /* leading counts only before this time */
     bool has_renew_time;

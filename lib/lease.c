@@ -43,6 +43,7 @@ void ld_lease_clear(struct ld_lease *l)
     free(l->name);
     free(l->namespace_);
     free(l->resource_version);
+    free(l->uid);
     ld_lease_spec_clear(&l->spec);
     json_decref(l->object);
     memset(l, 0, sizeof *l);
@@ -87,7 +88,8 @@ enum ld_err ld_lease_copy(struct ld_lease *dst, const struct ld_lease *src)
         return LD_EINVAL;
     ld_lease_init(&tmp);
     if (!dup_opt(&tmp.name, src->name) || !dup_opt(&tmp.namespace_, src->namespace_) ||
-        !dup_opt(&tmp.resource_version, src->resource_version))
+        !dup_opt(&tmp.resource_version, src->resource_version) ||
+        !dup_opt(&tmp.uid, src->uid))
         goto out;
     rc = ld_lease_spec_copy(&tmp.spec, &src->spec);
     if (rc != LD_OK)
@@ -215,7 +217,7 @@ static enum ld_err check_const(json_t *obj, const char *key, const char *want,
 static enum ld_err decode_meta(json_t *root, struct ld_lease *l, struct ld_errinfo *err)
 {
     json_t *md = json_object_get(root, "metadata");
-    const char *name, *ns = NULL, *rv = NULL;
+    const char *name, *ns = NULL, *rv = NULL, *uid = NULL;
     enum ld_err rc;
 
     if (!md || json_is_null(md))
@@ -229,10 +231,12 @@ static enum ld_err decode_meta(json_t *root, struct ld_lease *l, struct ld_errin
         rc = get_string(md, "namespace", "metadata.namespace", &ns, err);
     if (rc == LD_OK)
         rc = get_string(md, "resourceVersion", "metadata.resourceVersion", &rv, err);
+    if (rc == LD_OK)
+        rc = get_string(md, "uid", "metadata.uid", &uid, err);
     if (rc != LD_OK)
         return rc;
     if (!dup_opt(&l->name, name) || !dup_opt(&l->namespace_, or_empty(ns)) ||
-        !dup_opt(&l->resource_version, rv))
+        !dup_opt(&l->resource_version, rv) || !dup_opt(&l->uid, uid))
         return no_memory(err);
     return LD_OK;
 }

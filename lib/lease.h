@@ -38,6 +38,7 @@ struct ld_lease {
     char *name;             /* owned */
     char *namespace_;       /* owned */
     char *resource_version; /* owned; NULL for a Lease never stored */
+    char *uid;              /* owned; metadata.uid, NULL when absent */
     struct ld_lease_spec spec;
     /* The whole object as the server returned it (owned reference), or
      * NULL. Encoding starts from it so labels, annotations, ownerReferences

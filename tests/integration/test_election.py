@@ -79,6 +79,29 @@ class ThreeReplicas(FreshReplicas, unittest.TestCase):
         self.assertEqual(release[0]["leaseTransitions"], term)
         self.assertEqual(self.replica(client).leader()[1]["term"], term + 1)
 
+    def test_deleted_lease_is_recreated_with_a_higher_term(self):
+        # `kubectl delete lease` to unstick an election must not send the
+        # term (a fencing token) back to 0. The Watcher also checks every
+        # replica's term never goes down.
+        old = self.current_leader()
+        old.send(signal.SIGTERM)  # one handover, so the term is not 0
+        self.assertEqual(old.wait_exit(10), 0)
+        self.replicas.remove(old)
+        leader = self.current_leader()
+        term = leader.leader()[1]["term"]
+        self.assertGreaterEqual(term, 1)
+        status, _ = self.api.delete_lease("default", "demo", client="admin")
+        self.assertEqual(status, 200)
+
+        def leader_of_new_lease(snap, leaders):
+            return leaders[0] if leaders and snap[leaders[0]][1]["term"] > term else None
+        self.watch.until(leader_of_new_lease, LEASE + 2 * RETRY + 2,
+                         "a leader of the re-created Lease")
+        spec = self.lease()["spec"]
+        self.assertEqual(spec["leaseTransitions"], term + 1)
+        creates = [w for w in self.api.write_log() if w["verb"] == "create"]
+        self.assertEqual(creates[-1]["leaseTransitions"], term + 1)
+
     def test_partitioned_leader_steps_down_before_takeover(self):
         old = self.current_leader()
         self.api.set_faults(old.client, partition="hang")

@@ -711,6 +711,69 @@ START_TEST(deleted_lease_is_recreated)
 }
 END_TEST
 
+START_TEST(first_lease_is_created_at_term_zero)
+{
+    struct ld_election *e = new_engine("a");
+    settle(e, 0);
+    ck_assert(ld_election_is_leader(e, 0));
+    ck_assert_int_eq(api.creates, 1);
+    ck_assert_int_eq(api.lease.spec.transitions, 0);
+}
+END_TEST
+
+/* Someone deletes the Lease (kubectl delete, to "unstick" it): the Lease we
+ * create again continues the term, so fencing tokens never go back. */
+START_TEST(recreated_lease_continues_the_term)
+{
+    struct ld_election *e = watching_standby();
+    fake_api_put_record(&api, "other", 15, 7, WALL0 + 1000000);
+    observe_store(e, 1000);
+    fake_api_clear(&api);
+    fake_api_init(&api);
+    ld_election_observe_deleted(e, at(2000));
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert_str_eq(st.leader, "");
+    ck_assert_int_eq(st.term, 7); /* absent: the last term, not 0 */
+    settle(e, 2000);
+    ck_assert(ld_election_is_leader(e, 2000));
+    ck_assert_int_eq(api.creates, 1);
+    ck_assert_int_eq(api.lease.spec.transitions, 8);
+    ld_election_status(e, &st);
+    ck_assert_int_eq(st.term, 8);
+}
+END_TEST
+
+/* A Lease re-created by someone else starts again at term 0. A watch event
+ * with a lower term is news when it is another object (a new uid), even if
+ * we never saw the deletion; from the same object it is a lagging event. */
+START_TEST(lower_term_of_a_new_object_is_news)
+{
+    struct ld_election *e = watching_standby();
+    fake_api_put_record(&api, "other", 15, 5, WALL0 + 1000000);
+    api.lease.uid = strdup("uid-1");
+    observe_store(e, 1000);
+    struct ld_lease lagging;
+    ld_lease_init(&lagging);
+    fake_api_put_record(&api, "older", 15, 3, WALL0 + 500000);
+    api.lease.uid = strdup("uid-1");
+    ld_lease_copy(&lagging, &api.lease);
+    ld_election_observe(e, at(1500), &lagging);
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert_str_eq(st.leader, "other");
+    ck_assert_int_eq(st.term, 5);
+
+    fake_api_put_record(&api, "go-elector", 15, 0, WALL0 + 2000000);
+    api.lease.uid = strdup("uid-2");
+    observe_store(e, 2000);
+    ld_election_status(e, &st);
+    ck_assert_str_eq(st.leader, "go-elector");
+    ck_assert_int_eq(st.term, 0);
+    ld_lease_clear(&lagging);
+}
+END_TEST
+
 START_TEST(retry_after_is_honoured)
 {
     api.fail_with = LD_ETOOMANY;
@@ -962,6 +1025,9 @@ static Suite *election_suite(void)
     tcase_add_test(tc, landed_acquire_with_lost_reply_is_ours);
     tcase_add_test(tc, quarantined_twin_does_not_release_on_shutdown);
     tcase_add_test(tc, lagging_event_from_an_older_term_is_ignored);
+    tcase_add_test(tc, first_lease_is_created_at_term_zero);
+    tcase_add_test(tc, recreated_lease_continues_the_term);
+    tcase_add_test(tc, lower_term_of_a_new_object_is_news);
     tcase_add_test(tc, retry_after_is_honoured);
     tcase_add_test(tc, standby_polls_within_jitter_bounds);
     tcase_add_test(tc, wake_starts_attempt_early);

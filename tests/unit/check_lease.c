@@ -121,6 +121,7 @@ START_TEST(decode_kube_lease)
     ck_assert_str_eq(l.name, "my-app-leader");
     ck_assert_str_eq(l.namespace_, "prod");
     ck_assert_str_eq(l.resource_version, "4815162342");
+    ck_assert_str_eq(l.uid, "8a3c1e0f-52c4-4b6e-9d2a-0f6b1f6c2e11");
     ck_assert_str_eq(l.spec.holder,
                      "my-app-7d9c5b8f6-x2k4q_0b8e6c1a-9a1d-4c0e-8f43-5b1d2e3f4a5b");
     ck_assert_int_eq(l.spec.duration_s, 15);
@@ -156,6 +157,7 @@ START_TEST(round_trip_kube_lease)
     ck_assert_str_eq(b.name, a.name);
     ck_assert_str_eq(b.namespace_, a.namespace_);
     ck_assert_str_eq(b.resource_version, a.resource_version);
+    ck_assert_str_eq(b.uid, a.uid);
     ck_assert_msg(json_equal(orig, b.object), "re-encoded object differs: %s", enc);
     free(enc);
     json_decref(orig);
@@ -359,6 +361,7 @@ START_TEST(decode_minimal)
     ck_assert_str_eq(l.name, "x");
     ck_assert_str_eq(l.namespace_, "");
     ck_assert_ptr_null(l.resource_version);
+    ck_assert_ptr_null(l.uid);
     ck_assert_str_eq(l.spec.holder, "");
     ck_assert_int_eq(l.spec.duration_s, 0);
     ck_assert(!l.spec.has_acquire && !l.spec.has_renew);
@@ -667,10 +670,12 @@ START_TEST(copy_is_deep)
     ck_assert_int_eq(ld_lease_copy(&b, &a), LD_OK);
     ck_assert_ptr_ne(b.name, a.name);
     ck_assert_ptr_ne(b.spec.holder, a.spec.holder);
+    ck_assert_ptr_ne(b.uid, a.uid);
     ck_assert_ptr_ne(b.object, a.object);
     ck_assert(json_equal(a.object, b.object));
     ck_assert(ld_lease_spec_equal(&a.spec, &b.spec));
     ck_assert_str_eq(b.resource_version, a.resource_version);
+    ck_assert_str_eq(b.uid, a.uid);
     ck_assert_int_eq(ld_lease_copy(&b, &a), LD_OK); /* over a filled dst */
     ck_assert_int_eq(ld_lease_copy(&b, &b), LD_OK); /* onto itself */
     ld_lease_clear(&a);
