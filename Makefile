@@ -107,7 +107,7 @@ clean:
 	rm -rf $(B)
 
 .SECONDARY:
--include $(shell find $(B)/obj $(SAN_B)/obj -name '*.d' -type f 2>/dev/null)
+-include $(shell find $(B)/obj $(SAN_B)/obj $(B)/fuzz/obj -name '*.d' -type f 2>/dev/null)
 
 # Further targets (fuzz, lint, chaos, image, ...) live in mk/*.mk.
 -include $(wildcard mk/*.mk)
