@@ -271,6 +271,21 @@ class TestLeaderdClientCerts(ServerTestCase):
     def test_ec_certificate_files_elect(self):
         self.assert_elect(EC, files=True)
 
+    @unittest.skipUnless(shutil.which("openssl"), "the openssl command is not installed")
+    def test_ec_key_in_sec1_form_elects(self):
+        # "BEGIN EC PRIVATE KEY", as k3s and some CAs write EC keys.
+        crt, key = self.srv.client_cert("ec1")
+        sec1 = os.path.join(self.tmp, "ec1-sec1.key")
+        subprocess.run(["openssl", "ec", "-in", key, "-out", sec1], check=True,
+                       capture_output=True)
+        self.assertTrue(read(sec1).startswith(b"-----BEGIN EC PRIVATE KEY-----"))
+        kubeconfig = os.path.join(self.tmp, "kubeconfig-ec1-sec1")
+        write_kubeconfig(kubeconfig, "https://127.0.0.1:%d" % self.srv.port, self.srv.ca,
+                         "ec1", cert=crt, key=sec1)
+        r = self.replica("ec1", kubeconfig).start()
+        wait_until(r.is_leader, ELECTION_BOUND, what="ec1 to lead with its SEC1 key")
+        self.assertEqual(self.lease_spec()["holderIdentity"], "ec1")
+
     def test_token_and_certificate_replicas_hand_over(self):
         cert = self.replica("rsa1", self.srv.cert_kubeconfig("rsa1")).start()
         watch = Watcher(self, self.replicas)
