@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define GONE_UIDS 4
 #define EVENT_QUEUE 8
 /* Renewal times of our recent writes remembered to tell them apart from a
  * twin's (a write that timed out may still have landed). */
@@ -57,6 +58,12 @@ struct ld_election {
      * Lease to "unstick" an election. */
     bool seen_term;
     int32_t highest_term;
+    /* uids of Lease objects known to be gone (deleted, or replaced by a new
+     * object of the same name): a lagging watch may still deliver their
+     * events after we have seen or created the new one, and they are not
+     * news. A few suffice: deletions are rare. */
+    char *gone_uids[GONE_UIDS];
+    unsigned gone_next;
 
     bool leading;
     int64_t lead_until_ms;
@@ -294,6 +301,33 @@ static void note_free(struct ld_election *e, int64_t now_ms)
 
 /* ---- observations ------------------------------------------------------- */
 
+/* Whether a and b are the same stored object; true when either has no uid,
+ * as nothing then tells them apart. */
+static bool same_object(const struct ld_lease *a, const struct ld_lease *b)
+{
+    return !a->uid || !b->uid || strcmp(a->uid, b->uid) == 0;
+}
+
+static bool is_gone(const struct ld_election *e, const char *uid)
+{
+    for (unsigned i = 0; uid && i < GONE_UIDS; i++)
+        if (e->gone_uids[i] && strcmp(e->gone_uids[i], uid) == 0)
+            return true;
+    return false;
+}
+
+/* Out of memory only forgets the uid: its events then count as news again,
+ * which is the behaviour without this filter, never unsafe (writes carry a
+ * resourceVersion). */
+static void remember_gone(struct ld_election *e, const char *uid)
+{
+    if (!uid || is_gone(e, uid))
+        return;
+    unsigned i = e->gone_next++ % GONE_UIDS;
+    free(e->gone_uids[i]);
+    e->gone_uids[i] = strdup(uid);
+}
+
 /* Adopts a Lease read from or written to the server. Expiry restarts only
  * when the record changed, exactly as client-go's observedTime. */
 static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t now_ms)
@@ -308,6 +342,8 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
         e->have_cache = false;
         return false;
     }
+    if (e->have_cache && !same_object(&e->cache, lease))
+        remember_gone(e, e->cache.uid);
     ld_lease_clear(&e->cache);
     e->cache = copy;
     e->have_cache = true;
@@ -327,15 +363,10 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     return true;
 }
 
-/* Whether a and b are the same stored object; true when either has no uid,
- * as nothing then tells them apart. */
-static bool same_object(const struct ld_lease *a, const struct ld_lease *b)
-{
-    return !a->uid || !b->uid || strcmp(a->uid, b->uid) == 0;
-}
-
 static void observe_absent(struct ld_election *e)
 {
+    if (e->have_cache)
+        remember_gone(e, e->cache.uid);
     ld_lease_clear(&e->cache);
     e->have_cache = false;
     e->cache_stale = false;
@@ -772,6 +803,8 @@ void ld_election_free(struct ld_election *e)
         return;
     ld_lease_clear(&e->cache);
     ld_lease_clear(&e->desired);
+    for (unsigned i = 0; i < GONE_UIDS; i++)
+        free(e->gone_uids[i]);
     free(e->namespace_);
     free(e->name);
     free(e->identity);
@@ -829,6 +862,8 @@ void ld_election_observe(struct ld_election *e, struct ld_now now,
     if (!between_requests(e) || !lease)
         return;
     e->last_watch_event_ms = now.mono_ms;
+    if (is_gone(e, lease->uid))
+        return; /* a lagging event of an object deleted or replaced since */
     /* leaseTransitions only grows on one object, so a lower one is an event
      * from before what we already know (a lagging watch), not news; unless
      * the object itself is new (the Lease was deleted and created again). */
@@ -852,11 +887,17 @@ void ld_election_observe(struct ld_election *e, struct ld_now now,
     reschedule_after_observation(e, now.mono_ms);
 }
 
-void ld_election_observe_deleted(struct ld_election *e, struct ld_now now)
+void ld_election_observe_deleted(struct ld_election *e, struct ld_now now,
+                                 const struct ld_lease *gone)
 {
     if (!between_requests(e))
         return;
     e->last_watch_event_ms = now.mono_ms;
+    /* A lagging DELETED of an object already replaced by the one we know. */
+    if (gone && e->have_cache && !same_object(&e->cache, gone)) {
+        remember_gone(e, gone->uid);
+        return;
+    }
     observe_absent(e);
     step_down(e, LD_STOP_TAKEN);
     reschedule_after_observation(e, now.mono_ms);

@@ -147,8 +147,12 @@ void ld_election_set_watch(struct ld_election *e, bool healthy);
 void ld_election_observe(struct ld_election *e, struct ld_now now,
                          const struct ld_lease *lease);
 
-/* The Lease was deleted (a watch DELETED event). */
-void ld_election_observe_deleted(struct ld_election *e, struct ld_now now);
+/* The Lease was deleted (a watch DELETED event). gone is the deleted object
+ * as the event carries it (borrowed; NULL when unknown): a DELETED of an
+ * older object than the one already known (another metadata.uid) is a
+ * lagging event and changes nothing. */
+void ld_election_observe_deleted(struct ld_election *e, struct ld_now now,
+                                 const struct ld_lease *gone);
 
 /* Begins shutdown: leadership is given up at once (STOPPED_LEADING), then,
  * if release_on_exit and the cached Lease names us, the engine asks for a

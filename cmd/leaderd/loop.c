@@ -195,7 +195,7 @@ static void on_watch_event(void *ctx, const struct ld_watch_event *ev)
         ld_election_observe(loop->election, now, ev->lease);
         break;
     case LD_WATCH_DELETED:
-        ld_election_observe_deleted(loop->election, now);
+        ld_election_observe_deleted(loop->election, now, ev->lease);
         break;
     case LD_WATCH_BOOKMARK:
         break;

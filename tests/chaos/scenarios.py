@@ -216,10 +216,11 @@ def sc_watch_stall_sigterm(ctx):
 def sc_lease_deleted(ctx):
     """Someone deletes the Lease under a live leader (kubectl delete). The
     leader learns it from its watch and steps down; a standby creates a new
-    Lease. A new Lease starts again at leaseTransitions 0."""
+    Lease, carrying the term on (leaseTransitions one above the last), so no
+    replica's term goes down (the term check stays on)."""
     c = ctx.c
     c.steady()
-    ctx.allow_term_reset = True
+    before = c.last_write()
     t0 = time.monotonic()
     st, out = c.admin("DELETE", c.lease_path())
     if st != 200:
@@ -227,6 +228,12 @@ def sc_lease_deleted(ctx):
     s = c.first_claim(t0, KILL_BOUND + 2, what="a leader after the deletion")
     ctx.failovers.append((None, s.end - t0))
     ctx.converge(t0)
+    creates = [w for w in c.refresh_log() if w.t > t0 and w.verb == "create"]
+    ctx.check(bool(creates), "nobody re-created the deleted Lease")
+    if creates and before is not None and before.transitions is not None:
+        ctx.check(creates[0].transitions == before.transitions + 1,
+                  f"the re-created Lease has leaseTransitions {creates[0].transitions}, "
+                  f"want {before.transitions + 1} (one above the deleted one's)")
 
 
 def sc_metadata_churn(ctx):

@@ -704,7 +704,7 @@ START_TEST(deleted_lease_is_recreated)
     struct ld_election *e = watching_standby();
     fake_api_clear(&api);
     fake_api_init(&api);
-    ld_election_observe_deleted(e, at(100));
+    ld_election_observe_deleted(e, at(100), NULL);
     settle(e, 100);
     ck_assert(ld_election_is_leader(e, 100));
     ck_assert_int_eq(api.creates, 1);
@@ -730,7 +730,7 @@ START_TEST(recreated_lease_continues_the_term)
     observe_store(e, 1000);
     fake_api_clear(&api);
     fake_api_init(&api);
-    ld_election_observe_deleted(e, at(2000));
+    ld_election_observe_deleted(e, at(2000), NULL);
     struct ld_election_status st;
     ld_election_status(e, &st);
     ck_assert_str_eq(st.leader, "");
@@ -771,6 +771,39 @@ START_TEST(lower_term_of_a_new_object_is_news)
     ck_assert_str_eq(st.leader, "go-elector");
     ck_assert_int_eq(st.term, 0);
     ld_lease_clear(&lagging);
+}
+END_TEST
+
+/* After a deletion and our re-creation, a lagging watch may still deliver the
+ * old object's last update and its DELETED: neither is news about the Lease we
+ * now hold. */
+START_TEST(lagging_events_of_a_deleted_lease_are_ignored)
+{
+    struct ld_election *e = watching_standby();
+    fake_api_put_record(&api, "other", 15, 5, WALL0 + 1000000);
+    api.lease.uid = strdup("uid-old");
+    observe_store(e, 1000);
+    struct ld_lease old;
+    ld_lease_init(&old);
+    ck_assert_int_eq(ld_lease_copy(&old, &api.lease), LD_OK);
+    fake_api_clear(&api);
+    fake_api_init(&api);
+    ld_election_observe_deleted(e, at(2000), &old);
+    settle(e, 2000);
+    ck_assert(ld_election_is_leader(e, 2000));
+    ck_assert_str_eq(api.lease.uid, "fake-uid-1");
+    ck_assert_int_eq(api.lease.spec.transitions, 6);
+    count_events(e, LD_EV_STOPPED_LEADING, NULL); /* drain */
+
+    ld_election_observe(e, at(2010), &old);
+    ld_election_observe_deleted(e, at(2020), &old);
+    ck_assert(ld_election_is_leader(e, 2020));
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert_str_eq(st.leader, "b");
+    ck_assert_int_eq(st.term, 6);
+    ck_assert_int_eq(count_events(e, LD_EV_STOPPED_LEADING, NULL), 0);
+    ld_lease_clear(&old);
 }
 END_TEST
 
@@ -1028,6 +1061,7 @@ static Suite *election_suite(void)
     tcase_add_test(tc, first_lease_is_created_at_term_zero);
     tcase_add_test(tc, recreated_lease_continues_the_term);
     tcase_add_test(tc, lower_term_of_a_new_object_is_news);
+    tcase_add_test(tc, lagging_events_of_a_deleted_lease_are_ignored);
     tcase_add_test(tc, retry_after_is_honoured);
     tcase_add_test(tc, standby_polls_within_jitter_bounds);
     tcase_add_test(tc, wake_starts_attempt_early);

@@ -92,6 +92,10 @@ enum ld_err fake_api_execute(struct fake_api *api, const struct ld_action *act,
         if (api->exists)
             return fail(LD_EEXISTS, api, err);
         store(api, act->lease, ns, name);
+        /* A new object, as the server gives it: its own uid. */
+        free(api->lease.uid);
+        if (asprintf(&api->lease.uid, "fake-uid-%d", api->creates) < 0)
+            api->lease.uid = NULL;
         return answer(api, out);
     case LD_ACT_UPDATE:
         api->updates++;
