@@ -3,9 +3,9 @@
 # Debian's own libcurl and libmicrohttpd cannot be linked statically (Kerberos and
 # p11-kit ship no static archives), so the build stage rebuilds both from Debian's
 # source packages, pinned below, with everything leaderd does not use turned off.
-# OpenSSL is rebuilt too, from the upstream release Debian's security suite carries,
-# with only what a TLS 1.2/1.3 client of an API server needs: most of a static binary
-# is libcrypto, and every page of it that the kernel maps counts in the pod's memory.
+# OpenSSL is rebuilt too, from Debian's source package, with only what a TLS 1.2/1.3
+# client of an API server needs: most of a static binary is libcrypto, and every page
+# of it that the kernel maps counts in the pod's memory.
 # jansson, libyaml and zlib are Debian bookworm's static archives.
 # Build: docker build -t leaderd:0.1.0 .   (or `make image` without a Docker engine)
 
@@ -15,16 +15,20 @@
 ARG CURL_VERSION=7.88.1-10+deb12u15
 ARG MHD_VERSION=0.9.75-6
 ARG OPENSSL_VERSION=3.0.22-1~deb12u2
+# debian: Debian's source package with its patches (security fixes included) applied.
+# upstream: only the upstream tarball of that version, for a mirror that lacks the
+# Debian part (this project's own build machines: see README); it misses the fixes
+# Debian adds on top of the upstream release.
+ARG OPENSSL_SOURCE=debian
 
 # ---- toolchain and pinned sources ----
 FROM debian:bookworm-slim AS toolchain
 ARG CURL_VERSION
 ARG MHD_VERSION
 ARG OPENSSL_VERSION
+ARG OPENSSL_SOURCE
 ENV DEBIAN_FRONTEND=noninteractive
-# OpenSSL: only the upstream tarball (--tar-only), checked by apt against the signed
-# source index. Debian's patches on top of it are packaging (paths, man pages, its
-# openssl.cnf defaults), none of which a scratch image uses.
+# Every file is checked by apt against the signed source index.
 RUN sed -e 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
         > /etc/apt/sources.list.d/debian-src.sources \
     && apt-get update \
@@ -34,7 +38,12 @@ RUN sed -e 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sourc
     && mkdir -p /usr/src/dep \
     && cd /usr/src/dep \
     && apt-get source --only-source "curl=${CURL_VERSION}" "libmicrohttpd=${MHD_VERSION}" \
-    && apt-get source --only-source --tar-only "openssl=${OPENSSL_VERSION}" \
+    && if [ "${OPENSSL_SOURCE}" = upstream ]; then \
+           apt-get source --only-source --tar-only "openssl=${OPENSSL_VERSION}" \
+           && tar -xzf openssl_*.orig.tar.gz; \
+       else \
+           apt-get source --only-source "openssl=${OPENSSL_VERSION}"; \
+       fi \
     && rm -rf /var/lib/apt/lists/*
 
 # ---- static OpenSSL, libcurl and libmicrohttpd under /opt/dep ----
@@ -42,10 +51,11 @@ FROM toolchain AS deps
 # OpenSSL: TLS 1.2 and 1.3 client with RSA, ECDSA/EC, X25519/Ed25519, AES-GCM and
 # ChaCha20-Poly1305 (what Kubernetes API servers speak, and the key types kubeconfig
 # client certificates use); no legacy protocols or ciphers, no engines, no modules,
-# no config file. Security level 2 by default, as Debian's openssl.cnf sets it.
+# no automatic loading of a config file by OpenSSL itself (libcurl still asks for the
+# default one, /etc/ssl/openssl.cnf, which the image does not have). Security level 2
+# by default, as Debian's openssl.cnf sets it.
 WORKDIR /usr/src/dep
-RUN tar -xzf openssl_*.orig.tar.gz \
-    && cd openssl-*/ \
+RUN cd openssl-*/ \
     && ./Configure --prefix=/opt/dep/openssl --libdir=lib --openssldir=/etc/ssl \
         no-shared no-module no-dso no-engine no-legacy no-deprecated no-comp no-tests \
         no-ui-console no-async no-autoload-config no-filenames no-ssl-trace \
@@ -114,13 +124,14 @@ FROM scratch
 ARG CURL_VERSION
 ARG MHD_VERSION
 ARG OPENSSL_VERSION
+ARG OPENSSL_SOURCE
 LABEL org.opencontainers.image.title="leaderd" \
       org.opencontainers.image.description="Kubernetes leader-election sidecar (static, scratch)" \
       org.opencontainers.image.version="0.1.0" \
       org.opencontainers.image.base.name="scratch" \
       io.leaderd.curl-source="curl ${CURL_VERSION} (Debian bookworm)" \
       io.leaderd.microhttpd-source="libmicrohttpd ${MHD_VERSION} (Debian bookworm)" \
-      io.leaderd.openssl-source="openssl ${OPENSSL_VERSION} upstream tarball (Debian bookworm-security)"
+      io.leaderd.openssl-source="openssl ${OPENSSL_VERSION} (Debian bookworm-security, ${OPENSSL_SOURCE} source)"
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /usr/src/leaderd/build/static/leaderd /usr/local/bin/leaderd
 USER 65532:65532

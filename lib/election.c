@@ -434,8 +434,15 @@ static enum ld_err prepare_claim(struct ld_election *e, struct ld_now now)
         s->has_acquire = true;
         s->acquire_us = now.wall_us;
     }
-    if (!renewing && s->transitions < INT32_MAX)
-        s->transitions++;
+    /* A change of holder: one above the record, or above the highest term we
+     * have seen if the record started again lower (re-created by a peer that
+     * never saw the old one), so the term we lead in is new. */
+    if (!renewing) {
+        int32_t base = s->transitions;
+        if (e->seen_term && e->highest_term > base)
+            base = e->highest_term;
+        s->transitions = base < INT32_MAX ? base + 1 : INT32_MAX;
+    }
     return LD_OK;
 }
 

@@ -54,8 +54,14 @@ image-base: $(B)/.image-tools
 image-lint: $(B)/.image-tools
 	$(DOCKERFILELINT) Dockerfile
 
+# OpenSSL from Debian's whole source package (its patches applied) when the mirror
+# serves it, else from the upstream tarball alone, with a warning (see README).
+OPENSSL_PIN          = $(shell sed -n 's/^ARG OPENSSL_VERSION=//p' Dockerfile)
+IMAGE_OPENSSL_SOURCE ?= $(shell tools/image/openssl-source.sh '$(OPENSSL_PIN)')
+
 image: image-lint image-base
-	$(CTR) buildah build --pull=never --layers --force-rm --network host -t $(IMAGE) -f Dockerfile .
+	$(CTR) buildah build --pull=never --layers --force-rm --network host \
+	    --build-arg OPENSSL_SOURCE=$(IMAGE_OPENSSL_SOURCE) -t $(IMAGE) -f Dockerfile .
 	@$(CTR) podman image inspect --format 'image: {{.RepoTags}} {{.Size}} bytes' $(IMAGE)
 
 image-test: image all

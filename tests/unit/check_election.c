@@ -807,6 +807,23 @@ START_TEST(lagging_events_of_a_deleted_lease_are_ignored)
 }
 END_TEST
 
+/* A peer that never saw the old Lease re-created it at term 0 and released
+ * it: our takeover still leads in a term above every one seen. */
+START_TEST(takeover_after_a_reset_by_a_peer_continues_the_term)
+{
+    struct ld_election *e = watching_standby();
+    fake_api_put_record(&api, "other", 15, 7, WALL0 + 1000000);
+    api.lease.uid = strdup("uid-1");
+    observe_store(e, 1000);
+    fake_api_put_record(&api, "", 1, 0, WALL0 + 2000000);
+    api.lease.uid = strdup("uid-2");
+    observe_store(e, 2000);
+    settle(e, 2000);
+    ck_assert(ld_election_is_leader(e, 2000));
+    ck_assert_int_eq(api.lease.spec.transitions, 8);
+}
+END_TEST
+
 START_TEST(retry_after_is_honoured)
 {
     api.fail_with = LD_ETOOMANY;
@@ -1062,6 +1079,7 @@ static Suite *election_suite(void)
     tcase_add_test(tc, recreated_lease_continues_the_term);
     tcase_add_test(tc, lower_term_of_a_new_object_is_news);
     tcase_add_test(tc, lagging_events_of_a_deleted_lease_are_ignored);
+    tcase_add_test(tc, takeover_after_a_reset_by_a_peer_continues_the_term);
     tcase_add_test(tc, retry_after_is_honoured);
     tcase_add_test(tc, standby_polls_within_jitter_bounds);
     tcase_add_test(tc, wake_starts_attempt_early);
