@@ -708,7 +708,8 @@ def analyse(ctx, t_from=None, t_to=None):
                     f"keep claiming for at most renew-deadline)")
 
     # 3. term never decreases in one process, except across a deletion of the
-    # Lease: a new Lease starts again at leaseTransitions 0. A process that
+    # Lease: one re-created by a process that never saw the old one starts
+    # again at leaseTransitions 0 (leaderd carries the term on). A process that
     # could not read the Lease while it was deleted and re-created learns of
     # the reset late (in a soak, during the next scenario), so the deletion
     # is looked up in the write log: after the write that began the old term,

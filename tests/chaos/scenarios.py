@@ -568,7 +568,9 @@ def malformed(ctx, variant, restore):
             if st != 200:
                 raise ScenarioError(f"could not write a valid Lease back: {st} {out}")
         else:
-            ctx.allow_term_reset = True  # a new Lease starts again at leaseTransitions 0
+            # Nobody decoded the garbage; a replica that saw no valid Lease
+            # before it may re-create at leaseTransitions 0.
+            ctx.allow_term_reset = True
             st, out = c.admin("DELETE", c.lease_path())
             if st != 200:
                 raise ScenarioError(f"could not delete the garbage: {st} {out}")
