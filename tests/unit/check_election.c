@@ -531,6 +531,17 @@ static void observe_store(struct ld_election *e, int64_t now)
     ld_election_observe(e, at(now), &api.lease);
 }
 
+/* Stores a record of another client as object uid (as a re-created Lease
+ * gets a new one) and feeds it to e through the watch at time now. */
+static void watch_record(struct ld_election *e, const char *holder, int32_t transitions,
+                         const char *uid, int64_t now)
+{
+    fake_api_put_record(&api, holder, holder[0] ? 15 : 1, transitions,
+                        WALL0 + now * 1000);
+    api.lease.uid = strdup(uid);
+    observe_store(e, now);
+}
+
 /* "b", on standby behind a live "other", then fed by a watch. */
 static struct ld_election *watching_standby(void)
 {
@@ -750,9 +761,7 @@ END_TEST
 START_TEST(lower_term_of_a_new_object_is_news)
 {
     struct ld_election *e = watching_standby();
-    fake_api_put_record(&api, "other", 15, 5, WALL0 + 1000000);
-    api.lease.uid = strdup("uid-1");
-    observe_store(e, 1000);
+    watch_record(e, "other", 5, "uid-1", 1000);
     struct ld_lease lagging;
     ld_lease_init(&lagging);
     fake_api_put_record(&api, "older", 15, 3, WALL0 + 500000);
@@ -764,9 +773,7 @@ START_TEST(lower_term_of_a_new_object_is_news)
     ck_assert_str_eq(st.leader, "other");
     ck_assert_int_eq(st.term, 5);
 
-    fake_api_put_record(&api, "go-elector", 15, 0, WALL0 + 2000000);
-    api.lease.uid = strdup("uid-2");
-    observe_store(e, 2000);
+    watch_record(e, "go-elector", 0, "uid-2", 2000);
     ld_election_status(e, &st);
     ck_assert_str_eq(st.leader, "go-elector");
     ck_assert_int_eq(st.term, 0);
@@ -780,9 +787,7 @@ END_TEST
 START_TEST(lagging_events_of_a_deleted_lease_are_ignored)
 {
     struct ld_election *e = watching_standby();
-    fake_api_put_record(&api, "other", 15, 5, WALL0 + 1000000);
-    api.lease.uid = strdup("uid-old");
-    observe_store(e, 1000);
+    watch_record(e, "other", 5, "uid-old", 1000);
     struct ld_lease old;
     ld_lease_init(&old);
     ck_assert_int_eq(ld_lease_copy(&old, &api.lease), LD_OK);
@@ -812,12 +817,8 @@ END_TEST
 START_TEST(takeover_after_a_reset_by_a_peer_continues_the_term)
 {
     struct ld_election *e = watching_standby();
-    fake_api_put_record(&api, "other", 15, 7, WALL0 + 1000000);
-    api.lease.uid = strdup("uid-1");
-    observe_store(e, 1000);
-    fake_api_put_record(&api, "", 1, 0, WALL0 + 2000000);
-    api.lease.uid = strdup("uid-2");
-    observe_store(e, 2000);
+    watch_record(e, "other", 7, "uid-1", 1000);
+    watch_record(e, "", 0, "uid-2", 2000); /* released */
     settle(e, 2000);
     ck_assert(ld_election_is_leader(e, 2000));
     ck_assert_int_eq(api.lease.spec.transitions, 8);
