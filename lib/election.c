@@ -414,6 +414,17 @@ static enum ld_err set_holder(struct ld_lease_spec *spec, const char *holder)
     return LD_OK;
 }
 
+/* The term of a change of holder: one above the record's, or above the
+ * highest term seen if the record started again lower (re-created by a peer
+ * that never saw the old one), so the term we lead in is new. Saturates. */
+static int32_t term_after(const struct ld_election *e, int32_t record)
+{
+    int32_t base = record;
+    if (e->seen_term && e->highest_term > base)
+        base = e->highest_term;
+    return base < INT32_MAX ? base + 1 : INT32_MAX;
+}
+
 /* Renewal or takeover of the cached object: a fresh renewTime every time
  * (Go peers compare the record to the second), leaseTransitions +1 only
  * when the holder changes, acquireTime kept while we keep it. */
@@ -434,15 +445,8 @@ static enum ld_err prepare_claim(struct ld_election *e, struct ld_now now)
         s->has_acquire = true;
         s->acquire_us = now.wall_us;
     }
-    /* A change of holder: one above the record, or above the highest term we
-     * have seen if the record started again lower (re-created by a peer that
-     * never saw the old one), so the term we lead in is new. */
-    if (!renewing) {
-        int32_t base = s->transitions;
-        if (e->seen_term && e->highest_term > base)
-            base = e->highest_term;
-        s->transitions = base < INT32_MAX ? base + 1 : INT32_MAX;
-    }
+    if (!renewing)
+        s->transitions = term_after(e, s->transitions);
     return LD_OK;
 }
 
@@ -460,10 +464,7 @@ static enum ld_err prepare_create(struct ld_election *e, struct ld_now now)
     d->spec.acquire_us = d->spec.renew_us = now.wall_us;
     /* As client-go for a Lease never seen; otherwise a change of holder
      * after the one we last knew. */
-    d->spec.transitions = 0;
-    if (e->seen_term)
-        d->spec.transitions =
-            e->highest_term < INT32_MAX ? e->highest_term + 1 : INT32_MAX;
+    d->spec.transitions = e->seen_term ? term_after(e, 0) : 0;
     return LD_OK;
 }
 

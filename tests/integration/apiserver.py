@@ -174,6 +174,18 @@ class ApiServer:
         (client-certificate, client-key)."""
         return os.path.join(self.dir, "kubeconfig-%s-%s" % (name, "certfile" if files else "cert"))
 
+    def sec1_kubeconfig(self, name):
+        """Kubeconfig for client name (an EC client) with its key rewritten in SEC1 form
+        ("BEGIN EC PRIVATE KEY", as k3s writes them) by the openssl command; files in the
+        server's directory. Raises CalledProcessError without openssl."""
+        crt, key = self.client_cert(name)
+        sec1 = os.path.join(self.dir, "certs", name + "-sec1.key")
+        subprocess.run(["openssl", "ec", "-in", key, "-out", sec1], check=True,
+                       capture_output=True)
+        path = os.path.join(self.dir, "kubeconfig-%s-sec1" % name)
+        write_kubeconfig(path, self.url, self.ca, name, cert=crt, key=sec1)
+        return path
+
     # ---- HTTP ----
 
     def request(self, method, path, body=None, client=None, token=None, cert=None,

@@ -274,14 +274,9 @@ class TestLeaderdClientCerts(ServerTestCase):
     @unittest.skipUnless(shutil.which("openssl"), "the openssl command is not installed")
     def test_ec_key_in_sec1_form_elects(self):
         # "BEGIN EC PRIVATE KEY", as k3s and some CAs write EC keys.
-        crt, key = self.srv.client_cert("ec1")
-        sec1 = os.path.join(self.tmp, "ec1-sec1.key")
-        subprocess.run(["openssl", "ec", "-in", key, "-out", sec1], check=True,
-                       capture_output=True)
-        self.assertTrue(read(sec1).startswith(b"-----BEGIN EC PRIVATE KEY-----"))
-        kubeconfig = os.path.join(self.tmp, "kubeconfig-ec1-sec1")
-        write_kubeconfig(kubeconfig, "https://127.0.0.1:%d" % self.srv.port, self.srv.ca,
-                         "ec1", cert=crt, key=sec1)
+        kubeconfig = self.srv.sec1_kubeconfig("ec1")
+        key = user_fields(kubeconfig)["client-key"]
+        self.assertTrue(read(key).startswith(b"-----BEGIN EC PRIVATE KEY-----"))
         r = self.replica("ec1", kubeconfig).start()
         wait_until(r.is_leader, ELECTION_BOUND, what="ec1 to lead with its SEC1 key")
         self.assertEqual(self.lease_spec()["holderIdentity"], "ec1")

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
-from apiserver import ApiServer, write_kubeconfig  # noqa: E402
+from apiserver import ApiServer  # noqa: E402
 
 IMAGE = os.environ.get("LEADERD_IMAGE", "localhost/leaderd:0.1.0")
 MAX_BYTES = int(os.environ.get("LEADERD_IMAGE_MAX_BYTES", str(8 * 1000 * 1000)))
@@ -299,19 +299,6 @@ def test_election(root):
         srv.stop()
 
 
-def sec1_kubeconfig(srv, name):
-    """A kubeconfig for name with its EC key rewritten as SEC1 ("BEGIN EC PRIVATE KEY",
-    as k3s writes them), by the openssl command."""
-    crt, key = srv.client_cert(name)
-    sec1 = os.path.join(srv.dir, name + "-sec1.key")
-    subprocess.run(["openssl", "ec", "-in", key, "-out", sec1], check=True,
-                   capture_output=True)
-    path = os.path.join(srv.dir, "kubeconfig-%s-sec1" % name)
-    write_kubeconfig(path, "https://127.0.0.1:%d" % srv.port, srv.ca, name, cert=crt,
-                     key=sec1)
-    return path
-
-
 def test_client_certs(root):
     """kubeconfig client certificates through the image's own (slim, static) OpenSSL:
     an RSA key in PKCS#1 inline, an EC key in PKCS#8 from files, one in SEC1."""
@@ -323,7 +310,7 @@ def test_client_certs(root):
         srv.start()
         kubeconfigs = {"pod-rsa": srv.cert_kubeconfig("pod-rsa"),
                        "pod-ec": srv.cert_kubeconfig("pod-ec", files=True),
-                       "pod-sec1": sec1_kubeconfig(srv, "pod-sec1")}
+                       "pod-sec1": srv.sec1_kubeconfig("pod-sec1")}
         readable_by_all(root)
         mount = ["-v", "%s:%s:ro" % (srv.dir, srv.dir)]
         for name, kubeconfig in kubeconfigs.items():
