@@ -157,11 +157,13 @@ static int conn_fd(struct MHD_Connection *c)
     return ci ? ci->connect_fd : -1;
 }
 
-enum chaos { CHAOS_PASS, CHAOS_REPLY, CHAOS_DROP };
+enum chaos { CHAOS_PASS, CHAOS_REPLY, CHAOS_DROP, CHAOS_LATE };
 
 /* Holds, delays, fails or drops the request per the pause flag and the
  * client's faults. CHAOS_DROP means: close without answering; *outcome
- * says why ("reset" or "disconnected"). */
+ * says why ("reset" or "disconnected"). CHAOS_LATE means: the client hung
+ * up during an apply_late delay, execute the request all the same and
+ * close without answering. */
 static enum chaos chaos(struct as_api *api, int fd, const char *client, enum as_verb verb,
                         struct as_reply *r, const char **outcome)
 {
@@ -189,13 +191,27 @@ static enum chaos chaos(struct as_api *api, int fd, const char *client, enum as_
     if (!client || !as_faults_get(api->faults, client, verb, &f))
         return CHAOS_PASS;
     int64_t until = as_mono_ms() + f.latency_ms;
+    bool gone = false;
     for (int64_t now = as_mono_ms(); now < until; now = as_mono_ms()) {
         int64_t left = until - now;
-        if (atomic_load(&api->stopping) ||
-            as_api_peer_gone(fd, left < HOLD_POLL_MS ? (int)left : HOLD_POLL_MS)) {
+        int step = left < HOLD_POLL_MS ? (int)left : HOLD_POLL_MS;
+        if (atomic_load(&api->stopping)) {
             *outcome = "disconnected";
             return CHAOS_DROP;
         }
+        /* After the hang-up only the clock matters: fd -1 just sleeps. */
+        if (as_api_peer_gone(gone ? -1 : fd, step)) {
+            if (!f.apply_late) {
+                *outcome = "disconnected";
+                return CHAOS_DROP;
+            }
+            gone = true;
+        }
+    }
+    /* A watch nobody reads has nothing to apply. */
+    if (gone && verb == AS_VERB_WATCH) {
+        *outcome = "disconnected";
+        return CHAOS_DROP;
     }
     if (f.throttle_rate > 0 && as_faults_rand(api->faults) < f.throttle_rate) {
         as_reply_too_many(r, f.retry_after);
@@ -207,7 +223,7 @@ static enum chaos chaos(struct as_api *api, int fd, const char *client, enum as_
                         "injected fault (leaderd-apiserver)", NULL);
         return CHAOS_REPLY;
     }
-    return CHAOS_PASS;
+    return gone ? CHAOS_LATE : CHAOS_PASS;
 }
 
 /* True when the client's faults say the reply to its committed write must be
@@ -420,7 +436,7 @@ static void handle_write(struct MHD_Connection *c, struct as_api *api,
                             NULL);
             break;
         }
-        patch = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
+        patch = json_loadb(rq->body ? rq->body : "", rq->len, JSON_ALLOW_NUL, &jerr);
         if (!patch) {
             char msg[300];
             snprintf(msg, sizeof msg, "error decoding patch: %s", jerr.text);
@@ -526,6 +542,7 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
     int fd = conn_fd(c);
     route(c, url, method, api->server_addr, &rt);
     const char *outcome = NULL;
+    bool late = false;
     switch (chaos(api, fd, cname, rt.verb, &r, &outcome)) {
     case CHAOS_DROP:
         account(api, cname, method, url, rt.verb, outcome);
@@ -533,6 +550,9 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
         return MHD_NO; /* MHD closes the connection without a response */
     case CHAOS_REPLY:
         goto send;
+    case CHAOS_LATE:
+        late = true;
+        break;
     case CHAOS_PASS:
         break;
     }
@@ -599,7 +619,8 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
             handle_get(c, api, &rt, &r);
         } else {
             handle_write(c, api, &rt, cname ? cname : AS_ADMIN, rq, &r);
-            if (r.code >= 200 && r.code < 300 && lose_reply(api, cname, rt.verb)) {
+            if (!late && r.code >= 200 && r.code < 300 &&
+                lose_reply(api, cname, rt.verb)) {
                 account(api, cname, method, url, rt.verb, "lost-reply");
                 as_reply_clear(&r);
                 return MHD_NO;
@@ -608,8 +629,14 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
         break;
     }
 send:
-    snprintf(code, sizeof code, "%u", r.code);
+    snprintf(code, sizeof code, late ? "late-%u" : "%u", r.code);
     account(api, cname, method, url, rt.verb, code);
+    if (late) {
+        /* Its client is gone: the request took effect, the reply has no
+         * reader. */
+        as_reply_clear(&r);
+        return MHD_NO;
+    }
     ret = send_reply(c, &r);
     as_reply_clear(&r);
     return ret;

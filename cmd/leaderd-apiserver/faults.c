@@ -44,6 +44,20 @@ static bool get_rate(json_t *v, const char *what, double *out, char *err, size_t
     return true;
 }
 
+static bool get_bool(json_t *v, const char *what, bool *out, char *err, size_t errlen)
+{
+    if (!v || json_is_null(v)) {
+        *out = false;
+        return true;
+    }
+    if (!json_is_boolean(v)) {
+        snprintf(err, errlen, "%s must be true, false or null", what);
+        return false;
+    }
+    *out = json_is_true(v);
+    return true;
+}
+
 static bool get_int(json_t *v, const char *what, long long min, long long max,
                     long long dflt, int *out, char *err, size_t errlen)
 {
@@ -94,6 +108,8 @@ bool as_fault_from_json(json_t *j, char *client, struct as_fault *out, char *err
     }
     if (!get_int(json_object_get(j, "latency_ms"), "latency_ms", 0, 3600000, 0,
                  &out->latency_ms, err, errlen) ||
+        !get_bool(json_object_get(j, "apply_late"), "apply_late", &out->apply_late, err,
+                  errlen) ||
         !get_rate(json_object_get(j, "error_rate"), "error_rate", &out->error_rate, err,
                   errlen) ||
         !get_int(json_object_get(j, "error_code"), "error_code", 400, 599, 500,
@@ -147,6 +163,7 @@ json_t *as_fault_to_json(const struct as_fault *f)
                         : f->partition == AS_PART_RESET ? json_string("reset")
                                                         : json_null());
     json_object_set_new(j, "latency_ms", json_integer(f->latency_ms));
+    json_object_set_new(j, "apply_late", json_boolean(f->apply_late));
     json_object_set_new(j, "error_rate", json_real(f->error_rate));
     json_object_set_new(j, "error_code", json_integer(f->error_code));
     json_object_set_new(t, "rate", json_real(f->throttle_rate));

@@ -1,6 +1,7 @@
 /*
  * faults: per-client fault injection for leaderd-apiserver tests (partition
- * hang/reset, latency, error rate, 429 throttling, optionally per verb) and a
+ * hang/reset, latency (optionally applied late: executed although the client
+ * gave up), error rate, 429 throttling, optionally per verb) and a
  * global pause. Thread-safe (one mutex).
  */
 #ifndef AS_FAULTS_H
@@ -41,15 +42,18 @@ struct as_fault {
     int retry_after;      /* seconds in the 429's Retry-After */
     double lose_reply;    /* probability that a committed write's reply is lost:
                              the connection is closed instead of answering */
+    bool apply_late;      /* a client that hangs up during latency_ms does not
+                             cancel its request: it is executed at the end of
+                             the delay and only the reply is lost (gray failure) */
     unsigned verbs;       /* bit (1u << enum as_verb) per verb affected; 0 = all */
 };
 
 /* Parses a control body {"client":..., "partition":"hang"|"reset"|null,
- * "latency_ms":N, "error_rate":R, "error_code":C, "throttle":{"rate":R,
- * "retry_after":S}, "lose_reply_rate":R, "verbs":[...]} (missing fields: no
- * fault). Copies the
- * client name into client (AS_CLIENT_MAX bytes). Returns false with a
- * message in err (errlen bytes) on a malformed body. */
+ * "latency_ms":N, "apply_late":B, "error_rate":R, "error_code":C,
+ * "throttle":{"rate":R, "retry_after":S}, "lose_reply_rate":R, "verbs":[...]}
+ * (missing fields: no fault). Copies the client name into client
+ * (AS_CLIENT_MAX bytes). Returns false with a message in err (errlen bytes)
+ * on a malformed body. */
 bool as_fault_from_json(json_t *j, char *client, struct as_fault *out, char *err,
                         size_t errlen);
 

@@ -380,7 +380,7 @@ fail:
 json_t *as_lease_parse(const char *text, size_t len, struct as_reply *err)
 {
     json_error_t jerr;
-    json_t *in = json_loadb(text, len, 0, &jerr);
+    json_t *in = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
     if (!in) {
         char msg[512];
         snprintf(msg, sizeof msg, "couldn't get version/kind; json parse error: %s",

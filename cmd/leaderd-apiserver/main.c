@@ -91,8 +91,11 @@ static const char usage[] =
     "Control API (admin token only, JSON):\n"
     "  POST /_control/faults        {\"client\":NAME, "
     "\"partition\":\"hang\"|\"reset\"|null,\n"
-    "                                \"latency_ms\":N, \"error_rate\":0..1, "
-    "\"error_code\":500,\n"
+    "                                \"latency_ms\":N, \"apply_late\":true|false (a\n"
+    "                                request whose client hangs up during the latency\n"
+    "                                is still executed after it, only its reply is\n"
+    "                                lost; stats count it as late-CODE),\n"
+    "                                \"error_rate\":0..1, \"error_code\":500,\n"
     "                                \"throttle\":{\"rate\":0..1,\"retry_after\":S},\n"
     "                                \"lose_reply_rate\":0..1 (a committed write's\n"
     "                                reply is lost: the connection is closed),\n"
@@ -114,7 +117,8 @@ static const char usage[] =
     "                                clock_us is CLOCK_MONOTONIC itself; a holder\n"
     "                                over 256 bytes is cut to its head and length\n"
     "  GET  /_control/stats         "
-    "{client:{verb:{code|\"reset\"|\"disconnected\"|\"lost-reply\":count}}}\n"
+    "{client:{verb:{code|\"late-\"code|\"reset\"|\"disconnected\"|\n"
+    "                                \"lost-reply\":count}}}\n"
     "  POST /_control/stats/reset\n";
 
 struct options {

@@ -85,7 +85,7 @@ static json_t *entry_parsed(const struct entry *e)
 {
     if (e->obj)
         return json_incref(e->obj);
-    json_t *j = json_loads(e->raw, 0, NULL);
+    json_t *j = json_loads(e->raw, JSON_ALLOW_NUL, NULL);
     if (j && !json_is_object(j)) {
         json_decref(j);
         return NULL;
@@ -350,7 +350,7 @@ static bool load_state(struct as_store *s, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", s->state_file, strerror(errno));
         return false;
     }
-    root = json_loadb(text, len, 0, &jerr);
+    root = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
     if (!root || !json_is_object(root)) {
         snprintf(err, errlen, "%s: not a JSON object (%s)", s->state_file,
                  root ? "wrong type" : jerr.text);
@@ -832,7 +832,7 @@ out:
  * with a metadata object, else a plain copy; new string or NULL. */
 static char *stamped_copy(const char *text, size_t len, bool stamp, uint64_t rv)
 {
-    json_t *doc = stamp ? json_loadb(text, len, 0, NULL) : NULL;
+    json_t *doc = stamp ? json_loadb(text, len, JSON_ALLOW_NUL, NULL) : NULL;
     json_t *meta = json_object_get(doc, "metadata");
     char *out = NULL;
     if (json_is_object(doc) && json_is_object(meta)) {

@@ -328,6 +328,52 @@ class TestFaults(ServerTestCase):
         self.assertEqual(self.srv.get_lease(NS, "lat", client="r2")[0], 200)
         self.assertLess(time.monotonic() - t0, 0.4)
 
+    def test_apply_late_put_lands_after_the_client_gave_up(self):
+        created = self.create("late")
+        self.srv.reset_stats()
+        self.srv.control("POST", "faults", {"client": "r1", "latency_ms": 1500,
+                                            "apply_late": True, "verbs": ["update"]})
+        upd = dict(created, spec=dict(created["spec"], holderIdentity="late-writer"))
+        t0 = time.monotonic()
+        with self.assertRaises(Exception) as cm:
+            self.srv.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/default/"
+                             "leases/late", upd, client="r1", timeout=0.3)
+        self.assertTrue(is_transport_error(cm.exception), repr(cm.exception))
+        landed = wait_for(lambda: self.srv.get_lease(NS, "late", client="r2")[1]["spec"]
+                          ["holderIdentity"] == "late-writer" and time.monotonic())
+        self.assertIsNotNone(landed, "the late PUT never reached the store")
+        self.assertGreaterEqual(landed - t0, 1.5, "applied before its latency was over")
+        self.assertEqual(self.srv.stats()["r1"]["update"], {"late-200": 1})
+        self.assertEqual([e["holderIdentity"] for e in self.srv.write_log()
+                          if e["name"] == "late"][-1], "late-writer")
+
+    def test_latency_without_apply_late_drops_the_abandoned_put(self):
+        created = self.create("dropped")
+        self.srv.reset_stats()
+        self.srv.control("POST", "faults", {"client": "r1", "latency_ms": 1500,
+                                            "verbs": ["update"]})
+        upd = dict(created, spec=dict(created["spec"], holderIdentity="never"))
+        with self.assertRaises(Exception):
+            self.srv.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/default/"
+                             "leases/dropped", upd, client="r1", timeout=0.3)
+        seen = wait_for(lambda: self.srv.stats().get("r1", {}).get("update", {})
+                        .get("disconnected"))
+        self.assertEqual(seen, 1)
+        self.assertEqual(self.srv.get_lease(NS, "dropped")[1]["spec"]["holderIdentity"],
+                         "r1")
+
+    def test_apply_late_in_fault_json(self):
+        out = self.srv.control("POST", "faults", {"client": "r2", "latency_ms": 10,
+                                                  "apply_late": True})
+        self.assertIs(out["apply_late"], True)
+        self.assertIs(self.srv.faults()["r2"]["apply_late"], True)
+        out = self.srv.control("POST", "faults", {"client": "r2", "latency_ms": 10})
+        self.assertIs(out["apply_late"], False)
+        status, _, _ = self.srv.request("POST", "/_control/faults",
+                                        {"client": "r1", "apply_late": "yes"},
+                                        token=self.srv.token("admin"))
+        self.assertEqual(status, 400)
+
     def test_error_rate(self):
         self.create("err")
         self.srv.set_faults("r1", error_rate=1.0, error_code=503)
@@ -394,6 +440,71 @@ class TestFaults(ServerTestCase):
                                         {"client": "r1", "error_rate": 2},
                                         token=self.srv.token("admin"))
         self.assertEqual(status, 400)
+
+
+class TestLargeObjects(ServerTestCase):
+    """Objects as large as kube-apiserver takes (request bodies up to 3 MiB) and
+    strings Go's JSON decoder accepts (a NUL byte) go through every path."""
+
+    MIB = 1 << 20
+
+    def test_megabyte_holder_create_get_watch(self):
+        big = "h" * self.MIB
+        created = self.create("bigholder")
+        w = self.srv.open_watch(NS, "bigholder",
+                                resource_version=created["metadata"]["resourceVersion"],
+                                timeout_seconds=30)
+        try:
+            upd = dict(created, spec=dict(created["spec"], holderIdentity=big))
+            status, updated = self.srv.put_lease(NS, "bigholder", upd)
+            self.assertEqual(status, 200)
+            self.assertEqual(self.srv.get_lease(NS, "bigholder")[1], updated)
+            ev = w.next_event()
+            self.assertEqual(ev["type"], "MODIFIED")
+            self.assertEqual(ev["object"]["spec"]["holderIdentity"], big)
+        finally:
+            w.close()
+        entry = [e for e in self.srv.write_log() if e["name"] == "bigholder"][-1]
+        self.assertEqual(entry["holderIdentity"], "h" * 256 + "...(%d bytes)" % self.MIB)
+
+    def test_megabyte_annotations_survive_an_update(self):
+        ann = {"chaos/blob": "a" * self.MIB}
+        obj = lease("bigann", holder="ghost")
+        obj["metadata"]["annotations"] = ann
+        status, created = self.srv.post_lease(NS, obj)
+        self.assertEqual(status, 201)
+        upd = dict(created, spec=dict(created["spec"], holderIdentity="r2"))
+        status, updated = self.srv.put_lease(NS, "bigann", upd, client="r2")
+        self.assertEqual(status, 200)
+        self.assertEqual(updated["metadata"]["annotations"], ann)
+
+    def test_raw_megabyte_lease_is_stamped(self):
+        text = json.dumps(dict(lease("rawbig", holder="h" * self.MIB),
+                               metadata={"name": "rawbig", "namespace": NS}))
+        rv = self.srv.control("PUT", "raw/%s/rawbig?stamp=1" % NS, raw=text)[
+            "resourceVersion"]
+        status, got = self.srv.get_lease(NS, "rawbig")
+        self.assertEqual((status, got["metadata"]["resourceVersion"]), (200, rv))
+        self.assertEqual(len(got["spec"]["holderIdentity"]), self.MIB)
+
+    def test_nul_in_holder(self):
+        status, created = self.srv.post_lease(NS, lease("nul", holder="gh\x00ost"))
+        self.assertEqual(status, 201, created)
+        self.assertEqual(created["spec"]["holderIdentity"], "gh\x00ost")
+        _, _, data = self.srv.request("GET", "/apis/coordination.k8s.io/v1/namespaces/"
+                                      "default/leases/nul")
+        self.assertIn(b'"gh\\u0000ost"', data)
+        text = json.dumps(lease("nulraw", holder="x\x00y"))
+        rv = self.srv.control("PUT", "raw/%s/nulraw?stamp=1" % NS, raw=text)[
+            "resourceVersion"]
+        self.assertEqual(self.srv.get_lease(NS, "nulraw")[1]["metadata"]["resourceVersion"],
+                         rv)
+
+    def test_body_over_three_mib_is_413(self):
+        obj = lease("toobig", holder="h" * (3 * self.MIB))
+        status, body = self.srv.post_lease(NS, obj)
+        self.assertEqual((status, body["reason"]), (413, "RequestEntityTooLarge"))
+        self.assertEqual(self.srv.get_lease(NS, "toobig")[0], 404)
 
 
 class TestControl(ServerTestCase):
