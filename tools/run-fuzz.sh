@@ -10,7 +10,7 @@
 #       tests/fuzz/corpus/TARGET, then (SECONDS > 0) fuzzes for SECONDS with
 #       those as seeds; new inputs go to FUZZ_BUILD_DIR/work/TARGET, crashes to
 #       FUZZ_BUILD_DIR/artifacts/TARGET. Prints executions per target and
-#       last "fuzz: N passed, N failed" (N = targets).
+#       last "fuzz: N passed, N failed, 0 skipped" (N = targets).
 set -u
 
 fuzz_runtime_ok() {
@@ -109,7 +109,7 @@ run)
             failed=$((failed + 1))
         fi
     done
-    echo "fuzz: $passed passed, $failed failed"
+    echo "fuzz: $passed passed, $failed failed, 0 skipped"
     [ "$failed" -eq 0 ]
     ;;
 *)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs Check unit-test binaries and adds up their results.
-# Usage: tools/run-unit.sh DIR NAME... ; prints "unit(DIR): N passed, N failed".
+# Usage: tools/run-unit.sh DIR NAME... ; prints
+# "unit(DIR): N passed, N failed, N skipped" (Check has no skipped tests, so
+# the last figure is always 0; it is there for the common summary form).
 set -u
 dir=$1; shift
 passed=0; failed=0
@@ -23,5 +25,5 @@ for name in "$@"; do
     echo "  $name: $line"
     passed=$((passed + checks - bad)); failed=$((failed + bad))
 done
-echo "unit($dir): $passed passed, $failed failed"
+echo "unit($dir): $passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]

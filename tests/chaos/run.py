@@ -11,8 +11,9 @@ safety and liveness checks of harness.analyse() plus each scenario's own.
 
 Each run gets a fresh API server and fresh replicas in its own process (so
 runs can go in parallel with --jobs); the work directory of a failed run is
-kept and printed. The last line is `chaos: N passed, N failed`; the exit
-status is 0 only when nothing failed. LEADERD_BUILD picks the binaries.
+kept and printed. The last line is `chaos: N passed, N failed, N skipped`
+(skipped: the scenarios known to fail that this selection leaves out); the
+exit status is 0 only when nothing failed. LEADERD_BUILD picks the binaries.
 """
 import argparse
 import json
@@ -249,7 +250,7 @@ def main():
     out = sys.stdout
     if not os.access(harness.LEADERD, os.X_OK):
         print(f"chaos: {harness.LEADERD} is missing; run make first", file=out)
-        print("chaos: 0 passed, 1 failed", file=out)
+        print("chaos: 0 passed, 1 failed, 0 skipped", file=out)
         return 1
 
     if args.only:
@@ -271,7 +272,7 @@ def main():
     for p in problems:
         print(f"FAIL selftest: {p}", file=out)
     if problems:
-        print("chaos: 0 passed, 1 failed", file=out)
+        print("chaos: 0 passed, 1 failed, 0 skipped", file=out)
         return 1
 
     queue = [(s.name, n, r) for r in range(repeat) for n in sizes for s in chosen]
@@ -324,7 +325,8 @@ def main():
           + ("" if failed or args.keep else " (removed)"), file=out)
     if not failed and not args.keep:
         shutil.rmtree(root, ignore_errors=True)
-    print(f"chaos: {passed} passed, {failed} failed", file=out, flush=True)
+    print(f"chaos: {passed} passed, {failed} failed, {len(skipped)} skipped", file=out,
+          flush=True)
     return 0 if failed == 0 and results else 1
 
 

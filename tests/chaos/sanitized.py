@@ -66,7 +66,7 @@ def run_chaos(env):
     p = subprocess.run([sys.executable, os.path.join(HERE, "run.py"), "--short"], env=env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     sys.stdout.write(p.stdout)
-    m = re.search(r"chaos: (\d+) passed, (\d+) failed\s*$", p.stdout)
+    m = re.search(r"chaos: (\d+) passed, (\d+) failed(?:, \d+ skipped)?\s*$", p.stdout)
     if not m:
         return 0, 1
     passed, failed = int(m.group(1)), int(m.group(2))

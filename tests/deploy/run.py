@@ -5,7 +5,8 @@ file passes yamllint (deploy/.yamllint), and the rendered objects keep their str
 non-root, read-only root filesystem, no privilege escalation, all capabilities
 dropped, seccomp RuntimeDefault, leaderd's probes on the right paths, the Downward
 API identity, RBAC limited to the one Lease, and the rollout strategy that does not
-stall when readiness means leadership. Ends with `deploy: N passed, N failed`.
+stall when readiness means leadership. Ends with
+`deploy: N passed, N failed, 0 skipped`.
 
 Needs kubectl and yamllint (Debian's yamllint brings python3-yaml, used to read the
 rendered YAML).
@@ -231,7 +232,7 @@ def main():
     for tool, pkg in (("kubectl", "kubectl"), ("yamllint", "yamllint")):
         if not shutil.which(tool):
             print("deploy: %s not found (apt-get install -y %s)" % (tool, pkg))
-            print("deploy: 0 passed, 1 failed")
+            print("deploy: 0 passed, 1 failed, 0 skipped")
             return 1
     ok, out = yamllint()
     check(ok, "yamllint deploy/", out)
@@ -254,7 +255,8 @@ def main():
     check(seen["native"], "an example with leaderd as a native sidecar")
     check(seen["plain"], "an example with leaderd as a plain container")
     check(seen["gated"], "an example gating Service traffic on /leader")
-    print("deploy: %d passed, %d failed" % (results["passed"], results["failed"]))
+    print("deploy: %d passed, %d failed, 0 skipped"
+          % (results["passed"], results["failed"]))
     return 1 if results["failed"] else 0
 
 
