@@ -232,9 +232,14 @@ static void log_write(struct as_store *s, const char *client, const char *verb,
     if (json_is_string(holder) && json_string_length(holder) > LOG_HOLDER_MAX) {
         /* A garbage holder (megabytes) must not be copied into every reader
          * of the log; its head and length say enough. */
+        const char *h = json_string_value(holder);
+        int head = LOG_HOLDER_MAX;
+        /* Cut at a character boundary, or jansson refuses the string. */
+        while (head > 0 && ((unsigned char)h[head] & 0xC0) == 0x80)
+            head--;
         char *cut = NULL;
-        if (asprintf(&cut, "%.*s...(%zu bytes)", LOG_HOLDER_MAX,
-                     json_string_value(holder), json_string_length(holder)) >= 0)
+        if (asprintf(&cut, "%.*s...(%zu bytes)", head, h, json_string_length(holder)) >=
+            0)
             json_object_set_new(e, "holderIdentity", json_string(cut));
         free(cut);
     } else {

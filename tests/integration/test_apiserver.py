@@ -479,13 +479,18 @@ class TestLargeObjects(ServerTestCase):
         self.assertEqual(updated["metadata"]["annotations"], ann)
 
     def test_raw_megabyte_lease_is_stamped(self):
-        text = json.dumps(dict(lease("rawbig", holder="h" * self.MIB),
-                               metadata={"name": "rawbig", "namespace": NS}))
-        rv = self.srv.control("PUT", "raw/%s/rawbig?stamp=1" % NS, raw=text)[
+        holder = "x" + "\u00e9" * (self.MIB // 2)  # the log's 256-byte cut falls inside one
+        text = json.dumps(dict(lease("rawbig", holder=holder),
+                               metadata={"name": "rawbig", "namespace": NS}),
+                          ensure_ascii=False)
+        rv = self.srv.control("PUT", "raw/%s/rawbig?stamp=1" % NS, raw=text.encode())[
             "resourceVersion"]
         status, got = self.srv.get_lease(NS, "rawbig")
         self.assertEqual((status, got["metadata"]["resourceVersion"]), (200, rv))
-        self.assertEqual(len(got["spec"]["holderIdentity"]), self.MIB)
+        self.assertEqual(got["spec"]["holderIdentity"], holder)
+        entry = [e for e in self.srv.write_log() if e["name"] == "rawbig"][-1]
+        self.assertEqual(entry["holderIdentity"],
+                         holder[:128] + "...(%d bytes)" % len(holder.encode()))
 
     def test_nul_in_holder(self):
         status, created = self.srv.post_lease(NS, lease("nul", holder="gh\x00ost"))
