@@ -22,6 +22,22 @@ LEADERD = os.path.join(BUILD, "leaderd")
 # Short timings so failover tests take seconds (lease > renew > 1.2 x retry).
 FAST = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 1.0}
 
+# Liveness bounds of the tests, from the timings (the README's promises):
+# a removed leader (SIGKILL, partition) is replaced within lease-duration
+# (its Lease expires) + 2 x retry-period (a standby's next attempt, jittered
+# by up to 1.2, after it last saw the Lease); a released Lease is taken within
+# retry-period + 1 s; a leader exits within renew-deadline of SIGTERM (the
+# release write is given at most that long, ld_election_shutdown).
+KILL_BOUND = FAST["lease_duration"] + 2 * FAST["retry_period"]
+TERM_BOUND = FAST["retry_period"] + 1.0
+EXIT_BOUND = FAST["renew_deadline"]
+# On a loaded machine (two cores shared with other jobs) any of those steps may
+# wait for a CPU: a liveness bound gets one more retry period, as if the attempt
+# that should have won had been missed once. Safety checks (one leader, term
+# never decreasing, a partitioned leader stepping down before a takeover) are
+# orderings, not timings, and get no slack.
+SCHED_SLACK = FAST["retry_period"]
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -67,6 +83,34 @@ def timed_get(port, path, timeout=5.0):
 
 def open_fds(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def server_connections(pid, port):
+    """How many connections process pid holds on its listening port (accepted
+    ones, any state but LISTEN), from /proc. Unlike a count of all its fds,
+    this ignores the process's own client connections (to the API server,
+    its watch), which come and go with its work."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    n = 0
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            local, state, inode = cols[1], cols[3], cols[9]
+            if inode in inodes and int(local.rsplit(":", 1)[1], 16) == port and state != "0A":
+                n += 1
+    return n
 
 
 def proc_status(pid, field):

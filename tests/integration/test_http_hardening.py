@@ -1,6 +1,7 @@
 """Hardening of leaderd's HTTP server, against the real binary: 2,000
 concurrent idle connections and a slowloris client do not stop /healthz and
-/leader answering within 100 ms on a fresh connection; oversize and garbage
+/leader answering on a fresh connection (at once, not once idle connections
+time out; the latency figure is `make bench`'s); oversize and garbage
 requests get a 4xx (or their connection closed) and nothing else happens;
 methods other than GET and HEAD get 405."""
 import http.client
@@ -12,12 +13,20 @@ import threading
 import time
 import unittest
 
-from cluster import OneLeader, open_fds, proc_status, timed_get, wait_until
+from cluster import (OneLeader, open_fds, proc_status, server_connections, timed_get,
+                     wait_until)
 
 IDLE = 2000
 SERVER_CAP = 1024  # LD_HTTP_MAX_CONNECTIONS in cmd/leaderd/http.h
 SLOW = 50
-LATENCY_MS = 100
+IDLE_TIMEOUT = 15  # LD_HTTP_IDLE_TIMEOUT_S in cmd/leaderd/http.h
+# A fresh connection the server could only take once idle ones timed out
+# would wait IDLE_TIMEOUT; one answered well before that was not starved,
+# however loaded the machine.
+NOT_STARVED = IDLE_TIMEOUT / 2
+# The server closes what the test closed as soon as it runs; even a close it
+# missed goes at the idle timeout. Twice that is a leak, not a slow machine.
+CLOSED = 2 * IDLE_TIMEOUT
 
 
 def nofile_of(pid):
@@ -68,7 +77,6 @@ class Hardening(OneLeader, unittest.TestCase):
             # leaderd inherits it, as a raised container limit would give it.
             resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
         super().setUpClass()
-        cls.base_fds = open_fds(cls.r.proc.pid)
 
     @classmethod
     def tearDownClass(cls):
@@ -81,9 +89,11 @@ class Hardening(OneLeader, unittest.TestCase):
         self.assertEqual(self.r.get("/leader", timeout=2)[0], 200)
 
     def wait_connections_closed(self):
-        pid = self.r.proc.pid
-        wait_until(lambda: open_fds(pid) <= self.base_fds + 2, 10,
+        pid, port = self.r.proc.pid, self.r.port
+        t0 = time.monotonic()
+        wait_until(lambda: server_connections(pid, port) == 0, CLOSED,
                    what="the server to close the test's connections")
+        return time.monotonic() - t0
 
     def test_idle_connections_and_slowloris(self):
         pid = self.r.proc.pid
@@ -117,7 +127,7 @@ class Hardening(OneLeader, unittest.TestCase):
             samples = {"/healthz": [], "/leader": []}
             for _ in range(7):
                 for path in samples:
-                    status, _, took = timed_get(port, path)
+                    status, _, took = timed_get(port, path, IDLE_TIMEOUT + 5)
                     self.assertEqual(status, 200, path)
                     samples[path].append(took * 1000)
             # How many of ours the server still holds (none should have been
@@ -140,8 +150,8 @@ class Hardening(OneLeader, unittest.TestCase):
                   f"connections opened in {opened:.2f} s; server fds {fds}, dropped {dropped}; "
                   f"RssAnon {rss0} -> {rss} kB")
             print(f"  fresh-connection latency ms: median {medians}, worst {worst}")
-            for path, ms in medians.items():
-                self.assertLess(ms, LATENCY_MS, f"{path}: median {ms} ms")
+            for path, v in samples.items():
+                self.assertLess(max(v), NOT_STARVED * 1000, f"{path}: {v} ms")
             # The server holds at most its connection cap (LD_HTTP_MAX_CONNECTIONS,
             # 1024) and, past it, closes the longest-idle ones, but none
             # before it is nearly full.
@@ -155,7 +165,8 @@ class Hardening(OneLeader, unittest.TestCase):
                 dripper.join()
             for s in idle + slow:
                 s.close()
-        self.wait_connections_closed()
+        took = self.wait_connections_closed()
+        print(f"  the server closed the {IDLE + SLOW} connections in {took:.2f} s")
         self.assert_healthy()
 
     def test_oversize_requests_get_4xx(self):

@@ -15,12 +15,20 @@ import threading
 import time
 import unittest
 
-from cluster import (FAST, FreshReplicas, OneLeader, open_fds, proc_status, timed_get,
+from cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND, FreshReplicas,
+                     OneLeader, open_fds, proc_status, server_connections, timed_get,
                      wait_until)
 
 CLIENTS = ["r1", "r2"]
-LEASE = FAST["lease_duration"]
 RETRY = FAST["retry_period"]
+# The server closes what a client closed as soon as it runs; on a loaded
+# machine that may take a while, and the idle timeout (15 s) would close it
+# anyway, so past that it is a leak.
+CLOSED = 20
+# A request held behind another (a probe waiting for a long-poll) would take
+# the long-poll's wait; anything well below it was not held.
+HELD_WAIT = 30
+NOT_HELD = HELD_WAIT / 3
 
 
 def sanitized(pid):
@@ -121,12 +129,12 @@ class TwoReplicas(FreshReplicas, unittest.TestCase):
 
     def setUp(self):
         super().setUp()
-        client = self.watch.one_leader(LEASE + 2 * RETRY + 2)
+        client = self.watch.one_leader(KILL_BOUND + SCHED_SLACK + 2)
         self.leader = next(r for r in self.replicas if r.client == client)
         self.standby = next(r for r in self.replicas if r.client != client)
         # The standby has seen the leader once it names it.
         wait_until(lambda: self.standby.leader()[1]["leader"] == self.leader.identity,
-                   2 * RETRY + 1, what="the standby to see the leader")
+                   2 * RETRY + SCHED_SLACK + 2, what="the standby to see the leader")
 
     def test_long_poll_returns_on_handover(self):
         status, doc = self.standby.leader()
@@ -140,10 +148,11 @@ class TwoReplicas(FreshReplicas, unittest.TestCase):
         self.assertEqual(status, 503)
         self.assertGreaterEqual(took, 0.65)
         self.assertEqual(json.loads(body)["leader"], self.leader.identity)
-        # Something differs already: at once.
-        status, body, took = timed_get(port, "/leader?wait=30s&leader=someone-else")
+        # Something differs already: at once, not after the wait.
+        status, body, took = timed_get(port, f"/leader?wait={HELD_WAIT}s&leader=someone-else",
+                                       HELD_WAIT + 10)
         self.assertEqual(status, 503)
-        self.assertLess(took, 1.0)
+        self.assertLess(took, NOT_HELD, "a poll that differed already was held")
         status, body, _ = timed_get(port, "/leader?wait=soon")
         self.assertEqual(status, 400)
         self.assertIn("error", json.loads(body))
@@ -167,7 +176,7 @@ class TwoReplicas(FreshReplicas, unittest.TestCase):
         self.assertTrue(th.is_alive() and not answers, f"the long-poll was not held: {answers}")
         self.leader.send(signal.SIGTERM)
         sent_at = time.monotonic()
-        th.join(RETRY + 5)
+        th.join(TERM_BOUND + SCHED_SLACK + 5)
         self.assertFalse(th.is_alive(), "the long-polls did not see the handover")
         steps = [(round((at - sent_at) * 1000), st, d["leader"], d["term"], d["is_leader"])
                  for at, st, d in answers]
@@ -177,32 +186,32 @@ class TwoReplicas(FreshReplicas, unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertTrue(doc["is_leader"])
         self.assertEqual(doc["leader"], self.standby.identity)
-        self.assertLessEqual(at - sent_at, RETRY + 1.0)
+        self.assertLessEqual(at - sent_at, TERM_BOUND + SCHED_SLACK)
         # Every answer reported a change: status and body agree.
         for _, st, d in answers:
             self.assertEqual(st, 200 if d["is_leader"] else 503)
         # The answer came with the change, not after it: /leader agrees.
         self.assertEqual(self.standby.leader()[0], 200)
-        self.assertEqual(self.leader.wait_exit(10), 0)
+        self.assertEqual(self.leader.wait_exit(EXIT_BOUND + 10), 0)
 
     @unittest.skipUnless(shutil.which("curl"), "curl is not installed")
     def test_curl_watch_sees_the_handover(self):
         on_standby = CurlWatch(self.standby.url)
         on_leader = CurlWatch(self.leader.url)
         try:
-            first = on_standby.next_event(5)
+            first = on_standby.next_event(10)
             self.assertIsNotNone(first, "no first event from the standby")
             self.assertEqual(first["event"], "leader")
             self.assertEqual(first["json"]["leader"], self.leader.identity)
             self.assertFalse(first["json"]["is_leader"])
-            lfirst = on_leader.next_event(5)
+            lfirst = on_leader.next_event(10)
             self.assertTrue(lfirst["json"]["is_leader"])
 
             self.leader.send(signal.SIGTERM)
             sent_at = time.monotonic()
             events = [first]
             while not events[-1]["json"]["is_leader"]:
-                ev = on_standby.next_event(RETRY + 5)
+                ev = on_standby.next_event(TERM_BOUND + SCHED_SLACK + 5)
                 self.assertIsNotNone(ev, f"no more events after {events}")
                 events.append(ev)
             took = time.monotonic() - sent_at
@@ -214,12 +223,12 @@ class TwoReplicas(FreshReplicas, unittest.TestCase):
             self.assertEqual(terms, sorted(terms))
             self.assertEqual(events[-1]["json"]["leader"], self.standby.identity)
             self.assertGreater(terms[-1], terms[0])
-            self.assertLessEqual(took, RETRY + 1.0)
+            self.assertLessEqual(took, TERM_BOUND + SCHED_SLACK)
 
             # The leader's own stream says it stepped down before it exited.
             seen = [lfirst]
             while True:
-                ev = on_leader.next_event(5)
+                ev = on_leader.next_event(EXIT_BOUND + 5)
                 if ev is None:
                     break
                 seen.append(ev)
@@ -227,8 +236,8 @@ class TwoReplicas(FreshReplicas, unittest.TestCase):
                              f"leader's stream: {[(e['id'], e['data']) for e in seen]}, "
                              f"then {on_leader.buf!r}")
             # ... and then ended cleanly (the last chunk, not a cut).
-            self.assertEqual(on_leader.proc.wait(timeout=5), 0)
-            self.assertEqual(self.leader.wait_exit(10), 0)
+            self.assertEqual(on_leader.proc.wait(timeout=10), 0)
+            self.assertEqual(self.leader.wait_exit(EXIT_BOUND + 10), 0)
         finally:
             on_standby.stop()
             on_leader.stop()
@@ -262,15 +271,12 @@ class OneReplica(OneLeader, unittest.TestCase):
 
     dir_prefix = "leaderd-notify-"
 
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.idle_fds = open_fds(cls.r.proc.pid)
+    def connections(self):
+        return server_connections(self.r.proc.pid, self.r.port)
 
     def setUp(self):
         # What an earlier test's clients closed is closed by the server too.
-        pid = self.r.proc.pid
-        wait_until(lambda: open_fds(pid) <= self.idle_fds + 2, 5,
+        wait_until(lambda: self.connections() == 0, CLOSED,
                    what="the server's connections to close")
 
     def subscribe(self, n):
@@ -294,16 +300,16 @@ class OneReplica(OneLeader, unittest.TestCase):
         # One round to reach the allocator's working size, then measure.
         for s in self.subscribe(n):
             s.close()
-        wait_until(lambda: open_fds(pid) <= fds0, 5, what="connections to close")
+        wait_until(lambda: self.connections() == 0, CLOSED, what="connections to close")
         before = proc_status(pid, "RssAnon")
         peak = before
         for _ in range(rounds):
             streams = self.subscribe(n)
             peak = max(peak, proc_status(pid, "RssAnon"))
-            self.assertGreaterEqual(open_fds(pid), n)
+            self.assertGreaterEqual(self.connections(), n)
             for s in streams:
                 s.close()
-            wait_until(lambda: open_fds(pid) <= fds0, 5,
+            wait_until(lambda: self.connections() == 0, CLOSED,
                        what="the server to close what the clients closed")
         after = proc_status(pid, "RssAnon")
         print(f"\n  leaderd RssAnon with {n} subscribers x {rounds} rounds: before {before} kB, "
@@ -321,19 +327,22 @@ class OneReplica(OneLeader, unittest.TestCase):
         try:
             query = current_query(self.r)
             for _ in range(100):
-                c = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=40)
-                c.request("GET", f"/leader?wait=30s&{query}")
+                c = http.client.HTTPConnection("127.0.0.1", self.r.port,
+                                               timeout=HELD_WAIT + 10)
+                c.request("GET", f"/leader?wait={HELD_WAIT}s&{query}")
                 polls.append(c)
+            # Probes are answered while the polls are held: none waits for
+            # one of them (the latency figure is `make bench`'s).
             samples = {"/healthz": [], "/leader": []}
             for _ in range(7):
                 for path in samples:
-                    status, _, took = timed_get(self.r.port, path)
+                    status, _, took = timed_get(self.r.port, path, HELD_WAIT + 10)
                     self.assertEqual(status, 200)
                     samples[path].append(took * 1000)
-            medians = {p: statistics.median(v) for p, v in samples.items()}
+            medians = {p: round(statistics.median(v), 2) for p, v in samples.items()}
             print(f"\n  with 100 streams and 100 held polls: median ms {medians}")
-            for path, ms in medians.items():
-                self.assertLess(ms, 100, f"{path} took {ms:.1f} ms")
+            for path, v in samples.items():
+                self.assertLess(max(v), NOT_HELD * 1000, f"{path} was held: {v} ms")
             # The polls are really held: none has an answer yet.
             for c in polls:
                 c.sock.setblocking(False)

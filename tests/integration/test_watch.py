@@ -6,11 +6,13 @@ import signal
 import time
 import unittest
 
-from cluster import FAST, FreshReplicas, Replica, wait_until
+from cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND, FreshReplicas,
+                     Replica, wait_until)
 
 CLIENTS = ["w1", "w2", "w3"]
-LEASE = FAST["lease_duration"]
 RETRY = FAST["retry_period"]
+# A watch is opened right after the first read of the Lease, at start-up.
+WATCHING = 2 * RETRY + SCHED_SLACK + 5
 
 
 def requests_by_verb(stats, client):
@@ -23,7 +25,7 @@ class WatchDriven(FreshReplicas, unittest.TestCase):
     dir_prefix = "leaderd-watch-"
 
     def leader(self):
-        client = self.watch.one_leader(LEASE + 2 * RETRY + 2)
+        client = self.watch.one_leader(KILL_BOUND + SCHED_SLACK + 2)
         return next(r for r in self.replicas if r.client == client)
 
     def metric(self, replica, name):
@@ -36,7 +38,8 @@ class WatchDriven(FreshReplicas, unittest.TestCase):
         standbys = [r for r in self.replicas if r is not leader]
         # Every standby has a running watch that has delivered events.
         wait_until(lambda: all((self.metric(r, "leaderd_watch_events_total") or 0) > 0
-                               for r in standbys), 5, what="watch events on standbys")
+                               for r in standbys), WATCHING,
+                   what="watch events on standbys")
         self.api.reset_stats()
         self.watch.for_duration(6 * RETRY)
         stats = self.api.stats()
@@ -44,32 +47,39 @@ class WatchDriven(FreshReplicas, unittest.TestCase):
             verbs = requests_by_verb(stats, r.client)
             polled = sum(n for verb, n in verbs.items() if verb != "watch")
             self.assertEqual(polled, 0, f"{r.client} polled: {verbs}")
+        # It renews once a retry period: 6 in that time; a loaded machine may
+        # delay some, but half of them, at least, reach the server.
         lead = requests_by_verb(stats, leader.client)
-        self.assertGreaterEqual(lead.get("update", 0), 4, lead)
+        self.assertGreaterEqual(lead.get("update", 0), 3, lead)
 
-    def test_release_is_taken_within_milliseconds(self):
+    def test_release_is_taken_from_the_watch(self):
         took = []
         for _ in range(3):
             leader = self.leader()
             wait_until(lambda: all((self.metric(r, "leaderd_watch_events_total") or 0) > 0
-                                   for r in self.replicas if r is not leader), 5,
+                                   for r in self.replicas if r is not leader), WATCHING,
                        what="watches")
+            self.api.reset_stats()
             leader.send(signal.SIGTERM)
             start = time.monotonic()
 
             def other(snap, leaders):
-                return leaders and leaders[0] != leader.client
-            self.watch.until(other, RETRY + 1, "a new leader")
+                return leaders[0] if leaders and leaders[0] != leader.client else None
+            new = self.watch.until(other, TERM_BOUND + SCHED_SLACK + 2, "a new leader")
             took.append(time.monotonic() - start)
-            self.assertEqual(leader.wait_exit(5), 0)
+            # The new leader acted on the release its watch delivered: it read
+            # nothing between the release and its claim (a poll would be a
+            # GET). A figure in milliseconds is the benchmark's to print.
+            verbs = requests_by_verb(self.api.stats(), new)
+            self.assertEqual(verbs.get("get", 0), 0, f"{new} polled to take over: {verbs}")
+            self.assertGreaterEqual(verbs.get("update", 0), 1, verbs)
+            self.assertEqual(leader.wait_exit(EXIT_BOUND + 10), 0)
             idx = self.replicas.index(leader)
             self.replicas[idx] = Replica(self.api, leader.client, self.dir).start()
             self.watch.replicas = self.replicas
             self.watch.last_term.pop(leader.client, None)
         print(f"\n    handovers (s): {', '.join(f'{t:.3f}' for t in took)}")
-        # Far below a retry period; the bound is loose because the poll
-        # loop of this test itself takes milliseconds per round.
-        self.assertLess(min(took), 0.5)
+        self.assertLessEqual(max(took), TERM_BOUND + SCHED_SLACK)
         new = self.leader()
         self.assertGreaterEqual(self.metric(new, "leaderd_acquire_delay_seconds_count"), 1)
 
@@ -89,8 +99,8 @@ class WatchDriven(FreshReplicas, unittest.TestCase):
 
         def other(snap, leaders):
             return leaders and leaders[0] != leader.client
-        self.watch.until(other, LEASE + 2 * RETRY + 1, "failover without watches")
-        self.assertLessEqual(time.monotonic() - killed, LEASE + 2 * RETRY)
+        self.watch.until(other, KILL_BOUND + SCHED_SLACK + 2, "failover without watches")
+        self.assertLessEqual(time.monotonic() - killed, KILL_BOUND + SCHED_SLACK)
         # Healed, the watches come back and polling stops again.
         for r in standbys:
             self.api.clear_faults(r.client)
