@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 
+#include "dnsname.h"
 #include "log.h"
 
 #ifndef LEADERD_VERSION
@@ -28,7 +30,11 @@
 #define DEFAULT_TIMEOUT_MS 5000
 #define MAX_TIMEOUT_MS (3600 * 1000)
 #define CONNECT_CAP_MS 3000
-/* client-go's cached file token source: 1 min period, 10 s early refresh. */
+/* The token file is stat()ed before every request and re-read when it
+ * changed; this period (client-go's cached file token source: 1 min, 10 s
+ * early) still re-reads it for what the stat cannot see: a rewrite in place
+ * that keeps size and mtime (one timestamp tick), a permission fix (only
+ * ctime moves), and it paces the warning about a file that stays missing. */
 #define TOKEN_REFRESH_NS (50LL * 1000000000LL)
 #define TOKEN_MAX (64 * 1024)
 #define BODY_INITIAL (16 * 1024)
@@ -59,6 +65,17 @@ struct watch_conn {
     char errbuf[CURL_ERROR_SIZE];
 };
 
+/* What stat() said about the token file when it was last read (or when
+ * reading it was last attempted). stat follows symlinks, so the kubelet's
+ * swap of the ..data link shows as a new inode. */
+struct token_stamp {
+    int err; /* errno of a failed stat, else 0 */
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+};
+
 struct ld_kube {
     CURL *easy;
     CURLM *multi;
@@ -67,6 +84,7 @@ struct ld_kube {
     struct curl_slist *connect_to;
     char *token; /* NULL when no bearer token is configured */
     char *token_file;
+    struct token_stamp token_stamp;
     int64_t token_read_ns; /* monotonic time of the last re-read attempt */
     int64_t timeout_ms;
     int cancel_fd;
@@ -177,17 +195,50 @@ out:
     return rc;
 }
 
-/* Re-reads the token file when it is due (or when force). Returns true when
- * the token changed. A failed re-read keeps the previous token, as client-go
- * does, and is retried after the next period. */
+static void token_stamp_take(const char *path, struct token_stamp *out)
+{
+    struct stat st;
+    memset(out, 0, sizeof(*out));
+    if (stat(path, &st) != 0) {
+        out->err = errno ? errno : EIO;
+        return;
+    }
+    out->dev = st.st_dev;
+    out->ino = st.st_ino;
+    out->size = st.st_size;
+    out->mtime = st.st_mtim;
+}
+
+static bool token_stamp_same(const struct token_stamp *a, const struct token_stamp *b)
+{
+    if (a->err || b->err)
+        return a->err == b->err;
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* Re-reads the token file when its stat changed, when the period is due, or
+ * when force (after a 401). Returns true when the token changed. A file that
+ * vanished or cannot be read keeps the previous token, as client-go does;
+ * the warning comes when that starts and then once a period, not on every
+ * request. */
 static bool token_refresh(struct ld_kube *k, bool force)
 {
     if (!k->token_file)
         return false;
     int64_t now = mono_ns();
-    if (!force && now - k->token_read_ns < TOKEN_REFRESH_NS)
+    struct token_stamp st;
+    token_stamp_take(k->token_file, &st);
+    if (!force && now - k->token_read_ns < TOKEN_REFRESH_NS &&
+        token_stamp_same(&st, &k->token_stamp))
         return false;
     k->token_read_ns = now;
+    k->token_stamp = st;
+    if (st.err) {
+        ld_log(LD_LOG_WARN, "cannot read token file %s: %s; keeping the previous token",
+               k->token_file, strerror(st.err));
+        return false;
+    }
     struct ld_errinfo e;
     ld_errinfo_clear(&e);
     char *t = NULL;
@@ -198,41 +249,9 @@ static bool token_refresh(struct ld_kube *k, bool force)
     bool changed = !k->token || strcmp(t, k->token) != 0;
     free_secret(k->token);
     k->token = t;
+    if (changed)
+        ld_log(LD_LOG_INFO, "token file %s holds a new token; using it", k->token_file);
     return changed;
-}
-
-/* ---- names ---- */
-
-static bool is_alnum_lower(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-
-/* One DNS-1123 label of len bytes. */
-static bool dns_label_ok(const char *s, size_t len)
-{
-    if (len == 0 || len > 63 || !is_alnum_lower(s[0]) || !is_alnum_lower(s[len - 1]))
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        if (!is_alnum_lower(s[i]) && s[i] != '-')
-            return false;
-    }
-    return true;
-}
-
-static bool dns_subdomain_ok(const char *s)
-{
-    if (!s || !s[0] || strlen(s) > 253)
-        return false;
-    for (;;) {
-        const char *dot = strchr(s, '.');
-        size_t len = dot ? (size_t)(dot - s) : strlen(s);
-        if (!dns_label_ok(s, len))
-            return false;
-        if (!dot)
-            return true;
-        s = dot + 1;
-    }
 }
 
 /* ---- creation ---- */
@@ -501,6 +520,8 @@ struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo 
         k->token_file = strdup(cfg->token_file);
         if (!k->token_file)
             goto oom;
+        /* Stamped before the read: a rewrite racing it then shows next time. */
+        token_stamp_take(k->token_file, &k->token_stamp);
         if (token_read(k->token_file, &k->token, err))
             goto fail;
         k->token_read_ns = mono_ns();
@@ -922,10 +943,10 @@ out:
 
 static enum ld_err check_names(const char *ns, const char *name, struct ld_errinfo *err)
 {
-    if (!ns || !dns_label_ok(ns, strlen(ns)))
+    if (!ld_dns1123_label(ns))
         return ld_errinfo_set(err, LD_EINVAL, "namespace %.64s is not a DNS-1123 label",
                               ns ? ns : "(null)");
-    if (!dns_subdomain_ok(name))
+    if (!ld_dns1123_subdomain(name))
         return ld_errinfo_set(err, LD_EINVAL,
                               "lease name %.64s is not a DNS-1123 subdomain",
                               name ? name : "(null)");

@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "dnsname.h"
 #include "lease.h"
 #include "timefmt.h"
 #include "utf8.h"
@@ -92,8 +93,6 @@ static const struct opt opts[OPT_ALL] = {
 /* Longest lease duration: leaseDurationSeconds is an int32. Bounding all
  * three durations by it also keeps the arithmetic below far from overflow. */
 #define MAX_DURATION_MS ((int64_t)INT32_MAX * 1000)
-#define DNS_SUBDOMAIN_MAX 253
-#define DNS_LABEL_MAX 63
 /* The service-account namespace file holds one short name. */
 #define NS_FILE_MAX 256
 
@@ -254,55 +253,12 @@ static int collect(struct raw *r, int argc, char **argv, char *err, size_t errle
     return 0;
 }
 
-static bool is_lower_alnum(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-
-/* One DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, 1..63 bytes. */
-static bool dns_label(const char *s, size_t n)
-{
-    if (n == 0 || n > DNS_LABEL_MAX)
-        return false;
-    if (!is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (!is_lower_alnum(s[i]) && s[i] != '-')
-            return false;
-    }
-    return true;
-}
-
-/* DNS-1123 subdomain: dot-separated labels, 1..253 bytes in all. */
-static bool dns_subdomain(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > DNS_SUBDOMAIN_MAX)
-        return false;
-    const char *p = s;
-    for (;;) {
-        const char *dot = strchr(p, '.');
-        size_t len = dot ? (size_t)(dot - p) : strlen(p);
-        /* Labels inside a subdomain may be longer than 63; only the total
-         * is bounded (Kubernetes IsDNS1123Subdomain). */
-        if (len == 0 || !is_lower_alnum(p[0]) || !is_lower_alnum(p[len - 1]))
-            return false;
-        for (size_t i = 0; i < len; i++) {
-            if (!is_lower_alnum(p[i]) && p[i] != '-')
-                return false;
-        }
-        if (!dot)
-            return true;
-        p = dot + 1;
-    }
-}
-
 /* Namespaces are DNS-1123 labels in Kubernetes (no dots, <= 63). */
 static int check_namespace(const char *ns, const char *from, char *err, size_t errlen)
 {
     if (*ns == '\0')
         return fail(err, errlen, "leaderd: %s: namespace must not be empty", from);
-    if (!dns_label(ns, strlen(ns)))
+    if (!ld_dns1123_label(ns))
         return fail(err, errlen,
                     "leaderd: %s: invalid namespace \"%s\": must be a DNS-1123 label "
                     "(lower-case letters, digits and '-', starting and ending with a "
@@ -379,7 +335,7 @@ static int parse_port(const char *s, int *port)
 static bool hostname_chars(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > DNS_SUBDOMAIN_MAX)
+    if (n == 0 || n > LD_DNS1123_SUBDOMAIN_MAX)
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
@@ -556,7 +512,7 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
     if (!v)
         return fail(err, errlen,
                     "leaderd: --lease-name is required (or set LEADERD_LEASE_NAME)");
-    if (!dns_subdomain(v))
+    if (!ld_dns1123_subdomain(v))
         return fail(err, errlen,
                     "leaderd: %s: invalid lease name \"%s\": must be a DNS-1123 "
                     "subdomain (lower-case letters, digits, '-' and '.', starting and "

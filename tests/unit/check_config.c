@@ -174,6 +174,9 @@ struct good_case {
     } want;
 };
 
+#define PART_64 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define NS_63 "nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn"
+
 static const struct good_case good[] = {
     {"defaults",
      {"--lease-name", "demo", "--kubeconfig", "@KC", "--service-account-dir", "@SAEMPTY"},
@@ -242,6 +245,13 @@ static const struct good_case good[] = {
      {NULL},
      {"x", NULL, NULL, 90000, 60000, 1500, "0.0.0.0", 4040, true, LD_LOG_FORMAT_TEXT,
       LD_LOG_INFO}},
+    /* Lease names are DNS-1123 subdomains: only the total is capped (253),
+     * not each part; a namespace is a label and may have 63. */
+    {"lease name part of 64, namespace of 63",
+     {"--lease-name", PART_64 ".v1", "--namespace", NS_63},
+     {NULL},
+     {PART_64 ".v1", NS_63, NULL, 15000, 10000, 2000, "0.0.0.0", 4040, true,
+      LD_LOG_FORMAT_TEXT, LD_LOG_INFO}},
     {"-- ends the flags",
      {"--lease-name", "x", "--"},
      {NULL},
@@ -317,6 +327,8 @@ static const struct bad_case bad[] = {
     {{NULL}, {"LEADERD_LEASE_NAME", "UPPER"}, {"--lease-name", "LEADERD_LEASE_NAME"}},
     {{"--lease-name", "x", "--namespace", "Prod"}, {NULL}, {"--namespace", "Prod"}},
     {{"--lease-name", "x", "--namespace", "a.b"}, {NULL}, {"--namespace", "DNS-1123"}},
+    {{"--lease-name", "x", "--namespace", NS_63 "n"}, {NULL}, {"--namespace", "63"}},
+    {{"--lease-name", PART_64 "."}, {NULL}, {"--lease-name", "DNS-1123"}},
     {{"--lease-name", "x", "--namespace="}, {NULL}, {"--namespace", "empty"}},
     {{"--lease-name", "x"}, {"POD_NAMESPACE", "Bad"}, {"POD_NAMESPACE", "Bad"}},
     {{"--lease-name", "x", "--identity", ""}, {NULL}, {"--identity", "empty"}},

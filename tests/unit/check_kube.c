@@ -1,9 +1,11 @@
 /*
  * check_kube: the Lease REST client against httpfake on 127.0.0.1: status
- * mapping, token rotation after 401, caps, keep-alive, timeout, cancel,
- * what goes on the wire, and TLS with a CA generated in the test.
+ * mapping, token files (a rewrite is used by the next request, a 401 re-reads
+ * one), caps, keep-alive, timeout, cancel, what goes on the wire, and TLS
+ * with a CA generated in the test.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +21,10 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "kube.h"
+#include "log.h"
 #include "support/httpfake.h"
 #include "support/run_suite.h"
 
@@ -262,6 +266,25 @@ static void token_client(const char *initial)
     kube = new_client(httpfake_url(fake), NULL, token_path);
 }
 
+/* Rewrites the token file in place with text of the same length and puts
+ * its mtime back: a change no stat() can see, which only a 401 reveals. */
+static void rewrite_unseen(const char *text)
+{
+    struct stat before, after;
+    ck_assert_int_eq(stat(token_path, &before), 0);
+    ck_assert_int_eq((long)strlen(text), (long)before.st_size);
+    int fd = open(token_path, O_WRONLY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, text, strlen(text), 0), (ssize_t)strlen(text));
+    struct timespec times[2] = {before.st_atim, before.st_mtim};
+    ck_assert_int_eq(futimens(fd, times), 0);
+    ck_assert_int_eq(close(fd), 0);
+    ck_assert_int_eq(stat(token_path, &after), 0);
+    ck_assert(after.st_ino == before.st_ino && after.st_size == before.st_size &&
+              after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+              after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+}
+
 START_TEST(unauthorized_rotated_token_retried_once)
 {
     struct ld_lease l;
@@ -270,7 +293,7 @@ START_TEST(unauthorized_rotated_token_retried_once)
     token_client("old-token\n");
     httpfake_require_auth(fake, "Bearer new-token");
     push(200, lease_200);
-    write_token("  new-token \n\n");
+    rewrite_unseen("new-token\n");
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
     ck_assert_str_eq(l.name, NAME);
     ld_lease_clear(&l);
@@ -283,6 +306,180 @@ START_TEST(unauthorized_rotated_token_retried_once)
     hf_request_clear(&r);
     ck_assert_int_eq(obs.calls, 2);
     ck_assert_int_eq(obs.status, 200);
+}
+END_TEST
+
+START_TEST(rewritten_token_file_used_by_next_request)
+{
+    struct ld_lease l;
+    struct ld_errinfo e;
+    ld_lease_init(&l);
+    token_client("old-token\n");
+    push(200, lease_200);
+    push(200, lease_200);
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
+    /* Same length, so only the inode and mtime tell the files apart. */
+    write_token("new-token\n");
+    httpfake_require_auth(fake, "Bearer new-token");
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
+    ld_lease_clear(&l);
+    /* No 401 and no retry: the second request already had the new token. */
+    ck_assert_int_eq(httpfake_request_count(fake), 2);
+    struct hf_request r = req(0);
+    ck_assert_str_eq(r.authorization, "Bearer old-token");
+    hf_request_clear(&r);
+    r = req(1);
+    ck_assert_str_eq(r.authorization, "Bearer new-token");
+    hf_request_clear(&r);
+}
+END_TEST
+
+/* The kubelet's projected volume: token -> ..data/token, ..data -> a
+ * timestamped directory that a rotation replaces by renaming a new link
+ * over ..data. */
+struct projected {
+    char dir[64];
+    char gen[2][96];
+    char data[96];
+    char token[96];
+};
+
+static void projected_write(struct projected *p, int gen, const char *text)
+{
+    char path[128], link_tmp[128];
+    char dir[sizeof(p->dir)];
+    memcpy(dir, p->dir, sizeof(dir));
+    snprintf(p->gen[gen], sizeof(p->gen[gen]), "%s/..gen%d", dir, gen);
+    ck_assert_int_eq(mkdir(p->gen[gen], 0700), 0);
+    snprintf(path, sizeof(path), "%s/token", p->gen[gen]);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+    snprintf(link_tmp, sizeof(link_tmp), "%s/..data_tmp", dir);
+    ck_assert_int_eq(symlink(p->gen[gen] + strlen(dir) + 1, link_tmp), 0);
+    ck_assert_int_eq(rename(link_tmp, p->data), 0);
+}
+
+static void projected_remove(struct projected *p)
+{
+    char path[128];
+    unlink(p->token);
+    unlink(p->data);
+    for (int i = 0; i < 2; i++) {
+        if (!p->gen[i][0])
+            continue;
+        snprintf(path, sizeof(path), "%s/token", p->gen[i]);
+        unlink(path);
+        rmdir(p->gen[i]);
+    }
+    rmdir(p->dir);
+}
+
+START_TEST(projected_token_swap_used_by_next_request)
+{
+    struct projected p;
+    struct ld_lease l;
+    struct ld_errinfo e;
+    memset(&p, 0, sizeof(p));
+    ld_lease_init(&l);
+    snprintf(p.dir, sizeof(p.dir), "/tmp/ld-kube-sa-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(p.dir));
+    snprintf(p.data, sizeof(p.data), "%s/..data", p.dir);
+    snprintf(p.token, sizeof(p.token), "%s/token", p.dir);
+    projected_write(&p, 0, "token-gen-0");
+    ck_assert_int_eq(symlink("..data/token", p.token), 0);
+    ld_kube_free(kube);
+    kube = new_client(httpfake_url(fake), NULL, p.token);
+    push(200, lease_200);
+    push(200, lease_200);
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
+    projected_write(&p, 1, "token-gen-1");
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
+    ld_lease_clear(&l);
+    struct hf_request r = req(0);
+    ck_assert_str_eq(r.authorization, "Bearer token-gen-0");
+    hf_request_clear(&r);
+    r = req(1);
+    ck_assert_str_eq(r.authorization, "Bearer token-gen-1");
+    hf_request_clear(&r);
+    projected_remove(&p);
+}
+END_TEST
+
+static void ignore_data(void *ctx, const char *data, size_t len)
+{
+    (void)ctx;
+    (void)data;
+    (void)len;
+}
+
+START_TEST(rewritten_token_file_used_by_next_watch)
+{
+    struct ld_lease l;
+    struct ld_errinfo e;
+    ld_lease_init(&l);
+    token_client("old-token");
+    push(200, lease_200);
+    push(200, "");
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
+    ld_lease_clear(&l);
+    write_token("watch-token");
+    ck_assert_int_eq(ld_kube_watch_start(kube, NS, NAME, "123", 30, &e), LD_OK);
+    /* The request goes out as the stream is driven; the empty 200 ends it.
+     * Bounded by the deadline, not by a count of waits. */
+    int64_t deadline = now_ms() + 10000;
+    enum ld_err rc = LD_OK;
+    while (rc == LD_OK && now_ms() < deadline)
+        rc = ld_kube_watch_wait(kube, 200, ignore_data, NULL, &e);
+    ck_assert_int_eq(rc, LD_EEOF);
+    ck_assert_int_eq(httpfake_request_count(fake), 2);
+    struct hf_request r = req(1);
+    ck_assert_str_eq(r.path, "/apis/coordination.k8s.io/v1/namespaces/default/leases");
+    ck_assert_str_eq(r.authorization, "Bearer watch-token");
+    hf_request_clear(&r);
+}
+END_TEST
+
+struct warnings {
+    int count;
+    char last[256];
+};
+
+static void count_warnings(void *ctx, enum ld_log_level level, const char *msg)
+{
+    struct warnings *w = ctx;
+    if (level < LD_LOG_WARN)
+        return;
+    w->count++;
+    snprintf(w->last, sizeof(w->last), "%s", msg);
+}
+
+START_TEST(vanished_token_file_keeps_last_token)
+{
+    struct warnings w = {0};
+    struct ld_lease l;
+    struct ld_errinfo e;
+    ld_lease_init(&l);
+    token_client("kept-token");
+    ld_log_set_sink(count_warnings, &w, LD_LOG_WARN);
+    for (int i = 0; i < 3; i++)
+        push(200, lease_200);
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
+    ck_assert_int_eq(unlink(token_path), 0);
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
+    ld_log_set_sink(NULL, NULL, LD_LOG_WARN);
+    ld_lease_clear(&l);
+    for (int i = 0; i < 3; i++) {
+        struct hf_request r = req(i);
+        ck_assert_str_eq(r.authorization, "Bearer kept-token");
+        hf_request_clear(&r);
+    }
+    /* Said once when it vanished, not on every request. */
+    ck_assert_int_eq(w.count, 1);
+    ck_assert_ptr_nonnull(strstr(w.last, token_path));
+    ck_assert_ptr_nonnull(strstr(w.last, "keeping the previous token"));
 }
 END_TEST
 
@@ -565,6 +762,39 @@ START_TEST(bad_arguments_send_nothing)
 }
 END_TEST
 
+/* A Lease name is a DNS-1123 subdomain: a dotted part may be longer than
+ * 63 (only a namespace, a label, is held to that), so such a name goes out. */
+START_TEST(long_name_part_is_requested)
+{
+    char name[128], body[512], path[256];
+    struct ld_lease out;
+    struct ld_errinfo e;
+    ld_lease_init(&out);
+    memset(name, 'a', 64);
+    snprintf(name + 64, sizeof(name) - 64, ".leader-election");
+    snprintf(body, sizeof(body),
+             "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\","
+             "\"metadata\":{\"name\":\"%s\",\"resourceVersion\":\"7\"},\"spec\":{}}",
+             name);
+    push(200, body);
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, name, &out, &e), LD_OK);
+    ck_assert_str_eq(out.name, name);
+    ld_lease_clear(&out);
+    struct hf_request r = req(0);
+    snprintf(path, sizeof(path),
+             "/apis/coordination.k8s.io/v1/namespaces/default/leases/%s", name);
+    ck_assert_str_eq(r.path, path);
+    hf_request_clear(&r);
+
+    /* A namespace of 64 is still refused before anything is sent. */
+    char ns[65];
+    memset(ns, 'n', 64);
+    ns[64] = '\0';
+    ck_assert_int_eq(ld_kube_lease_get(kube, ns, NAME, &out, &e), LD_EINVAL);
+    ck_assert_int_eq(httpfake_request_count(fake), 1);
+}
+END_TEST
+
 START_TEST(connect_refused_is_transport)
 {
     /* A port that was just free: bind, read it, close. */
@@ -811,6 +1041,10 @@ static Suite *kube_suite(void)
     tcase_add_test(tc, not_found);
     tcase_add_test(tc, conflict_vs_already_exists);
     tcase_add_test(tc, unauthorized_rotated_token_retried_once);
+    tcase_add_test(tc, rewritten_token_file_used_by_next_request);
+    tcase_add_test(tc, projected_token_swap_used_by_next_request);
+    tcase_add_test(tc, rewritten_token_file_used_by_next_watch);
+    tcase_add_test(tc, vanished_token_file_keeps_last_token);
     tcase_add_test(tc, unauthorized_same_token_not_retried);
     tcase_add_test(tc, token_file_missing_at_creation);
     tcase_add_test(tc, too_many_with_retry_after);
@@ -823,6 +1057,7 @@ static Suite *kube_suite(void)
     tcase_add_test(tc, cancel_in_flight);
     tcase_add_test(tc, put_and_post_bodies);
     tcase_add_test(tc, bad_arguments_send_nothing);
+    tcase_add_test(tc, long_name_part_is_requested);
     tcase_add_test(tc, connect_refused_is_transport);
     tcase_add_test(tc, bad_server_config);
     tcase_add_test(tc, map_status_table);
