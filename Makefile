@@ -34,6 +34,9 @@ UNIT_SRC := $(wildcard tests/unit/check_*.c)
 UNITS    := $(patsubst tests/unit/%.c,%,$(UNIT_SRC))
 
 obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
+# Archives are rebuilt whole: `ar r` alone would keep the object of a
+# source file that was since removed or renamed.
+archive = rm -f $@ && ar rcs $@ $^
 
 .PHONY: all deps test unit unit-san integration demo bench clean format lint
 all: $(B)/.deps $(B)/leaderd $(B)/leaderd-apiserver
@@ -54,16 +57,16 @@ $(SAN_B)/obj/%.o: %.c | $(B)/.deps
 	$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c $< -o $@
 
 $(B)/libleaderd.a: $(call obj,$(B),$(LIB_SRC))
-	ar rcs $@ $^
+	$(archive)
 $(SAN_B)/libleaderd.a: $(call obj,$(SAN_B),$(LIB_SRC))
 	@mkdir -p $(dir $@)
-	ar rcs $@ $^
+	$(archive)
 
 $(B)/libleaderd-daemon.a: $(call obj,$(B),$(D_SRC))
-	ar rcs $@ $^
+	$(archive)
 $(SAN_B)/libleaderd-daemon.a: $(call obj,$(SAN_B),$(D_SRC))
 	@mkdir -p $(dir $@)
-	ar rcs $@ $^
+	$(archive)
 
 $(B)/leaderd: $(call obj,$(B),cmd/leaderd/main.c) $(B)/libleaderd-daemon.a $(B)/libleaderd.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -28,7 +28,7 @@ $(FUZZ_B)/obj/%.o: %.c | $(B)/.deps $(FUZZ_B)/.deps
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
 $(FUZZ_B)/libleaderd-fuzz.a: $(call obj,$(FUZZ_B),$(LIB_SRC) $(D_SRC))
-	ar rcs $@ $^
+	$(archive)
 
 $(FUZZ_B)/fuzz_%: $(FUZZ_B)/obj/tests/fuzz/fuzz_%.o $(FUZZ_B)/libleaderd-fuzz.a
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $^ $(PKG_LIBS)

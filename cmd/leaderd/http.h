@@ -6,6 +6,12 @@
  * connections, so they never occupy the server's thread. Routing,
  * rendering and query parsing are plain functions, testable without a
  * socket.
+ *
+ * Implemented by one module per job: http_route (the plain functions),
+ * http_hold (held long-polls, /watch streams and their notifier thread),
+ * http_conn (idle connections and eviction), http_listen (the socket,
+ * limits, start, stop and counters) and http_dispatch (MHD's request
+ * handler, which ties them together). Their headers are internal.
  */
 #ifndef LEADERD_HTTP_H
 #define LEADERD_HTTP_H

@@ -1,0 +1,209 @@
+/*
+ * http_dispatch: what MHD calls for each request (see http_dispatch.h).
+ * All of it runs on MHD's thread.
+ */
+#include "http_dispatch.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "http_conn.h"
+#include "http_hold.h"
+#include "http_listen.h"
+#include "http_route.h"
+
+/* *con_cls of a plain request after the first handler call. */
+static char request_seen;
+
+static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status,
+                             const char *ct, bool allow, void *body, size_t len,
+                             enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
+    if (!resp) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(body);
+        return MHD_NO;
+    }
+    enum MHD_Result ret = MHD_NO;
+    if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ct) == MHD_YES &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") ==
+            MHD_YES &&
+        (!allow ||
+         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") == MHD_YES))
+        ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result queue_oom(struct MHD_Connection *c)
+{
+    static char oom[] = "{\"error\":\"out of memory\"}";
+    return queue(c, 500, LD_HTTP_CT_JSON, false, oom, strlen(oom),
+                 MHD_RESPMEM_PERSISTENT);
+}
+
+/* {"error": msg}; msg must be UTF-8. */
+static enum MHD_Result queue_error(struct MHD_Connection *c, unsigned int status,
+                                   const char *msg)
+{
+    json_t *o = json_pack("{s:s}", "error", msg);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!text)
+        return queue_oom(c);
+    return queue(c, status, LD_HTTP_CT_JSON, false, text, strlen(text),
+                 MHD_RESPMEM_MUST_FREE);
+}
+
+static enum MHD_Result queue_route(struct ld_http *h, struct MHD_Connection *c,
+                                   const char *method, const char *url)
+{
+    struct ld_snapshot snap;
+    struct ld_http_reply r;
+    ld_state_read(h->st, &snap);
+    if (ld_http_route(method, url, &snap, h->m, ld_mono_ms(), &r) != 0) {
+        ld_http_reply_clear(&r);
+        return queue_oom(c);
+    }
+    enum MHD_Result ret =
+        queue(c, r.status, r.content_type, r.allow, r.body, r.len, MHD_RESPMEM_MUST_FREE);
+    r.body = NULL; /* the response owns it now */
+    return ret;
+}
+
+struct query {
+    struct ld_http_poll *want;
+    int64_t max_wait_ms;
+    bool failed;
+    char err[192];
+};
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    struct query *q = cls;
+    (void)kind;
+    if (ld_http_poll_arg(q->want, key, value, q->max_wait_ms, q->err, sizeof(q->err)) ==
+        0)
+        return MHD_YES;
+    q->failed = true;
+    return MHD_NO;
+}
+
+/* GET /leader, held when the caller asks to wait and has seen the current
+ * state already. */
+static enum MHD_Result answer_leader(struct ld_http *h, struct MHD_Connection *c,
+                                     void **con_cls)
+{
+    struct ld_http_poll want;
+    struct query q;
+    ld_http_poll_init(&want);
+    memset(&q, 0, sizeof(q));
+    q.want = &want;
+    q.max_wait_ms = h->lim.max_wait_ms;
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+    if (q.failed)
+        return queue_error(c, 400, q.err);
+    if (!want.wait || want.wait_ms <= 0)
+        return queue_route(h, c, "GET", "/leader");
+    struct ld_http_hold *x = ld_http_hold_poll(h->holds, c, &want);
+    if (!x)
+        return queue_route(h, c, "GET", "/leader");
+    *con_cls = x;
+    return MHD_YES;
+}
+
+/* A held poll was resumed: answer, unless its client has gone. */
+static enum MHD_Result answer_resumed(struct ld_http *h, struct MHD_Connection *c,
+                                      struct ld_http_hold *x)
+{
+    if (!ld_http_hold_resumed(x))
+        return MHD_NO;
+    return queue_route(h, c, "GET", "/leader");
+}
+
+static enum MHD_Result answer_watch(struct ld_http *h, struct MHD_Connection *c,
+                                    const char *method, void **con_cls)
+{
+    static char empty[] = "";
+    char msg[96];
+    struct MHD_Response *resp = NULL;
+    struct ld_http_hold *x = NULL;
+    if (strcmp(method, "HEAD") == 0)
+        return queue(c, 200, LD_HTTP_CT_SSE, false, empty, 0, MHD_RESPMEM_PERSISTENT);
+    const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
+    switch (ld_http_watch_open(h->holds, c, last, &resp, &x)) {
+    case LD_HTTP_WATCH_OK:
+        break;
+    case LD_HTTP_WATCH_FULL:
+        snprintf(msg, sizeof(msg), "too many /watch streams (limit %u)", h->lim.max_subs);
+        return queue_error(c, 503, msg);
+    case LD_HTTP_WATCH_NOMEM:
+        return queue_oom(c);
+    case LD_HTTP_WATCH_FAILED:
+        return MHD_NO;
+    }
+    *con_cls = x;
+    enum MHD_Result ret = MHD_NO;
+    if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, LD_HTTP_CT_SSE) ==
+            MHD_YES &&
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") ==
+            MHD_YES &&
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no") == MHD_YES)
+        ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version,
+                                 const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls)
+{
+    struct ld_http *h = cls;
+    (void)version;
+    (void)upload_data;
+    if (*con_cls && *con_cls != &request_seen) {
+        struct ld_http_hold *x = *con_cls;
+        if (ld_http_hold_is_poll(x))
+            return answer_resumed(h, c, x);
+        return MHD_NO;
+    }
+    /* MHD keeps a connection alive only when the reply is queued after the
+     * first call (which just announces the headers) and after any body,
+     * which GET and HEAD ignore. Other methods are refused at once: their
+     * body is never read and MHD closes the connection after the 405. */
+    bool plain = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (*con_cls == NULL) {
+        ld_http_conns_busy(h->conns, c);
+        if (plain) {
+            *con_cls = &request_seen;
+            return MHD_YES;
+        }
+    }
+    if (plain && *upload_data_size != 0) {
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (plain && strcmp(url, "/leader") == 0)
+        return answer_leader(h, c, con_cls);
+    if (plain && strcmp(url, "/watch") == 0)
+        return answer_watch(h, c, method, con_cls);
+    return queue_route(h, c, method, url);
+}
+
+void ld_http_dispatch_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                                enum MHD_RequestTerminationCode toe)
+{
+    struct ld_http *h = cls;
+    (void)toe;
+    if (*con_cls && *con_cls != &request_seen)
+        ld_http_hold_release(*con_cls);
+    ld_http_conns_idle(h->conns, c);
+    *con_cls = NULL;
+}

@@ -1,0 +1,655 @@
+/*
+ * http_hold: long-polls, /watch streams, the event ring and the notifier
+ * thread (see http_hold.h).
+ */
+#include "http_hold.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http_conn.h"
+#include "http_route.h"
+#include "log.h"
+
+/* Chunk size MHD asks the /watch reader for; events are a few hundred
+ * bytes. */
+#define SSE_BLOCK 2048
+/* After a failed allocation while rendering an event, try again this
+ * soon. */
+#define RETRY_MS 100
+/* At most this long to let held requests end cleanly when stopping. */
+#define DRAIN_S 1
+/* Recent events kept so that a stream that is a little behind (two
+ * changes in a row, a slow reader) still gets every change in order. */
+#define EVENT_RING 16
+
+static const char ping_comment[] = ": ping\n\n";
+
+/* One /watch event: "id: ID\nevent: leader\ndata: JSON\n\n". */
+struct event {
+    uint64_t id;
+    char *text;
+    size_t len;
+};
+
+enum hold_kind { HOLD_POLL, HOLD_WATCH };
+
+/* A held long-poll or a /watch stream. A poll is owned by its request (freed
+ * when MHD reports it completed); a stream also by its response (freed by
+ * the response's free callback), hence refs. */
+struct ld_http_hold {
+    struct ld_http_hold *prev, *next; /* in hs->polls or hs->subs while linked */
+    struct ld_http_holds *hs;
+    struct MHD_Connection *conn;
+    uint64_t id; /* epoll data of its hang-up registration */
+    int fd;
+    enum hold_kind kind;
+    int refs;
+    bool linked;
+    bool suspended;
+    bool gone; /* the client hung up */
+    union {
+        struct {
+            int64_t deadline_ms;
+        } poll;
+        struct {
+            uint64_t sent_seq; /* id of the last event handed to MHD */
+            bool want_ping;
+            char *out; /* bytes being handed to MHD */
+            size_t out_len, out_off;
+        } watch;
+    } u;
+};
+
+struct ld_http_holds {
+    struct ld_state *st; /* borrowed */
+    int64_t heartbeat_ms;
+    unsigned int max_held, max_subs;
+    int epfd, wakefd;
+    pthread_t notifier;
+    bool notifier_running, listening, mu_ready;
+    struct ld_state_listener listener;
+    atomic_bool wake_pending;
+
+    pthread_mutex_t mu;
+    pthread_cond_t drained; /* nholds reached 0 while stopping */
+    bool stopping;
+    unsigned int nholds; /* allocated, linked or not */
+    bool have_view;
+    struct ld_http_view view;      /* as of the last refresh */
+    int64_t flip_at_ms;            /* when view.is_leader turns false by itself */
+    int64_t retry_at_ms;           /* a refresh failed for memory: try again then */
+    uint64_t seq;                  /* id of the event for view */
+    struct event ring[EVENT_RING]; /* event id is at ring[id % EVENT_RING] */
+    struct ld_http_hold *polls, *subs;
+    unsigned int npolls, nsubs;
+    uint64_t next_hold_id;
+    int64_t next_ping_ms;
+};
+
+/* ---- held requests (hs->mu held) ---- */
+
+static void poke(struct ld_http_holds *hs)
+{
+    uint64_t one = 1;
+    /* Fails only when the counter is saturated, i.e. a wake-up is pending. */
+    if (write(hs->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        ld_log(LD_LOG_DEBUG, "http: cannot wake the notifier: %s", strerror(errno));
+}
+
+static void on_publish(void *arg)
+{
+    struct ld_http_holds *hs = arg;
+    if (!atomic_exchange(&hs->wake_pending, true))
+        poke(hs);
+}
+
+static void link_hold(struct ld_http_holds *hs, struct ld_http_hold *x)
+{
+    struct ld_http_hold **head = x->kind == HOLD_POLL ? &hs->polls : &hs->subs;
+    x->prev = NULL;
+    x->next = *head;
+    if (*head)
+        (*head)->prev = x;
+    *head = x;
+    x->linked = true;
+    if (x->kind == HOLD_POLL)
+        hs->npolls++;
+    else
+        hs->nsubs++;
+}
+
+static void unlink_hold(struct ld_http_holds *hs, struct ld_http_hold *x)
+{
+    if (!x->linked)
+        return;
+    struct ld_http_hold **head = x->kind == HOLD_POLL ? &hs->polls : &hs->subs;
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        *head = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    x->prev = x->next = NULL;
+    x->linked = false;
+    if (x->kind == HOLD_POLL)
+        hs->npolls--;
+    else
+        hs->nsubs--;
+}
+
+/* Only from a handler or the /watch reader, on MHD's thread. */
+static void suspend(struct ld_http_holds *hs, struct ld_http_hold *x)
+{
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLRDHUP;
+    ev.data.u64 = x->id;
+    /* Without it a hang-up is noticed at the next write instead. */
+    if (x->fd >= 0 && epoll_ctl(hs->epfd, EPOLL_CTL_ADD, x->fd, &ev) != 0)
+        ld_log(LD_LOG_DEBUG, "http: cannot watch a held connection: %s", strerror(errno));
+    x->suspended = true;
+    MHD_suspend_connection(x->conn);
+}
+
+static void wake(struct ld_http_holds *hs, struct ld_http_hold *x)
+{
+    if (!x->suspended)
+        return;
+    x->suspended = false;
+    if (x->fd >= 0)
+        epoll_ctl(hs->epfd, EPOLL_CTL_DEL, x->fd, NULL);
+    MHD_resume_connection(x->conn);
+}
+
+/* The poll gets its answer: its handler runs again once resumed. */
+static void finish_poll(struct ld_http_holds *hs, struct ld_http_hold *x)
+{
+    unlink_hold(hs, x);
+    wake(hs, x);
+}
+
+static void release_hold(struct ld_http_holds *hs, struct ld_http_hold *x)
+{
+    unlink_hold(hs, x);
+    if (--x->refs > 0)
+        return;
+    if (x->suspended && x->fd >= 0)
+        epoll_ctl(hs->epfd, EPOLL_CTL_DEL, x->fd, NULL);
+    if (x->kind == HOLD_WATCH)
+        free(x->u.watch.out);
+    free(x);
+    if (--hs->nholds == 0 && hs->stopping)
+        pthread_cond_broadcast(&hs->drained);
+}
+
+/* Re-reads the state; when what /leader shows has changed, renders the
+ * event for it with the next id and resumes whoever waits for a change. */
+static void refresh_locked(struct ld_http_holds *hs, int64_t now)
+{
+    struct ld_snapshot snap;
+    struct ld_http_view v;
+    size_t len = 0;
+    ld_state_read(hs->st, &snap);
+    ld_http_view_of(&snap, now, &v);
+    hs->flip_at_ms = v.is_leader ? snap.lead_until_ms : INT64_MAX;
+    if (hs->have_view && ld_http_view_eq(&v, &hs->view))
+        return;
+    uint64_t seq = hs->have_view ? hs->seq + 1 : hs->seq;
+    /* Long-polls wait for these three (the contract's fields); a stream
+     * also hears of the first observation. */
+    bool changed =
+        hs->have_view && (v.is_leader != hs->view.is_leader || v.term != hs->view.term ||
+                          strcmp(v.leader, hs->view.leader) != 0);
+    char *ev = ld_http_render_event(true, seq, &snap, now, &len);
+    if (!ev) {
+        hs->retry_at_ms = now + RETRY_MS;
+        return;
+    }
+    hs->retry_at_ms = INT64_MAX;
+    struct event *slot = &hs->ring[seq % EVENT_RING];
+    free(slot->text);
+    slot->id = seq;
+    slot->text = ev;
+    slot->len = len;
+    hs->seq = seq;
+    hs->view = v;
+    hs->have_view = true;
+    for (struct ld_http_hold *x = hs->subs; x; x = x->next)
+        wake(hs, x);
+    /* Every held poll was held at the previous view, so any change of the
+     * three answers all of them, also one in a field they did not give. */
+    while (changed && hs->polls)
+        finish_poll(hs, hs->polls);
+}
+
+static void expire_polls_locked(struct ld_http_holds *hs, int64_t now)
+{
+    for (struct ld_http_hold *x = hs->polls, *next; x; x = next) {
+        next = x->next;
+        if (x->u.poll.deadline_ms <= now)
+            finish_poll(hs, x);
+    }
+}
+
+static void heartbeat_locked(struct ld_http_holds *hs, int64_t now)
+{
+    if (hs->nsubs == 0 || now < hs->next_ping_ms)
+        return;
+    hs->next_ping_ms = now + hs->heartbeat_ms;
+    for (struct ld_http_hold *x = hs->subs; x; x = x->next) {
+        x->u.watch.want_ping = true;
+        wake(hs, x);
+    }
+}
+
+/* Milliseconds until the next timer, -1 for none. */
+static int next_timeout_locked(struct ld_http_holds *hs, int64_t now)
+{
+    int64_t t = hs->flip_at_ms < hs->retry_at_ms ? hs->flip_at_ms : hs->retry_at_ms;
+    if (hs->nsubs > 0 && hs->next_ping_ms < t)
+        t = hs->next_ping_ms;
+    for (struct ld_http_hold *x = hs->polls; x; x = x->next) {
+        if (x->u.poll.deadline_ms < t)
+            t = x->u.poll.deadline_ms;
+    }
+    if (t == INT64_MAX)
+        return -1;
+    if (t <= now)
+        return 0;
+    return t - now > INT_MAX ? INT_MAX : (int)(t - now);
+}
+
+static struct ld_http_hold *find_hold(struct ld_http_holds *hs, uint64_t id)
+{
+    for (struct ld_http_hold *x = hs->polls; x; x = x->next) {
+        if (x->id == id)
+            return x;
+    }
+    for (struct ld_http_hold *x = hs->subs; x; x = x->next) {
+        if (x->id == id)
+            return x;
+    }
+    return NULL;
+}
+
+static void *notifier_main(void *arg)
+{
+    struct ld_http_holds *hs = arg;
+    struct epoll_event evs[64];
+    for (;;) {
+        pthread_mutex_lock(&hs->mu);
+        if (hs->stopping) {
+            pthread_mutex_unlock(&hs->mu);
+            break;
+        }
+        int64_t now = ld_mono_ms();
+        refresh_locked(hs, now);
+        expire_polls_locked(hs, now);
+        heartbeat_locked(hs, now);
+        int timeout = next_timeout_locked(hs, now);
+        pthread_mutex_unlock(&hs->mu);
+
+        int n = epoll_wait(hs->epfd, evs, (int)(sizeof(evs) / sizeof(evs[0])), timeout);
+        if (n < 0) {
+            if (errno != EINTR)
+                ld_log(LD_LOG_WARN, "http: epoll_wait: %s", strerror(errno));
+            continue;
+        }
+        bool locked = false;
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.u64 == 0) {
+                uint64_t count;
+                if (read(hs->wakefd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+                    ld_log(LD_LOG_DEBUG, "http: eventfd: %s", strerror(errno));
+                /* Cleared before the next refresh reads the state, so no
+                 * publish is missed. */
+                atomic_store(&hs->wake_pending, false);
+                continue;
+            }
+            if (!locked) {
+                pthread_mutex_lock(&hs->mu);
+                locked = true;
+            }
+            struct ld_http_hold *x = find_hold(hs, evs[i].data.u64);
+            if (x) {
+                x->gone = true;
+                unlink_hold(hs, x);
+                wake(hs, x);
+            }
+        }
+        if (locked)
+            pthread_mutex_unlock(&hs->mu);
+    }
+    return NULL;
+}
+
+/* Loads the next bytes for stream x: the event after the last one it had
+ * (or the current one, for a new stream or one too far behind), else a
+ * heartbeat when one is due. -1 on allocation failure. */
+static int fill_watch_locked(struct ld_http_holds *hs, struct ld_http_hold *x)
+{
+    uint64_t sent = x->u.watch.sent_seq;
+    free(x->u.watch.out);
+    x->u.watch.out = NULL;
+    x->u.watch.out_len = x->u.watch.out_off = 0;
+    if (hs->have_view && sent != hs->seq) {
+        const struct event *e = &hs->ring[hs->seq % EVENT_RING];
+        const struct event *after = &hs->ring[(sent + 1) % EVENT_RING];
+        if (sent != 0 && sent < hs->seq && after->text && after->id == sent + 1)
+            e = after;
+        x->u.watch.out = malloc(e->len);
+        if (!x->u.watch.out)
+            return -1;
+        memcpy(x->u.watch.out, e->text, e->len);
+        x->u.watch.out_len = e->len;
+        x->u.watch.sent_seq = e->id;
+        x->u.watch.want_ping = false;
+    } else if (x->u.watch.want_ping) {
+        x->u.watch.out = strdup(ping_comment);
+        if (!x->u.watch.out)
+            return -1;
+        x->u.watch.out_len = strlen(ping_comment);
+        x->u.watch.want_ping = false;
+    }
+    return 0;
+}
+
+/* MHD's reader for a /watch stream. With nothing to send it suspends the
+ * connection and returns 0, which MHD 0.9.75 allows only together with a
+ * suspension (it would otherwise call again at once); the notifier resumes
+ * it when there is something new, and MHD calls this again. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct ld_http_hold *x = cls;
+    struct ld_http_holds *hs = x->hs;
+    ssize_t n = 0;
+    (void)pos;
+    pthread_mutex_lock(&hs->mu);
+    if (x->gone) {
+        n = MHD_CONTENT_READER_END_WITH_ERROR;
+        goto out;
+    }
+    if (x->u.watch.out_off == x->u.watch.out_len && fill_watch_locked(hs, x) != 0) {
+        n = MHD_CONTENT_READER_END_WITH_ERROR;
+        goto out;
+    }
+    size_t left = x->u.watch.out_len - x->u.watch.out_off;
+    if (left == 0) {
+        /* When stopping, what was left to say has been said. */
+        if (hs->stopping)
+            n = MHD_CONTENT_READER_END_OF_STREAM;
+        else
+            suspend(hs, x);
+        goto out;
+    }
+    if (left > max)
+        left = max;
+    memcpy(buf, x->u.watch.out + x->u.watch.out_off, left);
+    x->u.watch.out_off += left;
+    n = (ssize_t)left;
+out:
+    pthread_mutex_unlock(&hs->mu);
+    return n;
+}
+
+/* MHD destroyed a stream's response. */
+static void sse_free(void *cls)
+{
+    ld_http_hold_release(cls);
+}
+
+/* A new hold of kind on c, counted but not linked; NULL when out of
+ * memory. */
+static struct ld_http_hold *new_hold_locked(struct ld_http_holds *hs,
+                                            struct MHD_Connection *c, enum hold_kind kind)
+{
+    struct ld_http_hold *x = calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    hs->nholds++;
+    x->hs = hs;
+    x->conn = c;
+    x->kind = kind;
+    x->refs = kind == HOLD_WATCH ? 2 : 1; /* a stream's response holds it too */
+    x->id = ++hs->next_hold_id;
+    x->fd = ld_http_conn_fd(c);
+    return x;
+}
+
+struct ld_http_hold *ld_http_hold_poll(struct ld_http_holds *hs, struct MHD_Connection *c,
+                                       const struct ld_http_poll *want)
+{
+    struct ld_http_hold *x = NULL;
+    pthread_mutex_lock(&hs->mu);
+    int64_t now = ld_mono_ms();
+    refresh_locked(hs, now);
+    /* Past the cap the caller gets the current state at once, which the
+     * contract allows at any time. */
+    if (!hs->stopping && hs->have_view && !ld_http_view_differs(want, &hs->view) &&
+        hs->npolls < hs->max_held)
+        x = new_hold_locked(hs, c, HOLD_POLL);
+    if (x) {
+        x->u.poll.deadline_ms = now + want->wait_ms;
+        link_hold(hs, x);
+        suspend(hs, x);
+        poke(hs); /* its deadline may be nearer than the notifier's timer */
+    }
+    pthread_mutex_unlock(&hs->mu);
+    return x;
+}
+
+bool ld_http_hold_resumed(struct ld_http_hold *x)
+{
+    struct ld_http_holds *hs = x->hs;
+    pthread_mutex_lock(&hs->mu);
+    bool gone = x->gone;
+    unlink_hold(hs, x);
+    pthread_mutex_unlock(&hs->mu);
+    return !gone;
+}
+
+bool ld_http_hold_is_poll(const struct ld_http_hold *x)
+{
+    return x->kind == HOLD_POLL;
+}
+
+void ld_http_hold_release(struct ld_http_hold *x)
+{
+    struct ld_http_holds *hs = x->hs;
+    pthread_mutex_lock(&hs->mu);
+    release_hold(hs, x);
+    pthread_mutex_unlock(&hs->mu);
+}
+
+enum ld_http_watch_rc ld_http_watch_open(struct ld_http_holds *hs,
+                                         struct MHD_Connection *c,
+                                         const char *last_event_id,
+                                         struct MHD_Response **resp,
+                                         struct ld_http_hold **hold)
+{
+    uint64_t last = 0;
+    struct ld_http_hold *x = NULL;
+    bool has_last = ld_http_parse_event_id(last_event_id, &last);
+
+    pthread_mutex_lock(&hs->mu);
+    refresh_locked(hs, ld_mono_ms());
+    bool full = hs->stopping || !hs->have_view || hs->nsubs >= hs->max_subs;
+    if (!full)
+        x = new_hold_locked(hs, c, HOLD_WATCH);
+    if (x) {
+        /* The current state supersedes any event a reconnecting client
+         * missed, so it gets that once unless it has it already. */
+        x->u.watch.sent_seq = has_last && last == hs->seq ? hs->seq : 0;
+        if (hs->nsubs == 0)
+            hs->next_ping_ms = ld_mono_ms() + hs->heartbeat_ms;
+        link_hold(hs, x);
+        poke(hs); /* heartbeats are due from now on */
+    }
+    pthread_mutex_unlock(&hs->mu);
+    if (full)
+        return LD_HTTP_WATCH_FULL;
+    if (!x)
+        return LD_HTTP_WATCH_NOMEM;
+
+    *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_read, x,
+                                              sse_free);
+    if (!*resp) {
+        pthread_mutex_lock(&hs->mu);
+        x->refs = 1; /* no response will let go of it */
+        release_hold(hs, x);
+        pthread_mutex_unlock(&hs->mu);
+        return LD_HTTP_WATCH_FAILED;
+    }
+    *hold = x;
+    return LD_HTTP_WATCH_OK;
+}
+
+void ld_http_holds_stats(struct ld_http_holds *hs, struct ld_http_stats *out)
+{
+    pthread_mutex_lock(&hs->mu);
+    out->held = hs->npolls;
+    out->subscribers = hs->nsubs;
+    out->seq = hs->seq;
+    pthread_mutex_unlock(&hs->mu);
+}
+
+/* ---- starting and stopping ---- */
+
+/* The mutex and the condition variable (on the monotonic clock, for the
+ * drain's deadline). */
+static int init_sync(struct ld_http_holds *hs, char *err, size_t errlen)
+{
+    pthread_condattr_t attr;
+    int rc = -1;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (pthread_mutex_init(&hs->mu, NULL) != 0) {
+        snprintf(err, errlen, "http: cannot create a mutex");
+    } else if (pthread_cond_init(&hs->drained, &attr) != 0) {
+        pthread_mutex_destroy(&hs->mu);
+        snprintf(err, errlen, "http: cannot create a condition variable");
+    } else {
+        hs->mu_ready = true;
+        rc = 0;
+    }
+    pthread_condattr_destroy(&attr);
+    return rc;
+}
+
+/* The epoll set with the wake-up eventfd in it (data 0). */
+static int init_epoll(struct ld_http_holds *hs, char *err, size_t errlen)
+{
+    struct epoll_event ev;
+    hs->epfd = epoll_create1(EPOLL_CLOEXEC);
+    hs->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN;
+    ev.data.u64 = 0;
+    if (hs->epfd < 0 || hs->wakefd < 0 ||
+        epoll_ctl(hs->epfd, EPOLL_CTL_ADD, hs->wakefd, &ev) != 0) {
+        snprintf(err, errlen, "http: cannot set up notifications: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat_ms,
+                                          unsigned int max_held, unsigned int max_subs,
+                                          char *err, size_t errlen)
+{
+    int rc = 0;
+    struct ld_http_holds *hs = calloc(1, sizeof(*hs));
+    if (!hs) {
+        snprintf(err, errlen, "http: out of memory");
+        return NULL;
+    }
+    hs->st = st;
+    hs->heartbeat_ms = heartbeat_ms;
+    hs->max_held = max_held;
+    hs->max_subs = max_subs;
+    hs->epfd = hs->wakefd = -1;
+    hs->flip_at_ms = hs->retry_at_ms = INT64_MAX;
+    /* Ids keep growing across restarts, so a client's Last-Event-ID from
+     * an earlier process never matches by accident. */
+    hs->seq = (uint64_t)(ld_wall_us() / 1000);
+    if (init_epoll(hs, err, errlen) != 0 || init_sync(hs, err, errlen) != 0)
+        goto fail;
+    rc = pthread_create(&hs->notifier, NULL, notifier_main, hs);
+    if (rc != 0) {
+        snprintf(err, errlen, "http: cannot start a thread: %s", strerror(rc));
+        goto fail;
+    }
+    hs->notifier_running = true;
+    hs->listener.fn = on_publish;
+    hs->listener.arg = hs;
+    ld_state_listen(hs->st, &hs->listener);
+    hs->listening = true;
+    return hs;
+fail:
+    ld_http_holds_free(hs);
+    return NULL;
+}
+
+/* Tells the notifier to end and waits for it. */
+static void stop_notifier(struct ld_http_holds *hs)
+{
+    if (!hs->notifier_running)
+        return;
+    pthread_mutex_lock(&hs->mu);
+    hs->stopping = true;
+    pthread_mutex_unlock(&hs->mu);
+    poke(hs);
+    pthread_join(hs->notifier, NULL);
+    hs->notifier_running = false;
+}
+
+void ld_http_holds_stop(struct ld_http_holds *hs)
+{
+    struct timespec until;
+    int rc = 0;
+    stop_notifier(hs);
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += DRAIN_S;
+    pthread_mutex_lock(&hs->mu);
+    /* The last publish (a release, say) goes out before the streams end. */
+    refresh_locked(hs, ld_mono_ms());
+    while (hs->polls)
+        finish_poll(hs, hs->polls);
+    for (struct ld_http_hold *x = hs->subs; x; x = x->next)
+        wake(hs, x);
+    /* Give them a moment to go out whole (a client that does not read is
+     * cut off when MHD stops). */
+    while (hs->nholds > 0 && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&hs->drained, &hs->mu, &until);
+    pthread_mutex_unlock(&hs->mu);
+}
+
+void ld_http_holds_free(struct ld_http_holds *hs)
+{
+    if (!hs)
+        return;
+    stop_notifier(hs);
+    if (hs->listening)
+        ld_state_unlisten(hs->st, &hs->listener);
+    if (hs->epfd >= 0)
+        close(hs->epfd);
+    if (hs->wakefd >= 0)
+        close(hs->wakefd);
+    if (hs->mu_ready) {
+        pthread_cond_destroy(&hs->drained);
+        pthread_mutex_destroy(&hs->mu);
+    }
+    for (size_t i = 0; i < EVENT_RING; i++)
+        free(hs->ring[i].text);
+    free(hs);
+}
