@@ -40,6 +40,13 @@ RETRY = 1.0
 KILL_BOUND = LEASE + 2 * RETRY  # a removed leader is replaced within this
 TERM_BOUND = RETRY + 1.0        # a released Lease is taken within this
 CONVERGE_BOUND = LEASE + RETRY  # after a fault heals, everyone agrees within this
+# The bounds above are the design's; on a loaded machine (two cores shared
+# with other jobs, make test-under-load) any step may wait for a CPU, so the
+# liveness checks (record_failover, converge, steady) allow one more retry
+# period, as if the attempt that should have won had been missed once. The
+# safety checks (analyse(), stops_claiming) are orderings against the write
+# log and get none. CHAOS_SCHED_SLACK overrides it (seconds).
+SCHED_SLACK = float(os.environ.get("CHAOS_SCHED_SLACK", RETRY))
 
 NS = "default"
 LEASE_NAME = "chaos"
@@ -527,7 +534,7 @@ class Cluster:
             return leaders[0]
         return None
 
-    def steady(self, timeout=KILL_BOUND + 3, exclude=(), hold=0.2):
+    def steady(self, timeout=KILL_BOUND + SCHED_SLACK + 3, exclude=(), hold=0.2):
         """Waits until agreement() holds for `hold` seconds; returns the leader."""
         deadline = time.monotonic() + timeout
         since = None
@@ -590,8 +597,10 @@ class Ctx:
     def record_failover(self, t_fault, old_identity, bound, timeout_extra=2.0,
                         exclude=(), what="failover"):
         """Waits for another replica to claim leadership after t_fault; records
-        and checks the time to the acquisition write and to the first 200."""
-        s = self.c.first_claim(t_fault, bound + timeout_extra, exclude=exclude,
+        and checks the time to the acquisition write and to the first 200
+        against bound + SCHED_SLACK."""
+        limit = bound + SCHED_SLACK
+        s = self.c.first_claim(t_fault, limit + timeout_extra, exclude=exclude,
                                what=f"a new leader after {what}")
         serving = s.end - t_fault
         acq = None
@@ -602,25 +611,26 @@ class Ctx:
                 break
         self.failovers.append((acq, serving))
         if acq is not None:
-            self.check(acq <= bound, f"{what}: the new holder's write came {acq:.3f}s "
-                       f"after the fault (bound {bound:.1f}s)")
+            self.check(acq <= limit, f"{what}: the new holder's write came {acq:.3f}s "
+                       f"after the fault (bound {bound:.1f}s + {SCHED_SLACK:.1f}s slack)")
         else:
             self.fail(f"{what}: {s.slot.name} claims leadership but no acquisition "
                       f"by another identity is in the write log")
         # The poll itself adds up to one interval plus its round trip.
-        self.check(serving <= bound + POLL_INTERVAL + 0.075,
+        self.check(serving <= limit + POLL_INTERVAL + 0.075,
                    f"{what}: first /leader 200 of {s.slot.name} {serving:.3f}s after the "
-                   f"fault (bound {bound:.1f}s)")
+                   f"fault (bound {bound:.1f}s + {SCHED_SLACK:.1f}s slack)")
         return s
 
     def converge(self, t_heal, bound=CONVERGE_BOUND, exclude=()):
-        """Every replica agrees on the real holder within bound of t_heal."""
-        left = t_heal + bound - time.monotonic()
+        """Every replica agrees on the real holder within bound + SCHED_SLACK
+        of t_heal."""
+        left = t_heal + bound + SCHED_SLACK - time.monotonic()
         try:
             return self.c.steady(timeout=max(left, 0.3), exclude=exclude)
         except ScenarioError as e:
-            self.fail(f"no convergence within {bound:.1f}s of the heal at "
-                      f"{self.rel(t_heal)}: {e}")
+            self.fail(f"no convergence within {bound:.1f}s + {SCHED_SLACK:.1f}s slack of "
+                      f"the heal at {self.rel(t_heal)}: {e}")
             return None
 
     def stops_claiming(self, slot, t_fault, limit, why):

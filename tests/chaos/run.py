@@ -171,7 +171,8 @@ def print_table(results, out):
           "serving: fault to its first /leader 200.\n"
           "Bounds: lease-duration + 2 x retry-period = "
           f"{harness.KILL_BOUND:.0f}s after a fault that removes the leader, "
-          f"retry-period + 1 s = {harness.TERM_BOUND:.0f}s after SIGTERM; "
+          f"retry-period + 1 s = {harness.TERM_BOUND:.0f}s after SIGTERM, each checked "
+          f"with {harness.SCHED_SLACK:.1f}s of scheduling slack; "
           "pause/restart/malformed rows measure from the heal.", file=out)
 
 
