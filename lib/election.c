@@ -73,6 +73,11 @@ struct ld_election {
     int64_t last_watch_event_ms; /* the watch's last observation */
     uint64_t watch_missed;       /* GETs that found changes the watch never sent */
     bool wrote_once;             /* a write of ours landed since start/quarantine */
+    /* A write of ours got no usable answer (timed out, connection lost, a
+     * 5xx): the server may still apply it, late, at any time. Cleared by
+     * the next write that is answered. See counted_out(). */
+    bool write_unanswered;
+    int64_t unanswered_sent_ms;
     int64_t sent_renew_us[SENT_MEMORY]; /* renewTimes of our recent writes */
     unsigned sent_next;
     int64_t quarantine_until_ms;
@@ -162,7 +167,7 @@ static const char *observed_holder(const struct ld_election *e)
 
 static bool holder_is_me(const struct ld_election *e)
 {
-    return e->have_cache && strcmp(observed_holder(e), e->identity) == 0;
+    return e->have_cache && ld_lease_spec_held_by(&e->cache.spec, e->identity);
 }
 
 static bool held_by_other(const struct ld_election *e)
@@ -211,6 +216,46 @@ static int64_t silence_check_ms(const struct ld_election *e, int64_t now_ms)
     if (e->request_start_ms > last)
         last = e->request_start_ms;
     return last + 3 * e->retry_period_ms;
+}
+
+/* Whether a failed write may still land. Only a rejection the server gives
+ * before applying anything proves it will not; a timeout, a lost
+ * connection or a 5xx (an etcd timeout, a proxy's 504) proves nothing. */
+static bool may_have_landed(enum ld_err rc)
+{
+    switch (rc) {
+    case LD_ENOTFOUND:
+    case LD_ECONFLICT:
+    case LD_EEXISTS:
+    case LD_EUNAUTHORIZED:
+    case LD_EFORBIDDEN:
+    case LD_EINVALID:
+    case LD_EBADREQUEST:
+    case LD_ETOOMANY:
+        return false;
+    default:
+        return true;
+    }
+}
+
+static int64_t counted_out_until(const struct ld_election *e)
+{
+    return max64(expiry_ms(e), e->unanswered_sent_ms + holder_duration_ms(e));
+}
+
+/* Unanswered writes may land late, each one renewing the Lease in everyone
+ * else's eyes. A replica that still leads may retry (its claim ends at its
+ * renew deadline, safely before anyone may take over). One that no longer
+ * leads would, by retrying, keep the Lease alive for ever under a gray
+ * failure that delays but does not drop its requests, while leading
+ * nowhere. So it counts itself out as a standby would: its own record is a
+ * foreign holder's until it has stayed unchanged for a lease duration, and
+ * a lease duration has passed since that write was sent. A read coming
+ * back in time proves nothing: reads can be quick while writes are slow. */
+static bool counted_out(const struct ld_election *e, int64_t now_ms)
+{
+    return e->write_unanswered && !e->leading && holder_is_me(e) &&
+           now_ms < counted_out_until(e);
 }
 
 static bool quarantined(const struct ld_election *e, int64_t now_ms)
@@ -272,9 +317,7 @@ static void enter_quarantine(struct ld_election *e, int64_t now_ms)
 static bool written_by_twin(const struct ld_election *e, const struct ld_lease *lease,
                             bool fresh)
 {
-    if (!lease->spec.holder || strcmp(lease->spec.holder, e->identity) != 0)
-        return false;
-    if (!e->have_cache)
+    if (!ld_lease_spec_held_by(&lease->spec, e->identity) || !e->have_cache)
         return false;
     bool changed = !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
     if (!changed)
@@ -385,6 +428,7 @@ static void adopt_write(struct ld_election *e, const struct ld_lease *stored,
     }
     e->observed_ms = now_ms;
     e->wrote_once = true;
+    e->write_unanswered = false;
     e->last_renew_wall_us = e->desired.spec.renew_us;
     int64_t until = e->request_start_ms + e->renew_deadline_ms;
     if (now_ms >= until) {
@@ -403,16 +447,6 @@ static void adopt_write(struct ld_election *e, const struct ld_lease *stored,
 }
 
 /* ---- records to write --------------------------------------------------- */
-
-static enum ld_err set_holder(struct ld_lease_spec *spec, const char *holder)
-{
-    char *copy = strdup(holder);
-    if (!copy)
-        return LD_ENOMEM;
-    free(spec->holder);
-    spec->holder = copy;
-    return LD_OK;
-}
 
 /* The term of a change of holder: one above the record's, or above the
  * highest term seen if the record started again lower (re-created by a peer
@@ -434,7 +468,7 @@ static enum ld_err prepare_claim(struct ld_election *e, struct ld_now now)
     ld_lease_clear(&e->desired);
     enum ld_err rc = ld_lease_copy(&e->desired, &e->cache);
     if (rc == LD_OK)
-        rc = set_holder(&e->desired.spec, e->identity);
+        rc = ld_lease_spec_set_holder(&e->desired.spec, e->identity);
     if (rc != LD_OK)
         return rc;
     struct ld_lease_spec *s = &e->desired.spec;
@@ -475,7 +509,7 @@ static enum ld_err prepare_release(struct ld_election *e, struct ld_now now)
     ld_lease_clear(&e->desired);
     enum ld_err rc = ld_lease_copy(&e->desired, &e->cache);
     if (rc == LD_OK)
-        rc = set_holder(&e->desired.spec, "");
+        rc = ld_lease_spec_set_holder(&e->desired.spec, "");
     if (rc != LD_OK)
         return rc;
     struct ld_lease_spec *s = &e->desired.spec;
@@ -507,6 +541,25 @@ static struct ld_action request(struct ld_election *e, enum phase outstanding,
     return a;
 }
 
+/* Whether the record keeps a standby from writing now, and if so until
+ * when (*until_ms): a foreign holder's until it expires; our own unconfirmed
+ * one until it settled (resume window) or expired; our own, counted out,
+ * until counted_out_until(). */
+static bool blocked_until(const struct ld_election *e, int64_t now_ms, int64_t *until_ms)
+{
+    if (counted_out(e, now_ms)) {
+        *until_ms = counted_out_until(e);
+        return true;
+    }
+    bool other = held_by_other(e) || own_unconfirmed(e);
+    if (!other || !lease_valid(e, now_ms))
+        return false;
+    *until_ms = expiry_ms(e);
+    if (own_unconfirmed(e))
+        *until_ms = min64(*until_ms, e->observed_ms + resume_window_ms(e));
+    return true;
+}
+
 static void end_attempt(struct ld_election *e, int64_t now_ms,
                         const struct ld_errinfo *err)
 {
@@ -520,11 +573,8 @@ static void end_attempt(struct ld_election *e, int64_t now_ms,
          * so a crashed leader is replaced after lease_duration, not after
          * lease_duration plus a poll interval. With a healthy watch it
          * does not poll at all before then: every change wakes it. */
-        bool other = held_by_other(e) || own_unconfirmed(e);
-        if (other && lease_valid(e, now_ms)) {
-            int64_t check = expiry_ms(e);
-            if (own_unconfirmed(e))
-                check = min64(check, e->observed_ms + resume_window_ms(e));
+        int64_t check;
+        if (blocked_until(e, now_ms, &check)) {
             if (e->watching && !err)
                 next = min64(check, silence_check_ms(e, now_ms));
             else
@@ -580,7 +630,8 @@ static struct ld_action start_attempt(struct ld_election *e, struct ld_now now)
 {
     e->quarantine_pending = false;
     bool fast = holder_is_me(e) && e->wrote_once && !e->cache_stale &&
-                e->cache.resource_version && lease_valid(e, now.mono_ms);
+                e->cache.resource_version && lease_valid(e, now.mono_ms) &&
+                !counted_out(e, now.mono_ms);
     if (fast && prepare_claim(e, now) == LD_OK)
         return request(e, PH_FAST_PUT, LD_ACT_UPDATE, now.mono_ms, e->request_timeout_ms);
     if (may_claim_from_cache(e, now.mono_ms) && prepare_claim(e, now) == LD_OK)
@@ -622,7 +673,7 @@ static void decide_after_get(struct ld_election *e, struct ld_now now)
     bool own_settling = own_unconfirmed(e) &&
                         now.mono_ms < e->observed_ms + resume_window_ms(e) &&
                         lease_valid(e, now.mono_ms);
-    if (other_valid || own_settling) {
+    if (other_valid || own_settling || counted_out(e, now.mono_ms)) {
         end_attempt(e, now.mono_ms, NULL);
         return;
     }
@@ -678,6 +729,10 @@ static void on_write(struct ld_election *e, struct ld_now now, enum ld_err rc,
     /* Whatever happened, the server may now hold a newer object than ours
      * (a conflict says so; a timeout may hide a write that landed). */
     e->cache_stale = true;
+    if (may_have_landed(rc)) {
+        e->write_unanswered = true;
+        e->unanswered_sent_ms = e->request_start_ms;
+    }
     /* A failed fast-path renewal falls back to a GET in the same attempt,
      * as client-go does, unless the server asked us to back off. */
     if (e->phase == PH_FAST_PUT && rc != LD_ETOOMANY && rc != LD_ECANCELED) {
@@ -851,17 +906,13 @@ static void reschedule_after_observation(struct ld_election *e, int64_t now_ms)
     if (e->stopping || e->leading || quarantined(e, now_ms))
         return;
     note_free(e, now_ms);
-    bool other = held_by_other(e) || own_unconfirmed(e);
-    if (!e->have_cache || !other || !lease_valid(e, now_ms)) {
+    int64_t check;
+    if (!e->have_cache || !blocked_until(e, now_ms, &check)) {
         e->next_attempt_ms = INT64_MIN; /* free, absent or expired: try now */
         return;
     }
-    if (e->watching) {
-        int64_t check = expiry_ms(e);
-        if (own_unconfirmed(e))
-            check = min64(check, e->observed_ms + resume_window_ms(e));
+    if (e->watching)
         e->next_attempt_ms = min64(check, silence_check_ms(e, now_ms));
-    }
 }
 
 void ld_election_observe(struct ld_election *e, struct ld_now now,
@@ -879,9 +930,8 @@ void ld_election_observe(struct ld_election *e, struct ld_now now,
         same_object(&e->cache, lease))
         return;
     /* Our own renewal echoed late by the watch: nothing new. */
-    if (e->leading && lease->spec.holder &&
-        strcmp(lease->spec.holder, e->identity) == 0 && lease->spec.has_renew &&
-        lease->spec.renew_us <= e->last_renew_wall_us)
+    if (e->leading && ld_lease_spec_held_by(&lease->spec, e->identity) &&
+        lease->spec.has_renew && lease->spec.renew_us <= e->last_renew_wall_us)
         return;
     bool twin = written_by_twin(e, lease, false);
     if (!observe(e, lease, now.mono_ms))

@@ -1,9 +1,12 @@
 /*
  * kube: a small Kubernetes API client for one resource kind, the Lease,
  * over libcurl + OpenSSL. One reused connection (keep-alive), TLS verified
- * against the configured CA, bearer token re-read from its file every 50 s
- * and after a 401, client certificates, bounded connect and request
- * timeouts, bodies capped, metav1.Status errors mapped to enum ld_err.
+ * against the configured CA, a bearer token whose file is checked (stat:
+ * device, inode, size, mtime) before every request and watch and re-read
+ * when it changed, also every 50 s and after a 401; client certificates,
+ * bounded connect and request timeouts, bodies capped, metav1.Status errors
+ * mapped to enum ld_err. Namespaces must be DNS-1123 labels and Lease names
+ * DNS-1123 subdomains (dnsname.h), checked before anything is sent.
  *
  * A handle is used by one thread at a time. Call curl_global_init() once
  * before creating the first handle (before any thread starts).
@@ -21,12 +24,18 @@
 
 struct ld_kube;
 
-/* Largest response body accepted; a larger one fails with LD_ETOOBIG. */
-#define LD_KUBE_MAX_BODY (1024 * 1024)
+/* Largest response body accepted; a larger one fails with LD_ETOOBIG. It
+ * must hold any Lease the API server can return: etcd stores objects of up
+ * to 1.5 MiB (--max-request-bytes), and their JSON can be longer than what
+ * was stored, since the server escapes <, >, & and control characters as
+ * six-byte \u00XX sequences: 1.5 MiB of those is 9 MiB of JSON. The buffer
+ * grows only as far as a body needs and is given back after one. */
+#define LD_KUBE_MAX_BODY (16 * 1024 * 1024)
 
-/* Called after every request with the verb ("GET", "POST", "PUT"), the
- * HTTP status (0 when none arrived) and the wall duration in seconds.
- * Runs on the calling thread. */
+/* Called after every request with the verb ("GET", "POST", "PUT", or
+ * "WATCH" when a stream ends), the HTTP status (0 when none arrived) and how
+ * long it took in seconds, measured on the monotonic clock. Runs on the
+ * calling thread. */
 typedef void (*ld_kube_observer_fn)(void *ctx, const char *verb, long http_status,
                                     double seconds);
 

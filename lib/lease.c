@@ -8,10 +8,13 @@
  */
 #include "lease.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "hash.h"
 #include "timefmt.h"
 
 #define LEASE_API_VERSION "coordination.k8s.io/v1"
@@ -125,12 +128,32 @@ bool ld_lease_spec_equal(const struct ld_lease_spec *a, const struct ld_lease_sp
     if (!a || !b)
         return false;
     return strcmp(or_empty(a->holder), or_empty(b->holder)) == 0 &&
-           a->duration_s == b->duration_s &&
+           a->holder_abridged == b->holder_abridged && a->duration_s == b->duration_s &&
            time_equal(a->has_acquire, a->acquire_us, b->has_acquire, b->acquire_us) &&
            time_equal(a->has_renew, a->renew_us, b->has_renew, b->renew_us) &&
            a->transitions == b->transitions &&
            strcmp(or_empty(a->strategy), or_empty(b->strategy)) == 0 &&
-           strcmp(or_empty(a->preferred_holder), or_empty(b->preferred_holder)) == 0;
+           a->strategy_abridged == b->strategy_abridged &&
+           strcmp(or_empty(a->preferred_holder), or_empty(b->preferred_holder)) == 0 &&
+           a->preferred_abridged == b->preferred_abridged;
+}
+
+bool ld_lease_spec_held_by(const struct ld_lease_spec *s, const char *identity)
+{
+    return s && identity && !s->holder_abridged &&
+           strcmp(or_empty(s->holder), identity) == 0;
+}
+
+enum ld_err ld_lease_spec_set_holder(struct ld_lease_spec *s, const char *holder)
+{
+    char *copy = strdup(holder);
+
+    if (!copy)
+        return LD_ENOMEM;
+    free(s->holder);
+    s->holder = copy;
+    s->holder_abridged = false;
+    return LD_OK;
 }
 
 /* ---- decoding ---- */
@@ -241,21 +264,58 @@ static enum ld_err decode_meta(json_t *root, struct ld_lease *l, struct ld_errin
     return LD_OK;
 }
 
-/* The strings of a spec, borrowed from the JSON until copied. */
-struct spec_strings {
-    const char *holder, *strategy, *preferred;
-};
-
-static enum ld_err read_spec(json_t *spec, struct ld_lease_spec *s,
-                             struct spec_strings *str, struct ld_errinfo *err)
+/* The display form of a value too long to keep or holding a NUL byte (see
+ * LD_LEASE_MAX_HOLDER). v is valid UTF-8 (jansson checked it). */
+static char *abridge(const char *v, size_t len)
 {
-    enum ld_err rc =
-        get_string(spec, "holderIdentity", "spec.holderIdentity", &str->holder, err);
+    static const char fmt[] = "%.*s...(truncated: %zu bytes, fnv1a64=%016" PRIx64 ")";
+    size_t keep = strnlen(v, len < LD_LEASE_SHOWN_PREFIX ? len : LD_LEASE_SHOWN_PREFIX);
 
-    if (rc == LD_OK && str->holder && strlen(str->holder) > LD_LEASE_MAX_HOLDER)
-        rc = ld_errinfo_set(err, LD_EDECODE,
-                            "lease: spec.holderIdentity longer than %d bytes",
-                            LD_LEASE_MAX_HOLDER);
+    if (keep < len) {
+        while (keep > 0 && ((unsigned char)v[keep] & 0xC0) == 0x80)
+            keep--;
+    }
+    int n = snprintf(NULL, 0, fmt, (int)keep, v, len, ld_fnv1a64(v, len));
+    char *out = n < 0 ? NULL : malloc((size_t)n + 1);
+    if (out)
+        snprintf(out, (size_t)n + 1, fmt, (int)keep, v, len, ld_fnv1a64(v, len));
+    return out;
+}
+
+/* *out = a copy of the string at obj[key] (NULL when absent or null), or
+ * its display form with *abridged set when it cannot be kept in full. */
+static enum ld_err get_keepable(json_t *obj, const char *key, const char *field,
+                                char **out, bool *abridged, struct ld_errinfo *err)
+{
+    json_t *v = json_object_get(obj, key);
+
+    *out = NULL;
+    *abridged = false;
+    if (!v || json_is_null(v))
+        return LD_OK;
+    if (!json_is_string(v))
+        return bad(err, field, "is not a string");
+    const char *text = json_string_value(v);
+    size_t len = json_string_length(v);
+    *abridged = len > LD_LEASE_MAX_HOLDER || strlen(text) != len;
+    *out = *abridged ? abridge(text, len) : strdup(text);
+    return *out ? LD_OK : no_memory(err);
+}
+
+static enum ld_err decode_spec(json_t *root, struct ld_lease_spec *s,
+                               struct ld_errinfo *err)
+{
+    json_t *spec = json_object_get(root, "spec");
+    enum ld_err rc;
+
+    if (!spec || json_is_null(spec))
+        return bad(err, "spec", "is missing");
+    if (!json_is_object(spec))
+        return bad(err, "spec", "is not an object");
+    rc = get_keepable(spec, "holderIdentity", "spec.holderIdentity", &s->holder,
+                      &s->holder_abridged, err);
+    if (rc == LD_OK && !s->holder)
+        rc = (s->holder = strdup("")) ? LD_OK : no_memory(err);
     if (rc == LD_OK)
         rc = get_count(spec, "leaseDurationSeconds", "spec.leaseDurationSeconds",
                        &s->duration_s, err);
@@ -269,32 +329,12 @@ static enum ld_err read_spec(json_t *spec, struct ld_lease_spec *s,
         rc = get_count(spec, "leaseTransitions", "spec.leaseTransitions", &s->transitions,
                        err);
     if (rc == LD_OK)
-        rc = get_string(spec, "strategy", "spec.strategy", &str->strategy, err);
+        rc = get_keepable(spec, "strategy", "spec.strategy", &s->strategy,
+                          &s->strategy_abridged, err);
     if (rc == LD_OK)
-        rc = get_string(spec, "preferredHolder", "spec.preferredHolder", &str->preferred,
-                        err);
+        rc = get_keepable(spec, "preferredHolder", "spec.preferredHolder",
+                          &s->preferred_holder, &s->preferred_abridged, err);
     return rc;
-}
-
-static enum ld_err decode_spec(json_t *root, struct ld_lease_spec *s,
-                               struct ld_errinfo *err)
-{
-    json_t *spec = json_object_get(root, "spec");
-    struct spec_strings str = {NULL, NULL, NULL};
-    enum ld_err rc;
-
-    if (!spec || json_is_null(spec))
-        return bad(err, "spec", "is missing");
-    if (!json_is_object(spec))
-        return bad(err, "spec", "is not an object");
-    rc = read_spec(spec, s, &str, err);
-    if (rc != LD_OK)
-        return rc;
-    if (!dup_opt(&s->holder, or_empty(str.holder)) ||
-        !dup_opt(&s->strategy, str.strategy) ||
-        !dup_opt(&s->preferred_holder, str.preferred))
-        return no_memory(err);
-    return LD_OK;
 }
 
 /* Decodes into a temporary and only then replaces *out, so obj may be
@@ -343,7 +383,9 @@ enum ld_err ld_lease_decode(const char *text, size_t len, struct ld_lease *out,
     }
     /* Some of jansson's out-of-memory paths leave jerr unset. */
     memset(&jerr, 0, sizeof jerr);
-    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    /* NUL is allowed: a value the API server accepts must not make the
+     * whole Lease unreadable (see LD_LEASE_MAX_HOLDER). */
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!root) {
         ld_lease_clear(out);
         if (json_error_code(&jerr) == json_error_out_of_memory)
@@ -407,11 +449,22 @@ static int encode_meta(json_t *root, const struct ld_lease *l)
     return 0;
 }
 
+/* An abridged value is only a display form: the object still holds the
+ * real one, which a write keeps. */
+static int set_kept(json_t *obj, const char *key, const char *val, bool abridged,
+                    int (*set)(json_t *, const char *, const char *))
+{
+    if (abridged && json_object_get(obj, key))
+        return 0;
+    return set(obj, key, val);
+}
+
 static int encode_spec(json_t *root, const struct ld_lease_spec *s)
 {
     json_t *spec = child_object(root, "spec");
 
-    if (!spec || set_string(spec, "holderIdentity", or_empty(s->holder)))
+    if (!spec || set_kept(spec, "holderIdentity", or_empty(s->holder), s->holder_abridged,
+                          set_string))
         return -1;
     if (s->duration_s > 0) {
         if (json_object_set_new(spec, "leaseDurationSeconds",
@@ -424,8 +477,9 @@ static int encode_spec(json_t *root, const struct ld_lease_spec *s)
         set_time(spec, "renewTime", s->has_renew, s->renew_us) ||
         json_object_set_new(spec, "leaseTransitions", json_integer(s->transitions)))
         return -1;
-    if (set_nonempty(spec, "strategy", s->strategy) ||
-        set_nonempty(spec, "preferredHolder", s->preferred_holder))
+    if (set_kept(spec, "strategy", s->strategy, s->strategy_abridged, set_nonempty) ||
+        set_kept(spec, "preferredHolder", s->preferred_holder, s->preferred_abridged,
+                 set_nonempty))
         return -1;
     return 0;
 }

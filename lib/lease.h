@@ -15,16 +15,27 @@
 
 #include "err.h"
 
-/* Longest holderIdentity we accept from the server. Kubernetes does not
- * bound it, but real identities are a pod name plus a suffix; anything
- * longer is treated as a corrupted record. */
+/* Longest holderIdentity (and strategy, preferredHolder) kept in full.
+ * Kubernetes bounds none of them, so a valid Lease may carry a longer one,
+ * or one with a NUL byte that a C string cannot hold. Such a value is
+ * "abridged": the decoded string is a display form that names nobody,
+ *
+ *   PREFIX...(truncated: N bytes, fnv1a64=HHHHHHHHHHHHHHHH)
+ *
+ * PREFIX being at most LD_LEASE_SHOWN_PREFIX bytes of the value (cut at a
+ * character boundary and before any NUL), N its length in bytes and H the
+ * FNV-1a 64 of all N bytes, so two different long values still differ. The
+ * record still counts as held by someone else, and its original value stays
+ * in the object, so a write that keeps the field keeps it unchanged. */
 #define LD_LEASE_MAX_HOLDER 1024
+#define LD_LEASE_SHOWN_PREFIX 64
 
 /* The election-relevant part of spec. Time fields are wall microseconds
  * since the epoch, valid only when the matching has_ flag is set. */
 struct ld_lease_spec {
-    char *holder;       /* owned; "" when nobody holds it (never NULL after decode) */
-    int32_t duration_s; /* leaseDurationSeconds; 0 when absent */
+    char *holder;         /* owned; "" when nobody holds it (never NULL after decode) */
+    bool holder_abridged; /* holder is the display form (see LD_LEASE_MAX_HOLDER) */
+    int32_t duration_s;   /* leaseDurationSeconds; 0 when absent */
     bool has_acquire;
     int64_t acquire_us;
     bool has_renew;
@@ -32,6 +43,8 @@ struct ld_lease_spec {
     int32_t transitions;    /* leaseTransitions; 0 when absent */
     char *strategy;         /* owned, NULL when absent (copied forward on write) */
     char *preferred_holder; /* owned, NULL when absent */
+    bool strategy_abridged; /* these two are display forms, as holder can be */
+    bool preferred_abridged;
 };
 
 struct ld_lease {
@@ -66,11 +79,20 @@ void ld_lease_spec_clear(struct ld_lease_spec *s);
  * preferredHolder. Used to detect that the holder wrote something. */
 bool ld_lease_spec_equal(const struct ld_lease_spec *a, const struct ld_lease_spec *b);
 
+/* Whether s names identity as its holder. An abridged holder names nobody. */
+bool ld_lease_spec_held_by(const struct ld_lease_spec *s, const char *identity);
+
+/* Replaces s->holder with a copy of holder (a value kept in full, "" to
+ * free the Lease). LD_OK, or LD_ENOMEM with s unchanged. */
+enum ld_err ld_lease_spec_set_holder(struct ld_lease_spec *s, const char *holder);
+
 /* Decodes one Lease object from JSON text. Checks kind/apiVersion when
  * present, requires metadata.name and a spec object, and rejects wrong
- * types, negative or out-of-range integers, undecodable times and a holder
- * longer than LD_LEASE_MAX_HOLDER. Unknown fields are ignored (but kept in
- * out->object). On error out is left cleared. */
+ * types, negative or out-of-range integers, undecodable times and metadata
+ * strings with a NUL byte. A holder, strategy or preferredHolder too long
+ * or with a NUL byte is abridged (see LD_LEASE_MAX_HOLDER), not an error:
+ * the API server accepts such Leases. Unknown fields are ignored (but kept
+ * in out->object). On error out is left cleared. */
 enum ld_err ld_lease_decode(const char *text, size_t len, struct ld_lease *out,
                             struct ld_errinfo *err);
 
@@ -84,7 +106,8 @@ enum ld_err ld_lease_from_json(json_t *obj, struct ld_lease *out, struct ld_erri
  * spec: holderIdentity (always, "" when free), leaseDurationSeconds (when
  * > 0), acquireTime and renewTime as MicroTime (null when absent),
  * leaseTransitions (always), strategy and preferredHolder (only when
- * non-empty, else removed). Returns a new string (free with free()) or
+ * non-empty, else removed). An abridged field is left as the object has
+ * it. Returns a new string (free with free()) or
  * NULL on allocation failure. */
 char *ld_lease_encode(const struct ld_lease *l);
 

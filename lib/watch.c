@@ -127,7 +127,8 @@ void ld_watch_decode_line(const char *line, size_t len, ld_watch_event_fn fn, vo
 {
     json_error_t jerr;
     memset(&jerr, 0, sizeof(jerr));
-    json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+    /* NUL allowed, as for a GET: the Lease codec decides what to keep. */
+    json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!json_is_object(root)) {
         emit_invalid(fn, ctx, LD_EDECODE, root ? "not a JSON object" : jerr.text);
         goto out;

@@ -12,8 +12,10 @@
 #include "err.h"
 #include "lease.h"
 
-/* Longest event line accepted; a longer one is skipped with LD_ETOOBIG. */
-#define LD_WATCH_MAX_LINE (1024 * 1024)
+/* Longest event line accepted; a longer one is skipped with LD_ETOOBIG.
+ * The same as a GET's body (LD_KUBE_MAX_BODY): any Lease the API server
+ * can send fits, with its event envelope. */
+#define LD_WATCH_MAX_LINE (16 * 1024 * 1024)
 
 enum ld_watch_type {
     LD_WATCH_ADDED,

@@ -688,11 +688,16 @@ START_TEST(landed_acquire_with_lost_reply_is_ours)
     a = ld_election_next(e, at(0));
     ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
     land_but_lose_reply(e, &a, 5000);
-    /* The next read shows our own write: no twin, and we carry on at once
-     * (same term) instead of waiting out a resume window. */
-    int64_t t = run_until_leader(e, 5000, 12000);
+    int updates = api.updates;
+    /* The next read shows our own write: no twin. But a write without an
+     * answer counts us out for a lease duration (it might have landed
+     * later still), so we claim our record only when it has stayed
+     * unchanged that long, in the same term. */
+    int64_t t = run_until_leader(e, 5000, 60000);
     ck_assert(ld_election_is_leader(e, t));
-    ck_assert_int_le(t, 5000 + 2400);
+    ck_assert_int_ge(t, 5000 + 15000);
+    ck_assert_int_le(t, 5000 + 15000 + 2 * 2400);
+    ck_assert_int_eq(api.updates, updates + 1);
     ck_assert_int_eq(api.lease.spec.transitions, 4);
     ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
 }
@@ -892,6 +897,84 @@ START_TEST(rejects_bad_configuration)
 }
 END_TEST
 
+/* A valid Lease whose holder is too long to keep (1 MiB), with an
+ * annotation, as another client would write it. */
+static void put_abridged_record(int32_t transitions)
+{
+    static const char pre[] =
+        "{\"metadata\":{\"name\":\"lock\",\"namespace\":\"default\","
+        "\"annotations\":{\"keep\":\"me\"}},"
+        "\"spec\":{\"holderIdentity\":\"";
+    char post[160];
+    snprintf(
+        post, sizeof(post),
+        "\",\"leaseDurationSeconds\":15,\"renewTime\":\"2023-11-14T22:13:20.000000Z\","
+        "\"leaseTransitions\":%d}}",
+        (int)transitions);
+    size_t holder = 1024 * 1024, len = strlen(pre) + holder + strlen(post);
+    char *text = malloc(len + 1);
+    ck_assert_ptr_nonnull(text);
+    memcpy(text, pre, strlen(pre));
+    memset(text + strlen(pre), 'h', holder);
+    memcpy(text + strlen(pre) + holder, post, strlen(post) + 1);
+    struct ld_lease l;
+    ld_lease_init(&l);
+    ck_assert_int_eq(ld_lease_decode(text, len, &l, NULL), LD_OK);
+    ck_assert(l.spec.holder_abridged);
+    fake_api_put_lease(&api, &l);
+    ld_lease_clear(&l);
+    free(text);
+}
+
+/* A holder too long to keep still holds the Lease: the leader that reads
+ * it stops claiming at once; a standby takes it over lease-duration after
+ * first seeing it, with a normal record that keeps the other fields. */
+START_TEST(abridged_holder_counts_as_someone_else)
+{
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, 0);
+    ck_assert(ld_election_is_leader(e, 0));
+    put_abridged_record(api.lease.spec.transitions + 1);
+    int64_t seen = wake;
+    settle(e, seen); /* the renewal conflicts, the GET shows the new holder */
+    ck_assert(!ld_election_is_leader(e, seen));
+    struct ld_event ev;
+    ck_assert_int_eq(count_events(e, LD_EV_STOPPED_LEADING, &ev), 1);
+    ck_assert_int_eq(ev.reason, LD_STOP_TAKEN);
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert_ptr_nonnull(strstr(st.leader, "...(truncated: 1048576 bytes, fnv1a64="));
+    int32_t term = api.lease.spec.transitions;
+    int64_t t = run_until_leader(e, seen, seen + 60000);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_ge(t, seen + 15000);
+    ck_assert_int_le(t, seen + 15000 + 2400);
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    ck_assert(!api.lease.spec.holder_abridged);
+    ck_assert_int_eq(api.lease.spec.transitions, term + 1);
+    char *json = ld_lease_encode(&api.lease);
+    ck_assert_ptr_nonnull(json);
+    ck_assert_ptr_nonnull(strstr(json, "\"holderIdentity\":\"a\""));
+    ck_assert_ptr_nonnull(strstr(json, "\"keep\":\"me\""));
+    ck_assert_uint_lt(strlen(json), 4096);
+    free(json);
+}
+END_TEST
+
+/* An identity that is the display form of an abridged holder is still not
+ * that holder. */
+START_TEST(abridged_holder_never_names_us)
+{
+    put_abridged_record(1);
+    char shown[LD_LEASE_MAX_HOLDER + 1];
+    snprintf(shown, sizeof(shown), "%s", api.lease.spec.holder);
+    struct ld_election *e = new_engine(shown);
+    int64_t t = run_until_leader(e, 0, 1000);
+    ck_assert(!ld_election_is_leader(e, t));
+    ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
+}
+END_TEST
+
 /* ---- randomized multi-replica simulation -------------------------------- */
 
 #define SIM_REPLICAS 3
@@ -1041,6 +1124,228 @@ START_TEST(simulation_never_has_two_leaders)
 }
 END_TEST
 
+/* ---- gray failure: requests slower than the timeout, applied late -------- */
+
+/* A replica whose requests take read_ms / write_ms longer; one slower than
+ * its timeout is answered with a timeout, and a write among those is still
+ * applied by the store, late (kept in late[]). */
+struct gray {
+    struct ld_election *e;
+    char name[16];
+    int64_t read_ms, write_ms;
+    int64_t wake, reply_at;
+    int writes_sent;
+    int64_t last_write_at;
+    bool busy;
+    enum ld_err rc;
+    struct ld_lease out;
+    struct ld_errinfo err;
+};
+
+#define GRAY_LATE 16
+struct late_write {
+    bool active;
+    int64_t apply_at;
+    enum ld_action_kind kind;
+    struct ld_lease lease;
+};
+static struct late_write late[GRAY_LATE];
+
+static void gray_issue(struct gray *g, int64_t now)
+{
+    struct ld_action a = ld_election_next(g->e, at(now));
+    if (a.kind == LD_ACT_WAIT || a.kind == LD_ACT_DONE) {
+        g->wake = a.kind == LD_ACT_WAIT ? a.wake_at_ms : INT64_MAX;
+        return;
+    }
+    bool write = a.kind != LD_ACT_GET;
+    int64_t latency = write ? g->write_ms : g->read_ms;
+    g->busy = true;
+    if (write) {
+        g->writes_sent++;
+        g->last_write_at = now;
+    }
+    ld_lease_init(&g->out);
+    if (latency <= a.timeout_ms) {
+        g->rc = fake_api_execute(&api, &a, "default", "lock", &g->out, &g->err);
+        g->reply_at = now + latency;
+        return;
+    }
+    g->rc = ld_errinfo_set(&g->err, LD_ETIMEOUT, "timeout");
+    g->reply_at = now + a.timeout_ms;
+    for (int i = 0; write && i < GRAY_LATE; i++) {
+        if (late[i].active)
+            continue;
+        late[i].active = true;
+        late[i].apply_at = now + latency;
+        late[i].kind = a.kind;
+        ld_lease_init(&late[i].lease);
+        ck_assert_int_eq(ld_lease_copy(&late[i].lease, a.lease), LD_OK);
+        return;
+    }
+    ck_assert_msg(!write, "more than %d writes in flight", GRAY_LATE);
+}
+
+/* Applies the late writes that are due; returns how many landed. */
+static int gray_apply_late(int64_t now)
+{
+    int landed = 0;
+    for (int i = 0; i < GRAY_LATE; i++) {
+        if (!late[i].active || now < late[i].apply_at)
+            continue;
+        struct ld_action a = {.kind = late[i].kind, .lease = &late[i].lease};
+        struct ld_lease out;
+        struct ld_errinfo err;
+        ld_lease_init(&out);
+        if (fake_api_execute(&api, &a, "default", "lock", &out, &err) == LD_OK)
+            landed++;
+        ld_lease_clear(&out);
+        ld_lease_clear(&late[i].lease);
+        late[i].active = false;
+    }
+    return landed;
+}
+
+static void gray_tick(struct gray *g, int64_t now)
+{
+    if (g->busy && now >= g->reply_at) {
+        g->busy = false;
+        ld_election_result(g->e, at(now), g->rc, g->rc == LD_OK ? &g->out : NULL,
+                           &g->err);
+        ld_lease_clear(&g->out);
+        g->wake = now;
+    }
+    if (!g->busy && now >= g->wake)
+        gray_issue(g, now);
+}
+
+/* One 10 ms step of every replica; checks that at most one claims to lead
+ * and that it is the one the store names. Returns the leader or -1. */
+static int gray_step(struct gray *gs, int n, int64_t now)
+{
+    gray_apply_late(now);
+    int who = -1;
+    for (int i = 0; i < n; i++) {
+        gray_tick(&gs[i], now);
+        if (!ld_election_is_leader(gs[i].e, now))
+            continue;
+        ck_assert_msg(who < 0, "%s and %s lead at t=%lld", gs[who].name, gs[i].name,
+                      (long long)now);
+        ck_assert_msg(strcmp(api.lease.spec.holder, gs[i].name) == 0,
+                      "%s leads at t=%lld but the Lease names %s", gs[i].name,
+                      (long long)now, api.lease.spec.holder);
+        who = i;
+    }
+    return who;
+}
+
+static void gray_init(struct gray *gs, int n)
+{
+    memset(gs, 0, sizeof(*gs) * (size_t)n);
+    memset(late, 0, sizeof(late));
+    for (int i = 0; i < n; i++) {
+        snprintf(gs[i].name, sizeof(gs[i].name), "g%d", i);
+        struct ld_election_config c = config_for(gs[i].name);
+        c.seed = (uint64_t)i + 1;
+        gs[i].e = engine_for(&c);
+    }
+}
+
+static void gray_clear(void)
+{
+    for (int i = 0; i < GRAY_LATE; i++)
+        ld_lease_clear(&late[i].lease);
+}
+
+/* Timings of config_for, and the 7 s of extra latency (> the 5 s timeout). */
+#define G_LEASE 15000
+#define G_RENEW 10000
+#define G_RETRY 2000
+#define G_LATENCY 7000
+
+/* The leader's writes take longer than its timeout but land (its reads are
+ * quick, as they can be). It steps down at its renew deadline; its late
+ * writes must not keep the Lease alive for ever: the healthy standby leads
+ * within renew-deadline + lease-duration + 2 x retry-period + the latency. */
+START_TEST(late_writes_of_a_deposed_leader_do_not_keep_the_lease)
+{
+    struct gray gs[2];
+    gray_init(gs, 2);
+    int64_t fault = 30000, bound = fault + G_RENEW + G_LEASE + 2 * G_RETRY + G_LATENCY;
+    int64_t standby_led = -1;
+    for (int64_t now = 0; now < 150000; now += 10) {
+        if (now == fault) {
+            ck_assert(ld_election_is_leader(gs[0].e, now));
+            gs[0].write_ms = G_LATENCY;
+        }
+        int who = gray_step(gs, 2, now);
+        if (who == 1 && standby_led < 0)
+            standby_led = now;
+        if (standby_led >= 0)
+            ck_assert_msg(who == 1, "the healthy standby lost the Lease at t=%lld",
+                          (long long)now);
+    }
+    ck_assert_msg(standby_led >= 0, "the healthy standby never led");
+    ck_assert_msg(standby_led <= bound, "the standby led at %lld, after %lld",
+                  (long long)standby_led, (long long)bound);
+    gray_clear();
+}
+END_TEST
+
+/* Every replica's requests, reads too, take longer than the timeout, and
+ * the writes land late. Nobody can lead meanwhile; once it ends, leadership
+ * is back within lease-duration + 2 x retry-period + twice the latency. */
+START_TEST(leadership_returns_after_a_slowdown_of_the_whole_api)
+{
+    struct gray gs[3];
+    gray_init(gs, 3);
+    int64_t slow_from = 30000, slow_to = 80000;
+    int64_t bound = slow_to + G_LEASE + 2 * G_RETRY + 2 * G_LATENCY, back = -1;
+    for (int64_t now = 0; now < 160000 && back < 0; now += 10) {
+        if (now == slow_from || now == slow_to) {
+            for (int i = 0; i < 3; i++)
+                gs[i].read_ms = gs[i].write_ms = now == slow_from ? G_LATENCY : 0;
+        }
+        int who = gray_step(gs, 3, now);
+        if (who >= 0 && now >= slow_to)
+            back = now;
+    }
+    ck_assert_msg(back >= 0, "no leader after the slowdown");
+    ck_assert_msg(back <= bound, "a leader only at %lld, after %lld", (long long)back,
+                  (long long)bound);
+    gray_clear();
+}
+END_TEST
+
+/* After an unanswered write, even a replica whose record nobody else wants
+ * waits a whole lease duration since that write before it writes again. */
+START_TEST(unanswered_write_counts_the_replica_out_for_a_lease_duration)
+{
+    struct gray gs[1];
+    gray_init(gs, 1);
+    int64_t fault = 20000, heal = 0, again = -1, last_unanswered = 0;
+    int sent_at_heal = 0;
+    for (int64_t now = 0; now < 120000 && again < 0; now += 10) {
+        if (now == fault)
+            gs[0].write_ms = G_LATENCY;
+        /* Heal at the first moment the replica no longer leads. */
+        if (now > fault && heal == 0 && !ld_election_is_leader(gs[0].e, now)) {
+            heal = now;
+            gs[0].write_ms = 0;
+            sent_at_heal = gs[0].writes_sent;
+            last_unanswered = gs[0].last_write_at;
+        }
+        if (gray_step(gs, 1, now) == 0 && heal > 0)
+            again = now;
+    }
+    ck_assert_int_gt(heal, 0);
+    ck_assert_msg(again >= 0, "never led again");
+    ck_assert_int_ge(again, last_unanswered + G_LEASE);
+    ck_assert_int_eq(gs[0].writes_sent, sent_at_heal + 1); /* only the claim */
+    gray_clear();
+}
+END_TEST
+
 static Suite *election_suite(void)
 {
     Suite *s = suite_create("election");
@@ -1074,6 +1379,8 @@ static Suite *election_suite(void)
     tcase_add_test(tc, leader_steps_down_on_watched_takeover_and_ignores_own_echo);
     tcase_add_test(tc, deleted_lease_is_recreated);
     tcase_add_test(tc, landed_acquire_with_lost_reply_is_ours);
+    tcase_add_test(tc, abridged_holder_counts_as_someone_else);
+    tcase_add_test(tc, abridged_holder_never_names_us);
     tcase_add_test(tc, quarantined_twin_does_not_release_on_shutdown);
     tcase_add_test(tc, lagging_event_from_an_older_term_is_ignored);
     tcase_add_test(tc, first_lease_is_created_at_term_zero);
@@ -1090,6 +1397,9 @@ static Suite *election_suite(void)
     tcase_set_timeout(sim, 60);
     tcase_add_checked_fixture(sim, setup, teardown);
     tcase_add_loop_test(sim, simulation_never_has_two_leaders, 0, 4);
+    tcase_add_test(sim, late_writes_of_a_deposed_leader_do_not_keep_the_lease);
+    tcase_add_test(sim, leadership_returns_after_a_slowdown_of_the_whole_api);
+    tcase_add_test(sim, unanswered_write_counts_the_replica_out_for_a_lease_duration);
     suite_add_tcase(s, sim);
     return s;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "hash.h"
 #include "lease.h"
 #include "log.h"
 #include "timefmt.h"
@@ -534,32 +535,146 @@ static char *lease_with_holder(size_t holder_len)
     return buf;
 }
 
+/* The display form of an abridged value, built independently of lease.c. */
+static void shown_form(char *out, size_t cap, const char *v, size_t len, size_t prefix)
+{
+    snprintf(out, cap, "%.*s...(truncated: %zu bytes, fnv1a64=%016" PRIx64 ")",
+             (int)prefix, v, len, ld_fnv1a64(v, len));
+}
+
 START_TEST(holder_length)
 {
-    static const struct {
-        size_t len;
-        enum ld_err rc;
-    } cases[] = {
-        {LD_LEASE_MAX_HOLDER, LD_OK},
-        {LD_LEASE_MAX_HOLDER + 1, LD_EDECODE},
-        {1024 * 1024, LD_EDECODE},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *text = lease_with_holder(cases[i].len);
+    static const size_t lens[] = {LD_LEASE_MAX_HOLDER, LD_LEASE_MAX_HOLDER + 1,
+                                  1024 * 1024};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        char *text = lease_with_holder(lens[i]);
         struct ld_lease l;
         struct ld_errinfo e;
         ld_lease_init(&l);
         ld_errinfo_clear(&e);
-        ck_assert_int_eq(decode_str(text, &l, &e), cases[i].rc);
-        if (cases[i].rc == LD_OK) {
-            ck_assert_uint_eq(strlen(l.spec.holder), cases[i].len);
+        ck_assert_int_eq(decode_str(text, &l, &e), LD_OK);
+        bool abridged = lens[i] > LD_LEASE_MAX_HOLDER;
+        ck_assert_int_eq(l.spec.holder_abridged, abridged);
+        if (abridged) {
+            char want[256];
+            const char *holder = strstr(text, "hhh");
+            shown_form(want, sizeof want, holder, lens[i], LD_LEASE_SHOWN_PREFIX);
+            ck_assert_str_eq(l.spec.holder, want);
+            ck_assert(!ld_lease_spec_held_by(&l.spec, want));
         } else {
-            ck_assert_ptr_nonnull(strstr(e.msg, "holderIdentity"));
-            assert_cleared(&l);
+            ck_assert_uint_eq(strlen(l.spec.holder), lens[i]);
+            ck_assert(ld_lease_spec_held_by(&l.spec, l.spec.holder));
         }
         ld_lease_clear(&l);
         free(text);
     }
+}
+END_TEST
+
+/* Values Kubernetes accepts but a C string cannot hold in full are kept
+ * in a display form; the prefix stops at a NUL and at a character
+ * boundary, and the hash tells values with the same prefix apart. */
+START_TEST(abridged_values)
+{
+    struct ld_lease l;
+    char want[256];
+
+    ld_lease_init(&l);
+    ck_assert_int_eq(
+        decode_str("{\"metadata\":{\"name\":\"x\"},\"spec\":{"
+                   "\"holderIdentity\":\"a\\u0000b\","
+                   "\"strategy\":\"s\\u0000\",\"preferredHolder\":\"\\u0000\"}}",
+                   &l, NULL),
+        LD_OK);
+    shown_form(want, sizeof want, "a\0b", 3, 1);
+    ck_assert_str_eq(l.spec.holder, want);
+    ck_assert(l.spec.holder_abridged && l.spec.strategy_abridged &&
+              l.spec.preferred_abridged);
+    shown_form(want, sizeof want, "\0", 1, 0);
+    ck_assert_str_eq(l.spec.preferred_holder, want);
+    ld_lease_clear(&l);
+
+    /* 63 ASCII bytes, then a 2-byte character across the 64-byte cut. */
+    size_t n = 2000;
+    char *holder = malloc(n + 1);
+    ck_assert_ptr_nonnull(holder);
+    memset(holder, 'x', n);
+    holder[n] = '\0';
+    memcpy(holder + 63, "\xc3\xa9", 2);
+    char *text = malloc(n + 128);
+    ck_assert_ptr_nonnull(text);
+    snprintf(text, n + 128,
+             "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"holderIdentity\":\"%s\"}}",
+             holder);
+    ck_assert_int_eq(decode_str(text, &l, NULL), LD_OK);
+    shown_form(want, sizeof want, holder, n, 63);
+    ck_assert_str_eq(l.spec.holder, want);
+    struct ld_lease other;
+    ld_lease_init(&other);
+    holder[n - 1] = 'y'; /* same prefix, other value */
+    snprintf(text, n + 128,
+             "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"holderIdentity\":\"%s\"}}",
+             holder);
+    ck_assert_int_eq(decode_str(text, &other, NULL), LD_OK);
+    ck_assert(!ld_lease_spec_equal(&l.spec, &other.spec));
+    ld_lease_clear(&other);
+    ld_lease_clear(&l);
+    free(text);
+    free(holder);
+
+    /* metadata must still be plain strings */
+    ck_assert_int_eq(
+        decode_str("{\"metadata\":{\"name\":\"a\\u0000\"},\"spec\":{}}", &l, NULL),
+        LD_EDECODE);
+}
+END_TEST
+
+/* A write of an abridged record keeps the server's values; replacing the
+ * holder writes a normal one. */
+START_TEST(encode_keeps_abridged_values)
+{
+    struct ld_lease l;
+    ld_lease_init(&l);
+    char *text = lease_with_holder(5000);
+    ck_assert_int_eq(decode_str(text, &l, NULL), LD_OK);
+    char *enc = ld_lease_encode(&l);
+    ck_assert_ptr_nonnull(enc);
+    char *quoted = malloc(5000 + 3);
+    ck_assert_ptr_nonnull(quoted);
+    memset(quoted, 'h', 5000 + 2);
+    quoted[0] = quoted[5001] = '"';
+    quoted[5002] = '\0';
+    ck_assert_ptr_nonnull(strstr(enc, quoted));
+    free(quoted);
+    free(enc);
+    ck_assert_int_eq(ld_lease_spec_set_holder(&l.spec, "me"), LD_OK);
+    ck_assert(!l.spec.holder_abridged);
+    enc = ld_lease_encode(&l);
+    ck_assert_ptr_nonnull(enc);
+    ck_assert_ptr_nonnull(strstr(enc, "\"holderIdentity\":\"me\""));
+    ck_assert_ptr_null(strstr(enc, "hhh"));
+    free(enc);
+    ld_lease_clear(&l);
+    free(text);
+
+    ck_assert_int_eq(
+        decode_str("{\"metadata\":{\"name\":\"x\"},\"spec\":{"
+                   "\"holderIdentity\":\"a\",\"preferredHolder\":\"p\\u0000q\"}}",
+                   &l, NULL),
+        LD_OK);
+    enc = ld_lease_encode(&l);
+    ck_assert_ptr_nonnull(enc);
+    ck_assert_ptr_nonnull(strstr(enc, "\"preferredHolder\":\"p\\u0000q\""));
+    free(enc);
+    ld_lease_clear(&l);
+}
+END_TEST
+
+START_TEST(fnv1a64_vectors)
+{
+    ck_assert_uint_eq(ld_fnv1a64("", 0), UINT64_C(0xcbf29ce484222325));
+    ck_assert_uint_eq(ld_fnv1a64("a", 1), UINT64_C(0xaf63dc4c8601ec8c));
+    ck_assert_uint_eq(ld_fnv1a64("foobar", 6), UINT64_C(0x85944171f73967e8));
 }
 END_TEST
 
@@ -589,7 +704,6 @@ START_TEST(invalid_json)
         "\"Lease\"",
         "{\"metadata\":{\"name\":\"x\"},\"spec\":{}} trailing",
         "{\"metadata\":{\"name\":\"x\"},\"spec\":{},\"spec\":{}}",
-        "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"holderIdentity\":\"a\\u0000b\"}}",
         "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"leaseTransitions\":1e3}}",
         "{\"metadata\":{\"name\":\"x\"},\"spec\":{\"leaseTransitions\":"
         "99999999999999999999}}",
@@ -1032,6 +1146,9 @@ static Suite *lease_suite(void)
                         (int)(sizeof bad_fields / sizeof bad_fields[0]));
     tcase_add_test(dec, nulls_are_absent);
     tcase_add_test(dec, holder_length);
+    tcase_add_test(dec, abridged_values);
+    tcase_add_test(enc, encode_keeps_abridged_values);
+    tcase_add_test(misc, fnv1a64_vectors);
     tcase_add_test(dec, negative_duration_message);
     tcase_add_test(dec, invalid_json);
     tcase_add_test(dec, decode_null_args);

@@ -208,6 +208,36 @@ START_TEST(over_long_line_skipped_then_resync)
 }
 END_TEST
 
+/* Any Lease the API server can send is read from a watch too: a 2 MiB
+ * holder (abridged by the codec) or one with a NUL byte. */
+START_TEST(lease_with_a_huge_or_nul_holder_is_an_event)
+{
+    struct ld_watch_decoder d;
+    struct seen s = {0};
+    size_t holder = 2 * 1024 * 1024;
+    char *line = malloc(holder + 512);
+    ck_assert_ptr_nonnull(line);
+    int head = snprintf(line, holder + 512,
+                        "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Lease\","
+                        "\"metadata\":{\"name\":\"demo\",\"resourceVersion\":\"9\"},"
+                        "\"spec\":{\"holderIdentity\":\"");
+    memset(line + head, 'h', holder);
+    snprintf(line + head + holder, 512, "\",\"leaseDurationSeconds\":15}}}\n");
+
+    ld_watch_decoder_init(&d);
+    feed_all(&d, line, 16 * 1024, &s);
+    feed_all(&d, event_line("MODIFIED", "a\\u0000b", "10"), 7, &s);
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_int_eq(s.type[0], LD_WATCH_MODIFIED);
+    ck_assert_str_eq(s.rv[0], "9");
+    ck_assert_uint_eq(strspn(s.holder[0], "h"), 63);
+    ck_assert_int_eq(s.type[1], LD_WATCH_MODIFIED);
+    ck_assert_ptr_nonnull(strstr(s.holder[1], "a...(truncated: 3 bytes"));
+    free(line);
+    ld_watch_decoder_clear(&d);
+}
+END_TEST
+
 /* One long (but accepted) line must not leave a megabyte-sized buffer behind
  * for the life of the watch. */
 START_TEST(large_line_buffer_is_given_back)
@@ -274,6 +304,7 @@ static Suite *watch_suite(void)
     tcase_add_test(tc, malformed_lines_are_reported_and_skipped);
     tcase_add_test(tc, over_long_line_skipped_then_resync);
     tcase_add_test(tc, large_line_buffer_is_given_back);
+    tcase_add_test(tc, lease_with_a_huge_or_nul_holder_is_an_event);
     tcase_add_test(tc, reset_forgets_partial_line);
     suite_add_tcase(s, tc);
     return s;

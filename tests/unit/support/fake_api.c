@@ -61,6 +61,12 @@ void fake_api_put_record(struct fake_api *api, const char *holder, int32_t durat
     ld_lease_clear(&l);
 }
 
+void fake_api_put_lease(struct fake_api *api, const struct ld_lease *l)
+{
+    store(api, l, "default", "lock");
+    api->writes_ok--; /* not a write by the engine under test */
+}
+
 static enum ld_err answer(struct fake_api *api, struct ld_lease *out)
 {
     ld_lease_copy(out, &api->lease);

@@ -29,6 +29,9 @@ void fake_api_clear(struct fake_api *api);
 void fake_api_put_record(struct fake_api *api, const char *holder, int32_t duration_s,
                          int32_t transitions, int64_t renew_us);
 
+/* Stores l (copied) as if another client wrote it (bumps resourceVersion). */
+void fake_api_put_lease(struct fake_api *api, const struct ld_lease *l);
+
 /* Executes the action against the store. Returns the rc and, on LD_OK,
  * fills out (caller clears) with the stored object. */
 enum ld_err fake_api_execute(struct fake_api *api, const struct ld_action *act,
