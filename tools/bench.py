@@ -6,11 +6,18 @@ API requests per minute per replica, /leader throughput and latency with wrk
 against the leader pinned to one core; then graceful handovers (SIGTERM of
 the leader until another replica's /leader says 200; BENCH_HANDOVERS,
 default 20) and crash failovers (SIGKILL; BENCH_CRASHES, default 5, with a
-4 s lease) with min/median/p95."""
+4 s lease) with min/median/p95; last, the latency of /healthz and /leader on
+a fresh connection while 2,000 idle connections and 50 slowloris clients are
+open, and while 100 /watch streams and 100 long-polls are held (the
+integration tests only check that these probes are answered, not how fast)."""
+import http.client
+import json
 import os
 import re
+import resource
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -21,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 from apiserver import ApiServer  # noqa: E402
-from cluster import Replica, leaders_in, sample, wait_until  # noqa: E402
+from cluster import Replica, leaders_in, sample, timed_get, wait_until  # noqa: E402
 
 DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 CLIENTS = ["b1", "b2", "b3"]
@@ -113,6 +120,70 @@ def handovers(api, work, timings, count, sig):
     return took
 
 
+def probe_latency(port, label, rounds=25):
+    """Prints the fresh-connection latency of /healthz and /leader."""
+    for path in ("/healthz", "/leader"):
+        took = []
+        for _ in range(rounds):
+            status, _, t = timed_get(port, path, timeout=30)
+            if status == 200:
+                took.append(t)
+        summary(f"  {path} {label}", took)
+
+
+def held_connections(port, idle, slow, streams, polls):
+    """Opens the connections a busy sidecar holds; returns them to close."""
+    held = []
+    try:
+        for _ in range(idle):
+            held.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        for _ in range(slow):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(b"GET /leader HTTP/1.1\r\nHost: x\r\n")  # never completed
+            held.append(s)
+        status, body, _ = timed_get(port, "/leader")
+        doc = json.loads(body)
+        query = (f"leader={doc['leader']}&term={doc['term']}"
+                 f"&is_leader={'true' if doc['is_leader'] else 'false'}")
+        for i in range(streams + polls):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            c.request("GET", "/watch" if i < streams else f"/leader?wait=30s&{query}")
+            held.append(c)
+    except BaseException:
+        for h in held:
+            h.close()
+        raise
+    return held
+
+
+def loaded_probes(api, work):
+    """Probe latency of one leader under held connections."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 2400
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            print(f"\nprobe latency: skipped, the open-files limit is {hard} (< {need})")
+            return
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    r = Replica(api, "b1", work, timings=DEFAULTS, lease="bench-probes",
+                extra_args=["--log-level", "info"]).start()
+    try:
+        wait_until(r.is_leader, 30, what="the probe replica to lead")
+        print("\nfresh-connection probe latency, one leader:")
+        probe_latency(r.port, "idle server")
+        for label, conns in (("2000 idle + 50 slowloris", (2000, 50, 0, 0)),
+                             ("100 /watch + 100 held polls", (0, 0, 100, 100))):
+            held = held_connections(r.port, *conns)
+            try:
+                probe_latency(r.port, label)
+            finally:
+                for h in held:
+                    h.close()
+    finally:
+        r.stop(signal.SIGTERM)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def main():
     seconds = int(os.environ.get("BENCH_SECONDS", "60"))
     work = tempfile.mkdtemp(prefix="leaderd-bench-")
@@ -167,6 +238,7 @@ def main():
         crash = handovers(api, work, fast, n, signal.SIGKILL)
         summary("  failover", crash, unit="s", scale=1.0)
         summary("  failover - lease-duration", [c - fast["lease_duration"] for c in crash])
+        loaded_probes(api, work)
         return 0
     finally:
         for r in replicas:
