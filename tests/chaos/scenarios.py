@@ -502,6 +502,8 @@ def garbage_invalid_json(prev):
 
 GARBAGE = {
     "wrong-types": garbage_wrong_types,
+    # A valid Lease since kube bounds no holder's length: taking it over
+    # after lease-duration is what should happen (see sc_oversized).
     "huge-holder": garbage_huge_holder,
     "negative-duration": garbage_negative_duration,
     "missing-spec": garbage_missing_spec,
@@ -530,6 +532,7 @@ def malformed(ctx, variant, restore):
     rv = json.loads(body)["resourceVersion"]
     ctx.sleep_until(t0 + LEASE + 2)
     # What happened to the garbage meanwhile.
+    t_seen = time.monotonic()
     over = [w for w in c.refresh_log() if w.t > t0 and w.kind == "proto"]
     if over:
         w = over[0]
@@ -542,7 +545,7 @@ def malformed(ctx, variant, restore):
     else:
         ctx.note(f"nobody took over the malformed Lease in {LEASE + 2:.0f}s")
     ctx.stops_claiming(old, t0, RENEW, "the Lease was overwritten with garbage")
-    claims = c.samples(lambda s: s.is_leader and s.start > t0 + RENEW + CLOCK_SLACK)
+    claims = c.samples(lambda s: s.is_leader and t0 + RENEW + CLOCK_SLACK < s.start < t_seen)
     if claims and not over:
         ctx.fail(f"{claims[0].slot.name} claimed leadership of a malformed Lease it never "
                  f"wrote ({ctx.rel(claims[0].start)})")
@@ -581,6 +584,197 @@ def malformed(ctx, variant, restore):
 
 def make_malformed(variant, restore):
     return lambda ctx: malformed(ctx, variant, restore)
+
+
+# ---- valid Leases leaderd cannot keep in full ----
+
+SLACK = 0.5  # scheduling on a loaded 2-core machine, for the bounds checked here
+MIB = 1 << 20
+
+
+def fnv1a64(data):
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+
+
+def shown_holder(holder):
+    """What /leader's `leader` shows for holder: the value itself up to 1024
+    bytes without a NUL, else its head (at most 64 bytes, before any NUL, cut
+    at a character boundary), its length and its FNV-1a 64."""
+    raw = holder.encode()
+    if len(raw) <= 1024 and b"\0" not in raw:
+        return holder
+    head = raw[:64].split(b"\0", 1)[0].decode("utf-8", errors="ignore")
+    return f"{head}...(truncated: {len(raw)} bytes, fnv1a64={fnv1a64(raw):016x})"
+
+
+# A 64-byte cut would fall inside the "é" after 63 ASCII bytes.
+HUGE_HOLDER = "x" * 63 + "é" * ((MIB - 64) // 2) + "y"
+BIG_ANNOTATIONS = {"chaos.example/blob": "a" * MIB}
+
+OVERSIZED = {
+    # variant: (holder, annotations)
+    "holder": (HUGE_HOLDER, None),
+    "annotations": ("ghost", BIG_ANNOTATIONS),
+    "nul-holder": ("ghost\0tail", None),
+}
+
+
+def sc_oversized(ctx, variant):
+    """A valid Lease with a field leaderd cannot keep in full (a 1 MiB
+    holder, 1 MiB of annotations, a holder with a NUL byte), held by a
+    process that never renews it. It is someone else's: the leader stops
+    claiming as soon as it reads it (at the latest renew-deadline after it
+    was written), /leader names the holder (abridged when it is too long),
+    and a standby takes it over no earlier than lease-duration after it
+    appeared and within lease-duration + 2 x retry-period. A takeover copies
+    the fields it does not interpret forward (the annotations survive)."""
+    holder, annotations = OVERSIZED[variant]
+    c = ctx.c
+    old = c.steady()
+    prev = c.last_write()
+    doc = json.loads(lease_doc({"holderIdentity": holder, "leaseDurationSeconds": int(LEASE),
+                                "acquireTime": micro_time(), "renewTime": micro_time(),
+                                "leaseTransitions": (prev.transitions or 0) + 1}))
+    if annotations:
+        doc["metadata"]["annotations"] = annotations
+    # The raw path keeps the write outside the protocol in the log (the old
+    # leader may claim for up to renew-deadline); it is still a valid Lease.
+    t0 = time.monotonic()
+    status, _, body = c.api.request("PUT", f"/_control/raw/{NS}/{LEASE_NAME}?stamp=1",
+                                    json.dumps(doc, ensure_ascii=False).encode(),
+                                    token=c.api.token("admin"))
+    if status != 200:
+        raise ScenarioError(f"raw write refused: {status} {body[:200]!r}")
+    bound = LEASE + 2 * RETRY + SLACK
+    takeover = None
+    while takeover is None and time.monotonic() < t0 + bound + 1:
+        takeover = next((w for w in c.refresh_log() if w.t > t0 and w.kind == "proto"),
+                        None)
+        time.sleep(0.05)
+    t_seen = time.monotonic()
+    ctx.stops_claiming(old, t0, RENEW, f"a Lease held by another ({variant}) was written")
+    held_until = takeover.t if takeover else t_seen
+    want = shown_holder(holder)
+    window = c.samples(lambda s: t0 + RENEW + SLACK < s.start and s.end < held_until
+                       and s.status is not None)
+    wrong = [s for s in window if s.leader != want]
+    if wrong:
+        ctx.fail(f"{variant}: {wrong[0].slot.name} showed leader {wrong[0].leader[:120]!r} "
+                 f"at {ctx.rel(wrong[0].start)} while the Lease was held by "
+                 f"{want[:120]!r} ({len(wrong)} samples)")
+    silent = {sl.name for sl in c.slots} - {s.slot.name for s in window}
+    if takeover and held_until - t0 > RENEW + SLACK + 0.5 and silent:
+        ctx.fail(f"{variant}: no answer of {sorted(silent)} while the Lease was held")
+    if takeover is None:
+        last = next((ln for ln in reversed(old.proc.log().splitlines())
+                     if re.search(r"warn|error", ln, re.I)), "")
+        ctx.fail(f"{variant}: nobody took the Lease over within {bound:.1f}s of its last "
+                 f"write (log of {old.name}: {last.strip()[:160]!r})")
+        # Leave a cluster that elects again (the soak chains scenarios).
+        ctx.allow_term_reset = True
+        st, out = c.admin("DELETE", c.lease_path())
+        if st != 200:
+            raise ScenarioError(f"could not delete the Lease: {st} {out}")
+        ctx.converge(time.monotonic(), bound=KILL_BOUND + 2)
+        return
+    took = takeover.t - t0
+    ctx.failovers.append((took, None))
+    ctx.note(f"{takeover.client} took the Lease over {took:.2f}s after it was written")
+    ctx.check(took >= LEASE - CLOCK_SLACK,
+              f"{variant}: {takeover.client} took over {took:.3f}s after the Lease was "
+              f"written, before lease-duration ({LEASE:.0f}s)")
+    ctx.check(took <= bound, f"{variant}: the takeover came {took:.3f}s after the Lease "
+              f"was written (bound {bound:.1f}s)")
+    ctx.check(takeover.verb == "update" and takeover.holder in
+              {sl.identity for sl in c.slots},
+              f"{variant}: the takeover is not a normal record of a replica: {takeover!r}")
+    leader = ctx.converge(takeover.t)
+    if annotations:
+        st, got = c.admin("GET", c.lease_path())
+        kept = (got or {}).get("metadata", {}).get("annotations") if st == 200 else None
+        ctx.check(kept == annotations,
+                  f"the annotations did not survive the takeover and renewals "
+                  f"({st}; {len(json.dumps(kept)) if kept else 0} bytes of them left)")
+    if leader is not None:
+        ctx.check(leader.identity == takeover.holder or any(
+            w.t > takeover.t and w.kind == "proto" for w in c.refresh_log()),
+            f"{leader.name} leads although {takeover.holder} took the Lease over")
+
+
+def make_oversized(variant):
+    return lambda ctx: sc_oversized(ctx, variant)
+
+
+# ---- gray failure: late-applied requests ----
+
+LATE_MS = 3000
+
+
+def sc_late_leader(ctx, seconds=12.0):
+    """Every request of the leader takes 3 s, longer than its 1.5 s request
+    timeout, but still reaches the API server and is applied there late (the
+    reply is lost). The leader steps down at its renew deadline and must stop
+    renewing: each renewal it sends afterwards lands 3 s later and would keep
+    the Lease alive for ever. A standby with a healthy connection leads within
+    renew-deadline + lease-duration + 2 x retry-period + the latency."""
+    c = ctx.c
+    old = c.steady()
+    t0 = time.monotonic()
+    held_faults(ctx, old, latency_ms=LATE_MS, apply_late=True)
+    bound = RENEW + LEASE + 2 * RETRY + LATE_MS / 1000
+    try:
+        ctx.record_failover(t0, old.identity, bound, exclude=[old],
+                            what="late-applied renewals of the leader")
+        ctx.sleep_until(t0 + seconds)
+    finally:
+        t_heal = time.monotonic()
+        c.api.clear_faults(old.name)
+    ctx.stops_claiming(old, t0, RENEW, "its requests began to be applied 3 s late")
+    late = {k: v for k, v in c.api.stats().get(old.name, {}).get("update", {}).items()
+            if k.startswith("late-")}
+    ctx.note(f"{old.name}'s updates applied after it gave up: {late or 'none'}")
+    ctx.converge(t_heal)
+
+
+def sc_late_everyone(ctx, seconds=12.0):
+    """The same gray failure on every replica for 12 s: nobody hears back,
+    every write lands 3 s late. The leader steps down and stops renewing: its
+    last renewal lands by renew-deadline + latency (6 s), the Lease expires
+    4 s later, while the slowdown lasts, and the first takeover attempt lands
+    3 s after that. So the Lease goes unwritten for lease-duration + latency
+    (7 s); renewals the deposed leader kept sending would land every few
+    seconds and keep it alive (asserted: a gap above lease-duration + half
+    the latency). Once the slowdown ends a leader is back within
+    lease-duration + 2 x retry-period + twice the latency."""
+    c = ctx.c
+    c.steady()
+    before = c.last_write()
+    t0 = time.monotonic()
+    for slot in c.slots:
+        held_faults(ctx, slot, latency_ms=LATE_MS, apply_late=True)
+    try:
+        ctx.sleep_until(t0 + seconds)
+    finally:
+        t_end = time.monotonic()
+        c.api.clear_faults()
+    report_flaps(ctx, t0, t_end)
+    bound = LEASE + 2 * RETRY + 2 * LATE_MS / 1000
+    s = c.first_claim(t_end, bound + 2, what="a leader after the slowdown")
+    ctx.failovers.append((None, s.end - t_end))
+    ctx.check(s.end - t_end <= bound + SLACK,
+              f"{s.slot.name} led only {s.end - t_end:.2f}s after the slowdown ended "
+              f"(bound {bound:.1f}s)")
+    ctx.converge(t_end, bound=bound + RETRY)
+    times = [before.t] + [w.t for w in c.refresh_log() if t0 < w.t <= s.end]
+    quiet = max((b - a for a, b in zip(times, times[1:])), default=0.0)
+    ctx.note(f"longest time without a write of the Lease: {quiet:.2f}s")
+    ctx.check(quiet > LEASE + LATE_MS / 2000,
+              f"the Lease was never left to expire: writes at most {quiet:.2f}s apart "
+              f"from the slowdown to the new leader (renewals after the step-down, "
+              f"applied late, kept it alive)")
 
 
 # ---- identities and rollouts ----
@@ -663,6 +857,12 @@ def sc_rolling_restart(ctx):
     ctx.converge(time.monotonic())
 
 
+OVERSIZED_BUG = ("a valid Lease with a field too large to keep (or a NUL in the holder) "
+                 "is not read at all (GET lease failed: too big / decode error), so "
+                 "nobody ever takes it over and /leader keeps naming the old holder")
+LATE_BUG = ("a deposed leader keeps renewing; its renewals, applied 3 s late, land "
+            "every ~4 s and keep the Lease alive, so no standby acquires")
+
 SCENARIOS = [
     Scenario("sigkill-leader", sc_sigkill, destructive=True),
     Scenario("sigterm-leader", sc_sigterm, destructive=True),
@@ -690,6 +890,13 @@ SCENARIOS = [
     Scenario("malformed-missing-spec", make_malformed("missing-spec", "delete")),
     Scenario("malformed-invalid-json", make_malformed("invalid-json", "put")),
     Scenario("malformed-invalid-json-deleted", make_malformed("invalid-json", "delete")),
+    Scenario("oversized-holder", make_oversized("holder"), known_failure=OVERSIZED_BUG),
+    Scenario("oversized-annotations", make_oversized("annotations"),
+             known_failure=OVERSIZED_BUG),
+    Scenario("oversized-nul-holder", make_oversized("nul-holder"),
+             known_failure=OVERSIZED_BUG),
+    Scenario("late-renewals-leader", sc_late_leader, known_failure=LATE_BUG),
+    Scenario("late-renewals-everyone", sc_late_everyone, known_failure=LATE_BUG),
     Scenario("duplicate-identity", sc_duplicate_identity, destructive=True),
     Scenario("duplicate-identity-exit",
              lambda ctx: sc_duplicate_identity(ctx, graceful_exit=True), destructive=True),
