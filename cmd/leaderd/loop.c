@@ -424,7 +424,7 @@ static void run_request(struct pass_state *ps, const struct ld_action *act)
         begin_shutdown(ps);
 }
 
-int ld_loop_run(struct ld_loop *loop)
+void ld_loop_run(struct ld_loop *loop)
 {
     struct pass_state ps;
     memset(&ps, 0, sizeof(ps));
@@ -445,5 +445,4 @@ int ld_loop_run(struct ld_loop *loop)
     ld_kube_watch_stop(loop->kube);
     publish(&ps, ld_mono_ms());
     ld_watch_decoder_clear(&ps.decoder);
-    return 0;
 }

@@ -26,8 +26,10 @@ struct ld_loop {
     int64_t renew_deadline_ms;
 };
 
-/* Runs until the engine is done after a shutdown signal. Returns 0 after
- * an orderly shutdown, 1 on an unrecoverable local error. */
-int ld_loop_run(struct ld_loop *loop);
+/* Runs until the engine is done after a shutdown signal. Every failure on
+ * the way (API errors, a lost watch, no memory for one pass) is logged and
+ * retried, never a reason to stop: a sidecar that exits on its own hands
+ * its app an unexplained restart instead of a standby. */
+void ld_loop_run(struct ld_loop *loop);
 
 #endif

@@ -207,7 +207,7 @@ int main(int argc, char **argv)
             .lease_duration_ms = d.cfg.lease_duration_ms,
             .renew_deadline_ms = d.cfg.renew_deadline_ms,
         };
-        rc = ld_loop_run(&loop);
+        ld_loop_run(&loop);
         ld_log(LD_LOG_INFO, "leaderd stopped");
     }
     teardown(&d);

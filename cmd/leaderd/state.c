@@ -12,12 +12,6 @@ void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
 {
     memset(st, 0, sizeof(*st));
     pthread_mutex_init(&st->mu, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    /* Waiters time out on the monotonic clock, like every other deadline. */
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&st->changed, &attr);
-    pthread_condattr_destroy(&attr);
     snprintf(st->snap.lease, sizeof(st->snap.lease), "%s", lease);
     snprintf(st->snap.identity, sizeof(st->snap.identity), "%s", identity);
     st->snap.stale_after_ms = stale_after_ms;
@@ -26,7 +20,6 @@ void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
 
 void ld_state_destroy(struct ld_state *st)
 {
-    pthread_cond_destroy(&st->changed);
     pthread_mutex_destroy(&st->mu);
 }
 
@@ -37,23 +30,13 @@ void ld_state_read(struct ld_state *st, struct ld_snapshot *out)
     pthread_mutex_unlock(&st->mu);
 }
 
-static bool visible_change(const struct ld_snapshot *a, const struct ld_snapshot *b)
-{
-    return a->term != b->term || a->leading != b->leading || a->observed != b->observed ||
-           strcmp(a->leader, b->leader) != 0;
-}
-
 void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next)
 {
     pthread_mutex_lock(&st->mu);
-    bool changed = visible_change(&st->snap, next);
     struct ld_snapshot keep = st->snap;
     st->snap = *next;
     memcpy(st->snap.lease, keep.lease, sizeof(keep.lease));
     memcpy(st->snap.identity, keep.identity, sizeof(keep.identity));
-    st->snap.seq = keep.seq + (changed ? 1 : 0);
-    if (changed)
-        pthread_cond_broadcast(&st->changed);
     for (struct ld_state_listener *l = st->listeners; l; l = l->next)
         l->fn(l->arg);
     pthread_mutex_unlock(&st->mu);

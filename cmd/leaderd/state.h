@@ -28,7 +28,6 @@ struct ld_snapshot {
     int64_t heartbeat_ms;       /* monotonic time of the loop's last pass */
     int64_t stale_after_ms;     /* heartbeat older than this => unhealthy */
     char health_error[256];     /* non-empty => /healthz fails with this reason */
-    uint64_t seq;               /* bumped whenever leader, term or leading changes */
     int64_t transitions_seen;   /* leadership changes observed (metric) */
 };
 
@@ -41,7 +40,6 @@ struct ld_state_listener {
 
 struct ld_state {
     pthread_mutex_t mu;
-    pthread_cond_t changed; /* broadcast on every seq bump */
     struct ld_snapshot snap;
     struct ld_state_listener *listeners;
 };
@@ -53,9 +51,8 @@ void ld_state_destroy(struct ld_state *st);
 /* Copies the current snapshot into out. */
 void ld_state_read(struct ld_state *st, struct ld_snapshot *out);
 
-/* Replaces the snapshot's dynamic fields with those of next (lease,
- * identity and seq are kept), bumps seq and wakes waiters when leader,
- * term or leading changed. */
+/* Replaces the snapshot's dynamic fields with those of next (lease and
+ * identity are kept), then calls every listener. */
 void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next);
 
 /* Registers l (borrowed: it must stay valid until ld_state_unlisten).
