@@ -25,6 +25,7 @@ struct client {
     int64_t old_until_ms;
     char retired[RETIRED_MAX][AS_TOKEN_MAX];
     size_t retired_next;
+    uint64_t uses_current, uses_stale; /* tokens presented, for tests */
 };
 
 struct as_auth {
@@ -400,6 +401,10 @@ enum as_who as_auth_identify(struct as_auth *a, const char *cert_cn, const char 
         for (size_t k = 0; k < RETIRED_MAX && !cur && !old && !retired; k++)
             retired = token_eq(c->retired[k], tok, len);
         if (cur || old || retired) {
+            if (cur)
+                c->uses_current++;
+            else
+                c->uses_stale++;
             snprintf(name, AS_CLIENT_MAX, "%s", c->name);
             *valid = cur || (old && now < c->old_until_ms);
             who = AS_WHO_CLIENT;
@@ -468,4 +473,39 @@ bool as_auth_revoke(struct as_auth *a, const char *client)
     }
     pthread_mutex_unlock(&a->mu);
     return c != NULL;
+}
+
+bool as_auth_revoke_previous(struct as_auth *a, const char *client)
+{
+    pthread_mutex_lock(&a->mu);
+    struct client *c = find_client(a, client);
+    if (c) {
+        /* Retired rather than forgotten: it is still recognised as c's, so
+         * its 401s are counted against c. */
+        retire(c, c->old_token);
+        c->old_token[0] = '\0';
+        c->old_until_ms = 0;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return c != NULL;
+}
+
+json_t *as_auth_uses_json(struct as_auth *a)
+{
+    json_t *out = json_object();
+    if (!out)
+        return NULL;
+    pthread_mutex_lock(&a->mu);
+    for (size_t i = 0; i < a->n; i++) {
+        const struct client *c = &a->clients[i];
+        json_t *one = json_pack("{s:I,s:I}", "current", (json_int_t)c->uses_current,
+                                "stale", (json_int_t)c->uses_stale);
+        if (!one || json_object_set_new(out, c->name, one) != 0) {
+            json_decref(out);
+            out = NULL;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+    return out;
 }

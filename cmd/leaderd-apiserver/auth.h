@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "faults.h"
 
 /* The admin identity's name (reserved: no client may use it). */
@@ -69,5 +71,16 @@ bool as_auth_rotate(struct as_auth *a, const char *client, int64_t grace_ms,
  * token file is left as it is; the client certificate stays valid (a real
  * API server cannot revoke one either). Returns false for an unknown client. */
 bool as_auth_revoke(struct as_auth *a, const char *client);
+
+/* Ends the grace period of client's previous token now: from here on it
+ * gets 401, while the current token keeps working (the end of a rotation
+ * done with a grace period). Returns false for an unknown client. */
+bool as_auth_revoke_previous(struct as_auth *a, const char *client);
+
+/* How often each client's tokens were presented, counted by
+ * as_auth_identify: {"NAME": {"current": N, "stale": N}}, where stale is a
+ * previous token (in its grace period or not) or a revoked one; a client
+ * certificate counts as neither. New reference, or NULL without memory. */
+json_t *as_auth_uses_json(struct as_auth *a);
 
 #endif

@@ -90,10 +90,17 @@ static void revoke_token(struct as_api *api, const char *body, size_t len,
     if (!j)
         return;
     const char *client = json_string_value(json_object_get(j, "client"));
-    if (!client || !as_auth_revoke(api->auth, client))
-        as_reply_bad_request(r, "want {\"client\": NAME} naming a known client");
+    json_t *prev = json_object_get(j, "previous");
+    bool only_previous = json_is_true(prev);
+    if (!client || (prev && !json_is_boolean(prev)) ||
+        !(only_previous ? as_auth_revoke_previous(api->auth, client)
+                        : as_auth_revoke(api->auth, client)))
+        as_reply_bad_request(r, "want {\"client\": NAME, \"previous\": BOOL} naming a "
+                                "known client");
     else
-        as_reply_json(r, 200, json_pack("{s:s,s:b}", "client", client, "revoked", 1));
+        as_reply_json(r, 200,
+                      json_pack("{s:s,s:b,s:b}", "client", client, "revoked", 1,
+                                "previous", only_previous));
     json_decref(j);
 }
 
@@ -164,6 +171,8 @@ void as_control(struct as_api *api, const char *method, const char *sub, const c
         put_raw(api, sub, body, len, q->stamp, r);
     else if (get && strcmp(sub, "/log") == 0)
         get_log(api, q->since, r);
+    else if (get && strcmp(sub, "/tokens") == 0)
+        as_reply_json(r, 200, as_auth_uses_json(api->auth));
     else if (get && strcmp(sub, "/stats") == 0)
         as_reply_json(r, 200, as_stats_json(api->stats));
     else if (post && strcmp(sub, "/stats/reset") == 0) {
