@@ -228,6 +228,7 @@ void ld_http_stop(struct ld_http *h)
 {
     if (!h)
         return;
+    /* MHD must not be stopped with suspended connections. */
     ld_http_holds_stop(h->holds);
     /* MHD closes the listening socket it was given. */
     MHD_stop_daemon(h->daemon);
