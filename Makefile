@@ -90,11 +90,11 @@ unit: $(addprefix $(B)/tests/,$(UNITS))
 unit-san: $(addprefix $(SAN_B)/tests/,$(UNITS))
 	@bash tools/run-unit.sh $(SAN_B)/tests $(UNITS)
 
-integration: all
+integration: all examples
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tests/integration/run.py
 
 # Everything, with one summary line at the end.
-test: all $(addprefix $(B)/tests/,$(UNITS)) $(addprefix $(SAN_B)/tests/,$(UNITS))
+test: all examples $(addprefix $(B)/tests/,$(UNITS)) $(addprefix $(SAN_B)/tests/,$(UNITS))
 	@bash tools/run-tests.sh $(B) $(SAN_B) "$(UNITS)"
 
 demo: all

@@ -1,0 +1,150 @@
+"""Integration test of examples/elect.c, the library's example program, built by
+`make examples` against an installed libleaderd (headers and leaderd.pc only): two
+copies elect themselves against the bundled Lease API server over HTTPS, the leader is
+stopped with SIGTERM and releases the Lease, the other takes over."""
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from apiserver import REPO, ApiServer
+
+# The example is built into the normal build tree even when the daemon under test
+# is another one (build/san): it is a consumer of the installed library.
+CANDIDATES = [os.path.join(d, "examples", "elect") for d in
+              (os.environ.get("LEADERD_BUILD") or "", os.path.join(REPO, "build")) if d]
+# The example runs client-go's default timings (lease 15 s, renew 10 s, retry 2 s).
+RETRY = 2.0
+RENEW = 10.0
+# A released Lease is taken at the standby's next poll: one retry period, jittered
+# by up to 1.2, plus a request; doubled for a loaded machine.
+TAKEOVER_BOUND = 2 * (1.2 * RETRY + 1.0) + RETRY
+# A fresh pair elects someone with the first requests.
+FIRST_BOUND = 15.0
+# The release write is bounded by renew_deadline.
+EXIT_BOUND = RENEW + 5.0
+
+
+def example_binary():
+    for path in CANDIDATES:
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+class Elector:
+    """One examples/elect process; its stdout is read line by line."""
+
+    def __init__(self, binary, api, identity):
+        env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG",)}
+        self.identity = identity
+        self.lines = []
+        self._buf = b""
+        self.proc = subprocess.Popen(
+            [binary, api.kubeconfig(identity), "default", "demo", identity],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env)
+
+    def fileno(self):
+        return self.proc.stdout.fileno()
+
+    def pump(self):
+        """Reads what is available (the caller saw the pipe readable); False at EOF."""
+        chunk = os.read(self.fileno(), 4096)
+        self._buf += chunk
+        while b"\n" in self._buf:
+            line, _, self._buf = self._buf.partition(b"\n")
+            self.lines.append(line.decode(errors="replace"))
+        return bool(chunk)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.proc.stdout.close()
+
+
+def wait_line(electors, pattern, timeout):
+    """Waits until a line of one of electors matches pattern (a regex); returns
+    (elector, match). Lines already read count. Raises AssertionError on timeout."""
+    regex = re.compile(pattern)
+    deadline = time.monotonic() + timeout
+    open_ = list(electors)
+    while True:
+        for el in electors:
+            for line in el.lines:
+                m = regex.search(line)
+                if m:
+                    return el, m
+        left = deadline - time.monotonic()
+        if left <= 0 or not open_:
+            seen = {el.identity: el.lines for el in electors}
+            raise AssertionError(f"no line matching {pattern!r} within {timeout:.1f}s: {seen}")
+        ready, _, _ = select.select(open_, [], [], left)
+        for el in ready:
+            if not el.pump():
+                open_.remove(el)
+
+
+class ExampleElect(unittest.TestCase):
+    def setUp(self):
+        self.binary = example_binary()
+        if self.binary is None:
+            self.skipTest("examples/elect is not built (make examples)")
+        self.dir = tempfile.mkdtemp(prefix="leaderd-example-")
+        self.api = ApiServer(os.path.join(self.dir, "api"), ["a", "b"])
+        self.electors = []
+
+    def tearDown(self):
+        for el in self.electors:
+            el.kill()
+        self.api.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_failover_on_sigterm(self):
+        self.api.start()
+        self.electors = [Elector(self.binary, self.api, n) for n in ("a", "b")]
+        first, m = wait_line(self.electors, r"^started leading \(term (\d+)\)$", FIRST_BOUND)
+        first_term = int(m.group(1))
+        other = self.electors[1] if first is self.electors[0] else self.electors[0]
+        wait_line([other], r'^new leader "%s" \(term %d\)$' % (first.identity, first_term),
+                  FIRST_BOUND)
+        self.assertFalse(any(l.startswith("started leading") for l in other.lines),
+                         other.lines)
+
+        os.kill(first.proc.pid, signal.SIGTERM)
+        wait_line([first], r"^stopped leading: shutting down \(term %d\)$" % first_term,
+                  EXIT_BOUND)
+        _, m = wait_line([other], r"^started leading \(term (\d+)\)$",
+                         EXIT_BOUND + TAKEOVER_BOUND)
+        second_term = int(m.group(1))
+        self.assertGreater(second_term, first_term)
+        self.assertEqual(first.proc.wait(timeout=EXIT_BOUND), 0, first.lines)
+
+        status, lease = self.api.get_lease("default", "demo")
+        self.assertEqual(status, 200)
+        self.assertEqual(lease["spec"]["holderIdentity"], other.identity)
+        self.assertEqual(lease["spec"]["leaseTransitions"], second_term)
+        self.assertIsNone(other.proc.poll(), "the new leader exited")
+
+    def test_usage_error(self):
+        p = subprocess.run([self.binary, "only-one-argument"], capture_output=True,
+                           text=True, timeout=10)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("usage:", p.stderr)
+
+    def test_bad_kubeconfig(self):
+        missing = os.path.join(self.dir, "no-such-kubeconfig")
+        p = subprocess.run([self.binary, missing, "default", "demo", "a"],
+                           capture_output=True, text=True, timeout=10)
+        self.assertEqual(p.returncode, 1)
+        self.assertTrue(p.stderr.startswith("elect: "), p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
