@@ -22,8 +22,9 @@ CANDIDATES = [os.path.join(d, "examples", "elect") for d in
 RETRY = 2.0
 RENEW = 10.0
 # A released Lease is taken at the standby's next poll: one retry period, jittered
-# by up to 1.2, plus a request; doubled for a loaded machine.
-TAKEOVER_BOUND = 2 * (1.2 * RETRY + 1.0) + RETRY
+# by up to 1.2, plus a request, doubled for a loaded machine (7.2 s); still half the
+# lease duration, so a leader that exits without releasing fails the test.
+TAKEOVER_BOUND = 2 * (1.2 * RETRY + 0.6)
 # A fresh pair elects someone with the first requests.
 FIRST_BOUND = 15.0
 # The release write is bounded by renew_deadline.
@@ -120,11 +121,11 @@ class ExampleElect(unittest.TestCase):
         os.kill(first.proc.pid, signal.SIGTERM)
         wait_line([first], r"^stopped leading: shutting down \(term %d\)$" % first_term,
                   EXIT_BOUND)
-        _, m = wait_line([other], r"^started leading \(term (\d+)\)$",
-                         EXIT_BOUND + TAKEOVER_BOUND)
+        self.assertEqual(first.proc.wait(timeout=EXIT_BOUND), 0, first.lines)
+        # Well before the 15 s lease could expire: only a release explains it.
+        _, m = wait_line([other], r"^started leading \(term (\d+)\)$", TAKEOVER_BOUND)
         second_term = int(m.group(1))
         self.assertGreater(second_term, first_term)
-        self.assertEqual(first.proc.wait(timeout=EXIT_BOUND), 0, first.lines)
 
         status, lease = self.api.get_lease("default", "demo")
         self.assertEqual(status, 200)
