@@ -16,8 +16,10 @@
 #define GONE_UIDS 4
 #define EVENT_QUEUE 8
 /* Renewal times of our recent writes remembered to tell them apart from a
- * twin's (a write that timed out may still have landed). */
-#define SENT_MEMORY 4
+ * twin's (a write that timed out may still have landed, much later: while
+ * counted out, a replica sends about one write per lease duration, so 16
+ * cover a latency of many lease durations). */
+#define SENT_MEMORY 16
 #define NO_TIME INT64_MIN
 /* client-go jitters acquire attempts by up to 1.2 retry periods, so a
  * standby may notice a released Lease only 2.2 periods later. 0.2 still
@@ -218,12 +220,19 @@ static int64_t silence_check_ms(const struct ld_election *e, int64_t now_ms)
     return last + 3 * e->retry_period_ms;
 }
 
-/* Whether a failed write may still land. Only a rejection the server gives
- * before applying anything proves it will not; a timeout, a lost
- * connection or a 5xx (an etcd timeout, a proxy's 504) proves nothing. */
+/* Whether a failed write may still land. Only a request never sent (no
+ * connection, a local failure) or a rejection the server gives before
+ * applying anything proves it will not; a timeout, a lost connection, a
+ * cancellation mid-flight or a 5xx (an etcd timeout, a proxy's 504) proves
+ * nothing. */
 static bool may_have_landed(enum ld_err rc)
 {
     switch (rc) {
+    case LD_ECONNECT:
+    case LD_ENOMEM:
+    case LD_EINVAL:
+    case LD_EIO:
+    case LD_ECONFIG:
     case LD_ENOTFOUND:
     case LD_ECONFLICT:
     case LD_EEXISTS:
@@ -666,6 +675,10 @@ struct ld_action ld_election_next(struct ld_election *e, struct ld_now now)
  * wait. Leaves the engine ready to write (PH_WRITE_NEXT) or idle. */
 static void decide_after_get(struct ld_election *e, struct ld_now now)
 {
+    /* First, so that a read answered after the renew deadline does not
+     * lead to a write as if we still led (see counted_out). */
+    if (e->leading && now.mono_ms >= e->lead_until_ms)
+        step_down(e, LD_STOP_RENEW_DEADLINE);
     if (e->leading && !holder_is_me(e))
         step_down(e, LD_STOP_TAKEN);
     note_free(e, now.mono_ms);

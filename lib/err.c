@@ -31,6 +31,7 @@ static const char *const err_names[] = {
     [LD_EGONE] = "gone",
     [LD_ECONFIG] = "configuration error",
     [LD_EEOF] = "end of stream",
+    [LD_ECONNECT] = "could not connect",
 };
 
 const char *ld_strerror(enum ld_err code)

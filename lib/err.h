@@ -33,6 +33,7 @@ enum ld_err {
     LD_EGONE = 19,         /* HTTP 410 / watch ERROR Expired */
     LD_ECONFIG = 20,       /* configuration is incomplete or inconsistent */
     LD_EEOF = 21,          /* a stream (watch) ended */
+    LD_ECONNECT = 22,      /* no connection was made: the request was not sent */
 };
 
 /* Detail for one failure. Caller-owned; every field is always a valid C

@@ -724,6 +724,15 @@ static int64_t header_retry_after_ms(CURL *e)
 
 /* One HTTP exchange. Returns LD_OK when an HTTP answer arrived (any status,
  * in *status, body in k->body), else a transport-level code with err set. */
+/* Failures before a request can have left this process: no connection, or
+ * a server that failed TLS verification (nothing is sent before it). The
+ * engine relies on it: only a write never sent is known not to land. */
+static bool never_sent(CURLcode res)
+{
+    return res == CURLE_COULDNT_RESOLVE_HOST || res == CURLE_COULDNT_RESOLVE_PROXY ||
+           res == CURLE_COULDNT_CONNECT || res == CURLE_PEER_FAILED_VERIFICATION;
+}
+
 static enum ld_err perform(struct ld_kube *k, const char *verb, const char *url,
                            const char *path, const char *body, long *status,
                            int64_t *retry_after_ms, struct ld_errinfo *err)
@@ -824,8 +833,9 @@ static enum ld_err perform(struct ld_kube *k, const char *verb, const char *url,
         goto out;
     }
     if (res != CURLE_OK) {
-        enum ld_err code =
-            (res == CURLE_OUT_OF_MEMORY || k->body_oom) ? LD_ENOMEM : LD_ETRANSPORT;
+        enum ld_err code = (res == CURLE_OUT_OF_MEMORY || k->body_oom) ? LD_ENOMEM
+                           : never_sent(res)                           ? LD_ECONNECT
+                                                                       : LD_ETRANSPORT;
         rc = ld_errinfo_set(err, code, "%s %s: %s%s%s", verb, path,
                             curl_easy_strerror(res), k->errbuf[0] ? ": " : "", k->errbuf);
         goto out;

@@ -275,10 +275,11 @@ static char *abridge(const char *v, size_t len)
         while (keep > 0 && ((unsigned char)v[keep] & 0xC0) == 0x80)
             keep--;
     }
-    int n = snprintf(NULL, 0, fmt, (int)keep, v, len, ld_fnv1a64(v, len));
+    uint64_t hash = ld_fnv1a64(v, len);
+    int n = snprintf(NULL, 0, fmt, (int)keep, v, len, hash);
     char *out = n < 0 ? NULL : malloc((size_t)n + 1);
     if (out)
-        snprintf(out, (size_t)n + 1, fmt, (int)keep, v, len, ld_fnv1a64(v, len));
+        snprintf(out, (size_t)n + 1, fmt, (int)keep, v, len, hash);
     return out;
 }
 

@@ -812,7 +812,7 @@ START_TEST(connect_refused_is_transport)
     struct ld_lease l;
     struct ld_errinfo e;
     ld_lease_init(&l);
-    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_ETRANSPORT);
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_ECONNECT);
     ck_assert_int_eq(e.http_status, 0);
     ck_assert_ptr_nonnull(strstr(e.msg, "onnect"));
     ck_assert_int_eq(obs.status, 0);
@@ -990,7 +990,7 @@ END_TEST
 START_TEST(tls_wrong_ca)
 {
     struct ld_errinfo e;
-    ck_assert_int_eq(tls_get(pki.other_ca_pem, NULL, &e), LD_ETRANSPORT);
+    ck_assert_int_eq(tls_get(pki.other_ca_pem, NULL, &e), LD_ECONNECT);
     ck_assert_int_eq(e.http_status, 0);
     ck_assert_int_eq(httpfake_request_count(fake), 0);
 }
@@ -1000,7 +1000,7 @@ START_TEST(tls_server_name)
 {
     struct ld_errinfo e;
     ck_assert_msg(tls_get(pki.ca_pem, "kube.test", &e) == LD_OK, "%s", e.msg);
-    ck_assert_int_eq(tls_get(pki.ca_pem, "wrong.test", &e), LD_ETRANSPORT);
+    ck_assert_int_eq(tls_get(pki.ca_pem, "wrong.test", &e), LD_ECONNECT);
 }
 END_TEST
 
