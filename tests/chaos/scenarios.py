@@ -374,8 +374,9 @@ def counts(stats, client, code):
 
 def sc_token_rotate(ctx):
     """Every token rotated with no grace: the old ones get 401 at once. With a
-    tokenFile kubeconfig leaderd re-reads the file after a 401 and carries on;
-    the leader should not even lose leadership. Standbys sit on a watch opened
+    tokenFile kubeconfig leaderd notices the new file before its next request
+    (and re-reads it after a 401 in any case) and carries on; the leader
+    should not even lose leadership. Standbys sit on a watch opened
     with the old token (kube does not re-authenticate an open watch either), so
     their watches are cut to make them reconnect with it."""
     c = ctx.c
@@ -401,11 +402,11 @@ def sc_token_rotate(ctx):
         n401 = counts(s1, slot.name, "401") - counts(base, slot.name, "401")
         n200 = counts(s1, slot.name, "200") - counts(base, slot.name, "200")
         late401 = counts(s2, slot.name, "401") - counts(s1, slot.name, "401")
-        # leaderd also re-reads the file every 50 s (client-go's cached token
-        # source), so an older process may pick the new token up unprompted.
-        if t0 - slot.proc.started < 40:
-            ctx.check(n401 >= 1, f"{slot.name} never used its old token after the "
-                      f"rotation (no 401): the test did not exercise it")
+        # leaderd checks the token file before every request (b2b0e3f), so
+        # the old token reaches the server only from a request racing the
+        # rotation: a 401 is no longer needed for the test to mean something.
+        if n401:
+            ctx.note(f"{slot.name} presented its old token {n401} times")
         ctx.check(n200 >= 1, f"{slot.name} made no successful request with its new token")
         ctx.check(late401 == 0, f"{slot.name} still got {late401} x 401 "
                   f"{3 * RETRY + 1.5:.1f}s after its token was rotated")
@@ -874,9 +875,6 @@ def sc_rolling_restart(ctx):
     ctx.converge(time.monotonic())
 
 
-LATE_BUG = ("a deposed leader keeps renewing; its renewals, applied 3 s late, land "
-            "every ~4 s and keep the Lease alive, so no standby acquires")
-
 SCENARIOS = [
     Scenario("sigkill-leader", sc_sigkill, destructive=True),
     Scenario("sigterm-leader", sc_sigterm, destructive=True),
@@ -907,8 +905,8 @@ SCENARIOS = [
     Scenario("oversized-holder", make_oversized("holder")),
     Scenario("oversized-annotations", make_oversized("annotations")),
     Scenario("oversized-nul-holder", make_oversized("nul-holder")),
-    Scenario("late-renewals-leader", sc_late_leader, known_failure=LATE_BUG),
-    Scenario("late-renewals-everyone", sc_late_everyone, known_failure=LATE_BUG),
+    Scenario("late-renewals-leader", sc_late_leader),
+    Scenario("late-renewals-everyone", sc_late_everyone),
     Scenario("duplicate-identity", sc_duplicate_identity, destructive=True),
     Scenario("duplicate-identity-exit",
              lambda ctx: sc_duplicate_identity(ctx, graceful_exit=True), destructive=True),
