@@ -8,7 +8,8 @@ import signal
 import time
 
 from harness import (CLOCK_SLACK, CONVERGE_BOUND, KILL_BOUND, LEASE, NS, LEASE_NAME,
-                     RENEW, RETRY, TERM_BOUND, ScenarioError, Slot, http_get, micro_time)
+                     RENEW, RETRY, SCHED_SLACK, TERM_BOUND, ScenarioError, Slot, http_get,
+                     micro_time)
 
 
 class Scenario:
@@ -605,7 +606,7 @@ def make_malformed(variant, restore):
 
 # ---- valid Leases leaderd cannot keep in full ----
 
-SLACK = 0.5  # scheduling on a loaded 2-core machine, for the bounds checked here
+SETTLE = 0.5  # after renew-deadline every replica has read the written Lease
 MIB = 1 << 20
 
 
@@ -665,7 +666,7 @@ def sc_oversized(ctx, variant):
                                     token=c.api.token("admin"))
     if status != 200:
         raise ScenarioError(f"raw write refused: {status} {body[:200]!r}")
-    bound = LEASE + 2 * RETRY + SLACK
+    bound = LEASE + 2 * RETRY + SCHED_SLACK
     takeover = None
     while takeover is None and time.monotonic() < t0 + bound + 1:
         takeover = next((w for w in c.refresh_log() if w.t > t0 and w.kind == "proto"),
@@ -676,7 +677,7 @@ def sc_oversized(ctx, variant):
                          f"a Lease held by another ({variant}) was written")
     held_until = takeover.t if takeover else t_seen
     want = shown_holder(holder)
-    window = c.samples(lambda s: t0 + RENEW + SLACK < s.start and s.end < held_until
+    window = c.samples(lambda s: t0 + RENEW + SETTLE < s.start and s.end < held_until
                        and s.status is not None)
     wrong = [s for s in window if s.leader != want]
     if wrong:
@@ -684,7 +685,7 @@ def sc_oversized(ctx, variant):
                  f"at {ctx.rel(wrong[0].start)} while the Lease was held by "
                  f"{want[:120]!r} ({len(wrong)} samples)")
     silent = {sl.name for sl in c.slots} - {s.slot.name for s in window}
-    if takeover and held_until - t0 > RENEW + SLACK + 0.5 and silent:
+    if takeover and held_until - t0 > RENEW + SETTLE + 0.5 and silent:
         ctx.fail(f"{variant}: no answer of {sorted(silent)} while the Lease was held")
     if takeover is None:
         last = next((ln for ln in reversed(old.proc.log().splitlines())
@@ -780,11 +781,11 @@ def sc_late_everyone(ctx, seconds=12.0):
         c.api.clear_faults()
     report_flaps(ctx, t0, t_end)
     bound = LEASE + 2 * RETRY + 2 * LATE_MS / 1000
-    s = c.first_claim(t_end, bound + 2, what="a leader after the slowdown")
+    s = c.first_claim(t_end, bound + SCHED_SLACK + 2, what="a leader after the slowdown")
     ctx.failovers.append((None, s.end - t_end))
-    ctx.check(s.end - t_end <= bound + SLACK,
+    ctx.check(s.end - t_end <= bound + SCHED_SLACK,
               f"{s.slot.name} led only {s.end - t_end:.2f}s after the slowdown ended "
-              f"(bound {bound:.1f}s)")
+              f"(bound {bound:.1f}s + {SCHED_SLACK:.1f}s slack)")
     ctx.converge(t_end, bound=bound + RETRY)
     times = [before.t] + [w.t for w in c.refresh_log() if t0 < w.t <= s.end]
     quiet = max((b - a for a, b in zip(times, times[1:])), default=0.0)
