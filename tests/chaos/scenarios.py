@@ -63,7 +63,9 @@ def sc_sigterm(ctx):
     if ctx.check(rc is not None, "the leader did not exit within 5s of SIGTERM"):
         took = old.proc.exited_at - t0
         ctx.check(rc == 0, f"the leader exited with {rc} on SIGTERM")
-        ctx.check(took < 2.0, f"the leader took {took:.2f}s to exit after SIGTERM")
+        # The release is one write; renew-deadline bounds it (plus scheduling).
+        ctx.check(took < RENEW + SCHED_SLACK,
+                  f"the leader took {took:.2f}s to exit after SIGTERM")
     ctx.record_failover(t0, old.identity, TERM_BOUND, exclude=[old], what="SIGTERM")
     releases = [w for w in c.refresh_log() if w.t >= t0 and w.client == old.name
                 and w.holder == ""]
@@ -193,9 +195,13 @@ def lost_acquire_replies(ctx):
     c.api.clear_faults()
     s = c.first_claim(t_heal, KILL_BOUND + 2, what="a leader once replies flow again")
     ctx.failovers.append((None, s.end - t_heal))
-    ctx.check(s.end - t_heal <= 2 * RETRY + 0.5,
+    # The writer counts itself out for a lease duration after its unanswered
+    # write (it may land late), so someone claims once that has passed
+    # (LEASE - 3 x RETRY after the heal), within a retry period of it.
+    bound = max(LEASE - 3 * RETRY, 0) + RETRY + 0.5
+    ctx.check(s.end - t_heal <= bound + SCHED_SLACK,
               f"{s.slot.name} led only {s.end - t_heal:.2f}s after replies flowed again "
-              f"(the holder's next renewal, within 2 x retry-period, should do)")
+              f"(bound {bound:.1f}s + {SCHED_SLACK:.1f}s slack)")
     for slot in standbys:
         bad = [ln for ln in slot.proc.log().splitlines()
                if WARN_RE.search(ln) and DUP_RE.search(ln) and DUP_KIND_RE.search(ln)]
@@ -277,11 +283,11 @@ def sc_metadata_churn(ctx):
     others = c.samples(lambda s: t0 <= s.start and s.is_leader and s.slot is not old)
     if others:
         ctx.fail(f"leadership moved to {others[0].slot.name} under label churn")
-    claims = sorted(x.start for x in c.samples(
-        lambda s: t0 <= s.start <= t1 and s.is_leader and s.slot is old))
-    gaps = [b - a for a, b in zip([t0] + claims, claims + [t1])]
-    if max(gaps) > 0.5:
-        ctx.fail(f"the leader stopped claiming for {max(gaps):.2f}s under label churn")
+    # Answers, not their spacing: a starved poller leaves gaps in any case.
+    lapses = c.samples(lambda s: t0 <= s.start <= t1 and s.slot is old and s.status == 503)
+    if lapses:
+        ctx.fail(f"the leader stopped claiming at {ctx.rel(lapses[0].start)} under label "
+                 f"churn")
     ctx.converge(t1)
 
 
@@ -419,11 +425,10 @@ def sc_token_rotate(ctx):
     others = c.samples(lambda s: s.start >= t0 and s.is_leader and s.slot is not old)
     if others:
         ctx.fail(f"leadership moved to {others[0].slot.name} on a token rotation")
-    claims = sorted(s.start for s in c.samples(
-        lambda s: s.start >= t0 and s.is_leader and s.slot is old))
-    gaps = [b - a for a, b in zip([t0] + claims, claims)]
-    if gaps and max(gaps) > 0.5:
-        ctx.fail(f"the leader stopped claiming for {max(gaps):.2f}s around the rotation")
+    lapses = c.samples(lambda s: s.start >= t0 and s.slot is old and s.status == 503)
+    if lapses:
+        ctx.fail(f"the leader stopped claiming at {ctx.rel(lapses[0].start)} around the "
+                 f"rotation")
     ctx.converge(t0)
 
 
