@@ -29,7 +29,7 @@ $(SAN_B)/leaderd-apiserver: $(call obj,$(SAN_B),$(API_SRC)) $(SAN_B)/libleaderd.
 san-daemon: $(B)/.deps $(SAN_B)/leaderd $(SAN_B)/leaderd-apiserver
 
 # Any sanitizer report is fatal and lands in a file the runner checks.
-integration-san: san-daemon
+integration-san: san-daemon examples
 	@LEADERD_BUILD=$(abspath $(SAN_B)) CHAOS_JOBS=$(CHAOS_JOBS) \
 	    $(PY) tests/chaos/sanitized.py --integration --chaos
 
