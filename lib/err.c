@@ -66,3 +66,32 @@ enum ld_err ld_errinfo_set(struct ld_errinfo *info, enum ld_err code, const char
     va_end(ap);
     return code;
 }
+
+enum ld_err ld_err_from_http(long http_status, const char *reason)
+{
+    if (http_status >= 200 && http_status < 300)
+        return LD_OK;
+    switch (http_status) {
+    case 400:
+        return LD_EBADREQUEST;
+    case 401:
+        return LD_EUNAUTHORIZED;
+    case 403:
+        return LD_EFORBIDDEN;
+    case 404:
+        return LD_ENOTFOUND;
+    case 409:
+        return reason && strcmp(reason, "AlreadyExists") == 0 ? LD_EEXISTS : LD_ECONFLICT;
+    case 410:
+        return LD_EGONE;
+    case 422:
+        return LD_EINVALID;
+    case 429:
+        return LD_ETOOMANY;
+    default:
+        break;
+    }
+    if (http_status >= 500 && http_status < 600)
+        return LD_ESERVER;
+    return LD_EHTTP;
+}

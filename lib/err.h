@@ -49,6 +49,13 @@ struct ld_errinfo {
 /* Returns a static string naming the code ("conflict", "timeout", ...). */
 const char *ld_strerror(enum ld_err code);
 
+/* Maps an HTTP status and a metav1.Status reason (NULL or "" when none) to
+ * a code: 2xx LD_OK, 400 EBADREQUEST, 401 EUNAUTHORIZED, 403 EFORBIDDEN,
+ * 404 ENOTFOUND, 409 EEXISTS for reason "AlreadyExists" else ECONFLICT,
+ * 410 EGONE, 422 EINVALID, 429 ETOOMANY, 5xx ESERVER, anything else EHTTP.
+ * Shared by the REST client and the watch decoder. */
+enum ld_err ld_err_from_http(long http_status, const char *reason);
+
 /* Resets info (NULL-safe) to LD_OK with empty strings. */
 void ld_errinfo_clear(struct ld_errinfo *info);
 

@@ -1,15 +1,20 @@
 /*
- * kube: a small Kubernetes API client for one resource kind, the Lease,
- * over libcurl + OpenSSL. One reused connection (keep-alive), TLS verified
- * against the configured CA, a bearer token whose file is checked (stat:
- * device, inode, size, mtime) before every request and watch and re-read
- * when it changed, also every 50 s and after a 401; client certificates,
- * bounded connect and request timeouts, bodies capped, metav1.Status errors
- * mapped to enum ld_err. Namespaces must be DNS-1123 labels and Lease names
- * DNS-1123 subdomains (dnsname.h), checked before anything is sent.
+ * kube: a small Kubernetes API client for one resource kind, the Lease: the
+ * REST layer (paths, checks, encoding, metav1.Status errors mapped to enum
+ * ld_err) over a transport (transport.h). ld_kube_new puts it on the libcurl
+ * transport (transport_curl.h): TLS verified against the configured CA, a
+ * bearer token whose file is checked (stat: device, inode, size, mtime)
+ * before every request and watch and re-read when it changed, also every
+ * 50 s and after a 401 (the request is then sent once more if the token
+ * changed); client certificates, bounded connect and request timeouts,
+ * bodies capped; HTTP/2 when the server offers it, and requests and the
+ * watch share a pool of at most LD_TRANSPORT_CURL_MAX_CONNS connections.
+ * Namespaces must be DNS-1123 labels and Lease names DNS-1123 subdomains
+ * (dnsname.h), checked before anything is sent.
  *
- * A handle is used by one thread at a time. Call curl_global_init() once
- * before creating the first handle (before any thread starts).
+ * The calls below block: each drives the transport until its own answer
+ * came. A handle is used by one thread at a time. Call curl_global_init()
+ * once before creating the first handle (before any thread starts).
  */
 #ifndef LEADERD_KUBE_H
 #define LEADERD_KUBE_H
@@ -21,16 +26,12 @@
 #include "err.h"
 #include "kubeconfig.h"
 #include "lease.h"
+#include "transport.h"
 
 struct ld_kube;
 
-/* Largest response body accepted; a larger one fails with LD_ETOOBIG. It
- * must hold any Lease the API server can return: etcd stores objects of up
- * to 1.5 MiB (--max-request-bytes), and their JSON can be longer than what
- * was stored, since the server escapes <, >, & and control characters as
- * six-byte \u00XX sequences: 1.5 MiB of those is 9 MiB of JSON. The buffer
- * grows only as far as a body needs and is given back after one. */
-#define LD_KUBE_MAX_BODY (16 * 1024 * 1024)
+/* Largest response body accepted; a larger one fails with LD_ETOOBIG. */
+#define LD_KUBE_MAX_BODY LD_HTTP_MAX_BODY
 
 /* Called after every request with the verb ("GET", "POST", "PUT", or
  * "WATCH" when a stream ends), the HTTP status (0 when none arrived) and how
@@ -44,6 +45,12 @@ typedef void (*ld_kube_observer_fn)(void *ctx, const char *verb, long http_statu
  * with ld_kube_free) or NULL with err filled. */
 struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo *err);
 void ld_kube_free(struct ld_kube *k); /* NULL-safe */
+
+/* The transport under k (borrowed; freed by ld_kube_free), for callers that
+ * drive their own exchanges on the same connections. Exchanges they leave in
+ * flight are driven, and their callbacks run, inside the blocking calls
+ * below too. */
+struct ld_transport *ld_kube_transport(struct ld_kube *k);
 
 /* Whole-request timeout (connect included); default 5000 ms. The connect
  * phase alone is capped at min(timeout, 3000 ms). */
@@ -73,10 +80,12 @@ enum ld_err ld_kube_lease_create(struct ld_kube *k, const struct ld_lease *lease
 enum ld_err ld_kube_lease_update(struct ld_kube *k, const struct ld_lease *lease,
                                  struct ld_lease *out, struct ld_errinfo *err);
 
-/* ---- watch: one Lease, on a second connection of its own ---- */
+/* ---- watch: one Lease, a stream on the transport ---- */
 
 /* Receives the raw bytes of a watch stream as they arrive (feed them to a
- * struct ld_watch_decoder). Called from ld_kube_watch_wait only. */
+ * struct ld_watch_decoder). Called from ld_kube_watch_wait only: bytes that
+ * arrive while a request is driven are kept (up to LD_KUBE_MAX_BODY, else
+ * the stream ends with LD_ETOOBIG) and given to the next wait. */
 typedef void (*ld_kube_watch_data_fn)(void *ctx, const char *data, size_t len);
 
 /* Starts a watch of NS/NAME (fieldSelector metadata.name, bookmarks on,
@@ -102,10 +111,7 @@ enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms,
 bool ld_kube_watch_running(const struct ld_kube *k);
 void ld_kube_watch_stop(struct ld_kube *k); /* idempotent */
 
-/* Maps an HTTP status and a decoded Status reason to an error code:
- * 404 NOTFOUND, 409 CONFLICT or EEXISTS (by reason "AlreadyExists"),
- * 401, 403, 422 EINVALID, 400, 410 EGONE, 429 ETOOMANY, 5xx ESERVER,
- * other non-2xx EHTTP, 2xx LD_OK. Exposed for tests. */
+/* ld_err_from_http (err.h), kept under its old name for callers. */
 enum ld_err ld_kube_map_status(long http_status, const char *reason);
 
 #endif

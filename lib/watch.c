@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kube.h"
-
 #define INITIAL_CAP 4096
 /* Events are a few hundred bytes; a buffer grown past this by one long line is
  * given back once the line is done rather than kept for the life of the watch. */
@@ -84,7 +82,7 @@ static void emit_error(json_t *object, ld_watch_event_fn fn, void *ctx)
     json_t *code = object ? json_object_get(object, "code") : NULL;
     long status = json_is_integer(code) ? (long)json_integer_value(code) : 500;
     ev.error.http_status = status;
-    ev.error.code = ld_kube_map_status(status, ev.error.reason);
+    ev.error.code = ld_err_from_http(status, ev.error.reason);
     if (ev.error.code == LD_OK)
         ev.error.code = LD_EHTTP;
     fn(ctx, &ev);

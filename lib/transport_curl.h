@@ -1,0 +1,54 @@
+/*
+ * transport_curl: the libcurl implementation of transport.h, the one
+ * production uses. One curl multi handle drives every exchange; its
+ * connection cache is the pool.
+ *
+ * Connections: HTTP/2 is preferred (ALPN, CURL_HTTP_VERSION_2TLS) and
+ * requests multiplex, as client-go does with kube-apiserver: every round
+ * trip and every stream then share one connection. The pool is capped at
+ * LD_TRANSPORT_CURL_MAX_CONNS connections whatever the number of
+ * exchanges. With an HTTP/1.1 server (plain http://, or a server that does
+ * not offer h2, such as the bundled test API server) each connection
+ * carries one exchange at a time, so at most that many run at once and the
+ * rest queue inside curl for a free connection; a queued exchange's
+ * timeout counts the wait. A stream holds its connection for its whole
+ * life, so with HTTP/1.1 every open stream leaves one connection fewer for
+ * round trips. Canceling an exchange in flight closes its HTTP/1.1
+ * connection (an HTTP/2 one only loses the stream).
+ *
+ * TLS is verified against the configured CA (or the system bundle), with
+ * client certificates when configured and TLS 1.2 at least. A bearer token
+ * from a file is stat()ed (device, inode, size, mtime) before every
+ * exchange and re-read when it changed, every 50 s, and after any 401,
+ * whose result then says whether the token changed (auth_renewed). The
+ * connect phase is capped at min(timeout, 3000 ms); bodies are capped at
+ * LD_HTTP_MAX_BODY. The environment (proxies) is never read.
+ *
+ * Call curl_global_init() once before creating the first transport (before
+ * any thread starts). One thread at a time uses a transport.
+ */
+#ifndef LEADERD_TRANSPORT_CURL_H
+#define LEADERD_TRANSPORT_CURL_H
+
+#include "err.h"
+#include "kubeconfig.h"
+#include "transport.h"
+
+#define LD_TRANSPORT_CURL_MAX_CONNS 4
+/* Timeout of a request that gives none. */
+#define LD_TRANSPORT_CURL_DEFAULT_TIMEOUT_MS 5000
+
+/* Creates a transport for cfg's server and credentials (copied; cfg may be
+ * freed afterwards). Reads the token file once so a missing token fails
+ * here. Returns a new transport (free with ld_transport_free) or NULL with
+ * err filled (LD_ECONFIG for a bad server URL or unreadable file,
+ * LD_ENOMEM). */
+struct ld_transport *ld_transport_curl_new(const struct ld_kube_config *cfg,
+                                           struct ld_errinfo *err);
+
+/* Appends suffix (control characters dropped; NULL or "" for none) to the
+ * User-Agent "leaderd/<version> (leader-election)" of exchanges started
+ * from now on. t must come from ld_transport_curl_new. */
+void ld_transport_curl_set_user_agent_suffix(struct ld_transport *t, const char *suffix);
+
+#endif
