@@ -961,9 +961,10 @@ static enum ld_err setup_proto(struct tcurl *t, const struct ld_kube_config *cfg
 
     SETOPT(CURLOPT_NOSIGNAL, 1L);
     SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    /* Wait for a connection being set up to say whether it multiplexes
-     * rather than opening another one alongside it. */
-    SETOPT(CURLOPT_PIPEWAIT, 1L);
+    /* No CURLOPT_PIPEWAIT: curl learns that an HTTP/1.1 connection cannot
+     * multiplex only from its first answer, so with it every exchange would
+     * queue behind a held one. The price: exchanges started together before
+     * the first HTTP/2 connection is up may open more (up to the cap). */
     SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
     /* lib/ never reads the environment, so neither may curl's proxy lookup. */
     SETOPT(CURLOPT_PROXY, "");

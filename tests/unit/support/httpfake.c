@@ -94,6 +94,74 @@ static enum MHD_Result respond(struct MHD_Connection *c, int status, const char 
     return r;
 }
 
+/* Waits ms on f->cv unless the server stops; f->mu is held. */
+static void wait_locked(struct httpfake *f, int ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    int rc = 0;
+    while (!f->stopping && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&f->cv, &f->mu, &until);
+}
+
+/* A body sent in pieces: MHD asks for the next one on the connection's
+ * thread, which may wait between them. */
+struct hf_pieces {
+    struct httpfake *f;
+    const struct hf_script_entry *e;
+    size_t off;
+};
+
+static ssize_t next_piece(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct hf_pieces *p = cls;
+    (void)pos;
+    if (p->off >= p->e->r.body_len)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (p->off > 0 && p->e->r.chunk_delay_ms > 0) {
+        pthread_mutex_lock(&p->f->mu);
+        wait_locked(p->f, p->e->r.chunk_delay_ms);
+        bool stopping = p->f->stopping;
+        pthread_mutex_unlock(&p->f->mu);
+        if (stopping)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = p->e->r.body_len - p->off;
+    if (n > (size_t)p->e->r.chunk_size)
+        n = (size_t)p->e->r.chunk_size;
+    if (n > max)
+        n = max;
+    memcpy(buf, p->e->body + p->off, n);
+    p->off += n;
+    return (ssize_t)n;
+}
+
+static enum MHD_Result respond_in_pieces(struct httpfake *f, struct MHD_Connection *c,
+                                         const struct hf_script_entry *e)
+{
+    struct hf_pieces *p = calloc(1, sizeof(*p));
+    if (!p)
+        return MHD_NO;
+    p->f = f;
+    p->e = e;
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, next_piece, p, free);
+    if (!resp) {
+        free(p);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    enum MHD_Result r = MHD_queue_response(c, (unsigned int)e->r.status, resp);
+    MHD_destroy_response(resp);
+    return r;
+}
+
 static void record(struct httpfake *f, struct MHD_Connection *c, const char *url,
                    const char *method, const struct hf_upload *u)
 {
@@ -166,21 +234,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return respond(c, 500, "script exhausted", 16, NULL, NULL);
     }
     struct hf_script_entry *e = &f->script[f->script_head++];
-    if (e->r.delay_ms > 0) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += e->r.delay_ms / 1000;
-        until.tv_nsec += (long)(e->r.delay_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        int rc = 0;
-        while (!f->stopping && rc != ETIMEDOUT)
-            rc = pthread_cond_timedwait(&f->cv, &f->mu, &until);
-    }
+    if (e->r.delay_ms > 0)
+        wait_locked(f, e->r.delay_ms);
     /* Script entries stay valid until stop, so no copy is needed. */
     pthread_mutex_unlock(&f->mu);
+    if (e->r.chunk_size > 0)
+        return respond_in_pieces(f, c, e);
     return respond(c, e->r.status, e->body, e->r.body_len, e->header_name,
                    e->header_value);
 }

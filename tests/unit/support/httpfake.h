@@ -18,6 +18,10 @@ struct hf_response {
     const char *header_name; /* one extra response header, optional */
     const char *header_value;
     int delay_ms; /* wait before answering; httpfake_stop cuts it short */
+    /* When > 0 the body goes out in pieces of this many bytes (chunked),
+     * chunk_delay_ms apart; httpfake_stop cuts the waits short. */
+    int chunk_size;
+    int chunk_delay_ms;
 };
 
 /* One recorded request. Strings are cut to fit; body is owned (free with

@@ -1,0 +1,427 @@
+/*
+ * check_transport: the libcurl transport (transport_curl.h) against httpfake
+ * on 127.0.0.1: exchanges run concurrently (a held one does not delay
+ * another, a hung one times out alone), cancel silences a callback, streams
+ * arrive in pieces, the pool stays at 4 connections, a 401 re-reads the
+ * token file, bodies are capped, and the wake fd ends a run.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "support/httpfake.h"
+#include "support/run_suite.h"
+#include "transport_curl.h"
+
+/* Generous: the machine is shared and loaded. */
+#define WAIT_LIMIT_MS 15000
+
+static struct httpfake *fake;
+static struct ld_transport *tr;
+static char token_path[64];
+static int completions; /* done callbacks so far, to order them */
+
+struct outcome {
+    int done_calls;
+    int order; /* value of completions when done ran */
+    enum ld_err rc;
+    long status;
+    bool auth_renewed;
+    int64_t retry_after_ms;
+    char body[256];
+    size_t body_len;
+    int data_calls;
+    char data[4096];
+    size_t data_len;
+    bool data_after_done;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_done(void *ctx, ld_http_id id, const struct ld_http_result *r)
+{
+    struct outcome *o = ctx;
+    (void)id;
+    o->done_calls++;
+    o->order = ++completions;
+    o->rc = r->rc;
+    o->status = r->status;
+    o->auth_renewed = r->auth_renewed;
+    o->retry_after_ms = r->retry_after_ms;
+    o->body_len = r->body_len;
+    snprintf(o->body, sizeof(o->body), "%s", r->body);
+}
+
+static void on_data(void *ctx, ld_http_id id, const char *data, size_t len)
+{
+    struct outcome *o = ctx;
+    (void)id;
+    if (o->done_calls)
+        o->data_after_done = true;
+    o->data_calls++;
+    ck_assert_uint_le(o->data_len + len, sizeof(o->data) - 1);
+    memcpy(o->data + o->data_len, data, len);
+    o->data_len += len;
+    o->data[o->data_len] = '\0';
+}
+
+static struct ld_transport *new_transport(const char *token, const char *token_file)
+{
+    struct ld_kube_config c;
+    struct ld_errinfo e;
+    ld_kube_config_init(&c);
+    c.server = strdup(httpfake_url(fake));
+    c.token = token ? strdup(token) : NULL;
+    c.token_file = token_file ? strdup(token_file) : NULL;
+    struct ld_transport *t = ld_transport_curl_new(&c, &e);
+    ck_assert_msg(t != NULL, "ld_transport_curl_new: %s", e.msg);
+    ld_kube_config_clear(&c);
+    return t;
+}
+
+static void setup(void)
+{
+    completions = 0;
+    fake = httpfake_start(NULL, NULL);
+    ck_assert_ptr_nonnull(fake);
+    tr = new_transport("tok-1", NULL);
+}
+
+static void teardown(void)
+{
+    ld_transport_free(tr);
+    tr = NULL;
+    httpfake_stop(fake);
+    fake = NULL;
+    if (token_path[0]) {
+        unlink(token_path);
+        token_path[0] = '\0';
+    }
+}
+
+static void push(const struct hf_response *r)
+{
+    httpfake_push(fake, r);
+}
+
+static ld_http_id submit(const char *path, int64_t timeout_ms, struct outcome *o)
+{
+    struct ld_http_request req = {.verb = "GET", .path = path, .timeout_ms = timeout_ms};
+    struct ld_errinfo e;
+    ld_http_id id = 0;
+    ck_assert_int_eq(ld_transport_submit(tr, &req, on_done, o, &id, &e), LD_OK);
+    ck_assert(id != 0);
+    return id;
+}
+
+/* Drives the transport until *done_calls of o is at least 1. */
+static void run_until_done(struct outcome *o)
+{
+    int64_t deadline = now_ms() + WAIT_LIMIT_MS;
+    while (o->done_calls == 0 && now_ms() < deadline)
+        ld_transport_run(tr, 200, -1);
+    ck_assert_int_eq(o->done_calls, 1);
+}
+
+/* Drives the transport until the server has seen n requests. */
+static void run_until_requests(int n)
+{
+    int64_t deadline = now_ms() + WAIT_LIMIT_MS;
+    while (httpfake_request_count(fake) < n && now_ms() < deadline)
+        ld_transport_run(tr, 50, -1);
+    ck_assert_int_ge(httpfake_request_count(fake), n);
+}
+
+START_TEST(held_request_does_not_delay_another)
+{
+    struct outcome a = {0}, b = {0};
+    struct hf_response held = {.status = 200, .body = "first", .delay_ms = 3000};
+    struct hf_response quick = {.status = 200, .body = "second"};
+    push(&held);
+    push(&quick);
+    submit("/a", 10000, &a);
+    run_until_requests(1); /* a holds the first script entry */
+    int64_t t0 = now_ms();
+    submit("/b", 10000, &b);
+    run_until_done(&b);
+    ck_assert_msg(now_ms() - t0 < 2500, "b waited %lld ms", (long long)(now_ms() - t0));
+    ck_assert_int_eq(a.done_calls, 0);
+    ck_assert_int_eq(b.rc, LD_OK);
+    ck_assert_str_eq(b.body, "second");
+    run_until_done(&a);
+    ck_assert_int_eq(a.rc, LD_OK);
+    ck_assert_str_eq(a.body, "first");
+    ck_assert_int_lt(b.order, a.order);
+    ck_assert_uint_eq(ld_transport_pending(tr), 0);
+}
+END_TEST
+
+START_TEST(hung_request_times_out_alone)
+{
+    struct outcome a = {0}, b = {0};
+    struct hf_response hung = {.status = 200, .body = "late", .delay_ms = 8000};
+    struct hf_response quick = {.status = 200, .body = "ok"};
+    push(&hung);
+    push(&quick);
+    int64_t t0 = now_ms();
+    submit("/hung", 400, &a);
+    run_until_requests(1);
+    submit("/quick", 10000, &b);
+    run_until_done(&b);
+    run_until_done(&a);
+    int64_t took = now_ms() - t0;
+    ck_assert_int_eq(b.rc, LD_OK);
+    ck_assert_int_eq(b.status, 200);
+    ck_assert_int_eq(a.rc, LD_ETIMEOUT);
+    ck_assert_int_eq(a.status, 0);
+    ck_assert_msg(took < 5000, "the timeout took %lld ms", (long long)took);
+}
+END_TEST
+
+START_TEST(cancel_suppresses_callback)
+{
+    struct outcome a = {0}, b = {0};
+    struct hf_response held = {.status = 200, .body = "never seen", .delay_ms = 1500};
+    struct hf_response quick = {.status = 200, .body = "ok"};
+    push(&held);
+    push(&quick);
+    ld_http_id ida = submit("/a", 10000, &a);
+    run_until_requests(1);
+    ld_transport_cancel(tr, ida);
+    ld_transport_cancel(tr, ida); /* a finished id is ignored */
+    ck_assert_uint_eq(ld_transport_pending(tr), 0);
+    submit("/b", 10000, &b);
+    run_until_done(&b);
+    /* Past the time a's answer would have come: still no callback. */
+    int64_t until = now_ms() + 2000;
+    while (now_ms() < until)
+        ld_transport_run(tr, until - now_ms(), -1);
+    ck_assert_int_eq(a.done_calls, 0);
+    ck_assert_int_eq(b.rc, LD_OK);
+}
+END_TEST
+
+START_TEST(stream_delivers_pieces_then_done)
+{
+    static const char body[] = "{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n"
+                               "{\"type\":\"BOOKMARK\"}\n";
+    struct outcome o = {0};
+    struct hf_response r = {
+        .status = 200, .body = body, .chunk_size = 12, .chunk_delay_ms = 100};
+    push(&r);
+    struct ld_http_request req = {
+        .verb = "GET", .path = "/watch?watch=1", .timeout_ms = 10000};
+    struct ld_errinfo e;
+    ld_http_id id = 0;
+    ck_assert_int_eq(ld_transport_open_stream(tr, &req, on_data, on_done, &o, &id, &e),
+                     LD_OK);
+    run_until_done(&o);
+    ck_assert_int_eq(o.rc, LD_OK);
+    ck_assert_int_eq(o.status, 200);
+    ck_assert_int_ge(o.data_calls, 3); /* pieces 100 ms apart are not merged */
+    ck_assert_str_eq(o.data, body);
+    ck_assert(!o.data_after_done);
+    struct hf_request got;
+    ck_assert(httpfake_request(fake, 0, &got));
+    ck_assert_str_eq(got.path, "/watch");
+    ck_assert_str_eq(got.authorization, "Bearer tok-1");
+    hf_request_clear(&got);
+}
+END_TEST
+
+START_TEST(stream_error_answer_goes_to_done)
+{
+    static const char gone[] =
+        "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}";
+    struct outcome o = {0};
+    struct hf_response r = {.status = 410, .body = gone};
+    push(&r);
+    struct ld_http_request req = {.verb = "GET", .path = "/watch", .timeout_ms = 10000};
+    struct ld_errinfo e;
+    ld_http_id id = 0;
+    ck_assert_int_eq(ld_transport_open_stream(tr, &req, on_data, on_done, &o, &id, &e),
+                     LD_OK);
+    run_until_done(&o);
+    ck_assert_int_eq(o.rc, LD_OK);
+    ck_assert_int_eq(o.status, 410);
+    ck_assert_int_eq(o.data_calls, 0);
+    ck_assert_str_eq(o.body, gone);
+}
+END_TEST
+
+START_TEST(eight_in_flight_use_at_most_four_connections)
+{
+    struct outcome o[8];
+    memset(o, 0, sizeof(o));
+    for (int i = 0; i < 8; i++) {
+        struct hf_response r = {.status = 200, .body = "ok", .delay_ms = 300};
+        push(&r);
+    }
+    for (int i = 0; i < 8; i++)
+        submit("/n", 10000, &o[i]);
+    ck_assert_uint_eq(ld_transport_pending(tr), 8);
+    for (int i = 0; i < 8; i++)
+        run_until_done(&o[i]);
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(o[i].rc == LD_OK && o[i].status == 200, "request %d: %d/%ld", i,
+                      o[i].rc, o[i].status);
+    int conns = httpfake_connections(fake);
+    ck_assert_int_le(conns, LD_TRANSPORT_CURL_MAX_CONNS);
+    ck_assert_int_ge(conns, 2); /* and they did run side by side */
+    ck_assert_int_eq(httpfake_request_count(fake), 8);
+}
+END_TEST
+
+static void write_token(const char *text)
+{
+    char tmp[80];
+    snprintf(tmp, sizeof(tmp), "%s.new", token_path);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fputs(text, f) >= 0, 1);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(rename(tmp, token_path), 0);
+}
+
+START_TEST(unauthorized_rereads_token)
+{
+    snprintf(token_path, sizeof(token_path), "/tmp/ld-transport-token-XXXXXX");
+    int fd = mkstemp(token_path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_token("old-token");
+    ld_transport_free(tr);
+    tr = new_transport(NULL, token_path);
+    httpfake_require_auth(fake, "Bearer new-token");
+    struct hf_response ok = {.status = 200, .body = "ok"};
+    push(&ok);
+
+    /* Sent with the old token; the file changes while it is in flight. */
+    struct outcome a = {0}, b = {0}, c = {0};
+    submit("/a", 10000, &a);
+    write_token("new-token");
+    run_until_done(&a);
+    ck_assert_int_eq(a.rc, LD_OK);
+    ck_assert_int_eq(a.status, 401);
+    ck_assert(a.auth_renewed);
+
+    submit("/b", 10000, &b);
+    run_until_done(&b);
+    ck_assert_int_eq(b.status, 200);
+
+    /* A 401 with the current token: nothing new to try. */
+    httpfake_require_auth(fake, "Bearer other");
+    submit("/c", 10000, &c);
+    run_until_done(&c);
+    ck_assert_int_eq(c.status, 401);
+    ck_assert(!c.auth_renewed);
+    struct hf_request got;
+    ck_assert(httpfake_request(fake, 1, &got));
+    ck_assert_str_eq(got.authorization, "Bearer new-token");
+    hf_request_clear(&got);
+}
+END_TEST
+
+START_TEST(body_over_cap)
+{
+    size_t n = LD_HTTP_MAX_BODY + 1;
+    char *big = malloc(n + 1);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'x', n);
+    big[n] = '\0';
+    struct hf_response r = {.status = 200, .body = big, .body_len = n};
+    push(&r);
+    free(big);
+    struct hf_response ok = {
+        .status = 200, .body = "ok", .header_name = "Retry-After", .header_value = "7"};
+    push(&ok);
+    struct outcome a = {0}, b = {0};
+    submit("/big", 20000, &a);
+    run_until_done(&a);
+    ck_assert_int_eq(a.rc, LD_ETOOBIG);
+    ck_assert_int_eq(a.status, 200);
+    /* The transport goes on working after it. */
+    submit("/ok", 10000, &b);
+    run_until_done(&b);
+    ck_assert_int_eq(b.rc, LD_OK);
+    ck_assert_str_eq(b.body, "ok");
+    ck_assert_int_eq(b.retry_after_ms, 7000);
+}
+END_TEST
+
+START_TEST(wake_fd_ends_run)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    struct outcome a = {0};
+    struct hf_response held = {.status = 200, .body = "x", .delay_ms = 5000};
+    push(&held);
+    submit("/a", 10000, &a);
+    ck_assert_int_eq(ld_transport_run(tr, 100, p[0]), LD_OK);
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(ld_transport_run(tr, 5000, p[0]), LD_ECANCELED);
+    ck_assert_msg(now_ms() - t0 < 1000, "run took %lld ms", (long long)(now_ms() - t0));
+    ck_assert_int_eq(a.done_calls, 0);
+    ck_assert_uint_eq(ld_transport_pending(tr), 1); /* still in flight */
+    close(p[0]);
+    close(p[1]);
+}
+END_TEST
+
+START_TEST(bad_requests_rejected)
+{
+    struct outcome o = {0};
+    struct ld_errinfo e;
+    ld_http_id id = 0;
+    struct ld_http_request no_slash = {.verb = "GET", .path = "x"};
+    struct ld_http_request bad_verb = {.verb = "G T", .path = "/x"};
+    ck_assert_int_eq(ld_transport_submit(tr, &no_slash, on_done, &o, &id, &e), LD_EINVAL);
+    ck_assert_int_eq(ld_transport_submit(tr, &bad_verb, on_done, &o, &id, &e), LD_EINVAL);
+    ck_assert_int_eq(ld_transport_open_stream(tr, &no_slash, NULL, on_done, &o, &id, &e),
+                     LD_EINVAL);
+    ck_assert_uint_eq(ld_transport_pending(tr), 0);
+    ld_transport_run(tr, 0, -1);
+    ck_assert_int_eq(o.done_calls, 0);
+    ck_assert_int_eq(httpfake_request_count(fake), 0);
+}
+END_TEST
+
+static Suite *transport_suite(void)
+{
+    Suite *s = suite_create("transport");
+    TCase *tc = tcase_create("curl");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, held_request_does_not_delay_another);
+    tcase_add_test(tc, hung_request_times_out_alone);
+    tcase_add_test(tc, cancel_suppresses_callback);
+    tcase_add_test(tc, stream_delivers_pieces_then_done);
+    tcase_add_test(tc, stream_error_answer_goes_to_done);
+    tcase_add_test(tc, eight_in_flight_use_at_most_four_connections);
+    tcase_add_test(tc, unauthorized_rereads_token);
+    tcase_add_test(tc, body_over_cap);
+    tcase_add_test(tc, wake_fd_ends_run);
+    tcase_add_test(tc, bad_requests_rejected);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return 1;
+    int rc = ld_test_run(transport_suite());
+    curl_global_cleanup();
+    return rc;
+}
