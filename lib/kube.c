@@ -36,7 +36,7 @@
 struct watch_state {
     ld_http_id id; /* of the open stream, 0 when none */
     int64_t started_ms;
-    char *path;    /* for messages */
+    char *path; /* for messages */
     /* The stream ended and ld_kube_watch_wait has not said so yet. */
     bool ended;
     enum ld_err end_rc;
@@ -250,6 +250,8 @@ static void call_once(struct ld_kube *k, struct call *c,
     while (!c->done) {
         int64_t left = deadline - mono_ms();
         enum ld_err wr = left > 0 ? ld_transport_run(k->t, left, k->cancel_fd) : LD_OK;
+        /* The done callback sets it, from inside ld_transport_run. */
+        /* cppcheck-suppress knownConditionTrueFalse */
         if (c->done)
             break;
         if (wr == LD_ECANCELED || left <= 0) {

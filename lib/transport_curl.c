@@ -485,14 +485,14 @@ static int64_t header_retry_after_ms(CURL *e)
 
 static void list_unlink(struct tcurl *t, struct xfer *x)
 {
+    if (t->head == x)
+        t->head = x->next;
+    if (t->tail == x)
+        t->tail = x->prev;
     if (x->prev)
         x->prev->next = x->next;
-    else if (t->head == x)
-        t->head = x->next;
     if (x->next)
         x->next->prev = x->prev;
-    else if (t->tail == x)
-        t->tail = x->prev;
     x->next = x->prev = NULL;
 }
 
@@ -749,9 +749,9 @@ static bool verb_ok(const char *v)
     return true;
 }
 
-static enum ld_err start(struct tcurl *t, const struct ld_http_request *req, bool stream,
-                         ld_http_data_fn data, ld_http_done_fn done, void *ctx,
-                         ld_http_id *id, struct ld_errinfo *err)
+static enum ld_err xfer_start(struct tcurl *t, const struct ld_http_request *req,
+                              bool stream, ld_http_data_fn data, ld_http_done_fn done,
+                              void *ctx, ld_http_id *id, struct ld_errinfo *err)
 {
     enum ld_err rc = LD_OK;
     struct xfer *x = NULL;
@@ -843,7 +843,7 @@ static enum ld_err tc_submit(struct ld_transport *base, const struct ld_http_req
                              ld_http_done_fn done, void *ctx, ld_http_id *id,
                              struct ld_errinfo *err)
 {
-    return start((struct tcurl *)base, req, false, NULL, done, ctx, id, err);
+    return xfer_start((struct tcurl *)base, req, false, NULL, done, ctx, id, err);
 }
 
 static enum ld_err tc_open_stream(struct ld_transport *base,
@@ -851,7 +851,7 @@ static enum ld_err tc_open_stream(struct ld_transport *base,
                                   ld_http_done_fn done, void *ctx, ld_http_id *id,
                                   struct ld_errinfo *err)
 {
-    return start((struct tcurl *)base, req, true, data, done, ctx, id, err);
+    return xfer_start((struct tcurl *)base, req, true, data, done, ctx, id, err);
 }
 
 static void tc_cancel(struct ld_transport *base, ld_http_id id)
@@ -1045,16 +1045,14 @@ fail:
     return NULL;
 }
 
-void ld_transport_curl_set_user_agent_suffix(struct ld_transport *base,
-                                             const char *suffix)
+void ld_transport_curl_set_user_agent_suffix(struct ld_transport *t, const char *suffix)
 {
-    struct tcurl *t = (struct tcurl *)base;
-    if (!t || t->iface.ops != &tcurl_ops)
+    if (!t || t->ops != &tcurl_ops)
         return;
     while (suffix && *suffix == ' ')
         suffix++;
     if (!suffix || !suffix[0]) {
-        curl_easy_setopt(t->proto, CURLOPT_USERAGENT, UA_BASE);
+        curl_easy_setopt(((struct tcurl *)t)->proto, CURLOPT_USERAGENT, UA_BASE);
         return;
     }
     size_t n = strlen(suffix);
@@ -1071,6 +1069,7 @@ void ld_transport_curl_set_user_agent_suffix(struct ld_transport *base,
             *p++ = (char)ch;
     }
     *p = '\0';
-    curl_easy_setopt(t->proto, CURLOPT_USERAGENT, ua); /* curl copies it */
+    curl_easy_setopt(((struct tcurl *)t)->proto, CURLOPT_USERAGENT,
+                     ua); /* curl copies it */
     free(ua);
 }
