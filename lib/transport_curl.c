@@ -960,7 +960,9 @@ static enum ld_err setup_proto(struct tcurl *t, const struct ld_kube_config *cfg
     } while (0)
 
     SETOPT(CURLOPT_NOSIGNAL, 1L);
-    SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    /* A libcurl built without HTTP/2 (the slim one of the container image)
+     * refuses the option: it then speaks HTTP/1.1, with the pool cap. */
+    (void)curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
     /* No CURLOPT_PIPEWAIT: curl learns that an HTTP/1.1 connection cannot
      * multiplex only from its first answer, so with it every exchange would
      * queue behind a held one. The price: exchanges started together before
