@@ -34,6 +34,7 @@ enum opt_id {
     OPT_LOG_FORMAT,
     OPT_LOG_LEVEL,
     OPT_SA_DIR,
+    OPT_CHILD_GRACE,
     OPT_COUNT,
     /* Not settable from the environment. */
     OPT_VERSION = OPT_COUNT,
@@ -86,6 +87,11 @@ static const struct opt opts[OPT_ALL] = {
                     LD_SA_DIR,
                     "where the service account's token, ca.crt and\n"
                     "        namespace files are mounted"},
+    [OPT_CHILD_GRACE] =
+        {"--child-grace", "LEADERD_CHILD_GRACE", "D", NULL,
+         "with a command after --: how long after leadership ended\n"
+         "        its process group may live before SIGKILL; default half\n"
+         "        of lease-duration - renew-deadline"},
     [OPT_VERSION] = {"--version", NULL, NULL, NULL, "print the version and exit"},
     [OPT_HELP] = {"--help", NULL, NULL, NULL, "print this help and exit"},
 };
@@ -101,6 +107,8 @@ struct raw {
     const char *val[OPT_COUNT];
     const char *from[OPT_COUNT]; /* flag or variable name, for messages */
     bool from_env[OPT_COUNT];
+    char **command; /* argv after "--", NULL when there is none */
+    int command_len;
 };
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -148,10 +156,11 @@ static const char *env_nonempty(const char *name)
 
 static void print_help(void)
 {
-    printf("Usage: leaderd --lease-name NAME [flags]\n\n"
+    printf("Usage: leaderd --lease-name NAME [flags] [-- CMD [ARG...]]\n\n"
            "Kubernetes leader-election sidecar: contends for a coordination.k8s.io/v1 "
            "Lease\nand serves the result over HTTP (/leader, /healthz, /readyz, "
-           "/metrics, /).\n\n"
+           "/metrics, /).\nWith a command after --, runs it only while this replica "
+           "leads.\n\n"
            "Every flag can also be set through the environment variable shown; a flag\n"
            "beats its variable. Durations are Go-style: 15s, 500ms, 1m30s.\n\n"
            "Flags:\n");
@@ -168,7 +177,8 @@ static void print_help(void)
             printf("        env %s\n", o->env);
     }
     printf("\nExit status: 0 after a clean shutdown or --help/--version, 2 on an\n"
-           "invalid configuration.\n");
+           "invalid configuration; with a command, the command's status (128 + signal\n"
+           "number when a signal ended it).\n");
     fflush(stdout);
 }
 
@@ -188,9 +198,10 @@ static int collect(struct raw *r, int argc, char **argv, char *err, size_t errle
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
-            if (i + 1 < argc)
-                return fail(err, errlen, "leaderd: unexpected argument \"%s\"",
-                            argv[i + 1]);
+            if (i + 1 < argc) {
+                r->command = argv + i + 1;
+                r->command_len = argc - i - 1;
+            }
             break;
         }
         if (strcmp(a, "-h") == 0) {
@@ -201,8 +212,8 @@ static int collect(struct raw *r, int argc, char **argv, char *err, size_t errle
             if (a[0] == '-')
                 return fail(err, errlen, "leaderd: unknown flag \"%s\" (see --help)", a);
             return fail(err, errlen,
-                        "leaderd: unexpected argument \"%s\" (leaderd takes no "
-                        "positional arguments)",
+                        "leaderd: unexpected argument \"%s\" (a command to run goes "
+                        "after --)",
                         a);
         }
         const char *eq = strchr(a, '=');
@@ -450,6 +461,24 @@ static char *first_kubeconfig(const char *list, bool *oom)
     return NULL;
 }
 
+static int set_command(struct ld_config *cfg, const struct raw *r, char *err,
+                       size_t errlen)
+{
+    if (!r->command)
+        return 0;
+    if (r->command[0][0] == '\0')
+        return fail(err, errlen, "leaderd: the command after -- must not be empty");
+    cfg->command = calloc((size_t)r->command_len + 1, sizeof(*cfg->command));
+    if (!cfg->command)
+        return fail(err, errlen, "leaderd: out of memory");
+    for (int i = 0; i < r->command_len; i++) {
+        cfg->command[i] = strdup(r->command[i]);
+        if (!cfg->command[i])
+            return fail(err, errlen, "leaderd: out of memory");
+    }
+    return 0;
+}
+
 static void config_init(struct ld_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -457,6 +486,32 @@ static void config_init(struct ld_config *cfg)
     cfg->release_on_exit = true;
     cfg->log_format = LD_LOG_FORMAT_TEXT;
     cfg->log_level = LD_LOG_INFO;
+}
+
+/* The child's group must be gone before another replica may acquire: that
+ * is lease-duration after the leader's last write was observed, and the
+ * group lives until renew-deadline + child-grace after that write began.
+ * Checked with or without a command, so a bad value never waits for the
+ * day a command is added. */
+static int validate_child_grace(struct ld_config *cfg, const struct raw *r, char *err,
+                                size_t errlen)
+{
+    char a[128], da[32], db[32];
+    int64_t margin = cfg->lease_duration_ms - cfg->renew_deadline_ms;
+    if (!r->val[OPT_CHILD_GRACE]) {
+        cfg->child_grace_ms = margin / 2;
+        return 0;
+    }
+    if (parse_duration(r, OPT_CHILD_GRACE, &cfg->child_grace_ms, err, errlen))
+        return 2;
+    if (cfg->child_grace_ms <= 0 || cfg->child_grace_ms >= margin)
+        return fail(err, errlen,
+                    "leaderd: %s: must be greater than 0 and less than lease-duration - "
+                    "renew-deadline (%s), got %s",
+                    who(r, OPT_CHILD_GRACE, a, sizeof(a)),
+                    ld_duration_format(margin, db, sizeof(db)),
+                    ld_duration_format(cfg->child_grace_ms, da, sizeof(da)));
+    return 0;
 }
 
 static int validate_durations(struct ld_config *cfg, const struct raw *r, char *err,
@@ -499,7 +554,7 @@ static int validate_durations(struct ld_config *cfg, const struct raw *r, char *
                     ld_duration_format(cfg->renew_deadline_ms, da, sizeof(da)),
                     who(r, OPT_RETRY_PERIOD, b, sizeof(b)),
                     ld_duration_format(cfg->retry_period_ms, db, sizeof(db)));
-    return 0;
+    return validate_child_grace(cfg, r, err, errlen);
 }
 
 static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t errlen)
@@ -615,7 +670,9 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
     if (*v == '\0')
         return fail(err, errlen, "leaderd: %s: must not be empty",
                     who(r, OPT_SA_DIR, name, sizeof(name)));
-    return set_str(&cfg->service_account_dir, v, err, errlen);
+    if ((rc = set_str(&cfg->service_account_dir, v, err, errlen)))
+        return rc;
+    return set_command(cfg, r, err, errlen);
 }
 
 int ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, char *err,
@@ -797,13 +854,16 @@ void ld_config_clear(struct ld_config *cfg)
     free(cfg->listen_host);
     free(cfg->kubeconfig_path);
     free(cfg->service_account_dir);
+    for (char **a = cfg->command; a && *a; a++)
+        free(*a);
+    free(cfg->command);
     ld_kube_config_clear(&cfg->kube);
     config_init(cfg);
 }
 
 void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
 {
-    char lease[32], renew[32], retry[32];
+    char lease[32], renew[32], retry[32], grace[32];
     char listen[300];
     const char *host = cfg->listen_host ? cfg->listen_host : "";
     if (len == 0)
@@ -816,7 +876,7 @@ void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
              "lease=%s/%s (namespace from %s) identity=%s (from %s) lease-duration=%s "
              "renew-deadline=%s "
              "retry-period=%s listen=%s kubeconfig=%s server=%s release-on-exit=%s "
-             "log-format=%s log-level=%s",
+             "log-format=%s log-level=%s%s%s",
              cfg->namespace_ ? cfg->namespace_ : "?",
              cfg->lease_name ? cfg->lease_name : "?",
              cfg->namespace_from ? cfg->namespace_from : "?",
@@ -829,6 +889,8 @@ void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
              cfg->kube.server ? cfg->kube.server : "?",
              cfg->release_on_exit ? "true" : "false",
              cfg->log_format == LD_LOG_FORMAT_JSON ? "json" : "text",
-             ld_log_level_name(cfg->log_level));
+             ld_log_level_name(cfg->log_level), cfg->command ? " child-grace=" : "",
+             cfg->command ? ld_duration_format(cfg->child_grace_ms, grace, sizeof(grace))
+                          : "");
     one_line(buf);
 }

@@ -38,6 +38,10 @@ struct ld_config {
     enum ld_log_format log_format;
     enum ld_log_level log_level;
     char *service_account_dir; /* default LD_SA_DIR */
+    /* What follows "--": NULL-terminated, owned with its strings; NULL when
+     * no command was given. */
+    char **command;
+    int64_t child_grace_ms; /* > 0 and < lease - renew deadline */
     /* Where namespace_, identity and kubeconfig_path came from: a flag,
      * variable or file name, for messages and the startup line. Static
      * strings; NULL while unresolved. */

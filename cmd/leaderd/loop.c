@@ -34,6 +34,7 @@ struct pass_state {
     enum ld_err last_logged_err; /* repeated failures are logged once */
     struct ld_errinfo last_err;  /* the latest API failure, for step-down lines */
     bool stopping;
+    bool hook_stop; /* the hook asked for a shutdown, begun at the next pass */
     int64_t auth_failing_since_ms; /* first of an unbroken run of 401/403, or 0 */
     int64_t last_request_ms;
 
@@ -136,15 +137,20 @@ static void publish(struct pass_state *ps, int64_t now_ms)
     snap.transitions_seen = ps->transitions_seen;
     health_of(ps, &st, now_ms, snap.health_error, sizeof(snap.health_error));
     ld_state_publish(loop->state, &snap);
+    if (loop->hook && loop->hook->on_publish(loop->hook->ctx, &st, now_ms) &&
+        !ps->stopping)
+        ps->hook_stop = true;
 }
 
-/* Consumes pending signals; returns true when one asks us to stop. */
-static bool take_signal(int fd)
+/* Consumes pending signals; returns the last one that asks us to stop, or 0. */
+static int take_signal(int fd)
 {
     struct signalfd_siginfo si;
-    bool stop = false;
-    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-        stop = stop || si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT;
+    int stop = 0;
+    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+            stop = (int)si.ssi_signo;
+    }
     return stop;
 }
 
@@ -155,6 +161,18 @@ static void begin_shutdown(struct pass_state *ps)
     ps->stopping = true;
     ld_log(LD_LOG_INFO, "shutdown requested");
     ld_election_shutdown(ps->loop->election, read_clocks());
+}
+
+/* A stop signal ends the loop, unless the hook takes it over (the exec child
+ * shuts down first and ends the loop when it has). */
+static void on_stop_signal(struct pass_state *ps, int signo)
+{
+    const struct ld_loop_hook *hook = ps->loop->hook;
+    if (signo == 0)
+        return;
+    if (!ps->stopping && hook && hook->on_signal(hook->ctx, signo))
+        return;
+    begin_shutdown(ps);
 }
 
 /* ---- the watch ---------------------------------------------------------- */
@@ -325,8 +343,7 @@ static void after_wait(struct pass_state *ps, enum ld_err rc,
             ps->watch_next_start_ms = ld_mono_ms(); /* a 410 is routine: re-read now */
     }
     if (rc == LD_ECANCELED) {
-        if (take_signal(ps->loop->signal_fd))
-            begin_shutdown(ps);
+        on_stop_signal(ps, take_signal(ps->loop->signal_fd));
     } else if (rc != LD_OK) {
         if (rc == LD_EGONE)
             ps->watch_relist = true;
@@ -420,8 +437,8 @@ static void run_request(struct pass_state *ps, const struct ld_action *act)
     note_outcome(ps, act, rc, &err, now.mono_ms);
     ld_election_result(loop->election, now, rc, rc == LD_OK ? &out : NULL, &err);
     ld_lease_clear(&out);
-    if (rc == LD_ECANCELED && take_signal(loop->signal_fd))
-        begin_shutdown(ps);
+    if (rc == LD_ECANCELED)
+        on_stop_signal(ps, take_signal(loop->signal_fd));
 }
 
 void ld_loop_run(struct ld_loop *loop)
@@ -432,15 +449,21 @@ void ld_loop_run(struct ld_loop *loop)
     ps.last_logged_err = LD_OK;
     ld_watch_decoder_init(&ps.decoder);
     for (;;) {
+        if (ps.hook_stop) {
+            ps.hook_stop = false;
+            begin_shutdown(&ps);
+        }
         struct ld_now now = read_clocks();
         struct ld_action act = ld_election_next(loop->election, now);
         publish(&ps, now.mono_ms);
         if (act.kind == LD_ACT_DONE)
             break;
-        if (act.kind == LD_ACT_WAIT)
-            wait_for(&ps, act.wake_at_ms);
-        else
+        if (act.kind == LD_ACT_WAIT) {
+            if (!ps.hook_stop) /* else shut down without waiting */
+                wait_for(&ps, act.wake_at_ms);
+        } else {
             run_request(&ps, &act);
+        }
     }
     ld_kube_watch_stop(loop->kube);
     publish(&ps, ld_mono_ms());

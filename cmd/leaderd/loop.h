@@ -14,9 +14,23 @@
 #include "metrics.h"
 #include "state.h"
 
+/* Something that consumes leadership from inside the loop (the exec child).
+ * Both calls are made between requests, on the loop's thread. */
+struct ld_loop_hook {
+    void *ctx;
+    /* After every publish, with the engine's status; true asks the loop to
+     * shut down (release, then end). */
+    bool (*on_publish)(void *ctx, const struct ld_election_status *st, int64_t now_ms);
+    /* For SIGTERM/SIGINT; true means the hook took the signal over and the
+     * loop keeps running until on_publish asks it to end. */
+    bool (*on_signal)(void *ctx, int signo);
+};
+
 struct ld_loop {
     struct ld_election *election; /* borrowed */
-    struct ld_kube *kube;         /* borrowed; its cancel fd is signal_fd */
+    struct ld_kube *kube;         /* borrowed; its cancel fd is signal_fd, or an
+                                     epoll set of it and whatever the hook
+                                     wakes on */
     struct ld_state *state;       /* borrowed */
     int signal_fd;                /* signalfd for SIGTERM and SIGINT */
     const char *namespace_;       /* borrowed */
@@ -24,6 +38,7 @@ struct ld_loop {
     struct ld_metrics *metrics;   /* borrowed; may be NULL */
     int64_t lease_duration_ms;
     int64_t renew_deadline_ms;
+    const struct ld_loop_hook *hook; /* borrowed; may be NULL */
 };
 
 /* Runs until the engine is done after a shutdown signal. Every failure on

@@ -1,21 +1,25 @@
 /*
  * leaderd: a Kubernetes Lease leader-election sidecar.
  *
- * The process story: parse and validate the configuration, block the
- * shutdown signals before any thread exists, set up the API client, the
- * election engine and the HTTP server, run the election loop until a
- * signal asks for an orderly release, then tear everything down.
+ * The process story: parse and validate the configuration, fork the
+ * command's supervisor when there is a command, block the shutdown signals
+ * before any thread exists, set up the API client, the election engine and
+ * the HTTP server, run the election loop until a signal (or the command's
+ * exit) asks for an orderly release, then tear everything down.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "child.h"
 #include "config.h"
 #include "election.h"
 #include "http.h"
@@ -30,6 +34,10 @@
 struct daemon {
     struct ld_config cfg;
     int signal_fd;
+    bool child_ready;
+    struct ld_child child;
+    int wake_fd; /* what cancels API waits: signal_fd, or an epoll set of it
+                    and the child's channel */
     bool curl_ready;
     struct ld_kube *kube;
     struct ld_election *election;
@@ -108,7 +116,7 @@ static int start_client(struct daemon *d)
         fprintf(stderr, "leaderd: %s\n", err.msg);
         return 2;
     }
-    ld_kube_set_cancel_fd(d->kube, d->signal_fd);
+    ld_kube_set_cancel_fd(d->kube, d->wake_fd);
     ld_kube_set_observer(d->kube, ld_metrics_observe_request, &d->metrics);
     return 0;
 }
@@ -134,6 +142,47 @@ static int start_http(struct daemon *d)
     return 0;
 }
 
+/* Forked first, while the process has one thread: the supervisor is a copy
+ * of it. */
+static int start_child(struct daemon *d)
+{
+    char lease[512];
+    snprintf(lease, sizeof(lease), "%s/%s", d->cfg.namespace_, d->cfg.lease_name);
+    struct ld_supervisor_config sc = {
+        .command = d->cfg.command,
+        .lease = lease,
+        .identity = d->cfg.identity,
+        .grace_ms = d->cfg.child_grace_ms,
+    };
+    if (ld_child_init(&d->child, &sc) != 0) {
+        fprintf(stderr, "leaderd: cannot start the command's supervisor: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    d->child_ready = true;
+    return 0;
+}
+
+/* API waits must end on a signal and on the child's news alike; an epoll
+ * fd is readable when any fd in it is. */
+static int make_wake_fd(struct daemon *d)
+{
+    if (!d->child_ready) {
+        d->wake_fd = d->signal_fd;
+        return 0;
+    }
+    d->wake_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (d->wake_fd < 0)
+        return -1;
+    int fds[2] = {d->signal_fd, ld_child_fd(&d->child)};
+    for (int i = 0; i < 2; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (epoll_ctl(d->wake_fd, EPOLL_CTL_ADD, fds[i], &ev) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static void teardown(struct daemon *d)
 {
     ld_http_stop(d->http);
@@ -144,8 +193,12 @@ static void teardown(struct daemon *d)
     if (d->curl_ready)
         curl_global_cleanup();
     ld_metrics_destroy(&d->metrics);
+    if (d->wake_fd >= 0 && d->wake_fd != d->signal_fd)
+        close(d->wake_fd);
     if (d->signal_fd >= 0)
         close(d->signal_fd);
+    if (d->child_ready)
+        ld_child_close(&d->child);
     ld_config_clear(&d->cfg);
 }
 
@@ -165,6 +218,7 @@ int main(int argc, char **argv)
     keep_heap_small();
     memset(&d, 0, sizeof(d));
     d.signal_fd = -1;
+    d.wake_fd = -1;
     ld_metrics_init(&d.metrics);
 
     char err[LD_CONFIG_ERR_LEN];
@@ -180,8 +234,12 @@ int main(int argc, char **argv)
     snprintf(lease, sizeof(lease), "%s/%s", d.cfg.namespace_, d.cfg.lease_name);
     ld_logsink_install(d.cfg.log_format, d.cfg.log_level, lease, d.cfg.identity);
 
+    if (d.cfg.command && start_child(&d) != 0) {
+        teardown(&d);
+        return 1;
+    }
     d.signal_fd = block_signals();
-    if (d.signal_fd < 0) {
+    if (d.signal_fd < 0 || make_wake_fd(&d) != 0) {
         fprintf(stderr, "leaderd: cannot set up signal handling\n");
         teardown(&d);
         return 1;
@@ -207,7 +265,16 @@ int main(int argc, char **argv)
             .lease_duration_ms = d.cfg.lease_duration_ms,
             .renew_deadline_ms = d.cfg.renew_deadline_ms,
         };
+        struct ld_loop_hook hook = {
+            .ctx = &d.child,
+            .on_publish = ld_child_on_publish,
+            .on_signal = ld_child_on_signal,
+        };
+        if (d.child_ready)
+            loop.hook = &hook;
         ld_loop_run(&loop);
+        if (d.child_ready)
+            rc = ld_child_exit_status(&d.child);
         ld_log(LD_LOG_INFO, "leaderd stopped");
     }
     teardown(&d);

@@ -1,0 +1,160 @@
+/*
+ * child: the exec child's state as leaderd tracks it, driven once per loop
+ * pass. Everything here is a request to the supervisor; nothing depends on
+ * leaderd running in time for safety, only for liveness.
+ */
+#include "child.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "log.h"
+
+/* Zombies reaped per pass; more wait for the next one. */
+#define REAP_MAX 64
+
+int ld_child_init(struct ld_child *c, const struct ld_supervisor_config *cfg)
+{
+    memset(c, 0, sizeof(*c));
+    c->name = cfg->command[0];
+    return ld_supervisor_spawn(&c->sup, cfg);
+}
+
+int ld_child_fd(const struct ld_child *c)
+{
+    return c->sup.fd;
+}
+
+static int status_code(int status)
+{
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static void finish(struct ld_child *c, int exit_status)
+{
+    if (c->done)
+        return;
+    c->done = true;
+    c->exit_status = exit_status;
+}
+
+static void on_exited(struct ld_child *c, const struct ld_sup_msg *m)
+{
+    bool leading_exit = !c->stop_sent;
+    c->alive = false;
+    if (WIFSIGNALED(m->arg))
+        ld_log(LD_LOG_INFO, "command %s (pid %lld) ended by signal %d", c->name,
+               (long long)m->value, WTERMSIG(m->arg));
+    else
+        ld_log(LD_LOG_INFO, "command %s (pid %lld) exited with status %d", c->name,
+               (long long)m->value, status_code(m->arg));
+    /* A child stopped because leadership ended is expected: keep contending. */
+    if (c->signalled || leading_exit)
+        finish(c, status_code(m->arg));
+}
+
+/* The child is started with the supervisor as its death signal's parent,
+ * so it does not outlive it. The process is reaped later (reap_zombies or
+ * ld_child_close); waiting for it here would stall the loop. */
+static void lost_supervisor(struct ld_child *c)
+{
+    if (c->done && !c->alive)
+        return;
+    ld_log(LD_LOG_ERROR, "the command's supervisor is gone (its child dies with it); "
+                         "shutting down");
+    c->alive = false;
+    finish(c, 1);
+}
+
+static void take_news(struct ld_child *c)
+{
+    struct ld_sup_msg m;
+    int rc = 0;
+    /* The supervisor sends one message per child; a few passes' worth at most. */
+    for (int i = 0; i < REAP_MAX; i++) {
+        rc = ld_supervisor_recv(&c->sup, &m);
+        if (rc <= 0)
+            break;
+        if (m.kind == LD_SUP_EXITED)
+            on_exited(c, &m);
+    }
+    if (rc < 0 && !c->done)
+        lost_supervisor(c);
+}
+
+/* As a container's PID 1 leaderd inherits every orphan of the container. */
+static void reap_zombies(struct ld_child *c)
+{
+    for (int i = 0; i < REAP_MAX; i++) {
+        pid_t pid = waitpid(-1, NULL, WNOHANG);
+        if (pid <= 0)
+            break;
+        if (pid == c->sup.pid) {
+            c->sup.pid = -1;
+            lost_supervisor(c);
+        }
+    }
+}
+
+static void send_or_log(struct ld_child *c, enum ld_sup_kind kind, int32_t arg,
+                        int64_t value)
+{
+    if (ld_supervisor_send(&c->sup, kind, arg, value) != 0)
+        ld_log(LD_LOG_WARN, "cannot reach the command's supervisor: %s", strerror(errno));
+}
+
+bool ld_child_on_publish(void *ctx, const struct ld_election_status *st, int64_t now_ms)
+{
+    struct ld_child *c = ctx;
+    take_news(c);
+    reap_zombies(c);
+    bool leading = st->leading && now_ms < st->lead_until_ms;
+    if (c->alive && !c->stop_sent && !leading) {
+        ld_log(LD_LOG_INFO, "leadership ended: stopping command %s", c->name);
+        send_or_log(c, LD_SUP_STOP, 0, 0);
+        c->stop_sent = true;
+    } else if (c->alive && !c->stop_sent && st->lead_until_ms != c->sent_deadline_ms) {
+        send_or_log(c, LD_SUP_DEADLINE, 0, st->lead_until_ms);
+        c->sent_deadline_ms = st->lead_until_ms;
+    } else if (!c->alive && leading && !c->done && !c->signalled) {
+        /* A child stopped earlier must be gone first: one child at a time. */
+        ld_log(LD_LOG_INFO, "starting command %s (term %d)", c->name, (int)st->term);
+        if (ld_supervisor_send(&c->sup, LD_SUP_START, st->term, st->lead_until_ms) == 0) {
+            c->alive = true;
+            c->stop_sent = false;
+            c->sent_deadline_ms = st->lead_until_ms;
+        } else {
+            ld_log(LD_LOG_ERROR, "cannot reach the command's supervisor: %s",
+                   strerror(errno));
+            lost_supervisor(c);
+        }
+    }
+    return c->done;
+}
+
+bool ld_child_on_signal(void *ctx, int signo)
+{
+    struct ld_child *c = ctx;
+    c->signalled = true; /* no new child from here on */
+    if (!c->alive)
+        return false;
+    ld_log(LD_LOG_INFO, "passing signal %d to command %s; it ends leaderd when it exits",
+           signo, c->name);
+    send_or_log(c, LD_SUP_SIGNAL, signo, 0);
+    c->signalled = true;
+    return true;
+}
+
+int ld_child_exit_status(const struct ld_child *c)
+{
+    return c->done ? c->exit_status : 0;
+}
+
+void ld_child_close(struct ld_child *c)
+{
+    ld_supervisor_close(&c->sup);
+}
