@@ -315,7 +315,25 @@ static const struct bad_case bad[] = {
      {NULL},
      {"--identity", "missing value"}},
     {{"--lease-name", "x", "extra"}, {NULL}, {"unexpected argument", "extra"}},
-    {{"--lease-name", "x", "--", "extra"}, {NULL}, {"unexpected argument", "extra"}},
+    {{"--lease-name", "x", "--", ""}, {NULL}, {"command", "empty"}},
+    /* --child-grace: > 0 and < lease-duration - renew-deadline (5s here). */
+    {{"--lease-name", "x", "--child-grace", "0s", "--", "app"},
+     {NULL},
+     {"--child-grace", "greater than 0"}},
+    {{"--lease-name", "x", "--child-grace", "5s", "--", "app"},
+     {NULL},
+     {"--child-grace", "less than lease-duration - renew-deadline (5s)", "got 5s"}},
+    {{"--lease-name", "x", "--child-grace", "-1s", "--", "app"},
+     {NULL},
+     {"--child-grace"}},
+    {{"--lease-name", "x", "--child-grace", "soon", "--", "app"},
+     {NULL},
+     {"--child-grace", "invalid duration"}},
+    {{"--lease-name", "x", "--", "app"},
+     {"LEADERD_CHILD_GRACE", "9s"},
+     {"--child-grace (from LEADERD_CHILD_GRACE)"}},
+    /* Checked without a command too: the value is wrong either way. */
+    {{"--lease-name", "x", "--child-grace", "0s"}, {NULL}, {"--child-grace"}},
     {{NULL}, {NULL}, {"--lease-name", "required"}},
     {{"--lease-name", ""}, {NULL}, {"--lease-name", "DNS-1123"}},
     {{"--lease-name", "Bad_Name"}, {NULL}, {"--lease-name", "Bad_Name"}},
@@ -430,6 +448,100 @@ START_TEST(bad_configs)
     for (int k = 0; k < 3 && c->want[k]; k++)
         ck_assert_msg(strstr(err, c->want[k]) != NULL, "case %d: \"%s\" not in: %s", _i,
                       c->want[k], err);
+    ld_config_clear(&cfg);
+}
+END_TEST
+
+/* ---- the command after "--" and --child-grace ---- */
+
+START_TEST(command_after_double_dash)
+{
+    struct ld_config cfg;
+    char err[ERRLEN];
+    setenv("KUBECONFIG", kc_ns, 0);
+    /* Flags after "--" belong to the command. */
+    const char *args[] = {"--lease-name", "x", "--", "/app/run",
+                          "--lease-name", "y", "-v", NULL};
+    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_str_eq(cfg.lease_name, "x");
+    ck_assert_ptr_nonnull(cfg.command);
+    ck_assert_str_eq(cfg.command[0], "/app/run");
+    ck_assert_str_eq(cfg.command[1], "--lease-name");
+    ck_assert_str_eq(cfg.command[2], "y");
+    ck_assert_str_eq(cfg.command[3], "-v");
+    ck_assert_ptr_null(cfg.command[4]);
+    ck_assert_int_eq(cfg.child_grace_ms, 2500); /* half of 15s - 10s */
+    ld_config_clear(&cfg);
+
+    const char *none[] = {"--lease-name", "x", "--", NULL};
+    ck_assert_msg(run(&cfg, true, none, err) == 0, "%s", err);
+    ck_assert_ptr_null(cfg.command);
+    ld_config_clear(&cfg);
+}
+END_TEST
+
+START_TEST(child_grace_values)
+{
+    struct ld_config cfg;
+    char err[ERRLEN];
+    setenv("KUBECONFIG", kc_ns, 0);
+    const char *just_under[] = {"--lease-name",
+                                "x",
+                                "--lease-duration",
+                                "4s",
+                                "--renew-deadline",
+                                "3s",
+                                "--retry-period",
+                                "1s",
+                                "--child-grace",
+                                "999ms",
+                                "--",
+                                "app",
+                                NULL};
+    ck_assert_msg(run(&cfg, true, just_under, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.child_grace_ms, 999);
+    ld_config_clear(&cfg);
+
+    const char *at_margin[] = {"--lease-name",
+                               "x",
+                               "--lease-duration",
+                               "4s",
+                               "--renew-deadline",
+                               "3s",
+                               "--retry-period",
+                               "1s",
+                               "--child-grace",
+                               "1s",
+                               "--",
+                               "app",
+                               NULL};
+    ck_assert_int_eq(run(&cfg, true, at_margin, err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--child-grace"));
+    ld_config_clear(&cfg);
+
+    /* The default follows the other durations; the flag beats the variable. */
+    const char *derived[] = {"--lease-name",
+                             "x",
+                             "--lease-duration",
+                             "4s",
+                             "--renew-deadline",
+                             "3s",
+                             "--retry-period",
+                             "1s",
+                             "--",
+                             "app",
+                             NULL};
+    ck_assert_msg(run(&cfg, true, derived, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.child_grace_ms, 500);
+    ld_config_clear(&cfg);
+    setenv("LEADERD_CHILD_GRACE", "3s", 1);
+    const char *flag[] = {"--lease-name", "x", "--child-grace", "1s", "--", "app", NULL};
+    ck_assert_msg(run(&cfg, true, flag, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.child_grace_ms, 1000);
+    ld_config_clear(&cfg);
+    const char *env[] = {"--lease-name", "x", "--", "app", NULL};
+    ck_assert_msg(run(&cfg, true, env, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.child_grace_ms, 3000);
     ld_config_clear(&cfg);
 }
 END_TEST
@@ -843,6 +955,8 @@ static Suite *config_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, good_configs, 0, (int)(sizeof(good) / sizeof(good[0])));
     tcase_add_loop_test(tc, bad_configs, 0, (int)(sizeof(bad) / sizeof(bad[0])));
+    tcase_add_test(tc, command_after_double_dash);
+    tcase_add_test(tc, child_grace_values);
     tcase_add_test(tc, no_credentials);
     tcase_add_test(tc, in_cluster);
     tcase_add_test(tc, kubeconfig_wins_over_in_cluster);

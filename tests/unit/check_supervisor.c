@@ -1,0 +1,304 @@
+/*
+ * Unit tests for cmd/leaderd/supervisor: the deadline policy as a pure
+ * function of messages and integer time, then the real process with a
+ * shell child, its group, its environment and its end (deadline, stop,
+ * leaderd gone).
+ */
+#include <check.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../cmd/leaderd/supervisor.h"
+#include "support/run_suite.h"
+
+#define GRACE 500
+
+/* Runs the policy at now until nothing more is due; returns what was due,
+ * TERM and KILL as bits, and the next wake time in *wake. */
+static int due_at(struct ld_sup_policy *p, int64_t now, int64_t *wake)
+{
+    int got = 0;
+    for (int i = 0; i < 4; i++) {
+        enum ld_sup_act a = ld_sup_policy_due(p, now, wake);
+        if (a == LD_SUP_NOTHING)
+            break;
+        got |= a == LD_SUP_TERM ? 1 : 2;
+    }
+    return got;
+}
+
+START_TEST(nothing_without_a_child)
+{
+    struct ld_sup_policy p;
+    int64_t wake;
+    ld_sup_policy_init(&p, GRACE);
+    ck_assert_int_eq(due_at(&p, 1000000, &wake), 0);
+    ck_assert_int_eq(wake, INT64_MAX);
+    /* A deadline or a stop for no child changes nothing. */
+    ld_sup_policy_deadline(&p, 10);
+    ld_sup_policy_ended(&p, 10);
+    ck_assert_int_eq(due_at(&p, 1000000, &wake), 0);
+}
+END_TEST
+
+START_TEST(deadline_passes_term_then_kill)
+{
+    struct ld_sup_policy p;
+    int64_t wake;
+    ld_sup_policy_init(&p, GRACE);
+    ld_sup_policy_started(&p, 10000);
+    ck_assert_int_eq(due_at(&p, 9999, &wake), 0);
+    ck_assert_int_eq(wake, 10000);
+    ck_assert_int_eq(due_at(&p, 10000, &wake), 1);
+    ck_assert_int_eq(wake, 10000 + GRACE);
+    ck_assert_int_eq(due_at(&p, 10000 + GRACE - 1, &wake), 0);
+    ck_assert_int_eq(wake, 10000 + GRACE);
+    ck_assert_int_eq(due_at(&p, 10000 + GRACE, &wake), 2);
+    /* Once killed, only the exit is awaited. */
+    ck_assert_int_eq(due_at(&p, 20000, &wake), 0);
+    ck_assert_int_eq(wake, INT64_MAX);
+}
+END_TEST
+
+START_TEST(renewals_move_the_deadline)
+{
+    struct ld_sup_policy p;
+    int64_t wake;
+    ld_sup_policy_init(&p, GRACE);
+    ld_sup_policy_started(&p, 3000);
+    for (int64_t t = 1000; t <= 60000; t += 1000) {
+        ck_assert_int_eq(due_at(&p, t, &wake), 0);
+        ld_sup_policy_deadline(&p, t + 3000);
+    }
+    ck_assert_int_eq(due_at(&p, 62999, &wake), 0);
+    ck_assert_int_eq(wake, 63000);
+    ck_assert_int_eq(due_at(&p, 63000, &wake), 1);
+}
+END_TEST
+
+START_TEST(stop_ends_now_and_caps_the_kill)
+{
+    struct ld_sup_policy p;
+    int64_t wake;
+    ld_sup_policy_init(&p, GRACE);
+    ld_sup_policy_started(&p, 10000);
+    ld_sup_policy_ended(&p, 4000); /* the loss was seen before the deadline */
+    ck_assert_int_eq(due_at(&p, 4000, &wake), 1);
+    ck_assert_int_eq(wake, 4000 + GRACE);
+    /* A late renewal message cannot revive a child being stopped. */
+    ld_sup_policy_deadline(&p, 20000);
+    ck_assert_int_eq(due_at(&p, 4000 + GRACE, &wake), 2);
+}
+END_TEST
+
+START_TEST(late_stop_counts_from_the_deadline)
+{
+    struct ld_sup_policy p;
+    int64_t wake;
+    ld_sup_policy_init(&p, GRACE);
+    ld_sup_policy_started(&p, 10000);
+    /* leaderd was paused: the stop (or its EOF) arrives after the deadline.
+     * Both signals are overdue at once. */
+    ld_sup_policy_ended(&p, 12000);
+    ck_assert_int_eq(due_at(&p, 12000, &wake), 3);
+}
+END_TEST
+
+START_TEST(a_new_child_starts_fresh)
+{
+    struct ld_sup_policy p;
+    int64_t wake;
+    ld_sup_policy_init(&p, GRACE);
+    ld_sup_policy_started(&p, 1000);
+    ck_assert_int_eq(due_at(&p, 1000 + GRACE, &wake), 3);
+    ld_sup_policy_exited(&p);
+    ld_sup_policy_started(&p, 9000);
+    ck_assert_int_eq(due_at(&p, 8000, &wake), 0);
+    ck_assert_int_eq(wake, 9000);
+}
+END_TEST
+
+/* ---- the process ---- */
+
+static char journal[64];
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void setup(void)
+{
+    snprintf(journal, sizeof(journal), "/tmp/ld-sup-XXXXXX");
+    int fd = mkstemp(journal);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+}
+
+static void teardown(void)
+{
+    unlink(journal);
+}
+
+/* The child records its pid, group and environment, then ignores SIGTERM,
+ * so only the SIGKILL stage can end it. */
+static const char script[] =
+    "trap '' TERM; read -r _ _ _ _ pgid _ < /proc/$$/stat; echo \"$$ $pgid "
+    "$LEADERD_LEASE "
+    "$LEADERD_IDENTITY $LEADERD_TERM\" > \"$0\"; while :; do sleep 0.05; done";
+
+static struct ld_supervisor spawn(int64_t grace)
+{
+    static char *const argv[] = {"/bin/sh", "-c", (char *)script, journal, NULL};
+    struct ld_supervisor_config cfg = {
+        .command = argv, .lease = "ns/lease", .identity = "me", .grace_ms = grace};
+    struct ld_supervisor s;
+    ck_assert_int_eq(ld_supervisor_spawn(&s, &cfg), 0);
+    ck_assert_int_gt(s.pid, 0);
+    return s;
+}
+
+/* Waits up to timeout_ms for the child's record: its pid, with the rest
+ * checked here. */
+static pid_t child_record(int64_t timeout_ms)
+{
+    int64_t until = now_ms() + timeout_ms;
+    while (now_ms() < until) {
+        FILE *f = fopen(journal, "r");
+        long pid = 0, pgid = 0;
+        char lease[64], id[64], term[16];
+        int n = f ? fscanf(f, "%ld %ld %63s %63s %15s", &pid, &pgid, lease, id, term) : 0;
+        if (f)
+            fclose(f);
+        if (n == 5) {
+            ck_assert_int_eq(pid, pgid); /* its own group */
+            ck_assert_str_eq(lease, "ns/lease");
+            ck_assert_str_eq(id, "me");
+            ck_assert_str_eq(term, "42");
+            return (pid_t)pid;
+        }
+        poll(NULL, 0, 20);
+    }
+    ck_abort_msg("the child never started");
+    return -1;
+}
+
+/* Waits for the EXITED message; returns the wait status. */
+static int exited(struct ld_supervisor *s, int64_t timeout_ms)
+{
+    int64_t until = now_ms() + timeout_ms;
+    struct ld_sup_msg m;
+    while (now_ms() < until) {
+        struct pollfd p = {.fd = s->fd, .events = POLLIN};
+        poll(&p, 1, (int)(until - now_ms()));
+        int rc = ld_supervisor_recv(s, &m);
+        ck_assert_int_ge(rc, 0);
+        if (rc == 1) {
+            ck_assert_int_eq(m.kind, LD_SUP_EXITED);
+            return m.arg;
+        }
+    }
+    ck_abort_msg("no exit reported");
+    return -1;
+}
+
+START_TEST(deadline_kills_a_stubborn_child)
+{
+    struct ld_supervisor s = spawn(300);
+    int64_t deadline = now_ms() + 700;
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 42, deadline), 0);
+    pid_t pid = child_record(5000);
+    int status = exited(&s, 10000);
+    int64_t at = now_ms();
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    ck_assert_int_ge(at, deadline + 300);
+    ck_assert_int_eq(kill(pid, 0), -1); /* reaped, not a zombie */
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+START_TEST(eof_ends_the_child_and_the_supervisor)
+{
+    struct ld_supervisor s = spawn(200);
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 42, now_ms() + 60000), 0);
+    pid_t pid = child_record(5000);
+    int64_t closed = now_ms();
+    pid_t sup = s.pid;
+    close(s.fd); /* as if leaderd died */
+    s.fd = -1;
+    int status = 0;
+    ck_assert_int_eq(waitpid(sup, &status, 0), sup);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_lt(now_ms() - closed, 5000);
+    ck_assert_int_eq(kill(pid, 0), -1);
+    s.pid = -1;
+}
+END_TEST
+
+START_TEST(signal_is_passed_to_the_group)
+{
+    static char *const argv[] = {"/bin/sh", "-c", "sleep 30 & wait", NULL};
+    struct ld_supervisor_config cfg = {
+        .command = argv, .lease = "ns/l", .identity = "me", .grace_ms = 200};
+    struct ld_supervisor s;
+    ck_assert_int_eq(ld_supervisor_spawn(&s, &cfg), 0);
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
+    poll(NULL, 0, 200); /* let the shell start; the signal is harmless before */
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_SIGNAL, SIGTERM, 0), 0);
+    int status = exited(&s, 10000);
+    ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+START_TEST(missing_command_is_127)
+{
+    static char *const argv[] = {"/nonexistent/leaderd-test-command", NULL};
+    struct ld_supervisor_config cfg = {
+        .command = argv, .lease = "ns/l", .identity = "me", .grace_ms = 200};
+    struct ld_supervisor s;
+    ck_assert_int_eq(ld_supervisor_spawn(&s, &cfg), 0);
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
+    int status = exited(&s, 10000);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 127);
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+static Suite *supervisor_suite(void)
+{
+    Suite *s = suite_create("supervisor");
+    TCase *tp = tcase_create("policy");
+    tcase_add_test(tp, nothing_without_a_child);
+    tcase_add_test(tp, deadline_passes_term_then_kill);
+    tcase_add_test(tp, renewals_move_the_deadline);
+    tcase_add_test(tp, stop_ends_now_and_caps_the_kill);
+    tcase_add_test(tp, late_stop_counts_from_the_deadline);
+    tcase_add_test(tp, a_new_child_starts_fresh);
+    suite_add_tcase(s, tp);
+
+    TCase *tc = tcase_create("process");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, deadline_kills_a_stubborn_child);
+    tcase_add_test(tc, eof_ends_the_child_and_the_supervisor);
+    tcase_add_test(tc, signal_is_passed_to_the_group);
+    tcase_add_test(tc, missing_command_is_127);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ld_test_run(supervisor_suite());
+}
