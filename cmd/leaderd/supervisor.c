@@ -125,13 +125,18 @@ static void format_term(char *buf, size_t len, int32_t term)
     buf[at] = '\0';
 }
 
+/* One line on stderr in one write, built without stdio. */
 static void say(const char *a, const char *b)
 {
-    /* One write per piece: good enough for a line nobody parses. */
-    ssize_t ignored = write(STDERR_FILENO, a, strlen(a));
-    ignored = write(STDERR_FILENO, b, strlen(b));
-    ignored = write(STDERR_FILENO, "\n", 1);
-    (void)ignored;
+    char line[512];
+    size_t n = 0;
+    for (const char *p = a; *p && n + 2 < sizeof(line); p++)
+        line[n++] = *p;
+    for (const char *p = b; *p && n + 2 < sizeof(line); p++)
+        line[n++] = *p;
+    line[n++] = '\n';
+    if (write(STDERR_FILENO, line, n) < 0)
+        return; /* nowhere left to say it */
 }
 
 static void send_msg(struct sup *s, enum ld_sup_kind kind, int32_t arg, int64_t value)
@@ -322,7 +327,6 @@ static void __attribute__((noreturn)) run_supervisor(struct sup *s)
  * fixed strings live as long as the supervisor (it never returns). */
 static char **child_environment(const struct ld_supervisor_config *cfg, char **term_env)
 {
-    extern char **environ;
     size_t n = 0;
     while (environ[n])
         n++;

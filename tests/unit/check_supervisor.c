@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,24 +169,35 @@ static struct ld_supervisor spawn(int64_t grace)
     return s;
 }
 
+/* The record's five words: pid, group, lease, identity, term. */
+static bool read_record(char words[5][64])
+{
+    char line[512];
+    FILE *f = fopen(journal, "r");
+    bool ok = f && fgets(line, sizeof(line), f);
+    if (f)
+        fclose(f);
+    char *save = NULL;
+    char *w = ok ? strtok_r(line, " \n", &save) : NULL;
+    int n = 0;
+    for (; w && n < 5; w = strtok_r(NULL, " \n", &save))
+        snprintf(words[n++], 64, "%s", w);
+    return n == 5;
+}
+
 /* Waits up to timeout_ms for the child's record: its pid, with the rest
  * checked here. */
 static pid_t child_record(int64_t timeout_ms)
 {
     int64_t until = now_ms() + timeout_ms;
+    char words[5][64];
     while (now_ms() < until) {
-        FILE *f = fopen(journal, "r");
-        long pid = 0, pgid = 0;
-        char lease[64], id[64], term[16];
-        int n = f ? fscanf(f, "%ld %ld %63s %63s %15s", &pid, &pgid, lease, id, term) : 0;
-        if (f)
-            fclose(f);
-        if (n == 5) {
-            ck_assert_int_eq(pid, pgid); /* its own group */
-            ck_assert_str_eq(lease, "ns/lease");
-            ck_assert_str_eq(id, "me");
-            ck_assert_str_eq(term, "42");
-            return (pid_t)pid;
+        if (read_record(words)) {
+            ck_assert_str_eq(words[0], words[1]); /* its own group */
+            ck_assert_str_eq(words[2], "ns/lease");
+            ck_assert_str_eq(words[3], "me");
+            ck_assert_str_eq(words[4], "42");
+            return (pid_t)strtol(words[0], NULL, 10);
         }
         poll(NULL, 0, 20);
     }
