@@ -44,7 +44,9 @@ static void finish(struct ld_child *c, int exit_status)
 
 static void on_exited(struct ld_child *c, const struct ld_sup_msg *m)
 {
-    bool leading_exit = !c->stop_sent;
+    /* The supervisor may have enforced a deadline leaderd was too slow
+     * (or too stopped) to see pass: that is no exit of the child's own. */
+    bool own_exit = m->kind == LD_SUP_EXITED && !c->stop_sent;
     c->alive = false;
     if (WIFSIGNALED(m->arg))
         ld_log(LD_LOG_INFO, "command %s (pid %lld) ended by signal %d", c->name,
@@ -53,7 +55,7 @@ static void on_exited(struct ld_child *c, const struct ld_sup_msg *m)
         ld_log(LD_LOG_INFO, "command %s (pid %lld) exited with status %d", c->name,
                (long long)m->value, status_code(m->arg));
     /* A child stopped because leadership ended is expected: keep contending. */
-    if (c->signalled || leading_exit)
+    if (c->signalled || own_exit)
         finish(c, status_code(m->arg));
 }
 
@@ -79,7 +81,7 @@ static void take_news(struct ld_child *c)
         rc = ld_supervisor_recv(&c->sup, &m);
         if (rc <= 0)
             break;
-        if (m.kind == LD_SUP_EXITED)
+        if (m.kind == LD_SUP_EXITED || m.kind == LD_SUP_STOPPED)
             on_exited(c, &m);
     }
     if (rc < 0 && !c->done)

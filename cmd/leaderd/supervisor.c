@@ -197,7 +197,8 @@ static void reap(struct sup *s)
             int status = 0;
             kill(-s->child, SIGKILL);
             waitpid(s->child, &status, 0);
-            send_msg(s, LD_SUP_EXITED, status, s->child);
+            send_msg(s, s->policy.term_sent ? LD_SUP_STOPPED : LD_SUP_EXITED, status,
+                     s->child);
             s->child = -1;
             ld_sup_policy_exited(&s->policy);
         }

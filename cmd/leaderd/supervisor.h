@@ -32,7 +32,9 @@ enum ld_sup_kind {
     LD_SUP_STOP,      /* leadership ended now (or at the deadline, if earlier) */
     LD_SUP_SIGNAL,    /* send signal arg to the child's group */
     /* supervisor -> leaderd */
-    LD_SUP_EXITED, /* the child ended: arg = its wait status, value = its pid */
+    LD_SUP_EXITED,  /* the child ended: arg = its wait status, value = its pid */
+    LD_SUP_STOPPED, /* the same, after the supervisor signalled it because
+                       leadership ended (deadline, stop, leaderd gone) */
 };
 
 struct ld_sup_msg {

@@ -205,8 +205,8 @@ static pid_t child_record(int64_t timeout_ms)
     return -1;
 }
 
-/* Waits for the EXITED message; returns the wait status. */
-static int exited(struct ld_supervisor *s, int64_t timeout_ms)
+/* Waits for the child's end, reported as want_kind; returns the wait status. */
+static int exited(struct ld_supervisor *s, enum ld_sup_kind want_kind, int64_t timeout_ms)
 {
     int64_t until = now_ms() + timeout_ms;
     struct ld_sup_msg m;
@@ -216,7 +216,7 @@ static int exited(struct ld_supervisor *s, int64_t timeout_ms)
         int rc = ld_supervisor_recv(s, &m);
         ck_assert_int_ge(rc, 0);
         if (rc == 1) {
-            ck_assert_int_eq(m.kind, LD_SUP_EXITED);
+            ck_assert_int_eq(m.kind, want_kind);
             return m.arg;
         }
     }
@@ -230,7 +230,7 @@ START_TEST(deadline_kills_a_stubborn_child)
     int64_t deadline = now_ms() + 700;
     ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 42, deadline), 0);
     pid_t pid = child_record(5000);
-    int status = exited(&s, 10000);
+    int status = exited(&s, LD_SUP_STOPPED, 10000);
     int64_t at = now_ms();
     ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     ck_assert_int_ge(at, deadline + 300);
@@ -267,7 +267,7 @@ START_TEST(signal_is_passed_to_the_group)
     ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
     poll(NULL, 0, 200); /* let the shell start; the signal is harmless before */
     ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_SIGNAL, SIGTERM, 0), 0);
-    int status = exited(&s, 10000);
+    int status = exited(&s, LD_SUP_EXITED, 10000); /* leaderd's signal, not a deadline */
     ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
     ld_supervisor_close(&s);
 }
@@ -281,7 +281,7 @@ START_TEST(missing_command_is_127)
     struct ld_supervisor s;
     ck_assert_int_eq(ld_supervisor_spawn(&s, &cfg), 0);
     ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
-    int status = exited(&s, 10000);
+    int status = exited(&s, LD_SUP_EXITED, 10000);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 127);
     ld_supervisor_close(&s);
 }
