@@ -80,6 +80,76 @@ enum ld_err ld_kube_lease_create(struct ld_kube *k, const struct ld_lease *lease
 enum ld_err ld_kube_lease_update(struct ld_kube *k, const struct ld_lease *lease,
                                  struct ld_lease *out, struct ld_errinfo *err);
 
+/* ---- asynchronous calls: many at once, for a host of many elections ---- */
+
+/* Creates a client on transport t, which it takes over (freed by
+ * ld_kube_free, also when this fails). For tests that put an in-memory
+ * transport where libcurl runs. NULL with err set on LD_ENOMEM. */
+struct ld_kube *ld_kube_new_on(struct ld_transport *t, struct ld_errinfo *err);
+
+/* Identifies an asynchronous call from its start until its callback ran or
+ * it was canceled. Never 0, never reused by one client. */
+typedef uint64_t ld_kube_call;
+
+/* The answer to an asynchronous Lease request; runs inside ld_transport_run
+ * (or a blocking call of this client) only. On LD_OK lease is the Lease the
+ * server returned: the callback may take its contents (copy the struct,
+ * then ld_lease_init it); what is left is cleared after it returns. On an
+ * error lease is NULL and err says why (http_status, Retry-After). */
+typedef void (*ld_kube_lease_fn)(void *ctx, ld_kube_call call, enum ld_err rc,
+                                 struct ld_lease *lease, const struct ld_errinfo *err);
+
+/* Start a GET, POST (create) or PUT (update) of a Lease with the same checks,
+ * errors and 401 retry as the blocking calls, bounded by timeout_ms (<= 0:
+ * the client's timeout). LD_OK with *call set and fn called exactly once
+ * later, or an error (LD_EINVAL, LD_ENOMEM) with err set and no callback.
+ * The lease is encoded at once (borrowed for the call only). */
+enum ld_err ld_kube_lease_get_start(struct ld_kube *k, const char *ns, const char *name,
+                                    int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                                    ld_kube_call *call, struct ld_errinfo *err);
+enum ld_err ld_kube_lease_create_start(struct ld_kube *k, const struct ld_lease *lease,
+                                       int64_t timeout_ms, ld_kube_lease_fn fn,
+                                       void *ctx, ld_kube_call *call,
+                                       struct ld_errinfo *err);
+enum ld_err ld_kube_lease_update_start(struct ld_kube *k, const struct ld_lease *lease,
+                                       int64_t timeout_ms, ld_kube_lease_fn fn,
+                                       void *ctx, ld_kube_call *call,
+                                       struct ld_errinfo *err);
+
+/* What a watch covers: one Lease by name (fieldSelector metadata.name, so
+ * RBAC's resourceNames apply) or the Leases matching a label selector. */
+struct ld_kube_watch_spec {
+    const char *namespace_;
+    const char *name;             /* one Lease, or NULL */
+    const char *label_selector;   /* used when name is NULL; NULL: all */
+    const char *resource_version; /* start after it; NULL or "": the current
+                                     state first (ADDED events), then changes */
+    int timeout_s;                /* the server ends the stream after it */
+};
+
+/* Bytes of a watch stream as they arrive (feed a struct ld_watch_decoder). */
+typedef void (*ld_kube_stream_data_fn)(void *ctx, ld_kube_call call, const char *data,
+                                       size_t len);
+/* The end of a watch stream: LD_EEOF when the server ended it, otherwise as
+ * ld_kube_watch_wait says. */
+typedef void (*ld_kube_stream_end_fn)(void *ctx, ld_kube_call call, enum ld_err rc,
+                                      const struct ld_errinfo *err);
+
+/* Opens a watch (bookmarks on). Same return rules as the starts above; data
+ * runs for each piece and end once. */
+enum ld_err ld_kube_lease_watch_open(struct ld_kube *k,
+                                     const struct ld_kube_watch_spec *spec,
+                                     ld_kube_stream_data_fn data,
+                                     ld_kube_stream_end_fn end, void *ctx,
+                                     ld_kube_call *call, struct ld_errinfo *err);
+
+/* Abandons an asynchronous call: no callback for it runs after this. An
+ * unknown or finished call is ignored. May be called from a callback. */
+void ld_kube_cancel(struct ld_kube *k, ld_kube_call call);
+
+/* How many asynchronous calls are in flight. */
+size_t ld_kube_calls_pending(const struct ld_kube *k);
+
 /* ---- watch: one Lease, a stream on the transport ---- */
 
 /* Receives the raw bytes of a watch stream as they arrive (feed them to a

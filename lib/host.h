@@ -1,0 +1,127 @@
+/*
+ * host: many elections, one thread, one event loop. The host owns N
+ * election engines (election.h) and drives them over one Kubernetes client
+ * (kube.h) whose transport runs every request concurrently: each engine has
+ * at most one request in flight, and a slow or hung request of one Lease
+ * delays only that Lease's engine (its request ends at its own timeout),
+ * never another's renewal.
+ *
+ * One watch feeds every election of the host: with a label selector it
+ * watches the namespace's Leases that carry the selected labels (the
+ * group) and hands each event to the election of that name; without one, a
+ * host of one election watches that Lease by name (what RBAC's
+ * resourceNames allows), and a host of several elections and no selector
+ * polls. The watch restarts with back-off when it fails, is replaced when
+ * it misses a change or goes silent, and is never needed for safety.
+ *
+ * Threading: everything happens in ld_host_run on the caller's thread;
+ * callbacks (publish, events) run from inside it. Nothing here may be
+ * called from another thread or from inside a callback, except where said.
+ * Clocks come from a struct ld_host_clock so tests can drive time.
+ */
+#ifndef LEADERD_HOST_H
+#define LEADERD_HOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "election.h"
+#include "err.h"
+#include "kube.h"
+
+struct ld_host;
+
+/* Time as the host sees it. NULL members mean the real clocks
+ * (CLOCK_MONOTONIC in ms, CLOCK_REALTIME in us). */
+struct ld_host_clock {
+    int64_t (*mono_ms)(void *ctx);
+    int64_t (*wall_us)(void *ctx);
+    void *ctx;
+};
+
+/* What is published for one election after a pass changed something. All
+ * pointers are borrowed for the duration of the callback. */
+struct ld_host_view {
+    size_t index;                     /* as returned by ld_host_add */
+    const char *name;                 /* the Lease's name */
+    struct ld_election_status status; /* the engine's */
+    int64_t transitions_seen;         /* leader changes seen after the first */
+    /* Since when every request of this election has been refused with 401
+     * or 403 (monotonic ms), 0 when the last one was not. */
+    int64_t auth_failing_since_ms;
+    const struct ld_errinfo *last_err; /* latest API failure; code LD_OK if none */
+};
+
+/* Per election. Both callbacks may be NULL; they run inside ld_host_run. */
+struct ld_host_election_ops {
+    void *ctx;
+    /* After each pass in which the election acted or learned something,
+     * and once more when it is done. */
+    void (*on_publish)(void *ctx, const struct ld_host_view *view, int64_t now_ms);
+    /* Each engine event, after the host logged it. */
+    void (*on_event)(void *ctx, size_t index, const struct ld_event *ev);
+};
+
+/* Counts for metrics; any member may be NULL. */
+struct ld_host_observer {
+    void *ctx;
+    void (*watch_started)(void *ctx);
+    void (*watch_event)(void *ctx);
+};
+
+struct ld_host_config {
+    struct ld_kube *kube;       /* borrowed; outlives the host */
+    const char *namespace_;     /* copied */
+    const char *label_selector; /* copied; NULL or "": see above */
+    int64_t lease_duration_ms;  /* for the watch's silence limit */
+    int64_t renew_deadline_ms;  /* for the 401 probe and health */
+    /* Logs name the Lease of each line ("lease NAME: ...") when true; a
+     * host of one election whose log sink already names it sets false. */
+    bool log_names;
+    const struct ld_host_clock *clock; /* copied; NULL: the real clocks */
+    const struct ld_host_observer *observer; /* copied; may be NULL */
+};
+
+/* A new host with no elections (free with ld_host_free), or NULL with err
+ * set (LD_EINVAL for a bad namespace or selector, LD_ENOMEM). */
+struct ld_host *ld_host_new(const struct ld_host_config *cfg, struct ld_errinfo *err);
+
+/* Cancels what is in flight (no callbacks) and frees the host and its
+ * engines. NULL-safe. */
+void ld_host_free(struct ld_host *h);
+
+/* Adds an election; its engine is made from cfg (cfg->namespace_ must be the
+ * host's). ops is copied. Returns LD_OK with *index set, or LD_EINVAL /
+ * LD_ENOMEM with err set. Not after ld_host_shutdown. */
+enum ld_err ld_host_add(struct ld_host *h, const struct ld_election_config *cfg,
+                        const struct ld_host_election_ops *ops, size_t *index,
+                        struct ld_errinfo *err);
+
+size_t ld_host_count(const struct ld_host *h);
+
+/* The engine of election index (borrowed; owned by the host), for reading
+ * its state between runs. NULL for an unknown index. */
+struct ld_election *ld_host_election(struct ld_host *h, size_t index);
+
+/* Runs passes until wake_fd (when >= 0) is readable or hung up (returns
+ * LD_ECANCELED; the fd is polled, never read), max_wait_ms passed
+ * (LD_OK), or every election is done after a shutdown (LD_OK). A pass
+ * starts the requests the engines ask for, keeps the watch going, and
+ * waits for the earliest of: an answer, watch data, an engine's wake-up
+ * time. */
+enum ld_err ld_host_run(struct ld_host *h, int64_t max_wait_ms, int wake_fd);
+
+/* Begins an orderly shutdown of every election: requests in flight are
+ * abandoned, the watch stops, each engine gives up leadership at once and
+ * writes its release (release_on_exit); run until ld_host_done. */
+void ld_host_shutdown(struct ld_host *h);
+
+/* True once every election is done (after ld_host_shutdown). */
+bool ld_host_done(const struct ld_host *h);
+
+/* Asks election index to start an attempt at its next pass (an external
+ * hint, e.g. a credentials change). */
+void ld_host_wake(struct ld_host *h, size_t index);
+
+#endif
