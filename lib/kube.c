@@ -411,7 +411,8 @@ static enum ld_err wait_call(struct ld_kube *k, ld_kube_call call, const char *v
         if (wr == LD_ECANCELED || left <= 0) {
             ld_kube_cancel(k, call);
             return wr == LD_ECANCELED
-                       ? ld_errinfo_set(w->err, LD_ECANCELED, "%s %s: canceled", verb, rel)
+                       ? ld_errinfo_set(w->err, LD_ECANCELED, "%s %s: canceled", verb,
+                                        rel)
                        : ld_errinfo_set(w->err, LD_ETIMEOUT,
                                         "%s %s: no answer within %lld ms", verb, rel,
                                         (long long)k->timeout_ms);
@@ -588,9 +589,8 @@ enum ld_err ld_kube_lease_get_start(struct ld_kube *k, const char *ns, const cha
 }
 
 enum ld_err ld_kube_lease_create_start(struct ld_kube *k, const struct ld_lease *lease,
-                                       int64_t timeout_ms, ld_kube_lease_fn fn,
-                                       void *ctx, ld_kube_call *call,
-                                       struct ld_errinfo *err)
+                                       int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                                       ld_kube_call *call, struct ld_errinfo *err)
 {
     struct ld_errinfo local;
     struct prepared p = {0};
@@ -602,9 +602,8 @@ enum ld_err ld_kube_lease_create_start(struct ld_kube *k, const struct ld_lease 
 }
 
 enum ld_err ld_kube_lease_update_start(struct ld_kube *k, const struct ld_lease *lease,
-                                       int64_t timeout_ms, ld_kube_lease_fn fn,
-                                       void *ctx, ld_kube_call *call,
-                                       struct ld_errinfo *err)
+                                       int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                                       ld_kube_call *call, struct ld_errinfo *err)
 {
     struct ld_errinfo local;
     struct prepared p = {0};
