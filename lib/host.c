@@ -474,6 +474,8 @@ static void on_watch_event(void *ctx, const struct ld_watch_event *ev)
     case LD_WATCH_MODIFIED:
     case LD_WATCH_DELETED:
         remember_rv(w, ev->resource_version);
+        if (h->obs.lease_event)
+            h->obs.lease_event(h->obs.ctx, ev, now.mono_ms);
         deliver(h, ev, now);
         break;
     case LD_WATCH_BOOKMARK:
