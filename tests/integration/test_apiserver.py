@@ -619,6 +619,203 @@ class TestWatch(ServerTestCase):
         self.assertEqual(status, 400)
 
 
+def labelled(name, labels, **kw):
+    obj = lease(name, **kw)
+    if labels is not None:
+        obj["metadata"]["labels"] = labels
+    return obj
+
+
+QNAME_RULE = ("must consist of alphanumeric characters, '-', '_' or '.', and must start "
+              "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+              "'123-abc', regex used for validation is "
+              "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+VALUE_RULE = ("a valid label must be an empty string or consist of alphanumeric "
+              "characters, '-', '_' or '.', and must start and end with an alphanumeric "
+              "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
+              "validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+
+
+class TestLabelSelector(ServerTestCase):
+    """labelSelector on list and watch, as apimachinery's labels.Parse reads it."""
+
+    NS = "lsel"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        for name, labels in (("a", {"app": "x", "tier": "web", "example.com/shard": "3"}),
+                             ("b", {"app": "y", "tier": ""}),
+                             ("c", None),
+                             ("d", {"app": "x", "canary": "true"})):
+            status, obj = cls.srv.post_lease(cls.NS, labelled(name, labels))
+            if status != 201:
+                raise AssertionError(obj)
+
+    def names(self, selector, **kw):
+        status, lst = self.srv.list_leases(self.NS, label_selector=selector, **kw)
+        self.assertEqual(status, 200, lst)
+        self.assertEqual(lst["kind"], "LeaseList")
+        return [i["metadata"]["name"] for i in lst["items"]]
+
+    def test_list_operators(self):
+        cases = {
+            "app=x": ["a", "d"],
+            "app==x": ["a", "d"],
+            "app!=x": ["b", "c"],  # an absent key passes !=
+            "app in (x,y)": ["a", "b", "d"],
+            "app notin (x)": ["b", "c"],
+            "app": ["a", "b", "d"],
+            "!app": ["c"],
+            "app=x,!canary": ["a"],
+            "tier=": ["b"],  # the empty value
+            "tier in ()": ["b"],
+            "tier in (web,)": ["a", "b"],
+            "example.com/shard>2": ["a"],
+            "example.com/shard<3": [],
+            "  app  =  x  ,  tier  ": ["a"],
+            "app in (in)": [],  # "in" is a value here, not a keyword
+            "": ["a", "b", "c", "d"],
+        }
+        for selector, want in cases.items():
+            with self.subTest(selector=selector):
+                self.assertEqual(self.names(selector), want)
+
+    def test_combined_with_field_selector(self):
+        self.assertEqual(self.names("app=x", field_selector="metadata.name=d"), ["d"])
+        self.assertEqual(self.names("app=y", field_selector="metadata.name=d"), [])
+        status, lst = self.srv.list_leases(None, label_selector="app=x",
+                                           field_selector="metadata.namespace=" + self.NS)
+        self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["a", "d"])
+
+    def test_list_version_is_the_store_revision(self):
+        status, before = self.srv.list_leases(self.NS, label_selector="app=nobody")
+        self.assertEqual(before["items"], [])
+        created = self.create("lsel-rev")
+        status, after = self.srv.list_leases(self.NS, label_selector="app=nobody")
+        # Nothing matched either time, yet the list version moved with the store.
+        self.assertEqual(after["metadata"]["resourceVersion"],
+                         created["metadata"]["resourceVersion"])
+        self.assertGreater(int(after["metadata"]["resourceVersion"]),
+                           int(before["metadata"]["resourceVersion"]))
+
+    def test_bad_selectors_are_400_with_parse_errors(self):
+        cases = {
+            "app x": "unable to parse requirement: found 'x', expected: in, notin, =, ==, "
+                     "!=, gt, lt",
+            "app in": "unable to parse requirement: found '' expected: '('",
+            "app in (x": "unable to parse requirement: found '', expected: ',' or ')'",
+            "app=x,": "found '', expected: identifier after ','",
+            ",app": "found ',', expected: !, identifier, or 'end of string'",
+            "!app=x": "found '=', expected: ',' or 'end of string'",
+            "app=(x)": "unable to parse requirement: found '(', expected: identifier",
+            "a_/b": "unable to parse requirement: <nil>: Invalid value: \"a_/b\": prefix "
+                    "part a lowercase RFC 1123 subdomain must consist of lower case "
+                    "alphanumeric characters, '-' or '.', and must start and end with an "
+                    "alphanumeric character (e.g. 'example.com', regex used for validation "
+                    "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            "k" * 64: "unable to parse requirement: <nil>: Invalid value: \"%s\": name part "
+                      "must be no more than 63 characters" % ("k" * 64),
+            "-app": "unable to parse requirement: <nil>: Invalid value: \"-app\": name part "
+                    + QNAME_RULE,
+            "app=-x": "unable to parse requirement: values[0][app]: Invalid value: \"-x\": "
+                      + VALUE_RULE,
+            "n>x": "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', "
+                   "'Lt' operators, the value must be an integer",
+        }
+        for selector, message in cases.items():
+            with self.subTest(selector=selector):
+                status, body = self.srv.list_leases(self.NS, label_selector=selector)
+                self.assertEqual(status, 400, body)
+                self.assertEqual((body["kind"], body["status"], body["reason"], body["code"]),
+                                 ("Status", "Failure", "BadRequest", 400))
+                self.assertEqual(body["message"], message)
+        status, body = self.srv.json_request(
+            "GET", "/apis/coordination.k8s.io/v1/namespaces/lsel/leases?watch=1"
+            "&labelSelector=app%20x")
+        self.assertEqual((status, body["reason"]), (400, "BadRequest"))
+
+    def test_watch_initial_events_follow_the_selector(self):
+        w = self.srv.open_watch(self.NS, label_selector="app=x", timeout_seconds=1)
+        try:
+            events = []
+            for _ in range(10):
+                ev = w.next_event()
+                if ev is None:
+                    break
+                events.append(ev)
+            self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in events],
+                             [("ADDED", "a"), ("ADDED", "d")])
+        finally:
+            w.close()
+
+    def test_watch_events_follow_the_selector(self):
+        ns = "lsel-watch"
+        status, e1 = self.srv.post_lease(ns, labelled("e1", {"group": "g1"}))
+        self.assertEqual(status, 201, e1)
+        status, e2 = self.srv.post_lease(ns, labelled("e2", {"group": "g2"}))
+        self.assertEqual(status, 201, e2)
+        w = self.srv.open_watch(ns, label_selector="group=g1", timeout_seconds=60,
+                                resource_version=e2["metadata"]["resourceVersion"])
+        try:
+            # e1 leaves the selection: DELETED with its last matching state.
+            moved = json.loads(json.dumps(e1))
+            moved["metadata"]["labels"] = {"group": "g2"}
+            status, e1_out = self.srv.put_lease(ns, "e1", moved)
+            self.assertEqual(status, 200, e1_out)
+            ev = w.next_event()
+            self.assertEqual(ev["type"], "DELETED")
+            self.assertEqual(ev["object"]["metadata"]["labels"], {"group": "g1"})
+            self.assertEqual(ev["object"]["metadata"]["resourceVersion"],
+                             e1_out["metadata"]["resourceVersion"])
+            self.assertEqual(ev["object"]["spec"], e1["spec"])
+            # A change outside the selection is not sent; e2 joining it is ADDED.
+            e1_out["spec"]["holderIdentity"] = "r2"
+            status, _ = self.srv.put_lease(ns, "e1", e1_out)
+            self.assertEqual(status, 200)
+            joined = json.loads(json.dumps(e2))
+            joined["metadata"]["labels"] = {"group": "g1"}
+            status, e2_in = self.srv.put_lease(ns, "e2", joined)
+            self.assertEqual(status, 200, e2_in)
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]), ("ADDED", e2_in))
+            # Inside the selection: MODIFIED, then DELETED on delete.
+            e2_in["spec"]["holderIdentity"] = "r2"
+            status, e2_mod = self.srv.put_lease(ns, "e2", e2_in)
+            self.assertEqual(status, 200, e2_mod)
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]), ("MODIFIED", e2_mod))
+            status, _ = self.srv.delete_lease(ns, "e2")
+            self.assertEqual(status, 200)
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("DELETED", "e2"))
+            self.assertGreater(int(ev["object"]["metadata"]["resourceVersion"]),
+                               int(e2_mod["metadata"]["resourceVersion"]))
+        finally:
+            w.close()
+
+    def test_watch_selector_via_patch(self):
+        ns = "lsel-patch"
+        status, p1 = self.srv.post_lease(ns, labelled("p1", None))
+        self.assertEqual(status, 201, p1)
+        w = self.srv.open_watch(ns, label_selector="shard in (0,1)", timeout_seconds=60,
+                                resource_version=p1["metadata"]["resourceVersion"])
+        try:
+            status, joined = self.srv.patch_lease(ns, "p1", {"metadata": {"labels": {"shard": "1"}}})
+            self.assertEqual(status, 200, joined)
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]), ("ADDED", joined))
+            status, left = self.srv.patch_lease(ns, "p1", {"metadata": {"labels": None}})
+            self.assertEqual(status, 200, left)
+            ev = w.next_event()
+            self.assertEqual(ev["type"], "DELETED")
+            self.assertEqual(ev["object"]["metadata"]["labels"], {"shard": "1"})
+            self.assertEqual(ev["object"]["metadata"]["resourceVersion"],
+                             left["metadata"]["resourceVersion"])
+        finally:
+            w.close()
+
+
 class TestRestart(unittest.TestCase):
 
     def setUp(self):
