@@ -468,21 +468,26 @@ static void handle_write(struct MHD_Connection *c, struct as_api *api,
         break;
     }
     case AS_VERB_DELETE: {
-        const char *precond = NULL;
+        /* Preconditions are pointers in DeleteOptions: a present "" still
+         * has to match. */
+        const char *pre_uid = NULL, *pre_rv = NULL;
         if (rq->len > 0) {
             json_error_t jerr;
             patch = json_loadb(rq->body, rq->len, 0, &jerr);
             json_t *pre = json_object_get(patch, "preconditions");
+            json_t *puid = json_object_get(pre, "uid");
             json_t *prv = json_object_get(pre, "resourceVersion");
             if (!json_is_object(patch) ||
                 (pre && !json_is_null(pre) && !json_is_object(pre)) ||
+                (puid && !json_is_null(puid) && !json_is_string(puid)) ||
                 (prv && !json_is_null(prv) && !json_is_string(prv))) {
                 as_reply_bad_request(r, "the body is not valid DeleteOptions");
                 break;
             }
-            precond = json_string_value(prv);
+            pre_uid = json_string_value(puid);
+            pre_rv = json_string_value(prv);
         }
-        as_store_delete(api->store, rt->ns, rt->name, precond, client, r);
+        as_store_delete(api->store, rt->ns, rt->name, pre_uid, pre_rv, client, r);
         break;
     }
     default:

@@ -828,9 +828,11 @@ out:
 }
 
 void as_store_delete(struct as_store *s, const char *ns, const char *name,
-                     const char *precond_rv, const char *client, struct as_reply *r)
+                     const char *precond_uid, const char *precond_rv, const char *client,
+                     struct as_reply *r)
 {
     json_t *obj = NULL;
+    char why[512];
     pthread_mutex_lock(&s->mu);
     struct entry *e = find(s, ns, name);
     if (!e) {
@@ -839,8 +841,19 @@ void as_store_delete(struct as_store *s, const char *ns, const char *name,
     }
     char cur[24];
     snprintf(cur, sizeof cur, "%" PRIu64, e->rv);
-    if (precond_rv && *precond_rv && strcmp(precond_rv, cur) != 0) {
-        char why[256];
+    obj = entry_parsed(e);
+    json_t *uid = json_object_get(json_object_get(obj, "metadata"), "uid");
+    const char *cur_uid = json_is_string(uid) ? json_string_value(uid) : "";
+    /* storage.Preconditions.Check: the UID first, then the version. */
+    if (precond_uid && strcmp(precond_uid, cur_uid) != 0) {
+        snprintf(why, sizeof why,
+                 "Precondition failed: UID in precondition: %.64s, UID in object meta: "
+                 "%.64s",
+                 precond_uid, cur_uid);
+        as_reply_conflict(r, name, why);
+        goto out;
+    }
+    if (precond_rv && strcmp(precond_rv, cur) != 0) {
         snprintf(why, sizeof why,
                  "Precondition failed: ResourceVersion in precondition: %.64s, "
                  "ResourceVersion in object meta: %s",
@@ -848,9 +861,7 @@ void as_store_delete(struct as_store *s, const char *ns, const char *name,
         as_reply_conflict(r, name, why);
         goto out;
     }
-    obj = entry_parsed(e);
     json_t *details = as_status_details(name, AS_RESOURCE);
-    json_t *uid = json_object_get(json_object_get(obj, "metadata"), "uid");
     if (details && json_is_string(uid))
         json_object_set(details, "uid", uid);
     e->rv = ++s->rv;

@@ -85,10 +85,14 @@ void as_store_update(struct as_store *s, const char *ns, const char *name, json_
 void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t *patch,
                     const char *client, struct as_reply *r);
 
-/* DELETE: 200 Status Success, 404, or 409 when precond_rv (may be NULL) is
- * not the stored resourceVersion. */
+/* DELETE: 200 Status Success (details name, group, kind "leases", uid, as
+ * kube answers for a resource that does not return the deleted object), 404,
+ * or 409 Conflict when precond_uid or precond_rv (each NULL for none; ""
+ * is a value that must match) differs from the stored uid / resourceVersion.
+ * The uid is checked first, as storage.Preconditions.Check does. */
 void as_store_delete(struct as_store *s, const char *ns, const char *name,
-                     const char *precond_rv, const char *client, struct as_reply *r);
+                     const char *precond_uid, const char *precond_rv, const char *client,
+                     struct as_reply *r);
 
 /* Stores text verbatim as ns/name, bypassing decoding and validation. Its
  * resourceVersion (for preconditions) is the text's metadata.resourceVersion
