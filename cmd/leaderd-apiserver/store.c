@@ -827,6 +827,15 @@ out:
     json_decref(lease);
 }
 
+/* 409 as errors.NewConflict builds it for the GroupResource {group, Kind}. */
+static void precondition_failed(struct as_reply *r, const char *name, const char *why)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "Operation cannot be fulfilled on Lease.%s \"%s\": %s",
+             AS_GROUP, name, why);
+    as_reply_status(r, 409, "Conflict", msg, as_status_details(name, "Lease"));
+}
+
 void as_store_delete(struct as_store *s, const char *ns, const char *name,
                      const char *precond_uid, const char *precond_rv, const char *client,
                      struct as_reply *r)
@@ -844,21 +853,23 @@ void as_store_delete(struct as_store *s, const char *ns, const char *name,
     obj = entry_parsed(e);
     json_t *uid = json_object_get(json_object_get(obj, "metadata"), "uid");
     const char *cur_uid = json_is_string(uid) ? json_string_value(uid) : "";
-    /* storage.Preconditions.Check: the UID first, then the version. */
+    /* rest.BeforeDelete's early check, which is what a client meets: the
+     * UID first, then the version, against the kind rather than the
+     * resource. */
     if (precond_uid && strcmp(precond_uid, cur_uid) != 0) {
         snprintf(why, sizeof why,
-                 "Precondition failed: UID in precondition: %.64s, UID in object meta: "
-                 "%.64s",
+                 "the UID in the precondition (%.64s) does not match the UID in record "
+                 "(%.64s). The object might have been deleted and then recreated",
                  precond_uid, cur_uid);
-        as_reply_conflict(r, name, why);
+        precondition_failed(r, name, why);
         goto out;
     }
     if (precond_rv && strcmp(precond_rv, cur) != 0) {
         snprintf(why, sizeof why,
-                 "Precondition failed: ResourceVersion in precondition: %.64s, "
-                 "ResourceVersion in object meta: %s",
+                 "the ResourceVersion in the precondition (%.64s) does not match the "
+                 "ResourceVersion in record (%s). The object might have been modified",
                  precond_rv, cur);
-        as_reply_conflict(r, name, why);
+        precondition_failed(r, name, why);
         goto out;
     }
     json_t *details = as_status_details(name, AS_RESOURCE);

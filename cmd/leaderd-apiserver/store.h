@@ -88,8 +88,9 @@ void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t
 /* DELETE: 200 Status Success (details name, group, kind "leases", uid, as
  * kube answers for a resource that does not return the deleted object), 404,
  * or 409 Conflict when precond_uid or precond_rv (each NULL for none; ""
- * is a value that must match) differs from the stored uid / resourceVersion.
- * The uid is checked first, as storage.Preconditions.Check does. */
+ * is a value that must match) differs from the stored uid / resourceVersion,
+ * worded as rest.BeforeDelete words it (uid checked first, details kind
+ * "Lease"). */
 void as_store_delete(struct as_store *s, const char *ns, const char *name,
                      const char *precond_uid, const char *precond_rv, const char *client,
                      struct as_reply *r);

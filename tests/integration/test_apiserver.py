@@ -1016,19 +1016,19 @@ class TestDelete(ServerTestCase):
         status, created = self.srv.post_lease(self.NS, lease("d2"))
         self.assertEqual(status, 201, created)
         uid, rv = created["metadata"]["uid"], created["metadata"]["resourceVersion"]
-        prefix = 'Operation cannot be fulfilled on leases.coordination.k8s.io "d2": '
+        # rest.BeforeDelete's wording: the kind, not the resource, names the object.
+        prefix = 'Operation cannot be fulfilled on Lease.coordination.k8s.io "d2": '
+        uid_why = ("the UID in the precondition (%s) does not match the UID in record (%s). "
+                   "The object might have been deleted and then recreated")
         cases = [
-            ({"uid": "not-the-uid"},
-             "Precondition failed: UID in precondition: not-the-uid, UID in object meta: "
-             + uid),
+            ({"uid": "not-the-uid"}, uid_why % ("not-the-uid", uid)),
             ({"resourceVersion": "1"},
-             "Precondition failed: ResourceVersion in precondition: 1, ResourceVersion in "
-             "object meta: " + rv),
+             "the ResourceVersion in the precondition (1) does not match the ResourceVersion "
+             "in record (%s). The object might have been modified" % rv),
             # The uid is checked before the version.
-            ({"uid": "x", "resourceVersion": "1"},
-             "Precondition failed: UID in precondition: x, UID in object meta: " + uid),
-            ({"uid": ""},
-             "Precondition failed: UID in precondition: , UID in object meta: " + uid),
+            ({"uid": "x", "resourceVersion": "1"}, uid_why % ("x", uid)),
+            # A precondition is a pointer: "" is a value, and it does not match.
+            ({"uid": ""}, uid_why % ("", uid)),
         ]
         for pre, why in cases:
             with self.subTest(preconditions=pre):
@@ -1037,7 +1037,7 @@ class TestDelete(ServerTestCase):
                 self.assertEqual(status, 409, body)
                 self.assertEqual((body["reason"], body["message"]), ("Conflict", prefix + why))
                 self.assertEqual(body["details"], {"name": "d2", "group": "coordination.k8s.io",
-                                                   "kind": "leases"})
+                                                   "kind": "Lease"})
         self.assertEqual(self.srv.get_lease(self.NS, "d2"), (200, created))
         status, body = self.srv.delete_lease(self.NS, "d2", options={"preconditions": {
             "uid": uid, "resourceVersion": None}})
