@@ -975,12 +975,15 @@ json_t *as_store_log(struct as_store *s, uint64_t since)
     return out;
 }
 
-static char *gone_line(uint64_t asked, uint64_t oldest)
+/* The ERROR event for a watch from a version the history no longer reaches:
+ * the watch cache reports the oldest version one can resume from, which is
+ * floor here. */
+static char *gone_line(uint64_t asked, uint64_t floor)
 {
     char msg[128];
     char *line = NULL;
     snprintf(msg, sizeof msg, "too old resource version: %" PRIu64 " (%" PRIu64 ")",
-             asked, oldest);
+             asked, floor);
     json_t *st = as_status_failure(410, "Expired", msg, NULL);
     char *text = st ? json_dumps(st, JSON_COMPACT) : NULL;
     if (text && asprintf(&line, "{\"type\":\"ERROR\",\"object\":%s}\n", text) < 0)
@@ -1061,7 +1064,7 @@ int as_store_watch_start(struct as_store *s, const struct as_filter *f, const ch
         goto out;
     }
     if (!initial && from < s->floor) {
-        *out = gone_line(from, s->floor + 1);
+        *out = gone_line(from, s->floor);
         rc = AS_WATCH_GONE;
         goto out;
     }
@@ -1153,7 +1156,7 @@ int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t 
             break;
         }
         if (*pos < s->floor) {
-            *out = gone_line(*pos, s->floor + 1);
+            *out = gone_line(*pos, s->floor);
             rc = AS_WATCH_GONE;
             break;
         }

@@ -1097,6 +1097,10 @@ class TestRestart(unittest.TestCase):
             w.close()
         self.assertEqual(ev["type"], "ERROR")
         self.assertEqual((ev["object"]["code"], ev["object"]["reason"]), (410, "Expired"))
+        # Like the watch cache: the oldest version a watch can resume from, which after
+        # a restart is the version the store was loaded at.
+        self.assertEqual(ev["object"]["message"], "too old resource version: 1 (%s)"
+                         % created["metadata"]["resourceVersion"])
 
     def test_sigterm_releases_held_requests(self):
         self.srv.start()
