@@ -233,7 +233,7 @@ static bool lex(struct parser *p, const char *text)
     if (!p->toks)
         return false;
     const char *s = text;
-    for (;;) {
+    while (p->n < cap) {
         while (is_blank(*s))
             s++;
         struct token *t = &p->toks[p->n];
@@ -265,6 +265,7 @@ static bool lex(struct parser *p, const char *text)
             return true;
         s += len;
     }
+    return false; /* unreachable: every token but the last eats a byte */
 }
 
 /* The next token; in value position the keywords are plain words. */
@@ -431,6 +432,32 @@ static bool check_values(struct parser *p, struct req *r)
     return nerr == 0;
 }
 
+/* validateLabelKey as labels.Parse calls it: the reasons joined by "; ",
+ * and, the error having no field path, "<nil>" where the path would be. */
+static bool check_key(struct parser *p, const char *key)
+{
+    const char *why[4];
+    size_t n = as_label_key_problems(key, why, 4);
+    char *buf = NULL;
+    size_t len = 0;
+    if (n == 0)
+        return true;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return oom(p);
+    fputs("<nil>: Invalid value: ", f);
+    quote(f, key);
+    fputs(": ", f);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s%s", i ? "; " : "", why[i]);
+    if (fclose(f) == 0 && buf)
+        snprintf(p->err, p->errlen, "%s", buf);
+    else
+        p->oom = true;
+    free(buf);
+    return false;
+}
+
 static bool parse_requirement(struct parser *p, struct req *r)
 {
     enum tok t;
@@ -444,28 +471,8 @@ static bool parse_requirement(struct parser *p, struct req *r)
         fail(p, "found '%s', expected: identifier", k->lit);
         return false;
     }
-    const char *why[4];
-    size_t n = as_label_key_problems(k->lit, why, 4);
-    if (n > 0) {
-        /* A field error without a path prints its path as <nil>. */
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        if (!f)
-            return oom(p);
-        fputs("<nil>: Invalid value: ", f);
-        quote(f, k->lit);
-        fputs(": ", f);
-        for (size_t i = 0; i < n; i++)
-            fprintf(f, "%s%s", i ? "; " : "", why[i]);
-        bool ok = fclose(f) == 0 && buf;
-        if (ok)
-            snprintf(p->err, p->errlen, "%s", buf);
-        else
-            p->oom = true;
-        free(buf);
+    if (!check_key(p, k->lit))
         return false;
-    }
     r->key = strdup(k->lit);
     if (!r->key)
         return oom(p);
@@ -519,7 +526,8 @@ static int cmp_req(const void *a, const void *b)
 static bool parse_all(struct parser *p, struct as_labelsel *sel)
 {
     enum tok t;
-    for (;;) {
+    /* Each requirement takes at least one token. */
+    for (size_t guard = 0; guard < p->n; guard++) {
         const struct token *k = peek(p, true, &t);
         if (t == T_EOS)
             return true;
@@ -552,6 +560,7 @@ static bool parse_all(struct parser *p, struct as_labelsel *sel)
             return false;
         }
     }
+    return oom(p); /* unreachable: the guard outlasts the tokens */
 }
 
 struct as_labelsel *as_labelsel_parse(const char *selector, char *err, size_t errlen)
