@@ -37,7 +37,7 @@ struct event {
     bool had_prev;       /* an object existed before the change */
     json_t *labels;      /* the object's labels after the change, or NULL */
     json_t *prev_labels; /* its labels before, or NULL */
-    json_t *prev;        /* the object before a MODIFIED, or NULL */
+    json_t *prev;        /* the object before a MODIFIED that changed labels */
 };
 
 struct as_store {
@@ -80,6 +80,11 @@ static json_t *labels_copy(json_t *obj)
 {
     json_t *l = json_object_get(json_object_get(obj, "metadata"), "labels");
     return json_is_object(l) ? json_deep_copy(l) : NULL;
+}
+
+static bool same_labels(json_t *a, json_t *b)
+{
+    return a && b ? json_equal(a, b) : a == b;
 }
 
 static bool passes(const struct as_filter *f, const char *ns, const char *name,
@@ -216,10 +221,13 @@ static void push_event(struct as_store *s, const char *type, const char *ns,
     ev.name = strdup(name);
     ev.deleted = strcmp(type, "DELETED") == 0;
     ev.had_prev = had_prev;
-    ev.labels = labels_copy(obj);
-    ev.prev_labels = ev.deleted ? labels_copy(obj) : labels_copy(prev);
-    /* A deleted object's last state is already the event's object. */
-    ev.prev = !ev.deleted && prev ? json_incref(prev) : NULL;
+    ev.labels = ev.deleted ? NULL : labels_copy(obj);
+    ev.prev_labels = labels_copy(ev.deleted ? obj : prev);
+    /* Only a change of labels can take an object out of a selection (and a
+     * deleted object's last state is already the event's object), so the old
+     * object of a mere renewal is not kept alive in the history. */
+    if (!ev.deleted && prev && !same_labels(ev.labels, ev.prev_labels))
+        ev.prev = json_incref(prev);
     size_t tl = strlen(text);
     /* A raw document may end in a newline; it must not split the frame. */
     while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == '\r'))
