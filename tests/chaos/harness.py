@@ -837,8 +837,8 @@ def analyse(ctx, t_from=None, t_to=None):
 
 class ChildRun:
     """One child instance, from its own records (childrec.py)."""
-    __slots__ = ("identity", "term", "pid", "start", "last", "stopped", "records",
-                 "max_gap")
+    __slots__ = ("identity", "term", "pid", "start", "last", "stopped", "after_stop",
+                 "records", "max_gap")
 
     def __init__(self, identity, term, pid, t):
         self.identity = identity
@@ -846,6 +846,7 @@ class ChildRun:
         self.pid = pid
         self.start = self.last = t
         self.stopped = False
+        self.after_stop = False
         self.records = 1
         self.max_gap = 0.0
 
@@ -888,13 +889,18 @@ def child_instances(text, final=False):
             runs.append(run)
             continue
         run = current.get(pid)
-        if kind not in ("beat", "stop") or run is None or run.stopped:
+        if kind not in ("beat", "stop") or run is None:
             problems.append(f"line {n} does not continue a running child: {line[:80]!r}")
             continue
+        if run.stopped and not run.after_stop:
+            # Something of it lives on (a process that left the group, say):
+            # it counts, and its records extend its life.
+            problems.append(f"{run.label()} went on after its stop record: line {n}")
+            run.after_stop = True
         run.max_gap = max(run.max_gap, t - run.last)
         run.last = t
         run.records += 1
-        run.stopped = kind == "stop"
+        run.stopped = run.stopped or kind == "stop"
     return runs, problems
 
 
@@ -903,6 +909,7 @@ def analyse_children(ctx):
     exited. Returns the instances."""
     c = ctx.c
     runs, problems = child_instances(c.child_text(), final=True)
+    runs.sort(key=lambda r: r.start)
     writes = sorted((w for w in c.refresh_log() if w.kind != "oob"), key=lambda w: w.t)
     wtimes = [w.t for w in writes]
     samples = sorted(c.samples(), key=lambda s: s.start)

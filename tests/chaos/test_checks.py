@@ -305,6 +305,15 @@ class ChildChecks(Base):
         self.assertTrue(self.child_failures("answered that it no longer led"),
                         self.ctx.failures)
 
+    def test_records_after_a_stop_extend_the_child(self):
+        # r1's child "stops" at 4.52, but something of it goes on recording
+        # until r2's child runs.
+        self.children()
+        self.rec("beat", "r1", 0, 501, 10.2)
+        self.assertTrue(self.child_failures("went on after its stop record"),
+                        self.ctx.failures)
+        self.assertTrue(self.child_failures("two children at once"), self.ctx.failures)
+
     def test_torn_and_stray_records(self):
         self.children()
         self.rec("beat", "r3", 0, 999, 13.0)
