@@ -657,6 +657,12 @@ static struct ld_action start_attempt(struct ld_election *e, struct ld_now now)
     return request(e, PH_GET, LD_ACT_GET, now.mono_ms, e->request_timeout_ms);
 }
 
+void ld_election_tick(struct ld_election *e, struct ld_now now)
+{
+    if (e->leading && now.mono_ms >= e->lead_until_ms)
+        step_down(e, LD_STOP_RENEW_DEADLINE);
+}
+
 struct ld_action ld_election_next(struct ld_election *e, struct ld_now now)
 {
     if (e->phase == PH_DONE)

@@ -165,6 +165,12 @@ void ld_election_observe_deleted(struct ld_election *e, struct ld_now now,
  * renew_deadline. It ends with LD_ACT_DONE. */
 void ld_election_shutdown(struct ld_election *e, struct ld_now now);
 
+/* May be called at any time, also while a request is outstanding: a
+ * leader past its renew deadline steps down now (STOPPED_LEADING) instead
+ * of when that request ends, so whoever watches the events learns it on
+ * time. The request's result is still reported as usual. */
+void ld_election_tick(struct ld_election *e, struct ld_now now);
+
 /* True while we hold the Lease and now is before lead_until. */
 bool ld_election_is_leader(const struct ld_election *e, int64_t now_ms);
 

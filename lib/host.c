@@ -364,6 +364,20 @@ static void step(struct hel *el, struct ld_now now)
     }
 }
 
+/* A leader whose renewal hangs: its renew deadline passes while the
+ * request is in flight. The engine steps down then, not when the request
+ * ends, and the publish says so at once. */
+static bool deadline_in_flight(struct hel *el, struct ld_now now)
+{
+    struct ld_election_status st;
+    ld_election_status(el->e, &st);
+    if (!st.leading || now.mono_ms < st.lead_until_ms)
+        return false;
+    ld_election_tick(el->e, now);
+    publish(el, now.mono_ms);
+    return true;
+}
+
 /* One round over the engines that are due; true when any acted. */
 static bool pass(struct ld_host *h)
 {
@@ -371,7 +385,13 @@ static bool pass(struct ld_host *h)
     for (size_t i = 0; i < h->n; i++) {
         struct hel *el = h->els[i];
         struct ld_now now = now_of(h);
-        if (el->done || el->call || (!el->due && now.mono_ms < el->wake_at_ms))
+        if (el->done)
+            continue;
+        if (el->call) {
+            any |= deadline_in_flight(el, now);
+            continue;
+        }
+        if (!el->due && now.mono_ms < el->wake_at_ms)
             continue;
         step(el, now);
         any = true;
@@ -657,15 +677,24 @@ static int64_t next_wake(const struct ld_host *h, int64_t now_ms)
     int64_t at = now_ms + MAX_SLEEP_MS;
     for (size_t i = 0; i < h->n; i++) {
         const struct hel *el = h->els[i];
-        if (el->done || el->call)
+        if (el->done)
             continue;
+        if (el->call) {
+            struct ld_election_status st;
+            ld_election_status(el->e, &st);
+            if (st.leading && st.lead_until_ms < at)
+                at = st.lead_until_ms;
+            continue;
+        }
         if (el->wake_at_ms < at)
             at = el->wake_at_ms;
         if (el->auth_failing_since_ms && !h->stopping && probe_at(h, el) < at)
             at = probe_at(h, el);
     }
+    /* Only a watch that could start now counts: before every engine has
+     * read its Lease, the first answers wake the host anyway. */
     if (watch_kind_of(h) != WATCH_NONE && !h->w.call && !h->stopping &&
-        h->w.next_start_ms < at)
+        h->w.next_start_ms < at && all_observed(h))
         at = h->w.next_start_ms;
     return at > now_ms ? at : now_ms;
 }
@@ -794,7 +823,7 @@ enum ld_err ld_host_add(struct ld_host *h, const struct ld_election_config *cfg,
                               cfg->name);
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 4;
-        struct hel **els = realloc(h->els, cap * sizeof(*els));
+        struct hel **els = realloc(h->els, cap * sizeof(struct hel *));
         if (!els)
             return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
         h->els = els;

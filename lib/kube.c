@@ -336,7 +336,7 @@ static enum ld_err start_call(struct ld_kube *k, const char *verb, char *rel, ch
     c->want_name = strdup(want_name ? want_name : "");
     if (asprintf(&c->full, API_PREFIX "%s?timeout=%llds", rel, tos) < 0)
         c->full = NULL;
-    if (!rel || !c->want_name || !c->full) {
+    if (!c->want_name || !c->full) {
         rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
         goto out;
     }
