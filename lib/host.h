@@ -79,7 +79,7 @@ struct ld_host_config {
     /* Logs name the Lease of each line ("lease NAME: ...") when true; a
      * host of one election whose log sink already names it sets false. */
     bool log_names;
-    const struct ld_host_clock *clock; /* copied; NULL: the real clocks */
+    const struct ld_host_clock *clock;       /* copied; NULL: the real clocks */
     const struct ld_host_observer *observer; /* copied; may be NULL */
 };
 
@@ -114,7 +114,8 @@ enum ld_err ld_host_run(struct ld_host *h, int64_t max_wait_ms, int wake_fd);
 
 /* Begins an orderly shutdown of every election: requests in flight are
  * abandoned, the watch stops, each engine gives up leadership at once and
- * writes its release (release_on_exit); run until ld_host_done. */
+ * writes its release (release_on_exit); run until ld_host_done. May be
+ * called from a callback: it then takes effect before the next pass. */
 void ld_host_shutdown(struct ld_host *h);
 
 /* True once every election is done (after ld_host_shutdown). */
@@ -123,5 +124,10 @@ bool ld_host_done(const struct ld_host *h);
 /* Asks election index to start an attempt at its next pass (an external
  * hint, e.g. a credentials change). */
 void ld_host_wake(struct ld_host *h, size_t index);
+
+/* Publishes election index again at the next pass without changing what
+ * its engine does (for a caller whose publish callback has news to take,
+ * e.g. after its own fd woke ld_host_run). */
+void ld_host_poke(struct ld_host *h, size_t index);
 
 #endif

@@ -55,6 +55,8 @@ struct ld_kube {
     int cancel_fd;
     ld_kube_observer_fn observer;
     void *observer_ctx;
+    struct acall *calls; /* asynchronous calls in flight */
+    ld_kube_call next_call;
 };
 
 static int64_t mono_ms(void)
@@ -70,23 +72,28 @@ static void observe(struct ld_kube *k, const char *verb, long status, double sec
         k->observer(k->observer_ctx, verb, status, seconds);
 }
 
-struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo *err)
+static void cancel_all(struct ld_kube *k);
+
+struct ld_kube *ld_kube_new_on(struct ld_transport *t, struct ld_errinfo *err)
 {
     struct ld_kube *k = calloc(1, sizeof(*k));
 
     ld_errinfo_clear(err);
     if (!k) {
+        ld_transport_free(t);
         ld_errinfo_set(err, LD_ENOMEM, "out of memory");
         return NULL;
     }
     k->cancel_fd = -1;
     k->timeout_ms = DEFAULT_TIMEOUT_MS;
-    k->t = ld_transport_curl_new(cfg, err);
-    if (!k->t) {
-        free(k);
-        return NULL;
-    }
+    k->t = t;
     return k;
+}
+
+struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo *err)
+{
+    struct ld_transport *t = ld_transport_curl_new(cfg, err);
+    return t ? ld_kube_new_on(t, err) : NULL;
 }
 
 void ld_kube_free(struct ld_kube *k)
@@ -94,6 +101,7 @@ void ld_kube_free(struct ld_kube *k)
     if (!k)
         return;
     ld_kube_watch_stop(k);
+    cancel_all(k);
     ld_transport_free(k->t);
     free(k);
 }
@@ -139,34 +147,73 @@ enum ld_err ld_kube_map_status(long http_status, const char *reason)
     return ld_err_from_http(http_status, reason);
 }
 
-/* ---- round trips ---- */
+/* ---- asynchronous calls ---- */
 
-/* One blocking round trip; its callback turns the answer into the result. */
-struct call {
+/* One call in flight: a round trip (retried once after a 401 with a
+ * rotated token) or a watch stream. Owned by the client's list until its
+ * callback ran or it was canceled. */
+struct acall {
     struct ld_kube *k;
-    const char *verb, *path; /* path relative to API_PREFIX, for messages */
-    const char *want_name;
-    struct ld_lease *out;
-    struct ld_errinfo *err;
-    bool first_attempt;
-    enum ld_err rc;
-    bool done, retry;
+    ld_kube_call id;
+    ld_http_id hid; /* the transport's current exchange */
+    const char *verb;
+    char *rel;       /* path relative to API_PREFIX, for messages */
+    char *full;      /* what is sent */
+    char *body;      /* NULL: none */
+    char *want_name; /* the Lease the answer must be */
+    int64_t timeout_ms;
+    bool retried;
+    ld_kube_lease_fn done;
+    ld_kube_stream_data_fn data; /* streams */
+    ld_kube_stream_end_fn end;   /* streams */
+    void *ctx;
+    struct acall *next;
 };
 
-/* A non-2xx answer: its Status says why. */
-static enum ld_err http_error(const struct call *c, const struct ld_http_result *r)
+static void acall_free(struct acall *c)
 {
-    struct ld_errinfo *err = c->err;
+    if (!c)
+        return;
+    free(c->rel);
+    free(c->full);
+    free(c->body);
+    free(c->want_name);
+    free(c);
+}
+
+static void acall_unlink(struct ld_kube *k, struct acall *c)
+{
+    for (struct acall **p = &k->calls; *p; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            return;
+        }
+    }
+}
+
+static struct acall *acall_find(const struct ld_kube *k, ld_kube_call id)
+{
+    for (struct acall *c = k->calls; c; c = c->next) {
+        if (c->id == id)
+            return c;
+    }
+    return NULL;
+}
+
+/* A non-2xx answer: its Status says why. */
+static enum ld_err http_error(const struct acall *c, const struct ld_http_result *r,
+                              struct ld_errinfo *err)
+{
     char detail[sizeof(err->msg)];
 
     ld_errinfo_set(err, LD_EHTTP, "%s", "");
     ld_status_decode(r->body, r->body_len, err);
     memcpy(detail, err->msg, sizeof(detail));
     if (detail[0])
-        ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld: %s", c->verb, c->path, r->status,
+        ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld: %s", c->verb, c->rel, r->status,
                        detail);
     else
-        ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld", c->verb, c->path, r->status);
+        ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld", c->verb, c->rel, r->status);
     if (r->retry_after_ms >= 0)
         err->retry_after_ms = r->retry_after_ms;
     err->http_status = r->status;
@@ -174,145 +221,231 @@ static enum ld_err http_error(const struct call *c, const struct ld_http_result 
     return err->code;
 }
 
-/* A 2xx answer: it must hold the Lease asked for. out is only touched on
- * LD_OK, so it may alias the lease the body was encoded from. */
-static enum ld_err lease_answer(const struct call *c, const struct ld_http_result *r)
+/* A 2xx answer: it must hold the Lease asked for; decoded into out. */
+static enum ld_err lease_answer(const struct acall *c, const struct ld_http_result *r,
+                                struct ld_lease *out, struct ld_errinfo *err)
 {
-    struct ld_errinfo *err = c->err;
     enum ld_err rc = LD_OK;
     char detail[sizeof(err->msg)];
-    struct ld_lease tmp;
 
-    ld_lease_init(&tmp);
     if (r->body_len == 0) {
         rc = ld_errinfo_set(err, LD_EDECODE, "%s %s: HTTP %ld with an empty body",
-                            c->verb, c->path, r->status);
+                            c->verb, c->rel, r->status);
         goto out;
     }
-    enum ld_err d = ld_lease_decode(r->body, r->body_len, &tmp, err);
+    enum ld_err d = ld_lease_decode(r->body, r->body_len, out, err);
     if (d != LD_OK) {
         memcpy(detail, err->msg, sizeof(detail));
         rc = ld_errinfo_set(err, d == LD_ENOMEM ? LD_ENOMEM : LD_EDECODE,
                             "%s %s: HTTP %ld body is not a Lease: %.120s", c->verb,
-                            c->path, r->status, detail);
+                            c->rel, r->status, detail);
         goto out;
     }
-    if (!tmp.name || strcmp(tmp.name, c->want_name) != 0) {
+    if (!out->name || strcmp(out->name, c->want_name) != 0) {
         rc = ld_errinfo_set(err, LD_EDECODE, "%s %s: server returned Lease %.64s",
-                            c->verb, c->path, tmp.name ? tmp.name : "(unnamed)");
+                            c->verb, c->rel, out->name ? out->name : "(unnamed)");
         goto out;
     }
-    ld_lease_clear(c->out);
-    *c->out = tmp;
-    ld_lease_init(&tmp);
     ld_errinfo_clear(err);
 out:
     err->http_status = r->status;
-    ld_lease_clear(&tmp);
+    if (rc != LD_OK)
+        ld_lease_clear(out);
     return rc;
 }
 
-static void on_call_done(void *ctx, ld_http_id id, const struct ld_http_result *r)
-{
-    struct call *c = ctx;
-    (void)id;
+static enum ld_err submit_exchange(struct acall *c, struct ld_errinfo *err);
 
-    observe(c->k, c->verb, r->status, r->seconds);
-    c->done = true;
-    if (r->rc != LD_OK) {
-        *c->err = r->err;
-        c->rc = r->rc;
-    } else if (r->status == 401 && r->auth_renewed && c->first_attempt) {
+static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result *r)
+{
+    struct acall *c = ctx;
+    struct ld_kube *k = c->k;
+    struct ld_errinfo err;
+    struct ld_lease lease;
+    enum ld_err rc;
+    (void)hid;
+
+    ld_errinfo_clear(&err);
+    ld_lease_init(&lease);
+    observe(k, c->verb, r->status, r->seconds);
+    if (r->rc == LD_OK && r->status == 401 && r->auth_renewed && !c->retried) {
         ld_log(LD_LOG_INFO, "%s %s: 401 with a rotated token file; retrying once",
-               c->verb, c->path);
-        c->retry = true;
+               c->verb, c->rel);
+        c->retried = true;
+        if (submit_exchange(c, &err) == LD_OK)
+            return;
+        rc = err.code;
+    } else if (r->rc != LD_OK) {
+        err = r->err;
+        rc = r->rc;
     } else if (r->status < 200 || r->status >= 300) {
-        c->rc = http_error(c, r);
+        rc = http_error(c, r, &err);
     } else {
-        c->rc = lease_answer(c, r);
+        rc = lease_answer(c, r, &lease, &err);
+    }
+    acall_unlink(k, c);
+    c->done(c->ctx, c->id, rc, rc == LD_OK ? &lease : NULL, &err);
+    ld_lease_clear(&lease);
+    acall_free(c);
+}
+
+static enum ld_err submit_exchange(struct acall *c, struct ld_errinfo *err)
+{
+    struct ld_http_request req = {.verb = c->verb,
+                                  .path = c->full,
+                                  .body = c->body,
+                                  .body_len = c->body ? strlen(c->body) : 0,
+                                  .timeout_ms = c->timeout_ms};
+    return ld_transport_submit(c->k->t, &req, on_acall_done, c, &c->hid, err);
+}
+
+/* Starts verb on rel (relative to API_PREFIX); takes rel and body over. */
+static enum ld_err start_call(struct ld_kube *k, const char *verb, char *rel, char *body,
+                              const char *want_name, int64_t timeout_ms,
+                              ld_kube_lease_fn fn, void *ctx, ld_kube_call *call,
+                              struct ld_errinfo *err)
+{
+    enum ld_err rc = LD_OK;
+    struct acall *c = calloc(1, sizeof(*c));
+
+    if (!c) {
+        free(rel);
+        free(body);
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    }
+    c->k = k;
+    c->verb = verb;
+    c->rel = rel;
+    c->body = body;
+    c->done = fn;
+    c->ctx = ctx;
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : k->timeout_ms;
+    if (c->timeout_ms > MAX_TIMEOUT_MS)
+        c->timeout_ms = MAX_TIMEOUT_MS;
+    /* client-go sends the client timeout so the server gives up first (504). */
+    long long tos = c->timeout_ms / 1000 > 0 ? c->timeout_ms / 1000 : 1;
+    c->want_name = strdup(want_name);
+    if (asprintf(&c->full, API_PREFIX "%s?timeout=%llds", rel, tos) < 0)
+        c->full = NULL;
+    if (!rel || !c->want_name || !c->full) {
+        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = submit_exchange(c, err);
+    if (rc != LD_OK)
+        goto out;
+    c->id = ++k->next_call;
+    c->next = k->calls;
+    k->calls = c;
+    *call = c->id;
+out:
+    if (rc != LD_OK)
+        acall_free(c);
+    return rc;
+}
+
+void ld_kube_cancel(struct ld_kube *k, ld_kube_call call)
+{
+    struct acall *c = k && call ? acall_find(k, call) : NULL;
+    if (!c)
+        return;
+    ld_transport_cancel(k->t, c->hid);
+    observe(k, c->data ? "WATCH" : c->verb, 0, 0.0);
+    acall_unlink(k, c);
+    acall_free(c);
+}
+
+size_t ld_kube_calls_pending(const struct ld_kube *k)
+{
+    size_t n = 0;
+    for (const struct acall *c = k ? k->calls : NULL; c; c = c->next)
+        n++;
+    return n;
+}
+
+static void cancel_all(struct ld_kube *k)
+{
+    while (k->calls)
+        ld_kube_cancel(k, k->calls->id);
+}
+
+/* ---- blocking round trips, on the asynchronous calls ---- */
+
+struct wait_result {
+    bool done;
+    enum ld_err rc;
+    struct ld_lease *out;
+    struct ld_errinfo *err;
+};
+
+static void on_blocking_done(void *ctx, ld_kube_call call, enum ld_err rc,
+                             struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct wait_result *w = ctx;
+    (void)call;
+    w->done = true;
+    w->rc = rc;
+    *w->err = *err;
+    if (rc == LD_OK) {
+        ld_lease_clear(w->out);
+        *w->out = *lease;
+        ld_lease_init(lease);
     }
 }
 
-/* Sends one request and drives the transport until its callback ran, the
- * cancel fd fired, or the grace past its timeout ran out. */
-static void call_once(struct ld_kube *k, struct call *c,
-                      const struct ld_http_request *req)
+/* Drives the transport until call's callback ran, the cancel fd fired, or
+ * the grace past its timeout ran out. */
+static enum ld_err wait_call(struct ld_kube *k, ld_kube_call call, const char *verb,
+                             const char *rel, struct wait_result *w)
 {
-    ld_http_id id = 0;
     int64_t t0 = mono_ms();
     int64_t deadline = t0 + k->timeout_ms + LOOP_GRACE_MS;
 
-    c->rc = ld_transport_submit(k->t, req, on_call_done, c, &id, c->err);
-    if (c->rc != LD_OK) {
-        c->done = true;
-        return;
-    }
-    while (!c->done) {
+    while (!w->done) {
         int64_t left = deadline - mono_ms();
         enum ld_err wr = left > 0 ? ld_transport_run(k->t, left, k->cancel_fd) : LD_OK;
         /* The done callback sets it, from inside ld_transport_run. */
         /* cppcheck-suppress knownConditionTrueFalse */
-        if (c->done)
+        if (w->done)
             break;
         if (wr == LD_ECANCELED || left <= 0) {
-            ld_transport_cancel(k->t, id);
-            observe(k, c->verb, 0, (double)(mono_ms() - t0) / 1e3);
-            c->rc = wr == LD_ECANCELED
-                        ? ld_errinfo_set(c->err, LD_ECANCELED, "%s %s: canceled", c->verb,
-                                         c->path)
-                        : ld_errinfo_set(c->err, LD_ETIMEOUT,
-                                         "%s %s: no answer within %lld ms", c->verb,
-                                         c->path, (long long)k->timeout_ms);
-            c->done = true;
+            ld_kube_cancel(k, call);
+            return wr == LD_ECANCELED
+                       ? ld_errinfo_set(w->err, LD_ECANCELED, "%s %s: canceled", verb,
+                                        rel)
+                       : ld_errinfo_set(w->err, LD_ETIMEOUT,
+                                        "%s %s: no answer within %lld ms", verb, rel,
+                                        (long long)k->timeout_ms);
         }
     }
+    return w->rc;
 }
 
-/* Runs verb on path (relative to API_PREFIX), retrying once after a 401
- * when the token file changed, and turns the answer into a Lease in out
- * (LD_OK) or an error. */
-static enum ld_err do_request(struct ld_kube *k, const char *verb, const char *path,
-                              const char *body, const char *want_name,
-                              struct ld_lease *out, struct ld_errinfo *err)
+/* Runs verb on rel (relative to API_PREFIX; taken over, as body is) and
+ * waits for it: a Lease in out (LD_OK) or an error. */
+static enum ld_err do_request(struct ld_kube *k, const char *verb, char *rel, char *body,
+                              const char *want_name, struct ld_lease *out,
+                              struct ld_errinfo *err)
 {
-    enum ld_err rc = LD_OK;
-    char *full = NULL;
+    struct wait_result w = {.out = out, .err = err};
+    ld_kube_call call = 0;
+    enum ld_err rc;
 
     /* A zero-length run only looks at the fd (and moves what is in flight). */
     if (ld_transport_run(k->t, 0, k->cancel_fd) == LD_ECANCELED) {
         rc = ld_errinfo_set(err, LD_ECANCELED, "%s %s: canceled before sending", verb,
-                            path);
-        goto out;
+                            rel);
+        free(rel);
+        free(body);
+        return rc;
     }
-    /* client-go sends the client timeout so the server gives up first (504). */
-    long long tos = k->timeout_ms / 1000 > 0 ? k->timeout_ms / 1000 : 1;
-    if (asprintf(&full, API_PREFIX "%s?timeout=%llds", path, tos) < 0) {
-        full = NULL;
-        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-        goto out;
-    }
-    struct ld_http_request req = {.verb = verb,
-                                  .path = full,
-                                  .body = body,
-                                  .body_len = body ? strlen(body) : 0,
-                                  .timeout_ms = k->timeout_ms};
-    struct call c = {.k = k,
-                     .verb = verb,
-                     .path = path,
-                     .want_name = want_name,
-                     .out = out,
-                     .err = err,
-                     .first_attempt = true};
-    call_once(k, &c, &req);
-    if (c.retry) {
-        c.first_attempt = false;
-        c.done = c.retry = false;
-        call_once(k, &c, &req);
-    }
-    rc = c.rc;
-out:
-    free(full);
-    return rc;
+    char where[256];
+    snprintf(where, sizeof(where), "%s", rel);
+    rc = start_call(k, verb, rel, body, want_name, k->timeout_ms, on_blocking_done, &w,
+                    &call, err);
+    if (rc != LD_OK)
+        return rc;
+    return wait_call(k, call, verb, where, &w);
 }
 
 static enum ld_err check_names(const char *ns, const char *name, struct ld_errinfo *err)
@@ -327,88 +460,158 @@ static enum ld_err check_names(const char *ns, const char *name, struct ld_errin
     return LD_OK;
 }
 
+/* A request made ready to send: what the blocking and the asynchronous
+ * entries share. */
+struct prepared {
+    const char *verb;
+    char *rel;  /* owned until handed to start_call */
+    char *body; /* likewise */
+    const char *want_name;
+};
+
+static enum ld_err prepare_get(const char *ns, const char *name, struct prepared *p,
+                               struct ld_errinfo *err)
+{
+    enum ld_err rc;
+    if ((rc = check_names(ns, name, err)))
+        return rc;
+    p->verb = "GET";
+    p->want_name = name;
+    if (asprintf(&p->rel, "/namespaces/%s/leases/%s", ns, name) < 0) {
+        p->rel = NULL;
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    }
+    return LD_OK;
+}
+
+/* Create and update both send the encoded lease. */
+static enum ld_err prepare_write(bool create, const struct ld_lease *lease,
+                                 struct prepared *p, struct ld_errinfo *err)
+{
+    enum ld_err rc;
+
+    if ((rc = check_names(lease->namespace_, lease->name, err)))
+        return rc;
+    if (create && lease->resource_version)
+        return ld_errinfo_set(err, LD_EINVAL, "create: the lease has a resourceVersion");
+    /* Without a resourceVersion a PUT would overwrite whatever is stored. */
+    if (!create && (!lease->resource_version || !lease->resource_version[0]))
+        return ld_errinfo_set(err, LD_EINVAL, "update: the lease has no resourceVersion");
+    p->verb = create ? "POST" : "PUT";
+    p->want_name = lease->name;
+    int n = create ? asprintf(&p->rel, "/namespaces/%s/leases", lease->namespace_)
+                   : asprintf(&p->rel, "/namespaces/%s/leases/%s", lease->namespace_,
+                              lease->name);
+    if (n < 0)
+        p->rel = NULL;
+    p->body = ld_lease_encode(lease);
+    if (!p->rel || !p->body) {
+        free(p->rel);
+        free(p->body);
+        p->rel = p->body = NULL;
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    }
+    return LD_OK;
+}
+
+/* The blocking entries: prepared (when rc is LD_OK), sent, waited for. */
+static enum ld_err run_blocking(struct ld_kube *k, enum ld_err rc, struct prepared *p,
+                                struct ld_lease *out, struct ld_errinfo *err)
+{
+    if (rc != LD_OK)
+        return rc;
+    return do_request(k, p->verb, p->rel, p->body, p->want_name, out, err);
+}
+
+static enum ld_err run_async(struct ld_kube *k, enum ld_err rc, struct prepared *p,
+                             int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                             ld_kube_call *call, struct ld_errinfo *err)
+{
+    if (rc != LD_OK)
+        return rc;
+    return start_call(k, p->verb, p->rel, p->body, p->want_name, timeout_ms, fn, ctx,
+                      call, err);
+}
+
+/* Every entry starts the same way: errors cleared, NULLs refused. */
+static struct ld_errinfo *begin(struct ld_errinfo *err, struct ld_errinfo *local)
+{
+    if (!err)
+        err = local; /* the code reads fields back */
+    ld_errinfo_clear(err);
+    return err;
+}
+
 enum ld_err ld_kube_lease_get(struct ld_kube *k, const char *ns, const char *name,
                               struct ld_lease *out, struct ld_errinfo *err)
 {
     struct ld_errinfo local;
-    if (!err)
-        err = &local; /* the code below reads fields back */
-    enum ld_err rc;
-    char *path = NULL;
-
-    ld_errinfo_clear(err);
+    struct prepared p = {0};
+    err = begin(err, &local);
     if (!k || !out)
         return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
-    if ((rc = check_names(ns, name, err)))
-        return rc;
-    if (asprintf(&path, "/namespaces/%s/leases/%s", ns, name) < 0)
-        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    rc = do_request(k, "GET", path, NULL, name, out, err);
-    free(path);
-    return rc;
-}
-
-/* Shared by create and update: both send the encoded lease. */
-static enum ld_err write_lease(struct ld_kube *k, const char *verb,
-                               const struct ld_lease *lease, struct ld_lease *out,
-                               struct ld_errinfo *err)
-{
-    enum ld_err rc;
-    char *path = NULL, *body = NULL, *name = NULL;
-    bool create = strcmp(verb, "POST") == 0;
-
-    if ((rc = check_names(lease->namespace_, lease->name, err)))
-        goto out;
-    if (create && lease->resource_version) {
-        rc = ld_errinfo_set(err, LD_EINVAL, "create: the lease has a resourceVersion");
-        goto out;
-    }
-    /* Without a resourceVersion a PUT would overwrite whatever is stored. */
-    if (!create && (!lease->resource_version || !lease->resource_version[0])) {
-        rc = ld_errinfo_set(err, LD_EINVAL, "update: the lease has no resourceVersion");
-        goto out;
-    }
-    int n = create ? asprintf(&path, "/namespaces/%s/leases", lease->namespace_)
-                   : asprintf(&path, "/namespaces/%s/leases/%s", lease->namespace_,
-                              lease->name);
-    name = strdup(lease->name);
-    if (n < 0)
-        path = NULL;
-    body = ld_lease_encode(lease);
-    if (n < 0 || !name || !body) {
-        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-        goto out;
-    }
-    rc = do_request(k, verb, path, body, name, out, err);
-out:
-    free(path);
-    free(body);
-    free(name);
-    return rc;
+    return run_blocking(k, prepare_get(ns, name, &p, err), &p, out, err);
 }
 
 enum ld_err ld_kube_lease_create(struct ld_kube *k, const struct ld_lease *lease,
                                  struct ld_lease *out, struct ld_errinfo *err)
 {
     struct ld_errinfo local;
-    if (!err)
-        err = &local; /* the code below reads fields back */
-    ld_errinfo_clear(err);
+    struct prepared p = {0};
+    err = begin(err, &local);
     if (!k || !lease || !out)
         return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
-    return write_lease(k, "POST", lease, out, err);
+    return run_blocking(k, prepare_write(true, lease, &p, err), &p, out, err);
 }
 
 enum ld_err ld_kube_lease_update(struct ld_kube *k, const struct ld_lease *lease,
                                  struct ld_lease *out, struct ld_errinfo *err)
 {
     struct ld_errinfo local;
-    if (!err)
-        err = &local; /* the code below reads fields back */
-    ld_errinfo_clear(err);
+    struct prepared p = {0};
+    err = begin(err, &local);
     if (!k || !lease || !out)
         return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
-    return write_lease(k, "PUT", lease, out, err);
+    return run_blocking(k, prepare_write(false, lease, &p, err), &p, out, err);
+}
+
+enum ld_err ld_kube_lease_get_start(struct ld_kube *k, const char *ns, const char *name,
+                                    int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                                    ld_kube_call *call, struct ld_errinfo *err)
+{
+    struct ld_errinfo local;
+    struct prepared p = {0};
+    err = begin(err, &local);
+    if (!k || !fn || !call)
+        return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
+    return run_async(k, prepare_get(ns, name, &p, err), &p, timeout_ms, fn, ctx, call,
+                     err);
+}
+
+enum ld_err ld_kube_lease_create_start(struct ld_kube *k, const struct ld_lease *lease,
+                                       int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                                       ld_kube_call *call, struct ld_errinfo *err)
+{
+    struct ld_errinfo local;
+    struct prepared p = {0};
+    err = begin(err, &local);
+    if (!k || !lease || !fn || !call)
+        return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
+    return run_async(k, prepare_write(true, lease, &p, err), &p, timeout_ms, fn, ctx,
+                     call, err);
+}
+
+enum ld_err ld_kube_lease_update_start(struct ld_kube *k, const struct ld_lease *lease,
+                                       int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                                       ld_kube_call *call, struct ld_errinfo *err)
+{
+    struct ld_errinfo local;
+    struct prepared p = {0};
+    err = begin(err, &local);
+    if (!k || !lease || !fn || !call)
+        return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
+    return run_async(k, prepare_write(false, lease, &p, err), &p, timeout_ms, fn, ctx,
+                     call, err);
 }
 
 /* ---- watch ---- */
@@ -616,5 +819,151 @@ enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms,
     }
     w->fn = NULL;
     w->ctx = NULL;
+    return rc;
+}
+
+/* ---- asynchronous watch ---- */
+
+static void on_astream_data(void *ctx, ld_http_id hid, const char *data, size_t len)
+{
+    struct acall *c = ctx;
+    (void)hid;
+    c->data(c->ctx, c->id, data, len);
+}
+
+static void on_astream_done(void *ctx, ld_http_id hid, const struct ld_http_result *r)
+{
+    struct acall *c = ctx;
+    struct ld_kube *k = c->k;
+    struct ld_errinfo err;
+    enum ld_err rc;
+    (void)hid;
+
+    ld_errinfo_clear(&err);
+    observe(k, "WATCH", r->status, r->seconds);
+    if (r->rc != LD_OK) {
+        err = r->err;
+        rc = r->rc;
+    } else if (r->status != 200) {
+        ld_status_decode(r->body, r->body_len, &err);
+        err.http_status = r->status;
+        err.code = ld_err_from_http(r->status, err.reason);
+        if (err.code == LD_OK)
+            err.code = LD_EHTTP;
+        rc = err.code;
+    } else {
+        rc = ld_errinfo_set(&err, LD_EEOF, "watch %s: the server ended the stream",
+                            c->rel);
+    }
+    acall_unlink(k, c);
+    c->end(c->ctx, c->id, rc, &err);
+    acall_free(c);
+}
+
+/* Label selectors go into the query as they are, percent-encoded where
+ * they hold characters a query may not (=, !, spaces, parentheses and
+ * commas are the usual ones). */
+static char *query_escape(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(n * 3 + 1);
+    char *o = out;
+    if (!out)
+        return NULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+            (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' ||
+            *p == '~' || *p == '/') {
+            *o++ = (char)*p;
+        } else {
+            o += sprintf(o, "%%%02X", *p);
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static bool plausible_rv(const char *rv)
+{
+    for (const char *p = rv ? rv : ""; *p; p++) {
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+              (*p >= 'A' && *p <= 'Z') || *p == '-' || *p == '.'))
+            return false;
+    }
+    return true;
+}
+
+enum ld_err ld_kube_lease_watch_open(struct ld_kube *k,
+                                     const struct ld_kube_watch_spec *spec,
+                                     ld_kube_stream_data_fn data,
+                                     ld_kube_stream_end_fn end, void *ctx,
+                                     ld_kube_call *call, struct ld_errinfo *err)
+{
+    struct ld_errinfo local;
+    enum ld_err rc = LD_OK;
+    char *selector = NULL;
+    struct acall *c = NULL;
+
+    err = begin(err, &local);
+    if (!k || !spec || !data || !end || !call)
+        return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
+    if (!ld_dns1123_label(spec->namespace_))
+        return ld_errinfo_set(err, LD_EINVAL, "namespace %.64s is not a DNS-1123 label",
+                              spec->namespace_ ? spec->namespace_ : "(null)");
+    if (spec->name && !ld_dns1123_subdomain(spec->name))
+        return ld_errinfo_set(err, LD_EINVAL,
+                              "lease name %.64s is not a DNS-1123 subdomain", spec->name);
+    if (!plausible_rv(spec->resource_version))
+        return ld_errinfo_set(err, LD_EINVAL, "unexpected resourceVersion");
+    if (!(c = calloc(1, sizeof(*c))))
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    c->k = k;
+    c->verb = "GET";
+    c->data = data;
+    c->end = end;
+    c->ctx = ctx;
+    int timeout_s = spec->timeout_s < 1 ? 1 : spec->timeout_s;
+    const char *rv = spec->resource_version ? spec->resource_version : "";
+    if (spec->name) {
+        if (asprintf(&selector, "&fieldSelector=metadata.name%%3D%s", spec->name) < 0)
+            selector = NULL;
+    } else if (spec->label_selector && spec->label_selector[0]) {
+        char *esc = query_escape(spec->label_selector);
+        if (!esc || asprintf(&selector, "&labelSelector=%s", esc) < 0)
+            selector = NULL;
+        free(esc);
+    } else {
+        selector = strdup("");
+    }
+    if (asprintf(&c->rel, "/namespaces/%s/leases?watch=1", spec->namespace_) < 0)
+        c->rel = NULL;
+    if (selector && c->rel &&
+        asprintf(&c->full,
+                 API_PREFIX "/namespaces/%s/leases?watch=1%s&allowWatchBookmarks=true"
+                            "&timeoutSeconds=%d%s%s",
+                 spec->namespace_, selector, timeout_s, rv[0] ? "&resourceVersion=" : "",
+                 rv) < 0)
+        c->full = NULL;
+    if (!selector || !c->rel || !c->full) {
+        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+        goto out;
+    }
+    struct ld_http_request req = {
+        .verb = "GET",
+        .path = c->full,
+        .timeout_ms = (int64_t)(timeout_s + WATCH_MARGIN_S) * 1000,
+    };
+    rc = ld_transport_open_stream(k->t, &req, on_astream_data, on_astream_done, c,
+                                  &c->hid, err);
+    if (rc != LD_OK)
+        goto out;
+    c->id = ++k->next_call;
+    c->next = k->calls;
+    k->calls = c;
+    *call = c->id;
+    c = NULL;
+out:
+    free(selector);
+    acall_free(c);
     return rc;
 }

@@ -108,13 +108,11 @@ enum ld_err ld_kube_lease_get_start(struct ld_kube *k, const char *ns, const cha
                                     int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
                                     ld_kube_call *call, struct ld_errinfo *err);
 enum ld_err ld_kube_lease_create_start(struct ld_kube *k, const struct ld_lease *lease,
-                                       int64_t timeout_ms, ld_kube_lease_fn fn,
-                                       void *ctx, ld_kube_call *call,
-                                       struct ld_errinfo *err);
+                                       int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                                       ld_kube_call *call, struct ld_errinfo *err);
 enum ld_err ld_kube_lease_update_start(struct ld_kube *k, const struct ld_lease *lease,
-                                       int64_t timeout_ms, ld_kube_lease_fn fn,
-                                       void *ctx, ld_kube_call *call,
-                                       struct ld_errinfo *err);
+                                       int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                                       ld_kube_call *call, struct ld_errinfo *err);
 
 /* What a watch covers: one Lease by name (fieldSelector metadata.name, so
  * RBAC's resourceNames apply) or the Leases matching a label selector. */

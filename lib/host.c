@@ -1,0 +1,804 @@
+/*
+ * host: drives many election engines from one loop over asynchronous
+ * Lease calls and one shared watch.
+ *
+ * A pass asks every engine that is due (its wake-up time came, or it learnt
+ * something: an answer, a watch event, a wake) for its next step and
+ * starts the request it wants; then the host waits in the transport until
+ * the earliest wake-up time or until a callback ran. An engine with a
+ * request in flight is simply not asked, so each Lease moves at the pace of
+ * its own requests.
+ */
+#include "host.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dnsname.h"
+#include "log.h"
+#include "watch.h"
+
+#define WATCH_BACKOFF_MIN_MS 250
+#define WATCH_BACKOFF_MAX_MS 30000
+/* Streams are re-opened at a random point in this range, so replicas do
+ * not all reconnect at once. */
+#define WATCH_TIMEOUT_MIN_S 240
+#define WATCH_TIMEOUT_SPAN_S 60
+/* A stream that lasted this long was healthy: reconnect without backoff. */
+#define WATCH_STABLE_MS 60000
+/* The longest a pass sleeps: silence checks need a pass now and then. */
+#define MAX_SLEEP_MS 60000
+
+/* One election and what the host keeps for it besides the engine. */
+struct hel {
+    struct ld_host *host;
+    size_t index;
+    struct ld_election *e;
+    char *name;
+    struct ld_host_election_ops ops;
+    ld_kube_call call; /* the request in flight, 0 when none */
+    enum ld_action_kind call_kind;
+    int64_t call_started_ms;
+    int64_t wake_at_ms; /* when the engine wants to be asked again */
+    bool due;           /* ask it at the next pass whatever the time */
+    bool done;
+    bool first_leader_seen;
+    int64_t transitions_seen;
+    enum ld_err last_logged_err; /* a run of one failure is logged once */
+    struct ld_errinfo last_err;
+    int64_t auth_failing_since_ms;
+    int64_t last_request_ms;
+    uint64_t watch_missed_seen;
+};
+
+/* The one watch of the host. */
+struct hwatch {
+    ld_kube_call call; /* 0 when none runs */
+    struct ld_watch_decoder decoder;
+    bool healthy;
+    int64_t started_ms;
+    int64_t next_start_ms;
+    int64_t backoff_ms;
+    int64_t last_data_ms;
+    bool relist; /* start from the current state, not from rv */
+    bool ended;  /* an ERROR event: stop once out of the callback */
+    char *rv;    /* a group's latest resourceVersion seen on the stream */
+    unsigned invalid_logged;
+};
+
+struct ld_host {
+    struct ld_kube *kube;
+    char *namespace_;
+    char *selector; /* NULL: no group */
+    int64_t lease_duration_ms;
+    int64_t renew_deadline_ms;
+    bool log_names;
+    struct ld_host_clock clock;
+    struct ld_host_observer obs;
+    struct hel **els;
+    size_t n, cap;
+    size_t n_done;
+    bool stopping;
+    bool in_run;           /* inside ld_host_run: callbacks may be running */
+    bool shutdown_pending; /* ld_host_shutdown from a callback */
+    struct hwatch w;
+};
+
+/* ---- clocks and logs ---- */
+
+static int64_t real_mono_ms(void *ctx)
+{
+    struct timespec ts;
+    (void)ctx;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t real_wall_us(void *ctx)
+{
+    struct timespec ts;
+    (void)ctx;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t mono(const struct ld_host *h)
+{
+    return h->clock.mono_ms(h->clock.ctx);
+}
+
+static struct ld_now now_of(const struct ld_host *h)
+{
+    struct ld_now now = {.mono_ms = mono(h), .wall_us = h->clock.wall_us(h->clock.ctx)};
+    return now;
+}
+
+/* A line about one election; named when the host has several. */
+__attribute__((format(printf, 3, 4))) static void
+elog(const struct hel *el, enum ld_log_level level, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    if (!ld_log_enabled(level))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (el->host->log_names)
+        ld_log(level, "lease %s: %s", el->name, text);
+    else
+        ld_log(level, "%s", text);
+}
+
+/* ---- publishing ---- */
+
+static void log_event(struct hel *el, const struct ld_event *ev)
+{
+    const struct ld_host *h = el->host;
+    switch (ev->kind) {
+    case LD_EV_STARTED_LEADING:
+        elog(el, LD_LOG_INFO, "leadership acquired: %s/%s now held by \"%s\" (term %d)",
+             h->namespace_, el->name, ev->leader, (int)ev->term);
+        break;
+    case LD_EV_STOPPED_LEADING:
+        if (ev->reason == LD_STOP_RENEW_DEADLINE && el->last_err.code != LD_OK)
+            elog(el, LD_LOG_WARN, "leadership lost: %s (term %d); last API error: %s",
+                 ld_stop_reason_str(ev->reason), (int)ev->term, el->last_err.msg);
+        else
+            elog(el, LD_LOG_WARN, "leadership lost: %s (term %d)",
+                 ld_stop_reason_str(ev->reason), (int)ev->term);
+        break;
+    case LD_EV_NEW_LEADER:
+        if (el->first_leader_seen)
+            el->transitions_seen++;
+        el->first_leader_seen = true;
+        if (ev->leader[0])
+            elog(el, LD_LOG_INFO, "leader observed: \"%s\" (term %d)", ev->leader,
+                 (int)ev->term);
+        else
+            elog(el, LD_LOG_INFO, "leader observed: none, the lease is free (term %d)",
+                 (int)ev->term);
+        break;
+    case LD_EV_RELEASED:
+        elog(el, LD_LOG_INFO, "lease released (term %d)", (int)ev->term);
+        break;
+    case LD_EV_IDENTITY_CONFLICT:
+        elog(el, LD_LOG_ERROR,
+             "identity conflict: another process holds %s/%s under our identity \"%s\"; "
+             "identities must be unique (use the pod name); standing back",
+             h->namespace_, el->name, ev->leader);
+        break;
+    }
+}
+
+static void publish(struct hel *el, int64_t now_ms)
+{
+    struct ld_event ev;
+    while (ld_election_take_event(el->e, &ev)) {
+        log_event(el, &ev);
+        if (el->ops.on_event)
+            el->ops.on_event(el->ops.ctx, el->index, &ev);
+    }
+    if (!el->ops.on_publish)
+        return;
+    struct ld_host_view v = {
+        .index = el->index,
+        .name = el->name,
+        .transitions_seen = el->transitions_seen,
+        .auth_failing_since_ms = el->auth_failing_since_ms,
+        .last_err = &el->last_err,
+    };
+    ld_election_status(el->e, &v.status);
+    el->ops.on_publish(el->ops.ctx, &v, now_ms);
+}
+
+/* ---- requests ---- */
+
+static const char *verb_of(enum ld_action_kind kind)
+{
+    return kind == LD_ACT_GET ? "GET" : kind == LD_ACT_CREATE ? "POST" : "PUT";
+}
+
+/* API failures are normal events for an elector (a lost race is a 409), so
+ * conflicts are debug and a run of identical errors is logged once. */
+static void note_outcome(struct hel *el, enum ld_err rc, const struct ld_errinfo *err,
+                         int64_t now_ms)
+{
+    bool auth = rc == LD_EUNAUTHORIZED || rc == LD_EFORBIDDEN;
+    if (!auth)
+        el->auth_failing_since_ms = 0;
+    else if (!el->auth_failing_since_ms)
+        el->auth_failing_since_ms = now_ms;
+    if (rc == LD_OK || rc == LD_ENOTFOUND || rc == LD_ECANCELED) {
+        if (rc == LD_OK) {
+            el->last_logged_err = LD_OK;
+            ld_errinfo_clear(&el->last_err);
+        }
+        return;
+    }
+    el->last_err = *err;
+    enum ld_log_level level = LD_LOG_WARN;
+    if (rc == LD_ECONFLICT || rc == LD_EEXISTS || rc == el->last_logged_err)
+        level = LD_LOG_DEBUG;
+    el->last_logged_err = rc;
+    elog(el, level, "%s lease failed: %s (HTTP %ld%s%s): %s", verb_of(el->call_kind),
+         ld_strerror(rc), err->http_status, err->reason[0] ? ", " : "", err->reason,
+         err->msg);
+}
+
+static void finish_request(struct hel *el, enum ld_err rc, struct ld_lease *lease,
+                           const struct ld_errinfo *err)
+{
+    struct ld_now now = now_of(el->host);
+    el->call = 0;
+    if (ld_log_enabled(LD_LOG_DEBUG))
+        elog(el, LD_LOG_DEBUG, "%s lease: %s, HTTP %ld, %lld ms", verb_of(el->call_kind),
+             ld_strerror(rc), err->http_status,
+             (long long)(now.mono_ms - el->call_started_ms));
+    note_outcome(el, rc, err, now.mono_ms);
+    ld_election_result(el->e, now, rc, rc == LD_OK ? lease : NULL, err);
+    el->due = true;
+}
+
+static void on_answer(void *ctx, ld_kube_call call, enum ld_err rc,
+                      struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct hel *el = ctx;
+    (void)call;
+    finish_request(el, rc, lease, err);
+}
+
+static void start_request(struct hel *el, const struct ld_action *act, int64_t now_ms)
+{
+    struct ld_host *h = el->host;
+    struct ld_errinfo err;
+    enum ld_err rc;
+
+    el->call_kind = act->kind;
+    el->call_started_ms = now_ms;
+    el->last_request_ms = now_ms;
+    if (act->kind == LD_ACT_GET)
+        rc = ld_kube_lease_get_start(h->kube, h->namespace_, el->name, act->timeout_ms,
+                                     on_answer, el, &el->call, &err);
+    else if (act->kind == LD_ACT_CREATE)
+        rc = ld_kube_lease_create_start(h->kube, act->lease, act->timeout_ms, on_answer,
+                                        el, &el->call, &err);
+    else
+        rc = ld_kube_lease_update_start(h->kube, act->lease, act->timeout_ms, on_answer,
+                                        el, &el->call, &err);
+    if (rc != LD_OK)
+        finish_request(el, rc, NULL, &err); /* never sent: the engine retries later */
+}
+
+/* Asks one engine for its next step and acts on it. */
+static void step(struct hel *el, struct ld_now now)
+{
+    el->due = false;
+    struct ld_action act = ld_election_next(el->e, now);
+    publish(el, now.mono_ms);
+    switch (act.kind) {
+    case LD_ACT_DONE:
+        el->done = true;
+        el->host->n_done++;
+        break;
+    case LD_ACT_WAIT:
+        el->wake_at_ms = act.wake_at_ms;
+        break;
+    default:
+        start_request(el, &act, now.mono_ms);
+        break;
+    }
+}
+
+/* One round over the engines that are due; true when any acted. */
+static bool pass(struct ld_host *h)
+{
+    bool any = false;
+    for (size_t i = 0; i < h->n; i++) {
+        struct hel *el = h->els[i];
+        struct ld_now now = now_of(h);
+        if (el->done || el->call || (!el->due && now.mono_ms < el->wake_at_ms))
+            continue;
+        step(el, now);
+        any = true;
+    }
+    return any;
+}
+
+/* ---- the watch ---- */
+
+enum watch_kind { WATCH_NONE, WATCH_NAME, WATCH_GROUP };
+
+static enum watch_kind watch_kind_of(const struct ld_host *h)
+{
+    if (h->selector)
+        return WATCH_GROUP;
+    return h->n == 1 ? WATCH_NAME : WATCH_NONE;
+}
+
+static void set_watch_health(struct ld_host *h, bool healthy)
+{
+    h->w.healthy = healthy;
+    for (size_t i = 0; i < h->n; i++)
+        ld_election_set_watch(h->els[i]->e, healthy);
+}
+
+static void watch_broken(struct ld_host *h, int64_t now_ms)
+{
+    struct hwatch *w = &h->w;
+    if (w->call)
+        ld_kube_cancel(h->kube, w->call);
+    w->call = 0;
+    set_watch_health(h, false);
+    bool stable = w->started_ms && now_ms - w->started_ms >= WATCH_STABLE_MS;
+    if (stable)
+        w->backoff_ms = 0;
+    w->next_start_ms = now_ms + w->backoff_ms;
+    w->backoff_ms = w->backoff_ms ? w->backoff_ms * 2 : WATCH_BACKOFF_MIN_MS;
+    if (w->backoff_ms > WATCH_BACKOFF_MAX_MS)
+        w->backoff_ms = WATCH_BACKOFF_MAX_MS;
+}
+
+static struct hel *find_election(const struct ld_host *h, const char *name)
+{
+    for (size_t i = 0; name && i < h->n; i++) {
+        if (strcmp(h->els[i]->name, name) == 0)
+            return h->els[i];
+    }
+    return NULL;
+}
+
+static void remember_rv(struct hwatch *w, const char *rv)
+{
+    if (!rv || !rv[0])
+        return;
+    char *copy = strdup(rv);
+    if (!copy)
+        return; /* the next start then relists, which is only slower */
+    free(w->rv);
+    w->rv = copy;
+}
+
+static void deliver(struct ld_host *h, const struct ld_watch_event *ev, struct ld_now now)
+{
+    struct hel *el = ev->lease ? find_election(h, ev->lease->name) : NULL;
+    if (!el || el->done)
+        return; /* another Lease of the group: not ours to act on */
+    if (ev->type == LD_WATCH_DELETED)
+        ld_election_observe_deleted(el->e, now, ev->lease);
+    else
+        ld_election_observe(el->e, now, ev->lease);
+    el->due = true;
+}
+
+static void on_watch_event(void *ctx, const struct ld_watch_event *ev)
+{
+    struct ld_host *h = ctx;
+    struct hwatch *w = &h->w;
+    struct ld_now now = now_of(h);
+    w->last_data_ms = now.mono_ms;
+    if (h->obs.watch_event)
+        h->obs.watch_event(h->obs.ctx);
+    if (w->ended)
+        return;
+    /* Healthy before the event is applied, so the engines schedule by it. */
+    if (!w->healthy && ev->type != LD_WATCH_ERROR && ev->type != LD_WATCH_INVALID)
+        set_watch_health(h, true);
+    switch (ev->type) {
+    case LD_WATCH_ADDED:
+    case LD_WATCH_MODIFIED:
+    case LD_WATCH_DELETED:
+        remember_rv(w, ev->resource_version);
+        deliver(h, ev, now);
+        break;
+    case LD_WATCH_BOOKMARK:
+        remember_rv(w, ev->resource_version);
+        break;
+    case LD_WATCH_ERROR:
+        ld_log(LD_LOG_INFO, "watch ended by the server: %s", ev->error.msg);
+        w->relist = ev->error.code == LD_EGONE;
+        w->ended = true;
+        break;
+    case LD_WATCH_INVALID:
+        /* A corrupted object is not a reason to lose the stream; the GET
+         * path reports it too and never acts on it. */
+        if (w->invalid_logged++ % 100 == 0)
+            ld_log(LD_LOG_WARN, "ignoring a malformed watch event: %s", ev->error.msg);
+        break;
+    }
+}
+
+static void on_watch_data(void *ctx, ld_kube_call call, const char *data, size_t len)
+{
+    struct ld_host *h = ctx;
+    (void)call;
+    if (ld_watch_feed(&h->w.decoder, data, len, on_watch_event, h) != LD_OK)
+        ld_log(LD_LOG_WARN, "out of memory decoding the watch stream");
+}
+
+/* A stream that ended: routine endings reconnect at once, others back off. */
+static void on_watch_end(void *ctx, ld_kube_call call, enum ld_err rc,
+                         const struct ld_errinfo *err)
+{
+    struct ld_host *h = ctx;
+    int64_t now_ms = mono(h);
+    (void)call;
+    h->w.call = 0;
+    if (rc == LD_EGONE)
+        h->w.relist = true;
+    ld_log(rc == LD_EEOF ? LD_LOG_DEBUG : LD_LOG_INFO, "watch ended: %s", err->msg);
+    watch_broken(h, now_ms);
+    if (rc == LD_EEOF || rc == LD_EGONE)
+        h->w.next_start_ms = now_ms;
+}
+
+/* Where a new stream starts: by name, from the Lease the engine has; for a
+ * group, from the last resourceVersion the stream gave, or from the
+ * current state (ADDED for each Lease) when there is none. */
+static const char *start_rv(struct ld_host *h)
+{
+    if (h->w.relist)
+        return NULL;
+    if (watch_kind_of(h) == WATCH_GROUP)
+        return h->w.rv;
+    struct ld_election_status st;
+    ld_election_status(h->els[0]->e, &st);
+    return st.resource_version;
+}
+
+/* Every engine has read its Lease once: the watch then only adds news. */
+static bool all_observed(const struct ld_host *h)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        struct ld_election_status st;
+        ld_election_status(h->els[i]->e, &st);
+        if (!st.observed)
+            return false;
+    }
+    return h->n > 0;
+}
+
+static void maybe_start_watch(struct ld_host *h, int64_t now_ms)
+{
+    struct hwatch *w = &h->w;
+    enum watch_kind kind = watch_kind_of(h);
+    if (kind == WATCH_NONE || h->stopping || w->call || now_ms < w->next_start_ms ||
+        !all_observed(h))
+        return;
+    struct ld_kube_watch_spec spec = {
+        .namespace_ = h->namespace_,
+        .name = kind == WATCH_NAME ? h->els[0]->name : NULL,
+        .label_selector = h->selector,
+        .resource_version = start_rv(h),
+        .timeout_s = WATCH_TIMEOUT_MIN_S +
+                     (int)(h->clock.wall_us(h->clock.ctx) % WATCH_TIMEOUT_SPAN_S),
+    };
+    struct ld_errinfo err;
+    const char *rv = spec.resource_version;
+    ld_watch_decoder_reset(&w->decoder);
+    w->ended = false;
+    if (ld_kube_lease_watch_open(h->kube, &spec, on_watch_data, on_watch_end, h, &w->call,
+                                 &err) != LD_OK) {
+        ld_log(LD_LOG_WARN, "cannot start the watch: %s", err.msg);
+        watch_broken(h, now_ms);
+        return;
+    }
+    ld_log(LD_LOG_DEBUG, "watch started from resourceVersion %s",
+           rv && rv[0] ? rv : "(current)");
+    w->relist = false;
+    w->started_ms = now_ms;
+    w->last_data_ms = now_ms;
+    if (h->obs.watch_started)
+        h->obs.watch_started(h->obs.ctx);
+}
+
+/* A watch that says nothing for too long may be wedged behind a proxy;
+ * bookmarks and the leaders' renewals normally keep it busy. A read that
+ * found a change the watch never delivered means the same. */
+static void check_watch_stall(struct ld_host *h, int64_t now_ms)
+{
+    struct hwatch *w = &h->w;
+    int64_t limit = 2 * h->lease_duration_ms + 60000;
+    bool missed = false;
+    for (size_t i = 0; i < h->n; i++) {
+        struct ld_election_status st;
+        ld_election_status(h->els[i]->e, &st);
+        if (st.watch_missed != h->els[i]->watch_missed_seen) {
+            h->els[i]->watch_missed_seen = st.watch_missed;
+            missed = true;
+        }
+    }
+    if (missed && w->call) {
+        ld_log(LD_LOG_INFO, "the watch missed a change of a Lease; restarting it");
+    } else if (w->healthy && now_ms - w->last_data_ms > limit) {
+        ld_log(LD_LOG_INFO, "watch silent for %lld s; restarting it",
+               (long long)((now_ms - w->last_data_ms) / 1000));
+    } else {
+        return;
+    }
+    watch_broken(h, now_ms);
+    w->next_start_ms = now_ms;
+}
+
+static void watch_upkeep(struct ld_host *h, int64_t now_ms)
+{
+    if (h->w.ended) {
+        h->w.ended = false;
+        bool relist = h->w.relist;
+        watch_broken(h, now_ms);
+        if (relist)
+            h->w.next_start_ms = now_ms; /* a 410 is routine: re-read now */
+    }
+    check_watch_stall(h, now_ms);
+    maybe_start_watch(h, now_ms);
+}
+
+/* ---- credentials probe and waiting ---- */
+
+/* While the API rejects our credentials, a standby with a watch would make
+ * no request and so never learn that a new token works: ask now and then. */
+static int64_t probe_at(const struct ld_host *h, const struct hel *el)
+{
+    return el->last_request_ms + h->renew_deadline_ms / 2 + 1;
+}
+
+static void probe_while_unauthorized(struct ld_host *h, int64_t now_ms)
+{
+    for (size_t i = 0; i < h->n && !h->stopping; i++) {
+        struct hel *el = h->els[i];
+        if (!el->auth_failing_since_ms || el->call || el->done ||
+            now_ms < probe_at(h, el))
+            continue;
+        el->last_request_ms = now_ms; /* at most one probe per interval */
+        ld_election_wake(el->e);
+        el->due = true;
+    }
+}
+
+static bool any_due(const struct ld_host *h)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        if (h->els[i]->due && !h->els[i]->call && !h->els[i]->done)
+            return true;
+    }
+    return false;
+}
+
+/* The earliest time a pass has something to do without news. */
+static int64_t next_wake(const struct ld_host *h, int64_t now_ms)
+{
+    int64_t at = now_ms + MAX_SLEEP_MS;
+    for (size_t i = 0; i < h->n; i++) {
+        const struct hel *el = h->els[i];
+        if (el->done || el->call)
+            continue;
+        if (el->wake_at_ms < at)
+            at = el->wake_at_ms;
+        if (el->auth_failing_since_ms && !h->stopping && probe_at(h, el) < at)
+            at = probe_at(h, el);
+    }
+    if (watch_kind_of(h) != WATCH_NONE && !h->w.call && !h->stopping &&
+        h->w.next_start_ms < at)
+        at = h->w.next_start_ms;
+    return at > now_ms ? at : now_ms;
+}
+
+static void shutdown_now(struct ld_host *h);
+
+static enum ld_err run_passes(struct ld_host *h, int64_t max_wait_ms, int wake_fd)
+{
+    int64_t deadline = mono(h) + (max_wait_ms > 0 ? max_wait_ms : 0);
+    for (;;) {
+        if (h->shutdown_pending)
+            shutdown_now(h);
+        pass(h);
+        if (ld_host_done(h))
+            return LD_OK;
+        int64_t now_ms = mono(h);
+        watch_upkeep(h, now_ms);
+        probe_while_unauthorized(h, now_ms);
+        if (any_due(h) || h->shutdown_pending)
+            continue;
+        int64_t until = next_wake(h, now_ms);
+        if (until > deadline)
+            until = deadline;
+        enum ld_err rc =
+            ld_transport_run(ld_kube_transport(h->kube), until - now_ms, wake_fd);
+        if (rc == LD_ECANCELED)
+            return LD_ECANCELED;
+        if (mono(h) >= deadline && !any_due(h) && !h->shutdown_pending)
+            return LD_OK;
+    }
+}
+
+enum ld_err ld_host_run(struct ld_host *h, int64_t max_wait_ms, int wake_fd)
+{
+    h->in_run = true;
+    enum ld_err rc = run_passes(h, max_wait_ms, wake_fd);
+    h->in_run = false;
+    return rc;
+}
+
+/* ---- lifecycle ---- */
+
+struct ld_host *ld_host_new(const struct ld_host_config *cfg, struct ld_errinfo *err)
+{
+    struct ld_host *h = NULL;
+
+    ld_errinfo_clear(err);
+    if (!cfg || !cfg->kube) {
+        ld_errinfo_set(err, LD_EINVAL, "no Kubernetes client");
+        return NULL;
+    }
+    if (!ld_dns1123_label(cfg->namespace_)) {
+        ld_errinfo_set(err, LD_EINVAL, "namespace %.64s is not a DNS-1123 label",
+                       cfg->namespace_ ? cfg->namespace_ : "(null)");
+        return NULL;
+    }
+    if (!(h = calloc(1, sizeof(*h))))
+        goto nomem;
+    h->kube = cfg->kube;
+    h->lease_duration_ms = cfg->lease_duration_ms;
+    h->renew_deadline_ms = cfg->renew_deadline_ms;
+    h->log_names = cfg->log_names;
+    h->clock.mono_ms = real_mono_ms;
+    h->clock.wall_us = real_wall_us;
+    if (cfg->clock) {
+        h->clock.ctx = cfg->clock->ctx;
+        if (cfg->clock->mono_ms)
+            h->clock.mono_ms = cfg->clock->mono_ms;
+        if (cfg->clock->wall_us)
+            h->clock.wall_us = cfg->clock->wall_us;
+    }
+    if (cfg->observer)
+        h->obs = *cfg->observer;
+    ld_watch_decoder_init(&h->w.decoder);
+    if (!(h->namespace_ = strdup(cfg->namespace_)))
+        goto nomem;
+    if (cfg->label_selector && cfg->label_selector[0] &&
+        !(h->selector = strdup(cfg->label_selector)))
+        goto nomem;
+    return h;
+nomem:
+    ld_host_free(h);
+    ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    return NULL;
+}
+
+void ld_host_free(struct ld_host *h)
+{
+    if (!h)
+        return;
+    if (h->w.call)
+        ld_kube_cancel(h->kube, h->w.call);
+    for (size_t i = 0; i < h->n; i++) {
+        struct hel *el = h->els[i];
+        if (el->call)
+            ld_kube_cancel(h->kube, el->call);
+        ld_election_free(el->e);
+        free(el->name);
+        free(el);
+    }
+    free(h->els);
+    ld_watch_decoder_clear(&h->w.decoder);
+    free(h->w.rv);
+    free(h->namespace_);
+    free(h->selector);
+    free(h);
+}
+
+enum ld_err ld_host_add(struct ld_host *h, const struct ld_election_config *cfg,
+                        const struct ld_host_election_ops *ops, size_t *index,
+                        struct ld_errinfo *err)
+{
+    struct hel *el = NULL;
+    enum ld_err rc = LD_OK;
+
+    ld_errinfo_clear(err);
+    if (!h || !cfg || !index || h->stopping)
+        return ld_errinfo_set(err, LD_EINVAL, "cannot add an election now");
+    if (!cfg->namespace_ || strcmp(cfg->namespace_, h->namespace_) != 0)
+        return ld_errinfo_set(err, LD_EINVAL,
+                              "the election's namespace is not the host's");
+    if (find_election(h, cfg->name))
+        return ld_errinfo_set(err, LD_EINVAL, "lease %.64s is already in the host",
+                              cfg->name);
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 4;
+        struct hel **els = realloc(h->els, cap * sizeof(*els));
+        if (!els)
+            return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+        h->els = els;
+        h->cap = cap;
+    }
+    if (!(el = calloc(1, sizeof(*el))) || !(el->name = strdup(cfg->name))) {
+        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (!(el->e = ld_election_new(cfg, err))) {
+        rc = err->code;
+        goto out;
+    }
+    el->host = h;
+    el->index = h->n;
+    el->due = true;
+    el->last_logged_err = LD_OK;
+    if (ops)
+        el->ops = *ops;
+    ld_election_set_watch(el->e, h->w.healthy);
+    h->els[h->n++] = el;
+    *index = el->index;
+    el = NULL;
+out:
+    if (el) {
+        free(el->name);
+        free(el);
+    }
+    return rc;
+}
+
+size_t ld_host_count(const struct ld_host *h)
+{
+    return h ? h->n : 0;
+}
+
+struct ld_election *ld_host_election(struct ld_host *h, size_t index)
+{
+    return h && index < h->n ? h->els[index]->e : NULL;
+}
+
+static void shutdown_now(struct ld_host *h)
+{
+    h->shutdown_pending = false;
+    h->stopping = true;
+    ld_log(LD_LOG_INFO, "shutdown requested");
+    if (h->w.call)
+        ld_kube_cancel(h->kube, h->w.call);
+    h->w.call = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        struct hel *el = h->els[i];
+        if (el->done)
+            continue;
+        if (el->call) {
+            struct ld_errinfo err;
+            ld_kube_cancel(h->kube, el->call);
+            ld_errinfo_set(&err, LD_ECANCELED, "%s lease: canceled by the shutdown",
+                           verb_of(el->call_kind));
+            finish_request(el, LD_ECANCELED, NULL, &err);
+        }
+        ld_election_shutdown(el->e, now_of(h));
+        el->due = true;
+    }
+}
+
+void ld_host_shutdown(struct ld_host *h)
+{
+    if (!h || h->stopping)
+        return;
+    if (h->in_run)
+        h->shutdown_pending = true; /* perhaps inside a callback: at the next pass */
+    else
+        shutdown_now(h);
+}
+
+bool ld_host_done(const struct ld_host *h)
+{
+    return h && h->stopping && h->n_done == h->n;
+}
+
+void ld_host_poke(struct ld_host *h, size_t index)
+{
+    if (h && index < h->n)
+        h->els[index]->due = true;
+}
+
+void ld_host_wake(struct ld_host *h, size_t index)
+{
+    if (!h || index >= h->n)
+        return;
+    ld_election_wake(h->els[index]->e);
+    h->els[index]->due = true;
+}
