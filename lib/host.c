@@ -31,6 +31,17 @@
 #define WATCH_STABLE_MS 60000
 /* The longest a pass sleeps: silence checks need a pass now and then. */
 #define MAX_SLEEP_MS 60000
+/* Watch events kept for an election while its request is in flight; more
+ * means the stream outruns the API's answers, and it is restarted. */
+#define HELD_EVENTS_MAX 64
+
+/* A watch event that came while the election's request was in flight: the
+ * engine takes observations only between requests, and losing one could
+ * lose a term (a Lease written, then deleted, while we waited). */
+struct held_event {
+    bool deleted;
+    struct ld_lease lease; /* owned */
+};
 
 /* One election and what the host keeps for it besides the engine. */
 struct hel {
@@ -52,6 +63,8 @@ struct hel {
     int64_t auth_failing_since_ms;
     int64_t last_request_ms;
     uint64_t watch_missed_seen;
+    struct held_event *held; /* in arrival order */
+    size_t n_held, cap_held;
 };
 
 /* The one watch of the host. */
@@ -195,6 +208,63 @@ static void publish(struct hel *el, int64_t now_ms)
     el->ops.on_publish(el->ops.ctx, &v, now_ms);
 }
 
+/* ---- watch events held while a request is in flight ---- */
+
+static void observe_one(struct hel *el, bool deleted, const struct ld_lease *lease,
+                        struct ld_now now)
+{
+    if (deleted)
+        ld_election_observe_deleted(el->e, now, lease);
+    else
+        ld_election_observe(el->e, now, lease);
+    el->due = true;
+}
+
+static void drop_held(struct hel *el)
+{
+    for (size_t i = 0; i < el->n_held; i++)
+        ld_lease_clear(&el->held[i].lease);
+    el->n_held = 0;
+}
+
+/* Keeps an event for after the request; false when it cannot. */
+static bool hold(struct hel *el, bool deleted, const struct ld_lease *lease)
+{
+    if (el->n_held == HELD_EVENTS_MAX)
+        return false;
+    if (el->n_held == el->cap_held) {
+        size_t cap = el->cap_held ? el->cap_held * 2 : 4;
+        struct held_event *nh = realloc(el->held, cap * sizeof(*nh));
+        if (!nh)
+            return false;
+        el->held = nh;
+        el->cap_held = cap;
+    }
+    struct held_event *he = &el->held[el->n_held];
+    he->deleted = deleted;
+    ld_lease_init(&he->lease);
+    if (ld_lease_copy(&he->lease, lease) != LD_OK) {
+        ld_lease_clear(&he->lease);
+        return false;
+    }
+    el->n_held++;
+    return true;
+}
+
+/* After a request's result: what the watch said meanwhile, in order. The
+ * engine sets lagging events apart itself (lower terms, own echoes). */
+static void release_held(struct hel *el, struct ld_now now)
+{
+    for (size_t i = 0; i < el->n_held; i++)
+        observe_one(el, el->held[i].deleted, &el->held[i].lease, now);
+    drop_held(el);
+    if (el->cap_held > 4) { /* a burst's buffer is not kept */
+        free(el->held);
+        el->held = NULL;
+        el->cap_held = 0;
+    }
+}
+
 /* ---- requests ---- */
 
 static const char *verb_of(enum ld_action_kind kind)
@@ -240,6 +310,7 @@ static void finish_request(struct hel *el, enum ld_err rc, struct ld_lease *leas
              (long long)(now.mono_ms - el->call_started_ms));
     note_outcome(el, rc, err, now.mono_ms);
     ld_election_result(el->e, now, rc, rc == LD_OK ? lease : NULL, err);
+    release_held(el, now);
     el->due = true;
 }
 
@@ -365,13 +436,24 @@ static void remember_rv(struct hwatch *w, const char *rv)
 static void deliver(struct ld_host *h, const struct ld_watch_event *ev, struct ld_now now)
 {
     struct hel *el = ev->lease ? find_election(h, ev->lease->name) : NULL;
+    bool deleted = ev->type == LD_WATCH_DELETED;
     if (!el || el->done)
         return; /* another Lease of the group: not ours to act on */
-    if (ev->type == LD_WATCH_DELETED)
-        ld_election_observe_deleted(el->e, now, ev->lease);
-    else
-        ld_election_observe(el->e, now, ev->lease);
-    el->due = true;
+    if (!el->call) {
+        observe_one(el, deleted, ev->lease, now);
+        return;
+    }
+    if (hold(el, deleted, ev->lease))
+        return;
+    /* Not kept: the next read must not trust the watch to have said it. */
+    ld_log(LD_LOG_WARN,
+           "lease %s: too many watch events during one request; "
+           "restarting the watch",
+           el->name);
+    drop_held(el);
+    ld_election_wake(el->e);
+    h->w.relist = true;
+    h->w.ended = true;
 }
 
 static void on_watch_event(void *ctx, const struct ld_watch_event *ev)
@@ -392,6 +474,8 @@ static void on_watch_event(void *ctx, const struct ld_watch_event *ev)
     case LD_WATCH_MODIFIED:
     case LD_WATCH_DELETED:
         remember_rv(w, ev->resource_version);
+        if (h->obs.lease_event)
+            h->obs.lease_event(h->obs.ctx, ev, now.mono_ms);
         deliver(h, ev, now);
         break;
     case LD_WATCH_BOOKMARK:
@@ -679,6 +763,8 @@ void ld_host_free(struct ld_host *h)
         if (el->call)
             ld_kube_cancel(h->kube, el->call);
         ld_election_free(el->e);
+        drop_held(el);
+        free(el->held);
         free(el->name);
         free(el);
     }

@@ -63,11 +63,17 @@ struct ld_host_election_ops {
     void (*on_event)(void *ctx, size_t index, const struct ld_event *ev);
 };
 
-/* Counts for metrics; any member may be NULL. */
+struct ld_watch_event;
+
+/* What the watch sees; any member may be NULL. */
 struct ld_host_observer {
     void *ctx;
     void (*watch_started)(void *ctx);
     void (*watch_event)(void *ctx);
+    /* Every ADDED, MODIFIED and DELETED event of the stream, before it goes
+     * to its election: also the group's Leases that are no election here
+     * (other replicas' member Leases, say). ev is borrowed. */
+    void (*lease_event)(void *ctx, const struct ld_watch_event *ev, int64_t now_ms);
 };
 
 struct ld_host_config {

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "dnsname.h"
 #include "log.h"
 #include "transport_curl.h"
@@ -73,6 +75,7 @@ static void observe(struct ld_kube *k, const char *verb, long status, double sec
 }
 
 static void cancel_all(struct ld_kube *k);
+static bool plausible_rv(const char *rv);
 
 struct ld_kube *ld_kube_new_on(struct ld_transport *t, struct ld_errinfo *err)
 {
@@ -163,6 +166,7 @@ struct acall {
     char *want_name; /* the Lease the answer must be */
     int64_t timeout_ms;
     bool retried;
+    bool no_answer; /* the body is not a Lease (DELETE) */
     ld_kube_lease_fn done;
     ld_kube_stream_data_fn data; /* streams */
     ld_kube_stream_end_fn end;   /* streams */
@@ -280,11 +284,14 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
         rc = r->rc;
     } else if (r->status < 200 || r->status >= 300) {
         rc = http_error(c, r, &err);
+    } else if (c->no_answer) {
+        rc = LD_OK; /* a DELETE: the status says it all */
+        err.http_status = r->status;
     } else {
         rc = lease_answer(c, r, &lease, &err);
     }
     acall_unlink(k, c);
-    c->done(c->ctx, c->id, rc, rc == LD_OK ? &lease : NULL, &err);
+    c->done(c->ctx, c->id, rc, rc == LD_OK && !c->no_answer ? &lease : NULL, &err);
     ld_lease_clear(&lease);
     acall_free(c);
 }
@@ -299,7 +306,8 @@ static enum ld_err submit_exchange(struct acall *c, struct ld_errinfo *err)
     return ld_transport_submit(c->k->t, &req, on_acall_done, c, &c->hid, err);
 }
 
-/* Starts verb on rel (relative to API_PREFIX); takes rel and body over. */
+/* Starts verb on rel (relative to API_PREFIX); takes rel and body over.
+ * want_name NULL: any 2xx is the answer (a DELETE's body is not a Lease). */
 static enum ld_err start_call(struct ld_kube *k, const char *verb, char *rel, char *body,
                               const char *want_name, int64_t timeout_ms,
                               ld_kube_lease_fn fn, void *ctx, ld_kube_call *call,
@@ -324,7 +332,8 @@ static enum ld_err start_call(struct ld_kube *k, const char *verb, char *rel, ch
         c->timeout_ms = MAX_TIMEOUT_MS;
     /* client-go sends the client timeout so the server gives up first (504). */
     long long tos = c->timeout_ms / 1000 > 0 ? c->timeout_ms / 1000 : 1;
-    c->want_name = strdup(want_name);
+    c->no_answer = !want_name;
+    c->want_name = strdup(want_name ? want_name : "");
     if (asprintf(&c->full, API_PREFIX "%s?timeout=%llds", rel, tos) < 0)
         c->full = NULL;
     if (!rel || !c->want_name || !c->full) {
@@ -612,6 +621,52 @@ enum ld_err ld_kube_lease_update_start(struct ld_kube *k, const struct ld_lease 
         return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
     return run_async(k, prepare_write(false, lease, &p, err), &p, timeout_ms, fn, ctx,
                      call, err);
+}
+
+/* DeleteOptions with preconditions: the server deletes only the object we
+ * mean, not one written (or re-created) since we looked. */
+static char *delete_options(const char *uid, const char *rv)
+{
+    json_t *pre = json_object();
+    json_t *opts = json_pack("{s:s, s:s}", "kind", "DeleteOptions", "apiVersion", "v1");
+    char *text = NULL;
+    if (!pre || !opts)
+        goto out;
+    if ((uid && json_object_set_new(pre, "uid", json_string(uid)) != 0) ||
+        (rv && json_object_set_new(pre, "resourceVersion", json_string(rv)) != 0))
+        goto out;
+    if (json_object_size(pre) > 0 && json_object_set(opts, "preconditions", pre) != 0)
+        goto out;
+    text = json_dumps(opts, JSON_COMPACT);
+out:
+    json_decref(pre);
+    json_decref(opts);
+    return text;
+}
+
+enum ld_err ld_kube_lease_delete_start(struct ld_kube *k, const char *ns,
+                                       const char *name, const char *uid,
+                                       const char *resource_version, int64_t timeout_ms,
+                                       ld_kube_lease_fn fn, void *ctx, ld_kube_call *call,
+                                       struct ld_errinfo *err)
+{
+    struct ld_errinfo local;
+    struct prepared p = {0};
+    enum ld_err rc;
+    err = begin(err, &local);
+    if (!k || !fn || !call)
+        return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
+    if ((rc = prepare_get(ns, name, &p, err)) != LD_OK)
+        return rc;
+    if (!plausible_rv(resource_version)) {
+        free(p.rel);
+        return ld_errinfo_set(err, LD_EINVAL, "unexpected resourceVersion");
+    }
+    if (!(p.body = delete_options(uid, resource_version))) {
+        free(p.rel);
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    }
+    return start_call(k, "DELETE", p.rel, p.body, NULL, timeout_ms, fn, ctx, call, err);
 }
 
 /* ---- watch ---- */

@@ -114,6 +114,16 @@ enum ld_err ld_kube_lease_update_start(struct ld_kube *k, const struct ld_lease 
                                        int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
                                        ld_kube_call *call, struct ld_errinfo *err);
 
+/* Starts a DELETE of NS/NAME with preconditions (uid and resourceVersion,
+ * each only when not NULL): 409 Conflict (LD_ECONFLICT) when the stored
+ * object is another, 404 (LD_ENOTFOUND) when there is none. fn gets lease
+ * NULL on success. */
+enum ld_err ld_kube_lease_delete_start(struct ld_kube *k, const char *ns,
+                                       const char *name, const char *uid,
+                                       const char *resource_version, int64_t timeout_ms,
+                                       ld_kube_lease_fn fn, void *ctx, ld_kube_call *call,
+                                       struct ld_errinfo *err);
+
 /* What a watch covers: one Lease by name (fieldSelector metadata.name, so
  * RBAC's resourceNames apply) or the Leases matching a label selector. */
 struct ld_kube_watch_spec {

@@ -1,21 +1,20 @@
 /*
- * loop: the imperative shell around the election engine. Reads both clocks
- * once per pass, performs the engine's requests through the Kubernetes
- * client, publishes the state for the HTTP server, logs every leadership
- * change, keeps a watch on the Lease that feeds the engine between
- * requests, and turns SIGTERM/SIGINT (read from a signalfd) into an
- * orderly release.
+ * loop: the imperative shell around the election host (lib/host.h) for the
+ * daemon's one Lease: publishes each pass for the HTTP server, feeds the
+ * hook that consumes leadership (the exec child), and turns SIGTERM/SIGINT
+ * (read from a signalfd) into an orderly release.
  */
 #ifndef LEADERD_LOOP_H
 #define LEADERD_LOOP_H
 
 #include "election.h"
+#include "host.h"
 #include "kube.h"
 #include "metrics.h"
 #include "state.h"
 
 /* Something that consumes leadership from inside the loop (the exec child).
- * Both calls are made between requests, on the loop's thread. */
+ * Both calls are made on the loop's thread. */
 struct ld_loop_hook {
     void *ctx;
     /* After every publish, with the engine's status; true asks the loop to
@@ -27,24 +26,33 @@ struct ld_loop_hook {
 };
 
 struct ld_loop {
-    struct ld_election *election; /* borrowed */
-    struct ld_kube *kube;         /* borrowed; its cancel fd is signal_fd, or an
-                                     epoll set of it and whatever the hook
-                                     wakes on */
-    struct ld_state *state;       /* borrowed */
-    int signal_fd;                /* signalfd for SIGTERM and SIGINT */
-    const char *namespace_;       /* borrowed */
-    const char *name;             /* borrowed */
-    struct ld_metrics *metrics;   /* borrowed; may be NULL */
+    struct ld_kube *kube;       /* borrowed */
+    struct ld_state *state;     /* borrowed */
+    int signal_fd;              /* signalfd for SIGTERM and SIGINT */
+    int wake_fd;                /* ends a wait: signal_fd, or an epoll set of it
+                                   and whatever the hook wakes on */
+    struct ld_metrics *metrics; /* borrowed; may be NULL */
     int64_t lease_duration_ms;
     int64_t renew_deadline_ms;
     const struct ld_loop_hook *hook; /* borrowed; may be NULL */
+
+    struct ld_host *host; /* owned; made by ld_loop_start */
+    bool stopping;
 };
 
-/* Runs until the engine is done after a shutdown signal. Every failure on
- * the way (API errors, a lost watch, no memory for one pass) is logged and
- * retried, never a reason to stop: a sidecar that exits on its own hands
- * its app an unexplained restart instead of a standby. */
+/* Makes the host and its election from ec (checked as ld_election_new
+ * checks it). Returns LD_OK, or an error with err set. */
+enum ld_err ld_loop_start(struct ld_loop *loop, const struct ld_election_config *ec,
+                          struct ld_errinfo *err);
+
+/* Runs until the election is done after a shutdown signal (or the hook's
+ * request). Every failure on the way (API errors, a lost watch, no memory
+ * for one pass) is logged and retried, never a reason to stop: a sidecar
+ * that exits on its own hands its app an unexplained restart instead of a
+ * standby. */
 void ld_loop_run(struct ld_loop *loop);
+
+/* Frees what ld_loop_start made. NULL-safe; idempotent. */
+void ld_loop_clear(struct ld_loop *loop);
 
 #endif

@@ -40,7 +40,7 @@ struct daemon {
                     and the child's channel */
     bool curl_ready;
     struct ld_kube *kube;
-    struct ld_election *election;
+    struct ld_loop loop;
     bool state_ready;
     struct ld_state state;
     struct ld_metrics metrics;
@@ -82,27 +82,6 @@ static uint64_t jitter_seed(const char *identity)
     return h ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ld_wall_us();
 }
 
-static int start_election(struct daemon *d)
-{
-    struct ld_election_config ec = {
-        .namespace_ = d->cfg.namespace_,
-        .name = d->cfg.lease_name,
-        .identity = d->cfg.identity,
-        .lease_duration_ms = d->cfg.lease_duration_ms,
-        .renew_deadline_ms = d->cfg.renew_deadline_ms,
-        .retry_period_ms = d->cfg.retry_period_ms,
-        .release_on_exit = d->cfg.release_on_exit,
-        .seed = jitter_seed(d->cfg.identity),
-    };
-    struct ld_errinfo err;
-    d->election = ld_election_new(&ec, &err);
-    if (!d->election) {
-        fprintf(stderr, "leaderd: %s\n", err.msg);
-        return 2;
-    }
-    return 0;
-}
-
 static int start_client(struct daemon *d)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -118,6 +97,37 @@ static int start_client(struct daemon *d)
     }
     ld_kube_set_cancel_fd(d->kube, d->wake_fd);
     ld_kube_set_observer(d->kube, ld_metrics_observe_request, &d->metrics);
+    return 0;
+}
+
+/* The election host with the one Lease; the configuration was checked by
+ * ld_config_parse, the engine checks it once more. */
+static int start_election(struct daemon *d)
+{
+    struct ld_election_config ec = {
+        .namespace_ = d->cfg.namespace_,
+        .name = d->cfg.lease_name,
+        .identity = d->cfg.identity,
+        .lease_duration_ms = d->cfg.lease_duration_ms,
+        .renew_deadline_ms = d->cfg.renew_deadline_ms,
+        .retry_period_ms = d->cfg.retry_period_ms,
+        .release_on_exit = d->cfg.release_on_exit,
+        .seed = jitter_seed(d->cfg.identity),
+    };
+    struct ld_errinfo err;
+    d->loop = (struct ld_loop){
+        .kube = d->kube,
+        .state = &d->state,
+        .signal_fd = d->signal_fd,
+        .wake_fd = d->wake_fd,
+        .metrics = &d->metrics,
+        .lease_duration_ms = d->cfg.lease_duration_ms,
+        .renew_deadline_ms = d->cfg.renew_deadline_ms,
+    };
+    if (ld_loop_start(&d->loop, &ec, &err) != LD_OK) {
+        fprintf(stderr, "leaderd: %s\n", err.msg);
+        return 2;
+    }
     return 0;
 }
 
@@ -188,7 +198,7 @@ static void teardown(struct daemon *d)
     ld_http_stop(d->http);
     if (d->state_ready)
         ld_state_destroy(&d->state);
-    ld_election_free(d->election);
+    ld_loop_clear(&d->loop);
     ld_kube_free(d->kube);
     if (d->curl_ready)
         curl_global_cleanup();
@@ -244,35 +254,24 @@ int main(int argc, char **argv)
         teardown(&d);
         return 1;
     }
-    rc = start_election(&d);
-    if (rc == 0)
-        rc = start_client(&d);
+    rc = start_client(&d);
     if (rc == 0)
         rc = start_http(&d);
+    if (rc == 0)
+        rc = start_election(&d);
     if (rc == 0) {
         char desc[1024];
         ld_config_describe(&d.cfg, desc, sizeof(desc));
         ld_log(LD_LOG_INFO, "leaderd %s starting: %s, http port %d", LEADERD_VERSION,
                desc, ld_http_port(d.http));
-        struct ld_loop loop = {
-            .election = d.election,
-            .kube = d.kube,
-            .state = &d.state,
-            .signal_fd = d.signal_fd,
-            .namespace_ = d.cfg.namespace_,
-            .name = d.cfg.lease_name,
-            .metrics = &d.metrics,
-            .lease_duration_ms = d.cfg.lease_duration_ms,
-            .renew_deadline_ms = d.cfg.renew_deadline_ms,
-        };
         struct ld_loop_hook hook = {
             .ctx = &d.child,
             .on_publish = ld_child_on_publish,
             .on_signal = ld_child_on_signal,
         };
         if (d.child_ready)
-            loop.hook = &hook;
-        ld_loop_run(&loop);
+            d.loop.hook = &hook;
+        ld_loop_run(&d.loop);
         if (d.child_ready)
             rc = ld_child_exit_status(&d.child);
         ld_log(LD_LOG_INFO, "leaderd stopped");

@@ -834,6 +834,107 @@ START_TEST(bad_server_config)
 }
 END_TEST
 
+/* ---- asynchronous calls ---- */
+
+struct answer {
+    int calls;
+    enum ld_err rc;
+    long status;
+    char holder[64];
+};
+
+static void on_answer(void *ctx, ld_kube_call call, enum ld_err rc,
+                      struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct answer *a = ctx;
+    ck_assert_uint_ne(call, 0);
+    a->calls++;
+    a->rc = rc;
+    a->status = err->http_status;
+    snprintf(a->holder, sizeof(a->holder), "%s",
+             lease && lease->spec.holder ? lease->spec.holder : "");
+}
+
+START_TEST(async_get_and_delete_in_flight_together)
+{
+    struct ld_errinfo e;
+    struct answer get = {0}, del = {0};
+    ld_kube_call c1 = 0, c2 = 0;
+    struct hf_response slow = {.status = 200, .body = lease_200, .delay_ms = 200};
+    /* Either request may reach the server first: both answers suit both
+     * (a DELETE's body is not decoded). */
+    httpfake_push(fake, &slow);
+    push(200, lease_200);
+    ck_assert_int_eq(ld_kube_lease_get_start(kube, NS, NAME, 0, on_answer, &get, &c1, &e),
+                     LD_OK);
+    ck_assert_int_eq(ld_kube_lease_delete_start(kube, NS, NAME, "uid-1", "123", 0,
+                                                on_answer, &del, &c2, &e),
+                     LD_OK);
+    ck_assert_uint_ne(c1, c2);
+    ck_assert_uint_eq(ld_kube_calls_pending(kube), 2);
+    for (int i = 0; i < 200 && get.calls + del.calls < 2; i++)
+        ld_transport_run(ld_kube_transport(kube), 100, -1);
+    ck_assert_int_eq(get.calls, 1);
+    ck_assert_int_eq(del.calls, 1);
+    ck_assert_uint_eq(ld_kube_calls_pending(kube), 0);
+    /* The slow answer was queued first; the two ran at once, so whichever
+     * got the delay, both succeeded and the delete had no Lease to decode. */
+    ck_assert_int_eq(del.rc, LD_OK);
+    ck_assert_int_eq(get.rc, LD_OK);
+    int del_req = -1;
+    for (int i = 0; i < 2; i++) {
+        struct hf_request r = req(i);
+        if (strcmp(r.method, "DELETE") == 0) {
+            del_req = i;
+            ck_assert_str_eq(r.path, LEASE_PATH);
+            ck_assert_ptr_nonnull(strstr(r.body, "\"preconditions\""));
+            ck_assert_ptr_nonnull(strstr(r.body, "\"uid\":\"uid-1\""));
+            ck_assert_ptr_nonnull(strstr(r.body, "\"resourceVersion\":\"123\""));
+        }
+        hf_request_clear(&r);
+    }
+    ck_assert_int_ge(del_req, 0);
+}
+END_TEST
+
+START_TEST(async_delete_conflict_and_cancel)
+{
+    struct ld_errinfo e;
+    struct answer del = {0}, canceled = {0};
+    ld_kube_call c1 = 0, c2 = 0;
+    push(409, status_conflict);
+    ck_assert_int_eq(ld_kube_lease_delete_start(kube, NS, NAME, NULL, "9", 0, on_answer,
+                                                &del, &c1, &e),
+                     LD_OK);
+    for (int i = 0; i < 200 && del.calls < 1; i++)
+        ld_transport_run(ld_kube_transport(kube), 100, -1);
+    ck_assert_int_eq(del.calls, 1);
+    ck_assert_int_eq(del.rc, LD_ECONFLICT);
+    ck_assert_int_eq(del.status, 409);
+
+    struct hf_response slow = {.status = 200, .body = lease_200, .delay_ms = 300};
+    httpfake_push(fake, &slow);
+    ck_assert_int_eq(
+        ld_kube_lease_get_start(kube, NS, NAME, 0, on_answer, &canceled, &c2, &e), LD_OK);
+    ld_transport_run(ld_kube_transport(kube), 20, -1);
+    ld_kube_cancel(kube, c2);
+    ld_kube_cancel(kube, c2); /* twice, and an unknown id: ignored */
+    ld_kube_cancel(kube, 987654);
+    ck_assert_uint_eq(ld_kube_calls_pending(kube), 0);
+    for (int i = 0; i < 5; i++)
+        ld_transport_run(ld_kube_transport(kube), 100, -1);
+    ck_assert_int_eq(canceled.calls, 0);
+    /* Bad names are refused before anything is sent, without a callback. */
+    ck_assert_int_eq(ld_kube_lease_delete_start(kube, "Bad_NS", NAME, NULL, NULL, 0,
+                                                on_answer, &del, &c1, &e),
+                     LD_EINVAL);
+    ck_assert_int_eq(ld_kube_lease_delete_start(kube, NS, NAME, NULL, "1 2", 0, on_answer,
+                                                &del, &c1, &e),
+                     LD_EINVAL);
+    ck_assert_int_eq(del.calls, 1);
+}
+END_TEST
+
 START_TEST(map_status_table)
 {
     ck_assert_int_eq(ld_kube_map_status(200, NULL), LD_OK);
@@ -1056,6 +1157,8 @@ static Suite *kube_suite(void)
     tcase_add_test(tc, cancel_before_call);
     tcase_add_test(tc, cancel_in_flight);
     tcase_add_test(tc, put_and_post_bodies);
+    tcase_add_test(tc, async_get_and_delete_in_flight_together);
+    tcase_add_test(tc, async_delete_conflict_and_cancel);
     tcase_add_test(tc, bad_arguments_send_nothing);
     tcase_add_test(tc, long_name_part_is_requested);
     tcase_add_test(tc, connect_refused_is_transport);
