@@ -402,7 +402,6 @@ START_TEST(hung_put_delays_only_its_lease)
     /* A gave up at its deadline, not later. */
     ck_assert_int_eq(fx.seen[0].stopped, 1);
     ck_assert_int_eq(fx.seen[0].last_stop, LD_STOP_RENEW_DEADLINE);
-    ck_assert_int_le(fx.seen[0].stopped_at_ms, a_last_ok + RENEW_MS + STEP_MS);
     ck_assert(!fx.seen[0].leading);
     /* A's hung PUT ended by its timeout, and no second one overlapped it. */
     size_t timed_out = 0;
@@ -413,6 +412,43 @@ START_TEST(hung_put_delays_only_its_lease)
     }
     ck_assert_uint_ge(timed_out, 1);
     ck_assert_uint_le(ft_max_in_flight_per_name(fx.ft), 1);
+    assert_safe();
+}
+END_TEST
+
+/* Known to fail on host 27136ad: the engine is not asked while its
+ * request is in flight, and a renewal's timeout (renew-deadline/2) can end
+ * after the deadline, so STOPPED_LEADING and the view that no longer leads
+ * come up to that much late (is_leader, by time, is right meanwhile). */
+START_TEST(bug_step_down_published_late_while_put_hangs)
+{
+    new_host(NULL);
+    add("solo");
+    ck_assert(run_until(all_lead, 3 * RETRY_MS));
+    run_for(3000);
+    struct ft_fault hang = {.kind = FT_HANG, .count = -1};
+    ft_fault_add(fx.ft, "solo", "PUT", hang);
+    int64_t last_ok = last_ok_write_ms(fx.ft, "solo");
+    run_for(RENEW_MS + RETRY_MS + 5000);
+    ck_assert_int_eq(fx.seen[0].stopped, 1);
+    ck_assert_msg(fx.seen[0].stopped_at_ms <= last_ok + RENEW_MS + STEP_MS,
+                  "stepped down %lld ms after the renew deadline",
+                  (long long)(fx.seen[0].stopped_at_ms - last_ok - RENEW_MS));
+    assert_safe();
+}
+END_TEST
+
+/* Known to fail on host 27136ad: before every election has read its Lease
+ * the watch cannot start, yet next_wake counts its start time (0) as due,
+ * so the host runs the transport with zero waits until the first answer
+ * arrives: a busy loop (the fake aborts on it). */
+START_TEST(bug_busy_wait_before_the_first_read)
+{
+    struct ft_fault slow = {.kind = FT_DELAY, .delay_ms = 3000, .count = 1};
+    ft_fault_add(fx.ft, "solo", "GET", slow);
+    new_host(NULL);
+    add("solo");
+    ck_assert(run_until(all_lead, 4 * RETRY_MS));
     assert_safe();
 }
 END_TEST
@@ -431,6 +467,14 @@ static void standby_setup(void)
 static bool watch_open(void)
 {
     return ft_watch_open_count(fx.ft) == 1;
+}
+
+static int64_t watch_since_ms;
+
+/* A watch opened after watch_since_ms, besides a failed one, is open. */
+static bool second_watch_open(void)
+{
+    return ft_count(fx.ft, "WATCH", NULL, watch_since_ms) >= 2 && watch_open();
 }
 
 START_TEST(standby_with_watch_does_not_poll)
@@ -492,7 +536,8 @@ START_TEST(stable_watch_reconnects_at_once)
     int64_t ended = now();
     struct ft_fault once = {.kind = FT_STATUS, .status = 500, .count = 1};
     ft_fault_add(fx.ft, NULL, "WATCH", once);
-    ck_assert(run_until(watch_open, 5000));
+    watch_since_ms = ended;
+    ck_assert(run_until(second_watch_open, 5000));
     int64_t t[8];
     size_t n = watch_times(ended, t, 8);
     ck_assert_uint_eq(n, 2); /* the failed one, at once, then the retry */
@@ -507,10 +552,8 @@ START_TEST(gone_relists)
     standby_setup();
     ck_assert(run_until(watch_open, 10000));
     run_for(10000);
-    const struct ft_record *first = last_watch();
-    size_t watches = ft_count(fx.ft, "WATCH", NULL, 0);
-    ck_assert_uint_eq(watches, 1);
-    (void)first;
+    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), 1);
+    ck_assert_ptr_nonnull(strstr(last_watch()->path, "resourceVersion="));
     /* The history is compacted and the stream ends: the host's restart
      * from its resourceVersion gets 410 Expired, and it starts over from
      * the current state. */
@@ -789,6 +832,8 @@ static Suite *host_suite(void)
     tcase_add_test(tc, sixteen_elections_one_watch);
     tcase_add_test(tc, several_elections_without_selector_poll);
     tcase_add_test(tc, hung_put_delays_only_its_lease);
+    tcase_add_test(tc, bug_step_down_published_late_while_put_hangs);
+    tcase_add_test(tc, bug_busy_wait_before_the_first_read);
     tcase_add_test(tc, standby_with_watch_does_not_poll);
     tcase_add_test(tc, watch_backoff_grows_and_caps_then_polls);
     tcase_add_test(tc, stable_watch_reconnects_at_once);

@@ -19,6 +19,7 @@
 /* The API server picks a random watch timeout when none is given; a fixed
  * one keeps the fake deterministic. */
 #define DEFAULT_WATCH_TIMEOUT_S 1800
+#define FT_MAX_IDLE_RUNS 100000
 
 enum item_kind {
     IT_SERVE, /* apply a round trip to the store and answer it */
@@ -98,6 +99,7 @@ struct fake_transport {
     struct fault *faults;
     size_t nfaults, capfaults;
     size_t max_in_flight, max_per_name;
+    uint64_t idle_runs; /* runs in a row that neither waited nor delivered */
 };
 
 /* Test support: allocation failure is not a case the fake handles. */
@@ -720,6 +722,13 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
         memcpy(x->body, req->body, req->body_len);
     x->body[req->body_len] = '\0';
     long bad = parse(f, x, req->verb, req->path);
+    if (!bad && strcmp(x->kind, "POST") == 0 && !x->name[0]) {
+        /* A create names its Lease in the body: log and match it by that. */
+        json_t *o = json_loads(x->body, 0, NULL);
+        free(x->name);
+        x->name = dup_or_die(o ? obj_name(o) : "");
+        json_decref(o);
+    }
     log_request(f, x, req->path);
     f->x = grow(f->x, &f->capx, f->nx, sizeof(*f->x));
     f->x[f->nx++] = x;
@@ -828,14 +837,27 @@ static enum ld_err ft_run_impl(struct ld_transport *t, int64_t wait_ms, int wake
     }
     if (wait_ms < 0)
         wait_ms = 0;
+    /* In fake time a caller that keeps asking for zero-length waits with
+     * nothing due spins for ever (on a real clock: burns a core until
+     * something arrives). Fail loudly instead of hanging the test. */
+    if (++f->idle_runs > FT_MAX_IDLE_RUNS) {
+        fprintf(stderr,
+                "faketransport: %llu runs in a row at %lld ms neither waited "
+                "nor delivered anything (a busy loop)\n",
+                (unsigned long long)f->idle_runs, (long long)f->now_ms);
+        abort();
+    }
     size_t first = (size_t)-1;
     for (size_t i = 0; i < f->nitems; i++)
         if (first == (size_t)-1 || item_before(&f->items[i], &f->items[first]))
             first = i;
     if (first == (size_t)-1 || f->items[first].due > f->now_ms + wait_ms) {
         f->now_ms += wait_ms;
+        if (wait_ms > 0)
+            f->idle_runs = 0;
         return LD_OK;
     }
+    f->idle_runs = 0;
     if (f->items[first].due > f->now_ms)
         f->now_ms = f->items[first].due;
     /* Only what was scheduled before this run: an item a callback adds for
@@ -1058,7 +1080,7 @@ void ft_compact(struct fake_transport *f)
     for (size_t i = 0; i < f->nhist; i++)
         json_decref(f->hist[i].obj);
     f->nhist = 0;
-    f->history_floor = f->rv;
+    f->history_floor = f->rv + 1;
 }
 
 uint64_t ft_resource_version(const struct fake_transport *f)

@@ -22,7 +22,10 @@
  * exchange has no effect. Watch events reach each open stream
  * watch_latency_ms (default 1) after the write. ft_run delivers what is due
  * in (time, order of scheduling) and advances the clock to the next due
- * item or by wait_ms, whichever is sooner.
+ * item or by wait_ms, whichever is sooner. A caller that keeps running it
+ * with a zero wait while nothing is due would spin for ever in fake time
+ * (and burn a core on a real clock): after 100,000 such runs in a row the
+ * fake says so on stderr and aborts.
  *
  * Ownership: ft_new returns a transport that whoever frees it owns (usually
  * the ld_kube it is handed to via ld_kube_new_on); the struct fake_transport
@@ -72,7 +75,7 @@ struct ft_record {
     char verb[8];     /* GET POST PUT LIST WATCH (or the request's own verb) */
     const char *path; /* as sent, query included */
     const char *body; /* "" when none */
-    const char *name; /* the Lease the path names ("" for the collection) */
+    const char *name; /* the Lease it is about (a POST: its body's), "" none */
     int64_t end_ms;   /* when its done ran or it was canceled; -1 before */
     long status;      /* the answer's, 0 when none */
     enum ld_err rc;   /* the result's rc, LD_OK until it ended */
@@ -113,8 +116,8 @@ bool ft_lease_delete(struct fake_transport *f, const char *name);
 /* Decodes the stored name into out (caller clears): LD_OK or LD_ENOTFOUND. */
 enum ld_err ft_lease_get(struct fake_transport *f, const char *name,
                          struct ld_lease *out);
-/* Forgets the watch history: a watch from an older resourceVersion gets
- * 410 Expired. */
+/* Forgets the watch history: a watch from any resourceVersion given out
+ * so far gets 410 Expired; later ones work. */
 void ft_compact(struct fake_transport *f);
 uint64_t ft_resource_version(const struct fake_transport *f);
 
