@@ -292,6 +292,64 @@ static char *dump(json_t *o)
     return text;
 }
 
+/* A POST or PUT with kube-apiserver's checks. Returns the status and sets
+ * *body (owned): the stored object, or a Status. */
+static long serve_write(struct fake_transport *f, struct xchg *x, char **body)
+{
+    struct ld_lease check;
+    struct ld_errinfo err;
+    bool create = strcmp(x->kind, "POST") == 0;
+    json_t *o = json_loads(x->body, 0, NULL);
+    const char *reason = NULL, *msg = NULL;
+    long status;
+
+    ld_lease_init(&check);
+    if (!o || ld_lease_from_json(o, &check, &err) != LD_OK) {
+        status = 400;
+        msg = "the body is not a Lease";
+        goto out;
+    }
+    const char *name = obj_name(o);
+    size_t i = obj_find(f, name);
+    if (!create && strcmp(name, x->name) != 0) {
+        status = 400;
+        msg = "the name of the object does not match the path";
+    } else if (create && i != (size_t)-1) {
+        status = 409;
+        reason = "AlreadyExists";
+        msg = "leases already exists";
+    } else if (!create && i == (size_t)-1) {
+        status = 404;
+        msg = "leases not found";
+    } else if (!create && obj_rv(o) == 0) {
+        status = 422;
+        msg = "metadata.resourceVersion: must be specified";
+    } else if (!create && obj_rv(o) != obj_rv(f->objs[i])) {
+        status = 409;
+        msg = "the object has been modified; please apply your changes to the latest "
+              "version and try again";
+    } else {
+        if (create) {
+            set_uid(f, o, name);
+        } else {
+            json_t *meta = json_object_get(o, "metadata");
+            json_object_set(
+                meta, "uid",
+                json_object_get(json_object_get(f->objs[i], "metadata"), "uid"));
+            json_object_set_new(meta, "namespace", json_string(f->ns));
+        }
+        store(f, json_incref(o), false);
+        *body = dump(o);
+        status = create ? 201 : 200;
+    }
+out:
+    if (!*body)
+        *body = status_body(status, reason, msg);
+    ld_lease_clear(&check);
+    json_decref(o);
+    return status;
+}
+
 /* Serves a round trip against the store. Returns the status and sets
  * *body (owned). */
 static long serve(struct fake_transport *f, struct xchg *x, char **body)
@@ -324,62 +382,7 @@ static long serve(struct fake_transport *f, struct xchg *x, char **body)
         *body = status_body(405, NULL, "method not allowed");
         return 405;
     }
-
-    struct ld_lease check;
-    struct ld_errinfo err;
-    json_t *o = json_loads(x->body, 0, NULL);
-    ld_lease_init(&check);
-    if (!o || ld_lease_from_json(o, &check, &err) != LD_OK) {
-        json_decref(o);
-        *body = status_body(400, NULL, "the body is not a Lease");
-        return 400;
-    }
-    ld_lease_clear(&check);
-    const char *name = obj_name(o);
-    bool create = strcmp(x->kind, "POST") == 0;
-    if (create)
-        i = obj_find(f, name);
-    if (!create && strcmp(name, x->name) != 0) {
-        json_decref(o);
-        *body = status_body(400, NULL, "the name of the object does not match the path");
-        return 400;
-    }
-    if (create && i != (size_t)-1) {
-        json_decref(o);
-        *body = status_body(409, "AlreadyExists", "leases already exists");
-        return 409;
-    }
-    if (!create && i == (size_t)-1) {
-        json_decref(o);
-        *body = status_body(404, NULL, "leases not found");
-        return 404;
-    }
-    if (create) {
-        set_uid(f, o, name);
-    } else {
-        uint64_t want = obj_rv(o);
-        if (want == 0) {
-            json_decref(o);
-            *body = status_body(422, NULL, "metadata.resourceVersion: must be specified");
-            return 422;
-        }
-        if (want != obj_rv(f->objs[i])) {
-            json_decref(o);
-            *body = status_body(409, NULL,
-                                "the object has been modified; please apply your changes "
-                                "to the latest version and try again");
-            return 409;
-        }
-        json_t *meta = json_object_get(o, "metadata");
-        json_t *old_meta = json_object_get(f->objs[i], "metadata");
-        json_object_set(meta, "uid", json_object_get(old_meta, "uid"));
-        json_object_set_new(meta, "namespace", json_string(f->ns));
-    }
-    json_incref(o);
-    store(f, o, false);
-    *body = dump(o);
-    json_decref(o);
-    return create ? 201 : 200;
+    return serve_write(f, x, body);
 }
 
 /* ---- exchanges ---- */
