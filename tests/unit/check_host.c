@@ -455,6 +455,21 @@ START_TEST(bug_busy_wait_before_the_first_read)
 }
 END_TEST
 
+/* The same defect for as long as the API is unreachable at start: the
+ * engine waits a retry period between attempts, the host spins meanwhile
+ * (leaderd itself runs on the host since b9de65b). */
+START_TEST(bug_busy_wait_while_the_api_is_down_at_start)
+{
+    struct ft_fault down = {.kind = FT_FAIL, .rc = LD_ECONNECT, .count = 5};
+    ft_fault_add(fx.ft, "solo", "GET", down);
+    new_host(NULL);
+    add("solo");
+    ck_assert(run_until(all_lead, 8 * RETRY_MS));
+    ck_assert_uint_ge(ft_count(fx.ft, "GET", "solo", 0), 6);
+    assert_safe();
+}
+END_TEST
+
 /* ---- the watch ---- */
 
 static void standby_setup(void)
@@ -997,6 +1012,7 @@ static Suite *host_suite(void)
     tcase_add_test(tc, hung_put_delays_only_its_lease);
     tcase_add_test(tc, bug_step_down_published_late_while_put_hangs);
     tcase_add_test(tc, bug_busy_wait_before_the_first_read);
+    tcase_add_test(tc, bug_busy_wait_while_the_api_is_down_at_start);
     tcase_add_test(tc, standby_with_watch_does_not_poll);
     tcase_add_test(tc, watch_backoff_grows_and_caps_then_polls);
     tcase_add_test(tc, stable_watch_reconnects_at_once);
