@@ -20,6 +20,7 @@
  * one keeps the fake deterministic. */
 #define DEFAULT_WATCH_TIMEOUT_S 1800
 #define FT_MAX_IDLE_RUNS 100000
+#define FT_MAX_CLIENTS 8
 
 enum item_kind {
     IT_SERVE, /* apply a round trip to the store and answer it */
@@ -42,7 +43,19 @@ struct item {
     struct xchg *ghost;
 };
 
+struct fake_transport;
+
+/* One transport on the shared API: a replica's connection. */
+struct ft_client {
+    struct ld_transport base;
+    struct fake_transport *f;
+    int index;
+    bool freed;
+    uint64_t idle_runs; /* runs in a row that neither waited nor delivered */
+};
+
 struct xchg {
+    struct ft_client *c;
     ld_http_id id;
     bool stream;
     bool live; /* a stream whose first events went out */
@@ -79,7 +92,8 @@ struct fault {
 };
 
 struct fake_transport {
-    struct ld_transport base;
+    struct ft_client *clients[FT_MAX_CLIENTS];
+    size_t nclients, live_clients;
     char *ns;
     int64_t now_ms, start_ms, start_wall_us;
     int64_t latency_ms, watch_latency_ms;
@@ -99,7 +113,6 @@ struct fake_transport {
     struct fault *faults;
     size_t nfaults, capfaults;
     size_t max_in_flight, max_per_name;
-    uint64_t idle_runs; /* runs in a row that neither waited nor delivered */
 };
 
 /* Test support: allocation failure is not a case the fake handles. */
@@ -679,6 +692,7 @@ static void log_request(struct fake_transport *f, struct xchg *x, const char *pa
     r->body = dup_or_die(x->body);
     r->name = dup_or_die(x->name);
     r->pub.at_ms = f->now_ms;
+    r->pub.client = x->c->index;
     snprintf(r->pub.verb, sizeof(r->pub.verb), "%s", x->kind);
     r->pub.end_ms = -1;
     r->pub.path = r->path;
@@ -705,13 +719,15 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
                          ld_http_data_fn data, ld_http_done_fn done, void *ctx,
                          ld_http_id *id, struct ld_errinfo *err)
 {
-    struct fake_transport *f = (struct fake_transport *)t;
+    struct ft_client *c = (struct ft_client *)t;
+    struct fake_transport *f = c->f;
 
     if (!req || !req->verb || !req->path || req->path[0] != '/' || !done)
         return ld_errinfo_set(err, LD_EINVAL, "fake transport: bad request");
     struct xchg *x = calloc(1, sizeof(*x));
     if (!x)
         abort();
+    x->c = c;
     x->id = ++f->next_id;
     x->stream = data != NULL;
     x->data = data;
@@ -815,9 +831,10 @@ static enum ld_err ft_open_stream(struct ld_transport *t,
 
 static void ft_cancel(struct ld_transport *t, ld_http_id id)
 {
-    struct fake_transport *f = (struct fake_transport *)t;
+    struct ft_client *c = (struct ft_client *)t;
+    struct fake_transport *f = c->f;
     struct xchg *x = find_x(f, id, NULL);
-    if (!x)
+    if (!x || x->c != c)
         return;
     finish_x(f, x, LD_ECANCELED, 0, true);
     drop_items(f, id, false);
@@ -829,9 +846,21 @@ static bool item_before(const struct item *a, const struct item *b)
     return a->due < b->due || (a->due == b->due && a->seq < b->seq);
 }
 
+/* Whether run on client c takes it: items of c's exchanges, and late
+ * writes (no callback) on any client's run. */
+static bool item_for(const struct fake_transport *f, const struct item *it,
+                     const struct ft_client *c)
+{
+    if (it->ghost)
+        return true;
+    const struct xchg *x = find_x(f, it->id, NULL);
+    return x && x->c == c;
+}
+
 static enum ld_err ft_run_impl(struct ld_transport *t, int64_t wait_ms, int wake_fd)
 {
-    struct fake_transport *f = (struct fake_transport *)t;
+    struct ft_client *c = (struct ft_client *)t;
+    struct fake_transport *f = c->f;
 
     if (wake_fd >= 0) {
         struct pollfd p = {.fd = wake_fd, .events = POLLIN};
@@ -843,24 +872,25 @@ static enum ld_err ft_run_impl(struct ld_transport *t, int64_t wait_ms, int wake
     /* In fake time a caller that keeps asking for zero-length waits with
      * nothing due spins for ever (on a real clock: burns a core until
      * something arrives). Fail loudly instead of hanging the test. */
-    if (++f->idle_runs > FT_MAX_IDLE_RUNS) {
+    if (++c->idle_runs > FT_MAX_IDLE_RUNS) {
         fprintf(stderr,
                 "faketransport: %llu runs in a row at %lld ms neither waited "
                 "nor delivered anything (a busy loop)\n",
-                (unsigned long long)f->idle_runs, (long long)f->now_ms);
+                (unsigned long long)c->idle_runs, (long long)f->now_ms);
         abort();
     }
     size_t first = (size_t)-1;
     for (size_t i = 0; i < f->nitems; i++)
-        if (first == (size_t)-1 || item_before(&f->items[i], &f->items[first]))
+        if (item_for(f, &f->items[i], c) &&
+            (first == (size_t)-1 || item_before(&f->items[i], &f->items[first])))
             first = i;
     if (first == (size_t)-1 || f->items[first].due > f->now_ms + wait_ms) {
         f->now_ms += wait_ms;
         if (wait_ms > 0)
-            f->idle_runs = 0;
+            c->idle_runs = 0;
         return LD_OK;
     }
-    f->idle_runs = 0;
+    c->idle_runs = 0;
     if (f->items[first].due > f->now_ms)
         f->now_ms = f->items[first].due;
     /* Only what was scheduled before this run: an item a callback adds for
@@ -870,7 +900,7 @@ static enum ld_err ft_run_impl(struct ld_transport *t, int64_t wait_ms, int wake
         size_t pick = (size_t)-1;
         for (size_t i = 0; i < f->nitems; i++) {
             struct item *it = &f->items[i];
-            if (it->due <= f->now_ms && it->seq < limit &&
+            if (it->due <= f->now_ms && it->seq < limit && item_for(f, it, c) &&
                 (pick == (size_t)-1 || item_before(it, &f->items[pick])))
                 pick = i;
         }
@@ -886,12 +916,17 @@ static enum ld_err ft_run_impl(struct ld_transport *t, int64_t wait_ms, int wake
 
 static size_t ft_pending(const struct ld_transport *t)
 {
-    return ((const struct fake_transport *)t)->nx;
+    const struct ft_client *c = (const struct ft_client *)t;
+    size_t n = 0;
+    for (size_t i = 0; i < c->f->nx; i++)
+        n += c->f->x[i]->c == c;
+    return n;
 }
 
-static void ft_free(struct ld_transport *t)
+static void free_all(struct fake_transport *f)
 {
-    struct fake_transport *f = (struct fake_transport *)t;
+    for (size_t i = 0; i < f->nclients; i++)
+        free(f->clients[i]);
     for (size_t i = 0; i < f->nx; i++)
         free_x(f->x[i]);
     for (size_t i = 0; i < f->nitems; i++) {
@@ -923,6 +958,25 @@ static void ft_free(struct ld_transport *t)
     free(f);
 }
 
+/* A client's exchanges end with it (no callbacks); the API goes with the
+ * last client. */
+static void ft_free(struct ld_transport *t)
+{
+    struct ft_client *c = (struct ft_client *)t;
+    struct fake_transport *f = c->f;
+    for (size_t i = f->nx; i-- > 0;) {
+        struct xchg *x = f->x[i];
+        if (x->c != c)
+            continue;
+        finish_x(f, x, LD_ECANCELED, 0, true);
+        drop_items(f, x->id, false);
+        free_x(x);
+    }
+    c->freed = true;
+    if (--f->live_clients == 0)
+        free_all(f);
+}
+
 static const struct ld_transport_ops ft_ops = {
     .submit = ft_submit,
     .open_stream = ft_open_stream,
@@ -934,12 +988,30 @@ static const struct ld_transport_ops ft_ops = {
 
 /* ---- public ---- */
 
+struct ld_transport *ft_add_client(struct fake_transport *f)
+{
+    if (f->nclients == FT_MAX_CLIENTS)
+        return NULL;
+    struct ft_client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->base.ops = &ft_ops;
+    c->f = f;
+    c->index = (int)f->nclients;
+    f->clients[f->nclients++] = c;
+    f->live_clients++;
+    return &c->base;
+}
+
 struct fake_transport *ft_new(const char *ns, int64_t start_ms, int64_t start_wall_us)
 {
     struct fake_transport *f = calloc(1, sizeof(*f));
     if (!f)
         return NULL;
-    f->base.ops = &ft_ops;
+    if (!ft_add_client(f)) {
+        free(f);
+        return NULL;
+    }
     f->ns = dup_or_die(ns);
     f->now_ms = f->start_ms = start_ms;
     f->start_wall_us = start_wall_us;
@@ -951,7 +1023,7 @@ struct fake_transport *ft_new(const char *ns, int64_t start_ms, int64_t start_wa
 
 struct ld_transport *ft_transport(struct fake_transport *f)
 {
-    return &f->base;
+    return &f->clients[0]->base;
 }
 
 int64_t ft_now_ms(const struct fake_transport *f)

@@ -27,10 +27,17 @@
  * (and burn a core on a real clock): after 100,000 such runs in a row the
  * fake says so on stderr and aborts.
  *
- * Ownership: ft_new returns a transport that whoever frees it owns (usually
- * the ld_kube it is handed to via ld_kube_new_on); the struct fake_transport
- * pointer stays valid until then. Strings returned are borrowed from the
- * fake and valid until its next call that changes the store or the log.
+ * Several clients (replicas) can share one API: each is a transport of its
+ * own (ft_transport, ft_add_client) whose run delivers only its own
+ * exchanges' callbacks, all on the one clock. A client whose run comes
+ * after another advanced the clock gets what fell due meanwhile late, as a
+ * starved process would.
+ *
+ * Ownership: each client transport is owned by whoever frees it (usually
+ * the ld_kube it is handed to via ld_kube_new_on); freeing one ends its
+ * exchanges without callbacks, and the struct fake_transport lives until
+ * the last one is freed. Strings returned are borrowed from the fake and
+ * valid until its next call that changes the store or the log.
  */
 #ifndef LEADERD_TEST_FAKETRANSPORT_H
 #define LEADERD_TEST_FAKETRANSPORT_H
@@ -72,6 +79,7 @@ struct ft_fault {
 /* One logged exchange. */
 struct ft_record {
     int64_t at_ms;    /* submit time */
+    int client;       /* which client sent it: 0 for ft_transport's */
     char verb[8];     /* GET POST PUT LIST WATCH (or the request's own verb) */
     const char *path; /* as sent, query included */
     const char *body; /* "" when none */
@@ -86,8 +94,10 @@ struct ft_record {
  * wall start_wall_us. NULL on allocation failure. */
 struct fake_transport *ft_new(const char *ns, int64_t start_ms, int64_t start_wall_us);
 
-/* The transport view of f (same object). */
+/* The first client, made by ft_new. */
 struct ld_transport *ft_transport(struct fake_transport *f);
+/* Another client on the same API (at most 8 in all), or NULL. */
+struct ld_transport *ft_add_client(struct fake_transport *f);
 
 /* A host clock that reads f's clock. */
 struct ld_host_clock ft_host_clock(struct fake_transport *f);
