@@ -821,6 +821,175 @@ START_TEST(foreign_and_malformed_events_are_survived)
 }
 END_TEST
 
+/* ---- three replicas, randomized ---- */
+
+#define SIM_REPLICAS 3
+#define SIM_LEASES 6
+
+struct sim {
+    struct ld_kube *kube[SIM_REPLICAS]; /* [0] is fx.kube */
+    struct ld_host *h[SIM_REPLICAS];
+    char id[SIM_REPLICAS][8];
+    uint64_t rng;
+    int64_t overlaps, foreign_claims, leading_samples;
+};
+
+static uint64_t sim_rand(struct sim *s, uint64_t n)
+{
+    s->rng = s->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (s->rng >> 33) % n;
+}
+
+/* Every replica's claim on every Lease, at the same fake instant: at most
+ * one claims each, and the one that does is the stored holder. */
+static void sim_check(struct sim *s)
+{
+    for (size_t l = 0; l < SIM_LEASES; l++) {
+        int claims = 0;
+        char *holder = stored_holder(lease_name(l));
+        for (size_t r = 0; r < SIM_REPLICAS; r++) {
+            if (!ld_election_is_leader(ld_host_election(s->h[r], l), now()))
+                continue;
+            claims++;
+            s->leading_samples++;
+            if (strcmp(holder, s->id[r]) != 0)
+                s->foreign_claims++;
+        }
+        if (claims > 1)
+            s->overlaps++;
+    }
+}
+
+static void sim_fault(struct sim *s)
+{
+    const char *verbs[] = {"GET", "PUT", "POST", "WATCH", NULL};
+    const char *verb = verbs[sim_rand(s, 5)];
+    const char *name = sim_rand(s, 3) ? lease_name(sim_rand(s, SIM_LEASES)) : NULL;
+    struct ft_fault f = {.count = 1 + (int)sim_rand(s, 3)};
+    switch (sim_rand(s, 8)) {
+    case 0:
+        f.kind = FT_HANG;
+        break;
+    case 1:
+        f.kind = FT_DELAY;
+        f.delay_ms = 100 + (int64_t)sim_rand(s, 8000); /* past the timeout at times */
+        break;
+    case 2:
+        f.kind = FT_STATUS;
+        f.status = 500;
+        break;
+    case 3:
+        f.kind = FT_STATUS;
+        f.status = 429;
+        f.retry_after_s = 1 + (int)sim_rand(s, 3);
+        break;
+    case 4:
+        f.kind = FT_FAIL;
+        f.rc = sim_rand(s, 2) ? LD_ECONNECT : LD_ETRANSPORT;
+        break;
+    case 5: /* a replica cut off from the API for a while */
+        f.kind = FT_FAIL;
+        f.rc = LD_ECONNECT;
+        f.count = -1;
+        f.until_ms = now() + 1000 + (int64_t)sim_rand(s, 20000);
+        ft_fault_add_for(fx.ft, (int)sim_rand(s, SIM_REPLICAS), NULL, NULL, f);
+        return;
+    case 6:
+        if (sim_rand(s, 2))
+            ft_watch_end_all(fx.ft);
+        else
+            ft_watch_gone_all(fx.ft);
+        return;
+    default:
+        ft_watch_stall_all(fx.ft);
+        return;
+    }
+    ft_fault_add(fx.ft, name, verb, f);
+}
+
+START_TEST(three_replicas_random_faults)
+{
+    struct sim s;
+    struct ld_errinfo err;
+    memset(&s, 0, sizeof(s));
+    s.rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(_i + 1);
+    for (size_t l = 0; l < SIM_LEASES; l++)
+        ft_lease_put(fx.ft, lease_name(l), "app=sim", "", LEASE_MS / 1000, WALL0_US);
+    for (size_t r = 0; r < SIM_REPLICAS; r++) {
+        snprintf(s.id[r], sizeof(s.id[r]), "r%zu", r);
+        s.kube[r] = r == 0 ? fx.kube : ld_kube_new_on(ft_add_client(fx.ft), &err);
+        ck_assert_ptr_nonnull(s.kube[r]);
+        struct ld_host_config c = {
+            .kube = s.kube[r],
+            .namespace_ = NS,
+            .label_selector = "app=sim",
+            .lease_duration_ms = LEASE_MS,
+            .renew_deadline_ms = RENEW_MS,
+            .clock = &fx.clock,
+        };
+        s.h[r] = ld_host_new(&c, &err);
+        ck_assert_ptr_nonnull(s.h[r]);
+        for (size_t l = 0; l < SIM_LEASES; l++) {
+            struct ld_election_config ec = {
+                .namespace_ = NS,
+                .name = lease_name(l),
+                .identity = s.id[r],
+                .lease_duration_ms = LEASE_MS,
+                .renew_deadline_ms = RENEW_MS,
+                .retry_period_ms = RETRY_MS,
+                .release_on_exit = true,
+                .seed = s.rng + r * 31 + l,
+            };
+            size_t index;
+            ck_assert_int_eq(ld_host_add(s.h[r], &ec, NULL, &index, &err), LD_OK);
+        }
+    }
+    /* Ten fake minutes of faults: the replicas take turns in steps of
+     * 50 ms, so each also runs late now and then. */
+    int64_t end = now() + 600000;
+    for (int i = 0; i < 100000 && now() < end; i++) {
+        if (sim_rand(&s, 20) == 0)
+            sim_fault(&s);
+        size_t r = sim_rand(&s, SIM_REPLICAS);
+        ck_assert_int_eq(ld_host_run(s.h[r], 1 + (int64_t)sim_rand(&s, 50), -1), LD_OK);
+        sim_check(&s);
+    }
+    ck_assert_int_ge(now(), end);
+    /* Then a calm minute: every Lease has exactly one leader. */
+    ft_fault_clear(fx.ft);
+    for (int i = 0; i < 5000 && now() < end + 60000; i++) {
+        ck_assert_int_eq(ld_host_run(s.h[i % SIM_REPLICAS], 20, -1), LD_OK);
+        sim_check(&s);
+    }
+    for (size_t l = 0; l < SIM_LEASES; l++) {
+        int leaders = 0;
+        for (size_t r = 0; r < SIM_REPLICAS; r++)
+            leaders += ld_election_is_leader(ld_host_election(s.h[r], l), now());
+        ck_assert_msg(leaders == 1, "%s has %d leaders after the calm minute",
+                      lease_name(l), leaders);
+    }
+    ck_assert_msg(s.overlaps == 0, "%lld samples with two leaders",
+                  (long long)s.overlaps);
+    ck_assert_msg(s.foreign_claims == 0, "%lld claims while the Lease named another",
+                  (long long)s.foreign_claims);
+    ck_assert_int_gt(s.leading_samples, 0);
+    /* The faults made leadership change hands, again and again. */
+    int32_t transitions = 0;
+    for (size_t l = 0; l < SIM_LEASES; l++) {
+        struct ld_lease stored;
+        ck_assert_int_eq(ft_lease_get(fx.ft, lease_name(l), &stored), LD_OK);
+        transitions += stored.spec.transitions;
+        ld_lease_clear(&stored);
+    }
+    ck_assert_int_ge(transitions, 10);
+    for (size_t r = 0; r < SIM_REPLICAS; r++) {
+        ld_host_free(s.h[r]);
+        if (r > 0)
+            ld_kube_free(s.kube[r]);
+    }
+}
+END_TEST
+
 /* ---- the fake itself ---- */
 
 struct answer {
@@ -1025,6 +1194,11 @@ static Suite *host_suite(void)
     tcase_add_test(tc, shutdown_releases_and_abandons);
     tcase_add_test(tc, free_in_flight_runs_no_callbacks);
     tcase_add_test(tc, foreign_and_malformed_events_are_survived);
+    TCase *sim = tcase_create("simulation");
+    tcase_add_checked_fixture(sim, setup, teardown);
+    tcase_set_timeout(sim, 300);
+    tcase_add_loop_test(sim, three_replicas_random_faults, 0, 4);
+    suite_add_tcase(s, sim);
     suite_add_tcase(s, tc);
     return s;
 }

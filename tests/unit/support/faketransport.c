@@ -86,6 +86,7 @@ struct hist {
 };
 
 struct fault {
+    int client; /* -1 any */
     char *name; /* NULL any */
     char *verb; /* NULL any */
     struct ft_fault f;
@@ -665,7 +666,8 @@ static const struct ft_fault *take_fault(struct fake_transport *f, const struct 
 {
     for (size_t i = 0; i < f->nfaults; i++) {
         struct fault *fl = &f->faults[i];
-        if (fl->f.count == 0)
+        if (fl->f.count == 0 || (fl->f.until_ms > 0 && f->now_ms >= fl->f.until_ms) ||
+            (fl->client >= 0 && fl->client != x->c->index))
             continue;
         if (fl->verb && strcmp(fl->verb, x->kind) != 0)
             continue;
@@ -1064,8 +1066,15 @@ void ft_set_watch_latency_ms(struct fake_transport *f, int64_t ms)
 void ft_fault_add(struct fake_transport *f, const char *name, const char *verb,
                   struct ft_fault fault)
 {
+    ft_fault_add_for(f, -1, name, verb, fault);
+}
+
+void ft_fault_add_for(struct fake_transport *f, int client, const char *name,
+                      const char *verb, struct ft_fault fault)
+{
     f->faults = grow(f->faults, &f->capfaults, f->nfaults, sizeof(*f->faults));
     f->faults[f->nfaults++] = (struct fault){
+        .client = client,
         .name = name ? dup_or_die(name) : NULL,
         .verb = verb ? dup_or_die(verb) : NULL,
         .f = fault,

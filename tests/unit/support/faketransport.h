@@ -74,6 +74,7 @@ struct ft_fault {
     int retry_after_s; /* FT_STATUS: Retry-After header when > 0 */
     enum ld_err rc;    /* FT_FAIL */
     int count;         /* exchanges it applies to; < 0: until cleared */
+    int64_t until_ms;  /* > 0: applies only before this fake time */
 };
 
 /* One logged exchange. */
@@ -113,6 +114,9 @@ void ft_set_watch_latency_ms(struct fake_transport *f, int64_t ms);
  * applies. */
 void ft_fault_add(struct fake_transport *f, const char *name, const char *verb,
                   struct ft_fault fault);
+/* The same for the exchanges of one client only (a partitioned replica). */
+void ft_fault_add_for(struct fake_transport *f, int client, const char *name,
+                      const char *verb, struct ft_fault fault);
 void ft_fault_clear(struct fake_transport *f);
 
 /* The store, as another client sees it. ft_lease_put writes holder (""
