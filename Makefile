@@ -1,5 +1,6 @@
 # leaderd — plain GNU make. `make` builds, `make test` runs every test,
-# `make demo` shows a failover on loopback. See README.md.
+# `make demo` shows a failover on loopback (`make demo-child`: with a command
+# run only on the leader). See README.md.
 
 VERSION := 0.1.0
 B       := build
@@ -38,7 +39,7 @@ obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
 # source file that was since removed or renamed.
 archive = rm -f $@ && ar rcs $@ $^
 
-.PHONY: all deps test unit unit-san integration demo bench clean format lint
+.PHONY: all deps test unit unit-san integration demo demo-child bench clean format lint
 all: $(B)/.deps $(B)/leaderd $(B)/leaderd-apiserver
 
 $(B)/.deps: tools/deps.sh
@@ -99,6 +100,10 @@ test: all examples $(addprefix $(B)/tests/,$(UNITS)) $(addprefix $(SAN_B)/tests/
 
 demo: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/demo.py
+
+# The same three replicas running a command only while leading (leaderd -- CMD).
+demo-child: all
+	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/demo.py --child
 
 bench: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench.py

@@ -9,6 +9,8 @@
  */
 #include "election.h"
 
+#include <jansson.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,7 @@ struct ld_election {
     int64_t request_timeout_ms;
     bool release_on_exit;
     uint64_t rng;
+    json_t *create_metadata; /* owned; NULL: none */
 
     struct ld_lease cache; /* last object seen or written */
     bool have_cache;
@@ -509,6 +512,11 @@ static enum ld_err prepare_create(struct ld_election *e, struct ld_now now)
     /* As client-go for a Lease never seen; otherwise a change of holder
      * after the one we last knew. */
     d->spec.transitions = e->seen_term ? term_after(e, 0) : 0;
+    if (e->create_metadata) {
+        d->object = json_pack("{s:O}", "metadata", e->create_metadata);
+        if (!d->object)
+            return LD_ENOMEM;
+    }
     return LD_OK;
 }
 
@@ -861,6 +869,15 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
     e->request_timeout_ms = max64(1000, cfg->renew_deadline_ms / 2);
     e->release_on_exit = cfg->release_on_exit;
     e->rng = cfg->seed;
+    if (cfg->create_metadata) {
+        e->create_metadata =
+            json_loads(cfg->create_metadata, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(e->create_metadata)) {
+            ld_election_free(e);
+            ld_errinfo_set(err, LD_EINVAL, "create_metadata is not a JSON object");
+            return NULL;
+        }
+    }
     e->phase = PH_IDLE;
     e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
     e->free_seen_ms = NO_TIME;
@@ -880,6 +897,7 @@ void ld_election_free(struct ld_election *e)
         return;
     ld_lease_clear(&e->cache);
     ld_lease_clear(&e->desired);
+    json_decref(e->create_metadata);
     for (unsigned i = 0; i < GONE_UIDS; i++)
         free(e->gone_uids[i]);
     free(e->namespace_);

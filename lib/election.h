@@ -39,6 +39,10 @@ struct ld_election_config {
     int64_t retry_period_ms;   /* renew_deadline_ms > 1.2 * retry_period_ms */
     bool release_on_exit;      /* give the Lease up on ld_election_shutdown */
     uint64_t seed;             /* seeds the retry jitter; any value */
+    /* A JSON object merged into the metadata of a Lease this engine creates
+     * (labels that put it in a watched group, ownerReferences); copied;
+     * NULL: none. Never applied to a Lease that exists. */
+    const char *create_metadata;
 };
 
 /* One reading of both clocks, taken once per pass by the caller. */

@@ -10,6 +10,7 @@
 
 #include "control.h"
 #include "discovery.h"
+#include "labelsel.h"
 #include "leaseval.h"
 #include "peercert.h"
 #include "status.h"
@@ -286,6 +287,27 @@ static bool field_selector(const char *sel, char *ns, size_t nslen, char *name,
     return true;
 }
 
+/* Parses the labelSelector parameter into *out (NULL when absent or empty;
+ * the caller frees it); false with a 400 reply, worded like labels.Parse,
+ * for a selector the real server would refuse. */
+static bool label_selector(struct MHD_Connection *c, struct as_labelsel **out,
+                           struct as_reply *r)
+{
+    const char *text = arg(c, "labelSelector");
+    char err[4096];
+    *out = NULL;
+    if (!text || !*text)
+        return true;
+    *out = as_labelsel_parse(text, err, sizeof err);
+    if (*out)
+        return true;
+    if (strcmp(err, "out of memory") == 0)
+        as_reply_internal(r, err);
+    else
+        as_reply_bad_request(r, err);
+    return false;
+}
+
 static void reply_list(struct MHD_Connection *c, const struct as_snapshot *snap,
                        struct as_reply *r)
 {
@@ -327,23 +349,21 @@ static void handle_list(struct MHD_Connection *c, struct as_api *api,
     char ns[64] = "", name[254] = "";
     bool has_ns = rt->kind == R_COLLECTION, has_name = false;
     struct as_snapshot snap;
-    const char *labels = arg(c, "labelSelector");
+    struct as_labelsel *labels = NULL;
     if (has_ns)
         snprintf(ns, sizeof ns, "%s", rt->ns);
-    if (labels && *labels) {
-        as_reply_bad_request(r, "labelSelector is not supported by leaderd-apiserver");
-        return;
-    }
     if (!field_selector(arg(c, "fieldSelector"), ns, sizeof ns, name, sizeof name,
-                        &has_ns, &has_name, r))
+                        &has_ns, &has_name, r) ||
+        !label_selector(c, &labels, r))
         return;
-    if (!as_store_snapshot(api->store, has_ns ? ns : NULL, has_name ? name : NULL,
-                           &snap)) {
+    struct as_filter f = {
+        .ns = has_ns ? ns : NULL, .name = has_name ? name : NULL, .labels = labels};
+    if (!as_store_snapshot(api->store, &f, &snap))
         as_reply_internal(r, "out of memory");
-        return;
-    }
-    reply_list(c, &snap, r);
+    else
+        reply_list(c, &snap, r);
     as_snapshot_clear(&snap);
+    as_labelsel_free(labels);
 }
 
 static void handle_get(struct MHD_Connection *c, struct as_api *api,
@@ -354,7 +374,8 @@ static void handle_get(struct MHD_Connection *c, struct as_api *api,
         as_store_get(api->store, rt->ns, rt->name, r);
         return;
     }
-    if (!as_store_snapshot(api->store, rt->ns, rt->name, &snap)) {
+    struct as_filter f = {.ns = rt->ns, .name = rt->name};
+    if (!as_store_snapshot(api->store, &f, &snap)) {
         as_reply_internal(r, "out of memory");
         return;
     }
@@ -447,21 +468,26 @@ static void handle_write(struct MHD_Connection *c, struct as_api *api,
         break;
     }
     case AS_VERB_DELETE: {
-        const char *precond = NULL;
+        /* Preconditions are pointers in DeleteOptions: a present "" still
+         * has to match. */
+        const char *pre_uid = NULL, *pre_rv = NULL;
         if (rq->len > 0) {
             json_error_t jerr;
             patch = json_loadb(rq->body, rq->len, 0, &jerr);
             json_t *pre = json_object_get(patch, "preconditions");
+            json_t *puid = json_object_get(pre, "uid");
             json_t *prv = json_object_get(pre, "resourceVersion");
             if (!json_is_object(patch) ||
                 (pre && !json_is_null(pre) && !json_is_object(pre)) ||
+                (puid && !json_is_null(puid) && !json_is_string(puid)) ||
                 (prv && !json_is_null(prv) && !json_is_string(prv))) {
                 as_reply_bad_request(r, "the body is not valid DeleteOptions");
                 break;
             }
-            precond = json_string_value(prv);
+            pre_uid = json_string_value(puid);
+            pre_rv = json_string_value(prv);
         }
-        as_store_delete(api->store, rt->ns, rt->name, precond, client, r);
+        as_store_delete(api->store, rt->ns, rt->name, pre_uid, pre_rv, client, r);
         break;
     }
     default:
@@ -597,7 +623,8 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
             if (t == 0)
                 t = DEFAULT_WATCH_TIMEOUT_S;
             if (!field_selector(arg(c, "fieldSelector"), ns, sizeof ns, name, sizeof name,
-                                &has_ns, &has_name, &r))
+                                &has_ns, &has_name, &r) ||
+                !label_selector(c, &p.labels, &r))
                 break;
             p.ns = has_ns ? ns : NULL;
             p.name = has_name ? name : NULL;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "labelsel.h"
 #include "util.h"
 
 #define CANNOT_HANDLE "Lease in version \"v1\" cannot be handled as a Lease: "
@@ -232,7 +233,9 @@ static bool copy_string_map(json_t *dst, json_t *src, const char *key,
             return false;
         }
     }
-    json_object_set_new(dst, key, json_deep_copy(v));
+    /* An empty map is omitted, as Go's omitempty does. */
+    if (json_object_size(v) > 0)
+        json_object_set_new(dst, key, json_deep_copy(v));
     return true;
 }
 
@@ -262,6 +265,61 @@ static bool copy_time(json_t *dst, json_t *src, const char *key, bool micro,
     return true;
 }
 
+/* Decodes ownerReferences the way metav1.OwnerReference does: objects with
+ * string apiVersion, kind, name, uid and bool controller, blockOwnerDeletion
+ * (unknown fields dropped, null as absent). New reference or NULL with a 400
+ * (or 500) reply in err. */
+static json_t *normalize_owner_refs(json_t *v, struct as_reply *err)
+{
+    static const char *const strs[] = {"apiVersion", "kind", "name", "uid"};
+    static const char *const bools[] = {"controller", "blockOwnerDeletion"};
+    char gofield[96];
+    json_t *out = json_array();
+    size_t i;
+    json_t *ref;
+    if (!out) {
+        as_reply_internal(err, "out of memory");
+        return NULL;
+    }
+    json_array_foreach(v, i, ref)
+    {
+        json_t *o = json_object();
+        if (!o || json_array_append_new(out, o) != 0) {
+            as_reply_internal(err, "out of memory");
+            goto fail;
+        }
+        if (json_is_null(ref))
+            continue;
+        if (!json_is_object(ref)) {
+            type_error(err, ref, "ObjectMeta.metadata.ownerReferences",
+                       "v1.OwnerReference");
+            goto fail;
+        }
+        for (size_t k = 0; k < sizeof strs / sizeof *strs; k++) {
+            snprintf(gofield, sizeof gofield,
+                     "OwnerReference.metadata.ownerReferences.%s", strs[k]);
+            if (!copy_string(o, ref, strs[k], gofield, err))
+                goto fail;
+        }
+        for (size_t k = 0; k < sizeof bools / sizeof *bools; k++) {
+            json_t *b = json_object_get(ref, bools[k]);
+            if (!b || json_is_null(b))
+                continue;
+            if (!json_is_boolean(b)) {
+                snprintf(gofield, sizeof gofield,
+                         "OwnerReference.metadata.ownerReferences.%s", bools[k]);
+                type_error(err, b, gofield, "bool");
+                goto fail;
+            }
+            json_object_set(o, bools[k], b);
+        }
+    }
+    return out;
+fail:
+    json_decref(out);
+    return NULL;
+}
+
 static bool normalize_metadata(json_t *out, json_t *m, struct as_reply *err)
 {
     if (!copy_string(out, m, "name", "ObjectMeta.metadata.name", err) ||
@@ -281,7 +339,13 @@ static bool normalize_metadata(json_t *out, json_t *m, struct as_reply *err)
                        "[]v1.OwnerReference");
             return false;
         }
-        json_object_set_new(out, "ownerReferences", json_deep_copy(v));
+        json_t *refs = normalize_owner_refs(v, err);
+        if (!refs)
+            return false;
+        if (json_array_size(refs) > 0)
+            json_object_set_new(out, "ownerReferences", refs);
+        else
+            json_decref(refs);
     }
     v = json_object_get(m, "finalizers");
     if (v && !json_is_null(v)) {
@@ -399,6 +463,78 @@ static const char dns1123_msg[] =
     "'example.com', regex used for validation is "
     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
+/* s as Go's %q prints it (close enough: JSON string syntax); new string. */
+static char *quoted(const char *s)
+{
+    json_t *q = json_string(s);
+    char *out = q ? json_dumps(q, JSON_ENCODE_ANY) : NULL;
+    json_decref(q);
+    return out;
+}
+
+static void add_invalid(struct as_field_errors *fe, const char *field, const char *value,
+                        const char *why)
+{
+    char *q = quoted(value);
+    char *msg = NULL;
+    if (asprintf(&msg, "Invalid value: %s: %s", q ? q : "\"\"", why) < 0)
+        msg = NULL;
+    as_field_errors_add(fe, "FieldValueInvalid", field, msg ? msg : why);
+    free(msg);
+    free(q);
+}
+
+/* ValidateLabels: every key a qualified name, every value a label value. */
+static void validate_labels(json_t *labels, struct as_field_errors *fe)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(labels, key, v)
+    {
+        const char *why[4];
+        size_t n = as_label_key_problems(key, why, 4);
+        for (size_t i = 0; i < n; i++)
+            add_invalid(fe, "metadata.labels", key, why[i]);
+        n = as_label_value_problems(json_string_value(v), why, 4);
+        for (size_t i = 0; i < n; i++)
+            add_invalid(fe, "metadata.labels", json_string_value(v), why[i]);
+    }
+}
+
+/* The version part of apiVersion as schema.ParseGroupVersion reads it:
+ * "" for "", "/", "group/" and anything with two or more slashes. */
+static bool has_version(const char *api_version)
+{
+    const char *slash = strchr(api_version, '/');
+    if (!slash)
+        return *api_version != '\0';
+    return slash[1] != '\0' && !strchr(slash + 1, '/');
+}
+
+/* validateOwnerReference's required fields, under metadata.ownerReferences
+ * (kube names no index there). */
+static void validate_owner_refs(json_t *refs, struct as_field_errors *fe)
+{
+    size_t i;
+    json_t *ref;
+    json_array_foreach(refs, i, ref)
+    {
+        const char *api = json_string_value(json_object_get(ref, "apiVersion"));
+        const char *kind = json_string_value(json_object_get(ref, "kind"));
+        const char *name = json_string_value(json_object_get(ref, "name"));
+        const char *uid = json_string_value(json_object_get(ref, "uid"));
+        if (!has_version(api ? api : ""))
+            add_invalid(fe, "metadata.ownerReferences.apiVersion", api ? api : "",
+                        "version must not be empty");
+        if (!kind || !*kind)
+            add_invalid(fe, "metadata.ownerReferences.kind", "", "must not be empty");
+        if (!name || !*name)
+            add_invalid(fe, "metadata.ownerReferences.name", "", "must not be empty");
+        if (!uid || !*uid)
+            add_invalid(fe, "metadata.ownerReferences.uid", "", "must not be empty");
+    }
+}
+
 bool as_lease_validate(json_t *lease, bool create, struct as_reply *err)
 {
     struct as_field_errors fe;
@@ -426,6 +562,8 @@ bool as_lease_validate(json_t *lease, bool create, struct as_reply *err)
         free(quoted);
         as_field_errors_add(&fe, "FieldValueInvalid", "metadata.name", msg);
     }
+    validate_labels(json_object_get(meta, "labels"), &fe);
+    validate_owner_refs(json_object_get(meta, "ownerReferences"), &fe);
     json_t *v = json_object_get(spec, "leaseDurationSeconds");
     if (v && json_integer_value(v) <= 0) {
         snprintf(msg, sizeof msg, "Invalid value: %lld: must be greater than 0",

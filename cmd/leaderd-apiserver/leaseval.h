@@ -20,7 +20,8 @@ json_t *as_lease_parse(const char *text, size_t len, struct as_reply *err);
 
 /* Builds a normalised copy of in (borrowed): kind and apiVersion set,
  * metadata limited to name, generateName, namespace, uid, resourceVersion,
- * creationTimestamp, labels, annotations, ownerReferences, finalizers;
+ * creationTimestamp, labels, annotations, ownerReferences (each limited to
+ * metav1.OwnerReference's fields), finalizers;
  * spec limited to the Lease fields, nulls dropped, times rewritten in UTC
  * with six fractional digits; "spec" always present. Returns a new
  * reference, or NULL with a 400 reply in err when a field has the wrong
@@ -29,7 +30,9 @@ json_t *as_lease_normalize(json_t *in, struct as_reply *err);
 
 /* Applies the coordination/v1 validation rules to a normalised Lease:
  * metadata.name a DNS-1123 subdomain (or, on create, generateName set),
- * spec.leaseDurationSeconds > 0 and spec.leaseTransitions >= 0 when
+ * metadata.labels keys qualified names and values label values,
+ * metadata.ownerReferences each with apiVersion (with a version), kind, name
+ * and uid, spec.leaseDurationSeconds > 0 and spec.leaseTransitions >= 0 when
  * present. Returns true, or false with a 422 reply in err. */
 bool as_lease_validate(json_t *lease, bool create, struct as_reply *err);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "labelsel.h"
 #include "leaseval.h"
 #include "util.h"
 
@@ -30,6 +31,13 @@ struct event {
     char *ns;
     char *name;
     char *line; /* {"type":...,"object":...}\n */
+    /* What a label-selecting watcher needs to tell whether the change moved
+     * the object into or out of its selection. */
+    bool deleted;
+    bool had_prev;       /* an object existed before the change */
+    json_t *labels;      /* the object's labels after the change, or NULL */
+    json_t *prev_labels; /* its labels before, or NULL */
+    json_t *prev;        /* the object before a MODIFIED that changed labels */
 };
 
 struct as_store {
@@ -61,7 +69,30 @@ static void event_clear(struct event *ev)
     free(ev->ns);
     free(ev->name);
     free(ev->line);
+    json_decref(ev->labels);
+    json_decref(ev->prev_labels);
+    json_decref(ev->prev);
     memset(ev, 0, sizeof *ev);
+}
+
+/* A private copy of obj's metadata.labels, or NULL when it has none. */
+static json_t *labels_copy(json_t *obj)
+{
+    json_t *l = json_object_get(json_object_get(obj, "metadata"), "labels");
+    return json_is_object(l) ? json_deep_copy(l) : NULL;
+}
+
+static bool same_labels(json_t *a, json_t *b)
+{
+    return a && b ? json_equal(a, b) : a == b;
+}
+
+static bool passes(const struct as_filter *f, const char *ns, const char *name,
+                   json_t *labels)
+{
+    if ((f->ns && strcmp(f->ns, ns) != 0) || (f->name && strcmp(f->name, name) != 0))
+        return false;
+    return !f->labels || as_labelsel_match(f->labels, labels);
 }
 
 static struct entry *find(struct as_store *s, const char *ns, const char *name)
@@ -177,13 +208,26 @@ static json_t *prepare(json_t *lease, const char *ns, json_t *uid, json_t *ctime
     return obj;
 }
 
+/* Records a change: text is the object after it (the deleted object for
+ * DELETED), obj its parsed form or NULL, prev the object before it (NULL when
+ * there was none, had_prev says whether one existed even if unreadable). */
 static void push_event(struct as_store *s, const char *type, const char *ns,
-                       const char *name, const char *text)
+                       const char *name, const char *text, json_t *obj, json_t *prev,
+                       bool had_prev)
 {
     struct event ev = {0};
     ev.rv = s->rv;
     ev.ns = strdup(ns);
     ev.name = strdup(name);
+    ev.deleted = strcmp(type, "DELETED") == 0;
+    ev.had_prev = had_prev;
+    ev.labels = ev.deleted ? NULL : labels_copy(obj);
+    ev.prev_labels = labels_copy(ev.deleted ? obj : prev);
+    /* Only a change of labels can take an object out of a selection (and a
+     * deleted object's last state is already the event's object), so the old
+     * object of a mere renewal is not kept alive in the history. */
+    if (!ev.deleted && prev && !same_labels(ev.labels, ev.prev_labels))
+        ev.prev = json_incref(prev);
     size_t tl = strlen(text);
     /* A raw document may end in a newline; it must not split the frame. */
     while (tl > 0 && (text[tl - 1] == '\n' || text[tl - 1] == '\r'))
@@ -298,13 +342,14 @@ out:
 }
 
 /* Everything a committed write does besides changing the entry and
- * persisting the store. */
+ * persisting the store. prev and had_prev: see push_event. */
 static void committed(struct as_store *s, const char *type, const char *verb,
-                      const struct entry *e, json_t *obj, const char *client)
+                      const struct entry *e, json_t *obj, json_t *prev, bool had_prev,
+                      const char *client)
 {
     char *text = e->raw ? strdup(e->raw) : json_dumps(obj, JSON_COMPACT);
     if (text)
-        push_event(s, type, e->ns, e->name, text);
+        push_event(s, type, e->ns, e->name, text, obj, prev, had_prev);
     else
         s->floor = s->rv;
     free(text);
@@ -489,7 +534,7 @@ static int item_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->name, y->name);
 }
 
-bool as_store_snapshot(struct as_store *s, const char *ns, const char *name,
+bool as_store_snapshot(struct as_store *s, const struct as_filter *f,
                        struct as_snapshot *out)
 {
     bool ok = false;
@@ -503,13 +548,17 @@ bool as_store_snapshot(struct as_store *s, const char *ns, const char *name,
     }
     for (size_t i = 0; i < s->n; i++) {
         struct entry *e = &s->entries[i];
-        if ((ns && strcmp(ns, e->ns) != 0) || (name && strcmp(name, e->name) != 0))
+        json_t *obj = entry_parsed(e);
+        if (!passes(f, e->ns, e->name,
+                    json_object_get(json_object_get(obj, "metadata"), "labels"))) {
+            json_decref(obj);
             continue;
+        }
         struct as_item *it = &out->items[out->n++];
+        it->obj = obj;
         it->ns = strdup(e->ns);
         it->name = strdup(e->name);
         it->text = entry_text(e);
-        it->obj = entry_parsed(e);
         if (!it->ns || !it->name || !it->text)
             goto out;
     }
@@ -563,7 +612,7 @@ static void do_create(struct as_store *s, const char *ns, const char *name, json
     e->rv = ++s->rv;
     set_rv(obj, e->rv);
     e->obj = json_incref(obj);
-    committed(s, "ADDED", verb, e, obj, client);
+    committed(s, "ADDED", verb, e, obj, NULL, false, client);
     persist(s);
     as_reply_json(r, 201, json_incref(obj));
 out:
@@ -655,7 +704,7 @@ static void do_update(struct as_store *s, struct entry *e, json_t *lease,
     free(e->raw);
     e->raw = NULL;
     e->obj = json_incref(obj);
-    committed(s, "MODIFIED", verb, e, obj, client);
+    committed(s, "MODIFIED", verb, e, obj, old, true, client);
     persist(s);
     as_reply_json(r, 200, json_incref(obj));
 out:
@@ -786,10 +835,21 @@ out:
     json_decref(lease);
 }
 
+/* 409 as errors.NewConflict builds it for the GroupResource {group, Kind}. */
+static void precondition_failed(struct as_reply *r, const char *name, const char *why)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "Operation cannot be fulfilled on Lease.%s \"%s\": %s",
+             AS_GROUP, name, why);
+    as_reply_status(r, 409, "Conflict", msg, as_status_details(name, "Lease"));
+}
+
 void as_store_delete(struct as_store *s, const char *ns, const char *name,
-                     const char *precond_rv, const char *client, struct as_reply *r)
+                     const char *precond_uid, const char *precond_rv, const char *client,
+                     struct as_reply *r)
 {
     json_t *obj = NULL;
+    char why[512];
     pthread_mutex_lock(&s->mu);
     struct entry *e = find(s, ns, name);
     if (!e) {
@@ -798,24 +858,35 @@ void as_store_delete(struct as_store *s, const char *ns, const char *name,
     }
     char cur[24];
     snprintf(cur, sizeof cur, "%" PRIu64, e->rv);
-    if (precond_rv && *precond_rv && strcmp(precond_rv, cur) != 0) {
-        char why[256];
+    obj = entry_parsed(e);
+    json_t *uid = json_object_get(json_object_get(obj, "metadata"), "uid");
+    const char *cur_uid = json_is_string(uid) ? json_string_value(uid) : "";
+    /* rest.BeforeDelete's early check, which is what a client meets: the
+     * UID first, then the version, against the kind rather than the
+     * resource. */
+    if (precond_uid && strcmp(precond_uid, cur_uid) != 0) {
         snprintf(why, sizeof why,
-                 "Precondition failed: ResourceVersion in precondition: %.64s, "
-                 "ResourceVersion in object meta: %s",
-                 precond_rv, cur);
-        as_reply_conflict(r, name, why);
+                 "the UID in the precondition (%.64s) does not match the UID in record "
+                 "(%.64s). The object might have been deleted and then recreated",
+                 precond_uid, cur_uid);
+        precondition_failed(r, name, why);
         goto out;
     }
-    obj = entry_parsed(e);
+    if (precond_rv && strcmp(precond_rv, cur) != 0) {
+        snprintf(why, sizeof why,
+                 "the ResourceVersion in the precondition (%.64s) does not match the "
+                 "ResourceVersion in record (%s). The object might have been modified",
+                 precond_rv, cur);
+        precondition_failed(r, name, why);
+        goto out;
+    }
     json_t *details = as_status_details(name, AS_RESOURCE);
-    json_t *uid = json_object_get(json_object_get(obj, "metadata"), "uid");
     if (details && json_is_string(uid))
         json_object_set(details, "uid", uid);
     e->rv = ++s->rv;
     if (e->obj)
         set_rv(e->obj, e->rv);
-    committed(s, "DELETED", "delete", e, obj, client);
+    committed(s, "DELETED", "delete", e, obj, NULL, true, client);
     remove_entry(s, e);
     persist(s);
     json_t *st = json_object();
@@ -858,12 +929,15 @@ uint64_t as_store_put_raw(struct as_store *s, const char *ns, const char *name,
                           const char *text, size_t len, const char *client, bool stamp)
 {
     uint64_t rv = 0;
+    json_t *before = NULL;
     pthread_mutex_lock(&s->mu);
     char *copy = stamped_copy(text, len, stamp, s->rv + 1);
     if (!copy)
         goto out;
     struct entry *e = find(s, ns, name);
     const char *type = e ? "MODIFIED" : "ADDED";
+    bool had_prev = e != NULL;
+    before = e ? entry_parsed(e) : NULL;
     if (!e && s->n < MAX_ENTRIES)
         e = add_entry(s, ns, name);
     if (!e) {
@@ -882,12 +956,13 @@ uint64_t as_store_put_raw(struct as_store *s, const char *ns, const char *name,
     uint64_t own_rv;
     if (own && parse_rv(own, &own_rv))
         e->rv = own_rv;
-    committed(s, type, "raw", e, parsed, client);
+    committed(s, type, "raw", e, parsed, before, had_prev, client);
     persist(s);
     json_decref(parsed);
     rv = e->rv;
 out:
     pthread_mutex_unlock(&s->mu);
+    json_decref(before);
     return rv;
 }
 
@@ -908,12 +983,15 @@ json_t *as_store_log(struct as_store *s, uint64_t since)
     return out;
 }
 
-static char *gone_line(uint64_t asked, uint64_t oldest)
+/* The ERROR event for a watch from a version the history no longer reaches:
+ * the watch cache reports the oldest version one can resume from, which is
+ * floor here. */
+static char *gone_line(uint64_t asked, uint64_t floor)
 {
     char msg[128];
     char *line = NULL;
     snprintf(msg, sizeof msg, "too old resource version: %" PRIu64 " (%" PRIu64 ")",
-             asked, oldest);
+             asked, floor);
     json_t *st = as_status_failure(410, "Expired", msg, NULL);
     char *text = st ? json_dumps(st, JSON_COMPACT) : NULL;
     if (text && asprintf(&line, "{\"type\":\"ERROR\",\"object\":%s}\n", text) < 0)
@@ -936,8 +1014,49 @@ static bool append(char **buf, size_t *len, const char *src)
     return true;
 }
 
-int as_store_watch_start(struct as_store *s, const char *ns, const char *name,
-                         const char *rv, uint64_t *pos, char **out)
+static int entry_cmp(const void *a, const void *b)
+{
+    const struct entry *x = *(const struct entry *const *)a;
+    const struct entry *y = *(const struct entry *const *)b;
+    int c = strcmp(x->ns, y->ns);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+/* The synthetic ADDED events of a watch's start, in key order like the
+ * watch cache's list; lock held. False on allocation failure. */
+static bool initial_events(struct as_store *s, const struct as_filter *f, char **buf,
+                           size_t *len)
+{
+    bool ok = false;
+    size_t n = 0;
+    const struct entry **sel = s->n ? calloc(s->n, sizeof *sel) : NULL;
+    if (s->n && !sel)
+        return false;
+    for (size_t i = 0; i < s->n; i++) {
+        json_t *obj = entry_parsed(&s->entries[i]);
+        if (passes(f, s->entries[i].ns, s->entries[i].name,
+                   json_object_get(json_object_get(obj, "metadata"), "labels")))
+            sel[n++] = &s->entries[i];
+        json_decref(obj);
+    }
+    if (n > 1)
+        qsort(sel, n, sizeof *sel, entry_cmp);
+    for (size_t i = 0; i < n; i++) {
+        char *text = entry_text(sel[i]);
+        bool added = text && append(buf, len, "{\"type\":\"ADDED\",\"object\":") &&
+                     append(buf, len, text) && append(buf, len, "}\n");
+        free(text);
+        if (!added)
+            goto out;
+    }
+    ok = true;
+out:
+    free(sel);
+    return ok;
+}
+
+int as_store_watch_start(struct as_store *s, const struct as_filter *f, const char *rv,
+                         uint64_t *pos, char **out)
 {
     int rc = AS_WATCH_OK;
     char *buf = NULL;
@@ -953,25 +1072,16 @@ int as_store_watch_start(struct as_store *s, const char *ns, const char *name,
         goto out;
     }
     if (!initial && from < s->floor) {
-        *out = gone_line(from, s->floor + 1);
+        *out = gone_line(from, s->floor);
         rc = AS_WATCH_GONE;
         goto out;
     }
     if (initial) {
-        for (size_t i = 0; i < s->n; i++) {
-            struct entry *e = &s->entries[i];
-            if ((ns && strcmp(ns, e->ns) != 0) || (name && strcmp(name, e->name) != 0))
-                continue;
-            char *text = entry_text(e);
-            if (!text || !append(&buf, &len, "{\"type\":\"ADDED\",\"object\":") ||
-                !append(&buf, &len, text) || !append(&buf, &len, "}\n")) {
-                free(text);
-                free(buf);
-                buf = NULL;
-                rc = AS_WATCH_CLOSED;
-                goto out;
-            }
-            free(text);
+        if (!initial_events(s, f, &buf, &len)) {
+            free(buf);
+            buf = NULL;
+            rc = AS_WATCH_CLOSED;
+            goto out;
         }
         from = s->rv;
     }
@@ -982,8 +1092,58 @@ out:
     return rc;
 }
 
-int as_store_watch_next(struct as_store *s, const char *ns, const char *name,
-                        uint64_t *pos, int wait_ms, char **out)
+/* line ({"type":"T","object":X}\n) with its type replaced; new string. */
+static char *retype(const char *line, const char *type)
+{
+    const char *obj = strstr(line, ",\"object\":");
+    char *out = NULL;
+    if (!obj || asprintf(&out, "{\"type\":\"%s\"%s", type, obj) < 0)
+        return NULL;
+    return out;
+}
+
+/* A DELETED line for the object as it was before ev, stamped with ev's
+ * version the way the watch cache reports an object leaving a selection. */
+static char *left_selection(const struct event *ev)
+{
+    if (!ev->prev)
+        return retype(ev->line, "DELETED");
+    json_t *copy = json_deep_copy(ev->prev);
+    char *text = NULL, *line = NULL;
+    if (copy && json_is_object(json_object_get(copy, "metadata")))
+        set_rv(copy, ev->rv);
+    text = copy ? json_dumps(copy, JSON_COMPACT) : NULL;
+    if (text && asprintf(&line, "{\"type\":\"DELETED\",\"object\":%s}\n", text) < 0)
+        line = NULL;
+    free(text);
+    json_decref(copy);
+    return line;
+}
+
+/* Appends what a watcher with filter f sees of ev: nothing, ev itself, or,
+ * with a label selector, ADDED when the change brings the object into the
+ * selection and DELETED when it takes it out. False on allocation failure. */
+static bool append_event(const struct event *ev, const struct as_filter *f, char **buf,
+                         size_t *len)
+{
+    if ((f->ns && strcmp(f->ns, ev->ns) != 0) ||
+        (f->name && strcmp(f->name, ev->name) != 0))
+        return true;
+    if (!f->labels)
+        return append(buf, len, ev->line);
+    bool now = !ev->deleted && as_labelsel_match(f->labels, ev->labels);
+    bool before = ev->had_prev && as_labelsel_match(f->labels, ev->prev_labels);
+    char *line = NULL;
+    if (now == before || (now && !ev->had_prev) || (before && ev->deleted))
+        return now || before ? append(buf, len, ev->line) : true;
+    line = now ? retype(ev->line, "ADDED") : left_selection(ev);
+    bool ok = line && append(buf, len, line);
+    free(line);
+    return ok;
+}
+
+int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t *pos,
+                        int wait_ms, char **out)
 {
     int rc = AS_WATCH_OK;
     char *buf = NULL;
@@ -1004,7 +1164,7 @@ int as_store_watch_next(struct as_store *s, const char *ns, const char *name,
             break;
         }
         if (*pos < s->floor) {
-            *out = gone_line(*pos, s->floor + 1);
+            *out = gone_line(*pos, s->floor);
             rc = AS_WATCH_GONE;
             break;
         }
@@ -1013,9 +1173,7 @@ int as_store_watch_next(struct as_store *s, const char *ns, const char *name,
             if (ev->rv <= *pos)
                 continue;
             *pos = ev->rv;
-            if ((ns && strcmp(ns, ev->ns) != 0) || (name && strcmp(name, ev->name) != 0))
-                continue;
-            if (!append(&buf, &len, ev->line)) {
+            if (!append_event(ev, f, &buf, &len)) {
                 rc = AS_WATCH_CLOSED;
                 break;
             }

@@ -16,6 +16,14 @@
 #include "status.h"
 
 struct as_store;
+struct as_labelsel;
+
+/* Which Leases a list or watch selects; every field borrowed, NULL = any. */
+struct as_filter {
+    const char *ns;
+    const char *name;
+    const struct as_labelsel *labels; /* metadata.labels must match */
+};
 
 /* Creates a store. When state_file is non-NULL and exists, loads it; every
  * later write rewrites it atomically. Returns NULL with a message in err
@@ -49,10 +57,10 @@ struct as_snapshot {
     uint64_t rv; /* list resourceVersion */
 };
 
-/* Copies the Leases in ns (NULL: all namespaces) named name (NULL: any),
- * sorted by namespace then name. Returns false on allocation failure. Free
- * with as_snapshot_clear. */
-bool as_store_snapshot(struct as_store *s, const char *ns, const char *name,
+/* Copies the Leases f selects (a raw entry that is not a JSON object has no
+ * labels), sorted by namespace then name. Returns false on allocation
+ * failure. Free with as_snapshot_clear. */
+bool as_store_snapshot(struct as_store *s, const struct as_filter *f,
                        struct as_snapshot *out);
 void as_snapshot_clear(struct as_snapshot *snap);
 
@@ -77,10 +85,15 @@ void as_store_update(struct as_store *s, const char *ns, const char *name, json_
 void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t *patch,
                     const char *client, struct as_reply *r);
 
-/* DELETE: 200 Status Success, 404, or 409 when precond_rv (may be NULL) is
- * not the stored resourceVersion. */
+/* DELETE: 200 Status Success (details name, group, kind "leases", uid, as
+ * kube answers for a resource that does not return the deleted object), 404,
+ * or 409 Conflict when precond_uid or precond_rv (each NULL for none; ""
+ * is a value that must match) differs from the stored uid / resourceVersion,
+ * worded as rest.BeforeDelete words it (uid checked first, details kind
+ * "Lease"). */
 void as_store_delete(struct as_store *s, const char *ns, const char *name,
-                     const char *precond_rv, const char *client, struct as_reply *r);
+                     const char *precond_uid, const char *precond_rv, const char *client,
+                     struct as_reply *r);
 
 /* Stores text verbatim as ns/name, bypassing decoding and validation. Its
  * resourceVersion (for preconditions) is the text's metadata.resourceVersion
@@ -103,18 +116,23 @@ enum {
     AS_WATCH_CLOSED = 3, /* the store is closing */
 };
 
-/* Starts a watch on ns (NULL: all) and name (NULL: any). rv NULL, "" or "0"
- * gives synthetic ADDED events for the current Leases in *out; otherwise
- * only changes after rv. Sets *pos to the position to continue from. *out
- * (free with free()) holds newline-terminated event lines or is NULL. */
-int as_store_watch_start(struct as_store *s, const char *ns, const char *name,
-                         const char *rv, uint64_t *pos, char **out);
+/* Starts a watch on the Leases f selects (f borrowed for this call). rv
+ * NULL, "" or "0" gives synthetic ADDED events for the current matching
+ * Leases, in namespace/name order, in *out; otherwise only changes after rv.
+ * Sets *pos to the position to continue from. *out (free with free()) holds
+ * newline-terminated event lines or is NULL. */
+int as_store_watch_start(struct as_store *s, const struct as_filter *f, const char *rv,
+                         uint64_t *pos, char **out);
 
-/* Waits up to wait_ms for events after *pos that match, and returns them in
- * *out (NULL when none arrived) with *pos advanced. AS_WATCH_GONE when the
- * history no longer reaches back to *pos. */
-int as_store_watch_next(struct as_store *s, const char *ns, const char *name,
-                        uint64_t *pos, int wait_ms, char **out);
+/* Waits up to wait_ms for events after *pos that f selects, and returns them
+ * in *out (NULL when none arrived) with *pos advanced. With a label selector
+ * the events follow the selection like kube's watch cache: a change that
+ * makes an object match is sent as ADDED, one that makes it stop matching as
+ * DELETED carrying its last matching state stamped with the change's
+ * resourceVersion. AS_WATCH_GONE when the history no longer reaches back to
+ * *pos. */
+int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t *pos,
+                        int wait_ms, char **out);
 
 /* A BOOKMARK event line for the current resourceVersion (free with free()). */
 char *as_store_bookmark(struct as_store *s);

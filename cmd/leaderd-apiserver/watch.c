@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "labelsel.h"
 #include "util.h"
 
 /* Bookmarks come every few seconds rather than kube's minute, so tests can
@@ -15,6 +16,7 @@ struct watch {
     char *client;
     char *ns;
     char *name;
+    struct as_labelsel *labels;
     int fd;
     uint64_t pos;
     int64_t deadline_ms;
@@ -33,6 +35,7 @@ static void watch_free(void *cls)
     free(w->client);
     free(w->ns);
     free(w->name);
+    as_labelsel_free(w->labels);
     free(w->pending);
     free(w);
 }
@@ -79,7 +82,8 @@ static ssize_t watch_read(void *cls, uint64_t offset, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         int64_t left = w->deadline_ms - now;
         char *text = NULL;
-        int rc = as_store_watch_next(w->api->store, w->ns, w->name, &w->pos,
+        struct as_filter sel = {.ns = w->ns, .name = w->name, .labels = w->labels};
+        int rc = as_store_watch_next(w->api->store, &sel, &w->pos,
                                      left < POLL_MS ? (int)left : POLL_MS, &text);
         if (rc == AS_WATCH_CLOSED)
             return MHD_CONTENT_READER_END_OF_STREAM;
@@ -114,9 +118,11 @@ struct MHD_Response *as_watch_response(struct as_api *api, const char *client, i
     bool ok = true;
     struct watch *w = calloc(1, sizeof *w);
     if (!w) {
+        as_labelsel_free(p->labels);
         as_reply_internal(err, "out of memory");
         return NULL;
     }
+    w->labels = p->labels;
     w->api = api;
     w->fd = fd;
     w->client = dup_or_null(client, &ok);
@@ -130,7 +136,8 @@ struct MHD_Response *as_watch_response(struct as_api *api, const char *client, i
         goto fail;
     }
     char *initial = NULL;
-    int rc = as_store_watch_start(api->store, w->ns, w->name, p->rv, &w->pos, &initial);
+    struct as_filter f = {.ns = w->ns, .name = w->name, .labels = w->labels};
+    int rc = as_store_watch_start(api->store, &f, p->rv, &w->pos, &initial);
     if (rc == AS_WATCH_BAD) {
         as_reply_bad_request(err, "invalid resourceVersion for watch");
         goto fail;

@@ -14,16 +14,18 @@
 #include "status.h"
 
 struct as_watch_params {
-    const char *ns;   /* NULL: all namespaces */
-    const char *name; /* NULL: any name */
-    const char *rv;   /* resourceVersion parameter or NULL */
-    int timeout_s;    /* > 0 */
+    const char *ns;             /* NULL: all namespaces */
+    const char *name;           /* NULL: any name */
+    struct as_labelsel *labels; /* NULL: any labels; the watch takes it over */
+    const char *rv;             /* resourceVersion parameter or NULL */
+    int timeout_s;              /* > 0 */
     bool bookmarks;
 };
 
 /* Builds the streaming 200 response, or returns NULL with a reply in err
  * (400 for a bad resourceVersion, 500). client may be NULL (admin); fd is
- * the connection's socket, watched for hang-ups. */
+ * the connection's socket, watched for hang-ups. p->labels belongs to the
+ * watch from this call on, whatever its result. */
 struct MHD_Response *as_watch_response(struct as_api *api, const char *client, int fd,
                                        const struct as_watch_params *p,
                                        struct as_reply *err);

@@ -29,6 +29,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
 from apiserver import LEASES, ApiServer, ControlError  # noqa: E402
+from childrec import PERIOD as CHILD_PERIOD  # noqa: E402
 
 BUILD = os.path.abspath(os.environ.get("LEADERD_BUILD") or os.path.join(REPO, "build"))
 LEADERD = os.path.join(BUILD, "leaderd")
@@ -53,6 +54,23 @@ LEASE_NAME = "chaos"
 POLL_INTERVAL = 0.025
 FETCH_TIMEOUT = 2.0  # a live, running leaderd answers /leader in microseconds
 CLOCK_SLACK = 0.001  # the write log has microseconds; allow one millisecond
+
+# The exec child (Cluster(child=True)): `leaderd ... -- python3 childrec.py
+# FILE`. Its grace is given explicitly (the default, half the margin) so the
+# checks know it. A child is SIGKILLed at the latest renew-deadline +
+# CHILD_GRACE after its leader's last renewal began, CHILD_MARGIN before any
+# other replica may acquire.
+CHILDREC = os.path.join(HERE, "childrec.py")
+CHILD_GRACE = (LEASE - RENEW) / 2
+CHILD_MARGIN = LEASE - RENEW - CHILD_GRACE
+# The supervisor is a small C process acting on a timer, but it may wait for
+# a CPU like anything else: half the margin is allowed for that. A child that
+# lives longer has eaten into the time that keeps it apart from a successor.
+CHILD_KILL_SLACK = CHILD_MARGIN / 2
+# From the fork to the first record: a Python interpreter starting on a
+# loaded machine. Liveness only (a child's first record after its leader's
+# acquisition); no safety check uses it.
+CHILD_START = 1.0
 
 SANITIZER_RE = re.compile(r"ERROR: (Address|Leak|Undefined)Sanitizer|runtime error:|"
                           r"SUMMARY: (Address|Leak|Undefined)Sanitizer")
@@ -282,9 +300,12 @@ class Cluster:
     """An API server and N leaderd replicas on loopback, plus the poller."""
 
     def __init__(self, workdir, n, extra_clients=("dup",), log_level="debug",
-                 api_verbose=True):
+                 api_verbose=True, child=False):
         self.dir = workdir
         os.makedirs(workdir, exist_ok=True)
+        # With child, every replica runs childrec.py while leading, and all
+        # of them record into this one file.
+        self.child_file = os.path.join(workdir, "children.rec") if child else None
         self.slots = [Slot(f"r{i + 1}", f"r{i + 1}") for i in range(n)]
         self.extra_clients = list(extra_clients)
         self.clients = [s.name for s in self.slots] + self.extra_clients
@@ -317,7 +338,13 @@ class Cluster:
                 "--lease-duration", f"{int(LEASE)}s",
                 "--renew-deadline", f"{int(RENEW * 1000)}ms",
                 "--retry-period", f"{int(RETRY * 1000)}ms",
-                "--log-level", self.log_level]
+                "--log-level", self.log_level] + self.child_argv()
+
+    def child_argv(self):
+        if self.child_file is None:
+            return []
+        return ["--child-grace", f"{int(CHILD_GRACE * 1000)}ms",
+                "--", sys.executable, CHILDREC, self.child_file]
 
     def start_slot(self, slot, timeout=10.0):
         """Starts a new process in slot and waits until its HTTP server answers."""
@@ -412,8 +439,13 @@ class Cluster:
         """Stops the poller, every replica (checking exit 0 on SIGTERM) and the
         API server."""
         self.poller.stop()
-        for slot in self.slots:
+        # The leader last: a standby stopped after it might take the released
+        # Lease and start a child just to pass it SIGTERM at once.
+        latest = self.latest()
+        for slot in sorted(self.slots, key=lambda s: bool(
+                latest.get(s.name) is not None and latest[s.name].is_leader)):
             self.stop_slot(slot, failures)
+        self.refresh_log()  # the last writes, for checks after the shutdown
         rc = self.api.stop()
         if rc not in (0, None):
             failures.append(f"leaderd-apiserver exited with {rc}")
@@ -479,6 +511,32 @@ class Cluster:
         if w is None or w.verb == "delete":
             return None
         return w.holder
+
+    # -- the exec children's records --
+
+    def child_text(self):
+        """The children's records so far ("" before the first)."""
+        try:
+            with open(self.child_file, "rb") as f:
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def child_runs(self):
+        """The child instances recorded so far (see child_instances)."""
+        return child_instances(self.child_text())[0]
+
+    def wait_child(self, pred, timeout, what):
+        """The first child instance pred accepts; the file is re-read every
+        heartbeat, as that is how often it can change."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for run in self.child_runs():
+                if pred(run):
+                    return run
+            if time.monotonic() > deadline:
+                raise ScenarioError(f"timed out after {timeout:.1f}s waiting for {what}")
+            time.sleep(CHILD_PERIOD)
 
     # -- waiting on samples --
 
@@ -773,3 +831,153 @@ def analyse(ctx, t_from=None, t_to=None):
         more = f" (and {len(msgs) - 3} more)" if len(msgs) > 3 else ""
         ctx.fail(f"{kind}: " + "; ".join(msgs[:3]) + more)
     return len(samples)
+
+
+# ---- the exec children's records ----
+
+class ChildRun:
+    """One child instance, from its own records (childrec.py)."""
+    __slots__ = ("identity", "term", "pid", "start", "last", "stopped", "after_stop",
+                 "records", "max_gap")
+
+    def __init__(self, identity, term, pid, t):
+        self.identity = identity
+        self.term = term
+        self.pid = pid
+        self.start = self.last = t
+        self.stopped = False
+        self.after_stop = False
+        self.records = 1
+        self.max_gap = 0.0
+
+    @property
+    def end(self):
+        """The last moment the child may have acted. Every record's time is
+        read before the record is written, by the running child, and the
+        child acts only through records: it was alive at each of them and
+        did nothing between two but sleep. A stop record is followed by the
+        exit and nothing else. A child with no stop record was SIGKILLed at
+        some point after its last record: the next record may have been under
+        way, so its life is taken to end one heartbeat later (the granularity
+        of the records; a child killed right after a record looks the same)."""
+        return self.last if self.stopped else self.last + CHILD_PERIOD
+
+    def label(self):
+        return f"child {self.pid} of {self.identity} (term {self.term})"
+
+
+def child_instances(text, final=False):
+    """(runs in order of their start records, problems). An unterminated last
+    line is a record being written unless final (every child has exited)."""
+    runs, current, problems = [], {}, []
+    lines = text.split("\n")
+    tail_line = lines.pop()
+    if final and tail_line:
+        problems.append(f"torn last record {tail_line[:80]!r}")
+    for n, line in enumerate(lines, 1):
+        parts = line.split(" ")
+        try:
+            kind, ident, term, pid, t = parts
+            term = int(term) if term.isdigit() else None
+            pid, t = int(pid), float(t)
+        except ValueError:
+            problems.append(f"line {n} is not a record: {line[:80]!r}")
+            continue
+        if kind == "start":
+            run = ChildRun(ident, term, pid, t)
+            current[pid] = run
+            runs.append(run)
+            continue
+        run = current.get(pid)
+        if kind not in ("beat", "stop") or run is None:
+            problems.append(f"line {n} does not continue a running child: {line[:80]!r}")
+            continue
+        if run.stopped and not run.after_stop:
+            # Something of it lives on (a process that left the group, say):
+            # it counts, and its records extend its life.
+            problems.append(f"{run.label()} went on after its stop record: line {n}")
+            run.after_stop = True
+        run.max_gap = max(run.max_gap, t - run.last)
+        run.last = t
+        run.records += 1
+        run.stopped = run.stopped or kind == "stop"
+    return runs, problems
+
+
+def analyse_children(ctx):
+    """The checks of the exec children's records, once every replica has
+    exited. Returns the instances."""
+    c = ctx.c
+    runs, problems = child_instances(c.child_text(), final=True)
+    runs.sort(key=lambda r: r.start)
+    writes = sorted((w for w in c.refresh_log() if w.kind != "oob"), key=lambda w: w.t)
+    wtimes = [w.t for w in writes]
+    samples = sorted(c.samples(), key=lambda s: s.start)
+
+    def clients_of(identity):
+        return {s.name for s in c.slots if s.identity == identity}
+
+    # 1. Never two children at once, by their own records: no child's first
+    # record may come before the end (ChildRun.end) of any child that started
+    # earlier. No tolerance: records of two children that interleave in time
+    # overlap beyond doubt, and the heartbeat beyond a killed child's last
+    # record is the only uncertainty the records leave.
+    latest = None
+    for run in runs:
+        if latest is not None and run.start < latest.end:
+            problems.append(f"two children at once: {run.label()} started at "
+                            f"{ctx.rel(run.start)}, {latest.end - run.start:.3f}s before "
+                            f"{latest.label()} (from {ctx.rel(latest.start)}) ended at "
+                            f"{ctx.rel(latest.end)}")
+        if latest is None or run.end > latest.end:
+            latest = run
+
+    gaps = []
+    for run in runs:
+        mine = clients_of(run.identity)
+        if not run.stopped:
+            problems.append(f"{run.label()} left no stop record: it was killed without "
+                            f"SIGTERM, or did not get to handle it within the grace")
+        # 2. It starts only once its replica holds the Lease in its term:
+        # the last write before its first record is its replica's, with the
+        # child's term (LEADERD_TERM).
+        i = bisect.bisect_right(wtimes, run.start + CLOCK_SLACK) - 1
+        w = writes[i] if i >= 0 else None
+        if w is None or w.kind != "proto" or w.client not in mine or \
+                w.holder != run.identity or w.transitions != run.term:
+            problems.append(f"{run.label()} started at {ctx.rel(run.start)} but the Lease's "
+                            f"last write then was {w!r}")
+            continue
+        # 3. It is gone by the supervisor's deadline: renew-deadline after
+        # the last renewal of its term began (at or before that renewal's
+        # commit), plus the grace, plus CHILD_KILL_SLACK.
+        own = [x for x in writes if x.client in mine and x.holder == run.identity
+               and x.transitions == run.term and x.t <= run.end]
+        limit = own[-1].t + RENEW + CHILD_GRACE
+        if run.end > limit + CHILD_KILL_SLACK:
+            problems.append(f"{run.label()} acted until {ctx.rel(run.end)}, "
+                            f"{run.end - own[-1].t:.3f}s after its term's last renewal at "
+                            f"{ctx.rel(own[-1].t)} (limit renew-deadline + grace = "
+                            f"{RENEW + CHILD_GRACE:.1f}s + {CHILD_KILL_SLACK:.2f}s)")
+        # 4. Per the poller: once its replica answered that it no longer led
+        # in that term, the child is gone within the grace. (While a replica
+        # is stopped or dead nothing answers; check 3 covers that.)
+        done = next((s for s in samples if s.slot.name in mine and s.start >= run.start
+                     and s.status is not None
+                     and not (s.is_leader and s.term == run.term)), None)
+        if done is not None and run.end > done.end + CHILD_GRACE + CHILD_KILL_SLACK:
+            problems.append(f"{run.label()} acted until {ctx.rel(run.end)}, "
+                            f"{run.end - done.end:.3f}s after {done.slot.name} answered "
+                            f"that it no longer led (at {ctx.rel(done.end)}; grace "
+                            f"{CHILD_GRACE:.1f}s + {CHILD_KILL_SLACK:.2f}s)")
+    for a, b in zip(runs, runs[1:]):
+        gaps.append(b.start - a.end)
+    if runs:
+        ctx.note(f"{len(runs)} children; longest pause between one child's records "
+                 f"{max(r.max_gap for r in runs):.3f}s"
+                 + (f"; closest handover {min(gaps):.3f}s" if gaps else ""))
+    for msg in problems[:5]:
+        ctx.fail("exec children: " + msg)
+    if len(problems) > 5:
+        ctx.fail(f"exec children: and {len(problems) - 5} more problems")
+    return runs

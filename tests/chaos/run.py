@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import harness  # noqa: E402
-from harness import Cluster, Ctx, ScenarioError, analyse  # noqa: E402
+from harness import Cluster, Ctx, ScenarioError, analyse, analyse_children  # noqa: E402
 from scenarios import SCENARIOS, by_name  # noqa: E402
 
 WORKER_TIMEOUT = 240.0
@@ -50,7 +50,7 @@ def _interrupt(signum, frame):
 
 def run_one(name, n, rep, workdir):
     sc = by_name(name)
-    c = Cluster(workdir, n)
+    c = Cluster(workdir, n, child=sc.child)
     ctx = Ctx(c, name, rep)
     started = time.monotonic()
     try:
@@ -73,6 +73,8 @@ def run_one(name, n, rep, workdir):
         ctx.note(f"{nsamples} samples in {c.poller.rounds} poll rounds, "
                  f"{len(c.writes)} writes")
         c.shutdown(ctx.failures)
+        if c.child_file:
+            analyse_children(ctx)  # every record is in once every replica exited
     except BaseException:
         ctx.fail("the checks raised:\n" + traceback.format_exc())
         c.kill_everything()

@@ -7,18 +7,20 @@ import re
 import signal
 import time
 
-from harness import (CLOCK_SLACK, CONVERGE_BOUND, KILL_BOUND, LEASE, NS, LEASE_NAME,
-                     RENEW, RETRY, SCHED_SLACK, TERM_BOUND, ScenarioError, Slot, http_get,
-                     micro_time)
+from harness import (CHILD_GRACE, CHILD_KILL_SLACK, CHILD_START, CLOCK_SLACK,
+                     CONVERGE_BOUND, KILL_BOUND, LEASE, NS, LEASE_NAME, RENEW, RETRY,
+                     SCHED_SLACK, TERM_BOUND, ScenarioError, Slot, http_get, micro_time)
 
 
 class Scenario:
-    def __init__(self, name, fn, destructive=False, known_failure=None, soak=True):
+    def __init__(self, name, fn, destructive=False, known_failure=None, soak=True,
+                 child=False):
         self.name = name
         self.fn = fn
         self.destructive = destructive        # replaces replica processes
         self.known_failure = known_failure    # why it fails today (kept out of --short)
-        self.soak = soak and not destructive
+        self.child = child                    # replicas run childrec.py (Cluster(child=))
+        self.soak = soak and not destructive and not child
 
 
 def stops_claiming_until(ctx, slot, t_fault, takeover, why):
@@ -52,6 +54,7 @@ def sc_sigkill(ctx):
     ctx.record_failover(t0, old.identity, KILL_BOUND, exclude=[old], what="SIGKILL")
     c.start_slot(old)
     ctx.converge(time.monotonic())
+    return old, t0
 
 
 def sc_sigterm(ctx):
@@ -76,6 +79,7 @@ def sc_sigterm(ctx):
                   f"want the unchanged {term}")
     c.start_slot(old)
     ctx.converge(time.monotonic())
+    return old, t0
 
 
 def sc_sigstop(ctx, seconds=KILL_BOUND + 1):
@@ -104,6 +108,7 @@ def sc_sigstop(ctx, seconds=KILL_BOUND + 1):
         ctx.fail(f"{old.name} claimed leadership after SIGCONT (answered "
                  f"{ctx.rel(late[0].end)}, asked {ctx.rel(late[0].start)}) without "
                  f"acquiring the Lease again")
+    return old, t0
 
 
 # ---- network faults on the leader's requests ----
@@ -120,14 +125,15 @@ def partition(ctx, mode):
     t_heal = time.monotonic()
     c.api.clear_faults(old.name)
     ctx.converge(t_heal)
+    return old, t0
 
 
 def sc_partition_hang(ctx):
-    partition(ctx, "hang")
+    return partition(ctx, "hang")
 
 
 def sc_partition_reset(ctx):
-    partition(ctx, "reset")
+    return partition(ctx, "reset")
 
 
 def sc_latency(ctx):
@@ -144,6 +150,7 @@ def sc_latency(ctx):
     t_heal = time.monotonic()
     c.api.clear_faults(old.name)
     ctx.converge(t_heal)
+    return old, t0
 
 
 def lost_replies(ctx):
@@ -881,6 +888,65 @@ def sc_rolling_restart(ctx):
     ctx.converge(time.monotonic())
 
 
+# ---- the exec child: leaderd -- python3 childrec.py FILE ----
+
+def child_fault(fault, reap, bound):
+    """fault (a scenario above that returns the leader it hit and when) on
+    replicas that each run childrec.py while leading. On top of the fault's
+    own checks and harness.analyse_children() (never two children, each only
+    while its replica leads): the leader's child runs before the fault and
+    its last record comes within `reap` of the fault (plus CHILD_KILL_SLACK),
+    and a child of another replica starts within the fault's takeover
+    `bound` (plus SCHED_SLACK and CHILD_START, the interpreter's start)."""
+    def run(ctx):
+        c = ctx.c
+        leader = c.steady()
+        c.wait_child(lambda r: r.identity == leader.identity, CHILD_START + RETRY,
+                     f"the child of {leader.name}")
+        old, t0 = fault(ctx)
+        # The new leader's child may still be starting (an interpreter on a
+        # loaded machine): wait for it up to its bound, and a little beyond
+        # to tell late from never.
+        limit = bound + SCHED_SLACK + CHILD_START
+        try:
+            nxt = c.wait_child(lambda r: r.start > t0 and r.identity != old.identity,
+                               max(t0 + limit - time.monotonic(), 0) + 2,
+                               "a child of another replica after the fault")
+        except ScenarioError as e:
+            nxt = None
+            ctx.fail(f"{e} (the fault at {ctx.rel(t0)})")
+        before = [r for r in c.child_runs() if r.identity == old.identity and r.start < t0]
+        if not before:
+            ctx.fail(f"no child of {old.name} had started before the fault")
+        else:
+            r = before[-1]
+            ctx.note(f"{r.label()} ended {r.end - t0:.3f}s after the fault"
+                     + ("" if r.stopped else " (no stop record)"))
+            ctx.check(t0 <= r.end <= t0 + reap + CHILD_KILL_SLACK,
+                      f"{r.label()} ended at {ctx.rel(r.end)}, {r.end - t0:.3f}s after the "
+                      f"fault at {ctx.rel(t0)} (want within {reap:.1f}s + "
+                      f"{CHILD_KILL_SLACK:.2f}s)")
+        if nxt is not None:
+            ctx.note(f"{nxt.label()} started {nxt.start - t0:.3f}s after the fault")
+            ctx.check(nxt.start - t0 <= limit,
+                      f"{nxt.label()} started {nxt.start - t0:.3f}s after the fault (bound "
+                      f"{bound:.1f}s + {SCHED_SLACK:.1f}s + {CHILD_START:.1f}s)")
+    return run
+
+
+# The leader's child stops within: the grace after a SIGKILL of leaderd (the
+# supervisor sees its socket close and counts leadership as ended then), the
+# grace after a SIGTERM (passed on at once; the child exits when it handles
+# it), renew-deadline + grace after a fault that stops the renewals (the last
+# successful one began before it).
+CHILD_SCENARIOS = [
+    ("child-sigkill", sc_sigkill, CHILD_GRACE, KILL_BOUND, True),
+    ("child-sigterm", sc_sigterm, CHILD_GRACE, TERM_BOUND, True),
+    ("child-sigstop", sc_sigstop, RENEW + CHILD_GRACE, KILL_BOUND, False),
+    ("child-partition-hang", sc_partition_hang, RENEW + CHILD_GRACE, KILL_BOUND, False),
+    ("child-latency-3s", sc_latency, RENEW + CHILD_GRACE, KILL_BOUND, False),
+]
+
 SCENARIOS = [
     Scenario("sigkill-leader", sc_sigkill, destructive=True),
     Scenario("sigterm-leader", sc_sigterm, destructive=True),
@@ -917,7 +983,8 @@ SCENARIOS = [
     Scenario("duplicate-identity-exit",
              lambda ctx: sc_duplicate_identity(ctx, graceful_exit=True), destructive=True),
     Scenario("rolling-restart", sc_rolling_restart, destructive=True),
-]
+] + [Scenario(name, child_fault(fn, reap, bound), destructive=destructive, child=True)
+     for name, fn, reap, bound, destructive in CHILD_SCENARIOS]
 
 
 def by_name(name):

@@ -9,7 +9,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from harness import Ctx, Sample, Slot, Write, analyse  # noqa: E402
+from harness import Ctx, Sample, Slot, Write, analyse, analyse_children  # noqa: E402
 
 
 class FakeProc:
@@ -54,6 +54,10 @@ class FakeCluster:
             self.procs[s.name] = p
         self.poller = FakePoller()
         self.writes = []
+        self.child = ""
+
+    def child_text(self):
+        return self.child
 
     samples = harness.Cluster.samples
 
@@ -64,7 +68,9 @@ class FakeCluster:
         return list(self.procs.values())
 
 
-class Checks(unittest.TestCase):
+class Base(unittest.TestCase):
+    """A fake cluster of r1 and r2 and helpers to make up its history."""
+
     def setUp(self):
         self.c = FakeCluster()
         self.ctx = Ctx(self.c, "test", 0)
@@ -103,6 +109,9 @@ class Checks(unittest.TestCase):
         self.sample("r1", 4.5, False, "r1")
         self.sample("r2", 10.5, True, "r2", term=1)
 
+
+
+class Checks(Base):
     def test_clean_history_passes(self):
         self.history()
         self.assertEqual(self.failures(), [])
@@ -213,6 +222,105 @@ class Checks(unittest.TestCase):
         self.history()
         self.c.procs["r2"].text = "==1==ERROR: AddressSanitizer: heap-use-after-free\n"
         self.assertTrue(any("sanitizer" in f for f in self.failures()), self.ctx.failures)
+
+
+class ChildChecks(Base):
+    """analyse_children() over made-up child records on top of history():
+    r1 leads from 1.0 (renewed at 2.0, answers "not leader" at 4.5), r2
+    from 10.0 in term 1."""
+
+    def rec(self, kind, ident, term, pid, t):
+        self.c.child += f"{kind} {ident} {term} {pid} {t:.6f}\n"
+
+    def child(self, ident, term, pid, t0, t1, stop=True):
+        """A child with heartbeats from t0 to t1 (and a stop record at t1)."""
+        self.rec("start", ident, term, pid, t0)
+        n = int((t1 - t0) / harness.CHILD_PERIOD)
+        for k in range(1, n):
+            self.rec("beat", ident, term, pid, t0 + k * harness.CHILD_PERIOD)
+        self.rec("stop" if stop else "beat", ident, term, pid, t1)
+
+    def children(self):
+        self.history()
+        self.child("r1", 0, 501, 1.05, 4.52)
+        self.child("r2", 1, 502, 10.05, 12.0)
+
+    def child_failures(self, what):
+        analyse_children(self.ctx)
+        return [f for f in self.ctx.failures if what in f]
+
+    def test_clean_children_pass(self):
+        self.children()
+        analyse_children(self.ctx)
+        self.assertEqual(self.ctx.failures, [])
+        self.assertTrue(any("2 children" in n for n in self.ctx.notes), self.ctx.notes)
+
+    def test_interleaved_records_are_an_overlap(self):
+        # A second child of r1, started 10 ms before the first one stopped.
+        self.children()
+        self.child("r1", 0, 503, 4.51, 4.6)
+        self.assertTrue(self.child_failures("two children at once"), self.ctx.failures)
+
+    def test_killed_child_overlaps_up_to_one_heartbeat_later(self):
+        # The first child has no stop record: it may have acted until one
+        # period after its last heartbeat at 4.52, so a start at 4.53 is an
+        # overlap although no two records interleave.
+        self.history()
+        self.child("r1", 0, 501, 1.05, 4.52, stop=False)
+        self.child("r1", 0, 503, 4.52 + harness.CHILD_PERIOD / 2, 4.6)
+        self.assertTrue(self.child_failures("two children at once"), self.ctx.failures)
+        self.assertTrue(self.child_failures("left no stop record"), self.ctx.failures)
+
+    def test_start_after_the_killed_childs_last_heartbeat_period_passes(self):
+        self.history()
+        self.child("r1", 0, 501, 1.05, 4.4, stop=False)
+        self.child("r1", 0, 503, 4.4 + harness.CHILD_PERIOD + 0.001, 4.5)
+        self.assertEqual(self.child_failures("two children at once"), [])
+
+    def test_child_without_its_replicas_write(self):
+        # r2 starts a child at 5.0 while the Lease's last write is r1's.
+        self.children()
+        self.child("r2", 0, 504, 5.0, 5.1)
+        self.assertTrue(self.child_failures("but the Lease's last write then was"),
+                        self.ctx.failures)
+
+    def test_child_with_the_wrong_term(self):
+        self.history()
+        self.child("r1", 7, 501, 1.05, 1.5)
+        self.assertTrue(self.child_failures("but the Lease's last write then was"),
+                        self.ctx.failures)
+
+    def test_child_past_renew_deadline_and_grace(self):
+        # Last renewal at 2.0: gone by 2.0 + renew-deadline + grace + slack.
+        self.history()
+        late = 2.0 + harness.RENEW + harness.CHILD_GRACE + harness.CHILD_KILL_SLACK + 0.05
+        self.child("r1", 0, 501, 1.05, late)
+        self.assertTrue(self.child_failures("after its term's last renewal"),
+                        self.ctx.failures)
+
+    def test_child_long_after_its_replica_stopped_claiming(self):
+        # r1 answered "not leader" at 4.502; its child lives 0.9 s longer.
+        self.history()
+        self.child("r1", 0, 501, 1.05, 4.502 + harness.CHILD_GRACE + 0.4)
+        self.assertTrue(self.child_failures("answered that it no longer led"),
+                        self.ctx.failures)
+
+    def test_records_after_a_stop_extend_the_child(self):
+        # r1's child "stops" at 4.52, but something of it goes on recording
+        # until r2's child runs.
+        self.children()
+        self.rec("beat", "r1", 0, 501, 10.2)
+        self.assertTrue(self.child_failures("went on after its stop record"),
+                        self.ctx.failures)
+        self.assertTrue(self.child_failures("two children at once"), self.ctx.failures)
+
+    def test_torn_and_stray_records(self):
+        self.children()
+        self.rec("beat", "r3", 0, 999, 13.0)
+        self.c.child += "beat r2 1 50"
+        self.assertTrue(self.child_failures("does not continue a running child"),
+                        self.ctx.failures)
+        self.assertTrue(self.child_failures("torn last record"), self.ctx.failures)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import ssl
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -289,8 +290,12 @@ class ApiServer:
     def get_lease(self, ns, name, client=None):
         return self.json_request("GET", LEASES % ns + "/" + name, client=client)
 
-    def list_leases(self, ns=None, client=None):
+    def list_leases(self, ns=None, client=None, label_selector=None, field_selector=None):
         path = LEASES % ns if ns else "/apis/coordination.k8s.io/v1/leases"
+        query = [(k, v) for k, v in (("labelSelector", label_selector),
+                                     ("fieldSelector", field_selector)) if v is not None]
+        if query:
+            path += "?" + urllib.parse.urlencode(query)
         return self.json_request("GET", path, client=client)
 
     def post_lease(self, ns, obj, client=None):
@@ -304,15 +309,18 @@ class ApiServer:
         return self.json_request("PATCH", LEASES % ns + "/" + name, patch, client=client,
                                  content_type=content_type)
 
-    def delete_lease(self, ns, name, client=None):
-        return self.json_request("DELETE", LEASES % ns + "/" + name, client=client)
+    def delete_lease(self, ns, name, client=None, options=None):
+        """options: a DeleteOptions body (e.g. {"preconditions": {...}}) or None."""
+        return self.json_request("DELETE", LEASES % ns + "/" + name, options, client=client)
 
     def open_watch(self, ns, name=None, resource_version=None, timeout_seconds=None,
-                   bookmarks=False, client=None, timeout=10.0):
+                   bookmarks=False, client=None, timeout=10.0, label_selector=None):
         """Starts a watch; returns a Watch whose next_event() yields decoded events."""
         query = ["watch=1"]
         if name:
             query.append("fieldSelector=metadata.name%3D" + name)
+        if label_selector is not None:
+            query.append("labelSelector=" + urllib.parse.quote(label_selector, safe=""))
         if resource_version is not None:
             query.append("resourceVersion=" + resource_version)
         if timeout_seconds is not None:

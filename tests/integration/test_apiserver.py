@@ -619,6 +619,442 @@ class TestWatch(ServerTestCase):
         self.assertEqual(status, 400)
 
 
+def labelled(name, labels, **kw):
+    obj = lease(name, **kw)
+    if labels is not None:
+        obj["metadata"]["labels"] = labels
+    return obj
+
+
+QNAME_RULE = ("must consist of alphanumeric characters, '-', '_' or '.', and must start "
+              "and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+              "'123-abc', regex used for validation is "
+              "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')")
+VALUE_RULE = ("a valid label must be an empty string or consist of alphanumeric "
+              "characters, '-', '_' or '.', and must start and end with an alphanumeric "
+              "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
+              "validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')")
+
+
+class TestLabelSelector(ServerTestCase):
+    """labelSelector on list and watch, as apimachinery's labels.Parse reads it."""
+
+    NS = "lsel"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        for name, labels in (("a", {"app": "x", "tier": "web", "example.com/shard": "3"}),
+                             ("b", {"app": "y", "tier": ""}),
+                             ("c", None),
+                             ("d", {"app": "x", "canary": "true"})):
+            status, obj = cls.srv.post_lease(cls.NS, labelled(name, labels))
+            if status != 201:
+                raise AssertionError(obj)
+
+    def names(self, selector, **kw):
+        status, lst = self.srv.list_leases(self.NS, label_selector=selector, **kw)
+        self.assertEqual(status, 200, lst)
+        self.assertEqual(lst["kind"], "LeaseList")
+        return [i["metadata"]["name"] for i in lst["items"]]
+
+    def test_list_operators(self):
+        cases = {
+            "app=x": ["a", "d"],
+            "app==x": ["a", "d"],
+            "app!=x": ["b", "c"],  # an absent key passes !=
+            "app in (x,y)": ["a", "b", "d"],
+            "app notin (x)": ["b", "c"],
+            "app": ["a", "b", "d"],
+            "!app": ["c"],
+            "app=x,!canary": ["a"],
+            "tier=": ["b"],  # the empty value
+            "tier in ()": ["b"],
+            "tier in (web,)": ["a", "b"],
+            "example.com/shard>2": ["a"],
+            "example.com/shard<3": [],
+            "  app  =  x  ,  tier  ": ["a"],
+            "app in (in)": [],  # "in" is a value here, not a keyword
+            "": ["a", "b", "c", "d"],
+        }
+        for selector, want in cases.items():
+            with self.subTest(selector=selector):
+                self.assertEqual(self.names(selector), want)
+
+    def test_combined_with_field_selector(self):
+        self.assertEqual(self.names("app=x", field_selector="metadata.name=d"), ["d"])
+        self.assertEqual(self.names("app=y", field_selector="metadata.name=d"), [])
+        status, lst = self.srv.list_leases(None, label_selector="app=x",
+                                           field_selector="metadata.namespace=" + self.NS)
+        self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["a", "d"])
+
+    def test_list_version_is_the_store_revision(self):
+        status, before = self.srv.list_leases(self.NS, label_selector="app=nobody")
+        self.assertEqual(before["items"], [])
+        created = self.create("lsel-rev")
+        status, after = self.srv.list_leases(self.NS, label_selector="app=nobody")
+        # Nothing matched either time, yet the list version moved with the store.
+        self.assertEqual(after["metadata"]["resourceVersion"],
+                         created["metadata"]["resourceVersion"])
+        self.assertGreater(int(after["metadata"]["resourceVersion"]),
+                           int(before["metadata"]["resourceVersion"]))
+
+    def test_bad_selectors_are_400_with_parse_errors(self):
+        cases = {
+            "app x": "unable to parse requirement: found 'x', expected: in, notin, =, ==, "
+                     "!=, gt, lt",
+            "app in": "unable to parse requirement: found '' expected: '('",
+            "app in (x": "unable to parse requirement: found '', expected: ',' or ')'",
+            "app=x,": "found '', expected: identifier after ','",
+            ",app": "found ',', expected: !, identifier, or 'end of string'",
+            "!app=x": "found '=', expected: ',' or 'end of string'",
+            "app=(x)": "unable to parse requirement: found '(', expected: identifier",
+            "a_/b": "unable to parse requirement: <nil>: Invalid value: \"a_/b\": prefix "
+                    "part a lowercase RFC 1123 subdomain must consist of lower case "
+                    "alphanumeric characters, '-' or '.', and must start and end with an "
+                    "alphanumeric character (e.g. 'example.com', regex used for validation "
+                    "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            "k" * 64: "unable to parse requirement: <nil>: Invalid value: \"%s\": name part "
+                      "must be no more than 63 characters" % ("k" * 64),
+            "-app": "unable to parse requirement: <nil>: Invalid value: \"-app\": name part "
+                    + QNAME_RULE,
+            "app=-x": "unable to parse requirement: values[0][app]: Invalid value: \"-x\": "
+                      + VALUE_RULE,
+            "n>x": "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', "
+                   "'Lt' operators, the value must be an integer",
+        }
+        for selector, message in cases.items():
+            with self.subTest(selector=selector):
+                status, body = self.srv.list_leases(self.NS, label_selector=selector)
+                self.assertEqual(status, 400, body)
+                self.assertEqual((body["kind"], body["status"], body["reason"], body["code"]),
+                                 ("Status", "Failure", "BadRequest", 400))
+                self.assertEqual(body["message"], message)
+        status, body = self.srv.json_request(
+            "GET", "/apis/coordination.k8s.io/v1/namespaces/lsel/leases?watch=1"
+            "&labelSelector=app%20x")
+        self.assertEqual((status, body["reason"]), (400, "BadRequest"))
+
+    def test_watch_initial_events_follow_the_selector(self):
+        w = self.srv.open_watch(self.NS, label_selector="app=x", timeout_seconds=1)
+        try:
+            events = []
+            for _ in range(10):
+                ev = w.next_event()
+                if ev is None:
+                    break
+                events.append(ev)
+            self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in events],
+                             [("ADDED", "a"), ("ADDED", "d")])
+        finally:
+            w.close()
+
+    def test_watch_events_follow_the_selector(self):
+        ns = "lsel-watch"
+        status, e1 = self.srv.post_lease(ns, labelled("e1", {"group": "g1"}))
+        self.assertEqual(status, 201, e1)
+        status, e2 = self.srv.post_lease(ns, labelled("e2", {"group": "g2"}))
+        self.assertEqual(status, 201, e2)
+        w = self.srv.open_watch(ns, label_selector="group=g1", timeout_seconds=60,
+                                resource_version=e2["metadata"]["resourceVersion"])
+        try:
+            # e1 leaves the selection: DELETED with its last matching state.
+            moved = json.loads(json.dumps(e1))
+            moved["metadata"]["labels"] = {"group": "g2"}
+            status, e1_out = self.srv.put_lease(ns, "e1", moved)
+            self.assertEqual(status, 200, e1_out)
+            ev = w.next_event()
+            self.assertEqual(ev["type"], "DELETED")
+            self.assertEqual(ev["object"]["metadata"]["labels"], {"group": "g1"})
+            self.assertEqual(ev["object"]["metadata"]["resourceVersion"],
+                             e1_out["metadata"]["resourceVersion"])
+            self.assertEqual(ev["object"]["spec"], e1["spec"])
+            # A change outside the selection is not sent; e2 joining it is ADDED.
+            e1_out["spec"]["holderIdentity"] = "r2"
+            status, _ = self.srv.put_lease(ns, "e1", e1_out)
+            self.assertEqual(status, 200)
+            joined = json.loads(json.dumps(e2))
+            joined["metadata"]["labels"] = {"group": "g1"}
+            status, e2_in = self.srv.put_lease(ns, "e2", joined)
+            self.assertEqual(status, 200, e2_in)
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]), ("ADDED", e2_in))
+            # Inside the selection: MODIFIED, then DELETED on delete.
+            e2_in["spec"]["holderIdentity"] = "r2"
+            status, e2_mod = self.srv.put_lease(ns, "e2", e2_in)
+            self.assertEqual(status, 200, e2_mod)
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]), ("MODIFIED", e2_mod))
+            status, _ = self.srv.delete_lease(ns, "e2")
+            self.assertEqual(status, 200)
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("DELETED", "e2"))
+            self.assertGreater(int(ev["object"]["metadata"]["resourceVersion"]),
+                               int(e2_mod["metadata"]["resourceVersion"]))
+        finally:
+            w.close()
+
+    def test_watch_selector_via_patch(self):
+        ns = "lsel-patch"
+        status, p1 = self.srv.post_lease(ns, labelled("p1", None))
+        self.assertEqual(status, 201, p1)
+        w = self.srv.open_watch(ns, label_selector="shard in (0,1)", timeout_seconds=60,
+                                resource_version=p1["metadata"]["resourceVersion"])
+        try:
+            status, joined = self.srv.patch_lease(ns, "p1", {"metadata": {"labels": {"shard": "1"}}})
+            self.assertEqual(status, 200, joined)
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]), ("ADDED", joined))
+            status, left = self.srv.patch_lease(ns, "p1", {"metadata": {"labels": None}})
+            self.assertEqual(status, 200, left)
+            ev = w.next_event()
+            self.assertEqual(ev["type"], "DELETED")
+            self.assertEqual(ev["object"]["metadata"]["labels"], {"shard": "1"})
+            self.assertEqual(ev["object"]["metadata"]["resourceVersion"],
+                             left["metadata"]["resourceVersion"])
+        finally:
+            w.close()
+
+
+class TestWatchStart(ServerTestCase):
+    """Where a watch starts, by resourceVersion, as kube-apiserver's watch cache does."""
+
+    def events_until_end(self, w, limit=20):
+        events = []
+        for _ in range(limit):
+            ev = w.next_event()
+            if ev is None:
+                break
+            events.append((ev["type"], ev["object"]["metadata"]["name"]))
+        return events
+
+    def test_unset_empty_and_zero_start_with_the_current_state(self):
+        ns = "wstart-initial"
+        for name in ("s2", "s1"):
+            self.assertEqual(self.srv.post_lease(ns, lease(name))[0], 201)
+        for rv in (None, "", "0"):
+            with self.subTest(resource_version=rv):
+                w = self.srv.open_watch(ns, resource_version=rv, timeout_seconds=1)
+                try:
+                    self.assertEqual(self.events_until_end(w),
+                                     [("ADDED", "s1"), ("ADDED", "s2")])
+                finally:
+                    w.close()
+
+    def test_list_then_watch_from_the_list_version(self):
+        ns = "wstart-list"
+        status, old = self.srv.post_lease(ns, lease("old"))
+        self.assertEqual(status, 201, old)
+        status, lst = self.srv.list_leases(ns)
+        self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["old"])
+        # A write in another namespace moves the store revision past the list's.
+        self.assertEqual(self.srv.post_lease("wstart-elsewhere", lease("x"))[0], 201)
+        w = self.srv.open_watch(ns, resource_version=lst["metadata"]["resourceVersion"],
+                                timeout_seconds=60)
+        try:
+            status, new = self.srv.post_lease(ns, lease("new"))
+            self.assertEqual(status, 201, new)
+            ev = w.next_event()
+            # No replay of "old": the list already had it.
+            self.assertEqual((ev["type"], ev["object"]), ("ADDED", new))
+            old["spec"]["holderIdentity"] = "r2"
+            status, upd = self.srv.put_lease(ns, "old", old)
+            self.assertEqual(status, 200, upd)
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]), ("MODIFIED", upd))
+        finally:
+            w.close()
+
+    def test_watch_from_a_version_replays_what_followed_it(self):
+        ns = "wstart-replay"
+        status, a = self.srv.post_lease(ns, lease("a"))
+        self.assertEqual(status, 201, a)
+        status, b = self.srv.post_lease(ns, lease("b"))
+        self.assertEqual(status, 201, b)
+        w = self.srv.open_watch(ns, resource_version=a["metadata"]["resourceVersion"],
+                                timeout_seconds=1)
+        try:
+            self.assertEqual(self.events_until_end(w), [("ADDED", "b")])
+        finally:
+            w.close()
+
+
+class TestLabelsAndOwners(ServerTestCase):
+    """metadata.labels and metadata.ownerReferences: kept, returned, validated."""
+
+    OWNER = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
+             "uid": "6f0c9e4e-8d5b-4f7e-9a43-5d1c1f0b7a11", "controller": True,
+             "blockOwnerDeletion": True}
+
+    def test_kept_on_create_update_and_returned_everywhere(self):
+        ns = "meta-keep"
+        obj = labelled("k1", {"app": "x", "example.com/shard": "0"})
+        obj["metadata"]["ownerReferences"] = [dict(self.OWNER, extra="dropped")]
+        status, created = self.srv.post_lease(ns, obj)
+        self.assertEqual(status, 201, created)
+        meta = created["metadata"]
+        self.assertEqual(meta["labels"], {"app": "x", "example.com/shard": "0"})
+        self.assertEqual(meta["ownerReferences"], [self.OWNER])
+        self.assertEqual(self.srv.get_lease(ns, "k1"), (200, created))
+        status, lst = self.srv.list_leases(ns)
+        self.assertEqual(lst["items"], [created])
+        w = self.srv.open_watch(ns, timeout_seconds=1)
+        try:
+            ev = w.next_event()
+            self.assertEqual((ev["type"], ev["object"]), ("ADDED", created))
+        finally:
+            w.close()
+        created["metadata"]["labels"]["app"] = "y"
+        status, updated = self.srv.put_lease(ns, "k1", created)
+        self.assertEqual(status, 200, updated)
+        self.assertEqual(updated["metadata"]["labels"], {"app": "y", "example.com/shard": "0"})
+        self.assertEqual(updated["metadata"]["ownerReferences"], [self.OWNER])
+        self.assertEqual(self.srv.get_lease(ns, "k1"), (200, updated))
+
+    def invalid(self, obj):
+        status, body = self.srv.post_lease("meta-bad", obj)
+        self.assertEqual(status, 422, body)
+        self.assertEqual((body["reason"], body["details"]["kind"]), ("Invalid", "Lease"))
+        return body
+
+    def test_bad_label_key_and_value_are_422(self):
+        body = self.invalid(labelled("bad-key", {"-app": "x"}))
+        self.assertEqual(body["message"],
+                         'Lease.coordination.k8s.io "bad-key" is invalid: metadata.labels: '
+                         'Invalid value: "-app": name part ' + QNAME_RULE)
+        self.assertEqual(body["details"]["causes"],
+                         [{"reason": "FieldValueInvalid", "field": "metadata.labels",
+                           "message": 'Invalid value: "-app": name part ' + QNAME_RULE}])
+        body = self.invalid(labelled("bad-value", {"app": "x" * 64}))
+        self.assertEqual([c["message"] for c in body["details"]["causes"]],
+                         ['Invalid value: "%s": must be no more than 63 characters' % ("x" * 64)])
+        body = self.invalid(labelled("bad-prefix", {"Example.com/app": "x", "a/b/c": "y_"}))
+        self.assertEqual([(c["field"], c["message"]) for c in body["details"]["causes"]],
+                         [("metadata.labels", 'Invalid value: "Example.com/app": prefix part '
+                           "a lowercase RFC 1123 subdomain must consist of lower case "
+                           "alphanumeric characters, '-' or '.', and must start and end with "
+                           "an alphanumeric character (e.g. 'example.com', regex used for "
+                           "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]"
+                           "([-a-z0-9]*[a-z0-9])?)*')"),
+                          ("metadata.labels", 'Invalid value: "a/b/c": a qualified name '
+                           + QNAME_RULE + " with an optional DNS subdomain prefix and '/' "
+                           "(e.g. 'example.com/MyName')"),
+                          ("metadata.labels", 'Invalid value: "y_": ' + VALUE_RULE)])
+        self.assertTrue(body["message"].startswith(
+            'Lease.coordination.k8s.io "bad-prefix" is invalid: [metadata.labels: '))
+        # The same rules on update.
+        status, ok = self.srv.post_lease("meta-bad", labelled("upd", {"app": "x"}))
+        self.assertEqual(status, 201, ok)
+        ok["metadata"]["labels"] = {"app": "bad value"}
+        status, body = self.srv.put_lease("meta-bad", "upd", ok)
+        self.assertEqual(status, 422, body)
+        self.assertEqual(body["details"]["causes"][0]["message"],
+                         'Invalid value: "bad value": ' + VALUE_RULE)
+
+    def test_owner_reference_required_fields_are_422(self):
+        obj = lease("no-owner-fields")
+        obj["metadata"]["ownerReferences"] = [{"apiVersion": "apps/", "controller": False}]
+        body = self.invalid(obj)
+        self.assertEqual(
+            [(c["field"], c["message"]) for c in body["details"]["causes"]],
+            [("metadata.ownerReferences.apiVersion",
+              'Invalid value: "apps/": version must not be empty'),
+             ("metadata.ownerReferences.kind", 'Invalid value: "": must not be empty'),
+             ("metadata.ownerReferences.name", 'Invalid value: "": must not be empty'),
+             ("metadata.ownerReferences.uid", 'Invalid value: "": must not be empty')])
+        obj["metadata"]["ownerReferences"] = [dict(self.OWNER, apiVersion="v1")]
+        status, created = self.srv.post_lease("meta-bad", obj)
+        self.assertEqual(status, 201, created)  # the core group has no group part
+
+    def test_owner_reference_wrong_types_are_400(self):
+        obj = lease("owner-types")
+        obj["metadata"]["ownerReferences"] = [dict(self.OWNER, uid=5)]
+        status, body = self.srv.post_lease("meta-bad", obj)
+        self.assertEqual(status, 400, body)
+        self.assertIn("cannot unmarshal number into Go struct field "
+                      "OwnerReference.metadata.ownerReferences.uid of type string",
+                      body["message"])
+        obj["metadata"]["ownerReferences"] = ["web"]
+        status, body = self.srv.post_lease("meta-bad", obj)
+        self.assertEqual(status, 400, body)
+
+
+class TestDelete(ServerTestCase):
+    """DELETE of a Lease with DeleteOptions preconditions."""
+
+    NS = "del"
+
+    def test_success_answer_and_watch_event(self):
+        status, created = self.srv.post_lease(self.NS, lease("d1"))
+        self.assertEqual(status, 201, created)
+        w = self.srv.open_watch(self.NS, "d1", timeout_seconds=60,
+                                resource_version=created["metadata"]["resourceVersion"])
+        try:
+            status, body = self.srv.delete_lease(self.NS, "d1", options={
+                "kind": "DeleteOptions", "apiVersion": "v1",
+                "preconditions": {"uid": created["metadata"]["uid"],
+                                  "resourceVersion": created["metadata"]["resourceVersion"]}})
+            self.assertEqual(status, 200, body)
+            # A Lease delete answers a Status, not the object (no ReturnDeletedObject).
+            self.assertEqual(body, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                    "status": "Success",
+                                    "details": {"name": "d1", "group": "coordination.k8s.io",
+                                                "kind": "leases",
+                                                "uid": created["metadata"]["uid"]}})
+            ev = w.next_event()
+            self.assertEqual(ev["type"], "DELETED")
+            self.assertEqual(ev["object"]["spec"], created["spec"])
+            self.assertGreater(int(ev["object"]["metadata"]["resourceVersion"]),
+                               int(created["metadata"]["resourceVersion"]))
+        finally:
+            w.close()
+        status, body = self.srv.delete_lease(self.NS, "d1")
+        self.assertEqual((status, body["reason"], body["message"]),
+                         (404, "NotFound", 'leases.coordination.k8s.io "d1" not found'))
+
+    def test_precondition_mismatch_is_409(self):
+        status, created = self.srv.post_lease(self.NS, lease("d2"))
+        self.assertEqual(status, 201, created)
+        uid, rv = created["metadata"]["uid"], created["metadata"]["resourceVersion"]
+        # rest.BeforeDelete's wording: the kind, not the resource, names the object.
+        prefix = 'Operation cannot be fulfilled on Lease.coordination.k8s.io "d2": '
+        uid_why = ("the UID in the precondition (%s) does not match the UID in record (%s). "
+                   "The object might have been deleted and then recreated")
+        cases = [
+            ({"uid": "not-the-uid"}, uid_why % ("not-the-uid", uid)),
+            ({"resourceVersion": "1"},
+             "the ResourceVersion in the precondition (1) does not match the ResourceVersion "
+             "in record (%s). The object might have been modified" % rv),
+            # The uid is checked before the version.
+            ({"uid": "x", "resourceVersion": "1"}, uid_why % ("x", uid)),
+            # A precondition is a pointer: "" is a value, and it does not match.
+            ({"uid": ""}, uid_why % ("", uid)),
+        ]
+        for pre, why in cases:
+            with self.subTest(preconditions=pre):
+                status, body = self.srv.delete_lease(self.NS, "d2",
+                                                     options={"preconditions": pre})
+                self.assertEqual(status, 409, body)
+                self.assertEqual((body["reason"], body["message"]), ("Conflict", prefix + why))
+                self.assertEqual(body["details"], {"name": "d2", "group": "coordination.k8s.io",
+                                                   "kind": "Lease"})
+        self.assertEqual(self.srv.get_lease(self.NS, "d2"), (200, created))
+        status, body = self.srv.delete_lease(self.NS, "d2", options={"preconditions": {
+            "uid": uid, "resourceVersion": None}})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(self.srv.get_lease(self.NS, "d2")[0], 404)
+
+    def test_bad_delete_options_are_400(self):
+        status, created = self.srv.post_lease(self.NS, lease("d3"))
+        self.assertEqual(status, 201, created)
+        for body in ('{"preconditions": {"uid": 5}}', '{"preconditions": []}', "[]", "{"):
+            with self.subTest(body=body):
+                status, reply = self.srv.json_request(
+                    "DELETE", "/apis/coordination.k8s.io/v1/namespaces/del/leases/d3", body)
+                self.assertEqual((status, reply["reason"]), (400, "BadRequest"))
+        self.assertEqual(self.srv.get_lease(self.NS, "d3")[0], 200)
+
+
 class TestRestart(unittest.TestCase):
 
     def setUp(self):
@@ -661,6 +1097,10 @@ class TestRestart(unittest.TestCase):
             w.close()
         self.assertEqual(ev["type"], "ERROR")
         self.assertEqual((ev["object"]["code"], ev["object"]["reason"]), (410, "Expired"))
+        # Like the watch cache: the oldest version a watch can resume from, which after
+        # a restart is the version the store was loaded at.
+        self.assertEqual(ev["object"]["message"], "too old resource version: 1 (%s)"
+                         % created["metadata"]["resourceVersion"])
 
     def test_sigterm_releases_held_requests(self):
         self.srv.start()

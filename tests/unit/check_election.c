@@ -164,6 +164,47 @@ START_TEST(acquires_absent_lease_by_create)
 }
 END_TEST
 
+START_TEST(create_carries_the_configured_metadata_only_on_create)
+{
+    struct ld_election_config c = config_for("a");
+    c.create_metadata =
+        "{\"labels\":{\"leaderd.io/group\":\"g\"},\"ownerReferences\":"
+        "[{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"name\":\"a\",\"uid\":\"u1\"}]}";
+    struct ld_election *e = engine_for(&c);
+    struct ld_action a = step(e, 0); /* GET: 404 */
+    ck_assert_int_eq(a.kind, LD_ACT_GET);
+    a = ld_election_next(e, at(1));
+    ck_assert_int_eq(a.kind, LD_ACT_CREATE);
+    char *body = ld_lease_encode(a.lease);
+    ck_assert_ptr_nonnull(strstr(body, "\"leaderd.io/group\":\"g\""));
+    ck_assert_ptr_nonnull(strstr(body, "\"uid\":\"u1\""));
+    ck_assert_ptr_nonnull(strstr(body, "\"holderIdentity\":\"a\""));
+    free(body);
+    deliver(e, &a, 1);
+    ck_assert(ld_election_is_leader(e, 1));
+
+    /* An existing Lease is written back as it is: nothing added. */
+    fake_api_put_record(&api, "", 1, 4, WALL0);
+    struct ld_election *b = engine_for(&c);
+    a = step(b, 0);
+    ck_assert_int_eq(a.kind, LD_ACT_GET);
+    a = ld_election_next(b, at(1));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    body = ld_lease_encode(a.lease);
+    ck_assert_ptr_null(strstr(body, "leaderd.io/group"));
+    free(body);
+    deliver(b, &a, 1);
+
+    struct ld_errinfo err;
+    c.create_metadata = "[1]";
+    ck_assert_ptr_null(ld_election_new(&c, &err));
+    ck_assert_int_eq(err.code, LD_EINVAL);
+    c.create_metadata = "{bad";
+    ck_assert_ptr_null(ld_election_new(&c, &err));
+    ck_assert_int_eq(err.code, LD_EINVAL);
+}
+END_TEST
+
 START_TEST(takes_released_lease_at_once_and_counts_transition)
 {
     fake_api_put_record(&api, "", 1, 4, WALL0);
@@ -1438,6 +1479,7 @@ static Suite *election_suite(void)
     TCase *tc = tcase_create("engine");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, acquires_absent_lease_by_create);
+    tcase_add_test(tc, create_carries_the_configured_metadata_only_on_create);
     tcase_add_test(tc, takes_released_lease_at_once_and_counts_transition);
     tcase_add_test(tc, never_takes_unexpired_foreign_lease);
     tcase_add_test(tc, takeover_waits_full_duration_from_first_observation);
