@@ -130,6 +130,12 @@ static void *grow(void *p, size_t *cap, size_t n, size_t size)
     return p;
 }
 
+/* The same for an array of object pointers. */
+static void *grow_ptrs(void *p, size_t *cap, size_t n)
+{
+    return grow(p, cap, n, sizeof(void *));
+}
+
 static char *dup_or_die(const char *s)
 {
     char *d = strdup(s ? s : "");
@@ -236,7 +242,7 @@ static void store(struct fake_transport *f, json_t *o, bool deleted)
         f->objs[i] = f->objs[--f->nobjs];
     } else if (i == (size_t)-1) {
         type = "ADDED";
-        f->objs = grow(f->objs, &f->capobjs, f->nobjs, sizeof(*f->objs));
+        f->objs = grow_ptrs(f->objs, &f->capobjs, f->nobjs);
         f->objs[f->nobjs++] = json_incref(o);
     } else {
         type = "MODIFIED";
@@ -635,7 +641,7 @@ static long parse(struct fake_transport *f, struct xchg *x, const char *verb,
             free(x->rv);
             x->rv = dup_or_die(val);
         } else if (strcmp(kv, "timeoutSeconds") == 0) {
-            x->timeout_s = atoi(val);
+            x->timeout_s = (int)strtol(val, NULL, 10);
         } else if (strcmp(kv, "fieldSelector") == 0) {
             const char *n = strncmp(val, "metadata.name==", 15) == 0  ? val + 15
                             : strncmp(val, "metadata.name=", 14) == 0 ? val + 14
@@ -687,7 +693,7 @@ static const struct ft_fault *take_fault(struct fake_transport *f, const struct 
 
 static void log_request(struct fake_transport *f, struct xchg *x, const char *path)
 {
-    f->recs = grow(f->recs, &f->caprecs, f->nrecs, sizeof(*f->recs));
+    f->recs = grow_ptrs(f->recs, &f->caprecs, f->nrecs);
     struct rec *r = calloc(1, sizeof(*r));
     if (!r)
         abort();
@@ -753,7 +759,7 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
         json_decref(o);
     }
     log_request(f, x, req->path);
-    f->x = grow(f->x, &f->capx, f->nx, sizeof(*f->x));
+    f->x = grow_ptrs(f->x, &f->capx, f->nx);
     f->x[f->nx++] = x;
     count_in_flight(f, x);
     *id = x->id;
