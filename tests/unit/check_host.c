@@ -59,6 +59,8 @@ struct fixture {
      * other_every_ms while other_every_ms > 0. */
     const char *other_lease;
     int64_t other_every_ms, other_next_ms;
+    const char *create_metadata; /* for the elections add makes */
+    int watch_events;            /* counted by the host's observer */
 };
 
 static struct fixture fx;
@@ -141,9 +143,16 @@ static void teardown(void)
     ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
 }
 
+static void count_watch_event(void *ctx)
+{
+    (void)ctx;
+    fx.watch_events++;
+}
+
 static void new_host(const char *selector)
 {
     struct ld_errinfo err;
+    struct ld_host_observer obs = {.watch_event = count_watch_event};
     struct ld_host_config c = {
         .kube = fx.kube,
         .namespace_ = NS,
@@ -152,6 +161,7 @@ static void new_host(const char *selector)
         .renew_deadline_ms = RENEW_MS,
         .log_names = true,
         .clock = &fx.clock,
+        .observer = &obs,
     };
     fx.h = ld_host_new(&c, &err);
     ck_assert_msg(fx.h != NULL, "ld_host_new: %s", err.msg);
@@ -174,6 +184,7 @@ static size_t add(const char *name)
         .retry_period_ms = RETRY_MS,
         .release_on_exit = true,
         .seed = 7 + fx.n,
+        .create_metadata = fx.create_metadata,
     };
     struct ld_host_election_ops ops = {
         .ctx = s, .on_publish = on_publish, .on_event = on_event};
@@ -280,6 +291,8 @@ static const struct ft_record *last_watch(void)
     return NULL;
 }
 
+static bool watch_open(void);
+
 /* ---- one election ---- */
 
 START_TEST(one_election_acquires_and_renews)
@@ -351,6 +364,31 @@ START_TEST(sixteen_elections_one_watch)
     ck_assert_uint_le(ft_max_in_flight_per_name(fx.ft), 1);
     /* They ran side by side, not one after another. */
     ck_assert_uint_ge(ft_max_in_flight(fx.ft), MAX_ELECTIONS);
+    assert_safe();
+}
+END_TEST
+
+START_TEST(created_leases_join_the_watched_group)
+{
+    /* Absent Leases, created by the engines with the group's label: the
+     * group watch then carries their renewals. */
+    fx.create_metadata = "{\"labels\":{\"app\":\"grp\"}}";
+    new_host("app=grp");
+    for (size_t i = 0; i < 4; i++)
+        add(lease_name(i));
+    ck_assert(run_until(all_lead, 5 * RETRY_MS));
+    for (size_t i = 0; i < 4; i++) {
+        struct ld_lease l;
+        ck_assert_int_eq(ft_lease_get(fx.ft, lease_name(i), &l), LD_OK);
+        json_t *labels = json_object_get(json_object_get(l.object, "metadata"), "labels");
+        ck_assert_str_eq(json_string_value(json_object_get(labels, "app")), "grp");
+        ld_lease_clear(&l);
+    }
+    ck_assert(run_until(watch_open, 10000));
+    int before = fx.watch_events;
+    run_for(10000);
+    ck_assert_int_ge(fx.watch_events - before, 4 * 4);
+    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), 1);
     assert_safe();
 }
 END_TEST
@@ -1181,6 +1219,7 @@ static Suite *host_suite(void)
     tcase_add_test(tc, one_election_acquires_and_renews);
     tcase_add_test(tc, wake_fd_cancels_run);
     tcase_add_test(tc, sixteen_elections_one_watch);
+    tcase_add_test(tc, created_leases_join_the_watched_group);
     tcase_add_test(tc, several_elections_without_selector_poll);
     tcase_add_test(tc, hung_put_delays_only_its_lease);
     tcase_add_test(tc, bug_step_down_published_late_while_put_hangs);
