@@ -53,8 +53,9 @@ struct hel {
     ld_kube_call call; /* the request in flight, 0 when none */
     enum ld_action_kind call_kind;
     int64_t call_started_ms;
-    int64_t wake_at_ms; /* when the engine wants to be asked again */
-    bool due;           /* ask it at the next pass whatever the time */
+    int64_t wake_at_ms;   /* when the engine wants to be asked again */
+    int64_t republish_ms; /* when the caller wants a publish again */
+    bool due;             /* ask it at the next pass whatever the time */
     bool done;
     bool first_leader_seen;
     int64_t transitions_seen;
@@ -195,6 +196,7 @@ static void publish(struct hel *el, int64_t now_ms)
         if (el->ops.on_event)
             el->ops.on_event(el->ops.ctx, el->index, &ev);
     }
+    el->republish_ms = INT64_MAX;
     if (!el->ops.on_publish)
         return;
     struct ld_host_view v = {
@@ -206,6 +208,8 @@ static void publish(struct hel *el, int64_t now_ms)
     };
     ld_election_status(el->e, &v.status);
     el->ops.on_publish(el->ops.ctx, &v, now_ms);
+    if (el->ops.next_publish_ms)
+        el->republish_ms = el->ops.next_publish_ms(el->ops.ctx, el->index, now_ms);
 }
 
 /* ---- watch events held while a request is in flight ---- */
@@ -378,6 +382,12 @@ static bool deadline_in_flight(struct hel *el, struct ld_now now)
     return true;
 }
 
+static bool holding_release(const struct hel *el, int64_t now_ms)
+{
+    return el->host->stopping && el->ops.holds_release &&
+           el->ops.holds_release(el->ops.ctx, el->index, now_ms);
+}
+
 /* One round over the engines that are due; true when any acted. */
 static bool pass(struct ld_host *h)
 {
@@ -388,10 +398,16 @@ static bool pass(struct ld_host *h)
         if (el->done)
             continue;
         if (el->call) {
-            any |= deadline_in_flight(el, now);
+            if (!deadline_in_flight(el, now) && now.mono_ms >= el->republish_ms)
+                publish(el, now.mono_ms);
             continue;
         }
-        if (!el->due && now.mono_ms < el->wake_at_ms)
+        if (holding_release(el, now.mono_ms)) {
+            el->due = false;
+            publish(el, now.mono_ms);
+            continue;
+        }
+        if (!el->due && now.mono_ms < el->wake_at_ms && now.mono_ms < el->republish_ms)
             continue;
         step(el, now);
         any = true;
@@ -679,6 +695,8 @@ static int64_t next_wake(const struct ld_host *h, int64_t now_ms)
         const struct hel *el = h->els[i];
         if (el->done)
             continue;
+        if (el->republish_ms < at)
+            at = el->republish_ms;
         if (el->call) {
             struct ld_election_status st;
             ld_election_status(el->e, &st);
@@ -686,7 +704,7 @@ static int64_t next_wake(const struct ld_host *h, int64_t now_ms)
                 at = st.lead_until_ms;
             continue;
         }
-        if (el->wake_at_ms < at)
+        if (el->wake_at_ms < at && !holding_release(el, now_ms))
             at = el->wake_at_ms;
         if (el->auth_failing_since_ms && !h->stopping && probe_at(h, el) < at)
             at = probe_at(h, el);
@@ -840,6 +858,7 @@ enum ld_err ld_host_add(struct ld_host *h, const struct ld_election_config *cfg,
     el->host = h;
     el->index = h->n;
     el->due = true;
+    el->republish_ms = INT64_MAX;
     el->last_logged_err = LD_OK;
     if (ops)
         el->ops = *ops;

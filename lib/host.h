@@ -61,6 +61,16 @@ struct ld_host_election_ops {
     void (*on_publish)(void *ctx, const struct ld_host_view *view, int64_t now_ms);
     /* Each engine event, after the host logged it. */
     void (*on_event)(void *ctx, size_t index, const struct ld_event *ev);
+    /* When this election should be published again although its engine
+     * has nothing to do (a consumer of leadership retrying a call of its
+     * own); INT64_MAX for never. Asked after each publish. */
+    int64_t (*next_publish_ms)(void *ctx, size_t index, int64_t now_ms);
+    /* During a shutdown, before this election's release is written: true
+     * while the caller has something to finish first (a Pod label set to
+     * "false"). The engine has stepped down already; only the release
+     * waits, and the election is published meanwhile. The caller bounds
+     * how long it says true. */
+    bool (*holds_release)(void *ctx, size_t index, int64_t now_ms);
 };
 
 struct ld_watch_event;
