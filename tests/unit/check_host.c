@@ -456,11 +456,11 @@ START_TEST(hung_put_delays_only_its_lease)
 }
 END_TEST
 
-/* Known to fail on host 27136ad: the engine is not asked while its
- * request is in flight, and a renewal's timeout (renew-deadline/2) can end
- * after the deadline, so STOPPED_LEADING and the view that no longer leads
- * come up to that much late (is_leader, by time, is right meanwhile). */
-START_TEST(bug_step_down_published_late_while_put_hangs)
+/* The engine is not asked while its request is in flight, and a renewal's
+ * timeout (renew-deadline/2) can end after the deadline: STOPPED_LEADING
+ * and the view that no longer leads must still come at the deadline (they
+ * came 2 s late before host 8382085). */
+START_TEST(step_down_published_at_the_deadline_while_put_hangs)
 {
     new_host(NULL);
     add("solo");
@@ -478,11 +478,11 @@ START_TEST(bug_step_down_published_late_while_put_hangs)
 }
 END_TEST
 
-/* Known to fail on host 27136ad: before every election has read its Lease
- * the watch cannot start, yet next_wake counts its start time (0) as due,
- * so the host runs the transport with zero waits until the first answer
- * arrives: a busy loop (the fake lets time pass for it, and counts). */
-START_TEST(bug_busy_wait_before_the_first_read)
+/* Before every election has read its Lease the watch cannot start; a host
+ * that counts its start time as due meanwhile runs the transport with zero
+ * waits until the first answer arrives: a busy loop (the fake lets time
+ * pass for it, and counts; host did so before 8382085). */
+START_TEST(no_busy_wait_before_the_first_read)
 {
     struct ft_fault slow = {.kind = FT_DELAY, .delay_ms = 3000, .count = 1};
     ft_fault_add(fx.ft, "solo", "GET", slow);
@@ -495,10 +495,10 @@ START_TEST(bug_busy_wait_before_the_first_read)
 }
 END_TEST
 
-/* The same defect for as long as the API is unreachable at start: the
- * engine waits a retry period between attempts, the host spins meanwhile
- * (leaderd itself runs on the host since b9de65b). */
-START_TEST(bug_busy_wait_while_the_api_is_down_at_start)
+/* The same for as long as the API is unreachable at start: the engine
+ * waits a retry period between attempts, and the host must wait with it,
+ * not spin (leaderd itself runs on the host). */
+START_TEST(no_busy_wait_while_the_api_is_down_at_start)
 {
     struct ft_fault down = {.kind = FT_FAIL, .rc = LD_ECONNECT, .count = 5};
     ft_fault_add(fx.ft, "solo", "GET", down);
@@ -1222,9 +1222,9 @@ static Suite *host_suite(void)
     tcase_add_test(tc, created_leases_join_the_watched_group);
     tcase_add_test(tc, several_elections_without_selector_poll);
     tcase_add_test(tc, hung_put_delays_only_its_lease);
-    tcase_add_test(tc, bug_step_down_published_late_while_put_hangs);
-    tcase_add_test(tc, bug_busy_wait_before_the_first_read);
-    tcase_add_test(tc, bug_busy_wait_while_the_api_is_down_at_start);
+    tcase_add_test(tc, step_down_published_at_the_deadline_while_put_hangs);
+    tcase_add_test(tc, no_busy_wait_before_the_first_read);
+    tcase_add_test(tc, no_busy_wait_while_the_api_is_down_at_start);
     tcase_add_test(tc, standby_with_watch_does_not_poll);
     tcase_add_test(tc, watch_backoff_grows_and_caps_then_polls);
     tcase_add_test(tc, stable_watch_reconnects_at_once);
