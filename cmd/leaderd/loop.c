@@ -34,7 +34,8 @@ struct pass_state {
     enum ld_err last_logged_err; /* repeated failures are logged once */
     struct ld_errinfo last_err;  /* the latest API failure, for step-down lines */
     bool stopping;
-    bool hook_stop; /* the hook asked for a shutdown, begun at the next pass */
+    bool hook_stop;        /* the hook asked for a shutdown, begun at the next pass */
+    int64_t hold_until_ms; /* a shutdown's release waits for hooks until then */
     int64_t auth_failing_since_ms; /* first of an unbroken run of 401/403, or 0 */
     int64_t last_request_ms;
 
@@ -137,9 +138,40 @@ static void publish(struct pass_state *ps, int64_t now_ms)
     snap.transitions_seen = ps->transitions_seen;
     health_of(ps, &st, now_ms, snap.health_error, sizeof(snap.health_error));
     ld_state_publish(loop->state, &snap);
-    if (loop->hook && loop->hook->on_publish(loop->hook->ctx, &st, now_ms) &&
-        !ps->stopping)
-        ps->hook_stop = true;
+    for (size_t i = 0; i < loop->n_hooks; i++) {
+        const struct ld_loop_hook *h = &loop->hooks[i];
+        if (h->on_publish(h->ctx, &st, now_ms) && !ps->stopping)
+            ps->hook_stop = true;
+    }
+}
+
+/* ---- hooks -------------------------------------------------------------- */
+
+static int64_t hooks_wake(const struct ld_loop *loop, int64_t now_ms)
+{
+    int64_t at = INT64_MAX;
+    for (size_t i = 0; i < loop->n_hooks; i++) {
+        const struct ld_loop_hook *h = &loop->hooks[i];
+        int64_t w = h->next_wake_ms ? h->next_wake_ms(h->ctx, now_ms) : INT64_MAX;
+        if (w < at)
+            at = w;
+    }
+    return at;
+}
+
+/* True while a shutdown's release should wait for a hook (bounded by
+ * hold_until_ms, set when the shutdown began). */
+static bool hooks_hold(const struct pass_state *ps, int64_t now_ms)
+{
+    const struct ld_loop *loop = ps->loop;
+    if (!ps->stopping || now_ms >= ps->hold_until_ms)
+        return false;
+    for (size_t i = 0; i < loop->n_hooks; i++) {
+        const struct ld_loop_hook *h = &loop->hooks[i];
+        if (h->holds_release && h->holds_release(h->ctx, now_ms))
+            return true;
+    }
+    return false;
 }
 
 /* Consumes pending signals; returns the last one that asks us to stop, or 0. */
@@ -160,19 +192,29 @@ static void begin_shutdown(struct pass_state *ps)
         return;
     ps->stopping = true;
     ld_log(LD_LOG_INFO, "shutdown requested");
-    ld_election_shutdown(ps->loop->election, read_clocks());
+    struct ld_now now = read_clocks();
+    int64_t hold = ps->loop->renew_deadline_ms / 2;
+    if (hold > LD_LOOP_RELEASE_HOLD_MAX_MS)
+        hold = LD_LOOP_RELEASE_HOLD_MAX_MS;
+    ps->hold_until_ms = now.mono_ms + hold;
+    ld_election_shutdown(ps->loop->election, now);
 }
 
-/* A stop signal ends the loop, unless the hook takes it over (the exec child
+/* A stop signal ends the loop, unless a hook takes it over (the exec child
  * shuts down first and ends the loop when it has). */
 static void on_stop_signal(struct pass_state *ps, int signo)
 {
-    const struct ld_loop_hook *hook = ps->loop->hook;
+    const struct ld_loop *loop = ps->loop;
     if (signo == 0)
         return;
-    if (!ps->stopping && hook && hook->on_signal(hook->ctx, signo))
-        return;
-    begin_shutdown(ps);
+    bool taken = false;
+    for (size_t i = 0; !ps->stopping && i < loop->n_hooks; i++) {
+        const struct ld_loop_hook *h = &loop->hooks[i];
+        if (h->on_signal && h->on_signal(h->ctx, signo))
+            taken = true;
+    }
+    if (!taken)
+        begin_shutdown(ps);
 }
 
 /* ---- the watch ---------------------------------------------------------- */
@@ -328,6 +370,9 @@ static int64_t wake_time(const struct pass_state *ps, int64_t now_ms, int64_t wa
     if (!ld_kube_watch_running(ps->loop->kube) && !ps->stopping &&
         ps->watch_next_start_ms > now_ms && ps->watch_next_start_ms < wake_at_ms)
         wake_at_ms = ps->watch_next_start_ms;
+    int64_t hook_at = hooks_wake(ps->loop, now_ms);
+    if (hook_at < wake_at_ms)
+        wake_at_ms = hook_at;
     return wake_at_ms;
 }
 
@@ -454,6 +499,13 @@ void ld_loop_run(struct ld_loop *loop)
             begin_shutdown(&ps);
         }
         struct ld_now now = read_clocks();
+        if (hooks_hold(&ps, now.mono_ms)) {
+            /* The engine has given leadership up; its release write waits
+             * while the hooks finish (a bounded time), driving their calls. */
+            publish(&ps, now.mono_ms);
+            wait_for(&ps, ps.hold_until_ms);
+            continue;
+        }
         struct ld_action act = ld_election_next(loop->election, now);
         publish(&ps, now.mono_ms);
         if (act.kind == LD_ACT_DONE)

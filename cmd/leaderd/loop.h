@@ -14,17 +14,31 @@
 #include "metrics.h"
 #include "state.h"
 
-/* Something that consumes leadership from inside the loop (the exec child).
- * Both calls are made between requests, on the loop's thread. */
+/* Something that consumes leadership from inside the loop: the exec
+ * child, the Pod label, Events. Every call is made between requests, on
+ * the loop's thread; none may block. Only on_publish is required. */
 struct ld_loop_hook {
     void *ctx;
     /* After every publish, with the engine's status; true asks the loop to
      * shut down (release, then end). */
     bool (*on_publish)(void *ctx, const struct ld_election_status *st, int64_t now_ms);
     /* For SIGTERM/SIGINT; true means the hook took the signal over and the
-     * loop keeps running until on_publish asks it to end. */
+     * loop keeps running until on_publish asks it to end. May be NULL. */
     bool (*on_signal)(void *ctx, int signo);
+    /* When the hook wants the next pass (a retry, or a look at a call in
+     * flight: the loop's waits do not end on another exchange's answer);
+     * INT64_MAX for never. The loop wakes at the earliest of these and the
+     * engine's time. May be NULL. */
+    int64_t (*next_wake_ms)(void *ctx, int64_t now_ms);
+    /* During a shutdown, before the release write: true while the hook
+     * still has something to finish first (the Pod label's "false"). The
+     * loop holds the release while any hook says so, but never longer than
+     * min(LD_LOOP_RELEASE_HOLD_MAX_MS, renew-deadline / 2) from the
+     * shutdown, then releases regardless. May be NULL. */
+    bool (*holds_release)(void *ctx, int64_t now_ms);
 };
+
+#define LD_LOOP_RELEASE_HOLD_MAX_MS 2000
 
 struct ld_loop {
     struct ld_election *election; /* borrowed */
@@ -38,7 +52,8 @@ struct ld_loop {
     struct ld_metrics *metrics;   /* borrowed; may be NULL */
     int64_t lease_duration_ms;
     int64_t renew_deadline_ms;
-    const struct ld_loop_hook *hook; /* borrowed; may be NULL */
+    const struct ld_loop_hook *hooks; /* borrowed array of n_hooks; may be NULL */
+    size_t n_hooks;
 };
 
 /* Runs until the engine is done after a shutdown signal. Every failure on
