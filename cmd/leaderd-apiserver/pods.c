@@ -139,10 +139,11 @@ static void log_labels(struct as_pods *p, const char *ns, const char *name,
     if (json_array_size(p->log) >= MAX_LOG)
         json_array_remove(p->log, 0);
     json_array_append_new(
-        p->log,
-        json_pack("{s:I, s:s, s:s, s:O, s:s, s:I}", "seq", (json_int_t)++p->seq,
-                  "namespace", ns, "pod", name, "labels", labels ? labels : json_object(),
-                  "client", client ? client : "", "time_us", (json_int_t)as_wall_us()));
+        p->log, json_pack("{s:I, s:s, s:s, s:o, s:s, s:I, s:I}", "seq",
+                          (json_int_t)++p->seq, "namespace", ns, "pod", name, "labels",
+                          labels ? json_incref(labels) : json_object(), "client",
+                          client ? client : "", "time_us", (json_int_t)as_wall_us(),
+                          "mono_ms", (json_int_t)as_mono_ms()));
 }
 
 static void serve_list(struct as_pods *p, const struct as_pods_request *rq,
@@ -283,11 +284,11 @@ static void control_create(struct as_pods *p, json_t *j, struct as_reply *r)
         return;
     }
     json_t *pod = json_pack(
-        "{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:O}, s:{s:[{s:s, s:s}]}, s:{s:s}}",
+        "{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:o}, s:{s:[{s:s, s:s}]}, s:{s:s}}",
         "apiVersion", "v1", "kind", "Pod", "metadata", "name", name, "namespace", ns,
         "uid", uid, "creationTimestamp", as_rfc3339(as_wall_us(), false, ts), "labels",
-        labels ? labels : json_object(), "spec", "containers", "name", "app", "image",
-        "app:latest", "status", "phase", "Running");
+        labels ? json_deep_copy(labels) : json_object(), "spec", "containers", "name",
+        "app", "image", "app:latest", "status", "phase", "Running");
     if (!pod) {
         as_reply_internal(r, "out of memory");
         return;
@@ -296,7 +297,7 @@ static void control_create(struct as_pods *p, json_t *j, struct as_reply *r)
     snprintf(key, sizeof key, "%s/%s", ns, name);
     json_object_set_new(p->pods, key, pod);
     log_labels(p, ns, name, labels, "_control");
-    as_reply_json(r, 201, json_incref(pod));
+    as_reply_json(r, 200, json_incref(pod));
 }
 
 void as_pods_control(struct as_pods *p, const char *method, const char *path,
