@@ -113,5 +113,54 @@ class TestEventsFaults(EventsBase):
         self.assertTrue(self.replica(new).is_leader())
 
 
+class TestBundledEvents(unittest.TestCase):
+    """The bundled server validates Events as kube-apiserver does."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="leaderd-evapi-")
+        cls.api = ApiServer(os.path.join(cls.dir, "api"), ["c"])
+        cls.api.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.api.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def post(self, ev):
+        return self.api.json_request("POST", f"/apis/events.k8s.io/v1/namespaces/{NS}/events",
+                                     ev)
+
+    def event(self, name, **over):
+        ev = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+              "metadata": {"name": name, "namespace": NS},
+              "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "leaderd",
+              "reportingInstance": "pod-a", "action": "Acquire", "reason": "LeaderElection",
+              "type": "Normal", "note": "pod-a became leader",
+              "regarding": {"kind": "Lease", "namespace": NS, "name": "demo"}}
+        ev.update(over)
+        return {k: v for k, v in ev.items() if v is not None}
+
+    def test_create_then_conflict(self):
+        status, doc = self.post(self.event("demo.1"))
+        self.assertEqual(status, 201, doc)
+        self.assertTrue(doc["metadata"]["uid"])
+        status, doc = self.post(self.event("demo.1"))
+        self.assertEqual(status, 409, doc)
+        self.assertEqual(doc["reason"], "AlreadyExists")
+
+    def test_validation(self):
+        for field in ("eventTime", "reportingController", "reportingInstance", "action",
+                      "reason"):
+            status, doc = self.post(self.event("demo.v-" + field.lower(), **{field: None}))
+            self.assertEqual(status, 422, (field, doc))
+            self.assertIn(f"{field}: Required value", doc["message"])
+        status, doc = self.post(self.event("demo.t", type="Info"))
+        self.assertEqual(status, 422, doc)
+        self.assertIn('supported values: "Normal", "Warning"', doc["message"])
+        status, doc = self.post(self.event("demo.long", note="x" * 1025))
+        self.assertEqual(status, 422, doc)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -182,3 +182,70 @@ class TestPodLabelFaults(PodLabelBase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestBundledPods(unittest.TestCase):
+    """The bundled server's Pods behave as kube-apiserver's do for what
+    --pod-label sends."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="leaderd-pods-")
+        cls.api = ApiServer(os.path.join(cls.dir, "api"), ["c"])
+        cls.api.start()
+        for name, labels in (("a", {"app": "x", KEY: "true"}), ("b", {"app": "x"}),
+                             ("c", {"app": "y", KEY: "false"})):
+            cls.api.control("POST", "pods", {"namespace": NS, "name": name, "labels": labels})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.api.stop()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def names(self, selector):
+        from urllib.parse import quote
+        status, doc = self.api.json_request(
+            "GET", f"/api/v1/namespaces/{NS}/pods?labelSelector={quote(selector)}")
+        self.assertEqual(status, 200, doc)
+        self.assertEqual(doc["kind"], "PodList")
+        return sorted(p["metadata"]["name"] for p in doc["items"])
+
+    def patch(self, name, body, ctype="application/merge-patch+json"):
+        return self.api.json_request("PATCH", f"/api/v1/namespaces/{NS}/pods/{name}", body,
+                                     content_type=ctype)
+
+    def test_list_by_label_selector(self):
+        self.assertEqual(self.names(f"{KEY}=true"), ["a"])
+        self.assertEqual(self.names("app=x"), ["a", "b"])
+        self.assertEqual(self.names(f"app in (x,y),!{KEY}"), ["b"])
+        status, doc = self.api.json_request(
+            "GET", f"/api/v1/namespaces/{NS}/pods?labelSelector=app%3D%3D%3Dx")
+        self.assertEqual(status, 400, doc)
+        status, doc = self.api.json_request("GET", "/api/v1/namespaces/other/pods")
+        self.assertEqual((status, doc["items"]), (200, []))
+
+    def test_merge_and_strategic_patch_of_labels(self):
+        status, pod = self.patch("b", {"metadata": {"labels": {KEY: "false"}}})
+        self.assertEqual(status, 200, pod)
+        self.assertEqual(pod["metadata"]["labels"], {"app": "x", KEY: "false"})
+        rv = pod["metadata"]["resourceVersion"]
+        status, pod = self.patch("b", {"metadata": {"labels": {KEY: None}}},
+                                 "application/strategic-merge-patch+json")
+        self.assertEqual(status, 200, pod)
+        self.assertEqual(pod["metadata"]["labels"], {"app": "x"})
+        self.assertGreater(int(pod["metadata"]["resourceVersion"]), int(rv))
+        status, got = self.api.json_request("GET", f"/api/v1/namespaces/{NS}/pods/b")
+        self.assertEqual(got, pod)
+
+    def test_patch_errors(self):
+        status, doc = self.patch("nope", {"metadata": {"labels": {"k": "v"}}})
+        self.assertEqual(status, 404)
+        self.assertEqual(doc["reason"], "NotFound")
+        self.assertEqual(doc["message"], 'pods "nope" not found')
+        status, doc = self.patch("a", {"metadata": {"labels": {"k": "bad value!"}}})
+        self.assertEqual(status, 422, doc)
+        self.assertEqual(doc["reason"], "Invalid")
+        status, doc = self.patch("a", {"metadata": {"labels": {"k": "v"}}},
+                                 "application/json")
+        self.assertEqual(status, 415, doc)
+
