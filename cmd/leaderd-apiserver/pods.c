@@ -105,13 +105,13 @@ static bool labels_valid(const char *name, json_t *labels, struct as_reply *r)
             as_reply_bad_request(r, "metadata.labels values must be strings");
             return false;
         }
-        const char *field = "metadata.labels";
         const char *bad = k;
         if (n == 0) {
             n = as_label_value_problems(value, why, 4);
             bad = value;
         }
         if (n > 0) {
+            const char *field = "metadata.labels";
             snprintf(msg, sizeof msg,
                      "Pod \"%s\" is invalid: %s: Invalid value: \"%s\": %s", name, field,
                      bad, why[0]);
@@ -179,7 +179,6 @@ static void serve_patch(struct as_pods *p, const struct as_pods_request *rq, jso
                         struct as_reply *r)
 {
     json_error_t jerr;
-    char msg[300];
     const char *ct = rq->ctype;
     if (!ct || (strncasecmp(ct, "application/merge-patch+json", 28) != 0 &&
                 strncasecmp(ct, "application/strategic-merge-patch+json", 38) != 0)) {
@@ -193,6 +192,7 @@ static void serve_patch(struct as_pods *p, const struct as_pods_request *rq, jso
     }
     json_t *patch = json_loadb(rq->body ? rq->body : "", rq->len, 0, &jerr);
     if (!json_is_object(patch)) {
+        char msg[300];
         snprintf(msg, sizeof msg, "error decoding patch: %s",
                  patch ? "not a JSON object" : jerr.text);
         as_reply_bad_request(r, msg);

@@ -47,8 +47,8 @@ void ld_podlabel_update(struct ld_podlabel *pl, bool leading)
     pl->leading = leading;
 }
 
-static struct ld_pl_step send(struct ld_podlabel *pl, enum ld_pl_step_kind kind,
-                              const char *pod, bool value)
+static struct ld_pl_step issue(struct ld_podlabel *pl, enum ld_pl_step_kind kind,
+                               const char *pod, bool value)
 {
     pl->sent_own = pod == pl->identity;
     snprintf(pl->sent_pod, sizeof(pl->sent_pod), "%s", pod ? pod : "");
@@ -66,12 +66,12 @@ struct ld_pl_step ld_podlabel_next(struct ld_podlabel *pl, int64_t now_ms)
         return none;
     if (!pl->leading)
         return pl->written == LD_PL_FALSE ? none
-                                          : send(pl, LD_PL_PATCH, pl->identity, false);
+                                          : issue(pl, LD_PL_PATCH, pl->identity, false);
     if (pl->sweep_pending)
-        return send(pl, LD_PL_LIST, NULL, true);
+        return issue(pl, LD_PL_LIST, NULL, true);
     if (pl->next_other < pl->n_others)
-        return send(pl, LD_PL_PATCH, pl->others[pl->next_other], false);
-    return pl->written == LD_PL_TRUE ? none : send(pl, LD_PL_PATCH, pl->identity, true);
+        return issue(pl, LD_PL_PATCH, pl->others[pl->next_other], false);
+    return pl->written == LD_PL_TRUE ? none : issue(pl, LD_PL_PATCH, pl->identity, true);
 }
 
 static void succeeded(struct ld_podlabel *pl)

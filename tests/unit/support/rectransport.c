@@ -40,7 +40,8 @@ static enum ld_err rec_open_stream(struct ld_transport *base,
                                    ld_http_data_fn data, ld_http_done_fn done, void *ctx,
                                    ld_http_id *id, struct ld_errinfo *err)
 {
-    (void)base, (void)req, (void)data, (void)done, (void)ctx, (void)id;
+    (void)base, (void)req, (void)data, (void)done, (void)ctx;
+    *id = 0;
     return ld_errinfo_set(err, LD_EINVAL, "no streams here");
 }
 
