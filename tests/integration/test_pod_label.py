@@ -148,6 +148,28 @@ class TestPodLabel(PodLabelBase):
 
 
 class TestPodLabelFaults(PodLabelBase):
+    def test_a_hung_label_write_holds_the_release_only_briefly(self):
+        leader = self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
+        self.settled(leader)
+        self.api.set_faults(leader, partition="hang", verbs=["patch"])
+        t0 = time.monotonic()
+        self.replica(leader).send(signal.SIGTERM)
+        # The release waits for "false" at most min(2 s, renew-deadline / 2),
+        # then goes ahead: a standby takes over as after any release.
+        hold = min(2.0, FAST["renew_deadline"] / 2)
+        def other_leads(snap, leaders):
+            return leaders[0] if len(leaders) == 1 and leaders[0] != leader else None
+        new = self.watch.until(other_leads, hold + TERM_BOUND + SCHED_SLACK,
+                               "a takeover after the bounded hold")
+        took = time.monotonic() - t0
+        self.assertEqual(self.replica(leader).wait_exit(10), 0)
+        releases = [w for w in self.api.write_log()
+                    if w["client"] == leader and w["holderIdentity"] == ""]
+        self.assertTrue(releases, "the hold never ended in a release")
+        self.assertGreaterEqual(took, hold * 0.9, "the release did not wait for the label")
+        # The new leader's sweep sets the old "true" to "false".
+        self.settled(new)
+
     def test_pod_api_errors_never_affect_the_election_and_are_bounded(self):
         leader = self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
         self.settled(leader)
