@@ -57,10 +57,19 @@ class PodLabelBase(unittest.TestCase):
     def replica(self, client):
         return next(r for r in self.replicas if r.client == client)
 
-    def settled(self, leader):
+    def settled(self, leader=None):
         """Waits until the leader's Pod alone says "true", and every live
-        replica's /leader says what its Pod says."""
+        replica's /leader says what its Pod says. leader None: whoever leads
+        at that moment (on a loaded machine leadership may move first).
+        Returns the leader."""
+        fixed = leader
         def ok():
+            nonlocal leader
+            if fixed is None:
+                leading = [r.client for r in self.replicas if r.alive() and r.is_leader()]
+                if len(leading) != 1:
+                    return False
+                leader = leading[0]
             lab = self.labels()
             if lab.get(leader) != "true":
                 return False
@@ -72,7 +81,9 @@ class PodLabelBase(unittest.TestCase):
                     if not doc or doc.get("pod_label") != lab.get(r.client):
                         return False
             return True
-        wait_until(ok, FAST["lease_duration"] + LABEL_BOUND, what=f"{leader}'s label alone")
+        wait_until(ok, FAST["lease_duration"] + LABEL_BOUND,
+                   what=f"{fixed or 'the leader'}'s label alone")
+        return leader
 
     def first_write(self, entries, pod, value, client=None, after=0):
         for e in entries:
@@ -84,8 +95,8 @@ class PodLabelBase(unittest.TestCase):
 
 class TestPodLabel(PodLabelBase):
     def test_label_follows_the_leader(self):
-        leader = self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
-        self.settled(leader)
+        self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
+        leader = self.settled()
         standbys = [c for c in CLIENTS if c != leader]
         # Every standby wrote "false" on its own Pod at start (its label may
         # have been left "true" by an earlier run in the same Pod).
@@ -99,8 +110,8 @@ class TestPodLabel(PodLabelBase):
             self.assertEqual(p["metadata"]["labels"]["app"], "demo")
 
     def test_sigterm_writes_false_before_the_release(self):
-        leader = self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
-        self.settled(leader)
+        self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
+        leader = self.settled()
         seq0 = max(e["seq"] for e in self.log())
         self.replica(leader).send(signal.SIGTERM)
         self.assertEqual(self.replica(leader).wait_exit(10), 0)
@@ -116,8 +127,8 @@ class TestPodLabel(PodLabelBase):
                              "the label said true after the release")
 
     def _takeover_unlabels_first(self, remove):
-        leader = self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
-        self.settled(leader)
+        self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
+        leader = self.settled()
         seq0 = max(e["seq"] for e in self.log())
         remove(leader)
         def other_leads(snap, leaders):
@@ -149,8 +160,8 @@ class TestPodLabel(PodLabelBase):
 
 class TestPodLabelFaults(PodLabelBase):
     def test_a_hung_label_write_holds_the_release_only_briefly(self):
-        leader = self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
-        self.settled(leader)
+        self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
+        leader = self.settled()
         self.api.set_faults(leader, partition="hang", verbs=["patch"])
         t0 = time.monotonic()
         self.replica(leader).send(signal.SIGTERM)
@@ -171,8 +182,8 @@ class TestPodLabelFaults(PodLabelBase):
         self.settled(new)
 
     def test_pod_api_errors_never_affect_the_election_and_are_bounded(self):
-        leader = self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
-        self.settled(leader)
+        self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
+        leader = self.settled()
         for c in CLIENTS:
             self.api.set_faults(c, error_rate=1.0, error_code=500, verbs=["patch", "list"])
         self.api.reset_stats()
