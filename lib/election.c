@@ -1028,6 +1028,7 @@ void ld_election_status(const struct ld_election *e, struct ld_election_status *
     out->renew_time_us = out->has_renew_time ? e->cache.spec.renew_us : 0;
     out->last_renew_wall_us = e->last_renew_wall_us;
     out->resource_version = e->have_cache ? e->cache.resource_version : NULL;
+    out->uid = e->have_cache ? e->cache.uid : NULL;
     out->watching = e->watching;
     out->watch_missed = e->watch_missed;
     out->quarantined = e->quarantine_pending;

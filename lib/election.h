@@ -107,6 +107,7 @@ struct ld_election_status {
     int64_t renew_time_us;        /* renewTime of the observed record */
     int64_t last_renew_wall_us;   /* wall time of our last successful write */
     const char *resource_version; /* of the cached object, or NULL */
+    const char *uid;              /* metadata.uid of the cached object, or NULL */
     bool watching;                /* ld_election_set_watch(true) is in force */
     uint64_t watch_missed;        /* reads that found changes the watch never sent:
                                      when it grows, the watch is stalled; restart it */

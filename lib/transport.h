@@ -48,12 +48,14 @@
 typedef uint64_t ld_http_id;
 
 struct ld_http_request {
-    const char *verb;   /* "GET", "POST", "PUT", ... */
-    const char *path;   /* from the server's base URL on, query included */
-    const char *body;   /* NULL: none */
-    size_t body_len;    /* bytes of body */
-    int64_t timeout_ms; /* whole exchange, connect and any wait for a connection
-                           included; <= 0 takes the implementation's default */
+    const char *verb;         /* "GET", "POST", "PUT", ... */
+    const char *path;         /* from the server's base URL on, query included */
+    const char *body;         /* NULL: none */
+    size_t body_len;          /* bytes of body */
+    const char *content_type; /* of the body; NULL: application/json (a PATCH
+                                 names its patch type here) */
+    int64_t timeout_ms;       /* whole exchange, connect and any wait for a connection
+                                 included; <= 0 takes the implementation's default */
 };
 
 struct ld_http_result {

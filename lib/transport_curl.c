@@ -428,10 +428,11 @@ static void wipe_slist(struct curl_slist *l)
     curl_slist_free_all(l);
 }
 
-static struct curl_slist *build_headers(const struct tcurl *t, bool has_body)
+static struct curl_slist *build_headers(const struct tcurl *t,
+                                        const struct ld_http_request *req)
 {
     struct curl_slist *l = NULL, *n;
-    char *auth = NULL;
+    char *auth = NULL, *ctype = NULL;
 
     if (!(n = curl_slist_append(l, "Accept: application/json")))
         goto fail;
@@ -440,8 +441,15 @@ static struct curl_slist *build_headers(const struct tcurl *t, bool has_body)
     if (!(n = curl_slist_append(l, "Expect:")))
         goto fail;
     l = n;
-    if (has_body) {
-        if (!(n = curl_slist_append(l, "Content-Type: application/json")))
+    if (req->body) {
+        if (asprintf(&ctype, "Content-Type: %s",
+                     req->content_type ? req->content_type : "application/json") < 0) {
+            ctype = NULL;
+            goto fail;
+        }
+        n = curl_slist_append(l, ctype);
+        free(ctype);
+        if (!n)
             goto fail;
         l = n;
     }
@@ -778,7 +786,7 @@ static enum ld_err xfer_start(struct tcurl *t, const struct ld_http_request *req
         x->timeout_ms = MAX_TIMEOUT_MS;
     x->token_gen = t->token_gen;
     x->easy = curl_easy_duphandle(t->proto);
-    x->hdrs = build_headers(t, req->body != NULL);
+    x->hdrs = build_headers(t, req);
     int pathlen = (int)strcspn(req->path, "?");
     if (asprintf(&x->label, "%s %.*s", req->verb, pathlen, req->path) < 0)
         x->label = NULL;

@@ -10,9 +10,11 @@
 
 #include "control.h"
 #include "discovery.h"
+#include "events.h"
 #include "labelsel.h"
 #include "leaseval.h"
 #include "peercert.h"
+#include "pods.h"
 #include "status.h"
 #include "util.h"
 #include "watch.h"
@@ -27,7 +29,7 @@ struct req {
     bool too_big;
 };
 
-enum route_kind { R_UNKNOWN, R_DISCOVERY, R_ALL, R_COLLECTION, R_ITEM };
+enum route_kind { R_UNKNOWN, R_DISCOVERY, R_ALL, R_COLLECTION, R_ITEM, R_PODS, R_EVENTS };
 
 struct route {
     enum route_kind kind;
@@ -104,11 +106,43 @@ static void parse_lease_path(const char *rest, struct route *rt)
     rt->kind = R_ITEM;
 }
 
+/* "PREFIX" NS "/" RESOURCE ["/" NAME]: pods and events (pods.h, events.h). */
+static bool parse_other_path(const char *url, const char *prefix, const char *resource,
+                             struct route *rt)
+{
+    size_t plen = strlen(prefix), rlen = strlen(resource);
+    if (strncmp(url, prefix, plen) != 0)
+        return false;
+    const char *ns = url + plen;
+    const char *slash = strchr(ns, '/');
+    if (!slash || !segment(ns, slash, rt->ns, sizeof rt->ns) ||
+        strncmp(slash + 1, resource, rlen) != 0)
+        return false;
+    const char *rest = slash + 1 + rlen;
+    if (*rest == '\0')
+        return true;
+    return rest[0] == '/' && !strchr(rest + 1, '/') &&
+           segment(rest + 1, rest + strlen(rest), rt->name, sizeof rt->name);
+}
+
 static void route(struct MHD_Connection *c, const char *url, const char *method,
                   const char *server_addr, struct route *rt)
 {
     memset(rt, 0, sizeof *rt);
     rt->verb = AS_VERB_OTHER;
+    bool pods = parse_other_path(url, "/api/v1/namespaces/", "pods", rt);
+    if (pods ||
+        parse_other_path(url, "/apis/events.k8s.io/v1/namespaces/", "events", rt)) {
+        rt->kind = pods ? R_PODS : R_EVENTS;
+        bool item = rt->name[0] != '\0';
+        if (strcmp(method, "GET") == 0)
+            rt->verb = item ? AS_VERB_GET : AS_VERB_LIST;
+        else if (strcmp(method, "PATCH") == 0 && item)
+            rt->verb = AS_VERB_PATCH;
+        else if (strcmp(method, "POST") == 0 && !item)
+            rt->verb = AS_VERB_CREATE;
+        return;
+    }
     if (strncmp(url, GV_PREFIX, strlen(GV_PREFIX)) == 0) {
         const char *rest = url + strlen(GV_PREFIX);
         if (strncmp(rest, "watch/", 6) == 0) {
@@ -556,6 +590,10 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
         else if (rq->too_big)
             as_reply_status(&r, 413, "RequestEntityTooLarge", "request body too large",
                             NULL);
+        else if (strncmp(url, "/_control/pods", 14) == 0 &&
+                 (url[14] == '\0' || url[14] == '/'))
+            as_pods_control(api->pods, method, url + 14, rq->body ? rq->body : "",
+                            rq->len, &r);
         else {
             struct as_control_query q = {.since = arg(c, "since"),
                                          .stamp = arg(c, "stamp")};
@@ -595,6 +633,22 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
     switch (rt.kind) {
     case R_DISCOVERY:
         as_discovery_serve(url, api->server_addr, &r);
+        break;
+    case R_PODS: {
+        struct as_pods_request pr = {.method = method,
+                                     .ns = rt.ns,
+                                     .name = rt.name[0] ? rt.name : NULL,
+                                     .ctype = header(c, "Content-Type"),
+                                     .selector = arg(c, "labelSelector"),
+                                     .client = cname ? cname : AS_ADMIN,
+                                     .body = rq->body,
+                                     .len = rq->len};
+        as_pods_serve(api->pods, &pr, &r);
+        break;
+    }
+    case R_EVENTS:
+        as_events_serve(api->events, method, rt.ns, rt.name[0] ? rt.name : NULL, rq->body,
+                        rq->len, &r);
         break;
     case R_UNKNOWN:
         as_reply_status(&r, 404, "NotFound",

@@ -13,7 +13,9 @@
 #include <microhttpd.h>
 
 #include "auth.h"
+#include "events.h"
 #include "faults.h"
+#include "pods.h"
 #include "stats.h"
 #include "store.h"
 
@@ -25,6 +27,8 @@ struct as_api {
     struct as_faults *faults; /* borrowed */
     struct as_stats *stats;   /* borrowed */
     struct as_auth *auth;     /* borrowed */
+    struct as_pods *pods;     /* borrowed */
+    struct as_events *events; /* borrowed */
     char server_addr[160];    /* "127.0.0.1:PORT" */
     bool verbose;             /* one stderr line per request */
     atomic_bool stopping;     /* set on shutdown: held requests give up */

@@ -353,6 +353,8 @@ int main(int argc, char **argv)
     struct as_api api = {0};
     struct as_store *store = NULL;
     struct as_faults *faults = NULL;
+    struct as_pods *pods = NULL;
+    struct as_events *events = NULL;
     struct as_stats *stats = NULL;
     struct as_auth *auth = NULL;
     struct MHD_Daemon *d = NULL;
@@ -402,9 +404,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "leaderd-apiserver: %s\n", err);
         goto out;
     }
+    pods = as_pods_new();
+    events = as_events_new();
     faults = as_faults_new();
     stats = as_stats_new();
-    if (!faults || !stats) {
+    if (!faults || !stats || !pods || !events) {
         fprintf(stderr, "leaderd-apiserver: out of memory\n");
         goto out;
     }
@@ -416,6 +420,8 @@ int main(int argc, char **argv)
     }
     api.store = store;
     api.faults = faults;
+    api.pods = pods;
+    api.events = events;
     api.stats = stats;
     api.auth = auth;
     api.verbose = o.verbose;
@@ -470,6 +476,8 @@ out:
     as_store_free(store);
     as_auth_free(auth);
     as_faults_free(faults);
+    as_pods_free(pods);
+    as_events_free(events);
     as_stats_free(stats);
     as_certs_clear(&certs);
     free(dir);

@@ -18,6 +18,7 @@
 
 #include "dnsname.h"
 #include "lease.h"
+#include "pods.h"
 #include "timefmt.h"
 #include "utf8.h"
 
@@ -35,6 +36,8 @@ enum opt_id {
     OPT_LOG_LEVEL,
     OPT_SA_DIR,
     OPT_CHILD_GRACE,
+    OPT_POD_LABEL,
+    OPT_EVENTS,
     OPT_COUNT,
     /* Not settable from the environment. */
     OPT_VERSION = OPT_COUNT,
@@ -92,6 +95,13 @@ static const struct opt opts[OPT_ALL] = {
          "with a command after --: how long after leadership ended\n"
          "        its process group may live before SIGKILL; default half\n"
          "        of lease-duration - renew-deadline"},
+    [OPT_POD_LABEL] = {"--pod-label", "LEADERD_POD_LABEL", "KEY", NULL,
+                       "label this replica's Pod (--identity) KEY: \"true\" while\n"
+                       "        leading, \"false\" otherwise; a new leader first sets\n"
+                       "        \"false\" on other Pods still labelled \"true\""},
+    [OPT_EVENTS] = {"--events", "LEADERD_EVENTS", "BOOL", "false",
+                    "record an events.k8s.io/v1 Event on the Lease at every start\n"
+                    "        and stop of leading"},
     [OPT_VERSION] = {"--version", NULL, NULL, NULL, "print the version and exit"},
     [OPT_HELP] = {"--help", NULL, NULL, NULL, "print this help and exit"},
 };
@@ -666,6 +676,25 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
                         who(r, OPT_LOG_LEVEL, name, sizeof(name)), v);
     }
 
+    v = r->val[OPT_POD_LABEL];
+    if (v) {
+        if (!ld_label_key_valid(v))
+            return fail(
+                err, errlen,
+                "leaderd: %s: invalid label key \"%s\": must be a name of at "
+                "most 63 characters ([A-Za-z0-9._-], starting and ending with a "
+                "letter or digit), optionally prefixed by a DNS subdomain and '/'",
+                who(r, OPT_POD_LABEL, name, sizeof(name)), v);
+        if ((rc = set_str(&cfg->pod_label, v, err, errlen)))
+            return rc;
+    }
+
+    v = r->val[OPT_EVENTS];
+    if (v && parse_bool(v, &cfg->events) != 0)
+        return fail(err, errlen,
+                    "leaderd: %s: invalid boolean \"%s\" (use true/false, 1/0, yes/no)",
+                    who(r, OPT_EVENTS, name, sizeof(name)), v);
+
     v = r->val[OPT_SA_DIR] ? r->val[OPT_SA_DIR] : opts[OPT_SA_DIR].def;
     if (*v == '\0')
         return fail(err, errlen, "leaderd: %s: must not be empty",
@@ -827,9 +856,15 @@ int ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
                     size_t errlen)
 {
     int rc = ld_config_parse_args(cfg, argc, argv, err, errlen);
-    if (rc != 0)
-        return rc;
-    return ld_config_load(cfg, err, errlen);
+    if (rc == 0)
+        rc = ld_config_load(cfg, err, errlen);
+    /* The label goes on the Pod named by the identity. */
+    if (rc == 0 && cfg->pod_label && !ld_dns1123_subdomain(cfg->identity))
+        rc = fail(err, errlen,
+                  "leaderd: --pod-label needs the identity to be the Pod's name (a "
+                  "DNS-1123 subdomain), got \"%s\"",
+                  cfg->identity);
+    return rc;
 }
 
 const char *ld_config_env_name(size_t i)
@@ -854,6 +889,7 @@ void ld_config_clear(struct ld_config *cfg)
     free(cfg->listen_host);
     free(cfg->kubeconfig_path);
     free(cfg->service_account_dir);
+    free(cfg->pod_label);
     for (char **a = cfg->command; a && *a; a++)
         free(*a);
     free(cfg->command);
@@ -872,25 +908,26 @@ void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
         snprintf(listen, sizeof(listen), "[%s]:%d", host, cfg->listen_port);
     else
         snprintf(listen, sizeof(listen), "%s:%d", host, cfg->listen_port);
-    snprintf(buf, len,
-             "lease=%s/%s (namespace from %s) identity=%s (from %s) lease-duration=%s "
-             "renew-deadline=%s "
-             "retry-period=%s listen=%s kubeconfig=%s server=%s release-on-exit=%s "
-             "log-format=%s log-level=%s%s%s",
-             cfg->namespace_ ? cfg->namespace_ : "?",
-             cfg->lease_name ? cfg->lease_name : "?",
-             cfg->namespace_from ? cfg->namespace_from : "?",
-             cfg->identity ? cfg->identity : "?",
-             cfg->identity_from ? cfg->identity_from : "?",
-             ld_duration_format(cfg->lease_duration_ms, lease, sizeof(lease)),
-             ld_duration_format(cfg->renew_deadline_ms, renew, sizeof(renew)),
-             ld_duration_format(cfg->retry_period_ms, retry, sizeof(retry)), listen,
-             cfg->kubeconfig_path ? cfg->kubeconfig_path : "in-cluster",
-             cfg->kube.server ? cfg->kube.server : "?",
-             cfg->release_on_exit ? "true" : "false",
-             cfg->log_format == LD_LOG_FORMAT_JSON ? "json" : "text",
-             ld_log_level_name(cfg->log_level), cfg->command ? " child-grace=" : "",
-             cfg->command ? ld_duration_format(cfg->child_grace_ms, grace, sizeof(grace))
-                          : "");
+    snprintf(
+        buf, len,
+        "lease=%s/%s (namespace from %s) identity=%s (from %s) lease-duration=%s "
+        "renew-deadline=%s "
+        "retry-period=%s listen=%s kubeconfig=%s server=%s release-on-exit=%s "
+        "log-format=%s log-level=%s%s%s%s%s%s",
+        cfg->namespace_ ? cfg->namespace_ : "?", cfg->lease_name ? cfg->lease_name : "?",
+        cfg->namespace_from ? cfg->namespace_from : "?",
+        cfg->identity ? cfg->identity : "?",
+        cfg->identity_from ? cfg->identity_from : "?",
+        ld_duration_format(cfg->lease_duration_ms, lease, sizeof(lease)),
+        ld_duration_format(cfg->renew_deadline_ms, renew, sizeof(renew)),
+        ld_duration_format(cfg->retry_period_ms, retry, sizeof(retry)), listen,
+        cfg->kubeconfig_path ? cfg->kubeconfig_path : "in-cluster",
+        cfg->kube.server ? cfg->kube.server : "?",
+        cfg->release_on_exit ? "true" : "false",
+        cfg->log_format == LD_LOG_FORMAT_JSON ? "json" : "text",
+        ld_log_level_name(cfg->log_level), cfg->command ? " child-grace=" : "",
+        cfg->command ? ld_duration_format(cfg->child_grace_ms, grace, sizeof(grace)) : "",
+        cfg->pod_label ? " pod-label=" : "", cfg->pod_label ? cfg->pod_label : "",
+        cfg->events ? " events=true" : "");
     one_line(buf);
 }

@@ -31,6 +31,12 @@ char *ld_http_render_leader(const struct ld_snapshot *snap, int64_t now_ms)
                   "renewed_at", renewed, "observed", snap->observed);
     if (!o)
         return NULL;
+    if (json_object_set_new(o, "pod_label",
+                            snap->pod_label[0] ? json_string(snap->pod_label)
+                                               : json_null()) != 0) {
+        json_decref(o);
+        return NULL;
+    }
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;

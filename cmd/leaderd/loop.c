@@ -33,6 +33,20 @@ static void health_of(const struct ld_loop *loop, const struct ld_host_view *v,
         snprintf(out, len, "another process uses this replica's identity");
 }
 
+/* The host steps every engine down at once; hooks may hold the release
+ * write back for a bounded time. Safe from inside a host callback. */
+static void begin_shutdown(struct ld_loop *loop, int64_t now_ms)
+{
+    if (loop->stopping)
+        return;
+    int64_t hold = loop->renew_deadline_ms / 2;
+    if (hold > LD_LOOP_RELEASE_HOLD_MAX_MS)
+        hold = LD_LOOP_RELEASE_HOLD_MAX_MS;
+    loop->stopping = true;
+    loop->hold_until_ms = now_ms + hold;
+    ld_host_shutdown(loop->host);
+}
+
 static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
 {
     struct ld_loop *loop = ctx;
@@ -51,11 +65,45 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
     snap.transitions_seen = v->transitions_seen;
     health_of(loop, v, now_ms, snap.health_error, sizeof(snap.health_error));
     ld_state_publish(loop->state, &snap);
-    if (loop->hook && loop->hook->on_publish(loop->hook->ctx, st, now_ms) &&
-        !loop->stopping) {
-        loop->stopping = true;
-        ld_host_shutdown(loop->host); /* begins before the host's next pass */
+    bool stop = false;
+    for (size_t i = 0; i < loop->n_hooks; i++) {
+        const struct ld_loop_hook *h = &loop->hooks[i];
+        stop |= h->on_publish(h->ctx, st, now_ms);
     }
+    if (stop)
+        begin_shutdown(loop, now_ms); /* before the host's next pass */
+}
+
+static int64_t next_publish(void *ctx, size_t index, int64_t now_ms)
+{
+    const struct ld_loop *loop = ctx;
+    int64_t at = INT64_MAX;
+    (void)index;
+    for (size_t i = 0; i < loop->n_hooks; i++) {
+        const struct ld_loop_hook *h = &loop->hooks[i];
+        int64_t w = h->next_wake_ms ? h->next_wake_ms(h->ctx, now_ms) : INT64_MAX;
+        if (w < at)
+            at = w;
+    }
+    if (loop->stopping && now_ms < loop->hold_until_ms && loop->hold_until_ms < at)
+        at = loop->hold_until_ms; /* the end of a hold is a publish too */
+    return at;
+}
+
+/* True while a shutdown's release should wait for a hook (bounded by
+ * hold_until_ms, set when the shutdown began). */
+static bool holds_release(void *ctx, size_t index, int64_t now_ms)
+{
+    const struct ld_loop *loop = ctx;
+    (void)index;
+    if (!loop->stopping || now_ms >= loop->hold_until_ms)
+        return false;
+    for (size_t i = 0; i < loop->n_hooks; i++) {
+        const struct ld_loop_hook *h = &loop->hooks[i];
+        if (h->holds_release && h->holds_release(h->ctx, now_ms))
+            return true;
+    }
+    return false;
 }
 
 static void on_event(void *ctx, size_t index, const struct ld_event *ev)
@@ -96,9 +144,12 @@ enum ld_err ld_loop_start(struct ld_loop *loop, const struct ld_election_config 
         .ctx = loop,
         .on_publish = on_publish,
         .on_event = on_event,
+        .next_publish_ms = next_publish,
+        .holds_release = holds_release,
     };
     size_t index;
     loop->stopping = false;
+    loop->hold_until_ms = 0;
     loop->host = ld_host_new(&hc, err);
     if (!loop->host)
         return err->code;
@@ -126,17 +177,20 @@ static int take_signal(int fd)
     return stop;
 }
 
-/* A stop signal ends the loop, unless the hook takes it over (the exec child
+/* A stop signal ends the loop, unless a hook takes it over (the exec child
  * shuts down first and ends the loop when it has). */
 static void on_stop_signal(struct ld_loop *loop, int signo)
 {
-    const struct ld_loop_hook *hook = loop->hook;
     if (signo == 0 || loop->stopping)
         return;
-    if (hook && hook->on_signal(hook->ctx, signo))
-        return;
-    loop->stopping = true;
-    ld_host_shutdown(loop->host);
+    bool taken = false;
+    for (size_t i = 0; i < loop->n_hooks; i++) {
+        const struct ld_loop_hook *h = &loop->hooks[i];
+        if (h->on_signal && h->on_signal(h->ctx, signo))
+            taken = true;
+    }
+    if (!taken)
+        begin_shutdown(loop, ld_mono_ms());
 }
 
 void ld_loop_run(struct ld_loop *loop)
@@ -148,7 +202,7 @@ void ld_loop_run(struct ld_loop *loop)
         if (ld_host_run(loop->host, RUN_SLICE_MS, fd) != LD_ECANCELED)
             continue;
         on_stop_signal(loop, take_signal(loop->signal_fd));
-        if (loop->hook)
-            ld_host_poke(loop->host, 0); /* its publish takes the hook's news */
+        if (loop->n_hooks)
+            ld_host_poke(loop->host, 0); /* its publish takes the hooks' news */
     }
 }

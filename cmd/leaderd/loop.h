@@ -1,8 +1,8 @@
 /*
  * loop: the imperative shell around the election host (lib/host.h) for the
  * daemon's one Lease: publishes each pass for the HTTP server, feeds the
- * hook that consumes leadership (the exec child), and turns SIGTERM/SIGINT
- * (read from a signalfd) into an orderly release.
+ * hooks that consume leadership (the exec child, the Pod label, Events),
+ * and turns SIGTERM/SIGINT (read from a signalfd) into an orderly release.
  */
 #ifndef LEADERD_LOOP_H
 #define LEADERD_LOOP_H
@@ -13,17 +13,29 @@
 #include "metrics.h"
 #include "state.h"
 
-/* Something that consumes leadership from inside the loop (the exec child).
- * Both calls are made on the loop's thread. */
+/* Something that consumes leadership from inside the loop: the exec
+ * child, the Pod label, Events. Every call is made on the loop's thread;
+ * none may block. Only on_publish is required. */
 struct ld_loop_hook {
     void *ctx;
     /* After every publish, with the engine's status; true asks the loop to
      * shut down (release, then end). */
     bool (*on_publish)(void *ctx, const struct ld_election_status *st, int64_t now_ms);
     /* For SIGTERM/SIGINT; true means the hook took the signal over and the
-     * loop keeps running until on_publish asks it to end. */
+     * loop keeps running until on_publish asks it to end. May be NULL. */
     bool (*on_signal)(void *ctx, int signo);
+    /* When the hook wants the next publish (a retry, or a look at a call of
+     * its own in flight); INT64_MAX for never. May be NULL. */
+    int64_t (*next_wake_ms)(void *ctx, int64_t now_ms);
+    /* During a shutdown, before the release write: true while the hook
+     * still has something to finish first (the Pod label's "false"). The
+     * release waits while any hook says so, but never longer than
+     * min(LD_LOOP_RELEASE_HOLD_MAX_MS, renew-deadline / 2) from the
+     * shutdown, then goes ahead regardless. May be NULL. */
+    bool (*holds_release)(void *ctx, int64_t now_ms);
 };
+
+#define LD_LOOP_RELEASE_HOLD_MAX_MS 2000
 
 struct ld_loop {
     struct ld_kube *kube;       /* borrowed */
@@ -34,10 +46,12 @@ struct ld_loop {
     struct ld_metrics *metrics; /* borrowed; may be NULL */
     int64_t lease_duration_ms;
     int64_t renew_deadline_ms;
-    const struct ld_loop_hook *hook; /* borrowed; may be NULL */
+    const struct ld_loop_hook *hooks; /* borrowed array of n_hooks; may be NULL */
+    size_t n_hooks;
 
     struct ld_host *host; /* owned; made by ld_loop_start */
     bool stopping;
+    int64_t hold_until_ms; /* a shutdown's release waits for hooks until then */
 };
 
 /* Makes the host and its election from ec (checked as ld_election_new

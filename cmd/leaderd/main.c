@@ -22,12 +22,14 @@
 #include "child.h"
 #include "config.h"
 #include "election.h"
+#include "events.h"
 #include "http.h"
 #include "kube.h"
 #include "log.h"
 #include "logsink.h"
 #include "loop.h"
 #include "metrics.h"
+#include "podlabel.h"
 #include "state.h"
 
 /* Everything main owns, so one function can release it all. */
@@ -45,7 +47,15 @@ struct daemon {
     struct ld_state state;
     struct ld_metrics metrics;
     struct ld_http *http;
+    bool podlabel_ready;
+    struct ld_podlabel_hook podlabel;
+    bool events_ready;
+    struct ld_events_hook events;
 };
+
+/* --pod-label and --events calls: short enough to be retried well within
+ * a renew deadline, long enough for a loaded API server. */
+#define HOOK_CALL_TIMEOUT_MS 5000
 
 /* SIGTERM and SIGINT are taken synchronously from a signalfd; blocking
  * them here, before any thread starts, makes every thread inherit that. */
@@ -193,8 +203,42 @@ static int make_wake_fd(struct daemon *d)
     return 0;
 }
 
+/* The loop's hooks, in the order they see each publish. */
+static size_t collect_hooks(struct daemon *d, struct ld_loop_hook *hooks)
+{
+    size_t n = 0;
+    if (d->child_ready)
+        hooks[n++] = (struct ld_loop_hook){.ctx = &d->child,
+                                           .on_publish = ld_child_on_publish,
+                                           .on_signal = ld_child_on_signal};
+    if (d->cfg.pod_label) {
+        ld_podlabel_hook_init(&d->podlabel, d->kube, d->cfg.namespace_, d->cfg.identity,
+                              d->cfg.pod_label, &d->state, &d->metrics,
+                              HOOK_CALL_TIMEOUT_MS);
+        d->podlabel_ready = true;
+        hooks[n++] = (struct ld_loop_hook){.ctx = &d->podlabel,
+                                           .on_publish = ld_podlabel_on_publish,
+                                           .next_wake_ms = ld_podlabel_next_wake,
+                                           .holds_release = ld_podlabel_holds_release};
+    }
+    if (d->cfg.events) {
+        ld_events_hook_init(&d->events, d->kube, d->cfg.namespace_, d->cfg.lease_name,
+                            d->cfg.identity, &d->metrics, HOOK_CALL_TIMEOUT_MS);
+        d->events_ready = true;
+        hooks[n++] = (struct ld_loop_hook){.ctx = &d->events,
+                                           .on_publish = ld_events_on_publish,
+                                           .next_wake_ms = ld_events_next_wake,
+                                           .holds_release = ld_events_holds_release};
+    }
+    return n;
+}
+
 static void teardown(struct daemon *d)
 {
+    if (d->podlabel_ready)
+        ld_podlabel_hook_clear(&d->podlabel);
+    if (d->events_ready)
+        ld_events_hook_clear(&d->events);
     ld_http_stop(d->http);
     if (d->state_ready)
         ld_state_destroy(&d->state);
@@ -264,13 +308,9 @@ int main(int argc, char **argv)
         ld_config_describe(&d.cfg, desc, sizeof(desc));
         ld_log(LD_LOG_INFO, "leaderd %s starting: %s, http port %d", LEADERD_VERSION,
                desc, ld_http_port(d.http));
-        struct ld_loop_hook hook = {
-            .ctx = &d.child,
-            .on_publish = ld_child_on_publish,
-            .on_signal = ld_child_on_signal,
-        };
-        if (d.child_ready)
-            d.loop.hook = &hook;
+        struct ld_loop_hook hooks[3];
+        d.loop.n_hooks = collect_hooks(&d, hooks);
+        d.loop.hooks = hooks;
         ld_loop_run(&d.loop);
         if (d.child_ready)
             rc = ld_child_exit_status(&d.child);

@@ -247,6 +247,20 @@ void ld_metrics_acquire_delay(struct ld_metrics *m, double seconds)
     pthread_mutex_unlock(&m->mu);
 }
 
+void ld_metrics_pod_label_failure(struct ld_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->pod_label_failures++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ld_metrics_events_failure(struct ld_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->events_failures++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void render_histogram(struct tbuf *b, const char *name, const uint64_t *buckets,
                              uint64_t count, double sum)
 {
@@ -277,6 +291,16 @@ static void render_watch(struct tbuf *b, struct ld_metrics *m)
            "Time from first observing the Lease free or expired to holding it.");
     render_histogram(b, "leaderd_acquire_delay_seconds", m->acquire_bucket,
                      m->acquire_count, m->acquire_sum);
+    header(b, "leaderd_pod_label_failures_total", "counter",
+           "Failed API calls of --pod-label (Pod list or label patch); retried with "
+           "backoff, never affecting the election.");
+    tb_printf(b, "leaderd_pod_label_failures_total %llu\n",
+              (unsigned long long)m->pod_label_failures);
+    header(b, "leaderd_events_failures_total", "counter",
+           "Failed API calls of --events (Event create); retried with backoff, never "
+           "affecting the election.");
+    tb_printf(b, "leaderd_events_failures_total %llu\n",
+              (unsigned long long)m->events_failures);
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -38,6 +38,8 @@ struct ld_metrics {
     uint64_t acquire_bucket[LD_METRICS_BUCKETS]; /* free-seen -> acquired delays */
     uint64_t acquire_count;
     double acquire_sum;
+    uint64_t pod_label_failures; /* failed --pod-label API calls */
+    uint64_t events_failures;    /* failed --events API calls */
 };
 
 void ld_metrics_init(struct ld_metrics *m);
@@ -60,6 +62,10 @@ void ld_metrics_watch_event(struct ld_metrics *m);
 /* Records the time from first observing the Lease free (released or
  * expired) to holding it. Thread-safe. */
 void ld_metrics_acquire_delay(struct ld_metrics *m, double seconds);
+
+/* One failed API call of --pod-label / --events. Thread-safe. */
+void ld_metrics_pod_label_failure(struct ld_metrics *m);
+void ld_metrics_events_failure(struct ld_metrics *m);
 
 /* Renders every metric, with # HELP and # TYPE, into a new buffer (*out,
  * free with free(), NUL-terminated; *len excludes the NUL). Election

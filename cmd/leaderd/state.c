@@ -42,6 +42,15 @@ void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next)
     pthread_mutex_unlock(&st->mu);
 }
 
+void ld_state_set_pod_label(struct ld_state *st, const char *value)
+{
+    pthread_mutex_lock(&st->mu);
+    snprintf(st->snap.pod_label, sizeof(st->snap.pod_label), "%s", value ? value : "");
+    for (struct ld_state_listener *l = st->listeners; l; l = l->next)
+        l->fn(l->arg);
+    pthread_mutex_unlock(&st->mu);
+}
+
 void ld_state_listen(struct ld_state *st, struct ld_state_listener *l)
 {
     pthread_mutex_lock(&st->mu);

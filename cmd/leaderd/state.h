@@ -29,6 +29,7 @@ struct ld_snapshot {
     int64_t stale_after_ms;     /* heartbeat older than this => unhealthy */
     char health_error[256];     /* non-empty => /healthz fails with this reason */
     int64_t transitions_seen;   /* leadership changes observed (metric) */
+    char pod_label[8]; /* --pod-label as last written: "true", "false", "" never */
 };
 
 /* Someone to tell about every publish (see ld_state_listen). */
@@ -54,6 +55,11 @@ void ld_state_read(struct ld_state *st, struct ld_snapshot *out);
 /* Replaces the snapshot's dynamic fields with those of next (lease and
  * identity are kept), then calls every listener. */
 void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next);
+
+/* Sets pod_label ("true", "false", or NULL: never written), then calls
+ * every listener. The loop's thread only, like ld_state_publish (which
+ * keeps the value: the loop publishes what it read). */
+void ld_state_set_pod_label(struct ld_state *st, const char *value);
 
 /* Registers l (borrowed: it must stay valid until ld_state_unlisten).
  * l->fn(l->arg) is then called after every publish, visible change or not,

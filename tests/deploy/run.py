@@ -131,10 +131,45 @@ def check_leaderd(name, dep, c, native):
     return leases[0] if leases else None
 
 
-def check_rbac(name, objs, lease):
-    roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
-    check(len(roles) == 1 and roles[0]["kind"] == "Role",
-          name + ": one namespaced Role (no ClusterRole)", str([r["kind"] for r in roles]))
+# The Roles a consumption mode needs, on top of the Lease Role, and nothing when
+# the mode is off: (apiGroup, resource) -> exact verbs.
+MODE_RULES = {
+    "pod-label": (("", "pods"), {"get", "list", "patch"}),
+    "events": (("events.k8s.io", "events"), {"create"}),
+}
+
+
+def mode_of(role):
+    """The mode a Role serves, or None for the Lease Role."""
+    for mode, ((group, resource), verbs) in MODE_RULES.items():
+        rules = role.get("rules", [])
+        if rules and all(r.get("apiGroups") == [group] and r.get("resources") == [resource]
+                         for r in rules):
+            return mode
+    return None
+
+
+def check_rbac(name, objs, lease, modes=frozenset()):
+    all_roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
+    check(all(r["kind"] == "Role" for r in all_roles), name + ": namespaced Roles only",
+          str([r["kind"] for r in all_roles]))
+    extra = [r for r in all_roles if mode_of(r)]
+    for role in extra:
+        mode = mode_of(role)
+        rname = "%s: Role %s" % (name, role["metadata"]["name"])
+        check(mode in modes, rname + " is used (--%s is on)" % mode, str(sorted(modes)))
+        granted = set()
+        for rule in role.get("rules", []):
+            granted |= set(rule.get("verbs", []))
+            check("resourceNames" not in rule or mode != "pod-label",
+                  rname + ": pods are not narrowed by name (other Pods are unlabelled)")
+        check(granted == MODE_RULES[mode][1], rname + " grants exactly %s"
+              % sorted(MODE_RULES[mode][1]), str(sorted(granted)))
+    for mode in modes:
+        check(any(mode_of(r) == mode for r in extra), "%s: --%s has its Role" % (name, mode))
+    roles = [r for r in all_roles if not mode_of(r)]
+    check(len(roles) == 1, name + ": one Lease Role", str([r["metadata"]["name"]
+                                                           for r in roles]))
     for role in roles:
         for rule in role.get("rules", []):
             r = "%s: rule %s" % (name, rule)
@@ -157,7 +192,7 @@ def check_rbac(name, objs, lease):
     sas = {o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"}
     for rb in (o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):
         check(rb["kind"] == "RoleBinding" and rb["roleRef"]["kind"] == "Role"
-              and rb["roleRef"]["name"] in {r["metadata"]["name"] for r in roles},
+              and rb["roleRef"]["name"] in {r["metadata"]["name"] for r in all_roles},
               name + ": RoleBinding binds the Role")
         check(all(s.get("kind") == "ServiceAccount" and s.get("name") in sas
                   for s in rb.get("subjects", [])),
@@ -185,6 +220,7 @@ def check_render(path, objs):
         check(kind in kinds, "%s: renders a %s" % (name, kind))
     deps = [o for o in objs if o["kind"] == "Deployment"]
     leases = set()
+    modes = set()
     for dep in deps:
         dname = "%s:%s" % (name, dep["metadata"]["name"])
         pod = dep["spec"]["template"]["spec"]
@@ -202,15 +238,28 @@ def check_render(path, objs):
         sidecar, native = sidecars[0]
         lease = check_leaderd(dname, dep, sidecar, native)
         leases.add(lease)
+        args = sidecar.get("args", [])
+        label = [a.split("=", 1)[1] for a in args if a.startswith("--pod-label=")]
+        if label:
+            modes.add("pod-label")
+        if "--events=true" in args:
+            modes.add("events")
         apps = [c for c in mains if not is_leaderd(c)]
         gated = [c for c in apps if probe_path(c.get("readinessProbe"))[0] == "/leader"]
+        if label:
+            # Routed by the label: readiness is not leadership, and a Service
+            # selects the leader's label.
+            check(not gated, dname + ": --pod-label leaves readiness alone")
+            check(any(o["kind"] == "Service" and
+                      (o["spec"].get("selector") or {}).get(label[0]) == "true"
+                      for o in objs), dname + ": a Service selects %s: \"true\"" % label[0])
         for c in gated:
             path, port = probe_path(c.get("readinessProbe"))
             check(port_number(sidecar, port) == LEADERD_PORT,
                   dname + ": readiness /leader on leaderd's port 4040")
         if gated:
             check_strategy(dname, dep)
-        else:
+        elif not label:
             script = " ".join(" ".join(c.get("command", []) + c.get("args", [])) for c in apps)
             check("curl -fs http://localhost:4040/leader" in script,
                   dname + ": the app asks `curl -fs localhost:4040/leader`")
@@ -221,7 +270,7 @@ def check_render(path, objs):
               dname + ": uses the ServiceAccount of the base")
     check(len(leases) <= 1, name + ": one Lease name", str(leases))
     lease = next(iter(leases)) if leases else "my-operator"
-    check_rbac(name, objs, lease)
+    check_rbac(name, objs, lease, frozenset(modes))
     check(not any(o["kind"] == "PodDisruptionBudget" and
                   (o["spec"].get("minAvailable") not in (None, 0))
                   for o in objs), name + ": no PodDisruptionBudget with minAvailable")

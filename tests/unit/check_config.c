@@ -480,6 +480,50 @@ START_TEST(command_after_double_dash)
 }
 END_TEST
 
+START_TEST(pod_label_and_events)
+{
+    struct ld_config cfg;
+    char err[ERRLEN];
+    setenv("KUBECONFIG", kc_ns, 0);
+    const char *on[] = {"--lease-name", "x",        "--identity", "pod-a", "--pod-label",
+                        "a.io/lead",    "--events", "yes",        NULL};
+    ck_assert_msg(run(&cfg, true, on, err) == 0, "%s", err);
+    ck_assert_str_eq(cfg.pod_label, "a.io/lead");
+    ck_assert(cfg.events);
+    ld_config_clear(&cfg);
+
+    const char *off[] = {"--lease-name", "x", "--identity", "pod-a", NULL};
+    ck_assert_msg(run(&cfg, true, off, err) == 0, "%s", err);
+    ck_assert_ptr_null(cfg.pod_label);
+    ck_assert(!cfg.events);
+    ld_config_clear(&cfg);
+
+    const char *bad_key[] = {"--lease-name", "x", "--pod-label", "a.io/-lead", NULL};
+    ck_assert_int_eq(run(&cfg, true, bad_key, err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--pod-label"));
+    ck_assert_ptr_null(strchr(err, '\n'));
+    ld_config_clear(&cfg);
+
+    const char *bad_bool[] = {"--lease-name", "x", "--events", "maybe", NULL};
+    ck_assert_int_eq(run(&cfg, true, bad_bool, err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--events"));
+    ld_config_clear(&cfg);
+
+    /* The label goes on the Pod the identity names: it must be a Pod name. */
+    const char *bad_identity[] = {"--lease-name", "x",      "--identity", "Pod A",
+                                  "--pod-label",  "leader", NULL};
+    ck_assert_int_eq(run(&cfg, true, bad_identity, err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--pod-label"));
+    ld_config_clear(&cfg);
+
+    setenv("LEADERD_POD_LABEL", "from-env", 1);
+    ck_assert_msg(run(&cfg, true, off, err) == 0, "%s", err);
+    ck_assert_str_eq(cfg.pod_label, "from-env");
+    ld_config_clear(&cfg);
+    unsetenv("LEADERD_POD_LABEL");
+}
+END_TEST
+
 START_TEST(child_grace_values)
 {
     struct ld_config cfg;
@@ -957,6 +1001,7 @@ static Suite *config_suite(void)
     tcase_add_loop_test(tc, bad_configs, 0, (int)(sizeof(bad) / sizeof(bad[0])));
     tcase_add_test(tc, command_after_double_dash);
     tcase_add_test(tc, child_grace_values);
+    tcase_add_test(tc, pod_label_and_events);
     tcase_add_test(tc, no_credentials);
     tcase_add_test(tc, in_cluster);
     tcase_add_test(tc, kubeconfig_wins_over_in_cluster);

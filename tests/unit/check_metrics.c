@@ -103,6 +103,8 @@ START_TEST(help_and_type_for_every_metric)
         {"leaderd_watch_restarts_total", "counter"},
         {"leaderd_watch_events_total", "counter"},
         {"leaderd_acquire_delay_seconds", "histogram"},
+        {"leaderd_pod_label_failures_total", "counter"},
+        {"leaderd_events_failures_total", "counter"},
     };
     for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
         char want[128];
@@ -315,6 +317,20 @@ START_TEST(concurrent_observers)
 }
 END_TEST
 
+START_TEST(consumer_failures_counted)
+{
+    struct ld_snapshot s;
+    snapshot(&s, "ns/demo");
+    ck_assert(sample(render(&s, 0), "leaderd_pod_label_failures_total") == 0);
+    ld_metrics_pod_label_failure(&m);
+    ld_metrics_pod_label_failure(&m);
+    ld_metrics_events_failure(&m);
+    const char *t = render(&s, 0);
+    ck_assert(sample(t, "leaderd_pod_label_failures_total") == 2);
+    ck_assert(sample(t, "leaderd_events_failures_total") == 1);
+}
+END_TEST
+
 static Suite *metrics_suite(void)
 {
     Suite *s = suite_create("metrics");
@@ -328,6 +344,7 @@ static Suite *metrics_suite(void)
     tcase_add_test(tc, leadership_judged_at_render_time);
     tcase_add_test(tc, label_values_escaped);
     tcase_add_test(tc, concurrent_observers);
+    tcase_add_test(tc, consumer_failures_counted);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     return s;
