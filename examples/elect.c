@@ -38,8 +38,13 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     sigprocmask(SIG_BLOCK, &sigs, NULL);
     int sfd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC), rc = 1;
-    /* namespace, name, identity; lease, renew, retry (ms); release on exit; seed */
-    struct ld_election_config ec = {argv[2], argv[3], argv[4], 15000, 10000, 2000, 1, 0};
+    struct ld_election_config ec = {.namespace_ = argv[2],
+                                    .name = argv[3],
+                                    .identity = argv[4],
+                                    .lease_duration_ms = 15000,
+                                    .renew_deadline_ms = 10000,
+                                    .retry_period_ms = 2000,
+                                    .release_on_exit = true};
     struct ld_errinfo err = {.msg = "no signal fd"};
     struct ld_kube_config kc; /* ld_kube_new copies it */
     struct ld_kube *k = NULL;
