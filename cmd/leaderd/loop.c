@@ -48,6 +48,12 @@ struct pass_state {
     bool watch_ended;           /* an ERROR event: stop once out of curl's callback */
     uint64_t watch_missed_seen; /* the engine's count of changes the watch missed */
     unsigned watch_invalid_logged;
+
+    /* The POST /resign tickets the engine is resigning for, and, once the
+     * engine has said, how it went (LD_RESIGN_PENDING until then). */
+    bool resign_busy;
+    uint64_t resign_first, resign_last;
+    enum ld_resign_outcome resign_result;
 };
 
 static struct ld_now read_clocks(void)
@@ -88,6 +94,17 @@ static void log_event(struct pass_state *ps, const struct ld_event *ev)
         break;
     case LD_EV_RELEASED:
         ld_log(LD_LOG_INFO, "lease released (term %d)", (int)ev->term);
+        /* A shutdown's release during a resignation serves it too. */
+        if (ps->resign_busy)
+            ps->resign_result = LD_RESIGN_RELEASED;
+        break;
+    case LD_EV_RELEASE_FAILED:
+        if (ps->resign_busy)
+            ps->resign_result = LD_RESIGN_FAILED;
+        ld_log(LD_LOG_WARN,
+               "stepped down (%s) but the release was not written; the lease "
+               "expires by itself (term %d)",
+               ld_stop_reason_str(ev->reason), (int)ev->term);
         break;
     case LD_EV_IDENTITY_CONFLICT:
         ld_log(
@@ -140,6 +157,51 @@ static void publish(struct pass_state *ps, int64_t now_ms)
     if (loop->hook && loop->hook->on_publish(loop->hook->ctx, &st, now_ms) &&
         !ps->stopping)
         ps->hook_stop = true;
+}
+
+/* ---- POST /resign --------------------------------------------------------- */
+
+/* Before the pass's ld_election_next: takes the requests asked since the
+ * last pass and, if this replica leads, starts the resignation (the
+ * engine's next action is then its release). A request while one is under
+ * way waits for it, then finds a standby (409). */
+static void resign_take(struct pass_state *ps, struct ld_now now)
+{
+    struct ld_loop *loop = ps->loop;
+    uint64_t first, last;
+    ld_state_resign_drain(loop->state);
+    if (ps->resign_busy || !ld_state_resign_take(loop->state, &first, &last))
+        return;
+    if (ps->stopping ||
+        !ld_election_resign(loop->election, now, loop->resign_cooldown_ms)) {
+        ld_state_resign_answer(loop->state, first, last, LD_RESIGN_NOT_LEADER);
+        return;
+    }
+    ld_log(LD_LOG_INFO, "resigning on request (POST /resign); not contending for %lld ms",
+           (long long)loop->resign_cooldown_ms);
+    ps->resign_busy = true;
+    ps->resign_first = first;
+    ps->resign_last = last;
+    ps->resign_result = LD_RESIGN_PENDING;
+}
+
+/* After a publish, so that a request answered "released" finds is_leader
+ * false in the snapshot: answers the resignation once the engine said how
+ * it went (or, with final, because the loop ends), and at once any request
+ * that came in meanwhile while this replica does not lead. */
+static void resign_answer(struct pass_state *ps, int64_t now_ms, bool final)
+{
+    struct ld_loop *loop = ps->loop;
+    uint64_t first, last;
+    if (ps->resign_busy && (ps->resign_result != LD_RESIGN_PENDING || final)) {
+        enum ld_resign_outcome oc =
+            ps->resign_result != LD_RESIGN_PENDING ? ps->resign_result : LD_RESIGN_FAILED;
+        ld_state_resign_answer(loop->state, ps->resign_first, ps->resign_last, oc);
+        ps->resign_busy = false;
+    }
+    if (!ps->resign_busy && !ld_election_is_leader(loop->election, now_ms) &&
+        ld_state_resign_take(loop->state, &first, &last))
+        ld_state_resign_answer(loop->state, first, last, LD_RESIGN_NOT_LEADER);
 }
 
 /* Consumes pending signals; returns the last one that asks us to stop, or 0. */
@@ -368,7 +430,12 @@ static void wait_for(struct pass_state *ps, int64_t wake_at_ms)
     if (delay > 60000)
         delay = 60000;
     struct ld_errinfo err;
+    /* Only waits end on a resign request; a request in flight finishes. */
+    if (ps->loop->wait_fd >= 0)
+        ld_kube_set_cancel_fd(ps->loop->kube, ps->loop->wait_fd);
     enum ld_err rc = ld_kube_watch_wait(ps->loop->kube, delay, on_watch_data, ps, &err);
+    if (ps->loop->wait_fd >= 0)
+        ld_kube_set_cancel_fd(ps->loop->kube, ps->loop->cancel_fd);
     after_wait(ps, rc, &err);
 }
 
@@ -454,8 +521,10 @@ void ld_loop_run(struct ld_loop *loop)
             begin_shutdown(&ps);
         }
         struct ld_now now = read_clocks();
+        resign_take(&ps, now);
         struct ld_action act = ld_election_next(loop->election, now);
         publish(&ps, now.mono_ms);
+        resign_answer(&ps, now.mono_ms, false);
         if (act.kind == LD_ACT_DONE)
             break;
         if (act.kind == LD_ACT_WAIT) {
@@ -467,5 +536,6 @@ void ld_loop_run(struct ld_loop *loop)
     }
     ld_kube_watch_stop(loop->kube);
     publish(&ps, ld_mono_ms());
+    resign_answer(&ps, ld_mono_ms(), true);
     ld_watch_decoder_clear(&ps.decoder);
 }

@@ -3,8 +3,9 @@
  * once per pass, performs the engine's requests through the Kubernetes
  * client, publishes the state for the HTTP server, logs every leadership
  * change, keeps a watch on the Lease that feeds the engine between
- * requests, and turns SIGTERM/SIGINT (read from a signalfd) into an
- * orderly release.
+ * requests, turns SIGTERM/SIGINT (read from a signalfd) into an orderly
+ * release, and carries POST /resign requests to the engine and their
+ * outcome back.
  */
 #ifndef LEADERD_LOOP_H
 #define LEADERD_LOOP_H
@@ -39,6 +40,14 @@ struct ld_loop {
     int64_t lease_duration_ms;
     int64_t renew_deadline_ms;
     const struct ld_loop_hook *hook; /* borrowed; may be NULL */
+    /* POST /resign (the state's resign channel): how long to stay out, and
+     * what ends a wait between requests besides the kube client's cancel
+     * fd: an epoll set of that fd and the channel's eventfd, or -1 when
+     * the channel is not enabled. Requests in flight are not cut short by
+     * a resign request. */
+    int64_t resign_cooldown_ms;
+    int cancel_fd; /* the kube client's cancel fd, restored after each wait */
+    int wait_fd;
 };
 
 /* Runs until the engine is done after a shutdown signal. Every failure on
