@@ -107,14 +107,14 @@ class Resign(unittest.TestCase):
         self.assertLessEqual(took, TERM_BOUND + SCHED_SLACK, f"handover took {took:.2f}s")
         self.assertEqual(new.leader()[1]["term"], term + 1)
 
-        # Both others leave: the Lease stands free, yet the resigner waits
-        # out its cooldown (counted from the release write), then takes it.
-        for r in self.replicas:
-            if r is not old:
-                r.send(signal.SIGTERM)
-        for r in self.replicas:
-            if r is not old:
-                self.assertEqual(r.wait_exit(EXIT_BOUND + 10), 0)
+        # Both others leave, the standby first so that it cannot take the
+        # new leader's release: the Lease stands free, yet the resigner
+        # waits out its cooldown (counted from the release write), then
+        # takes it.
+        standby = next(r for r in self.replicas if r is not old and r is not new)
+        for r in (standby, new):
+            r.send(signal.SIGTERM)
+            self.assertEqual(r.wait_exit(EXIT_BOUND + 10), 0)
         self.watch = Watcher(self, [old])
         wait_until(old.is_leader, COOLDOWN + TERM_BOUND + SCHED_SLACK + 2,
                    what="the resigner to lead after its cooldown")
