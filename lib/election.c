@@ -682,32 +682,40 @@ static void finish_resign(struct ld_election *e, int64_t now_ms, bool released)
     end_attempt(e, now_ms, NULL);
 }
 
-/* As next_release_step, but a resignation ends in standing by. */
-static struct ld_action next_resign_step(struct ld_election *e, struct ld_now now)
+/* As next_release_step, but a resignation ends in standing by: true with
+ * *out the next action while it goes on, false once it has ended (the
+ * caller then carries on as a standby). */
+static bool next_resign_step(struct ld_election *e, struct ld_now now,
+                             struct ld_action *out)
 {
     int64_t left = e->resign_deadline_ms - now.mono_ms;
     if (left <= 0) {
         finish_resign(e, now.mono_ms, false);
-        return ld_election_next(e, now);
+        return false;
     }
-    if (now.mono_ms < e->next_attempt_ms)
-        return wait_until(min64(e->next_attempt_ms, e->resign_deadline_ms));
+    if (now.mono_ms < e->next_attempt_ms) {
+        *out = wait_until(min64(e->next_attempt_ms, e->resign_deadline_ms));
+        return true;
+    }
     int64_t timeout = min64(e->request_timeout_ms, left);
-    if (e->cache_stale)
-        return request(e, PH_GET, LD_ACT_GET, now.mono_ms, timeout);
+    if (e->cache_stale) {
+        *out = request(e, PH_GET, LD_ACT_GET, now.mono_ms, timeout);
+        return true;
+    }
     /* Someone else holds it, nobody does, or it is gone: nothing to write,
      * and the resignation has what it asked for. */
     if (!holder_is_me(e) || !e->wrote_once) {
         finish_resign(e, now.mono_ms, true);
-        return ld_election_next(e, now);
+        return false;
     }
     if (prepare_release(e, now) != LD_OK) {
         finish_resign(e, now.mono_ms, false);
-        return ld_election_next(e, now);
+        return false;
     }
     e->cooldown_until_ms =
         max64(e->cooldown_until_ms, now.mono_ms + e->resign_cooldown_ms);
-    return request(e, PH_RELEASE_PUT, LD_ACT_UPDATE, now.mono_ms, timeout);
+    *out = request(e, PH_RELEASE_PUT, LD_ACT_UPDATE, now.mono_ms, timeout);
+    return true;
 }
 
 bool ld_election_resign(struct ld_election *e, struct ld_now now, int64_t cooldown_ms)
@@ -755,8 +763,9 @@ struct ld_action ld_election_next(struct ld_election *e, struct ld_now now)
         return next_release_step(e, now);
     if (!e->resigning && e->phase == PH_IDLE && handover_asked(e, now.mono_ms))
         begin_resign(e, now.mono_ms, e->handover_cooldown_ms, LD_STOP_PREFERRED_HOLDER);
-    if (e->resigning)
-        return next_resign_step(e, now);
+    struct ld_action a;
+    if (e->resigning && next_resign_step(e, now, &a))
+        return a;
     if (e->phase == PH_GET_NEXT)
         return request(e, PH_GET, LD_ACT_GET, now.mono_ms, e->request_timeout_ms);
     if (e->phase == PH_WRITE_NEXT)
