@@ -74,6 +74,9 @@ static void log_event(struct pass_state *ps, const struct ld_event *ev)
                                      (double)ev->acquire_delay_ms / 1000.0);
         break;
     case LD_EV_STOPPED_LEADING:
+        if ((ev->reason == LD_STOP_RESIGNED || ev->reason == LD_STOP_PREFERRED_HOLDER) &&
+            loop->metrics)
+            ld_metrics_resigned(loop->metrics, ev->reason == LD_STOP_RESIGNED);
         if (ev->reason == LD_STOP_RENEW_DEADLINE && ps->last_err.code != LD_OK)
             ld_log(LD_LOG_WARN, "leadership lost: %s (term %d); last API error: %s",
                    ld_stop_reason_str(ev->reason), (int)ev->term, ps->last_err.msg);

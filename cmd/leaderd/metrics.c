@@ -247,6 +247,16 @@ void ld_metrics_acquire_delay(struct ld_metrics *m, double seconds)
     pthread_mutex_unlock(&m->mu);
 }
 
+void ld_metrics_resigned(struct ld_metrics *m, bool on_request)
+{
+    pthread_mutex_lock(&m->mu);
+    if (on_request)
+        m->resigned_request++;
+    else
+        m->resigned_preferred++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void render_histogram(struct tbuf *b, const char *name, const uint64_t *buckets,
                              uint64_t count, double sum)
 {
@@ -277,6 +287,14 @@ static void render_watch(struct tbuf *b, struct ld_metrics *m)
            "Time from first observing the Lease free or expired to holding it.");
     render_histogram(b, "leaderd_acquire_delay_seconds", m->acquire_bucket,
                      m->acquire_count, m->acquire_sum);
+    header(b, "leaderd_resignations_total", "counter",
+           "Times this replica stepped down and released the Lease on request "
+           "(reason=\"request\": POST /resign; reason=\"preferred_holder\": the "
+           "Lease's spec.preferredHolder named another identity).");
+    tb_printf(b, "leaderd_resignations_total{reason=\"request\"} %llu\n",
+              (unsigned long long)m->resigned_request);
+    tb_printf(b, "leaderd_resignations_total{reason=\"preferred_holder\"} %llu\n",
+              (unsigned long long)m->resigned_preferred);
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -7,6 +7,7 @@
 #define LEADERD_METRICS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,8 @@ struct ld_metrics {
     uint64_t acquire_bucket[LD_METRICS_BUCKETS]; /* free-seen -> acquired delays */
     uint64_t acquire_count;
     double acquire_sum;
+    uint64_t resigned_request;   /* stepped down on POST /resign */
+    uint64_t resigned_preferred; /* stepped down for spec.preferredHolder */
 };
 
 void ld_metrics_init(struct ld_metrics *m);
@@ -60,6 +63,11 @@ void ld_metrics_watch_event(struct ld_metrics *m);
 /* Records the time from first observing the Lease free (released or
  * expired) to holding it. Thread-safe. */
 void ld_metrics_acquire_delay(struct ld_metrics *m, double seconds);
+
+/* Counts one resignation: on request (POST /resign) or, with
+ * on_request false, for a spec.preferredHolder naming someone else.
+ * Thread-safe. */
+void ld_metrics_resigned(struct ld_metrics *m, bool on_request);
 
 /* Renders every metric, with # HELP and # TYPE, into a new buffer (*out,
  * free with free(), NUL-terminated; *len excludes the NUL). Election

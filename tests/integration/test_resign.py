@@ -101,6 +101,8 @@ class Resign(unittest.TestCase):
         self.assertEqual(len(release), 1, "exactly one release write")
         self.assertEqual(release[0]["leaseTransitions"], term)
         self.assertFalse(old.is_leader())
+        metrics = old.get("/metrics")[1].decode()
+        self.assertIn('leaderd_resignations_total{reason="request"} 1', metrics)
 
         new = self.new_leader_other_than(old, TERM_BOUND + SCHED_SLACK + 2)
         took = time.monotonic() - sent
@@ -165,6 +167,8 @@ class Resign(unittest.TestCase):
         took = time.monotonic() - asked
         self.assertLessEqual(took, RETRY + 1 + SCHED_SLACK, f"release took {took:.2f}s")
         self.assertFalse(old.is_leader())
+        self.assertIn('leaderd_resignations_total{reason="preferred_holder"} 1',
+                      old.get("/metrics")[1].decode())
         # Someone else leads; a replica the field does not name steps down
         # too, so the preferred one ends up leading, and stays.
         wait_until(preferred.is_leader, 3 * (TERM_BOUND + RETRY + 1) + SCHED_SLACK,
