@@ -374,8 +374,9 @@ static bool written_by_twin(const struct ld_election *e, const struct ld_lease *
 /* Tracks when the Lease became takeable, to report the acquisition delay. */
 static void note_free(struct ld_election *e, int64_t now_ms)
 {
-    bool takeable =
-        (!held_by_other(e) || !lease_valid(e, now_ms)) && !counted_out(e, now_ms);
+    /* A cooldown is our own choice, not a wait for the Lease. */
+    bool takeable = (!held_by_other(e) || !lease_valid(e, now_ms)) &&
+                    !counted_out(e, now_ms) && !cooling_down(e, now_ms);
     if (!takeable || e->leading)
         e->free_seen_ms = NO_TIME;
     else if (e->free_seen_ms == NO_TIME)

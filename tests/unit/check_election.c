@@ -1509,9 +1509,14 @@ START_TEST(resign_releases_then_sits_out_the_cooldown)
     int64_t t = run_as_standby(e, 3005, 3000 + 15000);
     ck_assert_int_gt(api.gets, gets);
     ck_assert_str_eq(api.lease.spec.holder, "");
-    /* Then it contends as usual and wins at once: a new term. */
+    /* Then it contends as usual and wins at once: a new term. The wait it
+     * chose is not counted as waiting for the Lease. */
     t = run_until_leader(e, t, t + 5000);
     ck_assert(ld_election_is_leader(e, t));
+    struct ld_event started;
+    ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, &started), 1);
+    ck_assert_int_ge(started.acquire_delay_ms, 0);
+    ck_assert_int_le(started.acquire_delay_ms, 2400);
     ck_assert_int_le(t, 3000 + 15000 + 2400);
     ck_assert_int_eq(api.lease.spec.transitions, 1);
 }
