@@ -70,7 +70,8 @@ enum ld_event_kind {
     LD_EV_STARTED_LEADING,   /* we hold the Lease now */
     LD_EV_STOPPED_LEADING,   /* we no longer claim it (see reason) */
     LD_EV_NEW_LEADER,        /* the observed holder changed (leader may be "") */
-    LD_EV_RELEASED,          /* our release was written */
+    LD_EV_RELEASED,          /* our release was written; for a resignation also
+                                when the Lease turned out not to name us any more */
     LD_EV_IDENTITY_CONFLICT, /* someone else writes the Lease under our identity */
     LD_EV_RELEASE_FAILED,    /* a resignation's release was not written (reason
                                 says which resignation; see ld_election_resign) */
