@@ -98,6 +98,16 @@ struct ld_election {
     bool stopping;
     int64_t stop_deadline_ms;
 
+    /* A resignation (ld_election_resign, or a preferredHolder hand-over)
+     * whose release is under way, bounded by resign_deadline_ms; then no
+     * claim of any kind before cooldown_until_ms. */
+    bool resigning;
+    enum ld_stop_reason resign_reason;
+    int64_t resign_deadline_ms;
+    int64_t resign_cooldown_ms;
+    int64_t cooldown_until_ms;
+    int64_t handover_cooldown_ms;
+
     char *reported_leader; /* last holder announced with NEW_LEADER */
 
     struct ld_event events[EVENT_QUEUE];
@@ -270,6 +280,26 @@ static bool counted_out(const struct ld_election *e, int64_t now_ms)
            now_ms < counted_out_until(e);
 }
 
+/* After a resignation the replica observes but does not claim. */
+static bool cooling_down(const struct ld_election *e, int64_t now_ms)
+{
+    return now_ms < e->cooldown_until_ms;
+}
+
+/* Coordinated leader election asks a holder to step down by naming its
+ * successor in spec.preferredHolder (client-go's coordinated electors stop
+ * renewing then). An abridged value is longer than any identity we keep,
+ * so it names someone else. */
+static bool handover_asked(const struct ld_election *e, int64_t now_ms)
+{
+    if (!e->leading || now_ms >= e->lead_until_ms || !e->have_cache)
+        return false;
+    const char *p = e->cache.spec.preferred_holder;
+    if (!p || p[0] == '\0')
+        return false;
+    return e->cache.spec.preferred_abridged || strcmp(p, e->identity) != 0;
+}
+
 static bool quarantined(const struct ld_election *e, int64_t now_ms)
 {
     return e->quarantine_pending && now_ms < e->quarantine_until_ms;
@@ -347,8 +377,9 @@ static bool written_by_twin(const struct ld_election *e, const struct ld_lease *
 /* Tracks when the Lease became takeable, to report the acquisition delay. */
 static void note_free(struct ld_election *e, int64_t now_ms)
 {
-    bool takeable =
-        (!held_by_other(e) || !lease_valid(e, now_ms)) && !counted_out(e, now_ms);
+    /* A cooldown is our own choice, not a wait for the Lease. */
+    bool takeable = (!held_by_other(e) || !lease_valid(e, now_ms)) &&
+                    !counted_out(e, now_ms) && !cooling_down(e, now_ms);
     if (!takeable || e->leading)
         e->free_seen_ms = NO_TIME;
     else if (e->free_seen_ms == NO_TIME)
@@ -597,6 +628,8 @@ static void end_attempt(struct ld_election *e, int64_t now_ms,
                 next = min64(check, silence_check_ms(e, now_ms));
             else
                 next = min64(next, check);
+        } else if (cooling_down(e, now_ms)) {
+            next = min64(next, e->cooldown_until_ms);
         }
     }
     if (quarantined(e, now_ms))
@@ -632,6 +665,76 @@ static struct ld_action next_release_step(struct ld_election *e, struct ld_now n
     return request(e, PH_RELEASE_PUT, LD_ACT_UPDATE, now.mono_ms, timeout);
 }
 
+/* ---- resigning ----------------------------------------------------------- */
+
+static void begin_resign(struct ld_election *e, int64_t now_ms, int64_t cooldown_ms,
+                         enum ld_stop_reason reason)
+{
+    step_down(e, reason);
+    e->resigning = true;
+    e->resign_reason = reason;
+    e->resign_deadline_ms = now_ms + e->renew_deadline_ms;
+    e->resign_cooldown_ms = cooldown_ms > 0 ? cooldown_ms : 0;
+    e->cooldown_until_ms = now_ms + e->resign_cooldown_ms;
+    e->next_attempt_ms = INT64_MIN;
+    /* A write prepared for a claim must not go out any more. */
+    if (e->phase == PH_GET_NEXT || e->phase == PH_WRITE_NEXT)
+        e->phase = PH_IDLE;
+}
+
+/* The release is written (or nothing of ours is left to release), or it
+ * could not be within the bound: back to standing by. */
+static void finish_resign(struct ld_election *e, int64_t now_ms, bool released)
+{
+    e->resigning = false;
+    push_event(e, released ? LD_EV_RELEASED : LD_EV_RELEASE_FAILED, e->resign_reason);
+    end_attempt(e, now_ms, NULL);
+}
+
+/* As next_release_step, but a resignation ends in standing by: true with
+ * *out the next action while it goes on, false once it has ended (the
+ * caller then carries on as a standby). */
+static bool next_resign_step(struct ld_election *e, struct ld_now now,
+                             struct ld_action *out)
+{
+    int64_t left = e->resign_deadline_ms - now.mono_ms;
+    if (left <= 0) {
+        finish_resign(e, now.mono_ms, false);
+        return false;
+    }
+    if (now.mono_ms < e->next_attempt_ms) {
+        *out = wait_until(min64(e->next_attempt_ms, e->resign_deadline_ms));
+        return true;
+    }
+    int64_t timeout = min64(e->request_timeout_ms, left);
+    if (e->cache_stale) {
+        *out = request(e, PH_GET, LD_ACT_GET, now.mono_ms, timeout);
+        return true;
+    }
+    /* Someone else holds it, nobody does, or it is gone: nothing to write,
+     * and the resignation has what it asked for. */
+    if (!holder_is_me(e) || !e->wrote_once) {
+        finish_resign(e, now.mono_ms, true);
+        return false;
+    }
+    if (prepare_release(e, now) != LD_OK) {
+        finish_resign(e, now.mono_ms, false);
+        return false;
+    }
+    e->cooldown_until_ms =
+        max64(e->cooldown_until_ms, now.mono_ms + e->resign_cooldown_ms);
+    *out = request(e, PH_RELEASE_PUT, LD_ACT_UPDATE, now.mono_ms, timeout);
+    return true;
+}
+
+bool ld_election_resign(struct ld_election *e, struct ld_now now, int64_t cooldown_ms)
+{
+    if (e->stopping || e->resigning || !ld_election_is_leader(e, now.mono_ms))
+        return false;
+    begin_resign(e, now.mono_ms, cooldown_ms, LD_STOP_RESIGNED);
+    return true;
+}
+
 /* With a healthy watch the cache is as fresh as a GET would be, so a free
  * or expired Lease is claimed straight away; a stale cache only costs a
  * 409 and the GET that follows. */
@@ -647,12 +750,14 @@ static bool may_claim_from_cache(const struct ld_election *e, int64_t now_ms)
 static struct ld_action start_attempt(struct ld_election *e, struct ld_now now)
 {
     e->quarantine_pending = false;
+    bool cooling = cooling_down(e, now.mono_ms);
     bool fast = holder_is_me(e) && e->wrote_once && !e->cache_stale &&
                 e->cache.resource_version && lease_valid(e, now.mono_ms) &&
-                !counted_out(e, now.mono_ms);
+                !counted_out(e, now.mono_ms) && !cooling;
     if (fast && prepare_claim(e, now) == LD_OK)
         return request(e, PH_FAST_PUT, LD_ACT_UPDATE, now.mono_ms, e->request_timeout_ms);
-    if (may_claim_from_cache(e, now.mono_ms) && prepare_claim(e, now) == LD_OK)
+    if (!cooling && may_claim_from_cache(e, now.mono_ms) &&
+        prepare_claim(e, now) == LD_OK)
         return request(e, PH_WRITE, LD_ACT_UPDATE, now.mono_ms, e->request_timeout_ms);
     return request(e, PH_GET, LD_ACT_GET, now.mono_ms, e->request_timeout_ms);
 }
@@ -671,6 +776,11 @@ struct ld_action ld_election_next(struct ld_election *e, struct ld_now now)
         step_down(e, LD_STOP_RENEW_DEADLINE);
     if (e->stopping)
         return next_release_step(e, now);
+    if (!e->resigning && e->phase == PH_IDLE && handover_asked(e, now.mono_ms))
+        begin_resign(e, now.mono_ms, e->handover_cooldown_ms, LD_STOP_PREFERRED_HOLDER);
+    struct ld_action a;
+    if (e->resigning && next_resign_step(e, now, &a))
+        return a;
     if (e->phase == PH_GET_NEXT)
         return request(e, PH_GET, LD_ACT_GET, now.mono_ms, e->request_timeout_ms);
     if (e->phase == PH_WRITE_NEXT)
@@ -701,7 +811,8 @@ static void decide_after_get(struct ld_election *e, struct ld_now now)
     bool own_settling = own_unconfirmed(e) &&
                         now.mono_ms < e->observed_ms + resume_window_ms(e) &&
                         lease_valid(e, now.mono_ms);
-    if (other_valid || own_settling || counted_out(e, now.mono_ms)) {
+    if (other_valid || own_settling || counted_out(e, now.mono_ms) ||
+        cooling_down(e, now.mono_ms)) {
         end_attempt(e, now.mono_ms, NULL);
         return;
     }
@@ -737,7 +848,7 @@ static void on_get(struct ld_election *e, struct ld_now now, enum ld_err rc,
     if (rc == LD_ENOTFOUND) {
         observe_absent(e);
         step_down(e, LD_STOP_TAKEN);
-        if (prepare_create(e, now) == LD_OK) {
+        if (!cooling_down(e, now.mono_ms) && prepare_create(e, now) == LD_OK) {
             e->phase = PH_WRITE_NEXT;
             e->write_kind = LD_ACT_CREATE;
             return;
@@ -799,11 +910,57 @@ static void on_result_stopping(struct ld_election *e, struct ld_now now, enum ld
     }
 }
 
+/* While resigning, a result updates what we know and never makes us lead
+ * again: a renewal that was in flight when the resignation began and
+ * landed only proves the record is ours to release. */
+static void on_result_resigning(struct ld_election *e, struct ld_now now, enum ld_err rc,
+                                const struct ld_lease *lease,
+                                const struct ld_errinfo *err)
+{
+    enum phase was = e->phase;
+    e->phase = PH_IDLE;
+    if (rc == LD_OK && lease) {
+        bool claim = was == PH_FAST_PUT || was == PH_WRITE;
+        if (!observe(e, lease, now.mono_ms))
+            return;
+        if (claim && holder_is_me(e)) {
+            e->observed_ms = now.mono_ms;
+            e->wrote_once = true;
+            e->write_unanswered = false;
+            e->last_renew_wall_us = e->desired.spec.renew_us;
+        }
+        if (was == PH_RELEASE_PUT)
+            finish_resign(e, now.mono_ms, true);
+        return;
+    }
+    if (rc == LD_ENOTFOUND && was == PH_GET) {
+        observe_absent(e);
+        return;
+    }
+    if (was != PH_GET) {
+        e->cache_stale = true;
+        if (may_have_landed(rc)) {
+            e->write_unanswered = true;
+            e->unanswered_sent_ms = e->request_start_ms;
+        }
+    }
+    if (rc != LD_ECONFLICT && rc != LD_ECANCELED) {
+        int64_t pause = min64(e->retry_period_ms, 1000);
+        if (err && err->retry_after_ms > 0)
+            pause = max64(pause, err->retry_after_ms);
+        e->next_attempt_ms = now.mono_ms + pause;
+    }
+}
+
 void ld_election_result(struct ld_election *e, struct ld_now now, enum ld_err rc,
                         const struct ld_lease *lease, const struct ld_errinfo *err)
 {
     if (e->stopping) {
         on_result_stopping(e, now, rc, lease, err);
+        return;
+    }
+    if (e->resigning) {
+        on_result_resigning(e, now, rc, lease, err);
         return;
     }
     switch (e->phase) {
@@ -888,6 +1045,9 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
     e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
     e->free_seen_ms = NO_TIME;
     e->quarantine_until_ms = INT64_MIN;
+    e->cooldown_until_ms = INT64_MIN;
+    e->handover_cooldown_ms = cfg->handover_cooldown_ms > 0 ? cfg->handover_cooldown_ms
+                                                            : cfg->lease_duration_ms;
     for (unsigned i = 0; i < SENT_MEMORY; i++)
         e->sent_renew_us[i] = NO_TIME;
     return e;
@@ -915,7 +1075,8 @@ void ld_election_free(struct ld_election *e)
 
 void ld_election_wake(struct ld_election *e)
 {
-    if (e->stopping || e->leading || e->phase != PH_IDLE || e->quarantine_pending)
+    if (e->stopping || e->resigning || e->leading || e->phase != PH_IDLE ||
+        e->quarantine_pending)
         return;
     e->next_attempt_ms = INT64_MIN;
 }
@@ -928,7 +1089,7 @@ void ld_election_set_watch(struct ld_election *e, bool healthy)
     e->last_watch_event_ms =
         e->request_start_ms > e->observed_ms ? e->request_start_ms : e->observed_ms;
     /* Losing the watch: resume polling at once rather than at expiry. */
-    if (!healthy && !e->leading && e->phase == PH_IDLE && !e->stopping)
+    if (!healthy && !e->leading && e->phase == PH_IDLE && !e->stopping && !e->resigning)
         e->next_attempt_ms =
             min64(e->next_attempt_ms, e->observed_ms + e->retry_period_ms);
 }
@@ -941,12 +1102,13 @@ static bool between_requests(const struct ld_election *e)
 /* After a watch observation: when to look again. */
 static void reschedule_after_observation(struct ld_election *e, int64_t now_ms)
 {
-    if (e->stopping || e->leading || quarantined(e, now_ms))
+    if (e->stopping || e->resigning || e->leading || quarantined(e, now_ms))
         return;
     note_free(e, now_ms);
     int64_t check;
     if (!e->have_cache || !blocked_until(e, now_ms, &check)) {
-        e->next_attempt_ms = INT64_MIN; /* free, absent or expired: try now */
+        /* Free, absent or expired: try now, or once the cooldown is over. */
+        e->next_attempt_ms = cooling_down(e, now_ms) ? e->cooldown_until_ms : INT64_MIN;
         return;
     }
     if (e->watching)
@@ -967,14 +1129,17 @@ void ld_election_observe(struct ld_election *e, struct ld_now now,
     if (e->have_cache && lease->spec.transitions < e->cache.spec.transitions &&
         same_object(&e->cache, lease))
         return;
-    /* Our own renewal echoed late by the watch: nothing new. */
+    /* Our own earlier renewal echoed late by the watch: nothing new. One
+     * with our latest renewTime is either the echo of that write (equal to
+     * what we know) or someone's edit of it, such as a coordinator's
+     * preferredHolder, which is news. */
     if (e->leading && ld_lease_spec_held_by(&lease->spec, e->identity) &&
-        lease->spec.has_renew && lease->spec.renew_us <= e->last_renew_wall_us)
+        lease->spec.has_renew && lease->spec.renew_us < e->last_renew_wall_us)
         return;
     bool twin = written_by_twin(e, lease, false);
     if (!observe(e, lease, now.mono_ms))
         return;
-    if (twin && !e->stopping) {
+    if (twin && !e->stopping && !e->resigning) {
         enter_quarantine(e, now.mono_ms);
         return;
     }
@@ -1004,6 +1169,7 @@ void ld_election_shutdown(struct ld_election *e, struct ld_now now)
     if (e->stopping || e->phase == PH_DONE)
         return;
     e->stopping = true;
+    e->resigning = false; /* the shutdown's release takes over */
     e->stop_deadline_ms = now.mono_ms + e->renew_deadline_ms;
     e->next_attempt_ms = INT64_MIN;
     step_down(e, LD_STOP_SHUTDOWN);
@@ -1055,6 +1221,10 @@ const char *ld_stop_reason_str(enum ld_stop_reason r)
         return "shutting down";
     case LD_STOP_IDENTITY_CONFLICT:
         return "another process uses the same identity";
+    case LD_STOP_RESIGNED:
+        return "resigned on request";
+    case LD_STOP_PREFERRED_HOLDER:
+        return "the lease's preferredHolder names another identity";
     case LD_STOP_NONE:
         break;
     }

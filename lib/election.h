@@ -43,6 +43,9 @@ struct ld_election_config {
      * (labels that put it in a watched group, ownerReferences); copied;
      * NULL: none. Never applied to a Lease that exists. */
     const char *create_metadata;
+    /* How long a leader that stepped down because spec.preferredHolder named
+     * someone else stays out of the contest; 0 means lease_duration_ms. */
+    int64_t handover_cooldown_ms;
 };
 
 /* One reading of both clocks, taken once per pass by the caller. */
@@ -71,8 +74,11 @@ enum ld_event_kind {
     LD_EV_STARTED_LEADING,   /* we hold the Lease now */
     LD_EV_STOPPED_LEADING,   /* we no longer claim it (see reason) */
     LD_EV_NEW_LEADER,        /* the observed holder changed (leader may be "") */
-    LD_EV_RELEASED,          /* our release was written */
+    LD_EV_RELEASED,          /* our release was written; for a resignation also
+                                when the Lease turned out not to name us any more */
     LD_EV_IDENTITY_CONFLICT, /* someone else writes the Lease under our identity */
+    LD_EV_RELEASE_FAILED,    /* a resignation's release was not written (reason
+                                says which resignation; see ld_election_resign) */
 };
 
 enum ld_stop_reason {
@@ -81,12 +87,17 @@ enum ld_stop_reason {
     LD_STOP_TAKEN,             /* the Lease shows another holder, or none */
     LD_STOP_SHUTDOWN,          /* ld_election_shutdown was called */
     LD_STOP_IDENTITY_CONFLICT, /* another process holds it under our identity */
+    LD_STOP_RESIGNED,          /* ld_election_resign was called */
+    LD_STOP_PREFERRED_HOLDER,  /* spec.preferredHolder names someone else */
 };
 
 struct ld_event {
     enum ld_event_kind kind;
-    enum ld_stop_reason reason; /* STOPPED_LEADING only */
-    int32_t term;               /* leaseTransitions at the time */
+    /* STOPPED_LEADING; RELEASED and RELEASE_FAILED of a resignation
+     * (LD_STOP_RESIGNED or LD_STOP_PREFERRED_HOLDER; a shutdown's RELEASED
+     * carries LD_STOP_NONE) */
+    enum ld_stop_reason reason;
+    int32_t term; /* leaseTransitions at the time */
     /* STARTED_LEADING: ms from first seeing the Lease free or expired to
      * holding it; -1 when not measured. */
     int64_t acquire_delay_ms;
@@ -171,6 +182,24 @@ void ld_election_shutdown(struct ld_election *e, struct ld_now now);
  * of when that request ends, so whoever watches the events learns it on
  * time. The request's result is still reported as usual. */
 void ld_election_tick(struct ld_election *e, struct ld_now now);
+/* Steps down on request, if leading (ld_election_is_leader at now):
+ * leadership ends at once (STOPPED_LEADING, LD_STOP_RESIGNED), then the
+ * engine writes the same release as a shutdown does (after the outstanding
+ * request's result, if any; a conflict is retried after a fresh GET; for at
+ * most renew_deadline), ending with RELEASED or RELEASE_FAILED, both with
+ * reason LD_STOP_RESIGNED. Afterwards it is a standby that keeps observing
+ * but does not acquire until cooldown_ms (>= 0) after the release write was
+ * sent (after now, when none was). Returns whether it was leading; false
+ * changes nothing.
+ *
+ * A leader does the same by itself, with handover_cooldown_ms and reason
+ * LD_STOP_PREFERRED_HOLDER, at its next ld_election_next after an
+ * observation (read, watch or its own write's answer) whose
+ * spec.preferredHolder is non-empty and not its identity: Kubernetes'
+ * coordinated leader election asks for the hand-over that way. strategy
+ * and preferredHolder are written back as read, in renewals and in the
+ * release. */
+bool ld_election_resign(struct ld_election *e, struct ld_now now, int64_t cooldown_ms);
 
 /* True while we hold the Lease and now is before lead_until. */
 bool ld_election_is_leader(const struct ld_election *e, int64_t now_ms);

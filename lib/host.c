@@ -179,6 +179,12 @@ static void log_event(struct hel *el, const struct ld_event *ev)
     case LD_EV_RELEASED:
         elog(el, LD_LOG_INFO, "lease released (term %d)", (int)ev->term);
         break;
+    case LD_EV_RELEASE_FAILED:
+        elog(el, LD_LOG_WARN,
+             "stepped down (%s) but the release was not written; the lease "
+             "expires by itself (term %d)",
+             ld_stop_reason_str(ev->reason), (int)ev->term);
+        break;
     case LD_EV_IDENTITY_CONFLICT:
         elog(el, LD_LOG_ERROR,
              "identity conflict: another process holds %s/%s under our identity \"%s\"; "

@@ -38,6 +38,7 @@ enum opt_id {
     OPT_CHILD_GRACE,
     OPT_POD_LABEL,
     OPT_EVENTS,
+    OPT_RESIGN_COOLDOWN,
     OPT_COUNT,
     /* Not settable from the environment. */
     OPT_VERSION = OPT_COUNT,
@@ -102,6 +103,10 @@ static const struct opt opts[OPT_ALL] = {
     [OPT_EVENTS] = {"--events", "LEADERD_EVENTS", "BOOL", "false",
                     "record an events.k8s.io/v1 Event on the Lease at every start\n"
                     "        and stop of leading"},
+    [OPT_RESIGN_COOLDOWN] = {"--resign-cooldown", "LEADERD_RESIGN_COOLDOWN", "D", NULL,
+                             "after POST /resign (or a preferredHolder hand-over),\n"
+                             "        how long this replica does not contend; default\n"
+                             "        lease-duration"},
     [OPT_VERSION] = {"--version", NULL, NULL, NULL, "print the version and exit"},
     [OPT_HELP] = {"--help", NULL, NULL, NULL, "print this help and exit"},
 };
@@ -524,6 +529,25 @@ static int validate_child_grace(struct ld_config *cfg, const struct raw *r, char
     return 0;
 }
 
+/* Zero is allowed: step down and contend again at once (a standby that
+ * is quicker still wins the released Lease first). */
+static int validate_resign_cooldown(struct ld_config *cfg, const struct raw *r, char *err,
+                                    size_t errlen)
+{
+    char a[128], da[32];
+    if (!r->val[OPT_RESIGN_COOLDOWN]) {
+        cfg->resign_cooldown_ms = cfg->lease_duration_ms;
+        return 0;
+    }
+    if (parse_duration(r, OPT_RESIGN_COOLDOWN, &cfg->resign_cooldown_ms, err, errlen))
+        return 2;
+    if (cfg->resign_cooldown_ms < 0)
+        return fail(err, errlen, "leaderd: %s: must not be negative, got %s",
+                    who(r, OPT_RESIGN_COOLDOWN, a, sizeof(a)),
+                    ld_duration_format(cfg->resign_cooldown_ms, da, sizeof(da)));
+    return 0;
+}
+
 static int validate_durations(struct ld_config *cfg, const struct raw *r, char *err,
                               size_t errlen)
 {
@@ -564,6 +588,8 @@ static int validate_durations(struct ld_config *cfg, const struct raw *r, char *
                     ld_duration_format(cfg->renew_deadline_ms, da, sizeof(da)),
                     who(r, OPT_RETRY_PERIOD, b, sizeof(b)),
                     ld_duration_format(cfg->retry_period_ms, db, sizeof(db)));
+    if (validate_resign_cooldown(cfg, r, err, errlen))
+        return 2;
     return validate_child_grace(cfg, r, err, errlen);
 }
 
@@ -899,7 +925,7 @@ void ld_config_clear(struct ld_config *cfg)
 
 void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
 {
-    char lease[32], renew[32], retry[32], grace[32];
+    char lease[32], renew[32], retry[32], grace[32], cooldown[32];
     char listen[300];
     const char *host = cfg->listen_host ? cfg->listen_host : "";
     if (len == 0)
@@ -912,15 +938,16 @@ void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
         buf, len,
         "lease=%s/%s (namespace from %s) identity=%s (from %s) lease-duration=%s "
         "renew-deadline=%s "
-        "retry-period=%s listen=%s kubeconfig=%s server=%s release-on-exit=%s "
-        "log-format=%s log-level=%s%s%s%s%s%s",
+        "retry-period=%s resign-cooldown=%s listen=%s kubeconfig=%s server=%s "
+        "release-on-exit=%s log-format=%s log-level=%s%s%s%s%s%s",
         cfg->namespace_ ? cfg->namespace_ : "?", cfg->lease_name ? cfg->lease_name : "?",
         cfg->namespace_from ? cfg->namespace_from : "?",
         cfg->identity ? cfg->identity : "?",
         cfg->identity_from ? cfg->identity_from : "?",
         ld_duration_format(cfg->lease_duration_ms, lease, sizeof(lease)),
         ld_duration_format(cfg->renew_deadline_ms, renew, sizeof(renew)),
-        ld_duration_format(cfg->retry_period_ms, retry, sizeof(retry)), listen,
+        ld_duration_format(cfg->retry_period_ms, retry, sizeof(retry)),
+        ld_duration_format(cfg->resign_cooldown_ms, cooldown, sizeof(cooldown)), listen,
         cfg->kubeconfig_path ? cfg->kubeconfig_path : "in-cluster",
         cfg->kube.server ? cfg->kube.server : "?",
         cfg->release_on_exit ? "true" : "false",

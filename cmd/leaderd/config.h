@@ -41,9 +41,10 @@ struct ld_config {
     /* What follows "--": NULL-terminated, owned with its strings; NULL when
      * no command was given. */
     char **command;
-    int64_t child_grace_ms; /* > 0 and < lease - renew deadline */
-    char *pod_label;        /* --pod-label KEY (a valid label key), NULL when unset */
-    bool events;            /* --events */
+    int64_t child_grace_ms;     /* > 0 and < lease - renew deadline */
+    char *pod_label;            /* --pod-label KEY (a valid label key), NULL when unset */
+    bool events;                /* --events */
+    int64_t resign_cooldown_ms; /* >= 0; no contending this long after resigning */
     /* Where namespace_, identity and kubeconfig_path came from: a flag,
      * variable or file name, for messages and the startup line. Static
      * strings; NULL while unresolved. */

@@ -1,6 +1,7 @@
 /*
  * http: the sidecar's HTTP server on libmicrohttpd (/leader, /healthz,
- * /readyz, /metrics, /, the /leader long-poll and the /watch event stream).
+ * /readyz, /metrics, /, the /leader long-poll, the /watch event stream and
+ * POST /resign).
  * Handlers copy the state snapshot under its mutex and render; they never
  * wait on the election loop or the API, and held requests are suspended
  * connections, so they never occupy the server's thread. Routing,
@@ -93,20 +94,36 @@ void ld_http_get_stats(struct ld_http *h, struct ld_http_stats *out);
 /* One answer, as the server would send it. */
 struct ld_http_reply {
     unsigned int status;
-    const char *content_type; /* static */
-    bool allow;               /* send "Allow: GET, HEAD" (405) */
-    char *body;               /* owned (free with ld_http_reply_clear) */
+    const char *content_type;  /* static */
+    bool allow;                /* send an Allow header (405) */
+    const char *allow_methods; /* static: its value; NULL means "GET, HEAD" */
+    char *body;                /* owned (free with ld_http_reply_clear) */
     size_t len;
 };
 
 /* Answers method + path (no query string) from the snapshot as of now_ms
  * (monotonic), as a request that does not wait: /leader as without wait=,
- * /watch as the single event a new stream starts with (without its id).
+ * /watch as the single event a new stream starts with (without its id),
+ * POST /resign as far as the snapshot can tell (409 when not leading; a
+ * leader's is answered by the server, which waits for the loop: 503 here).
  * m may be NULL (then /metrics has no API series). Returns 0 with out
  * filled, or -1 on allocation failure. */
 int ld_http_route(const char *method, const char *path, const struct ld_snapshot *snap,
                   struct ld_metrics *m, int64_t now_ms, struct ld_http_reply *out);
 void ld_http_reply_clear(struct ld_http_reply *r); /* NULL-safe */
+
+/* The answer to a POST /resign whose outcome is oc (see state.h), with
+ * snap as of now_ms: 200 with the /leader body once released, 409 when not
+ * the leader, 503 when the release was not written or no outcome came in
+ * time (LD_RESIGN_PENDING); errors as {"error": "..."}. Returns 0, or -1
+ * on allocation failure. */
+int ld_http_render_resign(const struct ld_snapshot *snap, enum ld_resign_outcome oc,
+                          int64_t now_ms, struct ld_http_reply *out);
+
+/* Whether a peer address may resign this replica: IPv4 127.0.0.0/8, ::1,
+ * or IPv4-mapped 127.0.0.0/8. sa may be NULL (false). */
+struct sockaddr;
+bool ld_http_peer_is_loopback(const struct sockaddr *sa);
 
 /* The GET /leader body: {"lease","identity","leader","is_leader","term",
  * "renewed_at" (MicroTime or null),"observed"}, is_leader judged at now_ms.

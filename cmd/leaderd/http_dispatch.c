@@ -19,8 +19,9 @@
 /* *con_cls of a plain request after the first handler call. */
 static char request_seen;
 
+/* allow: the Allow header's value, or NULL for none. */
 static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status,
-                             const char *ct, bool allow, void *body, size_t len,
+                             const char *ct, const char *allow, void *body, size_t len,
                              enum MHD_ResponseMemoryMode mode)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
@@ -34,7 +35,7 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status,
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") ==
             MHD_YES &&
         (!allow ||
-         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD") == MHD_YES))
+         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow) == MHD_YES))
         ret = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -43,8 +44,7 @@ static enum MHD_Result queue(struct MHD_Connection *c, unsigned int status,
 static enum MHD_Result queue_oom(struct MHD_Connection *c)
 {
     static char oom[] = "{\"error\":\"out of memory\"}";
-    return queue(c, 500, LD_HTTP_CT_JSON, false, oom, strlen(oom),
-                 MHD_RESPMEM_PERSISTENT);
+    return queue(c, 500, LD_HTTP_CT_JSON, NULL, oom, strlen(oom), MHD_RESPMEM_PERSISTENT);
 }
 
 /* {"error": msg}; msg must be UTF-8. */
@@ -56,8 +56,24 @@ static enum MHD_Result queue_error(struct MHD_Connection *c, unsigned int status
     json_decref(o);
     if (!text)
         return queue_oom(c);
-    return queue(c, status, LD_HTTP_CT_JSON, false, text, strlen(text),
+    return queue(c, status, LD_HTTP_CT_JSON, NULL, text, strlen(text),
                  MHD_RESPMEM_MUST_FREE);
+}
+
+/* Sends r (built by rc == 0), which gives its body to the response. */
+static enum MHD_Result queue_reply(struct MHD_Connection *c, int rc,
+                                   struct ld_http_reply *r)
+{
+    if (rc != 0) {
+        ld_http_reply_clear(r);
+        return queue_oom(c);
+    }
+    const char *allow =
+        r->allow ? (r->allow_methods ? r->allow_methods : "GET, HEAD") : NULL;
+    enum MHD_Result ret = queue(c, r->status, r->content_type, allow, r->body, r->len,
+                                MHD_RESPMEM_MUST_FREE);
+    r->body = NULL; /* the response owns it now */
+    return ret;
 }
 
 static enum MHD_Result queue_route(struct ld_http *h, struct MHD_Connection *c,
@@ -66,14 +82,43 @@ static enum MHD_Result queue_route(struct ld_http *h, struct MHD_Connection *c,
     struct ld_snapshot snap;
     struct ld_http_reply r;
     ld_state_read(h->st, &snap);
-    if (ld_http_route(method, url, &snap, h->m, ld_mono_ms(), &r) != 0) {
-        ld_http_reply_clear(&r);
-        return queue_oom(c);
-    }
-    enum MHD_Result ret =
-        queue(c, r.status, r.content_type, r.allow, r.body, r.len, MHD_RESPMEM_MUST_FREE);
-    r.body = NULL; /* the response owns it now */
-    return ret;
+    return queue_reply(c, ld_http_route(method, url, &snap, h->m, ld_mono_ms(), &r), &r);
+}
+
+/* Only a process in the Pod (a loopback peer) may make this replica step
+ * down: the port is often reachable from the whole cluster. */
+static bool peer_may_resign(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    return ci && ld_http_peer_is_loopback(ci->client_addr);
+}
+
+/* POST /resign: waits (suspended) for the loop's outcome. */
+static enum MHD_Result answer_resign(struct ld_http *h, struct MHD_Connection *c,
+                                     void **con_cls)
+{
+    if (ld_state_resign_fd(h->st) < 0)
+        return queue_error(c, 503, "resigning is not available in this process");
+    struct ld_http_hold *x = ld_http_hold_resign(h->holds, c);
+    if (!x)
+        return queue_error(c, 503,
+                           "too many POST /resign requests are waiting, or the server "
+                           "is stopping");
+    *con_cls = x;
+    return MHD_YES;
+}
+
+static enum MHD_Result answer_resign_resumed(struct ld_http *h, struct MHD_Connection *c,
+                                             struct ld_http_hold *x)
+{
+    struct ld_snapshot snap;
+    struct ld_http_reply r;
+    if (!ld_http_hold_resumed(x))
+        return MHD_NO;
+    enum ld_resign_outcome oc = ld_state_resign_outcome(h->st, ld_http_hold_ticket(x));
+    ld_state_read(h->st, &snap);
+    return queue_reply(c, ld_http_render_resign(&snap, oc, ld_mono_ms(), &r), &r);
 }
 
 struct query {
@@ -135,7 +180,7 @@ static enum MHD_Result answer_watch(struct ld_http *h, struct MHD_Connection *c,
     struct MHD_Response *resp = NULL;
     struct ld_http_hold *x = NULL;
     if (strcmp(method, "HEAD") == 0)
-        return queue(c, 200, LD_HTTP_CT_SSE, false, empty, 0, MHD_RESPMEM_PERSISTENT);
+        return queue(c, 200, LD_HTTP_CT_SSE, NULL, empty, 0, MHD_RESPMEM_PERSISTENT);
     const char *last = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Last-Event-ID");
     switch (ld_http_watch_open(h->holds, c, last, &resp, &x)) {
     case LD_HTTP_WATCH_OK:
@@ -170,26 +215,35 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
     (void)upload_data;
     if (*con_cls && *con_cls != &request_seen) {
         struct ld_http_hold *x = *con_cls;
+        if (ld_http_hold_is_resign(x))
+            return answer_resign_resumed(h, c, x);
         if (ld_http_hold_is_poll(x))
             return answer_resumed(h, c, x);
         return MHD_NO;
     }
     /* MHD keeps a connection alive only when the reply is queued after the
      * first call (which just announces the headers) and after any body,
-     * which GET and HEAD ignore. Other methods are refused at once: their
-     * body is never read and MHD closes the connection after the 405. */
+     * which GET, HEAD and POST /resign ignore. Other methods are refused at
+     * once: their body is never read and MHD closes the connection after
+     * the 405; so is a POST /resign from a peer that may not send it. */
     bool plain = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    bool resign = strcmp(method, "POST") == 0 && strcmp(url, "/resign") == 0;
     if (*con_cls == NULL) {
         ld_http_conns_busy(h->conns, c);
-        if (plain) {
+        if (resign && !peer_may_resign(c))
+            return queue_error(c, 403,
+                               "POST /resign is accepted only from a loopback peer");
+        if (plain || resign) {
             *con_cls = &request_seen;
             return MHD_YES;
         }
     }
-    if (plain && *upload_data_size != 0) {
+    if ((plain || resign) && *upload_data_size != 0) {
         *upload_data_size = 0;
         return MHD_YES;
     }
+    if (resign)
+        return answer_resign(h, c, con_cls);
     if (plain && strcmp(url, "/leader") == 0)
         return answer_leader(h, c, con_cls);
     if (plain && strcmp(url, "/watch") == 0)

@@ -2,8 +2,9 @@
  * http_dispatch: libmicrohttpd's request handler for the server of
  * http_listen, which ties the other http_* modules together: it marks the
  * connection busy (http_conn), answers plain requests through the route
- * table (http_route), and hands GET /leader with wait= and GET /watch to
- * http_hold, answering a poll when it is resumed.
+ * table (http_route), and hands GET /leader with wait=, GET /watch and
+ * POST /resign (loopback peers only) to http_hold, answering a poll or a
+ * resign when it is resumed.
  */
 #ifndef LEADERD_HTTP_DISPATCH_H
 #define LEADERD_HTTP_DISPATCH_H

@@ -31,6 +31,9 @@
 /* Recent events kept so that a stream that is a little behind (two
  * changes in a row, a slow reader) still gets every change in order. */
 #define EVENT_RING 16
+/* POST /resign requests waiting at once: one is what a caller needs, a
+ * few cover retries; more would only be a way to hold connections. */
+#define MAX_RESIGNS 16
 
 static const char ping_comment[] = ": ping\n\n";
 
@@ -41,11 +44,12 @@ struct event {
     size_t len;
 };
 
-enum hold_kind { HOLD_POLL, HOLD_WATCH };
+enum hold_kind { HOLD_POLL, HOLD_WATCH, HOLD_RESIGN };
 
-/* A held long-poll or a /watch stream. A poll is owned by its request (freed
- * when MHD reports it completed); a stream also by its response (freed by
- * the response's free callback), hence refs. */
+/* A held long-poll, /watch stream or POST /resign. A poll or a resign is
+ * owned by its request (freed when MHD reports it completed); a stream
+ * also by its response (freed by the response's free callback), hence
+ * refs. */
 struct ld_http_hold {
     struct ld_http_hold *prev, *next; /* in hs->polls or hs->subs while linked */
     struct ld_http_holds *hs;
@@ -61,6 +65,10 @@ struct ld_http_hold {
         struct {
             int64_t deadline_ms;
         } poll;
+        struct {
+            uint64_t ticket;
+            int64_t deadline_ms;
+        } resign;
         struct {
             uint64_t sent_seq; /* id of the last event handed to MHD */
             bool want_ping;
@@ -90,8 +98,8 @@ struct ld_http_holds {
     int64_t retry_at_ms;           /* a refresh failed for memory: try again then */
     uint64_t seq;                  /* id of the event for view */
     struct event ring[EVENT_RING]; /* event id is at ring[id % EVENT_RING] */
-    struct ld_http_hold *polls, *subs;
-    unsigned int npolls, nsubs;
+    struct ld_http_hold *polls, *subs, *resigns;
+    unsigned int npolls, nsubs, nresigns;
     uint64_t next_hold_id;
     int64_t next_ping_ms;
 };
@@ -113,26 +121,43 @@ static void on_publish(void *arg)
         poke(hs);
 }
 
+/* The list of x's kind and its count. */
+static struct ld_http_hold **head_of(struct ld_http_holds *hs, enum hold_kind kind,
+                                     unsigned int **count)
+{
+    switch (kind) {
+    case HOLD_POLL:
+        *count = &hs->npolls;
+        return &hs->polls;
+    case HOLD_WATCH:
+        *count = &hs->nsubs;
+        return &hs->subs;
+    case HOLD_RESIGN:
+        break;
+    }
+    *count = &hs->nresigns;
+    return &hs->resigns;
+}
+
 static void link_hold(struct ld_http_holds *hs, struct ld_http_hold *x)
 {
-    struct ld_http_hold **head = x->kind == HOLD_POLL ? &hs->polls : &hs->subs;
+    unsigned int *count;
+    struct ld_http_hold **head = head_of(hs, x->kind, &count);
     x->prev = NULL;
     x->next = *head;
     if (*head)
         (*head)->prev = x;
     *head = x;
     x->linked = true;
-    if (x->kind == HOLD_POLL)
-        hs->npolls++;
-    else
-        hs->nsubs++;
+    (*count)++;
 }
 
 static void unlink_hold(struct ld_http_holds *hs, struct ld_http_hold *x)
 {
     if (!x->linked)
         return;
-    struct ld_http_hold **head = x->kind == HOLD_POLL ? &hs->polls : &hs->subs;
+    unsigned int *count;
+    struct ld_http_hold **head = head_of(hs, x->kind, &count);
     if (x->prev)
         x->prev->next = x->next;
     else
@@ -141,10 +166,7 @@ static void unlink_hold(struct ld_http_holds *hs, struct ld_http_hold *x)
         x->next->prev = x->prev;
     x->prev = x->next = NULL;
     x->linked = false;
-    if (x->kind == HOLD_POLL)
-        hs->npolls--;
-    else
-        hs->nsubs--;
+    (*count)--;
 }
 
 /* Only from a handler or the /watch reader, on MHD's thread. */
@@ -241,6 +263,18 @@ static void expire_polls_locked(struct ld_http_holds *hs, int64_t now)
     }
 }
 
+/* A resign is answered once the loop has answered its ticket, or at its
+ * deadline without an outcome. */
+static void settle_resigns_locked(struct ld_http_holds *hs, int64_t now)
+{
+    for (struct ld_http_hold *x = hs->resigns, *next; x; x = next) {
+        next = x->next;
+        if (x->u.resign.deadline_ms <= now ||
+            ld_state_resign_outcome(hs->st, x->u.resign.ticket) != LD_RESIGN_PENDING)
+            finish_poll(hs, x);
+    }
+}
+
 static void heartbeat_locked(struct ld_http_holds *hs, int64_t now)
 {
     if (hs->nsubs == 0 || now < hs->next_ping_ms)
@@ -262,6 +296,10 @@ static int next_timeout_locked(struct ld_http_holds *hs, int64_t now)
         if (x->u.poll.deadline_ms < t)
             t = x->u.poll.deadline_ms;
     }
+    for (struct ld_http_hold *x = hs->resigns; x; x = x->next) {
+        if (x->u.resign.deadline_ms < t)
+            t = x->u.resign.deadline_ms;
+    }
     if (t == INT64_MAX)
         return -1;
     if (t <= now)
@@ -276,6 +314,10 @@ static struct ld_http_hold *find_hold(struct ld_http_holds *hs, uint64_t id)
             return x;
     }
     for (struct ld_http_hold *x = hs->subs; x; x = x->next) {
+        if (x->id == id)
+            return x;
+    }
+    for (struct ld_http_hold *x = hs->resigns; x; x = x->next) {
         if (x->id == id)
             return x;
     }
@@ -295,6 +337,7 @@ static void *notifier_main(void *arg)
         int64_t now = ld_mono_ms();
         refresh_locked(hs, now);
         expire_polls_locked(hs, now);
+        settle_resigns_locked(hs, now);
         heartbeat_locked(hs, now);
         int timeout = next_timeout_locked(hs, now);
         pthread_mutex_unlock(&hs->mu);
@@ -446,6 +489,43 @@ struct ld_http_hold *ld_http_hold_poll(struct ld_http_holds *hs, struct MHD_Conn
     }
     pthread_mutex_unlock(&hs->mu);
     return x;
+}
+
+struct ld_http_hold *ld_http_hold_resign(struct ld_http_holds *hs,
+                                         struct MHD_Connection *c)
+{
+    struct ld_http_hold *x = NULL;
+    int64_t wait_ms = 0;
+    pthread_mutex_lock(&hs->mu);
+    /* Room first: a request that cannot wait for its outcome must not ask
+     * the loop to resign. */
+    if (!hs->stopping && hs->nresigns < MAX_RESIGNS)
+        x = new_hold_locked(hs, c, HOLD_RESIGN);
+    if (x) {
+        x->u.resign.ticket = ld_state_resign_ask(hs->st, &wait_ms);
+        if (x->u.resign.ticket == 0) {
+            release_hold(hs, x);
+            x = NULL;
+        }
+    }
+    if (x) {
+        x->u.resign.deadline_ms = ld_mono_ms() + wait_ms;
+        link_hold(hs, x);
+        suspend(hs, x);
+        poke(hs); /* for its deadline */
+    }
+    pthread_mutex_unlock(&hs->mu);
+    return x;
+}
+
+bool ld_http_hold_is_resign(const struct ld_http_hold *x)
+{
+    return x->kind == HOLD_RESIGN;
+}
+
+uint64_t ld_http_hold_ticket(const struct ld_http_hold *x)
+{
+    return x->kind == HOLD_RESIGN ? x->u.resign.ticket : 0;
 }
 
 bool ld_http_hold_resumed(struct ld_http_hold *x)
@@ -625,6 +705,8 @@ void ld_http_holds_stop(struct ld_http_holds *hs)
     refresh_locked(hs, ld_mono_ms());
     while (hs->polls)
         finish_poll(hs, hs->polls);
+    while (hs->resigns)
+        finish_poll(hs, hs->resigns);
     for (struct ld_http_hold *x = hs->subs; x; x = x->next)
         wake(hs, x);
     /* Give them a moment to go out whole (a client that does not read is

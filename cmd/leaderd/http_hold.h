@@ -1,7 +1,8 @@
 /*
  * http_hold: requests the HTTP server holds open for one election's state
- * — GET /leader long-polls waiting for a change and /watch event streams —
- * and the notifier thread that resumes them.
+ * — GET /leader long-polls waiting for a change, /watch event streams and
+ * POST /resign waiting for the loop's outcome — and the notifier thread
+ * that resumes them.
  *
  * A held request is a suspended MHD connection, so it costs no thread. The
  * notifier sleeps in epoll_wait on an eventfd written by a state listener
@@ -66,8 +67,21 @@ void ld_http_holds_free(struct ld_http_holds *hs);
 struct ld_http_hold *ld_http_hold_poll(struct ld_http_holds *hs, struct MHD_Connection *c,
                                        const struct ld_http_poll *want);
 
-/* A resumed poll: true when it is to be answered with the current state,
- * false when its client has hung up. */
+/* Holds POST /resign on c: asks the loop to resign (ld_state_resign_ask
+ * on the holds' state) and suspends c until the loop has answered that
+ * ticket or the channel's wait bound passes, then MHD calls the handler
+ * again. Returns the hold, or NULL, having asked nothing, when the channel
+ * is not enabled, too many wait already, the server is stopping, or memory
+ * ran out (answer 503). */
+struct ld_http_hold *ld_http_hold_resign(struct ld_http_holds *hs,
+                                         struct MHD_Connection *c);
+
+/* True for a held POST /resign; its ticket (0 for other holds). */
+bool ld_http_hold_is_resign(const struct ld_http_hold *x);
+uint64_t ld_http_hold_ticket(const struct ld_http_hold *x);
+
+/* A resumed poll or resign: true when it is to be answered, false when its
+ * client has hung up. */
 bool ld_http_hold_resumed(struct ld_http_hold *x);
 
 /* True for a long-poll, false for a /watch stream. */

@@ -6,8 +6,10 @@
  */
 #include "http_route.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,7 +126,16 @@ char *ld_http_render_event(bool with_id, uint64_t id, const struct ld_snapshot *
     return text;
 }
 
-enum route { R_NONE, R_LEADER, R_WATCH, R_HEALTHZ, R_READYZ, R_METRICS, R_ROOT };
+enum route {
+    R_NONE,
+    R_LEADER,
+    R_WATCH,
+    R_HEALTHZ,
+    R_READYZ,
+    R_METRICS,
+    R_ROOT,
+    R_RESIGN
+};
 
 static enum route find_route(const char *path)
 {
@@ -132,12 +143,83 @@ static enum route find_route(const char *path)
         const char *path;
         enum route r;
     } table[] = {{"/leader", R_LEADER}, {"/watch", R_WATCH},     {"/healthz", R_HEALTHZ},
-                 {"/readyz", R_READYZ}, {"/metrics", R_METRICS}, {"/", R_ROOT}};
+                 {"/readyz", R_READYZ}, {"/metrics", R_METRICS}, {"/", R_ROOT},
+                 {"/resign", R_RESIGN}};
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcmp(path, table[i].path) == 0)
             return table[i].r;
     }
     return R_NONE;
+}
+
+/* {"error": msg} with status; msg must be UTF-8. */
+static int reply_error(struct ld_http_reply *out, unsigned int status, const char *msg)
+{
+    json_t *o = json_pack("{s:s}", "error", msg);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return reply_owned(out, status, LD_HTTP_CT_JSON, text);
+}
+
+int ld_http_render_resign(const struct ld_snapshot *snap, enum ld_resign_outcome oc,
+                          int64_t now_ms, struct ld_http_reply *out)
+{
+    char msg[LD_LEASE_MAX_HOLDER + 128];
+    memset(out, 0, sizeof(*out));
+    switch (oc) {
+    case LD_RESIGN_RELEASED:
+        return reply_owned(out, 200, LD_HTTP_CT_JSON,
+                           ld_http_render_leader(snap, now_ms));
+    case LD_RESIGN_NOT_LEADER:
+        if (snap->leader[0])
+            snprintf(msg, sizeof(msg), "not the leader: \"%s\" holds the lease",
+                     snap->leader);
+        else
+            snprintf(msg, sizeof(msg), "not the leader: nobody holds the lease");
+        return reply_error(out, 409, msg);
+    case LD_RESIGN_FAILED:
+        return reply_error(out, 503,
+                           "stepped down, but the release could not be written: the "
+                           "lease expires by itself after its duration");
+    case LD_RESIGN_PENDING:
+        break;
+    }
+    return reply_error(out, 503,
+                       "no outcome in time: the election loop did not act on the request "
+                       "(it may still step down)");
+}
+
+bool ld_http_peer_is_loopback(const struct sockaddr *sa)
+{
+    if (!sa)
+        return false;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        const uint8_t *b = in6->sin6_addr.s6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && b[12] == 127;
+    }
+    return false;
+}
+
+/* POST /resign without the server: what the snapshot alone can answer. */
+static int route_resign(const char *method, const struct ld_snapshot *snap,
+                        int64_t now_ms, struct ld_http_reply *out)
+{
+    if (!method || strcmp(method, "POST") != 0) {
+        out->allow = true;
+        out->allow_methods = "POST";
+        return reply_text(out, 405, LD_HTTP_CT_JSON,
+                          "{\"error\":\"method not allowed: use POST\"}");
+    }
+    if (!ld_snapshot_is_leader(snap, now_ms))
+        return ld_http_render_resign(snap, LD_RESIGN_NOT_LEADER, now_ms, out);
+    return reply_error(out, 503, "POST /resign needs the running server");
 }
 
 int ld_http_route(const char *method, const char *path, const struct ld_snapshot *snap,
@@ -149,6 +231,8 @@ int ld_http_route(const char *method, const char *path, const struct ld_snapshot
     enum route r = find_route(path ? path : "");
     if (r == R_NONE)
         return reply_text(out, 404, LD_HTTP_CT_JSON, "{\"error\":\"not found\"}");
+    if (r == R_RESIGN)
+        return route_resign(method, snap, now_ms, out);
     if (!method || (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)) {
         out->allow = true;
         return reply_text(out, 405, LD_HTTP_CT_JSON,
@@ -198,6 +282,7 @@ int ld_http_route(const char *method, const char *path, const struct ld_snapshot
         return reply_owned(out, 200, LD_HTTP_CT_JSON, text);
     }
     case R_NONE:
+    case R_RESIGN: /* answered above */
         break;
     }
     return -1;

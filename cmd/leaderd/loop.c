@@ -18,6 +18,52 @@
 /* The longest the loop leaves the host without looking at its own state. */
 #define RUN_SLICE_MS 60000
 
+/* ---- POST /resign ------------------------------------------------------- */
+
+/* Takes the requests asked since the last look and, if this replica leads,
+ * starts the resignation (the engine's next action is then its release). A
+ * request while one is under way waits for it, then finds a standby (409). */
+static void resign_take(struct ld_loop *loop)
+{
+    uint64_t first, last;
+    ld_state_resign_drain(loop->state);
+    if (loop->resign_busy || !ld_state_resign_take(loop->state, &first, &last))
+        return;
+    struct ld_now now = {.mono_ms = ld_mono_ms(), .wall_us = ld_wall_us()};
+    if (loop->stopping || !ld_election_resign(ld_host_election(loop->host, 0), now,
+                                              loop->resign_cooldown_ms)) {
+        ld_state_resign_answer(loop->state, first, last, LD_RESIGN_NOT_LEADER);
+        return;
+    }
+    ld_log(LD_LOG_INFO, "resigning on request (POST /resign); not contending for %lld ms",
+           (long long)loop->resign_cooldown_ms);
+    loop->resign_busy = true;
+    loop->resign_first = first;
+    loop->resign_last = last;
+    loop->resign_result = LD_RESIGN_PENDING;
+}
+
+/* After a publish, so that a request answered "released" finds is_leader
+ * false in the snapshot: answers the resignation once the engine said how
+ * it went (or, with final, because the loop ends), and at once any request
+ * that came in meanwhile while this replica does not lead. */
+static void resign_answer(struct ld_loop *loop, const struct ld_election_status *st,
+                          int64_t now_ms, bool final)
+{
+    uint64_t first, last;
+    if (loop->resign_busy && (loop->resign_result != LD_RESIGN_PENDING || final)) {
+        enum ld_resign_outcome oc = loop->resign_result != LD_RESIGN_PENDING
+                                        ? loop->resign_result
+                                        : LD_RESIGN_FAILED;
+        ld_state_resign_answer(loop->state, loop->resign_first, loop->resign_last, oc);
+        loop->resign_busy = false;
+    }
+    bool leading = st && st->leading && now_ms < st->lead_until_ms;
+    if (!loop->resign_busy && !leading &&
+        ld_state_resign_take(loop->state, &first, &last))
+        ld_state_resign_answer(loop->state, first, last, LD_RESIGN_NOT_LEADER);
+}
+
 /* What /healthz should say about the API, or "" when all is well. */
 static void health_of(const struct ld_loop *loop, const struct ld_host_view *v,
                       int64_t now_ms, char *out, size_t len)
@@ -65,6 +111,7 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
     snap.transitions_seen = v->transitions_seen;
     health_of(loop, v, now_ms, snap.health_error, sizeof(snap.health_error));
     ld_state_publish(loop->state, &snap);
+    resign_answer(loop, st, now_ms, false);
     bool stop = false;
     for (size_t i = 0; i < loop->n_hooks; i++) {
         const struct ld_loop_hook *h = &loop->hooks[i];
@@ -109,9 +156,30 @@ static bool holds_release(void *ctx, size_t index, int64_t now_ms)
 static void on_event(void *ctx, size_t index, const struct ld_event *ev)
 {
     struct ld_loop *loop = ctx;
+    bool resigned =
+        ev->reason == LD_STOP_RESIGNED || ev->reason == LD_STOP_PREFERRED_HOLDER;
     (void)index;
-    if (ev->kind == LD_EV_STARTED_LEADING && ev->acquire_delay_ms >= 0 && loop->metrics)
-        ld_metrics_acquire_delay(loop->metrics, (double)ev->acquire_delay_ms / 1000.0);
+    switch (ev->kind) {
+    case LD_EV_STARTED_LEADING:
+        if (ev->acquire_delay_ms >= 0 && loop->metrics)
+            ld_metrics_acquire_delay(loop->metrics,
+                                     (double)ev->acquire_delay_ms / 1000.0);
+        break;
+    case LD_EV_STOPPED_LEADING:
+        if (resigned && loop->metrics)
+            ld_metrics_resigned(loop->metrics, ev->reason == LD_STOP_RESIGNED);
+        break;
+    case LD_EV_RELEASED: /* a shutdown's release during a resignation serves it too */
+        if (loop->resign_busy)
+            loop->resign_result = LD_RESIGN_RELEASED;
+        break;
+    case LD_EV_RELEASE_FAILED:
+        if (loop->resign_busy)
+            loop->resign_result = LD_RESIGN_FAILED;
+        break;
+    default:
+        break;
+    }
 }
 
 static void on_watch_started(void *ctx)
@@ -150,6 +218,7 @@ enum ld_err ld_loop_start(struct ld_loop *loop, const struct ld_election_config 
     size_t index;
     loop->stopping = false;
     loop->hold_until_ms = 0;
+    loop->resign_busy = false;
     loop->host = ld_host_new(&hc, err);
     if (!loop->host)
         return err->code;
@@ -202,7 +271,8 @@ void ld_loop_run(struct ld_loop *loop)
         if (ld_host_run(loop->host, RUN_SLICE_MS, fd) != LD_ECANCELED)
             continue;
         on_stop_signal(loop, take_signal(loop->signal_fd));
-        if (loop->n_hooks)
-            ld_host_poke(loop->host, 0); /* its publish takes the hooks' news */
+        resign_take(loop);
+        ld_host_poke(loop->host, 0); /* its publish takes the hooks' news */
     }
+    resign_answer(loop, NULL, ld_mono_ms(), true);
 }

@@ -2,7 +2,8 @@
  * loop: the imperative shell around the election host (lib/host.h) for the
  * daemon's one Lease: publishes each pass for the HTTP server, feeds the
  * hooks that consume leadership (the exec child, the Pod label, Events),
- * and turns SIGTERM/SIGINT (read from a signalfd) into an orderly release.
+ * turns SIGTERM/SIGINT (read from a signalfd) into an orderly release, and
+ * carries POST /resign requests to the engine and their outcome back.
  */
 #ifndef LEADERD_LOOP_H
 #define LEADERD_LOOP_H
@@ -49,9 +50,18 @@ struct ld_loop {
     const struct ld_loop_hook *hooks; /* borrowed array of n_hooks; may be NULL */
     size_t n_hooks;
 
+    /* POST /resign (the state's resign channel, whose fd is in wake_fd):
+     * how long to stay out after resigning. */
+    int64_t resign_cooldown_ms;
+
     struct ld_host *host; /* owned; made by ld_loop_start */
     bool stopping;
     int64_t hold_until_ms; /* a shutdown's release waits for hooks until then */
+    /* The POST /resign tickets the engine is resigning for, and, once the
+     * engine has said, how it went (LD_RESIGN_PENDING until then). */
+    bool resign_busy;
+    uint64_t resign_first, resign_last;
+    enum ld_resign_outcome resign_result;
 };
 
 /* Makes the host and its election from ec (checked as ld_election_new

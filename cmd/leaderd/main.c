@@ -40,6 +40,8 @@ struct daemon {
     struct ld_child child;
     int wake_fd; /* what cancels API waits: signal_fd, or an epoll set of it
                     and the child's channel */
+    int wait_fd; /* what ends the loop's waits: an epoll set of wake_fd and
+                    the resign channel's eventfd, or -1 */
     bool curl_ready;
     struct ld_kube *kube;
     struct ld_loop loop;
@@ -123,20 +125,38 @@ static int start_election(struct daemon *d)
         .retry_period_ms = d->cfg.retry_period_ms,
         .release_on_exit = d->cfg.release_on_exit,
         .seed = jitter_seed(d->cfg.identity),
+        .handover_cooldown_ms = d->cfg.resign_cooldown_ms,
     };
     struct ld_errinfo err;
     d->loop = (struct ld_loop){
         .kube = d->kube,
         .state = &d->state,
         .signal_fd = d->signal_fd,
-        .wake_fd = d->wake_fd,
+        .wake_fd = d->wait_fd,
         .metrics = &d->metrics,
         .lease_duration_ms = d->cfg.lease_duration_ms,
         .renew_deadline_ms = d->cfg.renew_deadline_ms,
+        .resign_cooldown_ms = d->cfg.resign_cooldown_ms,
     };
     if (ld_loop_start(&d->loop, &ec, &err) != LD_OK) {
         fprintf(stderr, "leaderd: %s\n", err.msg);
         return 2;
+    }
+    return 0;
+}
+
+/* The loop's waits end on what cancels API requests and, besides, on a
+ * POST /resign; requests in flight are not cut short by the latter. */
+static int make_wait_fd(struct daemon *d)
+{
+    d->wait_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (d->wait_fd < 0)
+        return -1;
+    int fds[2] = {d->wake_fd, ld_state_resign_fd(&d->state)};
+    for (int i = 0; i < 2; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (epoll_ctl(d->wait_fd, EPOLL_CTL_ADD, fds[i], &ev) != 0)
+            return -1;
     }
     return 0;
 }
@@ -151,6 +171,13 @@ static int start_http(struct daemon *d)
     ld_state_init(&d->state, lease, d->cfg.identity,
                   d->cfg.lease_duration_ms + d->cfg.renew_deadline_ms);
     d->state_ready = true;
+    /* A resignation's release is bounded by renew-deadline in the engine;
+     * the request may also wait for a request in flight (half of that). */
+    if (ld_state_resign_enable(&d->state, 2 * d->cfg.renew_deadline_ms) != 0 ||
+        make_wait_fd(d) != 0) {
+        fprintf(stderr, "leaderd: cannot set up POST /resign: %s\n", strerror(errno));
+        return 1;
+    }
     raise_fd_limit();
     char err[256];
     d->http = ld_http_start(d->cfg.listen_host, d->cfg.listen_port, &d->state,
@@ -247,6 +274,8 @@ static void teardown(struct daemon *d)
     if (d->curl_ready)
         curl_global_cleanup();
     ld_metrics_destroy(&d->metrics);
+    if (d->wait_fd >= 0)
+        close(d->wait_fd);
     if (d->wake_fd >= 0 && d->wake_fd != d->signal_fd)
         close(d->wake_fd);
     if (d->signal_fd >= 0)
@@ -273,6 +302,7 @@ int main(int argc, char **argv)
     memset(&d, 0, sizeof(d));
     d.signal_fd = -1;
     d.wake_fd = -1;
+    d.wait_fd = -1;
     ld_metrics_init(&d.metrics);
 
     char err[LD_CONFIG_ERR_LEN];

@@ -261,6 +261,16 @@ void ld_metrics_events_failure(struct ld_metrics *m)
     pthread_mutex_unlock(&m->mu);
 }
 
+void ld_metrics_resigned(struct ld_metrics *m, bool on_request)
+{
+    pthread_mutex_lock(&m->mu);
+    if (on_request)
+        m->resigned_request++;
+    else
+        m->resigned_preferred++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void render_histogram(struct tbuf *b, const char *name, const uint64_t *buckets,
                              uint64_t count, double sum)
 {
@@ -301,6 +311,14 @@ static void render_watch(struct tbuf *b, struct ld_metrics *m)
            "affecting the election.");
     tb_printf(b, "leaderd_events_failures_total %llu\n",
               (unsigned long long)m->events_failures);
+    header(b, "leaderd_resignations_total", "counter",
+           "Times this replica stepped down and released the Lease on request "
+           "(reason=\"request\": POST /resign; reason=\"preferred_holder\": the "
+           "Lease's spec.preferredHolder named another identity).");
+    tb_printf(b, "leaderd_resignations_total{reason=\"request\"} %llu\n",
+              (unsigned long long)m->resigned_request);
+    tb_printf(b, "leaderd_resignations_total{reason=\"preferred_holder\"} %llu\n",
+              (unsigned long long)m->resigned_preferred);
     pthread_mutex_unlock(&m->mu);
 }
 

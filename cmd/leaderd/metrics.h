@@ -7,6 +7,7 @@
 #define LEADERD_METRICS_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,8 @@ struct ld_metrics {
     double acquire_sum;
     uint64_t pod_label_failures; /* failed --pod-label API calls */
     uint64_t events_failures;    /* failed --events API calls */
+    uint64_t resigned_request;   /* stepped down on POST /resign */
+    uint64_t resigned_preferred; /* stepped down for spec.preferredHolder */
 };
 
 void ld_metrics_init(struct ld_metrics *m);
@@ -66,6 +69,10 @@ void ld_metrics_acquire_delay(struct ld_metrics *m, double seconds);
 /* One failed API call of --pod-label / --events. Thread-safe. */
 void ld_metrics_pod_label_failure(struct ld_metrics *m);
 void ld_metrics_events_failure(struct ld_metrics *m);
+/* Counts one resignation: on request (POST /resign) or, with
+ * on_request false, for a spec.preferredHolder naming someone else.
+ * Thread-safe. */
+void ld_metrics_resigned(struct ld_metrics *m, bool on_request);
 
 /* Renders every metric, with # HELP and # TYPE, into a new buffer (*out,
  * free with free(), NUL-terminated; *len excludes the NUL). Election

@@ -3,9 +3,12 @@
  */
 #include "state.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
                    int64_t stale_after_ms)
@@ -16,10 +19,14 @@ void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
     snprintf(st->snap.identity, sizeof(st->snap.identity), "%s", identity);
     st->snap.stale_after_ms = stale_after_ms;
     st->snap.heartbeat_ms = ld_mono_ms();
+    st->resign.fd = -1;
 }
 
 void ld_state_destroy(struct ld_state *st)
 {
+    if (st->resign.fd >= 0)
+        close(st->resign.fd);
+    st->resign.fd = -1;
     pthread_mutex_destroy(&st->mu);
 }
 
@@ -68,6 +75,86 @@ void ld_state_unlisten(struct ld_state *st, struct ld_state_listener *l)
             break;
         }
     }
+    pthread_mutex_unlock(&st->mu);
+}
+
+int ld_state_resign_enable(struct ld_state *st, int64_t wait_ms)
+{
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    st->resign.fd = fd;
+    st->resign.wait_ms = wait_ms;
+    return 0;
+}
+
+int ld_state_resign_fd(struct ld_state *st)
+{
+    return st->resign.fd;
+}
+
+void ld_state_resign_drain(struct ld_state *st)
+{
+    uint64_t count;
+    /* Fails with EAGAIN when nothing was pending: nothing to do then. */
+    if (st->resign.fd >= 0 && read(st->resign.fd, &count, sizeof(count)) < 0)
+        return;
+}
+
+uint64_t ld_state_resign_ask(struct ld_state *st, int64_t *wait_ms)
+{
+    uint64_t ticket = 0, one = 1;
+    pthread_mutex_lock(&st->mu);
+    if (st->resign.fd >= 0) {
+        ticket = ++st->resign.asked;
+        *wait_ms = st->resign.wait_ms;
+    }
+    pthread_mutex_unlock(&st->mu);
+    /* After the count, so the loop that wakes up finds the ticket. A full
+     * counter (EAGAIN) already means "look"; any other failure leaves the
+     * loop unaware for now, so the caller is told there is no ticket (the
+     * loop answers it unseen later). */
+    if (ticket && write(st->resign.fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        ticket = 0;
+    return ticket;
+}
+
+enum ld_resign_outcome ld_state_resign_outcome(struct ld_state *st, uint64_t ticket)
+{
+    enum ld_resign_outcome oc = LD_RESIGN_PENDING;
+    pthread_mutex_lock(&st->mu);
+    if (st->resign.done[ticket % LD_RESIGN_SLOTS].ticket == ticket)
+        oc = st->resign.done[ticket % LD_RESIGN_SLOTS].outcome;
+    pthread_mutex_unlock(&st->mu);
+    return oc;
+}
+
+bool ld_state_resign_take(struct ld_state *st, uint64_t *first, uint64_t *last)
+{
+    pthread_mutex_lock(&st->mu);
+    bool any = st->resign.asked > st->resign.taken;
+    if (any) {
+        *first = st->resign.taken + 1;
+        *last = st->resign.asked;
+        st->resign.taken = st->resign.asked;
+    }
+    pthread_mutex_unlock(&st->mu);
+    return any;
+}
+
+void ld_state_resign_answer(struct ld_state *st, uint64_t first, uint64_t last,
+                            enum ld_resign_outcome outcome)
+{
+    pthread_mutex_lock(&st->mu);
+    /* Older tickets than the slots hold have stopped waiting anyway. */
+    if (last - first >= LD_RESIGN_SLOTS)
+        first = last - LD_RESIGN_SLOTS + 1;
+    for (uint64_t t = first; t <= last; t++) {
+        st->resign.done[t % LD_RESIGN_SLOTS].ticket = t;
+        st->resign.done[t % LD_RESIGN_SLOTS].outcome = outcome;
+    }
+    for (struct ld_state_listener *l = st->listeners; l; l = l->next)
+        l->fn(l->arg);
     pthread_mutex_unlock(&st->mu);
 }
 

@@ -4,6 +4,11 @@
  * wait on the loop or on the API. Leadership is judged by the reader at
  * request time from lead_until_ms, so a wedged loop cannot keep a stale
  * "leader" answer alive.
+ *
+ * One thing goes the other way: POST /resign asks the loop, the only owner
+ * of the engine, to step down, through the resign channel below (a ticket
+ * counter and an eventfd the loop's waits end on), and its held request
+ * waits, bounded, for the loop's answer.
  */
 #ifndef LEADERD_STATE_H
 #define LEADERD_STATE_H
@@ -32,6 +37,31 @@ struct ld_snapshot {
     char pod_label[8]; /* --pod-label as last written: "true", "false", "" never */
 };
 
+/* What became of one POST /resign. */
+enum ld_resign_outcome {
+    LD_RESIGN_PENDING = 0, /* not answered, or answered too long ago to say */
+    LD_RESIGN_RELEASED,    /* stepped down, and the Lease no longer names us */
+    LD_RESIGN_NOT_LEADER,  /* this replica was not leading */
+    LD_RESIGN_FAILED,      /* stepped down, but the release was not written */
+};
+
+/* Outcomes kept for requests still waiting (each waits a bounded time). */
+#define LD_RESIGN_SLOTS 64
+
+/* Requests to resign from the HTTP threads to the loop, and the answers
+ * back: tickets are numbered from 1; the loop takes every ticket asked
+ * since its last take and answers them together. */
+struct ld_resign_channel {
+    int fd;          /* eventfd written per request; -1 while not enabled */
+    int64_t wait_ms; /* how long a request waits for its outcome */
+    uint64_t asked;  /* the last ticket handed out */
+    uint64_t taken;  /* the last ticket the loop took */
+    struct {
+        uint64_t ticket;
+        enum ld_resign_outcome outcome;
+    } done[LD_RESIGN_SLOTS]; /* ticket t at t % LD_RESIGN_SLOTS */
+};
+
 /* Someone to tell about every publish (see ld_state_listen). */
 struct ld_state_listener {
     void (*fn)(void *arg);
@@ -43,6 +73,7 @@ struct ld_state {
     pthread_mutex_t mu;
     struct ld_snapshot snap;
     struct ld_state_listener *listeners;
+    struct ld_resign_channel resign; /* under mu */
 };
 
 void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
@@ -71,6 +102,33 @@ void ld_state_listen(struct ld_state *st, struct ld_state_listener *l);
 /* Unregisters l; after it returns l->fn is no longer running or called.
  * Unknown listeners are ignored. */
 void ld_state_unlisten(struct ld_state *st, struct ld_state_listener *l);
+
+/* Opens the resign channel: an eventfd (non-blocking) that the loop
+ * waits on; requests wait wait_ms for their outcome. Returns 0, or -1 with
+ * errno set (POST /resign then answers 503). Before any thread uses st. */
+int ld_state_resign_enable(struct ld_state *st, int64_t wait_ms);
+
+/* The channel's eventfd (readable after a request), or -1 when not
+ * enabled. The loop reads it empty with ld_state_resign_drain. */
+int ld_state_resign_fd(struct ld_state *st);
+void ld_state_resign_drain(struct ld_state *st);
+
+/* HTTP side: asks the loop to resign. Returns the request's ticket (> 0),
+ * with its wait bound in *wait_ms, or 0 when the channel is not enabled. */
+uint64_t ld_state_resign_ask(struct ld_state *st, int64_t *wait_ms);
+
+/* HTTP side: the outcome of ticket, LD_RESIGN_PENDING until the loop
+ * answered it. */
+enum ld_resign_outcome ld_state_resign_outcome(struct ld_state *st, uint64_t ticket);
+
+/* Loop side: takes the tickets asked since the last take into
+ * [*first, *last]; false when there are none. */
+bool ld_state_resign_take(struct ld_state *st, uint64_t *first, uint64_t *last);
+
+/* Loop side: answers tickets first..last with outcome, then calls every
+ * listener (as a publish does) so waiting requests look. */
+void ld_state_resign_answer(struct ld_state *st, uint64_t first, uint64_t last,
+                            enum ld_resign_outcome outcome);
 
 /* Leadership as of now_ms: leading and before lead_until_ms. */
 bool ld_snapshot_is_leader(const struct ld_snapshot *s, int64_t now_ms);

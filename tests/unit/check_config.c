@@ -334,6 +334,16 @@ static const struct bad_case bad[] = {
      {"--child-grace (from LEADERD_CHILD_GRACE)"}},
     /* Checked without a command too: the value is wrong either way. */
     {{"--lease-name", "x", "--child-grace", "0s"}, {NULL}, {"--child-grace"}},
+    /* --resign-cooldown: a duration >= 0. */
+    {{"--lease-name", "x", "--resign-cooldown", "-1s"},
+     {NULL},
+     {"--resign-cooldown", "must not be negative", "-1s"}},
+    {{"--lease-name", "x", "--resign-cooldown", "later"},
+     {NULL},
+     {"--resign-cooldown", "invalid duration"}},
+    {{"--lease-name", "x"},
+     {"LEADERD_RESIGN_COOLDOWN", "1y"},
+     {"--resign-cooldown (from LEADERD_RESIGN_COOLDOWN)", "invalid duration"}},
     {{NULL}, {NULL}, {"--lease-name", "required"}},
     {{"--lease-name", ""}, {NULL}, {"--lease-name", "DNS-1123"}},
     {{"--lease-name", "Bad_Name"}, {NULL}, {"--lease-name", "Bad_Name"}},
@@ -875,6 +885,38 @@ START_TEST(help_and_version)
 }
 END_TEST
 
+START_TEST(resign_cooldown_values)
+{
+    struct ld_config cfg;
+    char err[ERRLEN];
+    setenv("KUBECONFIG", kc_ns, 0);
+    /* The default follows lease-duration. */
+    const char *dflt[] = {"--lease-name", "x", "--lease-duration", "20s", NULL};
+    ck_assert_msg(run(&cfg, true, dflt, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.resign_cooldown_ms, 20000);
+    ld_config_clear(&cfg);
+    /* Zero is allowed: contend again at once. */
+    const char *zero[] = {"--lease-name", "x", "--resign-cooldown", "0s", NULL};
+    ck_assert_msg(run(&cfg, true, zero, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.resign_cooldown_ms, 0);
+    ld_config_clear(&cfg);
+    /* The variable, and the flag beating it. */
+    setenv("LEADERD_RESIGN_COOLDOWN", "1m30s", 1);
+    const char *plain[] = {"--lease-name", "x", NULL};
+    ck_assert_msg(run(&cfg, true, plain, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.resign_cooldown_ms, 90000);
+    ld_config_clear(&cfg);
+    const char *flag[] = {"--lease-name", "x", "--resign-cooldown", "500ms", NULL};
+    ck_assert_msg(run(&cfg, true, flag, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.resign_cooldown_ms, 500);
+    char line[1024];
+    ld_config_describe(&cfg, line, sizeof(line));
+    ck_assert_ptr_nonnull(strstr(line, "resign-cooldown=500ms"));
+    ld_config_clear(&cfg);
+    unsetenv("LEADERD_RESIGN_COOLDOWN");
+}
+END_TEST
+
 START_TEST(describe_line)
 {
     struct ld_config cfg;
@@ -1011,6 +1053,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, identity_fallback_order);
     tcase_add_test(tc, help_and_version);
     tcase_add_test(tc, describe_line);
+    tcase_add_test(tc, resign_cooldown_values);
     suite_add_tcase(s, tc);
 
     TCase *tl = tcase_create("logsink");

@@ -1473,6 +1473,354 @@ START_TEST(read_answered_after_the_deadline_sends_no_write)
 }
 END_TEST
 
+/* ---- resigning and spec.preferredHolder --------------------------------- */
+
+/* Copies the store's Lease with strategy and preferredHolder set (NULL
+ * clears), as a coordinator would write it. */
+static void put_preferred(const char *strategy, const char *preferred)
+{
+    struct ld_lease l;
+    ld_lease_init(&l);
+    ck_assert_int_eq(ld_lease_copy(&l, &api.lease), LD_OK);
+    free(l.spec.strategy);
+    free(l.spec.preferred_holder);
+    l.spec.strategy = strategy ? strdup(strategy) : NULL;
+    l.spec.preferred_holder = preferred ? strdup(preferred) : NULL;
+    fake_api_put_lease(&api, &l);
+    ld_lease_clear(&l);
+}
+
+/* The store's Lease as a watch would deliver it. */
+static void watch_store(struct ld_election *e, int64_t now)
+{
+    ld_election_observe(e, at(now), &api.lease);
+}
+
+/* Follows e's wake-ups from `from` to `until`, failing if it ever leads. */
+static int64_t run_as_standby(struct ld_election *e, int64_t from, int64_t until)
+{
+    int64_t t = from;
+    for (int i = 0; i < 1000 && t < until; i++) {
+        int64_t wake = settle(e, t);
+        ck_assert_msg(!ld_election_is_leader(e, t), "led at %lld", (long long)t);
+        ck_assert_int_gt(wake, t);
+        t = wake;
+    }
+    ck_assert_int_ge(t, until);
+    return t;
+}
+
+static bool took_event(struct ld_election *e, enum ld_event_kind kind,
+                       enum ld_stop_reason reason)
+{
+    struct ld_event ev;
+    bool seen = false;
+    while (ld_election_take_event(e, &ev))
+        seen |= ev.kind == kind && ev.reason == reason;
+    return seen;
+}
+
+START_TEST(resign_releases_then_sits_out_the_cooldown)
+{
+    struct ld_election *e = new_engine("a");
+    settle(e, 0);
+    ck_assert(ld_election_is_leader(e, 0));
+    ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, NULL), 1);
+    ck_assert(!ld_election_resign(new_engine("idle"), at(0), 1000));
+    ck_assert(ld_election_resign(e, at(3000), 15000));
+    ck_assert(!ld_election_is_leader(e, 3000)); /* before the release is written */
+    ck_assert(!ld_election_resign(e, at(3000), 15000));
+    struct ld_action a = ld_election_next(e, at(3000));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    ck_assert_str_eq(a.lease->spec.holder, "");
+    ck_assert_int_eq(a.lease->spec.duration_s, 1);
+    ck_assert_int_eq(a.lease->spec.transitions, 0);
+    ck_assert_int_eq(deliver(e, &a, 3005), LD_OK);
+    struct ld_event ev;
+    bool stopped = false, released = false;
+    while (ld_election_take_event(e, &ev)) {
+        stopped |= ev.kind == LD_EV_STOPPED_LEADING && ev.reason == LD_STOP_RESIGNED;
+        released |= ev.kind == LD_EV_RELEASED && ev.reason == LD_STOP_RESIGNED;
+        ck_assert_int_ne(ev.kind, LD_EV_STARTED_LEADING);
+    }
+    ck_assert(stopped && released);
+    /* The Lease stands free all along, yet it is not taken before the
+     * cooldown counted from the release write; it is still read. */
+    int gets = api.gets;
+    int64_t t = run_as_standby(e, 3005, 3000 + 15000);
+    ck_assert_int_gt(api.gets, gets);
+    ck_assert_str_eq(api.lease.spec.holder, "");
+    /* Then it contends as usual and wins at once: a new term. The wait it
+     * chose is not counted as waiting for the Lease. */
+    t = run_until_leader(e, t, t + 5000);
+    ck_assert(ld_election_is_leader(e, t));
+    struct ld_event started;
+    ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, &started), 1);
+    ck_assert_int_ge(started.acquire_delay_ms, 0);
+    ck_assert_int_le(started.acquire_delay_ms, 2400);
+    ck_assert_int_le(t, 3000 + 15000 + 2400);
+    ck_assert_int_eq(api.lease.spec.transitions, 1);
+}
+END_TEST
+
+START_TEST(resign_with_a_renewal_in_flight_never_leads_again)
+{
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, 0);
+    struct ld_action a = ld_election_next(e, at(wake));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE); /* the fast-path renewal */
+    ck_assert_str_eq(a.lease->spec.holder, "a");
+    (void)count_events(e, LD_EV_STARTED_LEADING, NULL);
+    ck_assert(ld_election_resign(e, at(wake + 1), 15000));
+    ck_assert_int_eq(deliver(e, &a, wake + 2), LD_OK); /* it lands */
+    ck_assert(!ld_election_is_leader(e, wake + 2));
+    struct ld_action r = ld_election_next(e, at(wake + 2));
+    ck_assert_int_eq(r.kind, LD_ACT_UPDATE);
+    ck_assert_str_eq(r.lease->spec.holder, "");
+    ck_assert_int_eq(deliver(e, &r, wake + 3), LD_OK);
+    ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, NULL), 0);
+    ck_assert_str_eq(api.lease.spec.holder, "");
+    ck_assert_int_eq(api.lease.spec.transitions, 0);
+}
+END_TEST
+
+/* The renewal's answer is lost: it may have landed, so the release reads
+ * first and writes against what it read. */
+START_TEST(resign_after_a_lost_renewal_reply_reads_then_releases)
+{
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, 0);
+    struct ld_action a = ld_election_next(e, at(wake));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    ck_assert(ld_election_resign(e, at(wake + 1), 15000));
+    land_but_lose_reply(e, &a, wake + 500);
+    int64_t t = wake + 500;
+    struct ld_action g = step(e, t);
+    if (g.kind == LD_ACT_WAIT) {
+        t = g.wake_at_ms;
+        g = step(e, t);
+    }
+    ck_assert_int_eq(g.kind, LD_ACT_GET);
+    struct ld_action r = step(e, t);
+    ck_assert_int_eq(r.kind, LD_ACT_UPDATE);
+    ck_assert_str_eq(api.lease.spec.holder, "");
+    ck_assert_int_eq(api.lease.spec.transitions, 0);
+    ck_assert(took_event(e, LD_EV_RELEASED, LD_STOP_RESIGNED));
+    ck_assert(!ld_election_is_leader(e, t));
+}
+END_TEST
+
+START_TEST(resign_release_retries_a_conflict_after_a_get)
+{
+    struct ld_election *e = new_engine("a");
+    settle(e, 0);
+    free(api.lease.resource_version);
+    api.lease.resource_version = strdup("555");
+    ck_assert(ld_election_resign(e, at(100), 15000));
+    settle(e, 100);
+    ck_assert_str_eq(api.lease.spec.holder, "");
+    ck_assert_int_eq(api.updates, 2);
+    ck_assert(took_event(e, LD_EV_RELEASED, LD_STOP_RESIGNED));
+}
+END_TEST
+
+/* A release that cannot be written is given up within renew_deadline and
+ * reported; the replica still does not claim before the cooldown, and
+ * afterwards resumes its own record without a term change. */
+static void resign_against_failing_api(enum ld_err fault)
+{
+    struct ld_election *e = new_engine("a");
+    settle(e, 0);
+    api.fail_with = fault;
+    ck_assert(ld_election_resign(e, at(1000), 15000));
+    int64_t t = 1000;
+    bool failed = false;
+    for (int i = 0; i < 100 && !failed; i++) {
+        struct ld_action a = step(e, t);
+        struct ld_event ev;
+        while (ld_election_take_event(e, &ev))
+            failed |= ev.kind == LD_EV_RELEASE_FAILED && ev.reason == LD_STOP_RESIGNED;
+        if (failed)
+            break;
+        if (a.kind == LD_ACT_WAIT)
+            t = a.wake_at_ms;
+        ck_assert(!ld_election_is_leader(e, t));
+    }
+    ck_assert(failed);
+    ck_assert_int_le(t, 1000 + 10000);
+    api.fail_with = LD_OK;
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    t = run_as_standby(e, t, 1000 + 15000);
+    t = run_until_leader(e, t, t + 20000);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_eq(api.lease.spec.transitions, 0);
+}
+
+START_TEST(resign_release_failing_is_bounded_and_reported)
+{
+    resign_against_failing_api(LD_ETRANSPORT);
+}
+END_TEST
+
+START_TEST(resign_release_timing_out_is_bounded_and_reported)
+{
+    resign_against_failing_api(LD_ETIMEOUT);
+}
+END_TEST
+
+/* Hand-over: the standby takes the released Lease at its next attempt; the
+ * resigner, cooling down, leaves it alone even when it is free again, then
+ * contends as usual. Terms only grow; never two leaders. */
+START_TEST(resign_hands_over_and_contention_resumes_after_the_cooldown)
+{
+    struct ld_election *a = new_engine("a");
+    struct ld_election *b = new_engine("b");
+    settle(a, 0);
+    int64_t wb = settle(b, 1);
+    ck_assert(ld_election_is_leader(a, 1) && !ld_election_is_leader(b, 1));
+    ck_assert(ld_election_resign(a, at(1000), 15000));
+    int64_t wa = settle(a, 1000);
+    int64_t t = 1000;
+    while (!ld_election_is_leader(b, t) && t < 1000 + 5000) {
+        if (wb <= wa) {
+            t = wb;
+            wb = settle(b, t);
+        } else {
+            t = wa;
+            wa = settle(a, t);
+        }
+        ck_assert(!(ld_election_is_leader(a, t) && ld_election_is_leader(b, t)));
+    }
+    ck_assert(ld_election_is_leader(b, t));
+    ck_assert_int_le(t, 1000 + 2400 + 2000);
+    ck_assert_int_eq(api.lease.spec.transitions, 1);
+    ld_election_shutdown(b, at(t + 100));
+    ck_assert_int_eq(settle(b, t + 100), -1);
+    ck_assert_str_eq(api.lease.spec.holder, "");
+    t = run_as_standby(a, t + 100, 1000 + 15000);
+    t = run_until_leader(a, t, t + 5000);
+    ck_assert(ld_election_is_leader(a, t));
+    ck_assert_int_eq(api.lease.spec.transitions, 2);
+}
+END_TEST
+
+START_TEST(preferred_holder_naming_another_hands_over_keeping_the_fields)
+{
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, 0);
+    put_preferred("OldestEmulationVersion", "b");
+    /* The renewal at wake meets a conflict and reads the request; the
+     * release is written in that same attempt. */
+    settle(e, wake);
+    ck_assert(!ld_election_is_leader(e, wake));
+    ck_assert(took_event(e, LD_EV_STOPPED_LEADING, LD_STOP_PREFERRED_HOLDER));
+    ck_assert_str_eq(api.lease.spec.holder, "");
+    ck_assert_int_eq(api.lease.spec.renew_us, WALL0 + wake * 1000);
+    ck_assert_str_eq(api.lease.spec.strategy, "OldestEmulationVersion");
+    ck_assert_str_eq(api.lease.spec.preferred_holder, "b");
+    int64_t t = wake;
+    /* Out for a lease duration (the default hand-over cooldown). */
+    run_as_standby(e, t, t + 15000);
+}
+END_TEST
+
+START_TEST(preferred_holder_seen_by_watch_hands_over_at_the_next_step)
+{
+    struct ld_election *e = new_engine("a");
+    settle(e, 0);
+    put_preferred("OldestEmulationVersion", "b");
+    watch_store(e, 500);
+    struct ld_action a = ld_election_next(e, at(500));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    ck_assert_str_eq(a.lease->spec.holder, "");
+    ck_assert_str_eq(a.lease->spec.preferred_holder, "b");
+    ck_assert_str_eq(a.lease->spec.strategy, "OldestEmulationVersion");
+    ck_assert_int_eq(deliver(e, &a, 501), LD_OK);
+    ck_assert(took_event(e, LD_EV_RELEASED, LD_STOP_PREFERRED_HOLDER));
+}
+END_TEST
+
+START_TEST(preferred_holder_naming_us_or_cleared_keeps_the_leader)
+{
+    struct ld_election *e = new_engine("a");
+    int64_t t = settle(e, 0);
+    put_preferred("OldestEmulationVersion", "a");
+    for (int i = 0; i < 5; i++) {
+        t = settle(e, t);
+        ck_assert(ld_election_is_leader(e, t));
+    }
+    /* Renewals wrote both fields back unchanged. */
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    ck_assert_str_eq(api.lease.spec.strategy, "OldestEmulationVersion");
+    ck_assert_str_eq(api.lease.spec.preferred_holder, "a");
+    /* A request withdrawn before the leader acted on it changes nothing. */
+    put_preferred("OldestEmulationVersion", "b");
+    watch_store(e, t - 1);
+    put_preferred("OldestEmulationVersion", NULL);
+    watch_store(e, t - 1);
+    t = settle(e, t);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_ptr_null(api.lease.spec.preferred_holder);
+    ck_assert_str_eq(api.lease.spec.strategy, "OldestEmulationVersion");
+    ck_assert(!took_event(e, LD_EV_STOPPED_LEADING, LD_STOP_PREFERRED_HOLDER));
+}
+END_TEST
+
+/* A preferredHolder too long to keep names someone else; the release
+ * leaves its original value in the object. */
+START_TEST(abridged_preferred_holder_hands_over_and_is_kept)
+{
+    struct ld_election_config c = config_for("a");
+    c.handover_cooldown_ms = 4000;
+    struct ld_election *e = engine_for(&c);
+    settle(e, 0);
+    size_t n = 4096;
+    char *long_name = malloc(n + 1);
+    ck_assert_ptr_nonnull(long_name);
+    memset(long_name, 'p', n);
+    long_name[n] = '\0';
+    char *text = ld_lease_encode(&api.lease);
+    ck_assert_ptr_nonnull(text);
+    json_t *o = json_loads(text, 0, NULL);
+    free(text);
+    ck_assert_ptr_nonnull(o);
+    json_t *spec = json_object_get(o, "spec");
+    json_object_set_new(spec, "strategy", json_string("OldestEmulationVersion"));
+    json_object_set_new(spec, "preferredHolder", json_string(long_name));
+    struct ld_lease l;
+    ld_lease_init(&l);
+    ck_assert_int_eq(ld_lease_from_json(o, &l, NULL), LD_OK);
+    ck_assert(l.spec.preferred_abridged);
+    fake_api_put_lease(&api, &l);
+    ld_lease_clear(&l);
+    json_decref(o);
+    watch_store(e, 100);
+    settle(e, 100);
+    ck_assert(!ld_election_is_leader(e, 100));
+    ck_assert_str_eq(api.lease.spec.holder, "");
+    spec = json_object_get(api.lease.object, "spec");
+    ck_assert_str_eq(json_string_value(json_object_get(spec, "preferredHolder")),
+                     long_name);
+    free(long_name);
+    /* The configured hand-over cooldown applies. */
+    int64_t t = run_as_standby(e, 100, 4100);
+    ck_assert_int_le(t, 4100 + 2400);
+}
+END_TEST
+
+START_TEST(shutdown_during_a_resignation_still_releases_and_ends)
+{
+    struct ld_election *e = new_engine("a");
+    int64_t wake = settle(e, 0);
+    struct ld_action a = ld_election_next(e, at(wake));
+    ck_assert(ld_election_resign(e, at(wake), 15000));
+    ld_election_shutdown(e, at(wake + 1));
+    ck_assert_int_eq(deliver(e, &a, wake + 2), LD_OK);
+    ck_assert_int_eq(settle(e, wake + 2), -1);
+    ck_assert_str_eq(api.lease.spec.holder, "");
+}
+END_TEST
+
 static Suite *election_suite(void)
 {
     Suite *s = suite_create("election");
@@ -1521,6 +1869,21 @@ static Suite *election_suite(void)
     tcase_add_test(tc, wake_starts_attempt_early);
     tcase_add_test(tc, rejects_bad_configuration);
     suite_add_tcase(s, tc);
+    TCase *rs = tcase_create("resign");
+    tcase_add_checked_fixture(rs, setup, teardown);
+    tcase_add_test(rs, resign_releases_then_sits_out_the_cooldown);
+    tcase_add_test(rs, resign_with_a_renewal_in_flight_never_leads_again);
+    tcase_add_test(rs, resign_after_a_lost_renewal_reply_reads_then_releases);
+    tcase_add_test(rs, resign_release_retries_a_conflict_after_a_get);
+    tcase_add_test(rs, resign_release_failing_is_bounded_and_reported);
+    tcase_add_test(rs, resign_release_timing_out_is_bounded_and_reported);
+    tcase_add_test(rs, resign_hands_over_and_contention_resumes_after_the_cooldown);
+    tcase_add_test(rs, preferred_holder_naming_another_hands_over_keeping_the_fields);
+    tcase_add_test(rs, preferred_holder_seen_by_watch_hands_over_at_the_next_step);
+    tcase_add_test(rs, preferred_holder_naming_us_or_cleared_keeps_the_leader);
+    tcase_add_test(rs, abridged_preferred_holder_hands_over_and_is_kept);
+    tcase_add_test(rs, shutdown_during_a_resignation_still_releases_and_ends);
+    suite_add_tcase(s, rs);
     TCase *sim = tcase_create("simulation");
     tcase_set_timeout(sim, 60);
     tcase_add_checked_fixture(sim, setup, teardown);

@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1569,6 +1570,182 @@ START_TEST(garbage_and_oversize_requests)
 }
 END_TEST
 
+/* ---- POST /resign ---- */
+
+START_TEST(loopback_peers_only)
+{
+    struct sockaddr_in in4;
+    memset(&in4, 0, sizeof(in4));
+    in4.sin_family = AF_INET;
+    const char *v4_yes[] = {"127.0.0.1", "127.1.2.3", "127.255.255.254"};
+    const char *v4_no[] = {"10.0.0.1", "0.0.0.0", "128.0.0.1", "192.168.1.127"};
+    for (size_t i = 0; i < sizeof(v4_yes) / sizeof(v4_yes[0]); i++) {
+        ck_assert_int_eq(inet_pton(AF_INET, v4_yes[i], &in4.sin_addr), 1);
+        ck_assert_msg(ld_http_peer_is_loopback((struct sockaddr *)&in4), "%s", v4_yes[i]);
+    }
+    for (size_t i = 0; i < sizeof(v4_no) / sizeof(v4_no[0]); i++) {
+        ck_assert_int_eq(inet_pton(AF_INET, v4_no[i], &in4.sin_addr), 1);
+        ck_assert_msg(!ld_http_peer_is_loopback((struct sockaddr *)&in4), "%s", v4_no[i]);
+    }
+    struct sockaddr_in6 in6;
+    memset(&in6, 0, sizeof(in6));
+    in6.sin6_family = AF_INET6;
+    const char *v6_yes[] = {"::1", "::ffff:127.0.0.1", "::ffff:127.9.9.9"};
+    const char *v6_no[] = {
+        "::", "::2", "fe80::1", "2001:db8::1", "::ffff:10.0.0.1", "::127.0.0.1"};
+    for (size_t i = 0; i < sizeof(v6_yes) / sizeof(v6_yes[0]); i++) {
+        ck_assert_int_eq(inet_pton(AF_INET6, v6_yes[i], &in6.sin6_addr), 1);
+        ck_assert_msg(ld_http_peer_is_loopback((struct sockaddr *)&in6), "%s", v6_yes[i]);
+    }
+    for (size_t i = 0; i < sizeof(v6_no) / sizeof(v6_no[0]); i++) {
+        ck_assert_int_eq(inet_pton(AF_INET6, v6_no[i], &in6.sin6_addr), 1);
+        ck_assert_msg(!ld_http_peer_is_loopback((struct sockaddr *)&in6), "%s", v6_no[i]);
+    }
+    struct sockaddr other;
+    memset(&other, 0, sizeof(other));
+    other.sa_family = AF_UNIX;
+    ck_assert(!ld_http_peer_is_loopback(&other));
+    ck_assert(!ld_http_peer_is_loopback(NULL));
+}
+END_TEST
+
+START_TEST(resign_route_and_renderer)
+{
+    struct ld_snapshot s;
+    struct ld_http_reply r;
+    base_snapshot(&s);
+    snprintf(s.leader, sizeof(s.leader), "pod-b");
+    static const char *const methods[] = {"GET", "HEAD", "PUT", "DELETE", "post"};
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        ck_assert_int_eq(ld_http_route(methods[i], "/resign", &s, NULL, 1000, &r), 0);
+        ck_assert_uint_eq(r.status, 405);
+        ck_assert(r.allow);
+        ck_assert_str_eq(r.allow_methods, "POST");
+        ld_http_reply_clear(&r);
+    }
+    /* Not leading: the snapshot alone answers. */
+    ck_assert_int_eq(ld_http_route("POST", "/resign", &s, NULL, 1000, &r), 0);
+    ck_assert_uint_eq(r.status, 409);
+    ck_assert_ptr_nonnull(strstr(r.body, "pod-b"));
+    ld_http_reply_clear(&r);
+
+    /* Outcomes: released shows the /leader body, judged at the time. */
+    s.leading = true;
+    s.lead_until_ms = 500;
+    ck_assert_int_eq(ld_http_render_resign(&s, LD_RESIGN_RELEASED, 1000, &r), 0);
+    ck_assert_uint_eq(r.status, 200);
+    json_t *o = parse_json(r.body);
+    ck_assert(json_is_false(json_object_get(o, "is_leader")));
+    ck_assert_str_eq(json_string_value(json_object_get(o, "leader")), "pod-b");
+    json_decref(o);
+    ld_http_reply_clear(&r);
+    s.leader[0] = '\0';
+    ck_assert_int_eq(ld_http_render_resign(&s, LD_RESIGN_NOT_LEADER, 1000, &r), 0);
+    ck_assert_uint_eq(r.status, 409);
+    ck_assert_ptr_nonnull(strstr(r.body, "nobody holds"));
+    ld_http_reply_clear(&r);
+    ck_assert_int_eq(ld_http_render_resign(&s, LD_RESIGN_FAILED, 1000, &r), 0);
+    ck_assert_uint_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "release could not be written"));
+    ld_http_reply_clear(&r);
+    ck_assert_int_eq(ld_http_render_resign(&s, LD_RESIGN_PENDING, 1000, &r), 0);
+    ck_assert_uint_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "no outcome in time"));
+    ld_http_reply_clear(&r);
+}
+END_TEST
+
+/* Plays the election loop: waits (bounded) for a request on the channel's
+ * eventfd, then publishes what the outcome leaves and answers. */
+struct fake_loop {
+    pthread_t th;
+    enum ld_resign_outcome answer;
+    int requests; /* tickets taken */
+};
+
+static void *fake_loop_main(void *arg)
+{
+    struct fake_loop *fl = arg;
+    int64_t deadline = ld_mono_ms() + 10000;
+    uint64_t first, last;
+    while (ld_mono_ms() < deadline) {
+        struct pollfd pfd = {.fd = ld_state_resign_fd(&st), .events = POLLIN};
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        ld_state_resign_drain(&st);
+        if (!ld_state_resign_take(&st, &first, &last))
+            continue;
+        fl->requests += (int)(last - first + 1);
+        if (fl->answer == LD_RESIGN_RELEASED)
+            publish("", 0, 3);
+        ld_state_resign_answer(&st, first, last, fl->answer);
+        break;
+    }
+    return NULL;
+}
+
+static void resign_with_loop_answering(enum ld_resign_outcome answer, long status)
+{
+    struct fake_loop fl = {.answer = answer};
+    struct resp r;
+    publish("me", 60000, 3);
+    ck_assert_int_eq(pthread_create(&fl.th, NULL, fake_loop_main, &fl), 0);
+    fetch("POST", "/resign", &r);
+    pthread_join(fl.th, NULL);
+    ck_assert_int_eq(fl.requests, 1);
+    ck_assert_int_eq(r.status, status);
+    ck_assert_str_eq(r.ctype, "application/json");
+    json_t *o = parse_json(r.body);
+    if (status == 200) {
+        ck_assert(json_is_false(json_object_get(o, "is_leader")));
+        ck_assert_int_eq(json_integer_value(json_object_get(o, "term")), 3);
+    } else {
+        ck_assert(json_is_string(json_object_get(o, "error")));
+    }
+    json_decref(o);
+}
+
+START_TEST(resign_waits_for_the_loop)
+{
+    ck_assert_int_eq(ld_state_resign_enable(&st, 5000), 0);
+    resign_with_loop_answering(LD_RESIGN_RELEASED, 200);
+    resign_with_loop_answering(LD_RESIGN_NOT_LEADER, 409);
+    resign_with_loop_answering(LD_RESIGN_FAILED, 503);
+    /* The connection stays usable after a POST with a body. */
+    struct resp r;
+    fetch(NULL, "/readyz", &r);
+    ck_assert_int_eq(r.status, 200);
+    fetch("GET", "/resign", &r);
+    ck_assert_int_eq(r.status, 405);
+    ck_assert_str_eq(r.allow, "POST");
+}
+END_TEST
+
+START_TEST(resign_without_an_outcome_is_bounded)
+{
+    struct resp r;
+    /* No channel: nobody could act on it. */
+    publish("me", 60000, 3);
+    fetch("POST", "/resign", &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "not available"));
+    /* A loop that never answers: 503 once the wait is over. */
+    ck_assert_int_eq(ld_state_resign_enable(&st, 300), 0);
+    int64_t t0 = ld_mono_ms();
+    fetch("POST", "/resign", &r);
+    int64_t took = ld_mono_ms() - t0;
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "no outcome in time"));
+    ck_assert_int_ge(took, 300);
+    ck_assert_int_lt(took, 5000);
+    /* The request was asked all the same: the loop finds it. */
+    uint64_t first, last;
+    ck_assert(ld_state_resign_take(&st, &first, &last));
+    ck_assert_uint_eq(first, 1);
+    ck_assert_uint_eq(last, 1);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
     Suite *s = suite_create("http");
@@ -1579,6 +1756,8 @@ static Suite *http_suite(void)
     tcase_add_test(tp, poll_arguments);
     tcase_add_test(tp, poll_differs_compares_given_fields);
     tcase_add_test(tp, route_watch_renders_one_event);
+    tcase_add_test(tp, loopback_peers_only);
+    tcase_add_test(tp, resign_route_and_renderer);
     suite_add_tcase(s, tp);
 
     TCase *ts = tcase_create("server");
@@ -1608,6 +1787,8 @@ static Suite *http_suite(void)
     tcase_add_test(ts, watch_ends_on_stop);
     tcase_add_test(ts, full_server_makes_room_for_probes);
     tcase_add_test(ts, garbage_and_oversize_requests);
+    tcase_add_test(ts, resign_waits_for_the_loop);
+    tcase_add_test(ts, resign_without_an_outcome_is_bounded);
     tcase_set_timeout(ts, 60);
     suite_add_tcase(s, ts);
     return s;

@@ -105,6 +105,7 @@ START_TEST(help_and_type_for_every_metric)
         {"leaderd_acquire_delay_seconds", "histogram"},
         {"leaderd_pod_label_failures_total", "counter"},
         {"leaderd_events_failures_total", "counter"},
+        {"leaderd_resignations_total", "counter"},
     };
     for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
         char want[128];
@@ -147,6 +148,14 @@ START_TEST(watch_counters_and_acquire_delay)
     const char *t = render(&s, 0);
     ck_assert_double_eq(sample(t, "leaderd_watch_restarts_total"), 2);
     ck_assert_double_eq(sample(t, "leaderd_watch_events_total"), 5);
+    ck_assert_double_eq(sample(t, "leaderd_resignations_total{reason=\"request\"}"), 0);
+    ld_metrics_resigned(&m, true);
+    ld_metrics_resigned(&m, true);
+    ld_metrics_resigned(&m, false);
+    t = render(&s, 0);
+    ck_assert_double_eq(sample(t, "leaderd_resignations_total{reason=\"request\"}"), 2);
+    ck_assert_double_eq(
+        sample(t, "leaderd_resignations_total{reason=\"preferred_holder\"}"), 1);
     ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_bucket{le=\"0.005\"}"),
                         1);
     ck_assert_double_eq(sample(t, "leaderd_acquire_delay_seconds_bucket{le=\"0.25\"}"),
