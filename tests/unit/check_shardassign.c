@@ -4,8 +4,9 @@
  * joins, graceful leaves, crashes): balance after every step, the movement
  * bounds, the fixed point, agreement between replicas, and the hand-over
  * as replicas really do it (a shard given back is free until its new owner
- * takes it, a dead owner's Lease expires later, replicas may see different
- * members for a round) converging to the same balanced fixed point.
+ * takes it, a dead owner's Lease expires later, some replicas see a change
+ * up to three rounds late, changes overlap) converging to one balanced
+ * fixed point.
  */
 #include <check.h>
 #include <stdio.h>
