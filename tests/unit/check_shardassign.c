@@ -287,6 +287,8 @@ static bool world_round(struct world *w, uint64_t *rng)
         assign(names, w->old_view, w->n, w->owner, t_old);
         for (uint32_t s = 0; s < w->n; s++)
             w->view_diffs += t_old[s] != t_new[s];
+    } else {
+        memcpy(t_old, t_new, w->n * sizeof(*t_new));
     }
     for (uint32_t s = 0; s < w->n; s++) {
         int o = w->owner[s];
