@@ -1029,7 +1029,7 @@ static bool initial_events(struct as_store *s, const struct as_filter *f, char *
 {
     bool ok = false;
     size_t n = 0;
-    const struct entry **sel = s->n ? calloc(s->n, sizeof *sel) : NULL;
+    const struct entry **sel = s->n ? calloc(s->n, sizeof(const struct entry *)) : NULL;
     if (s->n && !sel)
         return false;
     for (size_t i = 0; i < s->n; i++) {
@@ -1040,7 +1040,7 @@ static bool initial_events(struct as_store *s, const struct as_filter *f, char *
         json_decref(obj);
     }
     if (n > 1)
-        qsort(sel, n, sizeof *sel, entry_cmp);
+        qsort(sel, n, sizeof(const struct entry *), entry_cmp);
     for (size_t i = 0; i < n; i++) {
         char *text = entry_text(sel[i]);
         bool added = text && append(buf, len, "{\"type\":\"ADDED\",\"object\":") &&
