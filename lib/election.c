@@ -107,6 +107,7 @@ struct ld_election {
     int64_t resign_cooldown_ms;
     int64_t cooldown_until_ms;
     int64_t handover_cooldown_ms;
+    bool not_contending; /* ld_election_set_contending(false) */
 
     char *reported_leader; /* last holder announced with NEW_LEADER */
 
@@ -280,10 +281,16 @@ static bool counted_out(const struct ld_election *e, int64_t now_ms)
            now_ms < counted_out_until(e);
 }
 
-/* After a resignation the replica observes but does not claim. */
+/* After a resignation the replica observes but does not claim; one that
+ * does not contend is in a cooldown without end. */
+static int64_t cooldown_end(const struct ld_election *e)
+{
+    return e->not_contending ? INT64_MAX : e->cooldown_until_ms;
+}
+
 static bool cooling_down(const struct ld_election *e, int64_t now_ms)
 {
-    return now_ms < e->cooldown_until_ms;
+    return now_ms < cooldown_end(e);
 }
 
 /* Coordinated leader election asks a holder to step down by naming its
@@ -629,7 +636,7 @@ static void end_attempt(struct ld_election *e, int64_t now_ms,
             else
                 next = min64(next, check);
         } else if (cooling_down(e, now_ms)) {
-            next = min64(next, e->cooldown_until_ms);
+            next = min64(next, cooldown_end(e));
         }
     }
     if (quarantined(e, now_ms))
@@ -727,6 +734,25 @@ static bool next_resign_step(struct ld_election *e, struct ld_now now,
     return true;
 }
 
+void ld_election_set_contending(struct ld_election *e, struct ld_now now, bool contend)
+{
+    (void)now;
+    if (e->not_contending == !contend)
+        return;
+    e->not_contending = !contend;
+    if (!contend) {
+        /* A claim prepared but not sent must not go out; the leader's
+         * release begins at the next step. */
+        if (!e->leading && e->phase == PH_WRITE_NEXT)
+            e->phase = PH_IDLE;
+        if (e->leading)
+            e->next_attempt_ms = INT64_MIN;
+        return;
+    }
+    if (!e->stopping && !e->resigning && !e->leading && e->phase == PH_IDLE)
+        e->next_attempt_ms = INT64_MIN;
+}
+
 bool ld_election_resign(struct ld_election *e, struct ld_now now, int64_t cooldown_ms)
 {
     if (e->stopping || e->resigning || !ld_election_is_leader(e, now.mono_ms))
@@ -778,6 +804,9 @@ struct ld_action ld_election_next(struct ld_election *e, struct ld_now now)
         return next_release_step(e, now);
     if (!e->resigning && e->phase == PH_IDLE && handover_asked(e, now.mono_ms))
         begin_resign(e, now.mono_ms, e->handover_cooldown_ms, LD_STOP_PREFERRED_HOLDER);
+    if (!e->resigning && !e->stopping && e->not_contending &&
+        ld_election_is_leader(e, now.mono_ms))
+        begin_resign(e, now.mono_ms, 0, LD_STOP_NOT_CONTENDING);
     struct ld_action a;
     if (e->resigning && next_resign_step(e, now, &a))
         return a;
@@ -1108,7 +1137,7 @@ static void reschedule_after_observation(struct ld_election *e, int64_t now_ms)
     int64_t check;
     if (!e->have_cache || !blocked_until(e, now_ms, &check)) {
         /* Free, absent or expired: try now, or once the cooldown is over. */
-        e->next_attempt_ms = cooling_down(e, now_ms) ? e->cooldown_until_ms : INT64_MIN;
+        e->next_attempt_ms = cooling_down(e, now_ms) ? cooldown_end(e) : INT64_MIN;
         return;
     }
     if (e->watching)
@@ -1198,6 +1227,9 @@ void ld_election_status(const struct ld_election *e, struct ld_election_status *
     out->watching = e->watching;
     out->watch_missed = e->watch_missed;
     out->quarantined = e->quarantine_pending;
+    out->holder_valid_until_ms =
+        e->have_cache && observed_holder(e)[0] != '\0' ? expiry_ms(e) : INT64_MIN;
+    out->contending = !e->not_contending;
 }
 
 bool ld_election_take_event(struct ld_election *e, struct ld_event *out)
@@ -1225,6 +1257,8 @@ const char *ld_stop_reason_str(enum ld_stop_reason r)
         return "resigned on request";
     case LD_STOP_PREFERRED_HOLDER:
         return "the lease's preferredHolder names another identity";
+    case LD_STOP_NOT_CONTENDING:
+        return "given back: this replica no longer contends for it";
     case LD_STOP_NONE:
         break;
     }

@@ -89,6 +89,7 @@ enum ld_stop_reason {
     LD_STOP_IDENTITY_CONFLICT, /* another process holds it under our identity */
     LD_STOP_RESIGNED,          /* ld_election_resign was called */
     LD_STOP_PREFERRED_HOLDER,  /* spec.preferredHolder names someone else */
+    LD_STOP_NOT_CONTENDING,    /* ld_election_set_contending(false): given back */
 };
 
 struct ld_event {
@@ -123,6 +124,11 @@ struct ld_election_status {
     uint64_t watch_missed;        /* reads that found changes the watch never sent:
                                      when it grows, the watch is stalled; restart it */
     bool quarantined;             /* backing off after an identity conflict */
+    /* Until when the observed record counts as held by its holder (local
+     * monotonic: its last change seen plus its duration, the rule standbys
+     * take over by); INT64_MIN when the Lease is free or absent. */
+    int64_t holder_valid_until_ms;
+    bool contending; /* ld_election_set_contending */
 };
 
 /* Checks cfg (the same rules as client-go's NewLeaderElector plus whole
@@ -200,6 +206,16 @@ void ld_election_tick(struct ld_election *e, struct ld_now now);
  * and preferredHolder are written back as read, in renewals and in the
  * release. */
 bool ld_election_resign(struct ld_election *e, struct ld_now now, int64_t cooldown_ms);
+
+/* Whether this engine tries to hold the Lease (the default) or only
+ * observes it, for a caller that decides who should own it (shards). Not
+ * contending, a leader gives the Lease back as ld_election_resign does
+ * (reason LD_STOP_NOT_CONTENDING, no cooldown) at its next
+ * ld_election_next, also one that a write in flight makes leader again,
+ * and a standby makes no claim of any kind; it still reads and watches.
+ * Contending again, a standby looks at once. May be called at any time,
+ * also while a request is outstanding. */
+void ld_election_set_contending(struct ld_election *e, struct ld_now now, bool contend);
 
 /* True while we hold the Lease and now is before lead_until. */
 bool ld_election_is_leader(const struct ld_election *e, int64_t now_ms);

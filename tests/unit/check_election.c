@@ -205,6 +205,94 @@ START_TEST(create_carries_the_configured_metadata_only_on_create)
 }
 END_TEST
 
+/* ---- contending (shards): a caller decides who should hold the Lease ---- */
+
+START_TEST(not_contending_never_claims_then_claims_at_once)
+{
+    struct ld_election *e = new_engine("a");
+    ld_election_set_contending(e, at(0), false);
+    int64_t t = 0, wake = settle(e, t);
+    while (t < 120000) { /* two minutes of a free, then absent, Lease */
+        t = wake > t ? wake : t + 1;
+        wake = settle(e, t);
+        ck_assert(!ld_election_is_leader(e, t));
+    }
+    ck_assert_int_eq(api.creates + api.updates, 0);
+    ck_assert_int_ge(api.gets, 2); /* it still looks */
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert(!st.contending);
+    ck_assert(st.holder_valid_until_ms == INT64_MIN);
+
+    ld_election_set_contending(e, at(t), true);
+    settle(e, t);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_eq(api.creates, 1);
+}
+END_TEST
+
+START_TEST(leader_not_contending_gives_back_and_stays_out)
+{
+    struct ld_election *a = new_engine("a");
+    run_until_leader(a, 0, 10000);
+    count_events(a, LD_EV_STARTED_LEADING, NULL);
+    int32_t term = api.lease.spec.transitions;
+    ld_election_set_contending(a, at(1000), false);
+    settle(a, 1000);
+    ck_assert(!ld_election_is_leader(a, 1000));
+    ck_assert_str_eq(api.lease.spec.holder, ""); /* the release client-go writes */
+    ck_assert_int_eq(api.lease.spec.duration_s, 1);
+    ck_assert_int_eq(api.lease.spec.transitions, term);
+    struct ld_event ev;
+    ld_election_take_event(a, &ev);
+    ck_assert_int_eq(ev.kind, LD_EV_STOPPED_LEADING);
+    ck_assert_int_eq(ev.reason, LD_STOP_NOT_CONTENDING);
+
+    struct ld_election *b = new_engine("b");
+    int64_t t = run_until_leader(b, 1000, 20000);
+    ck_assert(ld_election_is_leader(b, t));
+    ck_assert_int_eq(api.lease.spec.transitions, term + 1);
+    /* a keeps observing and never claims, also once b's Lease expires */
+    int64_t ta = 1000, wake = settle(a, ta);
+    int writes = api.writes_ok;
+    while (ta < 60000) {
+        ta = wake > ta ? wake : ta + 1;
+        wake = settle(a, ta);
+        ck_assert(!ld_election_is_leader(a, ta));
+    }
+    ck_assert_int_eq(api.writes_ok, writes);
+    struct ld_election_status st;
+    ld_election_status(a, &st);
+    ck_assert_str_eq(st.leader, "b");
+    ck_assert(st.holder_valid_until_ms > 1000);
+}
+END_TEST
+
+START_TEST(not_contending_while_a_claim_is_in_flight)
+{
+    struct ld_election *e = new_engine("a");
+    struct ld_action a = step(e, 0); /* GET: absent */
+    ck_assert_int_eq(a.kind, LD_ACT_GET);
+    a = ld_election_next(e, at(1));
+    ck_assert_int_eq(a.kind, LD_ACT_CREATE);
+    ld_election_set_contending(e, at(2), false); /* while the POST is out */
+    deliver(e, &a, 3);                           /* ... and it lands */
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    settle(e, 4); /* the next step gives it back */
+    ck_assert(!ld_election_is_leader(e, 4));
+    ck_assert_str_eq(api.lease.spec.holder, "");
+
+    /* A claim prepared but not yet sent is dropped. */
+    struct ld_election *f = new_engine("f");
+    a = step(f, 10); /* GET: released, free */
+    ck_assert_int_eq(a.kind, LD_ACT_GET);
+    ld_election_set_contending(f, at(11), false);
+    a = ld_election_next(f, at(11));
+    ck_assert_int_ne(a.kind, LD_ACT_UPDATE);
+    ck_assert_int_ne(a.kind, LD_ACT_CREATE);
+}
+END_TEST
+
 START_TEST(takes_released_lease_at_once_and_counts_transition)
 {
     fake_api_put_record(&api, "", 1, 4, WALL0);
@@ -1828,6 +1916,9 @@ static Suite *election_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, acquires_absent_lease_by_create);
     tcase_add_test(tc, create_carries_the_configured_metadata_only_on_create);
+    tcase_add_test(tc, not_contending_never_claims_then_claims_at_once);
+    tcase_add_test(tc, leader_not_contending_gives_back_and_stays_out);
+    tcase_add_test(tc, not_contending_while_a_claim_is_in_flight);
     tcase_add_test(tc, takes_released_lease_at_once_and_counts_transition);
     tcase_add_test(tc, never_takes_unexpired_foreign_lease);
     tcase_add_test(tc, takeover_waits_full_duration_from_first_observation);
