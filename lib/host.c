@@ -56,6 +56,10 @@ struct hel {
     int64_t wake_at_ms;   /* when the engine wants to be asked again */
     int64_t republish_ms; /* when the caller wants a publish again */
     bool due;             /* ask it at the next pass whatever the time */
+    /* Its last step was a wait: the engine takes observations only then,
+     * so watch events are held while it is in a request or between two
+     * requests of one attempt. */
+    bool idle;
     bool done;
     bool first_leader_seen;
     int64_t transitions_seen;
@@ -320,7 +324,6 @@ static void finish_request(struct hel *el, enum ld_err rc, struct ld_lease *leas
              (long long)(now.mono_ms - el->call_started_ms));
     note_outcome(el, rc, err, now.mono_ms);
     ld_election_result(el->e, now, rc, rc == LD_OK ? lease : NULL, err);
-    release_held(el, now);
     el->due = true;
 }
 
@@ -359,11 +362,15 @@ static void step(struct hel *el, struct ld_now now)
 {
     el->due = false;
     struct ld_action act = ld_election_next(el->e, now);
+    el->idle = act.kind == LD_ACT_WAIT;
+    if (el->idle && el->n_held)
+        release_held(el, now); /* it may want to act on them: due again */
     publish(el, now.mono_ms);
     switch (act.kind) {
     case LD_ACT_DONE:
         el->done = true;
         el->host->n_done++;
+        drop_held(el);
         break;
     case LD_ACT_WAIT:
         el->wake_at_ms = act.wake_at_ms;
@@ -481,7 +488,7 @@ static void deliver(struct ld_host *h, const struct ld_watch_event *ev, struct l
     bool deleted = ev->type == LD_WATCH_DELETED;
     if (!el || el->done)
         return; /* another Lease of the group: not ours to act on */
-    if (!el->call) {
+    if (el->idle) {
         observe_one(el, deleted, ev->lease, now);
         return;
     }
