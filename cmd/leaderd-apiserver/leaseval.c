@@ -549,17 +549,15 @@ bool as_lease_validate(json_t *lease, bool create, struct as_reply *err)
             as_field_errors_add(&fe, "FieldValueRequired", "metadata.name",
                                 "Required value: name or generateName is required");
     } else if (!as_dns1123_subdomain(name)) {
-        json_t *q = json_string(name);
-        char *quoted = q ? json_dumps(q, JSON_ENCODE_ANY) : NULL;
-        json_decref(q);
+        char *shown = quoted(name);
         if (strlen(name) > 253)
             snprintf(msg, sizeof msg,
                      "Invalid value: %.300s: must be no more than 253 characters",
-                     quoted ? quoted : "\"\"");
+                     shown ? shown : "\"\"");
         else
             snprintf(msg, sizeof msg, "Invalid value: %.300s: %s",
-                     quoted ? quoted : "\"\"", dns1123_msg);
-        free(quoted);
+                     shown ? shown : "\"\"", dns1123_msg);
+        free(shown);
         as_field_errors_add(&fe, "FieldValueInvalid", "metadata.name", msg);
     }
     validate_labels(json_object_get(meta, "labels"), &fe);
