@@ -404,8 +404,14 @@ static bool pass(struct ld_host *h)
         if (el->done)
             continue;
         if (el->call) {
-            if (!deadline_in_flight(el, now) && now.mono_ms >= el->republish_ms)
+            /* A poke (the caller's news, a resignation) cannot wait for
+             * the answer: its fd would end every wait meanwhile. The
+             * answer makes the election due again. */
+            if (!deadline_in_flight(el, now) &&
+                (el->due || now.mono_ms >= el->republish_ms)) {
+                el->due = false;
                 publish(el, now.mono_ms);
+            }
             continue;
         }
         if (holding_release(el, now.mono_ms)) {
