@@ -928,6 +928,90 @@ START_TEST(wake_fd_drained_by_the_publish_is_no_busy_loop)
 }
 END_TEST
 
+/* ---- watch events held while a request is in flight ---- */
+
+static bool get_in_flight(void)
+{
+    for (size_t i = ft_record_count(fx.ft); i-- > 0;) {
+        const struct ft_record *r = ft_record(fx.ft, i);
+        if (strcmp(r->verb, "GET") == 0 && strcmp(r->name, "solo") == 0)
+            return r->end_ms < 0;
+    }
+    return false;
+}
+
+static bool get_in_flight_over(void)
+{
+    return !get_in_flight();
+}
+
+/* A standby following OTHER by the watch, with a read of its Lease that
+ * hangs until its timeout. */
+static void standby_with_hung_read(void)
+{
+    standby_setup();
+    ck_assert(run_until(watch_open, 10000));
+    run_for(3000);
+    struct ft_fault hang = {.kind = FT_HANG, .count = 1};
+    ft_fault_add(fx.ft, "solo", "GET", hang);
+    ld_host_wake(fx.h, 0);
+    ck_assert(run_until(get_in_flight, 1000));
+}
+
+/* The holder renews, then deletes the Lease, while the read hangs: both
+ * events come to the engine after the read's failure, in order, so it
+ * takes the free Lease at once instead of after a retry period. */
+START_TEST(events_during_a_request_are_applied_after_it_in_order)
+{
+    standby_with_hung_read();
+    fx.other_every_ms = 0;
+    ft_lease_put(fx.ft, "solo", NULL, OTHER, LEASE_MS / 1000, ft_wall_us(fx.ft));
+    run_for(STEP_MS);
+    ck_assert(ft_lease_delete(fx.ft, "solo"));
+    run_for(STEP_MS);
+    ck_assert(get_in_flight());
+    ck_assert(!fx.seen[0].leading);
+    ck_assert(run_until(get_in_flight_over, RENEW_MS));
+    int64_t ended = now();
+    ck_assert(run_until(all_lead, RETRY_MS));
+    ck_assert_msg(now() - ended <= 500, "took the deleted Lease %lld ms after the read",
+                  (long long)(now() - ended));
+    assert_safe();
+}
+END_TEST
+
+/* More events than are held during one request: the watch starts over
+ * from the current state (no resourceVersion), and after the read the
+ * engine knows the Lease as it is now. */
+START_TEST(held_events_overflow_relists)
+{
+    standby_with_hung_read();
+    fx.other_every_ms = 0;
+    int64_t since = now();
+    uint64_t rv = 0;
+    for (int i = 0; i < 80; i++) {
+        rv = ft_lease_put(fx.ft, "solo", NULL, OTHER, LEASE_MS / 1000, ft_wall_us(fx.ft));
+        ck_assert_int_eq(ld_host_run(fx.h, 10, -1), LD_OK);
+    }
+    run_for(1000);
+    ck_assert(get_in_flight());
+    ck_assert_uint_ge(ft_count(fx.ft, "WATCH", NULL, since), 1);
+    ck_assert_ptr_null(strstr(last_watch()->path, "resourceVersion="));
+    ck_assert(run_until(watch_open, 1000));
+    ck_assert(run_until(get_in_flight_over, RENEW_MS));
+    run_for(STEP_MS);
+    struct ld_election_status st;
+    ld_election_status(ld_host_election(fx.h, 0), &st);
+    char want[32];
+    snprintf(want, sizeof(want), "%llu", (unsigned long long)rv);
+    ck_assert_ptr_nonnull(st.resource_version);
+    ck_assert_str_eq(st.resource_version, want);
+    ck_assert_str_eq(st.leader, OTHER);
+    ck_assert(!fx.seen[0].leading);
+    assert_safe();
+}
+END_TEST
+
 /* ---- routing ---- */
 
 START_TEST(foreign_and_malformed_events_are_survived)
@@ -1337,6 +1421,8 @@ static Suite *host_suite(void)
     tcase_add_test(tc, poke_publishes_while_a_request_is_in_flight);
     tcase_add_test(tc, resign_in_flight_published_before_the_answer);
     tcase_add_test(tc, wake_fd_drained_by_the_publish_is_no_busy_loop);
+    tcase_add_test(tc, events_during_a_request_are_applied_after_it_in_order);
+    tcase_add_test(tc, held_events_overflow_relists);
     tcase_add_test(tc, foreign_and_malformed_events_are_survived);
     TCase *sim = tcase_create("simulation");
     tcase_add_checked_fixture(sim, setup, teardown);
