@@ -928,6 +928,30 @@ START_TEST(wake_fd_drained_by_the_publish_is_no_busy_loop)
 }
 END_TEST
 
+/* The renewal in flight at a resignation succeeds after it: the engine
+ * must not lead again on its answer, and the release follows it. */
+START_TEST(resign_in_flight_then_the_renewal_succeeds)
+{
+    new_host(NULL);
+    add("solo");
+    ck_assert(run_until(all_lead, 3 * RETRY_MS));
+    struct ft_fault slow = {.kind = FT_DELAY, .delay_ms = 1500, .count = 1};
+    ft_fault_add(fx.ft, "solo", "PUT", slow);
+    ck_assert(run_until(put_in_flight, 3 * RETRY_MS));
+    struct ld_now n = {.mono_ms = now(), .wall_us = ft_wall_us(fx.ft)};
+    ck_assert(ld_election_resign(ld_host_election(fx.h, 0), n, LEASE_MS));
+    ld_host_poke(fx.h, 0);
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(ld_host_run(fx.h, STEP_MS, -1), LD_OK);
+        ck_assert(!fx.seen[0].leading);
+        ck_assert(!ld_election_is_leader(ld_host_election(fx.h, 0), now()));
+    }
+    ck_assert_str_eq(stored_holder("solo"), "");
+    ck_assert_int_eq(fx.seen[0].started, 1);
+    assert_safe();
+}
+END_TEST
+
 /* ---- watch events held while a request is in flight ---- */
 
 static bool get_in_flight(void)
@@ -1421,6 +1445,7 @@ static Suite *host_suite(void)
     tcase_add_test(tc, poke_publishes_while_a_request_is_in_flight);
     tcase_add_test(tc, resign_in_flight_published_before_the_answer);
     tcase_add_test(tc, wake_fd_drained_by_the_publish_is_no_busy_loop);
+    tcase_add_test(tc, resign_in_flight_then_the_renewal_succeeds);
     tcase_add_test(tc, events_during_a_request_are_applied_after_it_in_order);
     tcase_add_test(tc, held_events_overflow_relists);
     tcase_add_test(tc, foreign_and_malformed_events_are_survived);
