@@ -911,6 +911,7 @@ static void shutdown_now(struct ld_host *h)
         if (el->call) {
             struct ld_errinfo err;
             ld_kube_cancel(h->kube, el->call);
+            ld_errinfo_clear(&err); /* no HTTP status, no Retry-After */
             ld_errinfo_set(&err, LD_ECANCELED, "%s lease: canceled by the shutdown",
                            verb_of(el->call_kind));
             finish_request(el, LD_ECANCELED, NULL, &err);
