@@ -411,8 +411,14 @@ static bool pass(struct ld_host *h)
         if (el->done)
             continue;
         if (el->call) {
-            if (!deadline_in_flight(el, now) && now.mono_ms >= el->republish_ms)
+            /* A poke (the caller's news, a resignation) cannot wait for
+             * the answer: its fd would end every wait meanwhile. The
+             * answer makes the election due again. */
+            if (!deadline_in_flight(el, now) &&
+                (el->due || now.mono_ms >= el->republish_ms)) {
+                el->due = false;
                 publish(el, now.mono_ms);
+            }
             continue;
         }
         if (holding_release(el, now.mono_ms)) {
@@ -913,6 +919,7 @@ static void shutdown_now(struct ld_host *h)
             struct ld_errinfo err;
             ld_errinfo_clear(&err);
             ld_kube_cancel(h->kube, el->call);
+            ld_errinfo_clear(&err); /* no HTTP status, no Retry-After */
             ld_errinfo_set(&err, LD_ECANCELED, "%s lease: canceled by the shutdown",
                            verb_of(el->call_kind));
             finish_request(el, LD_ECANCELED, NULL, &err);

@@ -7,6 +7,7 @@
  * renew deadline.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,10 @@ struct fixture {
     int64_t other_every_ms, other_next_ms;
     const char *create_metadata; /* for the elections add makes */
     int watch_events;            /* counted by the host's observer */
+    /* When drain is set, each publish reads drain_fd dry, as the daemon's
+     * exec-child hook reads the supervisor's channel in its publish. */
+    bool drain;
+    int drain_fd;
 };
 
 static struct fixture fx;
@@ -93,6 +98,11 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
 
     f->callbacks++;
     s->publishes++;
+    if (f->drain) {
+        char buf[64];
+        for (int i = 0; i < 100 && read(f->drain_fd, buf, sizeof(buf)) > 0; i++)
+            ;
+    }
     ck_assert_str_eq(v->name, s->name);
     ck_assert_int_eq(now_ms, ft_now_ms(f->ft));
     s->leading = ld_election_is_leader(e, now_ms);
@@ -830,6 +840,202 @@ START_TEST(free_in_flight_runs_no_callbacks)
 }
 END_TEST
 
+/* ---- publishing on request while a request is in flight ---- */
+
+/* Runs until solo's next renewal PUT, made to hang by the caller, is in
+ * flight; true when it is. */
+static bool put_in_flight(void)
+{
+    for (size_t i = ft_record_count(fx.ft); i-- > 0;) {
+        const struct ft_record *r = ft_record(fx.ft, i);
+        if (strcmp(r->verb, "PUT") == 0 && strcmp(r->name, "solo") == 0)
+            return r->end_ms < 0;
+    }
+    return false;
+}
+
+static void lead_then_hang_renewal(void)
+{
+    new_host(NULL);
+    add("solo");
+    ck_assert(run_until(all_lead, 3 * RETRY_MS));
+    struct ft_fault hang = {.kind = FT_HANG, .count = 1};
+    ft_fault_add(fx.ft, "solo", "PUT", hang);
+    ck_assert(run_until(put_in_flight, 3 * RETRY_MS));
+    ck_assert(fx.seen[0].leading);
+}
+
+/* host.h: ld_host_poke "publishes election index again at the next pass".
+ * The daemon pokes after its wake fd ended a run, so that the publish takes
+ * the hooks' news; a poke that waits for the answer of a hung renewal
+ * delays that news by up to the request timeout (renew-deadline/2). */
+START_TEST(poke_publishes_while_a_request_is_in_flight)
+{
+    lead_then_hang_renewal();
+    int before = fx.seen[0].publishes;
+    ld_host_poke(fx.h, 0);
+    ck_assert_int_eq(ld_host_run(fx.h, STEP_MS, -1), LD_OK);
+    ck_assert(put_in_flight());
+    ck_assert_msg(fx.seen[0].publishes > before, "the poke was not published");
+}
+END_TEST
+
+/* POST /resign while a renewal is in flight: the engine steps down at
+ * once (ld_election_resign may be called then), and the loop pokes; the
+ * view must say so before the renewal's answer, or the exec child and the
+ * Pod label keep acting as leader and the HTTP answer waits. */
+START_TEST(resign_in_flight_published_before_the_answer)
+{
+    lead_then_hang_renewal();
+    struct ld_now n = {.mono_ms = now(), .wall_us = ft_wall_us(fx.ft)};
+    ck_assert(ld_election_resign(ld_host_election(fx.h, 0), n, LEASE_MS));
+    ld_host_poke(fx.h, 0);
+    ck_assert_int_eq(ld_host_run(fx.h, STEP_MS, -1), LD_OK);
+    ck_assert(put_in_flight());
+    ck_assert_int_eq(fx.seen[0].stopped, 1);
+    ck_assert_int_eq(fx.seen[0].last_stop, LD_STOP_RESIGNED);
+    ck_assert(!fx.seen[0].leading);
+}
+END_TEST
+
+/* ld_loop_run's shape: a run ended by the wake fd is followed by a poke
+ * whose publish reads the fd (the exec child's channel: the supervisor
+ * stopped the child at the deadline of a renewal that hangs). While the
+ * poke waits for the answer the fd stays readable and every run returns at
+ * once: a busy loop for the rest of the request's timeout. */
+START_TEST(wake_fd_drained_by_the_publish_is_no_busy_loop)
+{
+    int p[2];
+    lead_then_hang_renewal();
+    ck_assert_int_eq(pipe(p), 0);
+    ck_assert_int_eq(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    fx.drain = true;
+    fx.drain_fd = p[0];
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    int64_t start = now();
+    int canceled = 0;
+    for (int i = 0; i < 1000 && now() - start < 1000; i++) {
+        if (ld_host_run(fx.h, STEP_MS, p[0]) == LD_ECANCELED) {
+            canceled++;
+            ld_host_poke(fx.h, 0);
+        }
+    }
+    fx.drain = false;
+    close(p[0]);
+    close(p[1]);
+    ck_assert_msg(canceled <= 2, "%d runs ended by a wake fd nobody read, in %lld ms",
+                  canceled, (long long)(now() - start));
+}
+END_TEST
+
+/* The renewal in flight at a resignation succeeds after it: the engine
+ * must not lead again on its answer, and the release follows it. */
+START_TEST(resign_in_flight_then_the_renewal_succeeds)
+{
+    new_host(NULL);
+    add("solo");
+    ck_assert(run_until(all_lead, 3 * RETRY_MS));
+    struct ft_fault slow = {.kind = FT_DELAY, .delay_ms = 1500, .count = 1};
+    ft_fault_add(fx.ft, "solo", "PUT", slow);
+    ck_assert(run_until(put_in_flight, 3 * RETRY_MS));
+    struct ld_now n = {.mono_ms = now(), .wall_us = ft_wall_us(fx.ft)};
+    ck_assert(ld_election_resign(ld_host_election(fx.h, 0), n, LEASE_MS));
+    ld_host_poke(fx.h, 0);
+    for (int i = 0; i < 100; i++) {
+        ck_assert_int_eq(ld_host_run(fx.h, STEP_MS, -1), LD_OK);
+        ck_assert(!fx.seen[0].leading);
+        ck_assert(!ld_election_is_leader(ld_host_election(fx.h, 0), now()));
+    }
+    ck_assert_str_eq(stored_holder("solo"), "");
+    ck_assert_int_eq(fx.seen[0].started, 1);
+    assert_safe();
+}
+END_TEST
+
+/* ---- watch events held while a request is in flight ---- */
+
+static bool get_in_flight(void)
+{
+    for (size_t i = ft_record_count(fx.ft); i-- > 0;) {
+        const struct ft_record *r = ft_record(fx.ft, i);
+        if (strcmp(r->verb, "GET") == 0 && strcmp(r->name, "solo") == 0)
+            return r->end_ms < 0;
+    }
+    return false;
+}
+
+static bool get_in_flight_over(void)
+{
+    return !get_in_flight();
+}
+
+/* A standby following OTHER by the watch, with a read of its Lease that
+ * hangs until its timeout. */
+static void standby_with_hung_read(void)
+{
+    standby_setup();
+    ck_assert(run_until(watch_open, 10000));
+    run_for(3000);
+    struct ft_fault hang = {.kind = FT_HANG, .count = 1};
+    ft_fault_add(fx.ft, "solo", "GET", hang);
+    ld_host_wake(fx.h, 0);
+    ck_assert(run_until(get_in_flight, 1000));
+}
+
+/* The holder renews, then deletes the Lease, while the read hangs: both
+ * events come to the engine after the read's failure, in order, so it
+ * takes the free Lease at once instead of after a retry period. */
+START_TEST(events_during_a_request_are_applied_after_it_in_order)
+{
+    standby_with_hung_read();
+    fx.other_every_ms = 0;
+    ft_lease_put(fx.ft, "solo", NULL, OTHER, LEASE_MS / 1000, ft_wall_us(fx.ft));
+    run_for(STEP_MS);
+    ck_assert(ft_lease_delete(fx.ft, "solo"));
+    run_for(STEP_MS);
+    ck_assert(get_in_flight());
+    ck_assert(!fx.seen[0].leading);
+    ck_assert(run_until(get_in_flight_over, RENEW_MS));
+    int64_t ended = now();
+    ck_assert(run_until(all_lead, RETRY_MS));
+    ck_assert_msg(now() - ended <= 500, "took the deleted Lease %lld ms after the read",
+                  (long long)(now() - ended));
+    assert_safe();
+}
+END_TEST
+
+/* More events than are held during one request: the watch starts over
+ * from the current state (no resourceVersion), and after the read the
+ * engine knows the Lease as it is now. */
+START_TEST(held_events_overflow_relists)
+{
+    standby_with_hung_read();
+    fx.other_every_ms = 0;
+    int64_t since = now();
+    uint64_t rv = 0;
+    for (int i = 0; i < 80; i++) {
+        rv = ft_lease_put(fx.ft, "solo", NULL, OTHER, LEASE_MS / 1000, ft_wall_us(fx.ft));
+        ck_assert_int_eq(ld_host_run(fx.h, 10, -1), LD_OK);
+    }
+    run_for(1000);
+    ck_assert(get_in_flight());
+    ck_assert_uint_ge(ft_count(fx.ft, "WATCH", NULL, since), 1);
+    ck_assert_ptr_null(strstr(last_watch()->path, "resourceVersion="));
+    ck_assert(run_until(watch_open, 1000));
+    ck_assert(run_until(get_in_flight_over, RENEW_MS));
+    run_for(STEP_MS);
+    struct ld_election_status st;
+    ld_election_status(ld_host_election(fx.h, 0), &st);
+    char want[32];
+    snprintf(want, sizeof(want), "%llu", (unsigned long long)rv);
+    ck_assert_ptr_nonnull(st.resource_version);
+    ck_assert_str_eq(st.resource_version, want);
+    ck_assert_str_eq(st.leader, OTHER);
+    ck_assert(!fx.seen[0].leading);
+    assert_safe();
+}
+END_TEST
+
 /* ---- routing ---- */
 
 START_TEST(foreign_and_malformed_events_are_survived)
@@ -1236,6 +1442,12 @@ static Suite *host_suite(void)
     tcase_add_test(tc, leader_without_connection_steps_down_and_returns);
     tcase_add_test(tc, shutdown_releases_and_abandons);
     tcase_add_test(tc, free_in_flight_runs_no_callbacks);
+    tcase_add_test(tc, poke_publishes_while_a_request_is_in_flight);
+    tcase_add_test(tc, resign_in_flight_published_before_the_answer);
+    tcase_add_test(tc, wake_fd_drained_by_the_publish_is_no_busy_loop);
+    tcase_add_test(tc, resign_in_flight_then_the_renewal_succeeds);
+    tcase_add_test(tc, events_during_a_request_are_applied_after_it_in_order);
+    tcase_add_test(tc, held_events_overflow_relists);
     tcase_add_test(tc, foreign_and_malformed_events_are_survived);
     TCase *sim = tcase_create("simulation");
     tcase_add_checked_fixture(sim, setup, teardown);
