@@ -1230,6 +1230,7 @@ void ld_election_status(const struct ld_election *e, struct ld_election_status *
     out->holder_valid_until_ms =
         e->have_cache && observed_holder(e)[0] != '\0' ? expiry_ms(e) : INT64_MIN;
     out->contending = !e->not_contending;
+    out->resigning = e->resigning;
 }
 
 bool ld_election_take_event(struct ld_election *e, struct ld_event *out)

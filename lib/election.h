@@ -129,6 +129,7 @@ struct ld_election_status {
      * take over by); INT64_MIN when the Lease is free or absent. */
     int64_t holder_valid_until_ms;
     bool contending; /* ld_election_set_contending */
+    bool resigning;  /* stepped down on request; its release is under way */
 };
 
 /* Checks cfg (the same rules as client-go's NewLeaderElector plus whole

@@ -395,10 +395,29 @@ static bool deadline_in_flight(struct hel *el, struct ld_now now)
     return true;
 }
 
-static bool holding_release(const struct hel *el, int64_t now_ms)
+/* A shutdown's or a resignation's release waits while the caller holds it
+ * (the engine has stepped down already). The caller is told of the
+ * step-down first: what it holds for (a command to stop) starts there. */
+static bool release_pending(const struct hel *el)
 {
-    return el->host->stopping && el->ops.holds_release &&
-           el->ops.holds_release(el->ops.ctx, el->index, now_ms);
+    if (!el->ops.holds_release)
+        return false;
+    struct ld_election_status st;
+    ld_election_status(el->e, &st);
+    return el->host->stopping || st.resigning;
+}
+
+static bool release_held_back(const struct hel *el, int64_t now_ms)
+{
+    return release_pending(el) && el->ops.holds_release(el->ops.ctx, el->index, now_ms);
+}
+
+static bool holding_release(struct hel *el, int64_t now_ms)
+{
+    if (!release_pending(el))
+        return false;
+    publish(el, now_ms);
+    return release_held_back(el, now_ms);
 }
 
 /* One round over the engines that are due; true when any acted. */
@@ -423,7 +442,6 @@ static bool pass(struct ld_host *h)
         }
         if (holding_release(el, now.mono_ms)) {
             el->due = false;
-            publish(el, now.mono_ms);
             continue;
         }
         if (!el->due && now.mono_ms < el->wake_at_ms && now.mono_ms < el->republish_ms)
@@ -723,7 +741,7 @@ static int64_t next_wake(const struct ld_host *h, int64_t now_ms)
                 at = st.lead_until_ms;
             continue;
         }
-        if (el->wake_at_ms < at && !holding_release(el, now_ms))
+        if (el->wake_at_ms < at && !release_held_back(el, now_ms))
             at = el->wake_at_ms;
         if (el->auth_failing_since_ms && !h->stopping && probe_at(h, el) < at)
             at = probe_at(h, el);
@@ -917,9 +935,8 @@ static void shutdown_now(struct ld_host *h)
             continue;
         if (el->call) {
             struct ld_errinfo err;
-            ld_errinfo_clear(&err);
-            ld_kube_cancel(h->kube, el->call);
             ld_errinfo_clear(&err); /* no HTTP status, no Retry-After */
+            ld_kube_cancel(h->kube, el->call);
             ld_errinfo_set(&err, LD_ECANCELED, "%s lease: canceled by the shutdown",
                            verb_of(el->call_kind));
             finish_request(el, LD_ECANCELED, NULL, &err);

@@ -65,11 +65,14 @@ struct ld_host_election_ops {
      * has nothing to do (a consumer of leadership retrying a call of its
      * own); INT64_MAX for never. Asked after each publish. */
     int64_t (*next_publish_ms)(void *ctx, size_t index, int64_t now_ms);
-    /* During a shutdown, before this election's release is written: true
-     * while the caller has something to finish first (a Pod label set to
-     * "false"). The engine has stepped down already; only the release
-     * waits, and the election is published meanwhile. The caller bounds
-     * how long it says true. */
+    /* During a shutdown or a resignation (ld_election_resign, a
+     * preferredHolder hand-over, not contending), before this election's
+     * release is written: true while the caller has something to finish
+     * first (a Pod label set to "false", a command that must be gone
+     * before anyone else may lead). The engine has stepped down already;
+     * only the release waits, and the election is published meanwhile.
+     * The caller bounds how long it says true (a resignation gives up its
+     * release renew_deadline after it began). */
     bool (*holds_release)(void *ctx, size_t index, int64_t now_ms);
 };
 

@@ -138,6 +138,13 @@ bool ld_child_on_publish(void *ctx, const struct ld_election_status *st, int64_t
     return c->done;
 }
 
+bool ld_child_holds_release(void *ctx, int64_t now_ms)
+{
+    const struct ld_child *c = ctx;
+    (void)now_ms;
+    return c->alive && c->stop_sent;
+}
+
 bool ld_child_on_signal(void *ctx, int signo)
 {
     struct ld_child *c = ctx;

@@ -41,6 +41,12 @@ int ld_child_fd(const struct ld_child *c);
  * when leaderd should release the Lease and end. ctx is a struct ld_child. */
 bool ld_child_on_publish(void *ctx, const struct ld_election_status *st, int64_t now_ms);
 
+/* True while a child that was told leadership ended has not exited yet:
+ * a resignation's release must wait for it, or another replica could start
+ * its child while this one still runs (the supervisor kills it within
+ * child-grace). ctx is a struct ld_child. */
+bool ld_child_holds_release(void *ctx, int64_t now_ms);
+
 /* SIGTERM/SIGINT: forwarded to a running child's group, returning true (the
  * loop keeps renewing until the child has exited); false when no child runs,
  * so the loop shuts down at once. ctx is a struct ld_child. */

@@ -132,8 +132,9 @@ static int64_t next_publish(void *ctx, size_t index, int64_t now_ms)
         if (w < at)
             at = w;
     }
-    if (loop->stopping && now_ms < loop->hold_until_ms && loop->hold_until_ms < at)
-        at = loop->hold_until_ms; /* the end of a hold is a publish too */
+    int64_t until = loop->stopping ? loop->hold_until_ms : loop->resign_hold_until_ms;
+    if (now_ms < until && until < at)
+        at = until; /* the end of a hold is a publish too */
     return at;
 }
 
@@ -143,11 +144,13 @@ static bool holds_release(void *ctx, size_t index, int64_t now_ms)
 {
     const struct ld_loop *loop = ctx;
     (void)index;
-    if (!loop->stopping || now_ms >= loop->hold_until_ms)
+    int64_t until = loop->stopping ? loop->hold_until_ms : loop->resign_hold_until_ms;
+    if (now_ms >= until)
         return false;
     for (size_t i = 0; i < loop->n_hooks; i++) {
         const struct ld_loop_hook *h = &loop->hooks[i];
-        if (h->holds_release && h->holds_release(h->ctx, now_ms))
+        if (h->holds_release && (loop->stopping || h->holds_resignation) &&
+            h->holds_release(h->ctx, now_ms))
             return true;
     }
     return false;
@@ -168,6 +171,10 @@ static void on_event(void *ctx, size_t index, const struct ld_event *ev)
     case LD_EV_STOPPED_LEADING:
         if (resigned && loop->metrics)
             ld_metrics_resigned(loop->metrics, ev->reason == LD_STOP_RESIGNED);
+        /* The engine gives the release up renew-deadline after it began
+         * (the Lease then expires by itself): no hold needs to be longer. */
+        if (resigned)
+            loop->resign_hold_until_ms = ld_mono_ms() + loop->renew_deadline_ms;
         break;
     case LD_EV_RELEASED: /* a shutdown's release during a resignation serves it too */
         if (loop->resign_busy)
@@ -218,6 +225,7 @@ enum ld_err ld_loop_start(struct ld_loop *loop, const struct ld_election_config 
     size_t index;
     loop->stopping = false;
     loop->hold_until_ms = 0;
+    loop->resign_hold_until_ms = 0;
     loop->resign_busy = false;
     loop->host = ld_host_new(&hc, err);
     if (!loop->host)

@@ -34,6 +34,10 @@ struct ld_loop_hook {
      * min(LD_LOOP_RELEASE_HOLD_MAX_MS, renew-deadline / 2) from the
      * shutdown, then goes ahead regardless. May be NULL. */
     bool (*holds_release)(void *ctx, int64_t now_ms);
+    /* Whether holds_release also holds a resignation's release (POST
+     * /resign, a preferredHolder hand-over): only what safety needs (the
+     * exec child gone first) should delay a hand-over. */
+    bool holds_resignation;
 };
 
 #define LD_LOOP_RELEASE_HOLD_MAX_MS 2000
@@ -56,7 +60,8 @@ struct ld_loop {
 
     struct ld_host *host; /* owned; made by ld_loop_start */
     bool stopping;
-    int64_t hold_until_ms; /* a shutdown's release waits for hooks until then */
+    int64_t hold_until_ms;        /* a shutdown's release waits for hooks until then */
+    int64_t resign_hold_until_ms; /* and a resignation's until then */
     /* The POST /resign tickets the engine is resigning for, and, once the
      * engine has said, how it went (LD_RESIGN_PENDING until then). */
     bool resign_busy;

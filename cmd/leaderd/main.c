@@ -237,7 +237,9 @@ static size_t collect_hooks(struct daemon *d, struct ld_loop_hook *hooks)
     if (d->child_ready)
         hooks[n++] = (struct ld_loop_hook){.ctx = &d->child,
                                            .on_publish = ld_child_on_publish,
-                                           .on_signal = ld_child_on_signal};
+                                           .on_signal = ld_child_on_signal,
+                                           .holds_release = ld_child_holds_release,
+                                           .holds_resignation = true};
     if (d->cfg.pod_label) {
         ld_podlabel_hook_init(&d->podlabel, d->kube, d->cfg.namespace_, d->cfg.identity,
                               d->cfg.pod_label, &d->state, &d->metrics,

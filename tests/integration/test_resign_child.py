@@ -1,9 +1,8 @@
-"""Review probe: POST /resign on a leader that runs an exec child. The
-release is written at once, so another replica may take the Lease within
-milliseconds (its watch sees the Lease free); the README's "two children
-never run at once" argument assumes nobody acquires before lease-duration
-after the last renewal. The old child must be gone before the next one
-starts here too."""
+"""POST /resign on a leader that runs an exec child: the release would let
+another replica take the Lease within milliseconds (its watch sees it free),
+so it waits until the resigning replica's child is gone. The child here
+ignores SIGTERM, so only the supervisor's SIGKILL (child-grace after the
+stop) ends it, and the next child must start after that."""
 import os
 import shutil
 import sys
