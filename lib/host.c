@@ -584,6 +584,8 @@ static void on_watch_end(void *ctx, ld_kube_call call, enum ld_err rc,
     int64_t now_ms = mono(h);
     (void)call;
     h->w.call = 0;
+    if (h->w.ended)
+        return; /* an ERROR event said why first: watch_upkeep acts on it, once */
     if (rc == LD_EGONE)
         h->w.relist = true;
     ld_log(rc == LD_EEOF ? LD_LOG_DEBUG : LD_LOG_INFO, "watch ended: %s", err->msg);

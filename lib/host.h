@@ -16,7 +16,10 @@
  *
  * Threading: everything happens in ld_host_run on the caller's thread;
  * callbacks (publish, events) run from inside it. Nothing here may be
- * called from another thread or from inside a callback, except where said.
+ * called from another thread or from inside a callback, except where said;
+ * nor may a callback make a blocking call on the host's client (it would
+ * run the host's other callbacks in the middle of a pass): use the
+ * asynchronous calls.
  * Clocks come from a struct ld_host_clock so tests can drive time.
  */
 #ifndef LEADERD_HOST_H

@@ -167,6 +167,7 @@ struct acall {
     int64_t timeout_ms;
     bool retried;
     bool no_answer; /* the body is not a Lease (DELETE) */
+    int64_t started_ms;
     ld_kube_lease_fn done;
     ld_kube_stream_data_fn data; /* streams */
     ld_kube_stream_end_fn end;   /* streams */
@@ -340,6 +341,7 @@ static enum ld_err start_call(struct ld_kube *k, const char *verb, char *rel, ch
         rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
         goto out;
     }
+    c->started_ms = mono_ms();
     rc = submit_exchange(c, err);
     if (rc != LD_OK)
         goto out;
@@ -359,7 +361,11 @@ void ld_kube_cancel(struct ld_kube *k, ld_kube_call call)
     if (!c)
         return;
     ld_transport_cancel(k->t, c->hid);
-    observe(k, c->data ? "WATCH" : c->verb, 0, 0.0);
+    /* An abandoned round trip counts, as a request without an answer; a
+     * watch the caller stops is no failure (the blocking watch's stop never
+     * counted one either). */
+    if (!c->data)
+        observe(k, c->verb, 0, (double)(mono_ms() - c->started_ms) / 1e3);
     acall_unlink(k, c);
     acall_free(c);
 }
