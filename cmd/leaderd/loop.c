@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "memtrim.h"
 #include "watch.h"
 
 #define WATCH_BACKOFF_MIN_MS 250
@@ -459,6 +460,7 @@ void ld_loop_run(struct ld_loop *loop)
         if (act.kind == LD_ACT_DONE)
             break;
         if (act.kind == LD_ACT_WAIT) {
+            ld_memtrim_idle(); /* a large Lease or HTTP burst just passed */
             if (!ps.hook_stop) /* else shut down without waiting */
                 wait_for(&ps, act.wake_at_ms);
         } else {
