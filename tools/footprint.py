@@ -3,7 +3,7 @@
 (label=path; default the dynamic build and, when built, the static one of
 `make static`), three replicas with the default timings (15s/10s/2s) against
 the bundled API server; once a leader holds the Lease and FOOTPRINT_SETTLE
-seconds (default 12) have passed, prints VmRSS, RssAnon and RssFile of each
+seconds (default 25) have passed, prints VmRSS, RssAnon and RssFile of each
 replica from /proc/PID/status, and with FOOTPRINT_MAPS=1 the leader's resident
 kB per mapping from /proc/PID/smaps (largest first), which says where the
 pages come from."""
@@ -96,7 +96,7 @@ def main(argv):
             targets.append(("static", static))
         else:
             print("(no static binary: `make static` builds it)")
-    settle = float(os.environ.get("FOOTPRINT_SETTLE", "12"))
+    settle = float(os.environ.get("FOOTPRINT_SETTLE", "25"))
     show_maps = os.environ.get("FOOTPRINT_MAPS") == "1"
     for label, binary in targets:
         measure(label, os.path.abspath(binary), settle, show_maps)
