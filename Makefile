@@ -100,7 +100,7 @@ test: all examples $(addprefix $(B)/tests/,$(UNITS)) $(addprefix $(SAN_B)/tests/
 demo: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/demo.py
 
-bench: all
+bench: all bench-footprint
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench.py
 
 format:
