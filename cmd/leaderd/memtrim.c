@@ -42,6 +42,13 @@ void ld_memtrim_setup(void)
 #endif
 }
 
+/* Where a segment's virtual address lies in memory: the loader reports the
+ * object's base as an integer. */
+static char *loaded_at(const struct dl_phdr_info *obj, ElfW(Addr) vaddr)
+{
+    return (char *)(obj->dlpi_addr + vaddr);
+}
+
 /* True when obj patches its own code at load time (text relocations): its
  * read-only pages may then differ from the file and must stay as they are. */
 static bool has_textrel(const struct dl_phdr_info *obj)
@@ -49,8 +56,7 @@ static bool has_textrel(const struct dl_phdr_info *obj)
     for (int i = 0; i < obj->dlpi_phnum; i++) {
         if (obj->dlpi_phdr[i].p_type != PT_DYNAMIC)
             continue;
-        const ElfW(Dyn) *d =
-            (const ElfW(Dyn) *)(obj->dlpi_addr + obj->dlpi_phdr[i].p_vaddr);
+        const ElfW(Dyn) *d = (const ElfW(Dyn) *)loaded_at(obj, obj->dlpi_phdr[i].p_vaddr);
         for (size_t k = 0; k < 4096 && d[k].d_tag != DT_NULL; k++) {
             if (d[k].d_tag == DT_TEXTREL)
                 return true;
@@ -78,12 +84,15 @@ static int drop_object(struct dl_phdr_info *obj, size_t size, void *page_size)
          * that exists nowhere else. */
         if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
             continue;
-        uintptr_t start = obj->dlpi_addr + ph->p_vaddr;
-        uintptr_t end = start + ph->p_memsz;
-        start = (start + page - 1) & ~(page - 1);
-        end &= ~(page - 1);
+        char *start = loaded_at(obj, ph->p_vaddr);
+        char *end = start + ph->p_memsz;
+        /* Whole pages inside the segment only. */
+        uintptr_t head = (uintptr_t)start % page;
+        if (head)
+            start += page - head;
+        end -= (uintptr_t)end % page;
         if (end > start)
-            madvise((void *)start, end - start, MADV_DONTNEED);
+            madvise(start, (size_t)(end - start), MADV_DONTNEED);
     }
     return 0;
 }
