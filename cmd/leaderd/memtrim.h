@@ -11,8 +11,8 @@
  * notifier). The deepest use measured is 20 KiB of which part is the thread's
  * own descriptor and TLS: the resident pages of each thread's stack mapping
  * (/proc/PID/smaps) after wrk on /leader and /metrics, 20 /watch streams,
- * long-polls, malformed and oversized requests, at --log-level debug
- * (tools/footprint.py --stacks). Six times that, rounded up. */
+ * long-polls, malformed and oversized requests, at --log-level debug (see
+ * README, "Memory footprint"). Six times that, rounded up. */
 #define LD_THREAD_STACK (128 * 1024)
 
 /* Free heap above this many bytes is handed back to the kernel: at once when
