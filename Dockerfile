@@ -48,57 +48,14 @@ RUN sed -e 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sourc
 
 # ---- static OpenSSL, libcurl and libmicrohttpd under /opt/dep ----
 FROM toolchain AS deps
-# OpenSSL: TLS 1.2 and 1.3 client with RSA, ECDSA/EC, X25519/Ed25519, AES-GCM and
-# ChaCha20-Poly1305 (what Kubernetes API servers speak, and the key types kubeconfig
-# client certificates use); no legacy protocols or ciphers, no engines, no modules,
-# no automatic loading of a config file by OpenSSL itself (libcurl still asks for the
-# default one, /etc/ssl/openssl.cnf, which the image does not have). Security level 2
-# by default, as Debian's openssl.cnf sets it.
+# What each library keeps and leaves out, and why, is in the script (the same one
+# `make static-deps` runs outside an image build): a TLS 1.2/1.3 client of an API
+# server (RSA, ECDSA, X25519, client certificates) over OpenSSL; libcurl for HTTP(S)
+# only; libmicrohttpd without HTTPS. Everything -Os with a section per function.
 WORKDIR /usr/src/dep
-RUN cd openssl-*/ \
-    && ./Configure --prefix=/opt/dep/openssl --libdir=lib --openssldir=/etc/ssl \
-        no-shared no-module no-dso no-engine no-legacy no-deprecated no-comp no-tests \
-        no-ui-console no-async no-autoload-config no-filenames no-ssl-trace \
-        no-ssl3 no-tls1 no-tls1_1 no-dtls no-srp no-psk no-srtp no-sctp no-nextprotoneg \
-        no-cms no-ts no-ct no-ocsp no-cmp no-dh no-dsa no-ec2m no-gost no-sm2 no-sm3 no-sm4 \
-        no-idea no-md4 no-mdc2 no-rmd160 no-whirlpool no-rc2 no-rc4 no-rc5 no-bf no-cast \
-        no-des no-camellia no-aria no-seed no-siphash no-blake2 no-scrypt no-ocb no-siv \
-        no-padlockeng no-capieng no-afalgeng no-devcryptoeng \
-        -DOPENSSL_TLS_SECURITY_LEVEL=2 -Os -ffunction-sections -fdata-sections \
-        > configure.log \
-    && make -j"$(nproc)" build_libs > make.log \
-    && make install_dev > /dev/null
+COPY tools/image/build-deps.sh /usr/local/bin/build-deps.sh
+RUN build-deps.sh /usr/src/dep /opt/dep
 ENV PKG_CONFIG_PATH=/opt/dep/openssl/lib/pkgconfig
-# libcurl: HTTP(S) over OpenSSL with zlib, threaded resolver; no other protocol, no
-# GSSAPI/LDAP/IDN/PSL/HTTP2/brotli/zstd (their static archives are what breaks linking).
-RUN cd curl-*/ \
-    && CFLAGS="-O2 -ffunction-sections -fdata-sections" \
-       ./configure --prefix=/opt/dep/curl --disable-shared --enable-static \
-        --with-openssl=/opt/dep/openssl --with-zlib --enable-threaded-resolver \
-        --without-brotli --without-zstd --without-libidn2 --without-libpsl \
-        --without-nghttp2 --without-libssh2 --without-librtmp --without-gssapi \
-        --without-libgsasl --disable-ldap --disable-ldaps --disable-rtsp --disable-dict \
-        --disable-telnet --disable-tftp --disable-pop3 --disable-imap --disable-smtp \
-        --disable-gopher --disable-mqtt --disable-smb --disable-ftp --disable-file \
-        --disable-manual --disable-ntlm --disable-alt-svc --disable-hsts \
-        --disable-cookies --disable-netrc \
-        --with-ca-bundle=/etc/ssl/certs/ca-certificates.crt --with-ca-path=/etc/ssl/certs \
-        > configure.log \
-    && make -j"$(nproc)" -C lib > make.log \
-    && make -C lib install > /dev/null \
-    && make -C include install > /dev/null \
-    && make install-pkgconfigDATA > /dev/null
-# libmicrohttpd without HTTPS: leaderd serves plain HTTP on the pod network, and MHD's
-# TLS would need GnuTLS with p11-kit, which has no static archive.
-RUN cd libmicrohttpd-*/ \
-    && CFLAGS="-O2 -ffunction-sections -fdata-sections" \
-       ./configure --prefix=/opt/dep/mhd --disable-shared --enable-static \
-        --disable-https --disable-doc --disable-examples --disable-curl --disable-nls \
-        > configure.log \
-    && make -j"$(nproc)" -C src/microhttpd > make.log \
-    && make -C src/microhttpd install > /dev/null \
-    && make -C src/include install > /dev/null \
-    && make install-pkgconfigDATA > /dev/null
 
 # ---- unit tests, linked with the rebuilt libcurl and OpenSSL ----
 FROM deps AS unit

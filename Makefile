@@ -105,7 +105,7 @@ demo: all
 demo-child: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/demo.py --child
 
-bench: all
+bench: all bench-footprint
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench.py
 
 format:

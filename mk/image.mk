@@ -11,8 +11,9 @@ DOCKERFILELINT = $(B)/tools/node_modules/.bin/dockerfilelint
 
 # Static link against OpenSSL, libcurl and libmicrohttpd rebuilt under $(IMAGE_DEP)
 # (only .a there) plus Debian's static jansson, libyaml and zlib. -static-pie keeps
-# ASLR; the objects are the normal -fPIE ones. The rebuilt archives have a section per
-# function, so --gc-sections drops what nothing calls.
+# ASLR; the objects are the normal -fPIE ones. The rebuilt archives and leaderd's own
+# objects have a section per function and object, so --gc-sections drops what nothing
+# references (README, "Figures": what each step saved).
 OPENSSL_PKG_PATH = $(IMAGE_DEP)/openssl/lib/pkgconfig
 STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/mhd/lib/pkgconfig:$(OPENSSL_PKG_PATH)
 
@@ -21,6 +22,7 @@ STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/mhd/lib/pkgconfig
 static:
 	@mkdir -p $(B)/static && touch $(B)/static/.deps
 	PKG_CONFIG_PATH=$(STATIC_PKG_PATH) $(MAKE) --no-print-directory B=$(B)/static \
+	    CFLAGS="-ffunction-sections -fdata-sections $(CFLAGS)" \
 	    PKG_LIBS="$$(PKG_CONFIG_PATH=$(STATIC_PKG_PATH) pkg-config --static --libs $(PKGS)) -lpthread" \
 	    ALL_LDFLAGS="-static-pie -Wl,-z,relro,-z,now -Wl,--gc-sections -s" $(B)/static/leaderd
 

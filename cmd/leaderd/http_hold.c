@@ -19,6 +19,7 @@
 #include "http_conn.h"
 #include "http_route.h"
 #include "log.h"
+#include "memtrim.h"
 
 /* Chunk size MHD asks the /watch reader for; events are a few hundred
  * bytes. */
@@ -664,7 +665,14 @@ struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat
     hs->seq = (uint64_t)(ld_wall_us() / 1000);
     if (init_epoll(hs, err, errlen) != 0 || init_sync(hs, err, errlen) != 0)
         goto fail;
-    rc = pthread_create(&hs->notifier, NULL, notifier_main, hs);
+    pthread_attr_t attr;
+    rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        rc = pthread_attr_setstacksize(&attr, LD_THREAD_STACK);
+        if (rc == 0)
+            rc = pthread_create(&hs->notifier, &attr, notifier_main, hs);
+        pthread_attr_destroy(&attr);
+    }
     if (rc != 0) {
         snprintf(err, errlen, "http: cannot start a thread: %s", strerror(rc));
         goto fail;

@@ -18,6 +18,7 @@
 
 #include "http_dispatch.h"
 #include "log.h"
+#include "memtrim.h"
 
 /* Probes, scrapers and a few apps: requests are small, so a small pool per
  * connection (it also caps the request line and headers: MHD answers 414
@@ -201,7 +202,8 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
         h->lim.max_conns, MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_COMPLETED, ld_http_dispatch_completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, ld_http_conns_notify, h->conns, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, ld_http_conns_notify, h->conns,
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)LD_THREAD_STACK, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "http: cannot start the server on port %d", h->port);
         goto fail;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "memtrim.h"
 
 /* The longest the loop leaves the host without looking at its own state. */
 #define RUN_SLICE_MS 60000
@@ -112,6 +113,7 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
     health_of(loop, v, now_ms, snap.health_error, sizeof(snap.health_error));
     ld_state_publish(loop->state, &snap);
     resign_answer(loop, st, now_ms, false);
+    ld_memtrim_idle(); /* a pass is over: a large Lease or HTTP burst may have passed */
     bool stop = false;
     for (size_t i = 0; i < loop->n_hooks; i++) {
         const struct ld_loop_hook *h = &loop->hooks[i];
@@ -276,7 +278,9 @@ void ld_loop_run(struct ld_loop *loop)
         /* Once stopping, the release is bounded by the engine and nothing
          * the fd says could change it. */
         int fd = loop->stopping ? -1 : loop->wake_fd;
-        if (ld_host_run(loop->host, RUN_SLICE_MS, fd) != LD_ECANCELED)
+        enum ld_err rc = ld_host_run(loop->host, RUN_SLICE_MS, fd);
+        ld_memtrim_idle(); /* also when no publish came for a while */
+        if (rc != LD_ECANCELED)
             continue;
         on_stop_signal(loop, take_signal(loop->signal_fd));
         resign_take(loop);

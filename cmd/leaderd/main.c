@@ -9,7 +9,6 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "kube.h"
 #include "log.h"
 #include "logsink.h"
+#include "memtrim.h"
 #include "loop.h"
 #include "metrics.h"
 #include "podlabel.h"
@@ -287,20 +287,10 @@ static void teardown(struct daemon *d)
     ld_config_clear(&d->cfg);
 }
 
-/* glibc raises its mmap threshold to the size of each large block freed, so a
- * single odd megabyte-sized response (a hostile Lease, an error page) would be
- * served from the heap ever after and kept there. A fixed threshold sends large
- * blocks to mmap and back to the kernel when freed: the sidecar's footprint stays
- * what its steady state needs. */
-static void keep_heap_small(void)
-{
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-}
-
 int main(int argc, char **argv)
 {
     struct daemon d;
-    keep_heap_small();
+    ld_memtrim_setup();
     memset(&d, 0, sizeof(d));
     d.signal_fd = -1;
     d.wake_fd = -1;

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""make bench-footprint: figures, not assertions. For each leaderd binary given
+(label=path; default the dynamic build and, when built, the static one of
+`make static`), three replicas with the default timings (15s/10s/2s) against
+the bundled API server; once a leader holds the Lease and FOOTPRINT_SETTLE
+seconds (default 25) have passed, prints VmRSS, RssAnon and RssFile of each
+replica from /proc/PID/status, and with FOOTPRINT_MAPS=1 the leader's resident
+kB per mapping from /proc/PID/smaps (largest first), which says where the
+pages come from."""
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+import cluster  # noqa: E402
+from apiserver import ApiServer  # noqa: E402
+from cluster import Replica, leaders_in, sample, wait_until  # noqa: E402
+
+DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
+CLIENTS = ["b1", "b2", "b3"]
+FIELDS = ("VmRSS", "RssAnon", "RssFile", "Threads")
+
+
+def status_of(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in FIELDS:
+                out[key] = int(value.split()[0])
+    return out
+
+
+def smaps_of(pid):
+    """[(rss kB, anon kB, perms, name)] per mapping, largest first."""
+    rows, cur = [], None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and not head[0].endswith(":"):
+                cur = [0, 0, head[1], head[5] if len(head) > 5 else "[anon]"]
+                rows.append(cur)
+            elif head and head[0] == "Rss:":
+                cur[0] = int(head[1])
+            elif head and head[0] == "Anonymous:":
+                cur[1] = int(head[1])
+    return sorted((tuple(r) for r in rows if r[0]), reverse=True)
+
+
+def measure(label, binary, settle, show_maps):
+    cluster.LEADERD = binary
+    work = tempfile.mkdtemp(prefix="leaderd-footprint-")
+    api = ApiServer(os.path.join(work, "api"), CLIENTS, verbose=False)
+    replicas = []
+    try:
+        api.start()
+        for c in CLIENTS:
+            replicas.append(Replica(api, c, work, timings=DEFAULTS, lease="footprint",
+                                    extra_args=["--log-level", "info"]).start())
+        leader = wait_until(lambda: leaders_in(sample(replicas)), 30, what="a leader")[0]
+        # Start-up (first GET, the watch, TLS handshakes) is not steady state;
+        # a few renewals and standby attempts are.
+        time.sleep(settle)
+        print(f"\n{label}: {binary} ({os.path.getsize(binary) // 1024} kB file)")
+        print(f"  {'replica':8} {'role':8} {'VmRSS':>7} {'RssAnon':>8} {'RssFile':>8} "
+              f"{'threads':>7}   (kB)")
+        for r in replicas:
+            st = status_of(r.proc.pid)
+            role = "leader" if r.client == leader else "standby"
+            print(f"  {r.client:8} {role:8} {st['VmRSS']:7} {st['RssAnon']:8} "
+                  f"{st['RssFile']:8} {st['Threads']:7}")
+        if show_maps:
+            lr = next(r for r in replicas if r.client == leader)
+            print(f"  leader's mappings (Rss kB, of it anonymous, perms, name):")
+            for rss, anon, perms, name in smaps_of(lr.proc.pid)[:12]:
+                print(f"    {rss:6} {anon:6} {perms} {os.path.basename(name)}")
+    finally:
+        for r in replicas:
+            r.stop(signal.SIGTERM)
+        api.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv):
+    build = os.environ.get("LEADERD_BUILD") or os.path.join(HERE, "..", "build")
+    targets = [a.split("=", 1) for a in argv]
+    if not targets:
+        targets = [("dynamic", os.path.join(build, "leaderd"))]
+        static = os.path.join(build, "static", "leaderd")
+        if os.path.exists(static):
+            targets.append(("static", static))
+        else:
+            print("(no static binary: `make static` builds it)")
+    settle = float(os.environ.get("FOOTPRINT_SETTLE", "25"))
+    show_maps = os.environ.get("FOOTPRINT_MAPS") == "1"
+    for label, binary in targets:
+        measure(label, os.path.abspath(binary), settle, show_maps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Unpacks the Debian sources the image is built from (the Dockerfile's pinned
+# CURL_VERSION, MHD_VERSION and OPENSSL_VERSION) into DEST, for building the
+# same static libraries outside an image build (`make static-deps`) on a
+# machine without deb-src lines. Files come from deb.debian.org's pools; each
+# .dsc's checksums are checked by dpkg-source (the signature is not: the
+# image build, which apt-get source checks against the signed index, is the
+# release path). OpenSSL falls back to its upstream tarball as the image
+# build does (tools/image/openssl-source.sh).
+# Usage: tools/image/fetch-sources.sh DEST
+set -eu
+dest=${1:?usage: fetch-sources.sh DEST}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+pin() { sed -n "s/^ARG $1=//p" "$here/Dockerfile"; }
+mirror=http://deb.debian.org
+mkdir -p "$dest"
+cd "$dest"
+
+# fetch POOLDIR FILE: from the security pool, else the main one.
+fetch() {
+    [ -f "$2" ] && return 0
+    local enc=${2//+/%2b}
+    enc=${enc//\~/%7e}
+    for pool in debian-security/pool/updates/main debian/pool/main; do
+        if curl -sf -m 300 -o "$2.part" "$mirror/$pool/$1/$enc"; then
+            mv "$2.part" "$2"
+            return 0
+        fi
+    done
+    rm -f "$2.part"
+    return 1
+}
+
+# unpack POOLDIR PACKAGE VERSION
+unpack() {
+    local dsc="$2_$3.dsc"
+    fetch "$1" "$dsc" || return 1
+    for f in $(awk '/^Files:/{on=1; next} on && /^ /{print $3; next} {on=0}' "$dsc"); do
+        fetch "$1" "$f"
+    done
+    dpkg-source --no-check -x "$dsc" >/dev/null
+}
+
+[ -d curl-*/ ] 2>/dev/null || unpack c/curl curl "$(pin CURL_VERSION)"
+[ -d libmicrohttpd-*/ ] 2>/dev/null || unpack libm/libmicrohttpd libmicrohttpd "$(pin MHD_VERSION)"
+if ! ls -d openssl-*/ >/dev/null 2>&1; then
+    v=$(pin OPENSSL_VERSION)
+    if ! unpack o/openssl openssl "$v"; then
+        echo "fetch-sources: no openssl $v source package; using the upstream tarball" >&2
+        up=${v%-*}
+        fetch o/openssl "openssl_$up.orig.tar.gz"
+        tar -xzf "openssl_$up.orig.tar.gz"
+    fi
+fi
