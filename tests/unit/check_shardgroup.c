@@ -263,7 +263,7 @@ START_TEST(bad_names_are_refused_by_name)
     static const char *dotted[] = {"e.u"};
     static const char *empty[] = {""};
     static const char *ok_named[] = {"eu"};
-    char long_label[70], long_identity[260], many_names[LD_SHARDGROUP_MAX_SHARDS + 1][8];
+    char long_label[70], long_identity[260], many_names[LD_SHARDGROUP_MAX_SHARDS + 1][16];
     const char *many[LD_SHARDGROUP_MAX_SHARDS + 1];
 
     memset(long_label, 'a', 64);
