@@ -400,14 +400,12 @@ static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
                                  int64_t now_ms)
 {
     struct ld_lease_spec spec = {0};
-    char *uid = NULL;
-    enum ld_err rc = ld_lease_spec_copy(&spec, &lease->spec);
+    char *uid = lease->uid ? strdup(lease->uid) : NULL;
 
-    if (rc == LD_OK && lease->uid && !(uid = strdup(lease->uid)))
-        rc = LD_ENOMEM;
-    if (rc != LD_OK) {
+    if ((lease->uid && !uid) || ld_lease_spec_copy(&spec, &lease->spec) != LD_OK) {
+        free(uid);
         ld_lease_spec_clear(&spec);
-        return rc;
+        return LD_ENOMEM;
     }
     bool same_object = !m->uid || !uid || strcmp(m->uid, uid) == 0;
     if (!same_object || !ld_lease_spec_equal(&m->spec, &spec))

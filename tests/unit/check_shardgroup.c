@@ -91,11 +91,13 @@ static const char *members_at(struct ld_shardgroup *g, int64_t now_ms)
     static char out[512];
     const char *const *list = NULL;
     uint32_t n = ld_shardgroup_members(g, now_ms, &list);
+    size_t used = 0;
     out[0] = '\0';
     for (uint32_t i = 0; i < n; i++) {
-        if (i > 0)
-            strcat(out, ",");
-        strcat(out, list[i]);
+        int w =
+            snprintf(out + used, sizeof(out) - used, "%s%s", i > 0 ? "," : "", list[i]);
+        ck_assert(w >= 0 && (size_t)w < sizeof(out) - used);
+        used += (size_t)w;
     }
     return out;
 }
