@@ -740,7 +740,7 @@ START_TEST(join_leave_crash_sequences_end_balanced)
             snprintf(w.r[i].id, sizeof(w.r[i].id), "pod-%c",
                      'a' + (int)(seed + i) % POOL);
         start_replica(&w, 0);
-        for (int k = 0; k <= settle_steps && !balanced(&w); k++)
+        for (int k = 0; k < settle_steps && !balanced(&w); k++)
             step(&w);
         ck_assert_msg(balanced(&w), "seed %llu: the first replica took nothing",
                       (unsigned long long)seed);
@@ -765,7 +765,7 @@ START_TEST(join_leave_crash_sequences_end_balanced)
                 crash(&w, pick);
 
             int k = 0;
-            for (; k <= settle_steps && !balanced(&w); k++)
+            for (; k < settle_steps && !balanced(&w); k++)
                 step(&w);
             ck_assert_msg(balanced(&w), "seed %llu event %d (kind %d): not balanced",
                           (unsigned long long)seed, e, kind);
