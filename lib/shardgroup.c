@@ -434,8 +434,8 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
     struct member fresh = {.identity = strdup(identity), .changed_ms = now_ms};
     if (!fresh.identity)
         return LD_ENOMEM;
-    /* An all-empty spec never equals a decoded one, so the first record
-     * counts as a change at now_ms. */
+    /* A record first seen counts from now_ms, as the engine's first
+     * observation of a Lease does. */
     rc = update_member(&fresh, lease, now_ms);
     if (rc != LD_OK) {
         member_clear(&fresh);
