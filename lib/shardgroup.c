@@ -1,0 +1,639 @@
+/*
+ * shardgroup: names and metadata of a shard group, the member table kept
+ * from observations, and the per-shard contend decision. See shardgroup.h.
+ */
+#include "shardgroup.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "dnsname.h"
+#include "hash.h"
+#include "shardassign.h"
+
+#define MEMBER_INFIX "-member-"
+#define NAMED_RESERVED "member-"
+/* Kubernetes object uids are UUIDs; this is generous and keeps the JSON
+ * plain ASCII. */
+#define UID_MAX 128
+
+struct member {
+    char *identity; /* owned; from the Lease name */
+    char *uid;      /* owned; metadata.uid of the record seen, or NULL */
+    struct ld_lease_spec spec;
+    int64_t changed_ms; /* when the record last changed, as seen here */
+};
+
+struct shard {
+    char *id;       /* owned */
+    char *lease;    /* owned */
+    char *metadata; /* owned JSON */
+    char *holder;   /* owned; "" when free or absent */
+    int64_t holder_valid_until_ms;
+    bool observed;
+    bool leading;
+    int64_t lead_until_ms;
+};
+
+struct ld_shardgroup {
+    char *name;
+    char *identity;
+    char *selector;
+    char *member_lease;
+    char *member_metadata;
+    char *member_prefix; /* "NAME-member-" */
+    bool numbered;
+    uint32_t n_shards;
+    struct shard *shards;
+    int64_t lease_duration_ms;
+
+    bool own_leading;
+    int64_t own_until_ms;
+
+    struct member *members; /* other replicas, unordered */
+    uint32_t n_members, cap_members;
+
+    /* Scratch rebuilt by each assign / members call; the live lists have
+     * room for cap_members + 1 (ourselves). */
+    const char **live;
+    const char **owners;
+    uint32_t *target;
+    bool *contend;
+    const char **assigned_live; /* the live list target indexes into */
+    bool assigned;              /* target is from an assign after the last news */
+};
+
+static char *format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *format(const char *fmt, ...)
+{
+    va_list ap;
+    char *out = NULL;
+    va_start(ap, fmt);
+    if (vasprintf(&out, fmt, ap) < 0)
+        out = NULL;
+    va_end(ap);
+    return out;
+}
+
+/* ---- validation ---------------------------------------------------------- */
+
+static bool plain_uid(const char *uid)
+{
+    size_t n = strlen(uid);
+    if (n > UID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = uid[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+              (c >= 'A' && c <= 'Z') || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static enum ld_err check_config(const struct ld_shardgroup_config *cfg,
+                                struct ld_errinfo *err)
+{
+    if (!cfg->name || !cfg->name[0])
+        return ld_errinfo_set(err, LD_EINVAL, "shard group: no lease name");
+    if (!ld_dns1123_subdomain(cfg->name))
+        return ld_errinfo_set(err, LD_EINVAL,
+                              "lease name %.200s is not a valid Lease name "
+                              "(DNS-1123 subdomain)",
+                              cfg->name);
+    if (strlen(cfg->name) > LD_SHARDGROUP_NAME_MAX)
+        return ld_errinfo_set(err, LD_EINVAL,
+                              "lease name %.200s: a shard group's name is also the "
+                              "value of label " LD_SHARDGROUP_LABEL
+                              ", at most %d characters",
+                              cfg->name, LD_SHARDGROUP_NAME_MAX);
+    if (!cfg->identity || !cfg->identity[0])
+        return ld_errinfo_set(err, LD_EINVAL, "shard group: no identity");
+    if (cfg->n_shards < 1 || cfg->n_shards > LD_SHARDGROUP_MAX_SHARDS)
+        return ld_errinfo_set(err, LD_EINVAL, "--shards: %u shards, not 1 to %d",
+                              (unsigned)cfg->n_shards, LD_SHARDGROUP_MAX_SHARDS);
+    if (cfg->lease_duration_ms <= 0)
+        return ld_errinfo_set(err, LD_EINVAL, "shard group: lease duration must be > 0");
+    if (cfg->pod_uid && cfg->pod_uid[0] && !plain_uid(cfg->pod_uid))
+        return ld_errinfo_set(err, LD_EINVAL, "POD_UID %.200s is not a Kubernetes uid",
+                              cfg->pod_uid);
+    for (uint32_t s = 0; cfg->names && s < cfg->n_shards; s++) {
+        const char *id = cfg->names[s];
+        if (!id || !ld_dns1123_label(id))
+            return ld_errinfo_set(err, LD_EINVAL,
+                                  "shard name %.200s is not a DNS-1123 label "
+                                  "(a-z, 0-9, '-', at most 63 characters)",
+                                  id ? id : "(null)");
+        if (strncmp(id, NAMED_RESERVED, strlen(NAMED_RESERVED)) == 0)
+            return ld_errinfo_set(err, LD_EINVAL,
+                                  "shard name %.200s starts with \"" NAMED_RESERVED
+                                  "\", which member Leases use",
+                                  id);
+        for (uint32_t t = 0; t < s; t++)
+            if (strcmp(cfg->names[t], id) == 0)
+                return ld_errinfo_set(err, LD_EINVAL, "shard name %.200s is given twice",
+                                      id);
+    }
+    return LD_OK;
+}
+
+/* ---- construction -------------------------------------------------------- */
+
+static char *metadata_json(const char *group, const char *shard_id, const char *pod,
+                           const char *pod_uid)
+{
+    char *out = NULL;
+    json_t *meta = NULL;
+    json_t *labels = json_pack("{s:s}", LD_SHARDGROUP_LABEL, group);
+
+    if (!labels)
+        goto done;
+    if (shard_id && json_object_set_new(labels, LD_SHARDGROUP_SHARD_LABEL,
+                                        json_string(shard_id)) != 0)
+        goto done;
+    meta = json_pack("{s:O}", "labels", labels);
+    if (!meta)
+        goto done;
+    if (pod_uid && pod_uid[0]) {
+        json_t *refs = json_pack("[{s:s,s:s,s:s,s:s}]", "apiVersion", "v1", "kind", "Pod",
+                                 "name", pod, "uid", pod_uid);
+        if (!refs || json_object_set_new(meta, "ownerReferences", refs) != 0)
+            goto done;
+    }
+    out = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
+done:
+    json_decref(labels);
+    json_decref(meta);
+    return out;
+}
+
+static enum ld_err build_shards(struct ld_shardgroup *g,
+                                const struct ld_shardgroup_config *cfg,
+                                struct ld_errinfo *err)
+{
+    for (uint32_t s = 0; s < g->n_shards; s++) {
+        struct shard *sh = &g->shards[s];
+        sh->id = cfg->names ? strdup(cfg->names[s]) : format("%u", (unsigned)s);
+        sh->holder = strdup("");
+        sh->holder_valid_until_ms = INT64_MIN;
+        if (!sh->id || !sh->holder)
+            return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
+        sh->lease = format("%s-%s", g->name, sh->id);
+        if (!sh->lease)
+            return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
+        if (!ld_dns1123_subdomain(sh->lease))
+            return ld_errinfo_set(err, LD_EINVAL,
+                                  "shard Lease name %.200s is not a valid Lease name "
+                                  "(DNS-1123 subdomain, at most %d characters)",
+                                  sh->lease, LD_DNS1123_SUBDOMAIN_MAX);
+        sh->metadata = metadata_json(g->name, sh->id, NULL, NULL);
+        if (!sh->metadata)
+            return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
+    }
+    return LD_OK;
+}
+
+static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_config *cfg,
+                         struct ld_errinfo *err)
+{
+    g->name = strdup(cfg->name);
+    g->identity = strdup(cfg->identity);
+    g->selector = format(LD_SHARDGROUP_LABEL "=%s", cfg->name);
+    g->member_prefix = format("%s" MEMBER_INFIX, cfg->name);
+    g->member_lease = format("%s" MEMBER_INFIX "%s", cfg->name, cfg->identity);
+    g->shards = calloc(cfg->n_shards, sizeof(*g->shards));
+    g->owners = calloc(cfg->n_shards, sizeof(*g->owners));
+    g->target = calloc(cfg->n_shards, sizeof(*g->target));
+    g->contend = calloc(cfg->n_shards, sizeof(*g->contend));
+    /* Room for our own identity in the live lists before any other member
+     * is seen; reserve_member grows them with the table. */
+    g->live = calloc(1, sizeof(*g->live));
+    g->assigned_live = calloc(1, sizeof(*g->assigned_live));
+    if (!g->name || !g->identity || !g->selector || !g->member_prefix ||
+        !g->member_lease || !g->shards || !g->owners || !g->target || !g->contend ||
+        !g->live || !g->assigned_live)
+        return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
+    g->numbered = cfg->names == NULL;
+    g->n_shards = cfg->n_shards;
+    g->lease_duration_ms = cfg->lease_duration_ms;
+    g->own_until_ms = INT64_MIN;
+    if (!ld_dns1123_subdomain(g->member_lease))
+        return ld_errinfo_set(err, LD_EINVAL,
+                              "member Lease name %.200s (lease name, \"" MEMBER_INFIX
+                              "\", identity) is not a valid Lease name "
+                              "(DNS-1123 subdomain, at most %d characters)",
+                              g->member_lease, LD_DNS1123_SUBDOMAIN_MAX);
+    g->member_metadata = metadata_json(g->name, NULL, g->identity, cfg->pod_uid);
+    if (!g->member_metadata)
+        return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
+    return build_shards(g, cfg, err);
+}
+
+struct ld_shardgroup *ld_shardgroup_new(const struct ld_shardgroup_config *cfg,
+                                        struct ld_errinfo *err)
+{
+    struct ld_shardgroup *g = NULL;
+
+    ld_errinfo_clear(err);
+    if (check_config(cfg, err) != LD_OK)
+        return NULL;
+    g = calloc(1, sizeof(*g));
+    if (!g) {
+        ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
+        return NULL;
+    }
+    if (build(g, cfg, err) != LD_OK) {
+        ld_shardgroup_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static void member_clear(struct member *m)
+{
+    free(m->identity);
+    free(m->uid);
+    ld_lease_spec_clear(&m->spec);
+    memset(m, 0, sizeof(*m));
+}
+
+void ld_shardgroup_free(struct ld_shardgroup *g)
+{
+    if (!g)
+        return;
+    /* n_shards is set only once shards exists; a half-built shard has
+     * NULL fields. */
+    for (uint32_t s = 0; s < g->n_shards; s++) {
+        struct shard *sh = &g->shards[s];
+        free(sh->id);
+        free(sh->lease);
+        free(sh->metadata);
+        free(sh->holder);
+    }
+    for (uint32_t i = 0; i < g->n_members; i++)
+        member_clear(&g->members[i]);
+    free(g->members);
+    free(g->shards);
+    free(g->owners);
+    free(g->target);
+    free(g->contend);
+    free(g->live);
+    free(g->assigned_live);
+    free(g->name);
+    free(g->identity);
+    free(g->selector);
+    free(g->member_lease);
+    free(g->member_metadata);
+    free(g->member_prefix);
+    free(g);
+}
+
+/* ---- names --------------------------------------------------------------- */
+
+uint32_t ld_shardgroup_count(const struct ld_shardgroup *g)
+{
+    return g->n_shards;
+}
+
+bool ld_shardgroup_numbered(const struct ld_shardgroup *g)
+{
+    return g->numbered;
+}
+
+const char *ld_shardgroup_name(const struct ld_shardgroup *g)
+{
+    return g->name;
+}
+
+const char *ld_shardgroup_selector(const struct ld_shardgroup *g)
+{
+    return g->selector;
+}
+
+const char *ld_shardgroup_member_lease(const struct ld_shardgroup *g)
+{
+    return g->member_lease;
+}
+
+const char *ld_shardgroup_member_metadata(const struct ld_shardgroup *g)
+{
+    return g->member_metadata;
+}
+
+const char *ld_shardgroup_shard_id(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards ? g->shards[s].id : NULL;
+}
+
+const char *ld_shardgroup_shard_lease(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards ? g->shards[s].lease : NULL;
+}
+
+const char *ld_shardgroup_shard_metadata(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards ? g->shards[s].metadata : NULL;
+}
+
+bool ld_shardgroup_find(const struct ld_shardgroup *g, const char *id, uint32_t *s)
+{
+    for (uint32_t i = 0; id && i < g->n_shards; i++) {
+        if (strcmp(g->shards[i].id, id) == 0) {
+            *s = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- the member table ---------------------------------------------------- */
+
+/* The identity a member Lease name carries, or NULL for any other name. */
+static const char *member_identity(const struct ld_shardgroup *g, const char *lease_name)
+{
+    size_t n = strlen(g->member_prefix);
+    if (!lease_name || strncmp(lease_name, g->member_prefix, n) != 0 || !lease_name[n])
+        return NULL;
+    return lease_name + n;
+}
+
+static struct member *find_member(struct ld_shardgroup *g, const char *identity)
+{
+    for (uint32_t i = 0; i < g->n_members; i++)
+        if (strcmp(g->members[i].identity, identity) == 0)
+            return &g->members[i];
+    return NULL;
+}
+
+/* Grows the table and the live scratch together, so that a live list
+ * always fits. */
+static enum ld_err reserve_member(struct ld_shardgroup *g)
+{
+    if (g->n_members < g->cap_members)
+        return LD_OK;
+    if (g->cap_members >= LD_SHARDGROUP_MAX_MEMBERS)
+        return LD_ETOOBIG;
+    uint32_t cap = g->cap_members ? 2 * g->cap_members : 8;
+    if (cap > LD_SHARDGROUP_MAX_MEMBERS)
+        cap = LD_SHARDGROUP_MAX_MEMBERS;
+    struct member *m = realloc(g->members, cap * sizeof(*m));
+    if (!m)
+        return LD_ENOMEM;
+    g->members = m;
+    const char **live = realloc(g->live, (cap + 1) * sizeof(*live));
+    if (!live)
+        return LD_ENOMEM;
+    g->live = live;
+    const char **assigned = realloc(g->assigned_live, (cap + 1) * sizeof(*assigned));
+    if (!assigned)
+        return LD_ENOMEM;
+    g->assigned_live = assigned;
+    g->cap_members = cap;
+    return LD_OK;
+}
+
+static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
+                                 int64_t now_ms)
+{
+    struct ld_lease_spec spec = {0};
+    char *uid = lease->uid ? strdup(lease->uid) : NULL;
+
+    if ((lease->uid && !uid) || ld_lease_spec_copy(&spec, &lease->spec) != LD_OK) {
+        free(uid);
+        ld_lease_spec_clear(&spec);
+        return LD_ENOMEM;
+    }
+    bool same_object = !m->uid || !uid || strcmp(m->uid, uid) == 0;
+    if (!same_object || !ld_lease_spec_equal(&m->spec, &spec))
+        m->changed_ms = now_ms;
+    ld_lease_spec_clear(&m->spec);
+    m->spec = spec;
+    free(m->uid);
+    m->uid = uid;
+    return LD_OK;
+}
+
+enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
+                                         const struct ld_lease *lease, int64_t now_ms)
+{
+    const char *identity = lease ? member_identity(g, lease->name) : NULL;
+
+    if (!identity || strcmp(identity, g->identity) == 0)
+        return LD_OK;
+    g->assigned = false;
+    struct member *m = find_member(g, identity);
+    if (m)
+        return update_member(m, lease, now_ms);
+    enum ld_err rc = reserve_member(g);
+    if (rc != LD_OK)
+        return rc;
+    struct member fresh = {.identity = strdup(identity), .changed_ms = now_ms};
+    if (!fresh.identity)
+        return LD_ENOMEM;
+    /* A record first seen counts from now_ms, as the engine's first
+     * observation of a Lease does. */
+    rc = update_member(&fresh, lease, now_ms);
+    if (rc != LD_OK) {
+        member_clear(&fresh);
+        return rc;
+    }
+    g->members[g->n_members++] = fresh;
+    return LD_OK;
+}
+
+void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
+                                          const struct ld_lease *gone)
+{
+    const char *identity = gone ? member_identity(g, gone->name) : NULL;
+    struct member *m = identity ? find_member(g, identity) : NULL;
+
+    if (!m || (m->uid && gone->uid && strcmp(m->uid, gone->uid) != 0))
+        return;
+    g->assigned = false;
+    member_clear(m);
+    *m = g->members[--g->n_members];
+}
+
+void ld_shardgroup_observe_own(struct ld_shardgroup *g,
+                               const struct ld_election_status *st)
+{
+    g->own_leading = st->leading;
+    g->own_until_ms = st->lead_until_ms;
+}
+
+static int64_t member_expiry(const struct ld_shardgroup *g, const struct member *m)
+{
+    int64_t d = m->spec.duration_s > 0 ? (int64_t)m->spec.duration_s * 1000
+                                       : g->lease_duration_ms;
+    return m->changed_ms + d;
+}
+
+static bool member_live(const struct ld_shardgroup *g, const struct member *m,
+                        int64_t now_ms)
+{
+    return ld_lease_spec_held_by(&m->spec, m->identity) && now_ms < member_expiry(g, m);
+}
+
+static bool own_live(const struct ld_shardgroup *g, int64_t now_ms)
+{
+    return g->own_leading && now_ms < g->own_until_ms;
+}
+
+static int by_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Fills out (room for n_members + 1) with the live identities, sorted. */
+static uint32_t live_list(const struct ld_shardgroup *g, int64_t now_ms, const char **out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < g->n_members; i++)
+        if (member_live(g, &g->members[i], now_ms))
+            out[n++] = g->members[i].identity;
+    if (own_live(g, now_ms))
+        out[n++] = g->identity;
+    qsort(out, n, sizeof(*out), by_str);
+    return n;
+}
+
+uint32_t ld_shardgroup_members(struct ld_shardgroup *g, int64_t now_ms,
+                               const char *const **out)
+{
+    uint32_t n = live_list(g, now_ms, g->live);
+    *out = g->live;
+    return n;
+}
+
+/* ---- shards and the assignment ------------------------------------------- */
+
+enum ld_err ld_shardgroup_observe_shard(struct ld_shardgroup *g, uint32_t s,
+                                        const struct ld_election_status *st)
+{
+    if (s >= g->n_shards)
+        return LD_EINVAL;
+    struct shard *sh = &g->shards[s];
+    const char *leader = st->leader ? st->leader : "";
+    if (strcmp(sh->holder, leader) != 0) {
+        char *copy = strdup(leader);
+        if (!copy)
+            return LD_ENOMEM;
+        free(sh->holder);
+        sh->holder = copy;
+    }
+    sh->holder_valid_until_ms = st->holder_valid_until_ms;
+    sh->observed = st->observed;
+    sh->leading = st->leading;
+    sh->lead_until_ms = st->lead_until_ms;
+    return LD_OK;
+}
+
+bool ld_shardgroup_observed(const struct ld_shardgroup *g)
+{
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        if (!g->shards[s].observed)
+            return false;
+    return true;
+}
+
+static bool holder_valid(const struct shard *sh, int64_t now_ms)
+{
+    return sh->holder[0] && now_ms < sh->holder_valid_until_ms;
+}
+
+static int64_t earliest_change(const struct ld_shardgroup *g, int64_t now_ms)
+{
+    int64_t next = INT64_MAX;
+    for (uint32_t i = 0; i < g->n_members; i++) {
+        const struct member *m = &g->members[i];
+        if (member_live(g, m, now_ms) && member_expiry(g, m) < next)
+            next = member_expiry(g, m);
+    }
+    if (own_live(g, now_ms) && g->own_until_ms < next)
+        next = g->own_until_ms;
+    for (uint32_t s = 0; s < g->n_shards; s++) {
+        const struct shard *sh = &g->shards[s];
+        if (holder_valid(sh, now_ms) && sh->holder_valid_until_ms < next)
+            next = sh->holder_valid_until_ms;
+    }
+    return next;
+}
+
+enum ld_err ld_shardgroup_assign(struct ld_shardgroup *g, int64_t now_ms,
+                                 int64_t *next_ms)
+{
+    const char **live = g->assigned_live;
+    uint32_t n_live = live_list(g, now_ms, live);
+
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        g->owners[s] = holder_valid(&g->shards[s], now_ms) ? g->shards[s].holder : NULL;
+    enum ld_err rc = ld_shardassign(g->n_shards, g->owners, n_live, live, g->target);
+    if (rc != LD_OK)
+        return rc;
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        g->contend[s] = g->target[s] != LD_SHARD_NOBODY &&
+                        strcmp(live[g->target[s]], g->identity) == 0;
+    g->assigned = true;
+    if (next_ms)
+        *next_ms = earliest_change(g, now_ms);
+    return LD_OK;
+}
+
+bool ld_shardgroup_contend(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards && g->contend[s];
+}
+
+const char *ld_shardgroup_target(const struct ld_shardgroup *g, uint32_t s)
+{
+    if (s >= g->n_shards || !g->assigned || g->target[s] == LD_SHARD_NOBODY)
+        return NULL;
+    return g->assigned_live[g->target[s]];
+}
+
+/* ---- the view ------------------------------------------------------------ */
+
+bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms)
+{
+    return s < g->n_shards && g->shards[s].leading && now_ms < g->shards[s].lead_until_ms;
+}
+
+uint32_t ld_shardgroup_owned(const struct ld_shardgroup *g, int64_t now_ms, uint32_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        if (ld_shardgroup_owns(g, s, now_ms))
+            out[n++] = s;
+    return n;
+}
+
+bool ld_shardgroup_range(const struct ld_shardgroup *g, uint32_t s,
+                         char start[LD_SHARDRANGE_HEX_SIZE],
+                         char end[LD_SHARDRANGE_HEX_SIZE],
+                         char selector[LD_SHARDRANGE_SELECTOR_SIZE])
+{
+    struct ld_shard_range r;
+    if (!g->numbered || !ld_shardrange_of(s, g->n_shards, &r))
+        return false;
+    ld_shardrange_bounds(&r, start, end);
+    if (selector)
+        ld_shardrange_selector(&r, selector);
+    return true;
+}
+
+bool ld_shardgroup_shard_of_key(const struct ld_shardgroup *g, const void *key,
+                                size_t len, uint32_t *s, uint64_t *hash)
+{
+    if (!g->numbered)
+        return false;
+    uint64_t h = ld_fnv1a64(key, len);
+    if (s)
+        *s = ld_shardrange_find(h, g->n_shards);
+    if (hash)
+        *hash = h;
+    return true;
+}

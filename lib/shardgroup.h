@@ -1,0 +1,182 @@
+/*
+ * shardgroup: the decision part of a shard group (CONTRACT.md "Sharding"),
+ * so that the daemon around the election host stays thin glue. Pure: no
+ * I/O, no clock (every call that judges time takes now_ms, local
+ * monotonic), no threads.
+ *
+ * A group named NAME (the --lease-name) has shards numbered 0..N-1 or
+ * named, and one member Lease per replica. This module
+ *  - knows the names: shard ID's Lease is "NAME-ID", this replica's member
+ *    Lease "NAME-member-IDENTITY"; every Lease carries the label
+ *    LD_SHARDGROUP_LABEL=NAME (the host's watch selects the group by it),
+ *    a shard Lease also LD_SHARDGROUP_SHARD_LABEL=ID, and the member Lease,
+ *    when a Pod uid is given, an ownerReference to the Pod (apiVersion v1,
+ *    kind Pod, name IDENTITY) so the garbage collector removes it after a
+ *    crash. ld_shardgroup_new validates every name and says which is bad.
+ *  - keeps the member table from watch observations. Another replica is a
+ *    live member while its member Lease names it as holder and is
+ *    unexpired by election.c's rule: the last change of the record this
+ *    process saw plus the record's own leaseDurationSeconds (the group's
+ *    lease duration when it has none). Live at now means now < that expiry.
+ *    This replica is a live member while its own member election leads
+ *    (ld_election_is_leader), never because of what the watch says.
+ *  - computes the assignment (shardassign.h) from the sorted live members
+ *    and the shards' observed holders (a holder counts while its record is
+ *    valid, holder_valid_until_ms), says per shard whether this replica
+ *    should contend (its target is this replica), and when the inputs can
+ *    next change with no news (a member's or a holder's expiry), so the
+ *    caller can wake then.
+ *  - gives what /shards shows: live members, the shards owned at now, per
+ *    shard its Lease name, and for numbered shards range and selector
+ *    (shardrange.h) and the shard of a key.
+ *
+ * Ownership: the group copies everything it is given; strings it returns
+ * are borrowed from it and valid as long as the call comment says (at most
+ * until ld_shardgroup_free).
+ */
+#ifndef LEADERD_SHARDGROUP_H
+#define LEADERD_SHARDGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "election.h"
+#include "err.h"
+#include "lease.h"
+#include "shardrange.h"
+
+#define LD_SHARDGROUP_MAX_SHARDS 1024
+/* At most this many other replicas' member Leases are tracked; more are
+ * ignored (LD_ETOOBIG), as a replica that has not seen them yet would. */
+#define LD_SHARDGROUP_MAX_MEMBERS 4096
+/* Label keys on every Lease of the group and on each shard Lease. */
+#define LD_SHARDGROUP_LABEL "leaderd.io/shard-group"
+#define LD_SHARDGROUP_SHARD_LABEL "leaderd.io/shard"
+/* A group's name is also a label value, which Kubernetes caps at 63. */
+#define LD_SHARDGROUP_NAME_MAX 63
+
+struct ld_shardgroup;
+
+struct ld_shardgroup_config {
+    const char *name;     /* the group (--lease-name); copied */
+    const char *identity; /* this replica; copied; non-empty */
+    /* NULL: n_shards numbered shards 0..n_shards-1; else n_shards distinct
+     * DNS-1123 labels, none starting with "member-", in the order given.
+     * Copied. 1 <= n_shards <= LD_SHARDGROUP_MAX_SHARDS. */
+    const char *const *names;
+    uint32_t n_shards;
+    const char *pod_uid;       /* NULL or "": no ownerReference; copied */
+    int64_t lease_duration_ms; /* > 0: for a member record without a duration */
+};
+
+/* Validates cfg and returns a new group (free with ld_shardgroup_free), or
+ * NULL with err set: LD_EINVAL with a message that names the bad name or
+ * value (fit for an exit 2), or LD_ENOMEM. */
+struct ld_shardgroup *ld_shardgroup_new(const struct ld_shardgroup_config *cfg,
+                                        struct ld_errinfo *err);
+void ld_shardgroup_free(struct ld_shardgroup *g); /* NULL-safe */
+
+/* ---- names (borrowed, valid until ld_shardgroup_free) ---- */
+
+uint32_t ld_shardgroup_count(const struct ld_shardgroup *g);
+bool ld_shardgroup_numbered(const struct ld_shardgroup *g);
+const char *ld_shardgroup_name(const struct ld_shardgroup *g);
+/* The label selector of the group's watch: "leaderd.io/shard-group=NAME". */
+const char *ld_shardgroup_selector(const struct ld_shardgroup *g);
+/* This replica's member Lease name and its create_metadata JSON. */
+const char *ld_shardgroup_member_lease(const struct ld_shardgroup *g);
+const char *ld_shardgroup_member_metadata(const struct ld_shardgroup *g);
+/* Shard s (< count): its ID ("7" or the name), Lease name and
+ * create_metadata JSON. NULL for s out of range. */
+const char *ld_shardgroup_shard_id(const struct ld_shardgroup *g, uint32_t s);
+const char *ld_shardgroup_shard_lease(const struct ld_shardgroup *g, uint32_t s);
+const char *ld_shardgroup_shard_metadata(const struct ld_shardgroup *g, uint32_t s);
+/* The shard whose ID is id exactly ("07" is no numbered shard); false when
+ * there is none (404). */
+bool ld_shardgroup_find(const struct ld_shardgroup *g, const char *id, uint32_t *s);
+
+/* ---- observations ---- */
+
+/* A watch ADDED or MODIFIED of any Lease of the group (lease borrowed).
+ * Another replica's member Lease updates the table: the record's expiry
+ * restarts at now_ms when it differs from the one seen before. Anything
+ * else (shard Leases, our own member Lease, names outside the group) is
+ * ignored. LD_OK, or LD_ENOMEM / LD_ETOOBIG (the member keeps its previous
+ * state, or a new one is not added). */
+enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
+                                         const struct ld_lease *lease, int64_t now_ms);
+
+/* A watch DELETED (gone borrowed): that member leaves the table at once. A
+ * DELETED of an older object (another metadata.uid) changes nothing. */
+void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
+                                          const struct ld_lease *gone);
+
+/* The status of this replica's own member election (st borrowed): this
+ * replica is a live member while st->leading and now < st->lead_until_ms. */
+void ld_shardgroup_observe_own(struct ld_shardgroup *g,
+                               const struct ld_election_status *st);
+
+/* The status of shard s's election (st borrowed; its strings are copied):
+ * the observed holder and until when it is valid, and whether we lead.
+ * LD_OK, LD_EINVAL (s out of range) or LD_ENOMEM (the shard keeps its
+ * previous observation). */
+enum ld_err ld_shardgroup_observe_shard(struct ld_shardgroup *g, uint32_t s,
+                                        const struct ld_election_status *st);
+
+/* True once every shard's election has observed its Lease (or its
+ * absence): before that, /shards answers 503. */
+bool ld_shardgroup_observed(const struct ld_shardgroup *g);
+
+/* ---- decisions ---- */
+
+/* Computes the assignment at now_ms from the live members and the valid
+ * holders. On LD_OK ld_shardgroup_contend and ld_shardgroup_target answer
+ * from it and *next_ms (may be NULL) is the earliest time after now_ms at
+ * which a member or holder expires, INT64_MAX when none will: until then
+ * and without a new observation, the assignment stays what it is. On
+ * LD_ENOMEM the previous assignment stands and *next_ms is untouched. */
+enum ld_err ld_shardgroup_assign(struct ld_shardgroup *g, int64_t now_ms,
+                                 int64_t *next_ms);
+
+/* Whether this replica should contend for shard s, by the last assignment
+ * (false before the first, and for s out of range). */
+bool ld_shardgroup_contend(const struct ld_shardgroup *g, uint32_t s);
+
+/* The identity the last assignment gives shard s, or NULL (no members, s
+ * out of range, none yet). Valid until the next call of any function here
+ * that takes a member observation (ld_shardgroup_observe_member*) or assigns. */
+const char *ld_shardgroup_target(const struct ld_shardgroup *g, uint32_t s);
+
+/* ---- the /shards view ---- */
+
+/* The live members at now_ms, sorted by strcmp, into *out (borrowed; valid
+ * until the next call of any function here other than the name getters).
+ * Returns how many. */
+uint32_t ld_shardgroup_members(struct ld_shardgroup *g, int64_t now_ms,
+                               const char *const **out);
+
+/* Whether this replica leads shard s at now_ms (ld_election_is_leader, by
+ * the last observed status). */
+bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms);
+
+/* Writes the shards owned at now_ms, lowest first, into out (the caller's,
+ * room for ld_shardgroup_count entries); returns how many. */
+uint32_t ld_shardgroup_owned(const struct ld_shardgroup *g, int64_t now_ms,
+                             uint32_t *out);
+
+/* For numbered shards: shard s's range bounds and selector in the forms of
+ * shardrange.h (any buffer may be NULL). False for named shards and s out
+ * of range (the buffers are left alone). */
+bool ld_shardgroup_range(const struct ld_shardgroup *g, uint32_t s,
+                         char start[LD_SHARDRANGE_HEX_SIZE],
+                         char end[LD_SHARDRANGE_HEX_SIZE],
+                         char selector[LD_SHARDRANGE_SELECTOR_SIZE]);
+
+/* For numbered shards: the shard whose range holds FNV-1a64 of the key's
+ * len bytes, and that hash (either out may be NULL). False for named
+ * shards. */
+bool ld_shardgroup_shard_of_key(const struct ld_shardgroup *g, const void *key,
+                                size_t len, uint32_t *s, uint64_t *hash);
+
+#endif

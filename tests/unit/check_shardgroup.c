@@ -1,0 +1,829 @@
+/*
+ * check_shardgroup: the shard group driver on a simulated clock. Names and
+ * their validation, the create_metadata JSON, member liveness to the
+ * millisecond (a member drops out exactly at its expiry; ours counts only
+ * while our member election leads), agreement between replicas fed the
+ * same observations, and random join, leave and crash sequences in a small
+ * in-memory world of Leases that must end balanced within the contract's
+ * time and with the contract's movement bounds.
+ */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "election.h"
+#include "shardgroup.h"
+#include "support/run_suite.h"
+
+#define DURATION_MS 10000
+#define RENEW_DEADLINE_MS 7000
+#define RETRY_MS 1000
+
+static struct ld_shardgroup *numbered_group(const char *name, const char *identity,
+                                            uint32_t n, const char *pod_uid)
+{
+    struct ld_errinfo err;
+    struct ld_shardgroup_config cfg = {
+        .name = name,
+        .identity = identity,
+        .n_shards = n,
+        .pod_uid = pod_uid,
+        .lease_duration_ms = DURATION_MS,
+    };
+    struct ld_shardgroup *g = ld_shardgroup_new(&cfg, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    return g;
+}
+
+/* A member Lease as a watch event carries it: holder, duration, and a
+ * renewTime that makes each renewal a new record. */
+static void member_record(struct ld_lease *l, const char *group, const char *identity,
+                          const char *holder, int32_t duration_s, int64_t renew_us,
+                          const char *uid)
+{
+    char name[300];
+    snprintf(name, sizeof(name), "%s-member-%s", group, identity);
+    ld_lease_init(l);
+    l->name = strdup(name);
+    l->namespace_ = strdup("ns");
+    l->uid = uid ? strdup(uid) : NULL;
+    l->spec.holder = strdup(holder);
+    l->spec.duration_s = duration_s;
+    l->spec.has_renew = true;
+    l->spec.renew_us = renew_us;
+    ck_assert(l->name && l->namespace_ && l->spec.holder && (!uid || l->uid));
+}
+
+static void observe(struct ld_shardgroup *g, const char *identity, const char *holder,
+                    int32_t duration_s, int64_t renew_us, int64_t now_ms)
+{
+    struct ld_lease l;
+    member_record(&l, ld_shardgroup_name(g), identity, holder, duration_s, renew_us,
+                  "uid-1");
+    ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, now_ms), LD_OK);
+    ld_lease_clear(&l);
+}
+
+static void own(struct ld_shardgroup *g, bool leading, int64_t until_ms)
+{
+    struct ld_election_status st = {.leading = leading, .lead_until_ms = until_ms};
+    ld_shardgroup_observe_own(g, &st);
+}
+
+static void shard(struct ld_shardgroup *g, uint32_t s, const char *holder,
+                  int64_t valid_until_ms, bool leading, int64_t lead_until_ms)
+{
+    struct ld_election_status st = {
+        .observed = true,
+        .leader = holder,
+        .leading = leading,
+        .lead_until_ms = lead_until_ms,
+        .holder_valid_until_ms = holder[0] ? valid_until_ms : INT64_MIN,
+    };
+    ck_assert_int_eq(ld_shardgroup_observe_shard(g, s, &st), LD_OK);
+}
+
+/* The live members at now joined by commas, for compact assertions. */
+static const char *members_at(struct ld_shardgroup *g, int64_t now_ms)
+{
+    static char out[512];
+    const char *const *list = NULL;
+    uint32_t n = ld_shardgroup_members(g, now_ms, &list);
+    size_t used = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < n; i++) {
+        int w =
+            snprintf(out + used, sizeof(out) - used, "%s%s", i > 0 ? "," : "", list[i]);
+        ck_assert(w >= 0 && (size_t)w < sizeof(out) - used);
+        used += (size_t)w;
+    }
+    return out;
+}
+
+/* ---- names and metadata ------------------------------------------------- */
+
+START_TEST(names_of_a_numbered_group)
+{
+    struct ld_shardgroup *g = numbered_group("web", "pod-a", 3, NULL);
+    uint32_t s = 99;
+
+    ck_assert(ld_shardgroup_numbered(g));
+    ck_assert_uint_eq(ld_shardgroup_count(g), 3);
+    ck_assert_str_eq(ld_shardgroup_selector(g), "leaderd.io/shard-group=web");
+    ck_assert_str_eq(ld_shardgroup_member_lease(g), "web-member-pod-a");
+    ck_assert_str_eq(ld_shardgroup_shard_id(g, 2), "2");
+    ck_assert_str_eq(ld_shardgroup_shard_lease(g, 0), "web-0");
+    ck_assert_str_eq(ld_shardgroup_shard_lease(g, 2), "web-2");
+    ck_assert_ptr_null(ld_shardgroup_shard_lease(g, 3));
+    ck_assert(ld_shardgroup_find(g, "1", &s));
+    ck_assert_uint_eq(s, 1);
+    ck_assert(!ld_shardgroup_find(g, "01", &s));
+    ck_assert(!ld_shardgroup_find(g, "3", &s));
+    ck_assert(!ld_shardgroup_find(g, "", &s));
+
+    char start[LD_SHARDRANGE_HEX_SIZE], end[LD_SHARDRANGE_HEX_SIZE];
+    char sel[LD_SHARDRANGE_SELECTOR_SIZE];
+    ck_assert(ld_shardgroup_range(g, 0, start, end, sel));
+    ck_assert_str_eq(start, "0x0000000000000000");
+    ck_assert_str_eq(end, "0x5555555555555555");
+    ck_assert_str_eq(sel, "shardRange(object.metadata.uid, '0x0000000000000000', "
+                          "'0x5555555555555555')");
+    ck_assert(ld_shardgroup_range(g, 2, start, end, NULL));
+    ck_assert_str_eq(end, "0x10000000000000000");
+    ck_assert(!ld_shardgroup_range(g, 3, start, end, sel));
+
+    /* FNV-1a64("a") = 0xaf63dc4c8601ec8c, in the last third of 2^64. */
+    uint64_t h = 0;
+    ck_assert(ld_shardgroup_shard_of_key(g, "a", 1, &s, &h));
+    ck_assert_uint_eq(h, UINT64_C(0xaf63dc4c8601ec8c));
+    ck_assert_uint_eq(s, 2);
+    /* The empty key hashes to the offset basis, 0xcbf29ce484222325. */
+    ck_assert(ld_shardgroup_shard_of_key(g, "", 0, &s, &h));
+    ck_assert_uint_eq(h, UINT64_C(0xcbf29ce484222325));
+    ck_assert_uint_eq(s, 2);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+START_TEST(names_of_a_named_group)
+{
+    const char *names[] = {"eu", "us", "apac"};
+    struct ld_errinfo err;
+    struct ld_shardgroup_config cfg = {
+        .name = "jobs.example",
+        .identity = "pod-b",
+        .names = names,
+        .n_shards = 3,
+        .lease_duration_ms = DURATION_MS,
+    };
+    struct ld_shardgroup *g = ld_shardgroup_new(&cfg, &err);
+    uint32_t s = 99;
+    char start[LD_SHARDRANGE_HEX_SIZE] = "untouched";
+
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    ck_assert(!ld_shardgroup_numbered(g));
+    ck_assert_str_eq(ld_shardgroup_shard_id(g, 2), "apac");
+    ck_assert_str_eq(ld_shardgroup_shard_lease(g, 1), "jobs.example-us");
+    ck_assert_str_eq(ld_shardgroup_member_lease(g), "jobs.example-member-pod-b");
+    ck_assert(ld_shardgroup_find(g, "apac", &s));
+    ck_assert_uint_eq(s, 2);
+    ck_assert(!ld_shardgroup_find(g, "0", &s));
+    ck_assert(!ld_shardgroup_range(g, 0, start, NULL, NULL));
+    ck_assert_str_eq(start, "untouched");
+    ck_assert(!ld_shardgroup_shard_of_key(g, "k", 1, &s, NULL));
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+static json_t *parse(const char *text)
+{
+    json_error_t jerr;
+    ck_assert_ptr_nonnull(text);
+    json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    ck_assert_msg(json_is_object(v), "not a JSON object: %s (%s)", text, jerr.text);
+    return v;
+}
+
+static const char *str_at(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    ck_assert_msg(json_is_string(v), "%s is not a string", key);
+    return json_string_value(v);
+}
+
+START_TEST(create_metadata_carries_labels_and_owner)
+{
+    struct ld_shardgroup *g = numbered_group("web", "pod-a", 2, "0b2f-44aa-9c1e");
+    struct ld_errinfo err;
+
+    json_t *m = parse(ld_shardgroup_member_metadata(g));
+    json_t *labels = json_object_get(m, "labels");
+    ck_assert_str_eq(str_at(labels, "leaderd.io/shard-group"), "web");
+    ck_assert_ptr_null(json_object_get(labels, "leaderd.io/shard"));
+    json_t *refs = json_object_get(m, "ownerReferences");
+    ck_assert(json_is_array(refs));
+    ck_assert_uint_eq(json_array_size(refs), 1);
+    json_t *ref = json_array_get(refs, 0);
+    ck_assert_str_eq(str_at(ref, "apiVersion"), "v1");
+    ck_assert_str_eq(str_at(ref, "kind"), "Pod");
+    ck_assert_str_eq(str_at(ref, "name"), "pod-a");
+    ck_assert_str_eq(str_at(ref, "uid"), "0b2f-44aa-9c1e");
+    json_decref(m);
+
+    json_t *sm = parse(ld_shardgroup_shard_metadata(g, 1));
+    labels = json_object_get(sm, "labels");
+    ck_assert_str_eq(str_at(labels, "leaderd.io/shard-group"), "web");
+    ck_assert_str_eq(str_at(labels, "leaderd.io/shard"), "1");
+    ck_assert_ptr_null(json_object_get(sm, "ownerReferences"));
+    json_decref(sm);
+
+    /* The election engine takes both as they are. */
+    struct ld_election_config ec = {
+        .namespace_ = "ns",
+        .name = ld_shardgroup_member_lease(g),
+        .identity = "pod-a",
+        .lease_duration_ms = DURATION_MS,
+        .renew_deadline_ms = RENEW_DEADLINE_MS,
+        .retry_period_ms = RETRY_MS,
+        .create_metadata = ld_shardgroup_member_metadata(g),
+    };
+    struct ld_election *e = ld_election_new(&ec, &err);
+    ck_assert_msg(e != NULL, "%s", err.msg);
+    ld_election_free(e);
+    ec.name = ld_shardgroup_shard_lease(g, 0);
+    ec.create_metadata = ld_shardgroup_shard_metadata(g, 0);
+    e = ld_election_new(&ec, &err);
+    ck_assert_msg(e != NULL, "%s", err.msg);
+    ld_election_free(e);
+    ld_shardgroup_free(g);
+
+    /* Without a Pod uid there is no ownerReference to dangle. */
+    g = numbered_group("web", "pod-a", 1, "");
+    m = parse(ld_shardgroup_member_metadata(g));
+    ck_assert_ptr_null(json_object_get(m, "ownerReferences"));
+    json_decref(m);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+struct bad_case {
+    const char *name;
+    const char *identity;
+    const char *const *names;
+    uint32_t n;
+    const char *pod_uid;
+    const char *want; /* a substring of the message */
+};
+
+START_TEST(bad_names_are_refused_by_name)
+{
+    static const char *member_named[] = {"eu", "member-x"};
+    static const char *twice[] = {"eu", "us", "eu"};
+    static const char *upper[] = {"EU"};
+    static const char *dotted[] = {"e.u"};
+    static const char *empty[] = {""};
+    static const char *ok_named[] = {"eu"};
+    char long_label[70], long_identity[260], many_names[LD_SHARDGROUP_MAX_SHARDS + 1][16];
+    const char *many[LD_SHARDGROUP_MAX_SHARDS + 1];
+
+    memset(long_label, 'a', 64);
+    long_label[64] = '\0';
+    /* "web-member-" and 243 bytes: 254, one over the limit. */
+    memset(long_identity, 'p', 243);
+    long_identity[243] = '\0';
+    for (int i = 0; i <= LD_SHARDGROUP_MAX_SHARDS; i++) {
+        snprintf(many_names[i], sizeof(many_names[i]), "s%d", i);
+        many[i] = many_names[i];
+    }
+    const struct bad_case cases[] = {
+        {"Web", "pod-a", NULL, 3, NULL, "lease name Web is not a valid Lease name"},
+        {"web_1", "pod-a", NULL, 3, NULL, "lease name web_1 "},
+        {long_label, "pod-a", NULL, 3, NULL, "at most 63 characters"},
+        {"", "pod-a", NULL, 3, NULL, "no lease name"},
+        {"web", "", NULL, 3, NULL, "no identity"},
+        {"web", "Pod_A", NULL, 3, NULL, "member Lease name web-member-Pod_A"},
+        {"web", long_identity, NULL, 3, NULL, "member Lease name web-member-ppp"},
+        {"web", "pod-a", NULL, 0, NULL, "0 shards, not 1 to 1024"},
+        {"web", "pod-a", NULL, 1025, NULL, "1025 shards, not 1 to 1024"},
+        {"web", "pod-a", many, 1025, NULL, "1025 shards, not 1 to 1024"},
+        {"web", "pod-a", member_named, 2, NULL, "shard name member-x starts with"},
+        {"web", "pod-a", twice, 3, NULL, "shard name eu is given twice"},
+        {"web", "pod-a", upper, 1, NULL, "shard name EU is not a DNS-1123 label"},
+        {"web", "pod-a", dotted, 1, NULL, "shard name e.u is not"},
+        {"web", "pod-a", empty, 1, NULL, "shard name  is not"},
+        {"web", "pod-a", ok_named, 1, "a b", "POD_UID a b is not"},
+        {"web", "pod-a", ok_named, 1, "{\"x\":1}", "POD_UID {\"x\":1} is not"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct bad_case *c = &cases[i];
+        struct ld_errinfo err;
+        struct ld_shardgroup_config cfg = {
+            .name = c->name,
+            .identity = c->identity,
+            .names = c->names,
+            .n_shards = c->n,
+            .pod_uid = c->pod_uid,
+            .lease_duration_ms = DURATION_MS,
+        };
+        struct ld_shardgroup *g = ld_shardgroup_new(&cfg, &err);
+        ck_assert_msg(g == NULL, "case %zu accepted", i);
+        ck_assert_int_eq(err.code, LD_EINVAL);
+        ck_assert_msg(strstr(err.msg, c->want) != NULL, "case %zu: \"%s\" lacks \"%s\"",
+                      i, err.msg, c->want);
+    }
+
+    /* The edges that are fine: 1024 numbered or named shards, a 63-byte
+     * name, a 63-byte shard name. */
+    struct ld_shardgroup *g = numbered_group("web", "pod-a", 1024, NULL);
+    ck_assert_str_eq(ld_shardgroup_shard_lease(g, 1023), "web-1023");
+    ld_shardgroup_free(g);
+    long_label[63] = '\0';
+    g = numbered_group(long_label, "pod-a", 1, NULL);
+    ld_shardgroup_free(g);
+    struct ld_errinfo err;
+    const char *one_long[] = {long_label};
+    struct ld_shardgroup_config cfg = {
+        .name = "web",
+        .identity = "pod-a",
+        .names = many,
+        .n_shards = LD_SHARDGROUP_MAX_SHARDS,
+        .lease_duration_ms = DURATION_MS,
+    };
+    g = ld_shardgroup_new(&cfg, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    ld_shardgroup_free(g);
+    cfg.names = one_long;
+    cfg.n_shards = 1;
+    g = ld_shardgroup_new(&cfg, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* ---- the member table --------------------------------------------------- */
+
+START_TEST(a_member_drops_out_exactly_at_its_expiry)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    int64_t next = 0;
+
+    observe(g, "b", "b", 10, 1, 1000);
+    ck_assert_str_eq(members_at(g, 1000), "b");
+    ck_assert_int_eq(ld_shardgroup_assign(g, 1000, &next), LD_OK);
+    ck_assert_int_eq(next, 11000);
+    ck_assert_str_eq(members_at(g, 10999), "b");
+    ck_assert_str_eq(members_at(g, 11000), "");
+
+    /* A renewal (a new record) restarts the count; the same record seen
+     * again does not. */
+    observe(g, "b", "b", 10, 2, 5000);
+    observe(g, "b", "b", 10, 2, 8000);
+    ck_assert_str_eq(members_at(g, 14999), "b");
+    ck_assert_str_eq(members_at(g, 15000), "");
+    ck_assert_int_eq(ld_shardgroup_assign(g, 9000, &next), LD_OK);
+    ck_assert_int_eq(next, 15000);
+
+    /* The record's own duration counts, and without one the group's. */
+    observe(g, "c", "c", 3, 1, 9000);
+    ck_assert_str_eq(members_at(g, 11999), "b,c");
+    ck_assert_str_eq(members_at(g, 12000), "b");
+    observe(g, "d", "d", 0, 1, 9000);
+    ck_assert_str_eq(members_at(g, 18999), "d");
+    ck_assert_str_eq(members_at(g, 19000), "");
+
+    /* Released (empty holder) or held by someone else: not live. */
+    observe(g, "b", "", 1, 3, 9000);
+    ck_assert_str_eq(members_at(g, 9000), "c,d");
+    observe(g, "c", "x", 10, 2, 9000);
+    ck_assert_str_eq(members_at(g, 9000), "d");
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+START_TEST(deleted_members_leave_and_stale_deletes_do_not)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    struct ld_lease l;
+
+    observe(g, "b", "b", 10, 1, 1000); /* uid-1 */
+    member_record(&l, "web", "b", "b", 10, 1, "uid-0");
+    ld_shardgroup_observe_member_deleted(g, &l); /* an older object */
+    ld_lease_clear(&l);
+    ck_assert_str_eq(members_at(g, 1000), "b");
+    member_record(&l, "web", "b", "b", 10, 1, "uid-1");
+    ld_shardgroup_observe_member_deleted(g, &l);
+    ld_lease_clear(&l);
+    ck_assert_str_eq(members_at(g, 1000), "");
+
+    /* Shard Leases, other groups and a member- prefix alone are no member. */
+    ld_lease_init(&l);
+    l.name = strdup("web-3");
+    l.spec.holder = strdup("web-3");
+    ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, 1000), LD_OK);
+    free(l.name);
+    l.name = strdup("web-member-");
+    ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, 1000), LD_OK);
+    free(l.name);
+    l.name = strdup("api-member-web-3");
+    ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, 1000), LD_OK);
+    ld_lease_clear(&l);
+    ck_assert_str_eq(members_at(g, 1000), "");
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+START_TEST(our_own_member_counts_only_while_we_hold_it)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    int64_t next = 0;
+
+    /* The watch showing our member Lease held by us proves nothing: a twin
+     * or our previous incarnation may have written it. */
+    observe(g, "a", "a", 10, 1, 1000);
+    ck_assert_str_eq(members_at(g, 1000), "");
+    ck_assert_int_eq(ld_shardgroup_assign(g, 1000, NULL), LD_OK);
+    for (uint32_t s = 0; s < 4; s++)
+        ck_assert(!ld_shardgroup_contend(g, s));
+
+    own(g, true, 8000);
+    observe(g, "b", "b", 10, 1, 1000);
+    ck_assert_str_eq(members_at(g, 7999), "a,b");
+    ck_assert_str_eq(members_at(g, 8000), "b");
+    ck_assert_int_eq(ld_shardgroup_assign(g, 2000, &next), LD_OK);
+    ck_assert_int_eq(next, 8000);
+    ck_assert(ld_shardgroup_contend(g, 0) && ld_shardgroup_contend(g, 1));
+    ck_assert(!ld_shardgroup_contend(g, 2) && !ld_shardgroup_contend(g, 3));
+    ck_assert_str_eq(ld_shardgroup_target(g, 3), "b");
+
+    /* Past our lead_until we are out, and contend for nothing. */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 8000, &next), LD_OK);
+    ck_assert_int_eq(next, 11000);
+    for (uint32_t s = 0; s < 4; s++)
+        ck_assert(!ld_shardgroup_contend(g, s));
+    own(g, false, 20000);
+    ck_assert_str_eq(members_at(g, 2000), "b");
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+START_TEST(holders_and_the_owned_list)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    uint32_t owned[4];
+    int64_t next = 0;
+
+    own(g, true, 100000);
+    observe(g, "b", "b", 10, 1, 0);
+    ck_assert(!ld_shardgroup_observed(g));
+    /* b holds 0 and 1 and keeps them (quota 2 each); a holds 2; 3 is held
+     * by a ghost, which counts as none. */
+    shard(g, 0, "b", 9000, false, 0);
+    shard(g, 1, "b", 9500, false, 0);
+    shard(g, 2, "a", 9000, true, 6000);
+    ck_assert(!ld_shardgroup_observed(g));
+    shard(g, 3, "ghost", 4000, false, 0);
+    ck_assert(ld_shardgroup_observed(g));
+    ck_assert_int_eq(ld_shardgroup_assign(g, 1000, &next), LD_OK);
+    ck_assert_int_eq(next, 4000); /* the ghost's record expires first */
+    ck_assert_str_eq(ld_shardgroup_target(g, 0), "b");
+    ck_assert_str_eq(ld_shardgroup_target(g, 1), "b");
+    ck_assert_str_eq(ld_shardgroup_target(g, 2), "a");
+    ck_assert_str_eq(ld_shardgroup_target(g, 3), "a");
+    ck_assert(!ld_shardgroup_contend(g, 0) && !ld_shardgroup_contend(g, 1));
+    ck_assert(ld_shardgroup_contend(g, 2) && ld_shardgroup_contend(g, 3));
+    ck_assert(!ld_shardgroup_contend(g, 4));
+    ck_assert_ptr_null(ld_shardgroup_target(g, 4));
+
+    /* owned is judged at the time asked, like /leader. */
+    ck_assert_uint_eq(ld_shardgroup_owned(g, 5999, owned), 1);
+    ck_assert_uint_eq(owned[0], 2);
+    ck_assert(ld_shardgroup_owns(g, 2, 5999));
+    ck_assert(!ld_shardgroup_owns(g, 2, 6000));
+    ck_assert_uint_eq(ld_shardgroup_owned(g, 6000, owned), 0);
+
+    /* Shards 0, 2 and 3 have expired (nobody renewed them), 1 is still
+     * b's: b keeps 1, the free ones fill a to its quota first, then b. */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 9200, &next), LD_OK);
+    ck_assert_str_eq(ld_shardgroup_target(g, 0), "a");
+    ck_assert_str_eq(ld_shardgroup_target(g, 1), "b");
+    ck_assert_str_eq(ld_shardgroup_target(g, 2), "a");
+    ck_assert_str_eq(ld_shardgroup_target(g, 3), "b");
+    ck_assert_int_eq(next, 9500); /* shard 1's record, before b's member one */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 9500, &next), LD_OK);
+    ck_assert_int_eq(next, 10000);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* ---- several replicas --------------------------------------------------- */
+
+START_TEST(replicas_fed_the_same_observations_agree)
+{
+    const char *ids[] = {"pod-c", "pod-a", "pod-b"};
+    struct ld_shardgroup *g[3];
+    const uint32_t n = 10;
+
+    for (int r = 0; r < 3; r++) {
+        g[r] = numbered_group("web", ids[r], n, NULL);
+        own(g[r], true, 7000);
+        for (int o = 0; o < 3; o++)
+            if (o != r)
+                observe(g[r], ids[o], ids[o], 10, 1, 0);
+        /* pod-c holds everything from before the others joined. */
+        for (uint32_t s = 0; s < n; s++)
+            shard(g[r], s, "pod-c", 10000, r == 0, r == 0 ? 7000 : 0);
+        ck_assert_int_eq(ld_shardgroup_assign(g[r], 100, NULL), LD_OK);
+        ck_assert_str_eq(members_at(g[r], 100), "pod-a,pod-b,pod-c");
+    }
+    uint32_t per[3] = {0, 0, 0};
+    for (uint32_t s = 0; s < n; s++) {
+        int contenders = 0;
+        for (int r = 0; r < 3; r++) {
+            ck_assert_str_eq(ld_shardgroup_target(g[r], s),
+                             ld_shardgroup_target(g[0], s));
+            if (ld_shardgroup_contend(g[r], s)) {
+                contenders++;
+                per[r]++;
+                ck_assert_str_eq(ld_shardgroup_target(g[r], s), ids[r]);
+            }
+        }
+        ck_assert_int_eq(contenders, 1);
+    }
+    /* Quotas by name: pod-a 4, pod-b 3, pod-c 3; pod-c keeps its lowest. */
+    ck_assert_uint_eq(per[1], 4);
+    ck_assert_uint_eq(per[2], 3);
+    ck_assert_uint_eq(per[0], 3);
+    for (uint32_t s = 0; s < 3; s++)
+        ck_assert(ld_shardgroup_contend(g[0], s));
+    for (int r = 0; r < 3; r++)
+        ld_shardgroup_free(g[r]);
+}
+END_TEST
+
+/* A world of Leases stepped every retry period. Every running replica
+ * renews its member Lease and then acts on its driver's decisions: it
+ * renews the shards it should own, releases those it should not, and takes
+ * free or expired ones assigned to it. Every driver sees every change at
+ * the next step (a watch without lag). A crashed replica does nothing; its
+ * Leases expire. */
+#define POOL 6
+#define WORLD_SHARDS 16
+#define EVENTS 40
+
+struct world_shard {
+    char holder[16];
+    int64_t changed_ms; /* last write: holders' validity runs from it */
+};
+
+struct replica {
+    char id[16];
+    bool running;
+    bool member_exists; /* the member Lease is stored */
+    int64_t member_renew_us;
+    uint32_t incarnation;
+    struct ld_shardgroup *g;
+};
+
+struct world {
+    int64_t now_ms;
+    struct replica r[POOL];
+    struct world_shard s[WORLD_SHARDS];
+    uint64_t rng;
+};
+
+static uint64_t next_rand(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+static void member_lease_of(const struct world *w, int i, struct ld_lease *l)
+{
+    char uid[32];
+    snprintf(uid, sizeof(uid), "uid-%d-%u", i, (unsigned)w->r[i].incarnation);
+    member_record(l, "grp", w->r[i].id, w->r[i].id, DURATION_MS / 1000,
+                  w->r[i].member_renew_us, uid);
+}
+
+static bool shard_valid(const struct world *w, uint32_t s)
+{
+    return w->s[s].holder[0] && w->now_ms < w->s[s].changed_ms + DURATION_MS;
+}
+
+/* What one running replica's driver sees at the start of a step. */
+static void feed(struct world *w, int i)
+{
+    struct ld_shardgroup *g = w->r[i].g;
+    own(g, true, w->now_ms + RENEW_DEADLINE_MS); /* it renewed just now */
+    for (int o = 0; o < POOL; o++) {
+        if (o == i || !w->r[o].member_exists)
+            continue;
+        struct ld_lease l;
+        member_lease_of(w, o, &l);
+        ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, w->now_ms), LD_OK);
+        ld_lease_clear(&l);
+    }
+    for (uint32_t s = 0; s < WORLD_SHARDS; s++) {
+        bool mine = strcmp(w->s[s].holder, w->r[i].id) == 0;
+        shard(g, s, w->s[s].holder, w->s[s].changed_ms + DURATION_MS, mine,
+              mine ? w->s[s].changed_ms + RENEW_DEADLINE_MS : 0);
+    }
+    ck_assert_int_eq(ld_shardgroup_assign(g, w->now_ms, NULL), LD_OK);
+}
+
+static void act(struct world *w, int i)
+{
+    struct replica *r = &w->r[i];
+    for (uint32_t s = 0; s < WORLD_SHARDS; s++) {
+        struct world_shard *ws = &w->s[s];
+        bool mine = strcmp(ws->holder, r->id) == 0;
+        bool want = ld_shardgroup_contend(r->g, s);
+        if (mine && !want) {
+            ws->holder[0] = '\0';
+            ws->changed_ms = w->now_ms;
+        } else if (mine || (want && !shard_valid(w, s))) {
+            snprintf(ws->holder, sizeof(ws->holder), "%s", r->id);
+            ws->changed_ms = w->now_ms;
+        }
+    }
+}
+
+static void step(struct world *w)
+{
+    w->now_ms += RETRY_MS;
+    for (int i = 0; i < POOL; i++)
+        if (w->r[i].running)
+            w->r[i].member_renew_us = w->now_ms * 1000;
+    for (int i = 0; i < POOL; i++)
+        if (w->r[i].running)
+            feed(w, i);
+    for (int i = 0; i < POOL; i++)
+        if (w->r[i].running)
+            act(w, i);
+}
+
+static int running_count(const struct world *w)
+{
+    int n = 0;
+    for (int i = 0; i < POOL; i++)
+        n += w->r[i].running;
+    return n;
+}
+
+/* Every shard validly held by a running replica, each of which holds
+ * floor(N/M) or ceil(N/M). */
+static bool balanced(const struct world *w)
+{
+    int m = running_count(w), held[POOL] = {0};
+    for (uint32_t s = 0; s < WORLD_SHARDS; s++) {
+        int owner = -1;
+        for (int i = 0; i < POOL; i++)
+            if (w->r[i].running && strcmp(w->s[s].holder, w->r[i].id) == 0)
+                owner = i;
+        if (owner < 0 || !shard_valid(w, s))
+            return false;
+        held[owner]++;
+    }
+    for (int i = 0; i < POOL; i++)
+        if (w->r[i].running &&
+            (held[i] < WORLD_SHARDS / m || held[i] > (WORLD_SHARDS + m - 1) / m))
+            return false;
+    return true;
+}
+
+static void start_replica(struct world *w, int i)
+{
+    struct replica *r = &w->r[i];
+    r->running = true;
+    r->member_exists = true;
+    r->incarnation++;
+    r->member_renew_us = w->now_ms * 1000;
+    r->g = numbered_group("grp", r->id, WORLD_SHARDS, NULL);
+}
+
+static void leave_gracefully(struct world *w, int i)
+{
+    struct replica *r = &w->r[i];
+    struct ld_lease gone;
+    for (uint32_t s = 0; s < WORLD_SHARDS; s++) {
+        if (strcmp(w->s[s].holder, r->id) == 0) {
+            w->s[s].holder[0] = '\0';
+            w->s[s].changed_ms = w->now_ms;
+        }
+    }
+    member_lease_of(w, i, &gone);
+    for (int o = 0; o < POOL; o++)
+        if (o != i && w->r[o].running)
+            ld_shardgroup_observe_member_deleted(w->r[o].g, &gone);
+    ld_lease_clear(&gone);
+    r->member_exists = false;
+    r->running = false;
+    ld_shardgroup_free(r->g);
+    r->g = NULL;
+}
+
+static void crash(struct world *w, int i)
+{
+    w->r[i].running = false;
+    ld_shardgroup_free(w->r[i].g);
+    w->r[i].g = NULL;
+}
+
+static void snapshot(const struct world *w, char holders[WORLD_SHARDS][16])
+{
+    for (uint32_t s = 0; s < WORLD_SHARDS; s++)
+        memcpy(holders[s], w->s[s].holder, sizeof(holders[s]));
+}
+
+static uint32_t moved_since(const struct world *w, char holders[WORLD_SHARDS][16])
+{
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < WORLD_SHARDS; s++)
+        n += strcmp(holders[s], w->s[s].holder) != 0;
+    return n;
+}
+
+START_TEST(join_leave_crash_sequences_end_balanced)
+{
+    /* The contract's bound for a dead member's shards is lease-duration +
+     * 2 retry periods + 1 s; the world steps in retry periods. */
+    const int settle_steps = (DURATION_MS + 2 * RETRY_MS + 1000) / RETRY_MS;
+    int applied[3] = {0, 0, 0}; /* joins, leaves, crashes */
+
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        struct world w = {.now_ms = 1000000, .rng = seed};
+        for (int i = 0; i < POOL; i++)
+            snprintf(w.r[i].id, sizeof(w.r[i].id), "pod-%c",
+                     'a' + (int)(seed + i) % POOL);
+        start_replica(&w, 0);
+        for (int k = 0; k < settle_steps && !balanced(&w); k++)
+            step(&w);
+        ck_assert_msg(balanced(&w), "seed %llu: the first replica took nothing",
+                      (unsigned long long)seed);
+
+        for (int e = 0; e < EVENTS; e++) {
+            char before[WORLD_SHARDS][16];
+            int m = running_count(&w);
+            int pick = (int)(next_rand(&w.rng) % POOL);
+            int kind = (int)(next_rand(&w.rng) % 3); /* 0 join, 1 leave, 2 crash */
+            if (w.r[pick].running == (kind == 0) || (kind != 0 && m == 1))
+                continue; /* not applicable: keep at least one running */
+            int held = 0;
+            for (uint32_t s = 0; s < WORLD_SHARDS; s++)
+                held += strcmp(w.s[s].holder, w.r[pick].id) == 0;
+            snapshot(&w, before);
+            applied[kind]++;
+            if (kind == 0)
+                start_replica(&w, pick);
+            else if (kind == 1)
+                leave_gracefully(&w, pick);
+            else
+                crash(&w, pick);
+
+            int k = 0;
+            for (; k < settle_steps && !balanced(&w); k++)
+                step(&w);
+            ck_assert_msg(balanced(&w), "seed %llu event %d (kind %d): not balanced",
+                          (unsigned long long)seed, e, kind);
+            uint32_t moved = moved_since(&w, before);
+            if (kind == 0)
+                ck_assert_uint_le(moved, (WORLD_SHARDS + m) / (m + 1) + 1);
+            else
+                ck_assert_uint_le(moved, (uint32_t)held + 1);
+
+            /* Stable: with the same members nothing moves any more, and
+             * every driver names the same targets. */
+            snapshot(&w, before);
+            for (int j = 0; j < 3; j++)
+                step(&w);
+            ck_assert_uint_eq(moved_since(&w, before), 0);
+            const struct ld_shardgroup *ref = NULL;
+            for (int i = 0; i < POOL; i++) {
+                if (!w.r[i].running)
+                    continue;
+                ref = ref ? ref : w.r[i].g;
+                for (uint32_t s = 0; s < WORLD_SHARDS; s++)
+                    ck_assert_str_eq(ld_shardgroup_target(w.r[i].g, s),
+                                     ld_shardgroup_target(ref, s));
+            }
+        }
+        for (int i = 0; i < POOL; i++)
+            ld_shardgroup_free(w.r[i].g);
+    }
+    /* The sequences did what they are for. */
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_ge(applied[k], 50);
+}
+END_TEST
+
+static Suite *shardgroup_suite(void)
+{
+    Suite *s = suite_create("shardgroup");
+    TCase *names = tcase_create("names");
+    tcase_add_test(names, names_of_a_numbered_group);
+    tcase_add_test(names, names_of_a_named_group);
+    tcase_add_test(names, create_metadata_carries_labels_and_owner);
+    tcase_add_test(names, bad_names_are_refused_by_name);
+    suite_add_tcase(s, names);
+    TCase *members = tcase_create("members");
+    tcase_add_test(members, a_member_drops_out_exactly_at_its_expiry);
+    tcase_add_test(members, deleted_members_leave_and_stale_deletes_do_not);
+    tcase_add_test(members, our_own_member_counts_only_while_we_hold_it);
+    tcase_add_test(members, holders_and_the_owned_list);
+    suite_add_tcase(s, members);
+    TCase *group = tcase_create("group");
+    tcase_set_timeout(group, 60);
+    tcase_add_test(group, replicas_fed_the_same_observations_agree);
+    tcase_add_test(group, join_leave_crash_sequences_end_balanced);
+    suite_add_tcase(s, group);
+    return s;
+}
+
+int main(void)
+{
+    return ld_test_run(shardgroup_suite());
+}
