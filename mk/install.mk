@@ -22,7 +22,8 @@ EXAMPLE_ROOT := $(abspath $(B)/example-root)
 
 # Public headers include <jansson.h> (lease.h) and kube.h asks its users to call
 # curl_global_init(), so those two are needed by whoever includes them; the
-# archive also calls libyaml and libcrypto (base64 in kubeconfig.c). There is no
+# archive also calls libyaml, libcrypto (base64 in kubeconfig.c) and libssl (the
+# transport releases idle TLS buffers through its SSL_CTX). There is no
 # shared library: link with `pkg-config --static --libs leaderd`.
 define LEADERD_PC
 prefix=$(PREFIX)
@@ -32,7 +33,7 @@ includedir=$(patsubst $(PREFIX)/%,$${prefix}/%,$(INCLUDEDIR))
 Name: leaderd
 Description: Kubernetes Lease leader election: engine, API client, kubeconfig
 Version: $(VERSION)
-Requires: libcurl jansson yaml-0.1 libcrypto
+Requires: libcurl jansson yaml-0.1 libssl libcrypto
 Cflags: -I$${includedir}/leaderd
 Libs: -L$${libdir} -lleaderd
 endef
