@@ -127,6 +127,26 @@ static void check_watch(const struct ld_http_reply *r, const struct ld_snapshot 
     check_leader_json(r->body + hlen, r->len - hlen - 2, s, now_ms);
 }
 
+/* POST /resign: POST only; without the server the route can only say that
+ * a standby is no leader (409, an error naming the holder, which must stay
+ * valid JSON whatever the holder is) or that it needs the loop (503). */
+static void check_resign(const char *method, const struct ld_http_reply *r,
+                         const struct ld_snapshot *s, int64_t now_ms)
+{
+    if (strcmp(method, "POST") != 0) {
+        FUZZ_CHECK(r->status == 405 && r->allow && r->allow_methods &&
+                   strcmp(r->allow_methods, "POST") == 0);
+        FUZZ_CHECK(is_json_object_with(r->body, "error"));
+        return;
+    }
+    FUZZ_CHECK(!r->allow);
+    if (ld_snapshot_is_leader(s, now_ms)) {
+        FUZZ_CHECK(r->status == 503 && is_json_object_with(r->body, "error"));
+        return;
+    }
+    FUZZ_CHECK(r->status == 409 && is_json_object_with(r->body, "error"));
+}
+
 static void check_reply(const char *method, const char *path,
                         const struct ld_http_reply *r, const struct ld_snapshot *s,
                         int64_t now_ms)
@@ -141,6 +161,10 @@ static void check_reply(const char *method, const char *path,
     FUZZ_CHECK(r->len == strlen(r->body));
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         is_known = is_known || strcmp(path, known[i]) == 0;
+    if (strcmp(path, "/resign") == 0) {
+        check_resign(method, r, s, now_ms);
+        return;
+    }
     if (!is_known) {
         if (r->status != 404)
             fprintf(stderr, "route \"%s\" answers %u: add it to fuzz_http.c\n", path,
