@@ -420,10 +420,9 @@ static bool holding_release(struct hel *el, int64_t now_ms)
     return release_held_back(el, now_ms);
 }
 
-/* One round over the engines that are due; true when any acted. */
-static bool pass(struct ld_host *h)
+/* One round over the engines that are due. */
+static void pass(struct ld_host *h)
 {
-    bool any = false;
     for (size_t i = 0; i < h->n; i++) {
         struct hel *el = h->els[i];
         struct ld_now now = now_of(h);
@@ -447,9 +446,7 @@ static bool pass(struct ld_host *h)
         if (!el->due && now.mono_ms < el->wake_at_ms && now.mono_ms < el->republish_ms)
             continue;
         step(el, now);
-        any = true;
     }
-    return any;
 }
 
 /* ---- the watch ---- */

@@ -603,30 +603,33 @@ enum ld_err ld_kube_lease_get_start(struct ld_kube *k, const char *ns, const cha
                      err);
 }
 
-enum ld_err ld_kube_lease_create_start(struct ld_kube *k, const struct ld_lease *lease,
-                                       int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
-                                       ld_kube_call *call, struct ld_errinfo *err)
+/* create_start and update_start: the same checks, one verb apart. */
+static enum ld_err write_start(struct ld_kube *k, bool create,
+                               const struct ld_lease *lease, int64_t timeout_ms,
+                               ld_kube_lease_fn fn, void *ctx, ld_kube_call *call,
+                               struct ld_errinfo *err)
 {
     struct ld_errinfo local;
     struct prepared p = {0};
     err = begin(err, &local);
     if (!k || !lease || !fn || !call)
         return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
-    return run_async(k, prepare_write(true, lease, &p, err), &p, timeout_ms, fn, ctx,
+    return run_async(k, prepare_write(create, lease, &p, err), &p, timeout_ms, fn, ctx,
                      call, err);
+}
+
+enum ld_err ld_kube_lease_create_start(struct ld_kube *k, const struct ld_lease *lease,
+                                       int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
+                                       ld_kube_call *call, struct ld_errinfo *err)
+{
+    return write_start(k, true, lease, timeout_ms, fn, ctx, call, err);
 }
 
 enum ld_err ld_kube_lease_update_start(struct ld_kube *k, const struct ld_lease *lease,
                                        int64_t timeout_ms, ld_kube_lease_fn fn, void *ctx,
                                        ld_kube_call *call, struct ld_errinfo *err)
 {
-    struct ld_errinfo local;
-    struct prepared p = {0};
-    err = begin(err, &local);
-    if (!k || !lease || !fn || !call)
-        return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
-    return run_async(k, prepare_write(false, lease, &p, err), &p, timeout_ms, fn, ctx,
-                     call, err);
+    return write_start(k, false, lease, timeout_ms, fn, ctx, call, err);
 }
 
 /* DeleteOptions with preconditions: the server deletes only the object we
@@ -738,32 +741,37 @@ static void on_watch_data(void *ctx, ld_http_id id, const char *data, size_t len
     watch_end(k, LD_ETOOBIG);
 }
 
-static void on_watch_done(void *ctx, ld_http_id id, const struct ld_http_result *r)
+/* How a watch stream ended, for both watch APIs: the transport's failure,
+ * the mapped Status of a non-200 answer, or LD_EEOF when the server ended
+ * a 200 stream. Fills err (path names the watch). */
+static enum ld_err stream_outcome(const struct ld_http_result *r, const char *path,
+                                  struct ld_errinfo *err)
 {
-    struct ld_kube *k = ctx;
-    struct watch_state *w = &k->watch;
-    struct ld_errinfo *err = &w->end_err;
-    enum ld_err rc;
-
-    if (id != w->id)
-        return;
-    observe(k, "WATCH", r->status, r->seconds);
     ld_errinfo_clear(err);
     if (r->rc != LD_OK) {
         *err = r->err;
-        rc = r->rc;
-    } else if (r->status != 200) {
+        return r->rc;
+    }
+    if (r->status != 200) {
         ld_status_decode(r->body, r->body_len, err);
         err->http_status = r->status;
         err->code = ld_err_from_http(r->status, err->reason);
         if (err->code == LD_OK)
             err->code = LD_EHTTP;
-        rc = err->code;
-    } else {
-        rc = ld_errinfo_set(err, LD_EEOF, "watch %s: the server ended the stream",
-                            w->path);
+        return err->code;
     }
-    watch_end(k, rc);
+    return ld_errinfo_set(err, LD_EEOF, "watch %s: the server ended the stream", path);
+}
+
+static void on_watch_done(void *ctx, ld_http_id id, const struct ld_http_result *r)
+{
+    struct ld_kube *k = ctx;
+    struct watch_state *w = &k->watch;
+
+    if (id != w->id)
+        return;
+    observe(k, "WATCH", r->status, r->seconds);
+    watch_end(k, stream_outcome(r, w->path, &w->end_err));
 }
 
 bool ld_kube_watch_running(const struct ld_kube *k)
@@ -797,13 +805,8 @@ enum ld_err ld_kube_watch_start(struct ld_kube *k, const char *ns, const char *n
     ld_kube_watch_stop(k);
     if ((rc = check_names(ns, name, err)))
         return rc;
-    if (resource_version) {
-        for (const char *p = resource_version; *p; p++) {
-            if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
-                  (*p >= 'A' && *p <= 'Z') || *p == '-' || *p == '.'))
-                return ld_errinfo_set(err, LD_EINVAL, "unexpected resourceVersion");
-        }
-    }
+    if (!plausible_rv(resource_version))
+        return ld_errinfo_set(err, LD_EINVAL, "unexpected resourceVersion");
     if (timeout_s < 1)
         timeout_s = 1;
     if (asprintf(&w->path, "/namespaces/%s/leases?watch=1", ns) < 0) {
@@ -897,25 +900,10 @@ static void on_astream_done(void *ctx, ld_http_id hid, const struct ld_http_resu
     struct acall *c = ctx;
     struct ld_kube *k = c->k;
     struct ld_errinfo err;
-    enum ld_err rc;
     (void)hid;
 
-    ld_errinfo_clear(&err);
     observe(k, "WATCH", r->status, r->seconds);
-    if (r->rc != LD_OK) {
-        err = r->err;
-        rc = r->rc;
-    } else if (r->status != 200) {
-        ld_status_decode(r->body, r->body_len, &err);
-        err.http_status = r->status;
-        err.code = ld_err_from_http(r->status, err.reason);
-        if (err.code == LD_OK)
-            err.code = LD_EHTTP;
-        rc = err.code;
-    } else {
-        rc = ld_errinfo_set(&err, LD_EEOF, "watch %s: the server ended the stream",
-                            c->rel);
-    }
+    enum ld_err rc = stream_outcome(r, c->rel, &err);
     acall_unlink(k, c);
     c->end(c->ctx, c->id, rc, &err);
     acall_free(c);
