@@ -46,8 +46,8 @@ struct ld_loop {
     struct ld_kube *kube;       /* borrowed */
     struct ld_state *state;     /* borrowed */
     int signal_fd;              /* signalfd for SIGTERM and SIGINT */
-    int wake_fd;                /* ends a wait: signal_fd, or an epoll set of it
-                                   and whatever the hook wakes on */
+    int wake_fd;                /* ends a wait: an epoll set of signal_fd, the
+                                   resign channel and whatever the hooks wake on */
     struct ld_metrics *metrics; /* borrowed; may be NULL */
     int64_t lease_duration_ms;
     int64_t renew_deadline_ms;

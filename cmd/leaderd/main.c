@@ -38,10 +38,8 @@ struct daemon {
     int signal_fd;
     bool child_ready;
     struct ld_child child;
-    int wake_fd; /* what cancels API waits: signal_fd, or an epoll set of it
-                    and the child's channel */
-    int wait_fd; /* what ends the loop's waits: an epoll set of wake_fd and
-                    the resign channel's eventfd, or -1 */
+    int wake_fd; /* what ends the loop's waits: an epoll set of signal_fd,
+                    the child's channel and the resign channel's eventfd */
     bool curl_ready;
     struct ld_kube *kube;
     struct ld_loop loop;
@@ -107,7 +105,6 @@ static int start_client(struct daemon *d)
         fprintf(stderr, "leaderd: %s\n", err.msg);
         return 2;
     }
-    ld_kube_set_cancel_fd(d->kube, d->wake_fd);
     ld_kube_set_observer(d->kube, ld_metrics_observe_request, &d->metrics);
     return 0;
 }
@@ -132,7 +129,7 @@ static int start_election(struct daemon *d)
         .kube = d->kube,
         .state = &d->state,
         .signal_fd = d->signal_fd,
-        .wake_fd = d->wait_fd,
+        .wake_fd = d->wake_fd,
         .metrics = &d->metrics,
         .lease_duration_ms = d->cfg.lease_duration_ms,
         .renew_deadline_ms = d->cfg.renew_deadline_ms,
@@ -145,17 +142,19 @@ static int start_election(struct daemon *d)
     return 0;
 }
 
-/* The loop's waits end on what cancels API requests and, besides, on a
- * POST /resign; requests in flight are not cut short by the latter. */
-static int make_wait_fd(struct daemon *d)
+/* The loop's waits end on a signal, the child's news and a POST /resign
+ * alike (requests in flight go on: the host never cuts them short); an
+ * epoll fd is readable when any fd in it is. */
+static int make_wake_fd(struct daemon *d)
 {
-    d->wait_fd = epoll_create1(EPOLL_CLOEXEC);
-    if (d->wait_fd < 0)
+    d->wake_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (d->wake_fd < 0)
         return -1;
-    int fds[2] = {d->wake_fd, ld_state_resign_fd(&d->state)};
-    for (int i = 0; i < 2; i++) {
+    int fds[3] = {d->signal_fd, ld_state_resign_fd(&d->state),
+                  d->child_ready ? ld_child_fd(&d->child) : -1};
+    for (int i = 0; i < 3 && fds[i] >= 0; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
-        if (epoll_ctl(d->wait_fd, EPOLL_CTL_ADD, fds[i], &ev) != 0)
+        if (epoll_ctl(d->wake_fd, EPOLL_CTL_ADD, fds[i], &ev) != 0)
             return -1;
     }
     return 0;
@@ -174,8 +173,9 @@ static int start_http(struct daemon *d)
     /* A resignation's release is bounded by renew-deadline in the engine;
      * the request may also wait for a request in flight (half of that). */
     if (ld_state_resign_enable(&d->state, 2 * d->cfg.renew_deadline_ms) != 0 ||
-        make_wait_fd(d) != 0) {
-        fprintf(stderr, "leaderd: cannot set up POST /resign: %s\n", strerror(errno));
+        make_wake_fd(d) != 0) {
+        fprintf(stderr, "leaderd: cannot set up the loop's wake-ups: %s\n",
+                strerror(errno));
         return 1;
     }
     raise_fd_limit();
@@ -207,26 +207,6 @@ static int start_child(struct daemon *d)
         return 1;
     }
     d->child_ready = true;
-    return 0;
-}
-
-/* API waits must end on a signal and on the child's news alike; an epoll
- * fd is readable when any fd in it is. */
-static int make_wake_fd(struct daemon *d)
-{
-    if (!d->child_ready) {
-        d->wake_fd = d->signal_fd;
-        return 0;
-    }
-    d->wake_fd = epoll_create1(EPOLL_CLOEXEC);
-    if (d->wake_fd < 0)
-        return -1;
-    int fds[2] = {d->signal_fd, ld_child_fd(&d->child)};
-    for (int i = 0; i < 2; i++) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
-        if (epoll_ctl(d->wake_fd, EPOLL_CTL_ADD, fds[i], &ev) != 0)
-            return -1;
-    }
     return 0;
 }
 
@@ -276,9 +256,7 @@ static void teardown(struct daemon *d)
     if (d->curl_ready)
         curl_global_cleanup();
     ld_metrics_destroy(&d->metrics);
-    if (d->wait_fd >= 0)
-        close(d->wait_fd);
-    if (d->wake_fd >= 0 && d->wake_fd != d->signal_fd)
+    if (d->wake_fd >= 0)
         close(d->wake_fd);
     if (d->signal_fd >= 0)
         close(d->signal_fd);
@@ -294,7 +272,6 @@ int main(int argc, char **argv)
     memset(&d, 0, sizeof(d));
     d.signal_fd = -1;
     d.wake_fd = -1;
-    d.wait_fd = -1;
     ld_metrics_init(&d.metrics);
 
     char err[LD_CONFIG_ERR_LEN];
@@ -315,7 +292,7 @@ int main(int argc, char **argv)
         return 1;
     }
     d.signal_fd = block_signals();
-    if (d.signal_fd < 0 || make_wake_fd(&d) != 0) {
+    if (d.signal_fd < 0) {
         fprintf(stderr, "leaderd: cannot set up signal handling\n");
         teardown(&d);
         return 1;
