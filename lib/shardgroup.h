@@ -30,6 +30,10 @@
  *    shard its Lease name, and for numbered shards range and selector
  *    (shardrange.h) and the shard of a key.
  *
+ * Threads: the name getters, ld_shardgroup_find, ld_shardgroup_range and
+ * ld_shardgroup_shard_of_key read only what ld_shardgroup_new set, so other
+ * threads may call them while one thread makes every other call.
+ *
  * Ownership: the group copies everything it is given; strings it returns
  * are borrowed from it and valid as long as the call comment says (at most
  * until ld_shardgroup_free).

@@ -24,6 +24,8 @@ void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
 
 void ld_state_destroy(struct ld_state *st)
 {
+    ld_shardsnap_unref(st->shards);
+    st->shards = NULL;
     if (st->resign.fd >= 0)
         close(st->resign.fd);
     st->resign.fd = -1;
@@ -39,14 +41,39 @@ void ld_state_read(struct ld_state *st, struct ld_snapshot *out)
 
 void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next)
 {
+    ld_state_publish_shards(st, next, NULL);
+}
+
+void ld_state_set_group(struct ld_state *st, const struct ld_shardgroup *group)
+{
+    st->group = group;
+}
+
+void ld_state_publish_shards(struct ld_state *st, const struct ld_snapshot *snap,
+                             struct ld_shardsnap *next)
+{
     pthread_mutex_lock(&st->mu);
+    if (next) {
+        ld_shardsnap_unref(st->shards);
+        st->shards = next;
+    }
     struct ld_snapshot keep = st->snap;
-    st->snap = *next;
+    st->snap = *snap;
     memcpy(st->snap.lease, keep.lease, sizeof(keep.lease));
     memcpy(st->snap.identity, keep.identity, sizeof(keep.identity));
     for (struct ld_state_listener *l = st->listeners; l; l = l->next)
         l->fn(l->arg);
     pthread_mutex_unlock(&st->mu);
+}
+
+struct ld_shardsnap *ld_state_read_shards(struct ld_state *st, struct ld_snapshot *out)
+{
+    pthread_mutex_lock(&st->mu);
+    if (out)
+        *out = st->snap;
+    struct ld_shardsnap *s = ld_shardsnap_ref(st->shards);
+    pthread_mutex_unlock(&st->mu);
+    return s;
 }
 
 void ld_state_set_pod_label(struct ld_state *st, const char *value)

@@ -18,6 +18,8 @@
 #include <stdint.h>
 
 #include "lease.h"
+#include "shardgroup.h"
+#include "shardsnap.h"
 
 struct ld_snapshot {
     char lease[512]; /* "NAMESPACE/NAME", set once at start */
@@ -72,6 +74,14 @@ struct ld_state_listener {
 struct ld_state {
     pthread_mutex_t mu;
     struct ld_snapshot snap;
+    /* Shard mode only (else NULL): the group, for its names and ranges
+     * (borrowed, set before any thread starts; other threads call only the
+     * getters that read what ld_shardgroup_new set, see shardgroup.h), and
+     * the latest shard table (one reference owned here; NULL until the
+     * first publish). In shard mode snap still carries the loop's
+     * heartbeat, health and "observed" (the whole group). */
+    const struct ld_shardgroup *group;
+    struct ld_shardsnap *shards;
     struct ld_state_listener *listeners;
     struct ld_resign_channel resign; /* under mu */
 };
@@ -86,6 +96,21 @@ void ld_state_read(struct ld_state *st, struct ld_snapshot *out);
 /* Replaces the snapshot's dynamic fields with those of next (lease and
  * identity are kept), then calls every listener. */
 void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next);
+
+/* Shard mode: sets the group (borrowed; see struct ld_state) before any
+ * thread uses st. */
+void ld_state_set_group(struct ld_state *st, const struct ld_shardgroup *group);
+
+/* Shard mode: replaces the shard table with next (its reference is taken
+ * over; NULL-safe: nothing changes) and then snap's dynamic fields as
+ * ld_state_publish does, then calls every listener once. */
+void ld_state_publish_shards(struct ld_state *st, const struct ld_snapshot *snap,
+                             struct ld_shardsnap *next);
+
+/* Copies the snapshot into out (may be NULL) and returns a new reference
+ * to the current shard table (release with ld_shardsnap_unref), or NULL
+ * outside shard mode or before the first shard publish. */
+struct ld_shardsnap *ld_state_read_shards(struct ld_state *st, struct ld_snapshot *out);
 
 /* Sets pod_label ("true", "false", or NULL: never written), then calls
  * every listener. The loop's thread only, like ld_state_publish (which

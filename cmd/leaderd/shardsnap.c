@@ -1,0 +1,89 @@
+/*
+ * shardsnap: immutable, reference-counted shard tables (see shardsnap.h).
+ * One allocation holds the header, the entries, the member pointers and
+ * every string, so a snapshot costs one malloc and one free.
+ */
+#include "shardsnap.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ld_shardsnap *ld_shardsnap_new(bool observed, const struct ld_shard_entry *shards,
+                                      uint32_t n_shards, const char *const *members,
+                                      uint32_t n_members)
+{
+    size_t strings = 0;
+    for (uint32_t i = 0; i < n_shards; i++)
+        strings += strlen(shards[i].leader ? shards[i].leader : "") + 1;
+    for (uint32_t i = 0; i < n_members; i++)
+        strings += strlen(members[i]) + 1;
+    size_t head = sizeof(struct ld_shardsnap);
+    size_t entries = (size_t)n_shards * sizeof(struct ld_shard_entry);
+    size_t ptrs = (size_t)n_members * sizeof(char *);
+    char *mem = malloc(head + entries + ptrs + strings);
+    if (!mem)
+        return NULL;
+    struct ld_shardsnap *s = (struct ld_shardsnap *)(void *)mem;
+    struct ld_shard_entry *e = (struct ld_shard_entry *)(void *)(mem + head);
+    const char **m = (const char **)(void *)(mem + head + entries);
+    char *pool = mem + head + entries + ptrs;
+    for (uint32_t i = 0; i < n_shards; i++) {
+        const char *leader = shards[i].leader ? shards[i].leader : "";
+        size_t len = strlen(leader) + 1;
+        e[i] = shards[i];
+        e[i].leader = memcpy(pool, leader, len);
+        pool += len;
+    }
+    for (uint32_t i = 0; i < n_members; i++) {
+        size_t len = strlen(members[i]) + 1;
+        m[i] = memcpy(pool, members[i], len);
+        pool += len;
+    }
+    atomic_init(&s->refs, 1);
+    s->observed = observed;
+    s->n_shards = n_shards;
+    s->shards = e;
+    s->n_members = n_members;
+    s->members = m;
+    return s;
+}
+
+struct ld_shardsnap *ld_shardsnap_ref(struct ld_shardsnap *s)
+{
+    if (s)
+        atomic_fetch_add(&s->refs, 1);
+    return s;
+}
+
+void ld_shardsnap_unref(struct ld_shardsnap *s)
+{
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+        free(s);
+}
+
+bool ld_shard_entry_is_leader(const struct ld_shard_entry *e, int64_t now_ms)
+{
+    return e->leading && now_ms < e->lead_until_ms;
+}
+
+bool ld_shardsnap_same_view(const struct ld_shardsnap *a, const struct ld_shardsnap *b,
+                            int64_t now_ms)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->observed != b->observed || a->n_shards != b->n_shards ||
+        a->n_members != b->n_members)
+        return false;
+    for (uint32_t i = 0; i < a->n_members; i++) {
+        if (strcmp(a->members[i], b->members[i]) != 0)
+            return false;
+    }
+    for (uint32_t i = 0; i < a->n_shards; i++) {
+        const struct ld_shard_entry *x = &a->shards[i], *y = &b->shards[i];
+        if (x->term != y->term || strcmp(x->leader, y->leader) != 0 ||
+            ld_shard_entry_is_leader(x, now_ms) != ld_shard_entry_is_leader(y, now_ms))
+            return false;
+    }
+    return true;
+}

@@ -1,0 +1,61 @@
+/*
+ * shardsnap: what the shard loop publishes for the HTTP server in shard
+ * mode (--shards): every shard's election as last observed, and the live
+ * members. A snapshot is immutable once built and reference-counted, so a
+ * reader takes one in O(1) under the state's mutex (ld_state_read_shards)
+ * and renders at leisure, whatever the number of shards; the loop builds a
+ * new one whenever something a reader could see has changed.
+ *
+ * Leadership per shard is judged by the reader at request time from
+ * lead_until_ms, as for the single Lease (state.h).
+ */
+#ifndef LEADERD_SHARDSNAP_H
+#define LEADERD_SHARDSNAP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* One shard's election, in the group's order (shardgroup.h). */
+struct ld_shard_entry {
+    const char *leader;    /* observed holder, "" when free; never NULL */
+    int64_t term;          /* leaseTransitions of the observed record */
+    bool observed;         /* the Lease (or its absence) was seen at least once */
+    bool leading;          /* we hold it per our last successful write */
+    int64_t lead_until_ms; /* monotonic; leading counts only before this */
+    bool has_renewed_at;
+    int64_t renewed_at_us;      /* renewTime of the observed record (wall) */
+    int64_t last_renew_wall_us; /* our last successful renewal (wall), 0 if none */
+};
+
+struct ld_shardsnap {
+    atomic_int refs; /* private: see ld_shardsnap_ref */
+    bool observed;   /* every shard observed once: /shards answers 200 */
+    uint32_t n_shards;
+    const struct ld_shard_entry *shards; /* n_shards entries */
+    uint32_t n_members;
+    const char *const *members; /* the live members, sorted by strcmp */
+};
+
+/* A new snapshot (one reference) holding copies of the n_shards entries
+ * (their leader strings too) and the n_members member names; or NULL when
+ * memory ran out. */
+struct ld_shardsnap *ld_shardsnap_new(bool observed, const struct ld_shard_entry *shards,
+                                      uint32_t n_shards, const char *const *members,
+                                      uint32_t n_members);
+
+/* Another reference to s (NULL-safe: returns NULL). Thread-safe. */
+struct ld_shardsnap *ld_shardsnap_ref(struct ld_shardsnap *s);
+/* Drops a reference; the last one frees s. NULL-safe. Thread-safe. */
+void ld_shardsnap_unref(struct ld_shardsnap *s);
+
+/* Leadership of e as of now_ms: leading and before lead_until_ms. */
+bool ld_shard_entry_is_leader(const struct ld_shard_entry *e, int64_t now_ms);
+
+/* True when a and b show the same to a /watch reader at now_ms: observed,
+ * members, and every shard's leader, term and is_leader. NULL equals only
+ * NULL. */
+bool ld_shardsnap_same_view(const struct ld_shardsnap *a, const struct ld_shardsnap *b,
+                            int64_t now_ms);
+
+#endif
