@@ -45,6 +45,10 @@ struct ld_config {
     char *pod_label;            /* --pod-label KEY (a valid label key), NULL when unset */
     bool events;                /* --events */
     int64_t resign_cooldown_ms; /* >= 0; no contending this long after resigning */
+    /* --api-proxy ADDR:PORT, the API write gate: a loopback address
+     * ("127.x.y.z", "::1" or "localhost"), NULL when unset; port 1..65535. */
+    char *api_proxy_host;
+    int api_proxy_port;
     /* Where namespace_, identity and kubeconfig_path came from: a flag,
      * variable or file name, for messages and the startup line. Static
      * strings; NULL while unresolved. */
