@@ -21,7 +21,8 @@
  * every publish, and never longer than until lead_until_ms; after every
  * wake-up, before curl may send more, the gate is asked again. A write is
  * cut (its handle removed, which closes its upstream connection) as soon
- * as it fails.
+ * as it fails, until the API server's answer has begun: then the server
+ * has decided, and the answer is relayed whole.
  */
 #include "proxy.h"
 
@@ -472,7 +473,9 @@ static void pump(struct preq *q, bool want_headers)
         }
         int64_t now = ld_mono_ms();
         int64_t wait = POLL_SLICE_MS;
-        if (q->verdict.write) {
+        /* A write is gated until its answer starts: by then the API server
+         * has decided, and cutting the rest would only hide the outcome. */
+        if (q->verdict.write && !q->headers_done) {
             struct view_hold h;
             view_take(p, &h);
             bool ok = ld_proxy_still_leads(&q->verdict, &h.v, now, NULL);

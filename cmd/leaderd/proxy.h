@@ -9,9 +9,10 @@
  * headers are dropped; responses stream back as they arrive, watches
  * included. A write is judged when its headers arrive, again once its body
  * has been read, and again right before libcurl sends it (after the
- * connection to the API server is up); while it runs upstream every
- * publish of st and the end of the leadership by time (lead_until_ms) are
- * watched, and the exchange is cut as soon as this replica stops leading.
+ * connection to the API server is up); while it waits for the answer
+ * every publish of st and the end of the leadership by time
+ * (lead_until_ms) are watched, and the exchange is cut as soon as this
+ * replica stops leading. An answer that has begun is relayed whole.
  *
  * It has its own listener, on a loopback address only, with bounded
  * connections and an idle timeout like the sidecar's HTTP server, and its
