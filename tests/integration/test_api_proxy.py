@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -31,6 +32,8 @@ IDLE_TIMEOUT = 15.0
 # How long an injected upstream delay holds a write: far longer than a cut
 # takes, so a quick answer proves the cut.
 SLOW_MS = 8000
+# The proxy's connection cap (LD_PROXY_MAX_CONNECTIONS).
+MAX_CONNECTIONS = 64
 
 
 def proxy_request(port, method, path, body=None, headers=None, timeout=10.0):
@@ -251,8 +254,17 @@ class TestApiProxy(ApiProxyBase):
             first = events.next_event()
             self.assertEqual(first["type"], "ADDED")
             self.assertEqual(first["object"]["metadata"]["name"], "quiet")
+            # A connection that says nothing meanwhile is closed by the
+            # idle timeout; the watch, as quiet, is not.
+            idle = socket.create_connection(("127.0.0.1", self.port(standby)), timeout=5)
             # Silence for longer than the proxy's idle timeout, then a change.
             time.sleep(IDLE_TIMEOUT + 2)
+            try:
+                self.assertEqual(idle.recv(1), b"", "an idle connection stayed open")
+            except ConnectionResetError:
+                pass
+            finally:
+                idle.close()
             status, _ = self.api.patch_lease(NS, "quiet",
                                              {"metadata": {"labels": {"k": "v"}}},
                                              client="r1")
@@ -286,6 +298,33 @@ class TestApiProxy(ApiProxyBase):
         self.assertEqual(self.pod_writes(), [])
         # The proxy still serves afterwards.
         self.assertEqual(self.patch_label(lead, "after")[0], 200)
+
+    def test_connections_are_bounded(self):
+        lead, _ = self.roles()
+        held = []
+        try:
+            for _ in range(MAX_CONNECTIONS):
+                held.append(socket.create_connection(("127.0.0.1", self.port(lead)),
+                                                     timeout=5))
+            # Every slot is taken (the proxy has counted them all once a
+            # request on the last one is answered): one more is turned away.
+            held[-1].sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertTrue(held[-1].recv(12).startswith(b"HTTP/1.1 200"))
+            extra = socket.create_connection(("127.0.0.1", self.port(lead)), timeout=5)
+            try:
+                extra.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+                self.assertEqual(extra.recv(12), b"")
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+            finally:
+                extra.close()
+            # The sidecar's own server and the election are untouched.
+            self.assertTrue(lead.is_leader())
+        finally:
+            for s in held:
+                s.close()
+        wait_until(lambda: proxy_request(self.port(lead), "GET", "/version")[0] == 200,
+                   5, what="the proxy to serve again")
 
 
 class TestApiProxyConfig(unittest.TestCase):
