@@ -2,18 +2,26 @@
  * Unit tests for cmd/leaderd/proxy_gate (the API write gate's decisions:
  * reads, writes, upgrades, sizes, shard mode, the refusal's Status body,
  * the header filters) with hand-built snapshots and shard tables and
- * integer time, and for the proxy's metrics.
+ * integer time, and for the proxy's metrics; then the proxy itself
+ * (cmd/leaderd/proxy) in process, between a libcurl client and a scripted
+ * upstream (httpfake), with a real struct ld_state published by the test:
+ * what is forwarded, what is refused, and writes cut in flight by a
+ * publish and by time alone.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <curl/curl.h>
 #include <jansson.h>
 
 #include "../../cmd/leaderd/metrics.h"
+#include "../../cmd/leaderd/proxy.h"
 #include "../../cmd/leaderd/proxy_gate.h"
 #include "../../cmd/leaderd/state.h"
+#include "support/httpfake.h"
 #include "support/run_suite.h"
 
 #define NOW 100000
@@ -447,6 +455,282 @@ START_TEST(metrics_count_proxy_answers)
 }
 END_TEST
 
+/* ---- the proxy in process ---- */
+
+struct rig {
+    struct httpfake *fake;
+    struct ld_state st;
+    struct ld_metrics m;
+    struct ld_proxy *proxy;
+    char base[64];
+};
+
+/* Publishes leadership of "me": leading for lead_ms from now, or (lead_ms
+ * < 0) not leading with "other" holding the Lease. */
+static void rig_publish(struct rig *r, int64_t lead_ms)
+{
+    struct ld_snapshot s;
+    snap_init(&s, lead_ms >= 0 ? "me" : "other", lead_ms >= 0);
+    s.lead_until_ms = lead_ms >= 0 ? ld_mono_ms() + lead_ms : 0;
+    ld_state_publish(&r->st, &s);
+}
+
+static void rig_start(struct rig *r)
+{
+    struct ld_kube_config kc;
+    char err[256];
+    memset(r, 0, sizeof(*r));
+    r->fake = httpfake_start(NULL, NULL);
+    ck_assert_ptr_nonnull(r->fake);
+    ld_kube_config_init(&kc);
+    kc.server = strdup(httpfake_url(r->fake));
+    kc.token = strdup("leaderd-token");
+    ld_state_init(&r->st, "ns/lease", "me", 0);
+    ld_metrics_init(&r->m);
+    rig_publish(r, 60000);
+    r->proxy = ld_proxy_start("127.0.0.1", 0, &kc, &r->st, &r->m, NULL, err, sizeof(err));
+    ck_assert_msg(r->proxy != NULL, "%s", err);
+    ld_kube_config_clear(&kc);
+    snprintf(r->base, sizeof(r->base), "http://127.0.0.1:%d", ld_proxy_port(r->proxy));
+}
+
+static void rig_stop(struct rig *r)
+{
+    ld_proxy_stop(r->proxy);
+    httpfake_stop(r->fake);
+    ld_metrics_destroy(&r->m);
+    ld_state_destroy(&r->st);
+}
+
+/* One client request through the proxy. */
+struct call {
+    const char *base, *method, *target, *body;
+    const char *request_target; /* sent as the request line's target */
+    const char *headers[6];     /* NULL-terminated */
+    long status;
+    char resp[8192];
+    int64_t first_ms; /* when the first body byte came (monotonic) */
+    size_t resp_len;
+    char got_header[256]; /* the response's X-Upstream header */
+    CURLcode rc;
+    double seconds;
+};
+
+static size_t call_body(char *b, size_t size, size_t n, void *ud)
+{
+    struct call *c = ud;
+    size_t len = size * n;
+    size_t room = sizeof(c->resp) - 1 - c->resp_len;
+    if (!c->first_ms)
+        c->first_ms = ld_mono_ms();
+    memcpy(c->resp + c->resp_len, b, len < room ? len : room);
+    c->resp_len += len < room ? len : room;
+    c->resp[c->resp_len] = '\0';
+    return len;
+}
+
+static size_t call_header(char *b, size_t size, size_t n, void *ud)
+{
+    struct call *c = ud;
+    size_t len = size * n;
+    if (len > 11 && strncasecmp(b, "X-Upstream:", 11) == 0)
+        snprintf(c->got_header, sizeof(c->got_header), "%.*s", (int)(len - 11), b + 11);
+    return len;
+}
+
+static void *call_run(void *arg)
+{
+    struct call *c = arg;
+    char url[1024];
+    struct curl_slist *h = NULL;
+    CURL *e = curl_easy_init();
+    snprintf(url, sizeof(url), "%s%s", c->base, c->target);
+    for (int i = 0; c->headers[i]; i++)
+        h = curl_slist_append(h, c->headers[i]);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, c->method);
+    if (c->request_target)
+        curl_easy_setopt(e, CURLOPT_REQUEST_TARGET, c->request_target);
+    if (c->body)
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body);
+    if (strcmp(c->method, "GET") == 0)
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, call_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, call_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    int64_t t0 = ld_mono_ms();
+    c->rc = curl_easy_perform(e);
+    c->seconds = (double)(ld_mono_ms() - t0) / 1000.0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &c->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(e);
+    return NULL;
+}
+
+START_TEST(proxy_forwards_with_leaderd_credentials)
+{
+    struct rig r;
+    struct hf_request got;
+    rig_start(&r);
+    httpfake_push(r.fake, &(struct hf_response){.status = 201,
+                                                .body = "{\"kind\":\"Pod\"}",
+                                                .header_name = "X-Upstream",
+                                                .header_value = "yes"});
+    struct call c = {.base = r.base,
+                     .method = "PATCH",
+                     .target =
+                         "/api/v1/namespaces/a/pods/p?fieldManager=app%2Fx&dryRun=All",
+                     .body = "{\"metadata\":{}}",
+                     .headers = {"Authorization: Bearer the-apps-own",
+                                 "Content-Type: application/merge-patch+json",
+                                 "Accept: application/yaml", "User-Agent: app/1.0",
+                                 "X-Leaderd-Shard: 3", NULL}};
+    call_run(&c);
+    ck_assert_int_eq(c.rc, CURLE_OK);
+    ck_assert_int_eq(c.status, 201);
+    ck_assert_str_eq(c.resp, "{\"kind\":\"Pod\"}");
+    ck_assert_ptr_nonnull(strstr(c.got_header, "yes"));
+    ck_assert(httpfake_request(r.fake, 0, &got));
+    ck_assert_str_eq(got.method, "PATCH");
+    ck_assert_str_eq(got.path, "/api/v1/namespaces/a/pods/p");
+    ck_assert_str_eq(got.authorization, "Bearer leaderd-token");
+    ck_assert_str_eq(got.content_type, "application/merge-patch+json");
+    ck_assert_str_eq(got.accept, "application/yaml");
+    ck_assert_str_eq(got.user_agent, "app/1.0");
+    ck_assert_str_eq(got.body, "{\"metadata\":{}}");
+    hf_request_clear(&got);
+
+    /* A read on a standby; no client headers: leaderd's User-Agent, no
+     * invented Content-Type. */
+    rig_publish(&r, -1);
+    httpfake_push(r.fake, &(struct hf_response){.status = 200, .body = "[]"});
+    struct call g = {.base = r.base, .method = "GET", .target = "/api/v1/pods?watch=0"};
+    call_run(&g);
+    ck_assert_int_eq(g.status, 200);
+    ck_assert_str_eq(g.resp, "[]");
+    ck_assert(httpfake_request(r.fake, 1, &got));
+    ck_assert_str_eq(got.method, "GET");
+    ck_assert_str_eq(got.authorization, "Bearer leaderd-token");
+    ck_assert_ptr_nonnull(strstr(got.user_agent, "leaderd/"));
+    ck_assert_str_eq(got.content_type, "");
+    hf_request_clear(&got);
+    rig_stop(&r);
+}
+END_TEST
+
+START_TEST(proxy_refuses_writes_of_a_standby)
+{
+    struct rig r;
+    rig_start(&r);
+    rig_publish(&r, -1);
+    struct call c = {.base = r.base,
+                     .method = "DELETE",
+                     .target = "/api/v1/namespaces/a/pods/p",
+                     .headers = {NULL}};
+    call_run(&c);
+    ck_assert_int_eq(c.status, 503);
+    json_t *o = json_loads(c.resp, 0, NULL);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "reason")),
+                     "ServiceUnavailable");
+    ck_assert_ptr_nonnull(
+        strstr(json_string_value(json_object_get(o, "message")), "other"));
+    json_decref(o);
+    ck_assert_int_eq(httpfake_request_count(r.fake), 0);
+    ck_assert_uint_eq(r.m.proxy.refused, 1);
+    /* An absolute-form target never leaves for another host. */
+    struct call a = {.base = r.base,
+                     .method = "GET",
+                     .target = "/",
+                     .request_target = "http://127.0.0.1:1/api"};
+    call_run(&a);
+    ck_assert_int_eq(a.status, 400);
+    ck_assert_int_eq(httpfake_request_count(r.fake), 0);
+    rig_stop(&r);
+}
+END_TEST
+
+/* A write held upstream: a publish that ends leadership cuts it at once. */
+START_TEST(proxy_cuts_a_write_on_publish)
+{
+    struct rig r;
+    pthread_t t;
+    rig_start(&r);
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 10000});
+    struct call c = {.base = r.base,
+                     .method = "POST",
+                     .target = "/api/v1/namespaces/a/configmaps",
+                     .body = "{}",
+                     .headers = {"Content-Type: application/json", NULL}};
+    ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
+    ck_assert(httpfake_wait_requests(r.fake, 1, 5000));
+    int64_t t0 = ld_mono_ms();
+    rig_publish(&r, -1);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(c.status, 503);
+    ck_assert_ptr_nonnull(strstr(c.resp, "cut"));
+    ck_assert_int_lt(ld_mono_ms() - t0, 2000);
+    ck_assert_uint_eq(r.m.proxy.aborted, 1);
+    ck_assert_uint_eq(r.m.proxy.refused, 0);
+    rig_stop(&r);
+}
+END_TEST
+
+/* The same with no publish at all: leadership ends at lead_until_ms. */
+START_TEST(proxy_cuts_a_write_by_time)
+{
+    struct rig r;
+    rig_start(&r);
+    rig_publish(&r, 700);
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 10000});
+    struct call c = {.base = r.base,
+                     .method = "PUT",
+                     .target = "/api/v1/namespaces/a/configmaps/c",
+                     .body = "{}",
+                     .headers = {"Content-Type: application/json", NULL}};
+    call_run(&c);
+    ck_assert_int_eq(c.status, 503);
+    ck_assert_ptr_nonnull(strstr(c.resp, "cut"));
+    ck_assert(c.seconds < 2.5);
+    ck_assert_int_eq(httpfake_request_count(r.fake), 1);
+    ck_assert_uint_eq(r.m.proxy.aborted, 1);
+    rig_stop(&r);
+}
+END_TEST
+
+/* A read is never cut, and streams: its first piece arrives long before
+ * the upstream has finished. */
+START_TEST(proxy_streams_reads)
+{
+    struct rig r;
+    rig_start(&r);
+    static char big[6000];
+    memset(big, 'x', sizeof(big) - 1);
+    httpfake_push(r.fake, &(struct hf_response){.status = 200,
+                                                .body = big,
+                                                .chunk_size = 1000,
+                                                .chunk_delay_ms = 200});
+    rig_publish(&r, -1);
+    struct call c = {.base = r.base, .method = "GET", .target = "/w?watch=1"};
+    int64_t t0 = ld_mono_ms();
+    call_run(&c);
+    /* Six pieces 200 ms apart: the first came through at once. */
+    ck_assert_int_lt(c.first_ms - t0, 500);
+    ck_assert(c.seconds >= 0.9);
+    ck_assert_int_eq(c.rc, CURLE_OK);
+    ck_assert_int_eq(c.status, 200);
+    ck_assert_uint_eq(c.resp_len, sizeof(big) - 1);
+    ck_assert_uint_eq(strspn(c.resp, "x"), sizeof(big) - 1);
+    rig_stop(&r);
+}
+END_TEST
+
 static Suite *proxy_suite(void)
 {
     Suite *s = suite_create("proxy");
@@ -462,10 +746,20 @@ static Suite *proxy_suite(void)
     tcase_add_test(tc, shard_decision_follows_publishes);
     tcase_add_test(tc, metrics_count_proxy_answers);
     suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("proxy");
+    tcase_set_timeout(tp, 30);
+    tcase_add_test(tp, proxy_forwards_with_leaderd_credentials);
+    tcase_add_test(tp, proxy_refuses_writes_of_a_standby);
+    tcase_add_test(tp, proxy_cuts_a_write_on_publish);
+    tcase_add_test(tp, proxy_cuts_a_write_by_time);
+    tcase_add_test(tp, proxy_streams_reads);
+    suite_add_tcase(s, tp);
     return s;
 }
 
 int main(void)
 {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return 1;
     return ld_test_run(proxy_suite());
 }
