@@ -5,12 +5,16 @@ metav1.Status on the standby; the client's Authorization never reaches the
 API server (the server names the client that wrote, by the token it got);
 a write in flight when leadership ends (POST /resign, or renewals that
 stall) is cut and never applied; a watch streams through for longer than
-the proxy's idle timeout; 413 over 3 MiB; 501 for upgrades; a non-loopback
-ADDR exits 2."""
+the proxy's idle timeout; 413 over 3 MiB; 501 for upgrades; the connection
+cap; a non-loopback ADDR exits 2. Last, fencing across failovers: a writer
+sends through all three replicas' proxies while the leader is SIGKILLed,
+partitioned and SIGSTOPped, and the server's logs show every applied write
+came from the Lease's holder of that moment."""
 import http.client
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -22,7 +26,6 @@ from apiserver import ApiServer, Watch
 from cluster import (FAST, KILL_BOUND, LEADERD, SCHED_SLACK, Replica, Watcher, free_port,
                      stop_all, wait_until)
 
-CLIENTS = ["r1", "r2"]
 NS = "default"
 POD = "/api/v1/namespaces/%s/pods/app" % NS
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % NS
@@ -63,16 +66,18 @@ def metric(replica, line_prefix):
 
 
 class ApiProxyBase(unittest.TestCase):
+    clients = ["r1", "r2"]
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="leaderd-apiproxy-")
-        self.api = ApiServer(os.path.join(self.dir, "api"), CLIENTS)
+        self.api = ApiServer(os.path.join(self.dir, "api"), self.clients)
         self.replicas = []
         self.proxy_port = {}
         try:
             self.api.start()
             self.api.control("POST", "pods", {"namespace": NS, "name": "app",
                                               "labels": {"app": "demo"}})
-            for c in CLIENTS:
+            for c in self.clients:
                 self.proxy_port[c] = free_port()
                 r = Replica(self.api, c, self.dir,
                             extra_args=["--api-proxy", "127.0.0.1:%d" % self.proxy_port[c]])
@@ -325,6 +330,73 @@ class TestApiProxy(ApiProxyBase):
                 s.close()
         wait_until(lambda: proxy_request(self.port(lead), "GET", "/version")[0] == 200,
                    5, what="the proxy to serve again")
+
+
+class TestApiProxyFencing(ApiProxyBase):
+    """A writer sends a write through every replica's proxy, round after
+    round, while the leader is SIGKILLed, partitioned and SIGSTOPped in turn.
+    The API server's logs decide: every write it applied came from the
+    replica that held the Lease at that moment (the last Lease write the
+    server committed before it names that replica)."""
+
+    clients = ["r1", "r2", "r3"]
+
+    def writer(self, stop, answers):
+        n = 0
+        while not stop.is_set():
+            for r in self.replicas:
+                n += 1
+                try:
+                    status = self.patch_label(r, "%s-%d" % (r.client, n), timeout=1.5)[0]
+                except OSError:
+                    status = None  # a stopped or killed proxy
+                answers.append((r.client, status))
+            time.sleep(0.02)
+
+    def test_no_write_lands_outside_its_leadership(self):
+        stop = threading.Event()
+        answers = []
+        t = threading.Thread(target=self.writer, args=(stop, answers))
+        t.start()
+        try:
+            for fault in ("kill", "partition", "stop"):
+                lead, _ = self.roles()
+                if fault == "kill":
+                    lead.stop(signal.SIGKILL)
+                elif fault == "partition":
+                    self.api.set_faults(lead.client, partition="hang")
+                else:
+                    lead.send(signal.SIGSTOP)
+                self.watch.until(lambda snap, leaders: leaders and leaders[0] != lead.client,
+                                 KILL_BOUND + 2 * SCHED_SLACK, "a new leader")
+                # Writes go on through the new leader (and the old one's
+                # proxy, once it is back) for a while.
+                time.sleep(1.0)
+                if fault == "kill":
+                    lead.start()
+                elif fault == "partition":
+                    self.api.clear_faults(lead.client)
+                else:
+                    lead.send(signal.SIGCONT)
+                time.sleep(1.0)
+        finally:
+            stop.set()
+            t.join(30)
+        leases = [e for e in self.api.write_log() if e["name"] == "demo"]
+        writes = self.pod_writes()
+        winners = {c for c, status in answers if status == 200}
+        self.assertGreaterEqual(len(winners), 2, "writes went through fewer than two leaders")
+        self.assertGreater(len(writes), 20)
+        for w in writes:
+            before = [e for e in leases if e["mono_ms"] <= w["mono_ms"]]
+            self.assertTrue(before, w)
+            holder = before[-1]["holderIdentity"]
+            self.assertEqual(holder, w["client"],
+                             "write %s by %s applied while %s held the Lease (last Lease "
+                             "write %s)" % (w["labels"], w["client"], holder, before[-1]))
+        # Every accepted answer is a write the server applied (none lost).
+        applied = {(w["client"], w["labels"].get("written")) for w in writes}
+        self.assertLessEqual(len([a for a in answers if a[1] == 200]), len(applied))
 
 
 class TestApiProxyConfig(unittest.TestCase):
