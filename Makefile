@@ -107,6 +107,7 @@ demo-child: all
 
 bench: all bench-footprint
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench.py
+	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_proxy.py
 
 format:
 	clang-format -i lib/*.[ch] cmd/*/*.[ch] tests/unit/*.c tests/unit/support/*.[ch]

@@ -1097,3 +1097,52 @@ void ld_transport_curl_set_user_agent_suffix(struct ld_transport *t, const char 
                      ua); /* curl copies it */
     free(ua);
 }
+
+/* ---- raw exchanges ---- */
+
+CURL *ld_transport_curl_raw_easy(struct ld_transport *base, const char *target,
+                                 struct curl_slist **headers, struct ld_errinfo *err)
+{
+    CURL *e = NULL;
+    char *url = NULL, *auth = NULL;
+    struct curl_slist *n = NULL;
+
+    ld_errinfo_clear(err);
+    if (!base || base->ops != &tcurl_ops || !target || target[0] != '/' || !headers) {
+        ld_errinfo_set(err, LD_EINVAL, "transport: bad raw request");
+        return NULL;
+    }
+    struct tcurl *t = (struct tcurl *)base;
+    token_refresh(t, false);
+    e = curl_easy_duphandle(t->proto);
+    if (!e || asprintf(&url, "%s%s", t->base, target) < 0) {
+        url = NULL;
+        goto oom;
+    }
+    if (curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK)
+        goto oom;
+    if (t->token) {
+        if (asprintf(&auth, "Authorization: Bearer %s", t->token) < 0) {
+            auth = NULL;
+            goto oom;
+        }
+        n = curl_slist_append(*headers, auth);
+        free_secret(auth);
+        if (!n)
+            goto oom;
+        *headers = n;
+    }
+    free(url);
+    return e;
+oom:
+    ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    free(url);
+    if (e)
+        curl_easy_cleanup(e);
+    return NULL;
+}
+
+void ld_transport_curl_free_headers(struct curl_slist *headers)
+{
+    wipe_slist(headers);
+}

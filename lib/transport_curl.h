@@ -30,6 +30,8 @@
 #ifndef LEADERD_TRANSPORT_CURL_H
 #define LEADERD_TRANSPORT_CURL_H
 
+#include <curl/curl.h>
+
 #include "err.h"
 #include "kubeconfig.h"
 #include "transport.h"
@@ -50,5 +52,29 @@ struct ld_transport *ld_transport_curl_new(const struct ld_kube_config *cfg,
  * User-Agent "leaderd/<version> (leader-election)" of exchanges started
  * from now on. t must come from ld_transport_curl_new. */
 void ld_transport_curl_set_user_agent_suffix(struct ld_transport *t, const char *suffix);
+
+/* ---- raw exchanges, for a caller that drives libcurl itself ---- */
+
+/* For the API write gate (a proxy that forwards any request as it came):
+ * a new easy handle carrying everything this transport's exchanges carry
+ * (TLS verification with the configured CA, client certificate, TLS server
+ * name, no environment proxies, the User-Agent) with its URL set to the
+ * server's base URL followed by target (a request target as received:
+ * "/path?query", which must start with '/'), and the bearer token, when
+ * one is configured, appended to *headers as an Authorization line. The
+ * token file is checked (and re-read when it changed) as before every
+ * exchange of t, so rotated tokens keep working. Nothing else is set: the
+ * caller sets the method, body, callbacks and timeouts, installs *headers
+ * with CURLOPT_HTTPHEADER, and owns the handle (curl_easy_cleanup) and
+ * the list (ld_transport_curl_free_headers, which wipes the token).
+ * Returns NULL with err set: LD_EINVAL (target, or t not from
+ * ld_transport_curl_new), LD_ENOMEM (*headers is then as it was). The
+ * same one-thread-at-a-time rule as every call on t applies. */
+CURL *ld_transport_curl_raw_easy(struct ld_transport *t, const char *target,
+                                 struct curl_slist **headers, struct ld_errinfo *err);
+
+/* Frees a header list, overwriting its bytes first (it may hold a token).
+ * NULL-safe. */
+void ld_transport_curl_free_headers(struct curl_slist *headers);
 
 #endif

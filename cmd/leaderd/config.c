@@ -41,6 +41,7 @@ enum opt_id {
     OPT_EVENTS,
     OPT_RESIGN_COOLDOWN,
     OPT_SHARDS,
+    OPT_API_PROXY,
     OPT_COUNT,
     /* Not settable from the environment. */
     OPT_VERSION = OPT_COUNT,
@@ -114,6 +115,11 @@ static const struct opt opts[OPT_ALL] = {
          "run a shard group named --lease-name: N numbered shards\n"
          "        (1 to 1024) or the listed names; every replica owns its\n"
          "        fair share (see /shards); not with --pod-label or a command"},
+    [OPT_API_PROXY] =
+        {"--api-proxy", "LEADERD_API_PROXY", "ADDR:PORT", NULL,
+         "serve a proxy to the Kubernetes API on this loopback\n"
+         "        address (e.g. 127.0.0.1:8001) that lets the app's writes\n"
+         "        through only while this replica leads"},
     [OPT_VERSION] = {"--version", NULL, NULL, NULL, "print the version and exit"},
     [OPT_HELP] = {"--help", NULL, NULL, NULL, "print this help and exit"},
 };
@@ -666,6 +672,44 @@ static int validate_durations(struct ld_config *cfg, const struct raw *r, char *
     return validate_child_grace(cfg, r, err, errlen);
 }
 
+/* --api-proxy: the proxy writes with leaderd's credentials, so only this
+ * host may reach it: a loopback address, never a host name that could
+ * resolve elsewhere (except "localhost", bound as 127.0.0.1). */
+static bool loopback_host(const char *h)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (strcmp(h, "localhost") == 0)
+        return true;
+    if (inet_pton(AF_INET, h, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, h, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+static int apply_api_proxy(struct ld_config *cfg, const struct raw *r, char *err,
+                           size_t errlen)
+{
+    char name[128];
+    const char *why = NULL;
+    char *host = NULL;
+    const char *v = r->val[OPT_API_PROXY];
+    if (!v)
+        return 0;
+    if (parse_listen(v, &host, &cfg->api_proxy_port, &why) != 0)
+        return fail(err, errlen, "leaderd: %s: invalid address \"%s\": %s",
+                    who(r, OPT_API_PROXY, name, sizeof(name)), v, why);
+    if (!loopback_host(host)) {
+        free(host);
+        return fail(err, errlen,
+                    "leaderd: %s: \"%s\" is not a loopback address (use 127.0.0.1, "
+                    "[::1] or localhost): the proxy writes with leaderd's credentials",
+                    who(r, OPT_API_PROXY, name, sizeof(name)), v);
+    }
+    free(cfg->api_proxy_host);
+    cfg->api_proxy_host = host;
+    return 0;
+}
+
 static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t errlen)
 {
     char name[128];
@@ -793,6 +837,9 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
         return fail(err, errlen,
                     "leaderd: %s: invalid boolean \"%s\" (use true/false, 1/0, yes/no)",
                     who(r, OPT_EVENTS, name, sizeof(name)), v);
+
+    if ((rc = apply_api_proxy(cfg, r, err, errlen)))
+        return rc;
 
     v = r->val[OPT_SA_DIR] ? r->val[OPT_SA_DIR] : opts[OPT_SA_DIR].def;
     if (*v == '\0')
@@ -1020,6 +1067,7 @@ void ld_config_clear(struct ld_config *cfg)
     for (char **a = cfg->shard_names; a && *a; a++)
         free(*a);
     free(cfg->shard_names);
+    free(cfg->api_proxy_host);
     for (char **a = cfg->command; a && *a; a++)
         free(*a);
     free(cfg->command);

@@ -51,6 +51,10 @@ struct ld_config {
     uint32_t n_shards;
     char **shard_names;
     char *pod_uid; /* $POD_UID (the member Lease's ownerReference), NULL when unset */
+    /* --api-proxy ADDR:PORT, the API write gate: a loopback address
+     * ("127.x.y.z", "::1" or "localhost"), NULL when unset; port 1..65535. */
+    char *api_proxy_host;
+    int api_proxy_port;
     /* Where namespace_, identity and kubeconfig_path came from: a flag,
      * variable or file name, for messages and the startup line. Static
      * strings; NULL while unresolved. */

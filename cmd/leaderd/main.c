@@ -31,6 +31,7 @@
 #include "metrics.h"
 #include "podlabel.h"
 #include "shards.h"
+#include "proxy.h"
 #include "state.h"
 
 /* Everything main owns, so one function can release it all. */
@@ -49,6 +50,7 @@ struct daemon {
     struct ld_state state;
     struct ld_metrics metrics;
     struct ld_http *http;
+    struct ld_proxy *proxy; /* --api-proxy; NULL when unset */
     bool podlabel_ready;
     struct ld_podlabel_hook podlabel;
     bool events_ready;
@@ -234,6 +236,24 @@ static int start_http(struct daemon *d)
     return 0;
 }
 
+/* The API write gate, after the HTTP server: it reads the same state. */
+static int start_proxy(struct daemon *d)
+{
+    char err[256];
+    if (!d->cfg.api_proxy_host)
+        return 0;
+    d->proxy = ld_proxy_start(d->cfg.api_proxy_host, d->cfg.api_proxy_port, &d->cfg.kube,
+                              &d->state, &d->metrics, NULL, err, sizeof(err));
+    if (!d->proxy) {
+        fprintf(stderr, "leaderd: %s\n", err);
+        return 1;
+    }
+    ld_log(LD_LOG_INFO, "api proxy listening on %s%s%s:%d",
+           strchr(d->cfg.api_proxy_host, ':') ? "[" : "", d->cfg.api_proxy_host,
+           strchr(d->cfg.api_proxy_host, ':') ? "]" : "", ld_proxy_port(d->proxy));
+    return 0;
+}
+
 /* Forked first, while the process has one thread: the supervisor is a copy
  * of it. */
 static int start_child(struct daemon *d)
@@ -293,6 +313,7 @@ static void teardown(struct daemon *d)
         ld_podlabel_hook_clear(&d->podlabel);
     if (d->events_ready)
         ld_events_hook_clear(&d->events);
+    ld_proxy_stop(d->proxy);
     ld_http_stop(d->http);
     if (d->state_ready)
         ld_state_destroy(&d->state);
@@ -350,6 +371,8 @@ int main(int argc, char **argv)
         rc = start_election(&d);
     if (rc == 0)
         rc = start_http(&d);
+    if (rc == 0)
+        rc = start_proxy(&d);
     if (rc == 0) {
         char desc[1024];
         ld_config_describe(&d.cfg, desc, sizeof(desc));

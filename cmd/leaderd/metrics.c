@@ -381,6 +381,98 @@ static void render_api(struct tbuf *b, struct ld_metrics *m)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* ---- --api-proxy ---- */
+
+static const char *const proxy_verbs[] = {"GET", "HEAD",  "OPTIONS", "POST",
+                                          "PUT", "PATCH", "DELETE",  "OTHER"};
+#define PROXY_NVERBS (sizeof(proxy_verbs) / sizeof(proxy_verbs[0]))
+
+static struct ld_metrics_series *proxy_find(struct ld_metrics_proxy *p, int verb,
+                                            long code)
+{
+    for (size_t i = 0; i < p->nseries; i++)
+        if (p->series[i].verb == verb && p->series[i].code == code)
+            return &p->series[i];
+    return NULL;
+}
+
+void ld_metrics_proxy_request(struct ld_metrics *m, const char *method, long code)
+{
+    if (!m)
+        return;
+    int v = (int)PROXY_NVERBS - 1;
+    for (size_t i = 0; i + 1 < PROXY_NVERBS; i++)
+        if (method && strcmp(method, proxy_verbs[i]) == 0)
+            v = (int)i;
+    if (code < 100 || code > 599)
+        code = CODE_ERROR;
+    pthread_mutex_lock(&m->mu);
+    struct ld_metrics_proxy *p = &m->proxy;
+    struct ld_metrics_series *s = proxy_find(p, v, code);
+    /* The last slots are kept for the per-verb "other" series. */
+    if (!s && p->nseries >= LD_METRICS_PROXY_SERIES - PROXY_NVERBS) {
+        code = CODE_OTHER;
+        s = proxy_find(p, v, code);
+    }
+    if (!s) {
+        s = &p->series[p->nseries++];
+        s->verb = v;
+        s->code = code;
+        s->count = 0;
+    }
+    s->count++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ld_metrics_proxy_refused(struct ld_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->proxy.refused++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ld_metrics_proxy_aborted(struct ld_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->proxy.aborted++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void render_proxy(struct tbuf *b, struct ld_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    const struct ld_metrics_proxy *p = &m->proxy;
+    header(b, "leaderd_proxy_requests_total", "counter",
+           "Requests answered by the API write gate (--api-proxy), by HTTP method and "
+           "status code.");
+    for (size_t i = 0; i < p->nseries; i++) {
+        const struct ld_metrics_series *s = &p->series[i];
+        tb_printf(b, "leaderd_proxy_requests_total{verb=\"%s\",code=\"",
+                  proxy_verbs[s->verb]);
+        if (s->code == CODE_ERROR)
+            tb_printf(b, "error");
+        else if (s->code == CODE_OTHER)
+            tb_printf(b, "other");
+        else
+            tb_printf(b, "%ld", s->code);
+        tb_printf(b, "\"} %llu\n", (unsigned long long)s->count);
+    }
+    header(b, "leaderd_proxy_writes_refused_total", "counter",
+           "Writes the API write gate refused (503) because this replica did not lead.");
+    tb_printf(b, "leaderd_proxy_writes_refused_total %llu\n",
+              (unsigned long long)p->refused);
+    header(b, "leaderd_proxy_writes_aborted_total", "counter",
+           "Writes the API write gate cut while in flight to the API server because "
+           "this replica stopped leading.");
+    tb_printf(b, "leaderd_proxy_writes_aborted_total %llu\n",
+              (unsigned long long)p->aborted);
+    pthread_mutex_unlock(&m->mu);
+}
+
 int ld_metrics_render(struct ld_metrics *m, const struct ld_snapshot *snap,
                       int64_t now_ms, char **out, size_t *len)
 {
@@ -399,6 +491,7 @@ int ld_metrics_render_shards(struct ld_metrics *m, const struct ld_snapshot *sna
     render_election(&b, snap, g, t, now_ms);
     render_api(&b, m);
     render_watch(&b, m);
+    render_proxy(&b, m);
     header(&b, "leaderd_build_info", "gauge",
            "Always 1; the version label names the build.");
     tb_printf(&b, "leaderd_build_info{version=\"");

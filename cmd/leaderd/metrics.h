@@ -27,6 +27,16 @@ struct ld_metrics_series {
     uint64_t count;
 };
 
+/* The API write gate (--api-proxy): answers by {verb (the HTTP method),
+ * code}, bounded like the API series. */
+#define LD_METRICS_PROXY_SERIES 64
+struct ld_metrics_proxy {
+    struct ld_metrics_series series[LD_METRICS_PROXY_SERIES];
+    size_t nseries;
+    uint64_t refused; /* writes refused: this replica did not lead */
+    uint64_t aborted; /* writes cut in flight when leadership ended */
+};
+
 struct ld_metrics {
     pthread_mutex_t mu;
     struct ld_metrics_series series[LD_METRICS_MAX_SERIES];
@@ -39,10 +49,11 @@ struct ld_metrics {
     uint64_t acquire_bucket[LD_METRICS_BUCKETS]; /* free-seen -> acquired delays */
     uint64_t acquire_count;
     double acquire_sum;
-    uint64_t pod_label_failures; /* failed --pod-label API calls */
-    uint64_t events_failures;    /* failed --events API calls */
-    uint64_t resigned_request;   /* stepped down on POST /resign */
-    uint64_t resigned_preferred; /* stepped down for spec.preferredHolder */
+    uint64_t pod_label_failures;   /* failed --pod-label API calls */
+    uint64_t events_failures;      /* failed --events API calls */
+    uint64_t resigned_request;     /* stepped down on POST /resign */
+    uint64_t resigned_preferred;   /* stepped down for spec.preferredHolder */
+    struct ld_metrics_proxy proxy; /* --api-proxy */
 };
 
 void ld_metrics_init(struct ld_metrics *m);
@@ -73,6 +84,14 @@ void ld_metrics_events_failure(struct ld_metrics *m);
  * on_request false, for a spec.preferredHolder naming someone else.
  * Thread-safe. */
 void ld_metrics_resigned(struct ld_metrics *m, bool on_request);
+
+/* --api-proxy: one answer to method (GET, HEAD, OPTIONS, POST, PUT, PATCH,
+ * DELETE; anything else counts as OTHER) with HTTP status code; one write
+ * refused because this replica did not lead; one write cut in flight.
+ * m may be NULL (nothing counted). Thread-safe. */
+void ld_metrics_proxy_request(struct ld_metrics *m, const char *method, long code);
+void ld_metrics_proxy_refused(struct ld_metrics *m);
+void ld_metrics_proxy_aborted(struct ld_metrics *m);
 
 /* Renders every metric, with # HELP and # TYPE, into a new buffer (*out,
  * free with free(), NUL-terminated; *len excludes the NUL). Election

@@ -642,6 +642,77 @@ START_TEST(shards_bad_values)
 }
 END_TEST
 
+/* --api-proxy: loopback only (the proxy writes with leaderd's
+ * credentials), a port from 1 to 65535, the variable as for every flag. */
+START_TEST(api_proxy_values)
+{
+    struct ld_config cfg;
+    char err[ERRLEN];
+    static const struct {
+        const char *arg, *host;
+        int port;
+    } ok[] = {
+        {"127.0.0.1:8001", "127.0.0.1", 8001},
+        {"127.1.2.3:1", "127.1.2.3", 1},
+        {"[::1]:65535", "::1", 65535},
+        {"localhost:8001", "localhost", 8001},
+    };
+    static const char *const wrong[] = {
+        "0.0.0.0:8001",
+        ":8001",
+        "10.0.0.1:8001",
+        "[::]:8001",
+        "example.com:8001",
+        "127.0.0.1",
+        "127.0.0.1:0",
+        "127.0.0.1:65536",
+        "127.0.0.1:x",
+        "[::ffff:10.0.0.1]:80",
+        "",
+        "128.0.0.1:8001",
+    };
+    setenv("KUBECONFIG", kc_ns, 0);
+    const char *off[] = {"--lease-name", "x", NULL};
+    ck_assert_msg(run(&cfg, false, off, err) == 0, "%s", err);
+    ck_assert_ptr_null(cfg.api_proxy_host);
+    ld_config_clear(&cfg);
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        const char *args[] = {"--lease-name", "x", "--api-proxy", ok[i].arg, NULL};
+        ck_assert_msg(run(&cfg, false, args, err) == 0, "%s: %s", ok[i].arg, err);
+        ck_assert_str_eq(cfg.api_proxy_host, ok[i].host);
+        ck_assert_int_eq(cfg.api_proxy_port, ok[i].port);
+        ld_config_clear(&cfg);
+    }
+    for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+        const char *args[] = {"--lease-name", "x", "--api-proxy", wrong[i], NULL};
+        ck_assert_msg(run(&cfg, false, args, err) == 2, "%s accepted", wrong[i]);
+        ck_assert_msg(strstr(err, "--api-proxy") != NULL, "%s: %s", wrong[i], err);
+        ck_assert_ptr_null(strchr(err, '\n'));
+        ld_config_clear(&cfg);
+    }
+    const char *wild[] = {"--lease-name", "x", "--api-proxy", "0.0.0.0:8001", NULL};
+    ck_assert_int_eq(run(&cfg, false, wild, err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "loopback"));
+    ld_config_clear(&cfg);
+
+    setenv("LEADERD_API_PROXY", "127.0.0.1:9001", 1);
+    ck_assert_msg(run(&cfg, false, off, err) == 0, "%s", err);
+    ck_assert_str_eq(cfg.api_proxy_host, "127.0.0.1");
+    ck_assert_int_eq(cfg.api_proxy_port, 9001);
+    ld_config_clear(&cfg);
+    /* The flag beats its variable, and a bad variable is named. */
+    const char *flag[] = {"--lease-name", "x", "--api-proxy", "[::1]:9002", NULL};
+    ck_assert_msg(run(&cfg, false, flag, err) == 0, "%s", err);
+    ck_assert_str_eq(cfg.api_proxy_host, "::1");
+    ld_config_clear(&cfg);
+    setenv("LEADERD_API_PROXY", "0.0.0.0:9001", 1);
+    ck_assert_int_eq(run(&cfg, false, off, err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "LEADERD_API_PROXY"));
+    ld_config_clear(&cfg);
+    unsetenv("LEADERD_API_PROXY");
+}
+END_TEST
+
 START_TEST(child_grace_values)
 {
     struct ld_config cfg;
@@ -1154,6 +1225,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, pod_label_and_events);
     tcase_add_test(tc, shards_values);
     tcase_add_test(tc, shards_bad_values);
+    tcase_add_test(tc, api_proxy_values);
     tcase_add_test(tc, no_credentials);
     tcase_add_test(tc, in_cluster);
     tcase_add_test(tc, kubeconfig_wins_over_in_cluster);

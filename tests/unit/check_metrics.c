@@ -106,6 +106,9 @@ START_TEST(help_and_type_for_every_metric)
         {"leaderd_pod_label_failures_total", "counter"},
         {"leaderd_events_failures_total", "counter"},
         {"leaderd_resignations_total", "counter"},
+        {"leaderd_proxy_requests_total", "counter"},
+        {"leaderd_proxy_writes_refused_total", "counter"},
+        {"leaderd_proxy_writes_aborted_total", "counter"},
     };
     for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++) {
         char want[128];

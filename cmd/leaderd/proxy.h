@@ -1,0 +1,58 @@
+/*
+ * proxy: the API write gate (--api-proxy ADDR:PORT), a local proxy to the
+ * Kubernetes API for the app, like `kubectl proxy`, that lets writes
+ * through only while this replica leads (the rules: proxy_gate.h).
+ *
+ * Requests are forwarded with leaderd's own credentials and verified TLS
+ * (a transport of its own built from the same struct ld_kube_config, see
+ * ld_transport_curl_raw_easy); the client's Authorization and hop-by-hop
+ * headers are dropped; responses stream back as they arrive, watches
+ * included. A write is judged when its headers arrive, again once its body
+ * has been read, and again right before libcurl sends it (after the
+ * connection to the API server is up); while it waits for the answer
+ * every publish of st and the end of the leadership by time
+ * (lead_until_ms) are watched, and the exchange is cut as soon as this
+ * replica stops leading. An answer that has begun is relayed whole.
+ *
+ * It has its own listener, on a loopback address only, with bounded
+ * connections and an idle timeout like the sidecar's HTTP server, and its
+ * own threads: the election loop never waits on it.
+ */
+#ifndef LEADERD_PROXY_H
+#define LEADERD_PROXY_H
+
+#include <stddef.h>
+
+#include "kubeconfig.h"
+#include "metrics.h"
+#include "state.h"
+
+/* Defaults of struct ld_proxy_options (a zero field means its default). */
+#define LD_PROXY_MAX_CONNECTIONS 64 /* each holds a thread while open */
+#define LD_PROXY_IDLE_TIMEOUT_S 15  /* silent client connections are closed */
+
+struct ld_proxy_options {
+    unsigned int max_connections;
+    unsigned int idle_timeout_s;
+};
+
+struct ld_proxy;
+
+/* Starts the proxy on host:port (host a loopback address literal, or
+ * "localhost" for 127.0.0.1; port 0 picks a free one, see ld_proxy_port)
+ * for the API server and credentials of kube (copied). st and m are
+ * borrowed and must outlive the proxy; opts may be NULL (defaults) and is
+ * read during the call only. curl_global_init must have run. Returns a new
+ * proxy (stop with ld_proxy_stop) or NULL with one line in err. */
+struct ld_proxy *ld_proxy_start(const char *host, int port,
+                                const struct ld_kube_config *kube, struct ld_state *st,
+                                struct ld_metrics *m, const struct ld_proxy_options *opts,
+                                char *err, size_t errlen);
+
+/* Cuts every exchange in flight, closes the listener and frees p. NULL-safe. */
+void ld_proxy_stop(struct ld_proxy *p);
+
+/* The port actually bound. */
+int ld_proxy_port(const struct ld_proxy *p);
+
+#endif

@@ -1,0 +1,422 @@
+"""Integration tests of the API write gate, --api-proxy ADDR:PORT: two
+replicas over HTTPS against the bundled API server, each serving a proxy on
+loopback. Reads pass on a standby; writes pass on the leader and get a 503
+metav1.Status on the standby; the client's Authorization never reaches the
+API server (the server names the client that wrote, by the token it got);
+a write in flight when leadership ends (POST /resign, or renewals that
+stall) is cut and never applied; a watch streams through for longer than
+the proxy's idle timeout; 413 over 3 MiB; 501 for upgrades; the connection
+cap; a non-loopback ADDR exits 2. Last, fencing across failovers: a writer
+sends through all three replicas' proxies while the leader is SIGKILLed,
+partitioned and SIGSTOPped, and the server's logs show every applied write
+came from the Lease's holder of that moment."""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from apiserver import ApiServer, Watch
+from cluster import (FAST, KILL_BOUND, LEADERD, SCHED_SLACK, Replica, Watcher, free_port,
+                     stop_all, wait_until)
+
+NS = "default"
+POD = "/api/v1/namespaces/%s/pods/app" % NS
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % NS
+MERGE = "application/merge-patch+json"
+# The proxy's idle timeout (LD_PROXY_IDLE_TIMEOUT_S): a watch outlives it.
+IDLE_TIMEOUT = 15.0
+# How long an injected upstream delay holds a write: far longer than a cut
+# takes, so a quick answer proves the cut.
+SLOW_MS = 8000
+# The proxy's connection cap (LD_PROXY_MAX_CONNECTIONS).
+MAX_CONNECTIONS = 64
+
+
+def proxy_request(port, method, path, body=None, headers=None, timeout=10.0):
+    """(status, headers dict with lower-case names, body bytes) of one request
+    through a proxy on a fresh connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        data = resp.read()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+    finally:
+        conn.close()
+
+
+def metric(replica, line_prefix):
+    """The value of the first /metrics sample starting with line_prefix, or None."""
+    status, body = replica.get("/metrics")
+    if status != 200:
+        return None
+    for line in body.decode().splitlines():
+        if line.startswith(line_prefix + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+class ApiProxyBase(unittest.TestCase):
+    clients = ["r1", "r2"]
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="leaderd-apiproxy-")
+        self.api = ApiServer(os.path.join(self.dir, "api"), self.clients)
+        self.replicas = []
+        self.proxy_port = {}
+        try:
+            self.api.start()
+            self.api.control("POST", "pods", {"namespace": NS, "name": "app",
+                                              "labels": {"app": "demo"}})
+            for c in self.clients:
+                self.proxy_port[c] = free_port()
+                r = Replica(self.api, c, self.dir,
+                            extra_args=["--api-proxy", "127.0.0.1:%d" % self.proxy_port[c]])
+                self.replicas.append(r.start())
+        except BaseException:
+            self.tearDown()
+            raise
+        self.watch = Watcher(self, self.replicas)
+
+    def tearDown(self):
+        stop_all(self, self.replicas)
+        self.api.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def roles(self):
+        """(leader, standby) Replica objects, once exactly one leads."""
+        leader = self.watch.one_leader(KILL_BOUND + SCHED_SLACK)
+        lead = next(r for r in self.replicas if r.client == leader)
+        standby = next(r for r in self.replicas if r.client != leader)
+        # The standby must have seen the leader, so its refusal can name it.
+        wait_until(lambda: standby.leader()[1] and standby.leader()[1]["leader"] == leader,
+                   FAST["lease_duration"], what="the standby to see the leader")
+        return lead, standby
+
+    def port(self, replica):
+        return self.proxy_port[replica.client]
+
+    def pod_writes(self):
+        return [e for e in self.api.control("GET", "pods/log")["log"]
+                if e["client"] != "_control"]
+
+    def patch_label(self, replica, value, headers=None, timeout=10.0):
+        h = {"Content-Type": MERGE}
+        h.update(headers or {})
+        return proxy_request(self.port(replica), "PATCH", POD,
+                             {"metadata": {"labels": {"written": value}}}, h, timeout)
+
+    def assert_refusal(self, status, headers, body, holder=None, cut=False):
+        self.assertEqual(status, 503, body)
+        self.assertNotIn("retry-after", headers)
+        self.assertTrue(headers.get("content-type", "").startswith("application/json"))
+        doc = json.loads(body)
+        self.assertEqual(doc["kind"], "Status")
+        self.assertEqual(doc["apiVersion"], "v1")
+        self.assertEqual(doc["metadata"], {})
+        self.assertEqual(doc["status"], "Failure")
+        self.assertEqual(doc["reason"], "ServiceUnavailable")
+        self.assertEqual(doc["code"], 503)
+        if holder:
+            self.assertIn(holder, doc["message"])
+        if cut:
+            self.assertIn("cut", doc["message"])
+        return doc
+
+
+class TestApiProxy(ApiProxyBase):
+    def test_reads_pass_on_a_standby(self):
+        lead, standby = self.roles()
+        for r in (standby, lead):
+            status, headers, body = proxy_request(self.port(r), "GET", LEASES + "/demo")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(json.loads(body)["spec"]["holderIdentity"], lead.client)
+            self.assertTrue(headers["content-type"].startswith("application/json"))
+            status, _, body = proxy_request(self.port(r), "GET", POD)
+            self.assertEqual(status, 200, body)
+            self.assertEqual(json.loads(body)["metadata"]["labels"]["app"], "demo")
+        # A query string passes as it came.
+        status, _, body = proxy_request(
+            self.port(standby), "GET", "/api/v1/namespaces/%s/pods?labelSelector=app%%3Dnone" % NS)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["items"], [])
+        self.assertEqual(metric(standby, 'leaderd_proxy_requests_total{verb="GET",code="200"}'),
+                         3)
+
+    def test_writes_pass_on_the_leader_and_are_refused_on_a_standby(self):
+        lead, standby = self.roles()
+        status, _, body = self.patch_label(lead, "by-leader")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["metadata"]["labels"]["written"], "by-leader")
+
+        status, headers, body = self.patch_label(standby, "by-standby")
+        doc = self.assert_refusal(status, headers, body, holder=lead.client)
+        self.assertIn(standby.client, doc["message"])
+        # Every verb of a write is gated, with or without a body.
+        for method, path, payload in (("POST", "/apis/events.k8s.io/v1/namespaces/%s/events"
+                                       % NS, {"metadata": {"name": "e"}}),
+                                      ("PUT", POD, {"metadata": {"name": "app"}}),
+                                      ("DELETE", POD, None)):
+            status, headers, body = proxy_request(self.port(standby), method, path, payload,
+                                                  {"Content-Type": "application/json"})
+            self.assert_refusal(status, headers, body, holder=lead.client)
+
+        writes = self.pod_writes()
+        self.assertEqual([(e["client"], e["labels"].get("written")) for e in writes],
+                         [(lead.client, "by-leader")])
+        self.assertEqual(metric(standby, "leaderd_proxy_writes_refused_total"), 4)
+        self.assertEqual(metric(lead, "leaderd_proxy_writes_refused_total"), 0)
+        self.assertEqual(
+            metric(standby, 'leaderd_proxy_requests_total{verb="PATCH",code="503"}'), 1)
+        self.assertEqual(
+            metric(lead, 'leaderd_proxy_requests_total{verb="PATCH",code="200"}'), 1)
+
+    def test_the_client_authorization_is_not_forwarded(self):
+        lead, _ = self.roles()
+        # The admin token would make the write the admin's; a bogus one would
+        # get a 401. Neither reaches the server: it sees leaderd's token.
+        for token in (self.api.token("admin"), "bogus"):
+            status, _, body = self.patch_label(lead, token[:5],
+                                               {"Authorization": "Bearer " + token})
+            self.assertEqual(status, 200, body)
+        self.assertEqual([e["client"] for e in self.pod_writes()], [lead.client] * 2)
+        # Hop-by-hop headers are dropped too; the body still goes as sent.
+        status, _, body = self.patch_label(lead, "hop", {"Connection": "close, X-Hop",
+                                                         "X-Hop": "1", "TE": "trailers"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(self.pod_writes()[-1]["labels"]["written"], "hop")
+
+    def test_a_write_in_flight_is_cut_when_the_leader_resigns(self):
+        lead, standby = self.roles()
+        self.api.set_faults(lead.client, latency_ms=SLOW_MS, verbs=["patch"])
+        result = {}
+
+        def write():
+            t0 = time.monotonic()
+            result["answer"] = self.patch_label(lead, "late", timeout=SLOW_MS / 1000 + 5)
+            result["seconds"] = time.monotonic() - t0
+
+        t = threading.Thread(target=write)
+        t.start()
+        # The write is held upstream (the server counts it only at its end).
+        time.sleep(1.0)
+        conn = http.client.HTTPConnection("127.0.0.1", lead.port, timeout=10)
+        conn.request("POST", "/resign")
+        self.assertEqual(conn.getresponse().status, 200)
+        conn.close()
+        t.join(SLOW_MS / 1000 + 10)
+        self.assertFalse(t.is_alive())
+        status, headers, body = result["answer"]
+        self.assert_refusal(status, headers, body, cut=True)
+        self.assertLess(result["seconds"], SLOW_MS / 1000 - 2)
+        self.assertEqual(metric(lead, "leaderd_proxy_writes_aborted_total"), 1)
+        # The server saw the client go away and did not apply the write.
+        wait_until(lambda: self.api.stats().get(lead.client, {}).get("patch", {})
+                   .get("disconnected") == 1, SLOW_MS / 1000,
+                   what="the API server to see the cut write's hang-up")
+        self.assertEqual(self.pod_writes(), [])
+
+    def test_a_write_in_flight_is_cut_when_renewals_stall(self):
+        lead, _ = self.roles()
+        # Renewals (update) hang as long as the write: leadership ends at the
+        # renew deadline by time alone, with no publish needed.
+        self.api.set_faults(lead.client, latency_ms=SLOW_MS, verbs=["patch", "update"])
+        t0 = time.monotonic()
+        status, headers, body = self.patch_label(lead, "stalled",
+                                                 timeout=SLOW_MS / 1000 + 5)
+        seconds = time.monotonic() - t0
+        self.assert_refusal(status, headers, body, cut=True)
+        self.assertLess(seconds, FAST["renew_deadline"] + 1.5)
+        self.assertEqual(metric(lead, "leaderd_proxy_writes_aborted_total"), 1)
+        wait_until(lambda: self.api.stats().get(lead.client, {}).get("patch", {})
+                   .get("disconnected") == 1, SLOW_MS / 1000,
+                   what="the API server to see the cut write's hang-up")
+        self.api.clear_faults()
+        self.assertEqual(self.pod_writes(), [])
+
+    def test_a_watch_streams_through_past_the_idle_timeout(self):
+        lead, standby = self.roles()
+        status, _ = self.api.post_lease(NS, {"metadata": {"name": "quiet"}, "spec": {}},
+                                        client="r1")
+        self.assertEqual(status, 201)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port(standby),
+                                          timeout=IDLE_TIMEOUT + 10)
+        try:
+            conn.request("GET", LEASES + "?watch=1&fieldSelector=metadata.name%3Dquiet"
+                         "&timeoutSeconds=60")
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            events = Watch(resp)
+            first = events.next_event()
+            self.assertEqual(first["type"], "ADDED")
+            self.assertEqual(first["object"]["metadata"]["name"], "quiet")
+            # A connection that says nothing meanwhile is closed by the
+            # idle timeout; the watch, as quiet, is not.
+            idle = socket.create_connection(("127.0.0.1", self.port(standby)), timeout=5)
+            # Silence for longer than the proxy's idle timeout, then a change.
+            time.sleep(IDLE_TIMEOUT + 2)
+            try:
+                self.assertEqual(idle.recv(1), b"", "an idle connection stayed open")
+            except ConnectionResetError:
+                pass
+            finally:
+                idle.close()
+            status, _ = self.api.patch_lease(NS, "quiet",
+                                             {"metadata": {"labels": {"k": "v"}}},
+                                             client="r1")
+            self.assertEqual(status, 200)
+            t0 = time.monotonic()
+            event = events.next_event()
+            self.assertLess(time.monotonic() - t0, 5)
+            self.assertEqual(event["type"], "MODIFIED")
+            self.assertEqual(event["object"]["metadata"]["labels"], {"k": "v"})
+        finally:
+            conn.close()
+        # The watch never delayed anything else on the same proxy.
+        status, _, _ = proxy_request(self.port(standby), "GET", POD)
+        self.assertEqual(status, 200)
+
+    def test_limits_413_and_501(self):
+        lead, _ = self.roles()
+        big = b"{" + b" " * (3 * 1024 * 1024) + b"}"
+        status, headers, body = proxy_request(self.port(lead), "PATCH", POD, big,
+                                              {"Content-Type": MERGE}, timeout=30)
+        self.assertEqual(status, 413, body[:200])
+        self.assertEqual(json.loads(body)["reason"], "RequestEntityTooLarge")
+        for method, path, headers in (
+                ("POST", POD + "/exec?command=sh", {}),
+                ("GET", POD + "/portforward?ports=80", {}),
+                ("GET", POD + "/attach", {}),
+                ("GET", POD, {"Connection": "Upgrade", "Upgrade": "websocket"})):
+            status, _, body = proxy_request(self.port(lead), method, path, None, headers)
+            self.assertEqual(status, 501, (method, path, body))
+            self.assertEqual(json.loads(body)["reason"], "NotImplemented")
+        self.assertEqual(self.pod_writes(), [])
+        # The proxy still serves afterwards.
+        self.assertEqual(self.patch_label(lead, "after")[0], 200)
+
+    def test_connections_are_bounded(self):
+        lead, _ = self.roles()
+        held = []
+        try:
+            for _ in range(MAX_CONNECTIONS):
+                held.append(socket.create_connection(("127.0.0.1", self.port(lead)),
+                                                     timeout=5))
+            # Every slot is taken (the proxy has counted them all once a
+            # request on the last one is answered): one more is turned away.
+            held[-1].sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+            self.assertTrue(held[-1].recv(12).startswith(b"HTTP/1.1 200"))
+            extra = socket.create_connection(("127.0.0.1", self.port(lead)), timeout=5)
+            try:
+                extra.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+                self.assertEqual(extra.recv(12), b"")
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+            finally:
+                extra.close()
+            # The sidecar's own server and the election are untouched.
+            self.assertTrue(lead.is_leader())
+        finally:
+            for s in held:
+                s.close()
+        wait_until(lambda: proxy_request(self.port(lead), "GET", "/version")[0] == 200,
+                   5, what="the proxy to serve again")
+
+
+class TestApiProxyFencing(ApiProxyBase):
+    """A writer sends a write through every replica's proxy, round after
+    round, while the leader is SIGKILLed, partitioned and SIGSTOPped in turn.
+    The API server's logs decide: every write it applied came from the
+    replica that held the Lease at that moment (the last Lease write the
+    server committed before it names that replica)."""
+
+    clients = ["r1", "r2", "r3"]
+
+    def writer(self, stop, answers):
+        n = 0
+        while not stop.is_set():
+            for r in self.replicas:
+                n += 1
+                try:
+                    status = self.patch_label(r, "%s-%d" % (r.client, n), timeout=1.5)[0]
+                except OSError:
+                    status = None  # a stopped or killed proxy
+                answers.append((r.client, status))
+            time.sleep(0.02)
+
+    def test_no_write_lands_outside_its_leadership(self):
+        stop = threading.Event()
+        answers = []
+        t = threading.Thread(target=self.writer, args=(stop, answers))
+        t.start()
+        try:
+            for fault in ("kill", "partition", "stop"):
+                lead, _ = self.roles()
+                if fault == "kill":
+                    lead.stop(signal.SIGKILL)
+                elif fault == "partition":
+                    self.api.set_faults(lead.client, partition="hang")
+                else:
+                    lead.send(signal.SIGSTOP)
+                self.watch.until(lambda snap, leaders: leaders and leaders[0] != lead.client,
+                                 KILL_BOUND + 2 * SCHED_SLACK, "a new leader")
+                # Writes go on through the new leader (and the old one's
+                # proxy, once it is back) for a while.
+                time.sleep(1.0)
+                if fault == "kill":
+                    lead.start()
+                elif fault == "partition":
+                    self.api.clear_faults(lead.client)
+                else:
+                    lead.send(signal.SIGCONT)
+                time.sleep(1.0)
+        finally:
+            stop.set()
+            t.join(30)
+        leases = [e for e in self.api.write_log() if e["name"] == "demo"]
+        writes = self.pod_writes()
+        winners = {c for c, status in answers if status == 200}
+        self.assertGreaterEqual(len(winners), 2, "writes went through fewer than two leaders")
+        self.assertGreater(len(writes), 20)
+        for w in writes:
+            before = [e for e in leases if e["mono_ms"] <= w["mono_ms"]]
+            self.assertTrue(before, w)
+            holder = before[-1]["holderIdentity"]
+            self.assertEqual(holder, w["client"],
+                             "write %s by %s applied while %s held the Lease (last Lease "
+                             "write %s)" % (w["labels"], w["client"], holder, before[-1]))
+        # Every accepted answer is a write the server applied (none lost).
+        applied = {(w["client"], w["labels"].get("written")) for w in writes}
+        self.assertLessEqual(len([a for a in answers if a[1] == 200]), len(applied))
+
+
+class TestApiProxyConfig(unittest.TestCase):
+    def test_a_non_loopback_address_exits_2(self):
+        for addr in ("0.0.0.0:8001", ":8001", "10.1.2.3:8001", "[::]:8001",
+                     "127.0.0.1:0", "127.0.0.1:99999"):
+            p = subprocess.run([LEADERD, "--lease-name", "x", "--identity", "a",
+                                "--kubeconfig", "/dev/null", "--api-proxy", addr],
+                               capture_output=True, timeout=10, env={"PATH": "/usr/bin:/bin"})
+            self.assertEqual(p.returncode, 2, (addr, p.stderr))
+            lines = p.stderr.decode().strip().splitlines()
+            self.assertEqual(len(lines), 1, lines)
+            self.assertIn("--api-proxy", lines[0])
+        p = subprocess.run([LEADERD, "--lease-name", "x", "--kubeconfig", "/dev/null"],
+                           capture_output=True, timeout=10,
+                           env={"PATH": "/usr/bin:/bin", "LEADERD_API_PROXY": "0.0.0.0:1"})
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("LEADERD_API_PROXY", p.stderr.decode())
+        self.assertIn("loopback", p.stderr.decode())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,765 @@
+/*
+ * Unit tests for cmd/leaderd/proxy_gate (the API write gate's decisions:
+ * reads, writes, upgrades, sizes, shard mode, the refusal's Status body,
+ * the header filters) with hand-built snapshots and shard tables and
+ * integer time, and for the proxy's metrics; then the proxy itself
+ * (cmd/leaderd/proxy) in process, between a libcurl client and a scripted
+ * upstream (httpfake), with a real struct ld_state published by the test:
+ * what is forwarded, what is refused, and writes cut in flight by a
+ * publish and by time alone.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "../../cmd/leaderd/metrics.h"
+#include "../../cmd/leaderd/proxy.h"
+#include "../../cmd/leaderd/proxy_gate.h"
+#include "../../cmd/leaderd/state.h"
+#include "support/httpfake.h"
+#include "support/run_suite.h"
+
+#define NOW 100000
+
+/* A snapshot of "me" in ns/lease: leading until NOW + 500 when leading. */
+static void snap_init(struct ld_snapshot *s, const char *leader, bool leading)
+{
+    memset(s, 0, sizeof(*s));
+    snprintf(s->lease, sizeof(s->lease), "ns/lease");
+    snprintf(s->identity, sizeof(s->identity), "me");
+    snprintf(s->leader, sizeof(s->leader), "%s", leader);
+    s->observed = true;
+    s->leading = leading;
+    s->lead_until_ms = leading ? NOW + 500 : 0;
+}
+
+static struct ld_proxy_req req(const char *method, const char *target)
+{
+    return (struct ld_proxy_req){.method = method, .target = target};
+}
+
+static void decide(const struct ld_proxy_req *r, const struct ld_snapshot *s, int64_t now,
+                   struct ld_proxy_verdict *out)
+{
+    struct ld_proxy_view v = {.snap = s};
+    ld_proxy_decide(r, &v, now, out);
+}
+
+START_TEST(reads_always_pass)
+{
+    static const char *const reads[] = {"GET", "HEAD", "OPTIONS"};
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, "other", false);
+    for (size_t i = 0; i < 3; i++) {
+        struct ld_proxy_req r = req(reads[i], "/api/v1/namespaces/a/pods?watch=1");
+        decide(&r, &s, NOW, &v);
+        ck_assert_uint_eq(v.status, 0);
+        ck_assert(!v.write);
+        ck_assert(ld_proxy_is_read(reads[i]));
+    }
+    /* Not even a table observed yet: reads still pass. */
+    s.observed = false;
+    struct ld_proxy_req r = req("GET", "/version");
+    decide(&r, &s, NOW, &v);
+    ck_assert_uint_eq(v.status, 0);
+}
+END_TEST
+
+START_TEST(writes_pass_only_while_leading)
+{
+    static const char *const writes[] = {"POST",   "PUT",   "PATCH",
+                                         "DELETE", "TRACE", "FOO"};
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++) {
+        struct ld_proxy_req r = req(writes[i], "/api/v1/namespaces/a/pods/p");
+        ck_assert(!ld_proxy_is_read(writes[i]));
+        snap_init(&s, "me", true);
+        decide(&r, &s, NOW, &v);
+        ck_assert_uint_eq(v.status, 0);
+        ck_assert(v.write);
+        ck_assert(!v.refused);
+        /* Leadership ends by time alone at lead_until_ms. */
+        decide(&r, &s, NOW + 499, &v);
+        ck_assert_uint_eq(v.status, 0);
+        decide(&r, &s, NOW + 500, &v);
+        ck_assert_uint_eq(v.status, 503);
+        ck_assert(v.refused);
+        ck_assert_str_eq(v.reason, "ServiceUnavailable");
+        ck_assert_ptr_nonnull(strstr(v.message, "lapsed"));
+        snap_init(&s, "other", false);
+        decide(&r, &s, NOW, &v);
+        ck_assert_uint_eq(v.status, 503);
+        ck_assert(v.refused);
+        ck_assert_ptr_nonnull(strstr(v.message, "the holder is other"));
+        ck_assert_ptr_nonnull(strstr(v.message, "ns/lease"));
+        snap_init(&s, "", false);
+        decide(&r, &s, NOW, &v);
+        ck_assert_uint_eq(v.status, 503);
+        ck_assert_ptr_nonnull(strstr(v.message, "nobody holds the Lease ns/lease"));
+    }
+    /* Not observed yet: nobody is known to lead, writes wait. */
+    snap_init(&s, "", false);
+    s.observed = false;
+    struct ld_proxy_req r = req("POST", "/x");
+    decide(&r, &s, NOW, &v);
+    ck_assert_uint_eq(v.status, 503);
+    ck_assert(v.refused);
+}
+END_TEST
+
+START_TEST(still_leads_and_lead_until)
+{
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v, refusal;
+    snap_init(&s, "me", true);
+    struct ld_proxy_view view = {.snap = &s};
+    struct ld_proxy_req r = req("PUT", "/x");
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 0);
+    ck_assert(ld_proxy_still_leads(&v, &view, NOW + 100, &refusal));
+    ck_assert_int_eq(ld_proxy_lead_until(&v, &view), NOW + 500);
+    ck_assert(!ld_proxy_still_leads(&v, &view, NOW + 500, &refusal));
+    ck_assert_uint_eq(refusal.status, 503);
+    ck_assert(refusal.refused);
+    /* A publish that says another replica leads now. */
+    snap_init(&s, "other", false);
+    ck_assert(!ld_proxy_still_leads(&v, &view, NOW, NULL));
+    ck_assert_int_eq(ld_proxy_lead_until(&v, &view), INT64_MIN);
+    /* A read is never cut. */
+    struct ld_proxy_req g = req("GET", "/x");
+    ld_proxy_decide(&g, &view, NOW, &v);
+    ck_assert(ld_proxy_still_leads(&v, &view, NOW, NULL));
+}
+END_TEST
+
+START_TEST(upgrades_get_501)
+{
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, "me", true);
+    static const char *const paths[] = {
+        "/api/v1/namespaces/a/pods/p/exec?command=sh&stdin=true",
+        "/api/v1/namespaces/a/pods/p/attach",
+        "/api/v1/namespaces/a/pods/p/portforward?ports=80",
+    };
+    for (size_t i = 0; i < 3; i++) {
+        struct ld_proxy_req r = req("POST", paths[i]);
+        decide(&r, &s, NOW, &v);
+        ck_assert_uint_eq(v.status, 501);
+        r.method = "GET";
+        decide(&r, &s, NOW, &v);
+        ck_assert_uint_eq(v.status, 501);
+    }
+    struct ld_proxy_req r = req("GET", "/api/v1/namespaces/a/pods/p");
+    r.upgrade = "websocket";
+    decide(&r, &s, NOW, &v);
+    ck_assert_uint_eq(v.status, 501);
+    ck_assert_str_eq(v.reason, "NotImplemented");
+    r.upgrade = NULL;
+    r.connection = "keep-alive, Upgrade";
+    decide(&r, &s, NOW, &v);
+    ck_assert_uint_eq(v.status, 501);
+    r.connection = "keep-alive";
+    decide(&r, &s, NOW, &v);
+    ck_assert_uint_eq(v.status, 0);
+    r = req("CONNECT", "/");
+    decide(&r, &s, NOW, &v);
+    ck_assert_uint_eq(v.status, 501);
+    /* Names that only look alike are ordinary requests. */
+    static const char *const plain[] = {
+        "/api/v1/namespaces/a/pods/exec",         "/api/v1/namespaces/a/pods/p/log",
+        "/api/v1/namespaces/a/configmaps/p/exec", "/api/v1/namespaces/a/pods/p/execute",
+        "/apis/x/v1/namespaces/a/pods/p/exec",
+    };
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+        r = req("GET", plain[i]);
+        decide(&r, &s, NOW, &v);
+        ck_assert_msg(v.status == 0, "%s: %u", plain[i], v.status);
+    }
+}
+END_TEST
+
+START_TEST(bodies_over_the_limit_get_413)
+{
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, "other", false);
+    struct ld_proxy_req r = req("POST", "/x");
+    r.has_length = true;
+    r.content_length = LD_PROXY_MAX_BODY + 1ULL;
+    decide(&r, &s, NOW, &v);
+    /* The size is judged before leadership: 413, not 503. */
+    ck_assert_uint_eq(v.status, 413);
+    ck_assert_str_eq(v.reason, "RequestEntityTooLarge");
+    snap_init(&s, "me", true);
+    r.content_length = LD_PROXY_MAX_BODY;
+    decide(&r, &s, NOW, &v);
+    ck_assert_uint_eq(v.status, 0);
+    ck_assert_int_eq(LD_PROXY_MAX_BODY, 3 * 1024 * 1024);
+}
+END_TEST
+
+START_TEST(status_body_is_a_metav1_status)
+{
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, "pod-b", false);
+    struct ld_proxy_req r = req("DELETE", "/x");
+    decide(&r, &s, NOW, &v);
+    char *body = ld_proxy_status_json(v.status, v.reason, v.message);
+    ck_assert_ptr_nonnull(body);
+    json_error_t e;
+    json_t *o = json_loads(body, 0, &e);
+    ck_assert_msg(o != NULL, "%s", body);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "kind")), "Status");
+    ck_assert_str_eq(json_string_value(json_object_get(o, "apiVersion")), "v1");
+    ck_assert(json_is_object(json_object_get(o, "metadata")));
+    ck_assert_uint_eq(json_object_size(json_object_get(o, "metadata")), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "status")), "Failure");
+    ck_assert_str_eq(json_string_value(json_object_get(o, "reason")),
+                     "ServiceUnavailable");
+    ck_assert_int_eq(json_integer_value(json_object_get(o, "code")), 503);
+    ck_assert_ptr_nonnull(
+        strstr(json_string_value(json_object_get(o, "message")), "pod-b"));
+    ck_assert_uint_eq(json_object_size(o), 7);
+    json_decref(o);
+    free(body);
+    /* Quotes and control characters in a message stay valid JSON. */
+    body = ld_proxy_status_json(400, "BadRequest", "a \"b\"\n\\");
+    o = json_loads(body, 0, &e);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "message")), "a \"b\"\n\\");
+    json_decref(o);
+    free(body);
+}
+END_TEST
+
+START_TEST(request_header_filter)
+{
+    static const char *const dropped[] = {"Authorization",
+                                          "authorization",
+                                          "Connection",
+                                          "Keep-Alive",
+                                          "Proxy-Authorization",
+                                          "Proxy-Connection",
+                                          "TE",
+                                          "Trailer",
+                                          "Transfer-Encoding",
+                                          "Upgrade",
+                                          "Host",
+                                          "Content-Length",
+                                          "Expect",
+                                          "X-Leaderd-Shard",
+                                          "x-leaderd-shard",
+                                          ""};
+    static const char *const passed[] = {
+        "Content-Type",     "Accept",   "User-Agent", "Accept-Encoding", "X-Custom",
+        "Impersonate-User", "If-Match", "Teapot",     "Trailers-Mode"};
+    for (size_t i = 0; i < sizeof(dropped) / sizeof(dropped[0]); i++)
+        ck_assert_msg(!ld_proxy_forward_request_header(dropped[i], "keep-alive"), "%s",
+                      dropped[i]);
+    for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++)
+        ck_assert_msg(ld_proxy_forward_request_header(passed[i], "keep-alive"), "%s",
+                      passed[i]);
+    /* Headers the Connection header names are hop-by-hop too. */
+    ck_assert(!ld_proxy_forward_request_header("X-Hop", "close, X-Hop"));
+    ck_assert(!ld_proxy_forward_request_header("x-hop", " X-HOP ,close"));
+    ck_assert(ld_proxy_forward_request_header("X-Hop", "close, X-Hopper"));
+    ck_assert(ld_proxy_forward_request_header("X-Hop", NULL));
+    /* Responses keep Content-Type and the like, lose framing. */
+    ck_assert(ld_proxy_forward_response_header("Content-Type", NULL));
+    ck_assert(ld_proxy_forward_response_header("Audit-Id", NULL));
+    ck_assert(ld_proxy_forward_response_header("Www-Authenticate", NULL));
+    ck_assert(!ld_proxy_forward_response_header("Content-Length", NULL));
+    ck_assert(!ld_proxy_forward_response_header("Transfer-Encoding", NULL));
+    ck_assert(!ld_proxy_forward_response_header("Connection", NULL));
+    ck_assert(!ld_proxy_forward_response_header("Keep-Alive", NULL));
+    ck_assert(!ld_proxy_forward_response_header("X-Gone", "X-Gone"));
+}
+END_TEST
+
+/* ---- shard mode ---- */
+
+static struct ld_shardgroup *group3(void)
+{
+    struct ld_errinfo err;
+    struct ld_shardgroup_config gc = {
+        .name = "grp", .identity = "me", .n_shards = 3, .lease_duration_ms = 4000};
+    struct ld_shardgroup *g = ld_shardgroup_new(&gc, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    return g;
+}
+
+/* Shard 0 ours until NOW + 500, 1 held by "other", 2 free. */
+static struct ld_shardsnap *table3(void)
+{
+    struct ld_shard_entry e[3] = {
+        {.leader = "me", .observed = true, .leading = true, .lead_until_ms = NOW + 500},
+        {.leader = "other", .observed = true},
+        {.leader = "", .observed = true},
+    };
+    const char *members[] = {"me", "other"};
+    struct ld_shardsnap *t = ld_shardsnap_new(true, e, 3, members, 2);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+START_TEST(shard_writes_need_the_header_and_the_shard)
+{
+    struct ld_shardgroup *g = group3();
+    struct ld_shardsnap *t = table3();
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, "", false);
+    struct ld_proxy_view view = {.snap = &s, .group = g, .shards = t};
+    struct ld_proxy_req r = req("PATCH", "/x");
+
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 400);
+    ck_assert_str_eq(v.reason, "BadRequest");
+    ck_assert_ptr_nonnull(strstr(v.message, LD_PROXY_SHARD_HEADER));
+    ck_assert(!v.refused);
+    r.shard = "";
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 400);
+
+    r.shard = "7";
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 404);
+    ck_assert_str_eq(v.reason, "NotFound");
+    r.shard = "00";
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 404);
+
+    r.shard = "0";
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 0);
+    ck_assert_uint_eq(v.shard, 0);
+    ck_assert(ld_proxy_still_leads(&v, &view, NOW + 499, NULL));
+    ck_assert_int_eq(ld_proxy_lead_until(&v, &view), NOW + 500);
+    struct ld_proxy_verdict refusal;
+    ck_assert(!ld_proxy_still_leads(&v, &view, NOW + 500, &refusal));
+    ck_assert_uint_eq(refusal.status, 503);
+    ck_assert_ptr_nonnull(strstr(refusal.message, "lapsed"));
+
+    r.shard = "1";
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 503);
+    ck_assert(v.refused);
+    ck_assert_ptr_nonnull(strstr(v.message, "the holder is other"));
+    ck_assert_ptr_nonnull(strstr(v.message, "grp-1"));
+
+    r.shard = "2";
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 503);
+    ck_assert_ptr_nonnull(strstr(v.message, "nobody holds shard 2"));
+
+    /* Reads need no header. */
+    struct ld_proxy_req g2 = req("GET", "/x");
+    ld_proxy_decide(&g2, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 0);
+
+    /* Before the first shard table: nothing is owned. */
+    view.shards = NULL;
+    r.shard = "0";
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 503);
+    ck_assert_int_eq(ld_proxy_lead_until(&v, &view), INT64_MIN);
+
+    ld_shardsnap_unref(t);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* The proxy reads shard tables through the state, as the HTTP server does:
+ * a publish replaces the table the next decision sees. */
+START_TEST(shard_decision_follows_publishes)
+{
+    struct ld_shardgroup *g = group3();
+    struct ld_state st;
+    struct ld_snapshot s, out;
+    struct ld_proxy_verdict v;
+    ld_state_init(&st, "ns/grp", "me", 0);
+    ld_state_set_group(&st, g);
+    snap_init(&s, "", false);
+    ld_state_publish_shards(&st, &s, table3());
+    struct ld_shardsnap *t = ld_state_read_shards(&st, &out);
+    struct ld_proxy_view view = {.snap = &out, .group = st.group, .shards = t};
+    struct ld_proxy_req r = req("POST", "/x");
+    r.shard = "0";
+    ld_proxy_decide(&r, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 0);
+    ld_shardsnap_unref(t);
+
+    /* Shard 0 handed to "other". */
+    struct ld_shard_entry e[3] = {
+        {.leader = "other", .observed = true},
+        {.leader = "other", .observed = true},
+        {.leader = "", .observed = true},
+    };
+    const char *members[] = {"me", "other"};
+    ld_state_publish_shards(&st, &s, ld_shardsnap_new(true, e, 3, members, 2));
+    t = ld_state_read_shards(&st, &out);
+    view.shards = t;
+    ck_assert(!ld_proxy_still_leads(&v, &view, NOW, NULL));
+    ld_shardsnap_unref(t);
+    ld_state_destroy(&st);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+START_TEST(metrics_count_proxy_answers)
+{
+    struct ld_metrics m;
+    struct ld_snapshot s;
+    char *text = NULL;
+    size_t len = 0;
+    ld_metrics_init(&m);
+    snap_init(&s, "me", true);
+    ld_metrics_proxy_request(&m, "GET", 200);
+    ld_metrics_proxy_request(&m, "GET", 200);
+    ld_metrics_proxy_request(&m, "POST", 503);
+    ld_metrics_proxy_request(&m, "BREW", 418);
+    ld_metrics_proxy_refused(&m);
+    ld_metrics_proxy_aborted(&m);
+    ld_metrics_proxy_request(NULL, "GET", 200); /* ignored */
+    ck_assert_int_eq(ld_metrics_render(&m, &s, NOW, &text, &len), 0);
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE leaderd_proxy_requests_total counter\n"));
+    ck_assert_ptr_nonnull(
+        strstr(text, "leaderd_proxy_requests_total{verb=\"GET\",code=\"200\"} 2\n"));
+    ck_assert_ptr_nonnull(
+        strstr(text, "leaderd_proxy_requests_total{verb=\"POST\",code=\"503\"} 1\n"));
+    ck_assert_ptr_nonnull(
+        strstr(text, "leaderd_proxy_requests_total{verb=\"OTHER\",code=\"418\"} 1\n"));
+    ck_assert_ptr_nonnull(
+        strstr(text, "# TYPE leaderd_proxy_writes_refused_total counter\n"));
+    ck_assert_ptr_nonnull(strstr(text, "leaderd_proxy_writes_refused_total 1\n"));
+    ck_assert_ptr_nonnull(strstr(text, "leaderd_proxy_writes_aborted_total 1\n"));
+    free(text);
+    /* The series table stays bounded whatever codes appear. */
+    for (long code = 100; code < 600; code++)
+        ld_metrics_proxy_request(&m, "PUT", code);
+    ck_assert_uint_le(m.proxy.nseries, LD_METRICS_PROXY_SERIES);
+    ck_assert_int_eq(ld_metrics_render(&m, &s, NOW, &text, &len), 0);
+    ck_assert_ptr_nonnull(
+        strstr(text, "leaderd_proxy_requests_total{verb=\"PUT\",code=\"other\"}"));
+    free(text);
+    ld_metrics_destroy(&m);
+}
+END_TEST
+
+/* ---- the proxy in process ---- */
+
+struct rig {
+    struct httpfake *fake;
+    struct ld_state st;
+    struct ld_metrics m;
+    struct ld_proxy *proxy;
+    char base[64];
+};
+
+/* Publishes leadership of "me": leading for lead_ms from now, or (lead_ms
+ * < 0) not leading with "other" holding the Lease. */
+static void rig_publish(struct rig *r, int64_t lead_ms)
+{
+    struct ld_snapshot s;
+    snap_init(&s, lead_ms >= 0 ? "me" : "other", lead_ms >= 0);
+    s.lead_until_ms = lead_ms >= 0 ? ld_mono_ms() + lead_ms : 0;
+    ld_state_publish(&r->st, &s);
+}
+
+static void rig_start(struct rig *r)
+{
+    struct ld_kube_config kc;
+    char err[256];
+    memset(r, 0, sizeof(*r));
+    r->fake = httpfake_start(NULL, NULL);
+    ck_assert_ptr_nonnull(r->fake);
+    ld_kube_config_init(&kc);
+    kc.server = strdup(httpfake_url(r->fake));
+    kc.token = strdup("leaderd-token");
+    ld_state_init(&r->st, "ns/lease", "me", 0);
+    ld_metrics_init(&r->m);
+    rig_publish(r, 60000);
+    r->proxy = ld_proxy_start("127.0.0.1", 0, &kc, &r->st, &r->m, NULL, err, sizeof(err));
+    ck_assert_msg(r->proxy != NULL, "%s", err);
+    ld_kube_config_clear(&kc);
+    snprintf(r->base, sizeof(r->base), "http://127.0.0.1:%d", ld_proxy_port(r->proxy));
+}
+
+static void rig_stop(struct rig *r)
+{
+    ld_proxy_stop(r->proxy);
+    httpfake_stop(r->fake);
+    ld_metrics_destroy(&r->m);
+    ld_state_destroy(&r->st);
+}
+
+/* One client request through the proxy. */
+struct call {
+    const char *base, *method, *target, *body;
+    const char *request_target; /* sent as the request line's target */
+    const char *headers[6];     /* NULL-terminated */
+    long status;
+    char resp[8192];
+    int64_t first_ms; /* when the first body byte came (monotonic) */
+    size_t resp_len;
+    char got_header[256]; /* the response's X-Upstream header */
+    CURLcode rc;
+    double seconds;
+};
+
+static size_t call_body(char *b, size_t size, size_t n, void *ud)
+{
+    struct call *c = ud;
+    size_t len = size * n;
+    size_t room = sizeof(c->resp) - 1 - c->resp_len;
+    if (!c->first_ms)
+        c->first_ms = ld_mono_ms();
+    memcpy(c->resp + c->resp_len, b, len < room ? len : room);
+    c->resp_len += len < room ? len : room;
+    c->resp[c->resp_len] = '\0';
+    return len;
+}
+
+static size_t call_header(char *b, size_t size, size_t n, void *ud)
+{
+    struct call *c = ud;
+    size_t len = size * n;
+    if (len > 11 && strncasecmp(b, "X-Upstream:", 11) == 0)
+        snprintf(c->got_header, sizeof(c->got_header), "%.*s", (int)(len - 11), b + 11);
+    return len;
+}
+
+static void *call_run(void *arg)
+{
+    struct call *c = arg;
+    char url[1024];
+    struct curl_slist *h = NULL;
+    CURL *e = curl_easy_init();
+    snprintf(url, sizeof(url), "%s%s", c->base, c->target);
+    for (int i = 0; c->headers[i]; i++)
+        h = curl_slist_append(h, c->headers[i]);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, c->method);
+    if (c->request_target)
+        curl_easy_setopt(e, CURLOPT_REQUEST_TARGET, c->request_target);
+    if (c->body)
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body);
+    if (strcmp(c->method, "GET") == 0)
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, call_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, call_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    int64_t t0 = ld_mono_ms();
+    c->rc = curl_easy_perform(e);
+    c->seconds = (double)(ld_mono_ms() - t0) / 1000.0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &c->status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(e);
+    return NULL;
+}
+
+START_TEST(proxy_forwards_with_leaderd_credentials)
+{
+    struct rig r;
+    struct hf_request got;
+    rig_start(&r);
+    httpfake_push(r.fake, &(struct hf_response){.status = 201,
+                                                .body = "{\"kind\":\"Pod\"}",
+                                                .header_name = "X-Upstream",
+                                                .header_value = "yes"});
+    struct call c = {.base = r.base,
+                     .method = "PATCH",
+                     .target =
+                         "/api/v1/namespaces/a/pods/p?fieldManager=app%2Fx&dryRun=All",
+                     .body = "{\"metadata\":{}}",
+                     .headers = {"Authorization: Bearer the-apps-own",
+                                 "Content-Type: application/merge-patch+json",
+                                 "Accept: application/yaml", "User-Agent: app/1.0",
+                                 "X-Leaderd-Shard: 3", NULL}};
+    call_run(&c);
+    ck_assert_int_eq(c.rc, CURLE_OK);
+    ck_assert_int_eq(c.status, 201);
+    ck_assert_str_eq(c.resp, "{\"kind\":\"Pod\"}");
+    ck_assert_ptr_nonnull(strstr(c.got_header, "yes"));
+    ck_assert(httpfake_request(r.fake, 0, &got));
+    ck_assert_str_eq(got.method, "PATCH");
+    ck_assert_str_eq(got.path, "/api/v1/namespaces/a/pods/p");
+    ck_assert_str_eq(got.authorization, "Bearer leaderd-token");
+    ck_assert_str_eq(got.content_type, "application/merge-patch+json");
+    ck_assert_str_eq(got.accept, "application/yaml");
+    ck_assert_str_eq(got.user_agent, "app/1.0");
+    ck_assert_str_eq(got.body, "{\"metadata\":{}}");
+    hf_request_clear(&got);
+
+    /* A read on a standby; no client headers: leaderd's User-Agent, no
+     * invented Content-Type. */
+    rig_publish(&r, -1);
+    httpfake_push(r.fake, &(struct hf_response){.status = 200, .body = "[]"});
+    struct call g = {.base = r.base, .method = "GET", .target = "/api/v1/pods?watch=0"};
+    call_run(&g);
+    ck_assert_int_eq(g.status, 200);
+    ck_assert_str_eq(g.resp, "[]");
+    ck_assert(httpfake_request(r.fake, 1, &got));
+    ck_assert_str_eq(got.method, "GET");
+    ck_assert_str_eq(got.authorization, "Bearer leaderd-token");
+    ck_assert_ptr_nonnull(strstr(got.user_agent, "leaderd/"));
+    ck_assert_str_eq(got.content_type, "");
+    hf_request_clear(&got);
+    rig_stop(&r);
+}
+END_TEST
+
+START_TEST(proxy_refuses_writes_of_a_standby)
+{
+    struct rig r;
+    rig_start(&r);
+    rig_publish(&r, -1);
+    struct call c = {.base = r.base,
+                     .method = "DELETE",
+                     .target = "/api/v1/namespaces/a/pods/p",
+                     .headers = {NULL}};
+    call_run(&c);
+    ck_assert_int_eq(c.status, 503);
+    json_t *o = json_loads(c.resp, 0, NULL);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_str_eq(json_string_value(json_object_get(o, "reason")),
+                     "ServiceUnavailable");
+    ck_assert_ptr_nonnull(
+        strstr(json_string_value(json_object_get(o, "message")), "other"));
+    json_decref(o);
+    ck_assert_int_eq(httpfake_request_count(r.fake), 0);
+    ck_assert_uint_eq(r.m.proxy.refused, 1);
+    /* An absolute-form target never leaves for another host. */
+    struct call a = {.base = r.base,
+                     .method = "GET",
+                     .target = "/",
+                     .request_target = "http://127.0.0.1:1/api"};
+    call_run(&a);
+    ck_assert_int_eq(a.status, 400);
+    ck_assert_int_eq(httpfake_request_count(r.fake), 0);
+    rig_stop(&r);
+}
+END_TEST
+
+/* A write held upstream: a publish that ends leadership cuts it at once. */
+START_TEST(proxy_cuts_a_write_on_publish)
+{
+    struct rig r;
+    pthread_t t;
+    rig_start(&r);
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 10000});
+    struct call c = {.base = r.base,
+                     .method = "POST",
+                     .target = "/api/v1/namespaces/a/configmaps",
+                     .body = "{}",
+                     .headers = {"Content-Type: application/json", NULL}};
+    ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
+    ck_assert(httpfake_wait_requests(r.fake, 1, 5000));
+    int64_t t0 = ld_mono_ms();
+    rig_publish(&r, -1);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(c.status, 503);
+    ck_assert_ptr_nonnull(strstr(c.resp, "cut"));
+    ck_assert_int_lt(ld_mono_ms() - t0, 2000);
+    ck_assert_uint_eq(r.m.proxy.aborted, 1);
+    ck_assert_uint_eq(r.m.proxy.refused, 0);
+    rig_stop(&r);
+}
+END_TEST
+
+/* The same with no publish at all: leadership ends at lead_until_ms. */
+START_TEST(proxy_cuts_a_write_by_time)
+{
+    struct rig r;
+    rig_start(&r);
+    rig_publish(&r, 700);
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 10000});
+    struct call c = {.base = r.base,
+                     .method = "PUT",
+                     .target = "/api/v1/namespaces/a/configmaps/c",
+                     .body = "{}",
+                     .headers = {"Content-Type: application/json", NULL}};
+    call_run(&c);
+    ck_assert_int_eq(c.status, 503);
+    ck_assert_ptr_nonnull(strstr(c.resp, "cut"));
+    ck_assert(c.seconds < 2.5);
+    ck_assert_int_eq(httpfake_request_count(r.fake), 1);
+    ck_assert_uint_eq(r.m.proxy.aborted, 1);
+    rig_stop(&r);
+}
+END_TEST
+
+/* A read is never cut, and streams: its first piece arrives long before
+ * the upstream has finished. */
+START_TEST(proxy_streams_reads)
+{
+    struct rig r;
+    rig_start(&r);
+    static char big[6000];
+    memset(big, 'x', sizeof(big) - 1);
+    httpfake_push(r.fake, &(struct hf_response){.status = 200,
+                                                .body = big,
+                                                .chunk_size = 1000,
+                                                .chunk_delay_ms = 200});
+    rig_publish(&r, -1);
+    struct call c = {.base = r.base, .method = "GET", .target = "/w?watch=1"};
+    int64_t t0 = ld_mono_ms();
+    call_run(&c);
+    /* Six pieces 200 ms apart: the first came through at once. */
+    ck_assert_int_lt(c.first_ms - t0, 500);
+    ck_assert(c.seconds >= 0.9);
+    ck_assert_int_eq(c.rc, CURLE_OK);
+    ck_assert_int_eq(c.status, 200);
+    ck_assert_uint_eq(c.resp_len, sizeof(big) - 1);
+    ck_assert_uint_eq(strspn(c.resp, "x"), sizeof(big) - 1);
+    rig_stop(&r);
+}
+END_TEST
+
+static Suite *proxy_suite(void)
+{
+    Suite *s = suite_create("proxy");
+    TCase *tc = tcase_create("gate");
+    tcase_add_test(tc, reads_always_pass);
+    tcase_add_test(tc, writes_pass_only_while_leading);
+    tcase_add_test(tc, still_leads_and_lead_until);
+    tcase_add_test(tc, upgrades_get_501);
+    tcase_add_test(tc, bodies_over_the_limit_get_413);
+    tcase_add_test(tc, status_body_is_a_metav1_status);
+    tcase_add_test(tc, request_header_filter);
+    tcase_add_test(tc, shard_writes_need_the_header_and_the_shard);
+    tcase_add_test(tc, shard_decision_follows_publishes);
+    tcase_add_test(tc, metrics_count_proxy_answers);
+    suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("proxy");
+    tcase_set_timeout(tp, 30);
+    tcase_add_test(tp, proxy_forwards_with_leaderd_credentials);
+    tcase_add_test(tp, proxy_refuses_writes_of_a_standby);
+    tcase_add_test(tp, proxy_cuts_a_write_on_publish);
+    tcase_add_test(tp, proxy_cuts_a_write_by_time);
+    tcase_add_test(tp, proxy_streams_reads);
+    suite_add_tcase(s, tp);
+    return s;
+}
+
+int main(void)
+{
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return 1;
+    return ld_test_run(proxy_suite());
+}
