@@ -806,7 +806,9 @@ class CommandLine(unittest.TestCase):
             self.assertBad(g, env={"LEADERD_SHARDS": value})
         # Names a shard or member Lease would get that are no valid Lease
         # name: the error names it.
-        self.assertBad(["--lease-name", "g" * 64, "--identity", "me", "--shards", "2"])
+        line = self.assertBad(["--lease-name", "g" * 246, "--identity", "me",
+                               "--shards", "2"])
+        self.assertIn("g" * 246 + "-member-me", line)
         line = self.assertBad(["--lease-name", "grp", "--identity", "i" * 250,
                                "--shards", "2"])
         self.assertIn("member", line)
