@@ -41,6 +41,7 @@ struct shard {
 
 struct ld_shardgroup {
     char *name;
+    char *label_value; /* of LD_SHARDGROUP_LABEL: see group_label_value */
     char *identity;
     char *selector;
     char *member_lease;
@@ -105,12 +106,6 @@ static enum ld_err check_config(const struct ld_shardgroup_config *cfg,
                               "lease name %.200s is not a valid Lease name "
                               "(DNS-1123 subdomain)",
                               cfg->name);
-    if (strlen(cfg->name) > LD_SHARDGROUP_NAME_MAX)
-        return ld_errinfo_set(err, LD_EINVAL,
-                              "lease name %.200s: a shard group's name is also the "
-                              "value of label " LD_SHARDGROUP_LABEL
-                              ", at most %d characters",
-                              cfg->name, LD_SHARDGROUP_NAME_MAX);
     if (!cfg->identity || !cfg->identity[0])
         return ld_errinfo_set(err, LD_EINVAL, "shard group: no identity");
     if (cfg->n_shards < 1 || cfg->n_shards > LD_SHARDGROUP_MAX_SHARDS)
@@ -142,6 +137,23 @@ static enum ld_err check_config(const struct ld_shardgroup_config *cfg,
 }
 
 /* ---- construction -------------------------------------------------------- */
+
+/* The group's label value: its name when that fits a label value (63
+ * bytes), else the name's first LABEL_PREFIX bytes (without a trailing
+ * '-' or '.') + "-" + FNV-1a64 of the whole name in hex, so that every
+ * valid Lease name makes a group and two long names still differ. */
+#define LABEL_PREFIX (LD_SHARDGROUP_NAME_MAX - 17)
+static char *group_label_value(const char *name)
+{
+    size_t n = strlen(name);
+    if (n <= LD_SHARDGROUP_NAME_MAX)
+        return strdup(name);
+    n = LABEL_PREFIX;
+    while (n > 0 && (name[n - 1] == '-' || name[n - 1] == '.'))
+        n--;
+    return format("%.*s-%016llx", (int)n, name,
+                  (unsigned long long)ld_fnv1a64(name, strlen(name)));
+}
 
 static char *metadata_json(const char *group, const char *shard_id, const char *pod,
                            const char *pod_uid)
@@ -190,7 +202,7 @@ static enum ld_err build_shards(struct ld_shardgroup *g,
                                   "shard Lease name %.200s is not a valid Lease name "
                                   "(DNS-1123 subdomain, at most %d characters)",
                                   sh->lease, LD_DNS1123_SUBDOMAIN_MAX);
-        sh->metadata = metadata_json(g->name, sh->id, NULL, NULL);
+        sh->metadata = metadata_json(g->label_value, sh->id, NULL, NULL);
         if (!sh->metadata)
             return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     }
@@ -202,7 +214,9 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
 {
     g->name = strdup(cfg->name);
     g->identity = strdup(cfg->identity);
-    g->selector = format(LD_SHARDGROUP_LABEL "=%s", cfg->name);
+    g->label_value = group_label_value(cfg->name);
+    g->selector =
+        g->label_value ? format(LD_SHARDGROUP_LABEL "=%s", g->label_value) : NULL;
     g->member_prefix = format("%s" MEMBER_INFIX, cfg->name);
     g->member_lease = format("%s" MEMBER_INFIX "%s", cfg->name, cfg->identity);
     g->shards = calloc(cfg->n_shards, sizeof(*g->shards));
@@ -213,9 +227,9 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
      * is seen; reserve_member grows them with the table. */
     g->live = calloc(1, sizeof(*g->live));
     g->assigned_live = calloc(1, sizeof(*g->assigned_live));
-    if (!g->name || !g->identity || !g->selector || !g->member_prefix ||
-        !g->member_lease || !g->shards || !g->owners || !g->target || !g->contend ||
-        !g->live || !g->assigned_live)
+    if (!g->name || !g->identity || !g->label_value || !g->selector ||
+        !g->member_prefix || !g->member_lease || !g->shards || !g->owners || !g->target ||
+        !g->contend || !g->live || !g->assigned_live)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     g->numbered = cfg->names == NULL;
     g->n_shards = cfg->n_shards;
@@ -227,7 +241,7 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
                               "\", identity) is not a valid Lease name "
                               "(DNS-1123 subdomain, at most %d characters)",
                               g->member_lease, LD_DNS1123_SUBDOMAIN_MAX);
-    g->member_metadata = metadata_json(g->name, NULL, g->identity, cfg->pod_uid);
+    g->member_metadata = metadata_json(g->label_value, NULL, g->identity, cfg->pod_uid);
     if (!g->member_metadata)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     return build_shards(g, cfg, err);
@@ -284,6 +298,7 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
     free(g->live);
     free(g->assigned_live);
     free(g->name);
+    free(g->label_value);
     free(g->identity);
     free(g->selector);
     free(g->member_lease);

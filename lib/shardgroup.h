@@ -57,7 +57,8 @@
 /* Label keys on every Lease of the group and on each shard Lease. */
 #define LD_SHARDGROUP_LABEL "leaderd.io/shard-group"
 #define LD_SHARDGROUP_SHARD_LABEL "leaderd.io/shard"
-/* A group's name is also a label value, which Kubernetes caps at 63. */
+/* Label values are at most this long; a longer group name is labelled by a
+ * prefix of it and its hash (ld_shardgroup_selector shows the value). */
 #define LD_SHARDGROUP_NAME_MAX 63
 
 struct ld_shardgroup;
@@ -86,7 +87,9 @@ void ld_shardgroup_free(struct ld_shardgroup *g); /* NULL-safe */
 uint32_t ld_shardgroup_count(const struct ld_shardgroup *g);
 bool ld_shardgroup_numbered(const struct ld_shardgroup *g);
 const char *ld_shardgroup_name(const struct ld_shardgroup *g);
-/* The label selector of the group's watch: "leaderd.io/shard-group=NAME". */
+/* The label selector of the group's watch: "leaderd.io/shard-group=NAME"
+ * (for a name over LD_SHARDGROUP_NAME_MAX: its first 46 bytes, "-" and
+ * FNV-1a64 of the name in 16 hex digits). */
 const char *ld_shardgroup_selector(const struct ld_shardgroup *g);
 /* This replica's member Lease name and its create_metadata JSON. */
 const char *ld_shardgroup_member_lease(const struct ld_shardgroup *g);

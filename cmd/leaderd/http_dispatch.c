@@ -15,6 +15,7 @@
 #include "http_hold.h"
 #include "http_listen.h"
 #include "http_route.h"
+#include "http_shards.h"
 
 /* *con_cls of a plain request after the first handler call. */
 static char request_seen;
@@ -76,11 +77,28 @@ static enum MHD_Result queue_reply(struct MHD_Connection *c, int rc,
     return ret;
 }
 
+/* Shard mode: rq answered from the latest shard table, taken by
+ * reference so that rendering it does not hold the state's mutex. */
+static enum MHD_Result queue_shard_route(struct ld_http *h, struct MHD_Connection *c,
+                                         const struct ld_http_shard_request *rq)
+{
+    struct ld_snapshot snap;
+    struct ld_http_reply r;
+    struct ld_shardsnap *t = ld_state_read_shards(h->st, &snap);
+    int rc = ld_http_route_shards(rq, h->st->group, &snap, t, h->m, ld_mono_ms(), &r);
+    ld_shardsnap_unref(t);
+    return queue_reply(c, rc, &r);
+}
+
 static enum MHD_Result queue_route(struct ld_http *h, struct MHD_Connection *c,
                                    const char *method, const char *url)
 {
     struct ld_snapshot snap;
     struct ld_http_reply r;
+    if (h->st->group) {
+        struct ld_http_shard_request rq = {method, url, NULL, 0};
+        return queue_shard_route(h, c, &rq);
+    }
     ld_state_read(h->st, &snap);
     return queue_reply(c, ld_http_route(method, url, &snap, h->m, ld_mono_ms(), &r), &r);
 }
@@ -126,6 +144,11 @@ struct query {
     int64_t max_wait_ms;
     bool failed;
     char err[192];
+    /* Shard mode: /shard's key= as MHD decoded it (a form field: '+' and
+     * percent-escapes undone), with its length, for keys holding NUL. */
+    bool has_key;
+    const char *key;
+    size_t key_len;
 };
 
 static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -138,6 +161,63 @@ static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char 
         return MHD_YES;
     q->failed = true;
     return MHD_NO;
+}
+
+static enum MHD_Result query_arg_n(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    struct query *q = cls;
+    if (key && key_size == 3 && strcmp(key, "key") == 0) {
+        if (q->has_key) {
+            snprintf(q->err, sizeof(q->err), "key: given twice");
+            q->failed = true;
+            return MHD_NO;
+        }
+        q->has_key = true;
+        q->key = value;
+        q->key_len = value ? value_size : 0;
+        return MHD_YES;
+    }
+    return query_arg(cls, kind, key, value);
+}
+
+/* Shard mode: GET /shards/ID and GET /shard?key=K, held as GET /leader is
+ * when the caller asks to wait and has seen that shard's state already;
+ * resumed (x non-NULL) it is answered, unless its client has gone. */
+static enum MHD_Result answer_shard(struct ld_http *h, struct MHD_Connection *c,
+                                    const char *method, const char *url, void **con_cls,
+                                    struct ld_http_hold *x)
+{
+    struct ld_http_poll want;
+    struct ld_http_target target;
+    struct query q;
+    ld_http_poll_init(&want);
+    memset(&q, 0, sizeof(q));
+    q.want = &want;
+    q.max_wait_ms = h->lim.max_wait_ms;
+    MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, query_arg_n, &q);
+    struct ld_http_shard_request rq = {method, url, q.key, q.key_len};
+    if (x) {
+        if (!ld_http_hold_resumed(x))
+            return MHD_NO;
+        return queue_shard_route(h, c, &rq);
+    }
+    if (q.failed)
+        return queue_error(c, 400, q.err);
+    if (want.wait && want.wait_ms > 0 &&
+        ld_http_shard_target(h->st->group, url, q.key, q.key_len, &target) == 200) {
+        x = ld_http_hold_poll_shard(h->holds, c, &want, target.shard);
+        if (x) {
+            *con_cls = x;
+            return MHD_YES;
+        }
+    }
+    return queue_shard_route(h, c, &rq);
+}
+
+static bool is_shard_path(const char *url)
+{
+    return strcmp(url, "/shard") == 0 || strncmp(url, "/shards/", 8) == 0;
 }
 
 /* GET /leader, held when the caller asks to wait and has seen the current
@@ -217,6 +297,8 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
         struct ld_http_hold *x = *con_cls;
         if (ld_http_hold_is_resign(x))
             return answer_resign_resumed(h, c, x);
+        if (ld_http_hold_is_poll(x) && h->st->group)
+            return answer_shard(h, c, method, url, con_cls, x);
         if (ld_http_hold_is_poll(x))
             return answer_resumed(h, c, x);
         return MHD_NO;
@@ -227,7 +309,9 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
      * once: their body is never read and MHD closes the connection after
      * the 405; so is a POST /resign from a peer that may not send it. */
     bool plain = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-    bool resign = strcmp(method, "POST") == 0 && strcmp(url, "/resign") == 0;
+    /* In shard mode there is no POST /resign: it is an unknown route. */
+    bool resign =
+        !h->st->group && strcmp(method, "POST") == 0 && strcmp(url, "/resign") == 0;
     if (*con_cls == NULL) {
         ld_http_conns_busy(h->conns, c);
         if (resign && !peer_may_resign(c))
@@ -244,6 +328,12 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
     }
     if (resign)
         return answer_resign(h, c, con_cls);
+    if (h->st->group && plain && is_shard_path(url))
+        return answer_shard(h, c, method, url, con_cls, NULL);
+    if (h->st->group && plain && strcmp(url, "/watch") == 0)
+        return answer_watch(h, c, method, con_cls);
+    if (h->st->group)
+        return queue_route(h, c, method, url);
     if (plain && strcmp(url, "/leader") == 0)
         return answer_leader(h, c, con_cls);
     if (plain && strcmp(url, "/watch") == 0)

@@ -4,7 +4,9 @@
  * connection busy (http_conn), answers plain requests through the route
  * table (http_route), and hands GET /leader with wait=, GET /watch and
  * POST /resign (loopback peers only) to http_hold, answering a poll or a
- * resign when it is resumed.
+ * resign when it is resumed In shard mode (the state has a group) the
+ * route table is http_shards', and GET /shards/ID and GET /shard?key=K
+ * with wait= are the polls.
  */
 #ifndef LEADERD_HTTP_DISPATCH_H
 #define LEADERD_HTTP_DISPATCH_H

@@ -18,6 +18,7 @@
 
 #include "http_conn.h"
 #include "http_route.h"
+#include "http_shards.h"
 #include "log.h"
 #include "memtrim.h"
 
@@ -38,11 +39,19 @@
 
 static const char ping_comment[] = ": ping\n\n";
 
-/* One /watch event: "id: ID\nevent: leader\ndata: JSON\n\n". */
+/* The text of one /watch event: "id: ID\nevent: leader\ndata: JSON\n\n"
+ * (event: shards in shard mode, where it can be a few hundred KiB). Shared
+ * by the ring and the streams sending it, so a stream costs no copy;
+ * refs and all else under hs->mu. */
+struct evtext {
+    int refs;
+    size_t len;
+    char *text;
+};
+
 struct event {
     uint64_t id;
-    char *text;
-    size_t len;
+    struct evtext *t; /* NULL for a slot never filled */
 };
 
 enum hold_kind { HOLD_POLL, HOLD_WATCH, HOLD_RESIGN };
@@ -65,6 +74,8 @@ struct ld_http_hold {
     union {
         struct {
             int64_t deadline_ms;
+            uint32_t shard;           /* LD_HTTP_NO_SHARD for GET /leader */
+            struct ld_http_view seen; /* shard mode: its shard when held */
         } poll;
         struct {
             uint64_t ticket;
@@ -73,7 +84,8 @@ struct ld_http_hold {
         struct {
             uint64_t sent_seq; /* id of the last event handed to MHD */
             bool want_ping;
-            char *out; /* bytes being handed to MHD */
+            struct evtext *out_ev; /* the event being handed to MHD, or NULL */
+            const char *out;       /* its text, or the ping comment */
             size_t out_len, out_off;
         } watch;
     } u;
@@ -94,7 +106,13 @@ struct ld_http_holds {
     bool stopping;
     unsigned int nholds; /* allocated, linked or not */
     bool have_view;
-    struct ld_http_view view;      /* as of the last refresh */
+    struct ld_http_view view; /* as of the last refresh (single-Lease mode) */
+    /* Shard mode (group non-NULL, borrowed from the state): the table the
+     * last event shows (a reference, NULL before the first publish) and
+     * when its leadership was judged. */
+    const struct ld_shardgroup *group;
+    struct ld_shardsnap *table;
+    int64_t table_at_ms;
     int64_t flip_at_ms;            /* when view.is_leader turns false by itself */
     int64_t retry_at_ms;           /* a refresh failed for memory: try again then */
     uint64_t seq;                  /* id of the event for view */
@@ -201,6 +219,14 @@ static void finish_poll(struct ld_http_holds *hs, struct ld_http_hold *x)
     wake(hs, x);
 }
 
+static void evtext_unref(struct evtext *e)
+{
+    if (e && --e->refs == 0) {
+        free(e->text);
+        free(e);
+    }
+}
+
 static void release_hold(struct ld_http_holds *hs, struct ld_http_hold *x)
 {
     unlink_hold(hs, x);
@@ -209,16 +235,99 @@ static void release_hold(struct ld_http_holds *hs, struct ld_http_hold *x)
     if (x->suspended && x->fd >= 0)
         epoll_ctl(hs->epfd, EPOLL_CTL_DEL, x->fd, NULL);
     if (x->kind == HOLD_WATCH)
-        free(x->u.watch.out);
+        evtext_unref(x->u.watch.out_ev);
     free(x);
     if (--hs->nholds == 0 && hs->stopping)
         pthread_cond_broadcast(&hs->drained);
+}
+
+/* Puts text (taken over; len bytes) into the ring as event seq and makes
+ * it the current one. -1 (text freed) when memory ran out. */
+static int store_event_locked(struct ld_http_holds *hs, uint64_t seq, char *text,
+                              size_t len)
+{
+    struct evtext *e = malloc(sizeof(*e));
+    if (!e) {
+        free(text);
+        return -1;
+    }
+    e->refs = 1;
+    e->len = len;
+    e->text = text;
+    struct event *slot = &hs->ring[seq % EVENT_RING];
+    evtext_unref(slot->t);
+    slot->id = seq;
+    slot->t = e;
+    hs->seq = seq;
+    hs->have_view = true;
+    return 0;
+}
+
+/* The earliest lead_until_ms of a shard we lead at now, INT64_MAX if none:
+ * that is when the view changes by time alone. */
+static int64_t earliest_lapse(const struct ld_shardsnap *t, int64_t now)
+{
+    int64_t at = INT64_MAX;
+    for (uint32_t i = 0; t && i < t->n_shards; i++) {
+        if (ld_shard_entry_is_leader(&t->shards[i], now) &&
+            t->shards[i].lead_until_ms < at)
+            at = t->shards[i].lead_until_ms;
+    }
+    return at;
+}
+
+/* Whether a and b differ in the three fields a long-poll waits for. */
+static bool poll_fields_differ(const struct ld_http_view *a, const struct ld_http_view *b)
+{
+    return a->is_leader != b->is_leader || a->term != b->term ||
+           strcmp(a->leader, b->leader) != 0;
+}
+
+/* Shard mode's refresh: the table is taken by reference and rendered
+ * without the state's mutex (ld_state_read_shards), whatever its size.
+ * When any shard's leader, term or is_leader, or the members, differ from
+ * what the last event showed, renders the next "shards" event, wakes every
+ * stream, and answers each held /shards/ID poll whose shard changed. */
+static void refresh_shards_locked(struct ld_http_holds *hs, int64_t now)
+{
+    struct ld_snapshot snap;
+    struct ld_http_view v;
+    size_t len = 0;
+    struct ld_shardsnap *t = ld_state_read_shards(hs->st, &snap);
+    hs->flip_at_ms = earliest_lapse(t, now);
+    if (hs->have_view && ld_shardsnap_same_view_at(hs->table, hs->table_at_ms, t, now)) {
+        ld_shardsnap_unref(t);
+        return;
+    }
+    uint64_t seq = hs->have_view ? hs->seq + 1 : hs->seq;
+    char *ev = ld_http_render_shards_event(true, seq, hs->group, &snap, t, now, &len);
+    if (!ev || store_event_locked(hs, seq, ev, len) != 0) {
+        ld_shardsnap_unref(t);
+        hs->retry_at_ms = now + RETRY_MS;
+        return;
+    }
+    hs->retry_at_ms = INT64_MAX;
+    ld_shardsnap_unref(hs->table);
+    hs->table = t;
+    hs->table_at_ms = now;
+    for (struct ld_http_hold *x = hs->subs; x; x = x->next)
+        wake(hs, x);
+    for (struct ld_http_hold *x = hs->polls, *next; x; x = next) {
+        next = x->next;
+        ld_http_shard_view_of(t, x->u.poll.shard, now, &v);
+        if (poll_fields_differ(&x->u.poll.seen, &v))
+            finish_poll(hs, x);
+    }
 }
 
 /* Re-reads the state; when what /leader shows has changed, renders the
  * event for it with the next id and resumes whoever waits for a change. */
 static void refresh_locked(struct ld_http_holds *hs, int64_t now)
 {
+    if (hs->group) {
+        refresh_shards_locked(hs, now);
+        return;
+    }
     struct ld_snapshot snap;
     struct ld_http_view v;
     size_t len = 0;
@@ -234,19 +343,12 @@ static void refresh_locked(struct ld_http_holds *hs, int64_t now)
         hs->have_view && (v.is_leader != hs->view.is_leader || v.term != hs->view.term ||
                           strcmp(v.leader, hs->view.leader) != 0);
     char *ev = ld_http_render_event(true, seq, &snap, now, &len);
-    if (!ev) {
+    if (!ev || store_event_locked(hs, seq, ev, len) != 0) {
         hs->retry_at_ms = now + RETRY_MS;
         return;
     }
     hs->retry_at_ms = INT64_MAX;
-    struct event *slot = &hs->ring[seq % EVENT_RING];
-    free(slot->text);
-    slot->id = seq;
-    slot->text = ev;
-    slot->len = len;
-    hs->seq = seq;
     hs->view = v;
-    hs->have_view = true;
     for (struct ld_http_hold *x = hs->subs; x; x = x->next)
         wake(hs, x);
     /* Every held poll was held at the previous view, so any change of the
@@ -379,33 +481,30 @@ static void *notifier_main(void *arg)
 
 /* Loads the next bytes for stream x: the event after the last one it had
  * (or the current one, for a new stream or one too far behind), else a
- * heartbeat when one is due. -1 on allocation failure. */
-static int fill_watch_locked(struct ld_http_holds *hs, struct ld_http_hold *x)
+ * heartbeat when one is due; nothing when neither. */
+static void fill_watch_locked(struct ld_http_holds *hs, struct ld_http_hold *x)
 {
     uint64_t sent = x->u.watch.sent_seq;
-    free(x->u.watch.out);
+    evtext_unref(x->u.watch.out_ev);
+    x->u.watch.out_ev = NULL;
     x->u.watch.out = NULL;
     x->u.watch.out_len = x->u.watch.out_off = 0;
     if (hs->have_view && sent != hs->seq) {
         const struct event *e = &hs->ring[hs->seq % EVENT_RING];
         const struct event *after = &hs->ring[(sent + 1) % EVENT_RING];
-        if (sent != 0 && sent < hs->seq && after->text && after->id == sent + 1)
+        if (sent != 0 && sent < hs->seq && after->t && after->id == sent + 1)
             e = after;
-        x->u.watch.out = malloc(e->len);
-        if (!x->u.watch.out)
-            return -1;
-        memcpy(x->u.watch.out, e->text, e->len);
-        x->u.watch.out_len = e->len;
+        e->t->refs++;
+        x->u.watch.out_ev = e->t;
+        x->u.watch.out = e->t->text;
+        x->u.watch.out_len = e->t->len;
         x->u.watch.sent_seq = e->id;
         x->u.watch.want_ping = false;
     } else if (x->u.watch.want_ping) {
-        x->u.watch.out = strdup(ping_comment);
-        if (!x->u.watch.out)
-            return -1;
+        x->u.watch.out = ping_comment;
         x->u.watch.out_len = strlen(ping_comment);
         x->u.watch.want_ping = false;
     }
-    return 0;
 }
 
 /* MHD's reader for a /watch stream. With nothing to send it suspends the
@@ -423,10 +522,8 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
         n = MHD_CONTENT_READER_END_WITH_ERROR;
         goto out;
     }
-    if (x->u.watch.out_off == x->u.watch.out_len && fill_watch_locked(hs, x) != 0) {
-        n = MHD_CONTENT_READER_END_WITH_ERROR;
-        goto out;
-    }
+    if (x->u.watch.out_off == x->u.watch.out_len)
+        fill_watch_locked(hs, x);
     size_t left = x->u.watch.out_len - x->u.watch.out_off;
     if (left == 0) {
         /* When stopping, what was left to say has been said. */
@@ -473,17 +570,35 @@ static struct ld_http_hold *new_hold_locked(struct ld_http_holds *hs,
 struct ld_http_hold *ld_http_hold_poll(struct ld_http_holds *hs, struct MHD_Connection *c,
                                        const struct ld_http_poll *want)
 {
+    return ld_http_hold_poll_shard(hs, c, want, LD_HTTP_NO_SHARD);
+}
+
+struct ld_http_hold *ld_http_hold_poll_shard(struct ld_http_holds *hs,
+                                             struct MHD_Connection *c,
+                                             const struct ld_http_poll *want,
+                                             uint32_t shard)
+{
     struct ld_http_hold *x = NULL;
+    struct ld_http_view seen;
     pthread_mutex_lock(&hs->mu);
     int64_t now = ld_mono_ms();
     refresh_locked(hs, now);
+    /* What the caller is compared with: in shard mode its shard as the
+     * last refresh saw it (which is the view now). */
+    if (hs->group && shard != LD_HTTP_NO_SHARD)
+        ld_http_shard_view_of(hs->table, shard, hs->table_at_ms, &seen);
+    else
+        seen = hs->view;
     /* Past the cap the caller gets the current state at once, which the
-     * contract allows at any time. */
-    if (!hs->stopping && hs->have_view && !ld_http_view_differs(want, &hs->view) &&
-        hs->npolls < hs->max_held)
+     * contract allows at any time. A poll is of the mode's kind only. */
+    if (!hs->stopping && hs->have_view &&
+        (hs->group != NULL) == (shard != LD_HTTP_NO_SHARD) &&
+        !ld_http_view_differs(want, &seen) && hs->npolls < hs->max_held)
         x = new_hold_locked(hs, c, HOLD_POLL);
     if (x) {
         x->u.poll.deadline_ms = now + want->wait_ms;
+        x->u.poll.shard = shard;
+        x->u.poll.seen = seen;
         link_hold(hs, x);
         suspend(hs, x);
         poke(hs); /* its deadline may be nearer than the notifier's timer */
@@ -655,6 +770,7 @@ struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat
         return NULL;
     }
     hs->st = st;
+    hs->group = st->group;
     hs->heartbeat_ms = heartbeat_ms;
     hs->max_held = max_held;
     hs->max_subs = max_subs;
@@ -740,6 +856,7 @@ void ld_http_holds_free(struct ld_http_holds *hs)
         pthread_mutex_destroy(&hs->mu);
     }
     for (size_t i = 0; i < EVENT_RING; i++)
-        free(hs->ring[i].text);
+        evtext_unref(hs->ring[i].t);
+    ld_shardsnap_unref(hs->table);
     free(hs);
 }

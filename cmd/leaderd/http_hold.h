@@ -4,6 +4,12 @@
  * POST /resign waiting for the loop's outcome — and the notifier thread
  * that resumes them.
  *
+ * In shard mode (the state has a group, see state.h) the view is the
+ * shard table: an event ("event: shards", the /shards body) per change of
+ * any shard's leader, term or is_leader or of the members, polls about
+ * one shard each, and the timeout at the earliest lead_until_ms of a
+ * shard we lead.
+ *
  * A held request is a suspended MHD connection, so it costs no thread. The
  * notifier sleeps in epoll_wait on an eventfd written by a state listener
  * (every publish), on EPOLLRDHUP of the suspended sockets (MHD does not
@@ -66,6 +72,19 @@ void ld_http_holds_free(struct ld_http_holds *hs);
  * stopping, or memory ran out). */
 struct ld_http_hold *ld_http_hold_poll(struct ld_http_holds *hs, struct MHD_Connection *c,
                                        const struct ld_http_poll *want);
+
+/* The shard of a poll that is about no shard (GET /leader). */
+#define LD_HTTP_NO_SHARD UINT32_MAX
+
+/* Shard mode (the state has a group): ld_http_hold_poll for GET
+ * /shards/ID (or /shard?key=K) about shard, whose leader, term and
+ * is_leader want is compared with; held until any of those three of that
+ * shard changes or want->wait_ms passes. With LD_HTTP_NO_SHARD it is
+ * ld_http_hold_poll; a poll of the other mode is never held (NULL). */
+struct ld_http_hold *ld_http_hold_poll_shard(struct ld_http_holds *hs,
+                                             struct MHD_Connection *c,
+                                             const struct ld_http_poll *want,
+                                             uint32_t shard);
 
 /* Holds POST /resign on c: asks the loop to resign (ld_state_resign_ask
  * on the holds' state) and suspends c until the loop has answered that

@@ -19,7 +19,7 @@
 #include "metrics.h"
 #include "timefmt.h"
 
-char *ld_http_render_leader(const struct ld_snapshot *snap, int64_t now_ms)
+json_t *ld_http_leader_json(const struct ld_snapshot *snap, int64_t now_ms)
 {
     char ts[LD_MICROTIME_LEN];
     json_t *renewed = snap->has_renewed_at
@@ -39,7 +39,13 @@ char *ld_http_render_leader(const struct ld_snapshot *snap, int64_t now_ms)
         json_decref(o);
         return NULL;
     }
-    char *text = json_dumps(o, JSON_COMPACT);
+    return o;
+}
+
+char *ld_http_render_leader(const struct ld_snapshot *snap, int64_t now_ms)
+{
+    json_t *o = ld_http_leader_json(snap, now_ms);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;
 }

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "http.h"
 #include "lease.h"
 #include "state.h"
@@ -30,6 +32,10 @@ struct ld_http_view {
     int64_t term;
     char leader[LD_LEASE_MAX_HOLDER + 1];
 };
+
+/* The GET /leader body of ld_http_render_leader as a new JSON object
+ * (json_decref), or NULL on allocation failure. */
+json_t *ld_http_leader_json(const struct ld_snapshot *snap, int64_t now_ms);
 
 /* Fills v from s, is_leader judged at now_ms. */
 void ld_http_view_of(const struct ld_snapshot *s, int64_t now_ms, struct ld_http_view *v);

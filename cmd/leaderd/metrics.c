@@ -183,19 +183,53 @@ static void header(struct tbuf *b, const char *name, const char *type, const cha
     tb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+static void master_status(struct tbuf *b, const char *name, bool leader)
+{
+    tb_printf(b, "leader_election_master_status{name=\"");
+    tb_label(b, name);
+    tb_printf(b, "\"} %d\n", leader ? 1 : 0);
+}
+
+/* Shard mode: one master status per shard Lease instead of the group's,
+ * then how many shards are ours and how many members are live. */
+static void render_group(struct tbuf *b, const struct ld_shardgroup *g,
+                         const struct ld_shardsnap *t, int64_t now_ms)
+{
+    uint32_t n = ld_shardgroup_count(g), owned = 0;
+    header(b, "leader_election_master_status", "gauge",
+           "1 while this replica leads the lease, else 0; name is the lease name "
+           "(as client-go controllers expose it), one per shard Lease.");
+    for (uint32_t s = 0; s < n; s++) {
+        bool leader =
+            t && s < t->n_shards && ld_shard_entry_is_leader(&t->shards[s], now_ms);
+        owned += leader ? 1 : 0;
+        master_status(b, ld_shardgroup_shard_lease(g, s), leader);
+    }
+    header(b, "leaderd_shards_owned", "gauge",
+           "Shards of the group this replica leads now.");
+    tb_printf(b, "leaderd_shards_owned %u\n", (unsigned)owned);
+    header(b, "leaderd_shard_members", "gauge",
+           "Live members of the shard group as this replica sees them (itself "
+           "included while its member Lease is held).");
+    tb_printf(b, "leaderd_shard_members %u\n", (unsigned)(t ? t->n_members : 0));
+}
+
 static void render_election(struct tbuf *b, const struct ld_snapshot *snap,
+                            const struct ld_shardgroup *g, const struct ld_shardsnap *t,
                             int64_t now_ms)
 {
     bool leader = ld_snapshot_is_leader(snap, now_ms);
     const char *slash = strrchr(snap->lease, '/');
     const char *name = slash ? slash + 1 : snap->lease;
 
-    header(b, "leader_election_master_status", "gauge",
-           "1 while this replica leads the lease, else 0; name is the lease name "
-           "(as client-go controllers expose it).");
-    tb_printf(b, "leader_election_master_status{name=\"");
-    tb_label(b, name);
-    tb_printf(b, "\"} %d\n", leader ? 1 : 0);
+    if (g) {
+        render_group(b, g, t, now_ms);
+    } else {
+        header(b, "leader_election_master_status", "gauge",
+               "1 while this replica leads the lease, else 0; name is the lease name "
+               "(as client-go controllers expose it).");
+        master_status(b, name, leader);
+    }
 
     header(b, "leaderd_leader_transitions_total", "counter",
            "Leadership changes this replica has observed.");
@@ -350,12 +384,19 @@ static void render_api(struct tbuf *b, struct ld_metrics *m)
 int ld_metrics_render(struct ld_metrics *m, const struct ld_snapshot *snap,
                       int64_t now_ms, char **out, size_t *len)
 {
+    return ld_metrics_render_shards(m, snap, NULL, NULL, now_ms, out, len);
+}
+
+int ld_metrics_render_shards(struct ld_metrics *m, const struct ld_snapshot *snap,
+                             const struct ld_shardgroup *g, const struct ld_shardsnap *t,
+                             int64_t now_ms, char **out, size_t *len)
+{
     struct tbuf b = {malloc(8192), 0, 8192, false};
     *out = NULL;
     *len = 0;
     if (!b.p)
         return -1;
-    render_election(&b, snap, now_ms);
+    render_election(&b, snap, g, t, now_ms);
     render_api(&b, m);
     render_watch(&b, m);
     header(&b, "leaderd_build_info", "gauge",

@@ -70,6 +70,12 @@ bool ld_shard_entry_is_leader(const struct ld_shard_entry *e, int64_t now_ms)
 bool ld_shardsnap_same_view(const struct ld_shardsnap *a, const struct ld_shardsnap *b,
                             int64_t now_ms)
 {
+    return ld_shardsnap_same_view_at(a, now_ms, b, now_ms);
+}
+
+bool ld_shardsnap_same_view_at(const struct ld_shardsnap *a, int64_t a_ms,
+                               const struct ld_shardsnap *b, int64_t b_ms)
+{
     if (!a || !b)
         return a == b;
     if (a->observed != b->observed || a->n_shards != b->n_shards ||
@@ -82,7 +88,7 @@ bool ld_shardsnap_same_view(const struct ld_shardsnap *a, const struct ld_shards
     for (uint32_t i = 0; i < a->n_shards; i++) {
         const struct ld_shard_entry *x = &a->shards[i], *y = &b->shards[i];
         if (x->term != y->term || strcmp(x->leader, y->leader) != 0 ||
-            ld_shard_entry_is_leader(x, now_ms) != ld_shard_entry_is_leader(y, now_ms))
+            ld_shard_entry_is_leader(x, a_ms) != ld_shard_entry_is_leader(y, b_ms))
             return false;
     }
     return true;

@@ -58,4 +58,10 @@ bool ld_shard_entry_is_leader(const struct ld_shard_entry *e, int64_t now_ms);
 bool ld_shardsnap_same_view(const struct ld_shardsnap *a, const struct ld_shardsnap *b,
                             int64_t now_ms);
 
+/* As ld_shardsnap_same_view, with a's is_leader judged at a_ms and b's at
+ * b_ms: whether a view shown at a_ms still shows the same at b_ms (a
+ * shard's leadership also lapses by time alone). */
+bool ld_shardsnap_same_view_at(const struct ld_shardsnap *a, int64_t a_ms,
+                               const struct ld_shardsnap *b, int64_t b_ms);
+
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "election.h"
+#include "hash.h"
 #include "shardgroup.h"
 #include "support/run_suite.h"
 
@@ -280,7 +281,6 @@ START_TEST(bad_names_are_refused_by_name)
     const struct bad_case cases[] = {
         {"Web", "pod-a", NULL, 3, NULL, "lease name Web is not a valid Lease name"},
         {"web_1", "pod-a", NULL, 3, NULL, "lease name web_1 "},
-        {long_label, "pod-a", NULL, 3, NULL, "at most 63 characters"},
         {"", "pod-a", NULL, 3, NULL, "no lease name"},
         {"web", "", NULL, 3, NULL, "no identity"},
         {"web", "Pod_A", NULL, 3, NULL, "member Lease name web-member-Pod_A"},
@@ -321,6 +321,7 @@ START_TEST(bad_names_are_refused_by_name)
     ld_shardgroup_free(g);
     long_label[63] = '\0';
     g = numbered_group(long_label, "pod-a", 1, NULL);
+    ck_assert_ptr_nonnull(strstr(ld_shardgroup_selector(g), long_label));
     ld_shardgroup_free(g);
     struct ld_errinfo err;
     const char *one_long[] = {long_label};
@@ -339,6 +340,39 @@ START_TEST(bad_names_are_refused_by_name)
     g = ld_shardgroup_new(&cfg, &err);
     ck_assert_msg(g != NULL, "%s", err.msg);
     ld_shardgroup_free(g);
+}
+END_TEST
+
+/* A group name too long for a label value still makes a group: its label
+ * is a prefix and the name's hash, different for names that share the
+ * prefix, and a valid label value (at most 63 bytes, ends alphanumeric). */
+START_TEST(long_group_names_are_labelled_by_prefix_and_hash)
+{
+    char a[120], b[120];
+    memset(a, 'x', 100);
+    memcpy(a + 43, "---", 3); /* the 46-byte prefix would end in "---" */
+    a[100] = '\0';
+    memcpy(b, a, sizeof(a));
+    b[99] = 'y';
+    struct ld_shardgroup *ga = numbered_group(a, "pod-a", 2, NULL);
+    struct ld_shardgroup *gb = numbered_group(b, "pod-a", 2, NULL);
+    const char *sa = ld_shardgroup_selector(ga), *sb = ld_shardgroup_selector(gb);
+    const char *va = strchr(sa, '=') + 1;
+    ck_assert_str_ne(sa, sb);
+    ck_assert_uint_le(strlen(va), 63);
+    ck_assert_uint_eq(strlen(strchr(sb, '=') + 1), strlen(va));
+    ck_assert_int_eq(strncmp(va, a, 43), 0);
+    ck_assert_int_eq(va[43], '-'); /* the prefix's trailing "---" dropped */
+    char want[20];
+    snprintf(want, sizeof(want), "-%016llx",
+             (unsigned long long)ld_fnv1a64(a, strlen(a)));
+    ck_assert_str_eq(va + strlen(va) - 17, want);
+    /* The Lease metadata carries the same value, and the name stays whole. */
+    ck_assert_ptr_nonnull(strstr(ld_shardgroup_shard_metadata(ga, 0), va));
+    ck_assert_ptr_nonnull(strstr(ld_shardgroup_member_metadata(ga), va));
+    ck_assert_str_eq(ld_shardgroup_name(ga), a);
+    ld_shardgroup_free(ga);
+    ld_shardgroup_free(gb);
 }
 END_TEST
 
@@ -807,6 +841,7 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(names, names_of_a_numbered_group);
     tcase_add_test(names, names_of_a_named_group);
     tcase_add_test(names, create_metadata_carries_labels_and_owner);
+    tcase_add_test(names, long_group_names_are_labelled_by_prefix_and_hash);
     tcase_add_test(names, bad_names_are_refused_by_name);
     suite_add_tcase(s, names);
     TCase *members = tcase_create("members");
