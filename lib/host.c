@@ -767,9 +767,13 @@ static enum ld_err run_passes(struct ld_host *h, int64_t max_wait_ms, int wake_f
         int64_t now_ms = mono(h);
         watch_upkeep(h, now_ms);
         probe_while_unauthorized(h, now_ms);
+        int64_t asked =
+            h->obs.after_pass ? h->obs.after_pass(h->obs.ctx, now_ms) : INT64_MAX;
         if (any_due(h) || h->shutdown_pending)
             continue;
         int64_t until = next_wake(h, now_ms);
+        if (asked < until)
+            until = asked > now_ms ? asked : now_ms;
         if (until > deadline)
             until = deadline;
         enum ld_err rc =

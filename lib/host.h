@@ -90,6 +90,14 @@ struct ld_host_observer {
      * to its election: also the group's Leases that are no election here
      * (other replicas' member Leases, say). ev is borrowed. */
     void (*lease_event)(void *ctx, const struct ld_watch_event *ev, int64_t now_ms);
+    /* After each pass (every election that was due has acted and been
+     * published), before the host waits: the place to act on what the
+     * pass's publishes said as a whole, once rather than per election
+     * (e.g. to decide who contends, then ld_host_poke those elections).
+     * Returns when it wants to be called again without news, INT64_MAX
+     * for only after the next pass. It may be called often (after every
+     * answer and watch event); it must be cheap when nothing changed. */
+    int64_t (*after_pass)(void *ctx, int64_t now_ms);
 };
 
 struct ld_host_config {

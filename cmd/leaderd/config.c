@@ -19,6 +19,7 @@
 #include "dnsname.h"
 #include "lease.h"
 #include "pods.h"
+#include "shardgroup.h"
 #include "timefmt.h"
 #include "utf8.h"
 
@@ -39,6 +40,7 @@ enum opt_id {
     OPT_POD_LABEL,
     OPT_EVENTS,
     OPT_RESIGN_COOLDOWN,
+    OPT_SHARDS,
     OPT_COUNT,
     /* Not settable from the environment. */
     OPT_VERSION = OPT_COUNT,
@@ -107,6 +109,11 @@ static const struct opt opts[OPT_ALL] = {
                              "after POST /resign (or a preferredHolder hand-over),\n"
                              "        how long this replica does not contend; default\n"
                              "        lease-duration"},
+    [OPT_SHARDS] =
+        {"--shards", "LEADERD_SHARDS", "N|a,b,c", NULL,
+         "run a shard group named --lease-name: N numbered shards\n"
+         "        (1 to 1024) or the listed names; every replica owns its\n"
+         "        fair share (see /shards); not with --pod-label or a command"},
     [OPT_VERSION] = {"--version", NULL, NULL, NULL, "print the version and exit"},
     [OPT_HELP] = {"--help", NULL, NULL, NULL, "print this help and exit"},
 };
@@ -494,6 +501,72 @@ static int set_command(struct ld_config *cfg, const struct raw *r, char *err,
     return 0;
 }
 
+/* "N" (digits only) or "a,b,c". The names themselves (DNS-1123 labels,
+ * distinct, not "member-...") and the Lease names they make are checked by
+ * check_shard_group once the identity is known. */
+static int set_shards(struct ld_config *cfg, const struct raw *r, char *err,
+                      size_t errlen)
+{
+    char name[128];
+    const char *v = r->val[OPT_SHARDS];
+    if (!v)
+        return 0;
+    who(r, OPT_SHARDS, name, sizeof(name));
+    if (*v >= '0' && *v <= '9') {
+        char *end = NULL;
+        errno = 0;
+        unsigned long n = strtoul(v, &end, 10);
+        if (errno != 0 || *end != '\0' || n < 1 || n > LD_SHARDGROUP_MAX_SHARDS)
+            return fail(err, errlen,
+                        "leaderd: %s: invalid shard count \"%s\" (a number of shards "
+                        "from 1 to %d, or a comma-separated list of shard names)",
+                        name, v, LD_SHARDGROUP_MAX_SHARDS);
+        cfg->n_shards = (uint32_t)n;
+        return 0;
+    }
+    size_t count = 1;
+    for (const char *p = v; *p; p++)
+        count += *p == ',';
+    if (count > LD_SHARDGROUP_MAX_SHARDS)
+        return fail(err, errlen, "leaderd: %s: %zu shard names, at most %d", name, count,
+                    LD_SHARDGROUP_MAX_SHARDS);
+    cfg->shard_names = calloc(count + 1, sizeof(*cfg->shard_names));
+    if (!cfg->shard_names)
+        return fail(err, errlen, "leaderd: out of memory");
+    const char *p = v;
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0)
+            return fail(err, errlen, "leaderd: %s: empty shard name in \"%s\"", name, v);
+        cfg->shard_names[i] = strndup(p, len);
+        if (!cfg->shard_names[i])
+            return fail(err, errlen, "leaderd: out of memory");
+        p += len + (p[len] == ',');
+    }
+    cfg->n_shards = (uint32_t)count;
+    return 0;
+}
+
+/* The modes that consume one Lease's leadership have no meaning for a
+ * group of them. */
+static int check_shard_modes(const struct ld_config *cfg, const struct raw *r, char *err,
+                             size_t errlen)
+{
+    char name[128];
+    if (cfg->n_shards == 0)
+        return 0;
+    if (cfg->pod_label)
+        return fail(err, errlen,
+                    "leaderd: %s cannot be used with --shards (a Pod label says who "
+                    "leads one Lease; ask /shards instead)",
+                    who(r, OPT_POD_LABEL, name, sizeof(name)));
+    if (cfg->command)
+        return fail(err, errlen,
+                    "leaderd: a command after -- cannot be used with --shards (it would "
+                    "run for one Lease; ask /shards instead)");
+    return 0;
+}
+
 static void config_init(struct ld_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -727,7 +800,11 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
                     who(r, OPT_SA_DIR, name, sizeof(name)));
     if ((rc = set_str(&cfg->service_account_dir, v, err, errlen)))
         return rc;
-    return set_command(cfg, r, err, errlen);
+    if ((v = env_nonempty("POD_UID")) && (rc = set_str(&cfg->pod_uid, v, err, errlen)))
+        return rc;
+    if ((rc = set_shards(cfg, r, err, errlen)) || (rc = set_command(cfg, r, err, errlen)))
+        return rc;
+    return check_shard_modes(cfg, r, err, errlen);
 }
 
 int ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, char *err,
@@ -878,6 +955,27 @@ int ld_config_load(struct ld_config *cfg, char *err, size_t errlen)
     return rc;
 }
 
+/* Every name of the group (shard names, the shard and member Lease names,
+ * POD_UID), as the group itself will check them. */
+static int check_shard_group(const struct ld_config *cfg, char *err, size_t errlen)
+{
+    struct ld_shardgroup_config gc = {
+        .name = cfg->lease_name,
+        .identity = cfg->identity,
+        .names = (const char *const *)cfg->shard_names,
+        .n_shards = cfg->n_shards,
+        .pod_uid = cfg->pod_uid,
+        .lease_duration_ms = cfg->lease_duration_ms,
+    };
+    struct ld_errinfo e;
+    struct ld_shardgroup *g = ld_shardgroup_new(&gc, &e);
+    if (g) {
+        ld_shardgroup_free(g);
+        return 0;
+    }
+    return fail(err, errlen, "leaderd: --shards: %s", e.msg);
+}
+
 int ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
                     size_t errlen)
 {
@@ -890,15 +988,17 @@ int ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
                   "leaderd: --pod-label needs the identity to be the Pod's name (a "
                   "DNS-1123 subdomain), got \"%s\"",
                   cfg->identity);
+    if (rc == 0 && cfg->n_shards > 0)
+        rc = check_shard_group(cfg, err, errlen);
     return rc;
 }
 
 const char *ld_config_env_name(size_t i)
 {
     /* Read when neither a flag nor its variable gave the value. */
-    static const char *const fallbacks[] = {"POD_NAMESPACE", "POD_NAME", "KUBECONFIG",
-                                            "KUBERNETES_SERVICE_HOST",
-                                            "KUBERNETES_SERVICE_PORT"};
+    static const char *const fallbacks[] = {
+        "POD_NAMESPACE",           "POD_NAME", "KUBECONFIG", "KUBERNETES_SERVICE_HOST",
+        "KUBERNETES_SERVICE_PORT", "POD_UID"};
     if (i < OPT_COUNT)
         return opts[i].env;
     i -= OPT_COUNT;
@@ -916,6 +1016,10 @@ void ld_config_clear(struct ld_config *cfg)
     free(cfg->kubeconfig_path);
     free(cfg->service_account_dir);
     free(cfg->pod_label);
+    free(cfg->pod_uid);
+    for (char **a = cfg->shard_names; a && *a; a++)
+        free(*a);
+    free(cfg->shard_names);
     for (char **a = cfg->command; a && *a; a++)
         free(*a);
     free(cfg->command);
@@ -926,10 +1030,13 @@ void ld_config_clear(struct ld_config *cfg)
 void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
 {
     char lease[32], renew[32], retry[32], grace[32], cooldown[32];
-    char listen[300];
+    char listen[300], shards[64] = "";
     const char *host = cfg->listen_host ? cfg->listen_host : "";
     if (len == 0)
         return;
+    if (cfg->n_shards > 0)
+        snprintf(shards, sizeof(shards), " shards=%u%s", (unsigned)cfg->n_shards,
+                 cfg->shard_names ? " (named)" : "");
     if (strchr(host, ':'))
         snprintf(listen, sizeof(listen), "[%s]:%d", host, cfg->listen_port);
     else
@@ -939,7 +1046,7 @@ void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
         "lease=%s/%s (namespace from %s) identity=%s (from %s) lease-duration=%s "
         "renew-deadline=%s "
         "retry-period=%s resign-cooldown=%s listen=%s kubeconfig=%s server=%s "
-        "release-on-exit=%s log-format=%s log-level=%s%s%s%s%s%s",
+        "release-on-exit=%s log-format=%s log-level=%s%s%s%s%s%s%s",
         cfg->namespace_ ? cfg->namespace_ : "?", cfg->lease_name ? cfg->lease_name : "?",
         cfg->namespace_from ? cfg->namespace_from : "?",
         cfg->identity ? cfg->identity : "?",
@@ -955,6 +1062,6 @@ void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
         ld_log_level_name(cfg->log_level), cfg->command ? " child-grace=" : "",
         cfg->command ? ld_duration_format(cfg->child_grace_ms, grace, sizeof(grace)) : "",
         cfg->pod_label ? " pod-label=" : "", cfg->pod_label ? cfg->pod_label : "",
-        cfg->events ? " events=true" : "");
+        cfg->events ? " events=true" : "", shards);
     one_line(buf);
 }

@@ -45,6 +45,12 @@ struct ld_config {
     char *pod_label;            /* --pod-label KEY (a valid label key), NULL when unset */
     bool events;                /* --events */
     int64_t resign_cooldown_ms; /* >= 0; no contending this long after resigning */
+    /* --shards: 0 when unset (one Lease); else the number of shards, named
+     * by shard_names (NULL-terminated, owned) or numbered when that is
+     * NULL. Checked as ld_shardgroup_new checks them. */
+    uint32_t n_shards;
+    char **shard_names;
+    char *pod_uid; /* $POD_UID (the member Lease's ownerReference), NULL when unset */
     /* Where namespace_, identity and kubeconfig_path came from: a flag,
      * variable or file name, for messages and the startup line. Static
      * strings; NULL while unresolved. */
@@ -85,7 +91,7 @@ int ld_config_load(struct ld_config *cfg, char *err, size_t errlen);
 
 /* The environment variables leaderd reads, by index: the LEADERD_* variable
  * of every flag, then POD_NAMESPACE, POD_NAME, KUBECONFIG,
- * KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT. Returns a static
+ * KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT and POD_UID. Returns a static
  * string, or NULL when i is past the last one. For tests that must start
  * from an environment that says nothing. */
 const char *ld_config_env_name(size_t i);

@@ -65,13 +65,12 @@ static void resign_answer(struct ld_loop *loop, const struct ld_election_status 
         ld_state_resign_answer(loop->state, first, last, LD_RESIGN_NOT_LEADER);
 }
 
-/* What /healthz should say about the API, or "" when all is well. */
-static void health_of(const struct ld_loop *loop, const struct ld_host_view *v,
-                      int64_t now_ms, char *out, size_t len)
+void ld_loop_health(const struct ld_host_view *v, int64_t renew_deadline_ms,
+                    int64_t now_ms, char *out, size_t len)
 {
     out[0] = '\0';
     int64_t failing = v->auth_failing_since_ms ? now_ms - v->auth_failing_since_ms : 0;
-    if (failing > loop->renew_deadline_ms)
+    if (failing > renew_deadline_ms)
         snprintf(out, len,
                  "the API server has rejected our credentials for %lld s (HTTP %ld %s)",
                  (long long)(failing / 1000), v->last_err->http_status,
@@ -110,7 +109,8 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
     snap.last_renew_wall_us = st->last_renew_wall_us;
     snap.heartbeat_ms = now_ms;
     snap.transitions_seen = v->transitions_seen;
-    health_of(loop, v, now_ms, snap.health_error, sizeof(snap.health_error));
+    ld_loop_health(v, loop->renew_deadline_ms, now_ms, snap.health_error,
+                   sizeof(snap.health_error));
     ld_state_publish(loop->state, &snap);
     resign_answer(loop, st, now_ms, false);
     ld_memtrim_idle(); /* a pass is over: a large Lease or HTTP burst may have passed */

@@ -81,6 +81,12 @@ enum ld_err ld_loop_start(struct ld_loop *loop, const struct ld_election_config 
  * standby. */
 void ld_loop_run(struct ld_loop *loop);
 
+/* What /healthz should say about an election's API calls as of now_ms
+ * (credentials refused for longer than renew_deadline_ms, an identity
+ * conflict), or "" when all is well, into out. */
+void ld_loop_health(const struct ld_host_view *v, int64_t renew_deadline_ms,
+                    int64_t now_ms, char *out, size_t len);
+
 /* Frees what ld_loop_start made. NULL-safe; idempotent. */
 void ld_loop_clear(struct ld_loop *loop);
 

@@ -30,6 +30,7 @@
 #include "loop.h"
 #include "metrics.h"
 #include "podlabel.h"
+#include "shards.h"
 #include "state.h"
 
 /* Everything main owns, so one function can release it all. */
@@ -43,6 +44,7 @@ struct daemon {
     bool curl_ready;
     struct ld_kube *kube;
     struct ld_loop loop;
+    struct ld_shards *shards; /* --shards: instead of loop */
     bool state_ready;
     struct ld_state state;
     struct ld_metrics metrics;
@@ -109,10 +111,46 @@ static int start_client(struct daemon *d)
     return 0;
 }
 
+/* --shards: the group's host in place of the one Lease's loop; the group
+ * is the state's before the HTTP server starts. */
+static int start_shards(struct daemon *d)
+{
+    struct ld_shards_config sc = {
+        .kube = d->kube,
+        .state = &d->state,
+        .metrics = &d->metrics,
+        .signal_fd = d->signal_fd,
+        .wake_fd = d->wake_fd,
+        .namespace_ = d->cfg.namespace_,
+        .group = d->cfg.lease_name,
+        .identity = d->cfg.identity,
+        .names = (const char *const *)d->cfg.shard_names,
+        .n_shards = d->cfg.n_shards,
+        .pod_uid = d->cfg.pod_uid,
+        .lease_duration_ms = d->cfg.lease_duration_ms,
+        .renew_deadline_ms = d->cfg.renew_deadline_ms,
+        .retry_period_ms = d->cfg.retry_period_ms,
+        .release_on_exit = d->cfg.release_on_exit,
+        .seed = jitter_seed(d->cfg.identity),
+        .events = d->cfg.events,
+        .call_timeout_ms = HOOK_CALL_TIMEOUT_MS,
+    };
+    struct ld_errinfo err;
+    d->shards = ld_shards_new(&sc, &err);
+    if (!d->shards) {
+        fprintf(stderr, "leaderd: %s\n", err.msg);
+        return 2;
+    }
+    ld_state_set_group(&d->state, ld_shards_group(d->shards));
+    return 0;
+}
+
 /* The election host with the one Lease; the configuration was checked by
  * ld_config_parse, the engine checks it once more. */
 static int start_election(struct daemon *d)
 {
+    if (d->cfg.n_shards > 0)
+        return start_shards(d);
     struct ld_election_config ec = {
         .namespace_ = d->cfg.namespace_,
         .name = d->cfg.lease_name,
@@ -160,7 +198,9 @@ static int make_wake_fd(struct daemon *d)
     return 0;
 }
 
-static int start_http(struct daemon *d)
+/* The state the loop publishes, the resign channel and the loop's wake
+ * set, before the loop and the server that share them. */
+static int start_state(struct daemon *d)
 {
     char lease[512];
     snprintf(lease, sizeof(lease), "%s/%s", d->cfg.namespace_, d->cfg.lease_name);
@@ -178,6 +218,11 @@ static int start_http(struct daemon *d)
                 strerror(errno));
         return 1;
     }
+    return 0;
+}
+
+static int start_http(struct daemon *d)
+{
     raise_fd_limit();
     char err[256];
     d->http = ld_http_start(d->cfg.listen_host, d->cfg.listen_port, &d->state,
@@ -252,6 +297,7 @@ static void teardown(struct daemon *d)
     if (d->state_ready)
         ld_state_destroy(&d->state);
     ld_loop_clear(&d->loop);
+    ld_shards_free(d->shards);
     ld_kube_free(d->kube);
     if (d->curl_ready)
         curl_global_cleanup();
@@ -299,18 +345,24 @@ int main(int argc, char **argv)
     }
     rc = start_client(&d);
     if (rc == 0)
-        rc = start_http(&d);
+        rc = start_state(&d);
     if (rc == 0)
         rc = start_election(&d);
+    if (rc == 0)
+        rc = start_http(&d);
     if (rc == 0) {
         char desc[1024];
         ld_config_describe(&d.cfg, desc, sizeof(desc));
         ld_log(LD_LOG_INFO, "leaderd %s starting: %s, http port %d", LEADERD_VERSION,
                desc, ld_http_port(d.http));
         struct ld_loop_hook hooks[3];
-        d.loop.n_hooks = collect_hooks(&d, hooks);
-        d.loop.hooks = hooks;
-        ld_loop_run(&d.loop);
+        if (d.shards) {
+            ld_shards_run(d.shards);
+        } else {
+            d.loop.n_hooks = collect_hooks(&d, hooks);
+            d.loop.hooks = hooks;
+            ld_loop_run(&d.loop);
+        }
         if (d.child_ready)
             rc = ld_child_exit_status(&d.child);
         ld_log(LD_LOG_INFO, "leaderd stopped");

@@ -1,0 +1,530 @@
+/*
+ * shards: the shard group on the election host (see shards.h).
+ *
+ * Election 0 is the member Lease, election 1 + s is shard s. Publishes only
+ * record what each election says; the decisions wait for the end of the
+ * pass (the host's after_pass), so a pass that touched many shards assigns
+ * once and builds one table.
+ */
+#include "shards.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "host.h"
+#include "log.h"
+#include "loop.h"
+#include "memtrim.h"
+#include "shardsnap.h"
+#include "watch.h"
+
+/* The longest ld_shards_run leaves the host without looking at signals. */
+#define RUN_SLICE_MS 60000
+/* With nothing visible changing, the heartbeat is still published this
+ * often (/healthz judges the loop alive by it). */
+#define HEARTBEAT_MS 1000
+
+#define MEMBER 0
+
+struct slot {
+    char *leader; /* owned; the shard's entry points here */
+    bool contending;
+    int64_t transitions_seen;
+};
+
+struct ld_shards {
+    struct ld_shards_config c;
+    struct ld_shardgroup *group;
+    struct ld_host *host;
+    struct slot *slots;             /* one per shard */
+    struct ld_shard_entry *entries; /* one per shard, as the table shows them */
+    struct ld_shardsnap *last;      /* the last table published (a reference) */
+    struct ld_events_hook *events;  /* one per shard with --events, else NULL */
+    uint32_t n;
+
+    bool inputs_changed;     /* a publish or member event since the last assignment */
+    bool table_changed;      /* a shard's entry changed since the last table */
+    int64_t reassess_at_ms;  /* a member or holder expires then */
+    int64_t heartbeat_at_ms; /* the last publish of the snapshot */
+
+    char health[256];
+    bool member_observed;
+    char *member_uid, *member_rv; /* of our member Lease as last seen */
+
+    bool stopping;
+    int64_t hold_until_ms; /* a shutdown's releases wait for Events until then */
+    bool deleting;         /* the member Lease's DELETE is in flight */
+};
+
+static size_t shard_index(uint32_t s)
+{
+    return (size_t)s + 1;
+}
+
+/* ---- what the elections say ---------------------------------------------- */
+
+static void set_str(char **dst, const char *v)
+{
+    if (!v)
+        v = "";
+    if (*dst && strcmp(*dst, v) == 0)
+        return;
+    char *copy = strdup(v);
+    if (!copy)
+        return; /* keeps the old value; the next publish tries again */
+    free(*dst);
+    *dst = copy;
+}
+
+static void observe_member(struct ld_shards *s, const struct ld_host_view *v,
+                           int64_t now_ms)
+{
+    ld_shardgroup_observe_own(s->group, &v->status);
+    s->member_observed = v->status.observed;
+    if (v->status.uid)
+        set_str(&s->member_uid, v->status.uid);
+    if (v->status.resource_version)
+        set_str(&s->member_rv, v->status.resource_version);
+    ld_loop_health(v, s->c.renew_deadline_ms, now_ms, s->health, sizeof(s->health));
+}
+
+/* True when the entry shows something new to a reader. */
+static bool entry_update(struct slot *sl, struct ld_shard_entry *e,
+                         const struct ld_election_status *st)
+{
+    struct ld_shard_entry next = {
+        .term = st->term,
+        .observed = st->observed,
+        .leading = st->leading,
+        .lead_until_ms = st->lead_until_ms,
+        .has_renewed_at = st->has_renew_time,
+        .renewed_at_us = st->renew_time_us,
+        .last_renew_wall_us = st->last_renew_wall_us,
+    };
+    bool same_leader = sl->leader && strcmp(sl->leader, st->leader) == 0;
+    if (same_leader && e->term == next.term && e->observed == next.observed &&
+        e->leading == next.leading && e->lead_until_ms == next.lead_until_ms &&
+        e->has_renewed_at == next.has_renewed_at &&
+        e->renewed_at_us == next.renewed_at_us &&
+        e->last_renew_wall_us == next.last_renew_wall_us)
+        return false;
+    set_str(&sl->leader, st->leader);
+    next.leader = sl->leader ? sl->leader : "";
+    *e = next;
+    return true;
+}
+
+static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
+{
+    struct ld_shards *s = ctx;
+    s->inputs_changed = true;
+    if (v->index == MEMBER) {
+        observe_member(s, v, now_ms);
+        return;
+    }
+    uint32_t k = (uint32_t)(v->index - 1);
+    struct slot *sl = &s->slots[k];
+    if (ld_shardgroup_observe_shard(s->group, k, &v->status) != LD_OK)
+        ld_log(LD_LOG_WARN, "shard %s: out of memory for its observation",
+               ld_shardgroup_shard_id(s->group, k));
+    if (entry_update(sl, &s->entries[k], &v->status))
+        s->table_changed = true;
+    if (v->transitions_seen != sl->transitions_seen) {
+        sl->transitions_seen = v->transitions_seen;
+        s->table_changed = true;
+    }
+    if (s->events)
+        ld_events_on_publish(&s->events[k], &v->status, now_ms);
+}
+
+static void on_event(void *ctx, size_t index, const struct ld_event *ev)
+{
+    struct ld_shards *s = ctx;
+    if (index == MEMBER || !s->c.metrics)
+        return;
+    if (ev->kind == LD_EV_STARTED_LEADING && ev->acquire_delay_ms >= 0)
+        ld_metrics_acquire_delay(s->c.metrics, (double)ev->acquire_delay_ms / 1000.0);
+}
+
+static int64_t next_publish(void *ctx, size_t index, int64_t now_ms)
+{
+    struct ld_shards *s = ctx;
+    if (index == MEMBER || !s->events)
+        return INT64_MAX;
+    int64_t at = ld_events_next_wake(&s->events[index - 1], now_ms);
+    if (s->stopping && now_ms < s->hold_until_ms && s->hold_until_ms < at)
+        at = s->hold_until_ms; /* the end of the hold is a publish too */
+    return at;
+}
+
+/* A shutdown's release of a shard waits, bounded, for its "stopped
+ * leading" Event; nothing else holds a release (a rebalance's hand-over
+ * must be quick). */
+static bool holds_release(void *ctx, size_t index, int64_t now_ms)
+{
+    struct ld_shards *s = ctx;
+    if (index == MEMBER || !s->events || !s->stopping || now_ms >= s->hold_until_ms)
+        return false;
+    return ld_events_holds_release(&s->events[index - 1], now_ms);
+}
+
+static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t now_ms)
+{
+    struct ld_shards *s = ctx;
+    if (!ev->lease)
+        return;
+    if (ev->type == LD_WATCH_DELETED) {
+        ld_shardgroup_observe_member_deleted(s->group, ev->lease);
+    } else {
+        enum ld_err rc = ld_shardgroup_observe_member(s->group, ev->lease, now_ms);
+        if (rc == LD_ETOOBIG)
+            ld_log(LD_LOG_WARN, "lease %s: more than %d members; ignored",
+                   ev->lease->name, LD_SHARDGROUP_MAX_MEMBERS);
+    }
+    s->inputs_changed = true;
+}
+
+static void on_watch_started(void *ctx)
+{
+    struct ld_shards *s = ctx;
+    if (s->c.metrics)
+        ld_metrics_watch_started(s->c.metrics);
+}
+
+static void on_watch_event(void *ctx)
+{
+    struct ld_shards *s = ctx;
+    if (s->c.metrics)
+        ld_metrics_watch_event(s->c.metrics);
+}
+
+/* ---- decisions, once a pass ---------------------------------------------- */
+
+static void set_contending(struct ld_shards *s, uint32_t k, bool want, int64_t now_ms)
+{
+    struct slot *sl = &s->slots[k];
+    if (sl->contending == want)
+        return;
+    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_wall_us()};
+    sl->contending = want;
+    ld_election_set_contending(ld_host_election(s->host, shard_index(k)), now, want);
+    ld_host_poke(s->host, shard_index(k));
+    if (want)
+        ld_log(LD_LOG_INFO, "shard %s: assigned here; contending",
+               ld_shardgroup_shard_id(s->group, k));
+    else if (ld_shard_entry_is_leader(&s->entries[k], now_ms))
+        ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
+               ld_shardgroup_shard_id(s->group, k),
+               ld_shardgroup_target(s->group, k) ? ld_shardgroup_target(s->group, k)
+                                                 : "nobody");
+}
+
+static void assign(struct ld_shards *s, int64_t now_ms)
+{
+    int64_t next = INT64_MAX;
+    if (ld_shardgroup_assign(s->group, now_ms, &next) != LD_OK) {
+        ld_log(LD_LOG_WARN, "shard assignment: out of memory; trying again");
+        s->reassess_at_ms = now_ms + HEARTBEAT_MS;
+        return;
+    }
+    s->inputs_changed = false;
+    s->reassess_at_ms = next;
+    for (uint32_t k = 0; k < s->n && !s->stopping; k++)
+        set_contending(s, k, ld_shardgroup_contend(s->group, k), now_ms);
+}
+
+static uint64_t total_transitions(const struct ld_shards *s)
+{
+    uint64_t t = 0;
+    for (uint32_t k = 0; k < s->n; k++)
+        t += (uint64_t)s->slots[k].transitions_seen;
+    return t;
+}
+
+static bool members_differ(const struct ld_shardsnap *t, const char *const *members,
+                           uint32_t n)
+{
+    if (!t || t->n_members != n)
+        return true;
+    for (uint32_t i = 0; i < n; i++) {
+        if (strcmp(t->members[i], members[i]) != 0)
+            return true;
+    }
+    return false;
+}
+
+/* A new shard table when an entry or the live members changed (NULL
+ * otherwise, or when memory ran out: the next pass tries again). */
+static struct ld_shardsnap *new_table(struct ld_shards *s, int64_t now_ms)
+{
+    const char *const *members = NULL;
+    uint32_t nm = ld_shardgroup_members(s->group, now_ms, &members);
+    if (!s->table_changed && !members_differ(s->last, members, nm))
+        return NULL;
+    bool observed = s->member_observed && ld_shardgroup_observed(s->group);
+    struct ld_shardsnap *t = ld_shardsnap_new(observed, s->entries, s->n, members, nm);
+    if (!t)
+        return NULL;
+    s->table_changed = false;
+    ld_shardsnap_unref(s->last);
+    s->last = ld_shardsnap_ref(t);
+    return t;
+}
+
+/* The snapshot after every pass that changed the table, else at least a
+ * heartbeat a second. */
+static void publish(struct ld_shards *s, int64_t now_ms)
+{
+    struct ld_shardsnap *table = new_table(s, now_ms);
+    if (!table && now_ms - s->heartbeat_at_ms < HEARTBEAT_MS)
+        return;
+    struct ld_snapshot snap;
+    ld_state_read(s->c.state, &snap);
+    snap.leader[0] = '\0';
+    snap.leading = false;
+    snap.observed = s->member_observed && ld_shardgroup_observed(s->group);
+    snap.heartbeat_ms = now_ms;
+    snap.transitions_seen = (int64_t)total_transitions(s);
+    snprintf(snap.health_error, sizeof(snap.health_error), "%s", s->health);
+    ld_state_publish_shards(s->c.state, &snap, table);
+    s->heartbeat_at_ms = now_ms;
+}
+
+static int64_t after_pass(void *ctx, int64_t now_ms)
+{
+    struct ld_shards *s = ctx;
+    if (s->inputs_changed || now_ms >= s->reassess_at_ms)
+        assign(s, now_ms);
+    publish(s, now_ms);
+    int64_t at = s->reassess_at_ms;
+    if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
+        at = s->heartbeat_at_ms + HEARTBEAT_MS;
+    return at > now_ms ? at : now_ms + 1;
+}
+
+/* ---- construction -------------------------------------------------------- */
+
+static uint64_t mix(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (i + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static enum ld_err add_election(struct ld_shards *s, const char *name,
+                                const char *metadata, size_t want_index,
+                                struct ld_errinfo *err)
+{
+    struct ld_election_config ec = {
+        .namespace_ = s->c.namespace_,
+        .name = name,
+        .identity = s->c.identity,
+        .lease_duration_ms = s->c.lease_duration_ms,
+        .renew_deadline_ms = s->c.renew_deadline_ms,
+        .retry_period_ms = s->c.retry_period_ms,
+        .release_on_exit = s->c.release_on_exit,
+        .seed = mix(s->c.seed, want_index),
+        .create_metadata = metadata,
+    };
+    struct ld_host_election_ops ops = {
+        .ctx = s,
+        .on_publish = on_publish,
+        .on_event = on_event,
+        .next_publish_ms = next_publish,
+        .holds_release = holds_release,
+    };
+    size_t index;
+    enum ld_err rc = ld_host_add(s->host, &ec, &ops, &index, err);
+    if (rc == LD_OK && index != want_index)
+        return ld_errinfo_set(err, LD_EINVAL, "election host: unexpected index");
+    return rc;
+}
+
+static enum ld_err make_group(struct ld_shards *s, struct ld_errinfo *err)
+{
+    struct ld_shardgroup_config gc = {
+        .name = s->c.group,
+        .identity = s->c.identity,
+        .names = s->c.names,
+        .n_shards = s->c.n_shards,
+        .pod_uid = s->c.pod_uid,
+        .lease_duration_ms = s->c.lease_duration_ms,
+    };
+    s->group = ld_shardgroup_new(&gc, err);
+    if (!s->group)
+        return err->code;
+    s->n = ld_shardgroup_count(s->group);
+    s->slots = calloc(s->n, sizeof(*s->slots));
+    s->entries = calloc(s->n, sizeof(*s->entries));
+    if (!s->slots || !s->entries)
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    for (uint32_t k = 0; k < s->n; k++)
+        s->entries[k].leader = "";
+    if (!s->c.events)
+        return LD_OK;
+    s->events = calloc(s->n, sizeof(*s->events));
+    if (!s->events)
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    for (uint32_t k = 0; k < s->n; k++)
+        ld_events_hook_init(&s->events[k], s->c.kube, s->c.namespace_,
+                            ld_shardgroup_shard_lease(s->group, k), s->c.identity,
+                            s->c.metrics, s->c.call_timeout_ms);
+    return LD_OK;
+}
+
+static enum ld_err make_host(struct ld_shards *s, struct ld_errinfo *err)
+{
+    struct ld_host_observer obs = {
+        .ctx = s,
+        .watch_started = on_watch_started,
+        .watch_event = on_watch_event,
+        .lease_event = on_lease_event,
+        .after_pass = after_pass,
+    };
+    struct ld_host_config hc = {
+        .kube = s->c.kube,
+        .namespace_ = s->c.namespace_,
+        .label_selector = ld_shardgroup_selector(s->group),
+        .lease_duration_ms = s->c.lease_duration_ms,
+        .renew_deadline_ms = s->c.renew_deadline_ms,
+        .log_names = true,
+        .observer = &obs,
+    };
+    s->host = ld_host_new(&hc, err);
+    if (!s->host)
+        return err->code;
+    enum ld_err rc = add_election(s, ld_shardgroup_member_lease(s->group),
+                                  ld_shardgroup_member_metadata(s->group), MEMBER, err);
+    struct ld_now now = {.mono_ms = ld_mono_ms(), .wall_us = ld_wall_us()};
+    for (uint32_t k = 0; rc == LD_OK && k < s->n; k++) {
+        rc = add_election(s, ld_shardgroup_shard_lease(s->group, k),
+                          ld_shardgroup_shard_metadata(s->group, k), shard_index(k), err);
+        /* Nothing is claimed before the first assignment says so. */
+        if (rc == LD_OK)
+            ld_election_set_contending(ld_host_election(s->host, shard_index(k)), now,
+                                       false);
+    }
+    return rc;
+}
+
+struct ld_shards *ld_shards_new(const struct ld_shards_config *cfg,
+                                struct ld_errinfo *err)
+{
+    struct ld_shards *s = calloc(1, sizeof(*s));
+    if (!s) {
+        ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->c = *cfg;
+    s->reassess_at_ms = INT64_MAX;
+    if (make_group(s, err) != LD_OK || make_host(s, err) != LD_OK) {
+        ld_shards_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+const struct ld_shardgroup *ld_shards_group(const struct ld_shards *s)
+{
+    return s->group;
+}
+
+void ld_shards_free(struct ld_shards *s)
+{
+    if (!s)
+        return;
+    ld_host_free(s->host);
+    for (uint32_t k = 0; s->events && k < s->n; k++)
+        ld_events_hook_clear(&s->events[k]);
+    free(s->events);
+    for (uint32_t k = 0; s->slots && k < s->n; k++)
+        free(s->slots[k].leader);
+    free(s->slots);
+    free(s->entries);
+    ld_shardsnap_unref(s->last);
+    ld_shardgroup_free(s->group);
+    free(s->member_uid);
+    free(s->member_rv);
+    free(s);
+}
+
+/* ---- running ------------------------------------------------------------- */
+
+/* Consumes pending signals; true when one asks us to stop. */
+static bool stop_signalled(int fd)
+{
+    struct signalfd_siginfo si;
+    bool stop = false;
+    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        stop |= si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT;
+    return stop;
+}
+
+static void begin_shutdown(struct ld_shards *s)
+{
+    int64_t hold = s->c.renew_deadline_ms / 2;
+    if (hold > LD_LOOP_RELEASE_HOLD_MAX_MS)
+        hold = LD_LOOP_RELEASE_HOLD_MAX_MS;
+    ld_log(LD_LOG_INFO, "shutting down: giving back every shard");
+    s->stopping = true;
+    s->hold_until_ms = ld_mono_ms() + hold;
+    ld_host_shutdown(s->host);
+}
+
+static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
+                       struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct ld_shards *s = ctx;
+    (void)call;
+    (void)lease;
+    s->deleting = false;
+    if (rc == LD_OK || rc == LD_ENOTFOUND)
+        ld_log(LD_LOG_INFO, "member Lease %s deleted",
+               ld_shardgroup_member_lease(s->group));
+    else
+        ld_log(LD_LOG_WARN, "member Lease %s not deleted: %s (it expires by itself)",
+               ld_shardgroup_member_lease(s->group),
+               err && err->msg[0] ? err->msg : "error");
+}
+
+/* The member Lease goes after the shards were released, so the others see
+ * this replica leave once; preconditions keep a Lease that someone else
+ * wrote since (a new Pod of the same name). Bounded by call_timeout_ms. */
+static void delete_member(struct ld_shards *s)
+{
+    if (!s->c.release_on_exit || !s->member_uid || !s->member_rv)
+        return;
+    struct ld_errinfo err;
+    ld_kube_call call;
+    if (ld_kube_lease_delete_start(s->c.kube, s->c.namespace_,
+                                   ld_shardgroup_member_lease(s->group), s->member_uid,
+                                   s->member_rv, s->c.call_timeout_ms, on_deleted, s,
+                                   &call, &err) != LD_OK) {
+        ld_log(LD_LOG_WARN, "member Lease not deleted: %s", err.msg);
+        return;
+    }
+    s->deleting = true;
+    int64_t until = ld_mono_ms() + s->c.call_timeout_ms + 1000;
+    while (s->deleting && ld_mono_ms() < until)
+        ld_transport_run(ld_kube_transport(s->c.kube), until - ld_mono_ms(), -1);
+    if (s->deleting)
+        ld_kube_cancel(s->c.kube, call);
+}
+
+void ld_shards_run(struct ld_shards *s)
+{
+    while (!ld_host_done(s->host)) {
+        int fd = s->stopping ? -1 : s->c.wake_fd;
+        enum ld_err rc = ld_host_run(s->host, RUN_SLICE_MS, fd);
+        ld_memtrim_idle();
+        if (rc == LD_ECANCELED && stop_signalled(s->c.signal_fd) && !s->stopping)
+            begin_shutdown(s);
+    }
+    delete_member(s);
+}
