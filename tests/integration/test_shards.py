@@ -774,6 +774,52 @@ class NamedAndWatch(ShardBase):
             sse.close()
 
 
+class WatcherRule(unittest.TestCase):
+    """The split-brain rule of ShardWatcher fails on made-up replies that
+    break it, and passes a clean hand-over (no processes)."""
+
+    def claim(self, w, ident, t0, t1, term, shard="0"):
+        doc = {"owned": [shard], "shards": [{"shard": shard, "is_leader": True,
+                                             "leader": ident, "term": term}]}
+        w.check(Reply(ident, ident, t0, t1, 200, doc))
+
+    def watcher(self):
+        w = ShardWatcher(self, [], 1)
+        self.addCleanup(w.close)
+        return w
+
+    def test_clean_hand_over_passes(self):
+        w = self.watcher()
+        self.claim(w, "a", 1.0, 1.1, 3)
+        # Overlapping in time with a's last claim: not provably two owners.
+        self.claim(w, "b", 1.05, 1.2, 4)
+        self.claim(w, "b", 2.0, 2.1, 4)
+
+    def test_same_term_two_owners_fails(self):
+        w = self.watcher()
+        self.claim(w, "a", 1.0, 1.1, 3)
+        with self.assertRaisesRegex(AssertionError, "split brain"):
+            self.claim(w, "b", 5.0, 5.1, 3)
+
+    def test_old_term_claimed_after_new_fails(self):
+        w = self.watcher()
+        self.claim(w, "b", 1.0, 1.1, 4)
+        with self.assertRaisesRegex(AssertionError, "split brain"):
+            self.claim(w, "a", 1.2, 1.3, 3)
+
+    def test_new_term_answered_before_old_claim_asked_fails(self):
+        w = self.watcher()
+        self.claim(w, "a", 2.0, 2.1, 3)
+        with self.assertRaisesRegex(AssertionError, "split brain"):
+            self.claim(w, "b", 1.0, 1.5, 4)
+
+    def test_term_going_down_fails(self):
+        w = self.watcher()
+        self.claim(w, "a", 1.0, 1.1, 3)
+        with self.assertRaisesRegex(AssertionError, "went down"):
+            self.claim(w, "a", 2.0, 2.1, 2)
+
+
 class CommandLine(unittest.TestCase):
     """Bad --shards values and modes that do not go with shards: exit 2, one
     line on stderr, nothing on stdout."""
