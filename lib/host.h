@@ -94,8 +94,9 @@ struct ld_host_observer {
      * published), before the host waits: the place to act on what the
      * pass's publishes said as a whole, once rather than per election
      * (e.g. to decide who contends, then ld_host_poke those elections).
-     * Returns when it wants to be called again without news, INT64_MAX
-     * for only after the next pass. It may be called often (after every
+     * Returns when it wants to be called again without news (a time not
+     * after now_ms asks for another pass at once), INT64_MAX for only
+     * after the next pass. It may be called often (after every
      * answer and watch event); it must be cheap when nothing changed. */
     int64_t (*after_pass)(void *ctx, int64_t now_ms);
 };

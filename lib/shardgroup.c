@@ -82,6 +82,16 @@ static char *format(const char *fmt, ...)
 
 /* ---- validation ---------------------------------------------------------- */
 
+/* A name for a message: long ones (Lease names run to 253 bytes) are cut
+ * to their first SHOWN_MAX bytes and "...", so the reason still fits. */
+#define SHOWN_MAX 100
+static const char *shown(const char *name, char buf[SHOWN_MAX + 4])
+{
+    snprintf(buf, SHOWN_MAX + 4, "%.*s%s", SHOWN_MAX, name,
+             strlen(name) > SHOWN_MAX ? "..." : "");
+    return buf;
+}
+
 static bool plain_uid(const char *uid)
 {
     size_t n = strlen(uid);
@@ -99,13 +109,14 @@ static bool plain_uid(const char *uid)
 static enum ld_err check_config(const struct ld_shardgroup_config *cfg,
                                 struct ld_errinfo *err)
 {
+    char buf[SHOWN_MAX + 4];
     if (!cfg->name || !cfg->name[0])
         return ld_errinfo_set(err, LD_EINVAL, "shard group: no lease name");
     if (!ld_dns1123_subdomain(cfg->name))
         return ld_errinfo_set(err, LD_EINVAL,
-                              "lease name %.200s is not a valid Lease name "
+                              "lease name %s is not a valid Lease name "
                               "(DNS-1123 subdomain)",
-                              cfg->name);
+                              shown(cfg->name, buf));
     if (!cfg->identity || !cfg->identity[0])
         return ld_errinfo_set(err, LD_EINVAL, "shard group: no identity");
     if (cfg->n_shards < 1 || cfg->n_shards > LD_SHARDGROUP_MAX_SHARDS)
@@ -187,6 +198,7 @@ static enum ld_err build_shards(struct ld_shardgroup *g,
                                 const struct ld_shardgroup_config *cfg,
                                 struct ld_errinfo *err)
 {
+    char buf[SHOWN_MAX + 4];
     for (uint32_t s = 0; s < g->n_shards; s++) {
         struct shard *sh = &g->shards[s];
         sh->id = cfg->names ? strdup(cfg->names[s]) : format("%u", (unsigned)s);
@@ -199,9 +211,9 @@ static enum ld_err build_shards(struct ld_shardgroup *g,
             return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
         if (!ld_dns1123_subdomain(sh->lease))
             return ld_errinfo_set(err, LD_EINVAL,
-                                  "shard Lease name %.200s is not a valid Lease name "
+                                  "shard Lease name %s is not a valid Lease name "
                                   "(DNS-1123 subdomain, at most %d characters)",
-                                  sh->lease, LD_DNS1123_SUBDOMAIN_MAX);
+                                  shown(sh->lease, buf), LD_DNS1123_SUBDOMAIN_MAX);
         sh->metadata = metadata_json(g->label_value, sh->id, NULL, NULL);
         if (!sh->metadata)
             return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
@@ -212,6 +224,7 @@ static enum ld_err build_shards(struct ld_shardgroup *g,
 static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_config *cfg,
                          struct ld_errinfo *err)
 {
+    char buf[SHOWN_MAX + 4];
     g->name = strdup(cfg->name);
     g->identity = strdup(cfg->identity);
     g->label_value = group_label_value(cfg->name);
@@ -237,10 +250,10 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     g->own_until_ms = INT64_MIN;
     if (!ld_dns1123_subdomain(g->member_lease))
         return ld_errinfo_set(err, LD_EINVAL,
-                              "member Lease name %.200s (lease name, \"" MEMBER_INFIX
+                              "member Lease name %s (lease name, \"" MEMBER_INFIX
                               "\", identity) is not a valid Lease name "
                               "(DNS-1123 subdomain, at most %d characters)",
-                              g->member_lease, LD_DNS1123_SUBDOMAIN_MAX);
+                              shown(g->member_lease, buf), LD_DNS1123_SUBDOMAIN_MAX);
     g->member_metadata = metadata_json(g->label_value, NULL, g->identity, cfg->pod_uid);
     if (!g->member_metadata)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");

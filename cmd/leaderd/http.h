@@ -1,18 +1,22 @@
 /*
  * http: the sidecar's HTTP server on libmicrohttpd (/leader, /healthz,
  * /readyz, /metrics, /, the /leader long-poll, the /watch event stream and
- * POST /resign).
- * Handlers copy the state snapshot under its mutex and render; they never
- * wait on the election loop or the API, and held requests are suspended
- * connections, so they never occupy the server's thread. Routing,
- * rendering and query parsing are plain functions, testable without a
- * socket.
+ * POST /resign; in shard mode, when the state has a group, /shards,
+ * /shards/ID and /shard?key=K with their long-polls instead of /leader, /
+ * and POST /resign, see http_shards.h).
+ * Handlers copy the state snapshot under its mutex (in shard mode also
+ * take a reference to the shard table) and render after unlocking; they
+ * never wait on the election loop or the API, and held requests are
+ * suspended connections, so they never occupy the server's thread.
+ * Routing, rendering and query parsing are plain functions, testable
+ * without a socket.
  *
  * Implemented by one module per job: http_route (the plain functions),
- * http_hold (held long-polls, /watch streams and their notifier thread),
- * http_conn (idle connections and eviction), http_listen (the socket,
- * limits, start, stop and counters) and http_dispatch (MHD's request
- * handler, which ties them together). Their headers are internal.
+ * http_shards (those of shard mode), http_hold (held long-polls, /watch
+ * streams and their notifier thread), http_conn (idle connections and
+ * eviction), http_listen (the socket, limits, start, stop and counters)
+ * and http_dispatch (MHD's request handler, which ties them together).
+ * Their headers are internal.
  */
 #ifndef LEADERD_HTTP_H
 #define LEADERD_HTTP_H

@@ -113,7 +113,7 @@ struct ld_http_holds {
     const struct ld_shardgroup *group;
     struct ld_shardsnap *table;
     int64_t table_at_ms;
-    int64_t flip_at_ms;            /* when view.is_leader turns false by itself */
+    int64_t flip_at_ms;            /* when an is_leader shown turns false by itself */
     int64_t retry_at_ms;           /* a refresh failed for memory: try again then */
     uint64_t seq;                  /* id of the event for view */
     struct event ring[EVENT_RING]; /* event id is at ring[id % EVENT_RING] */

@@ -30,6 +30,8 @@
 #define HEARTBEAT_MS 1000
 
 #define MEMBER 0
+/* After joining, the watch's time to show the other members' renewals. */
+#define JOIN_SETTLE_MS 1000
 
 struct slot {
     char *leader; /* owned; the shard's entry points here */
@@ -54,6 +56,8 @@ struct ld_shards {
 
     char health[256];
     bool member_observed;
+    bool member_live;             /* our member election led at its last publish */
+    int64_t contend_after_ms;     /* no claims before: see observe_member */
     char *member_uid, *member_rv; /* of our member Lease as last seen */
 
     bool stopping;
@@ -86,6 +90,15 @@ static void observe_member(struct ld_shards *s, const struct ld_host_view *v,
 {
     ld_shardgroup_observe_own(s->group, &v->status);
     s->member_observed = v->status.observed;
+    /* Other members renew their member Leases every retry period, so one
+     * retry period (and a second for the watch) after joining, this
+     * replica knows them all. Claiming before that would take shards on
+     * the belief that it is alone, only to give them back: churn, not
+     * danger (each shard is still one Lease). */
+    bool live = v->status.leading && now_ms < v->status.lead_until_ms;
+    if (live && !s->member_live)
+        s->contend_after_ms = now_ms + s->c.retry_period_ms + JOIN_SETTLE_MS;
+    s->member_live = live;
     if (v->status.uid)
         set_str(&s->member_uid, v->status.uid);
     if (v->status.resource_version)
@@ -234,8 +247,11 @@ static void assign(struct ld_shards *s, int64_t now_ms)
     }
     s->inputs_changed = false;
     s->reassess_at_ms = next;
+    bool settled = now_ms >= s->contend_after_ms;
+    if (!settled && s->contend_after_ms < s->reassess_at_ms)
+        s->reassess_at_ms = s->contend_after_ms;
     for (uint32_t k = 0; k < s->n && !s->stopping; k++)
-        set_contending(s, k, ld_shardgroup_contend(s->group, k), now_ms);
+        set_contending(s, k, settled && ld_shardgroup_contend(s->group, k), now_ms);
 }
 
 static uint64_t total_transitions(const struct ld_shards *s)

@@ -534,6 +534,114 @@ START_TEST(pod_label_and_events)
 }
 END_TEST
 
+/* ---- --shards ---- */
+
+START_TEST(shards_values)
+{
+    struct ld_config cfg;
+    char err[ERRLEN];
+    setenv("KUBECONFIG", kc_ns, 0);
+    const char *numbered[] = {"--lease-name", "web", "--identity", "pod-a",
+                              "--shards",     "12",  NULL};
+    ck_assert_msg(run(&cfg, true, numbered, err) == 0, "%s", err);
+    ck_assert_uint_eq(cfg.n_shards, 12);
+    ck_assert_ptr_null(cfg.shard_names);
+    ld_config_clear(&cfg);
+
+    const char *named[] = {"--lease-name", "web",      "--identity", "pod-a", "--shards",
+                           "eu,us,asia",   "--events", "true",       NULL};
+    ck_assert_msg(run(&cfg, true, named, err) == 0, "%s", err);
+    ck_assert_uint_eq(cfg.n_shards, 3);
+    ck_assert_str_eq(cfg.shard_names[0], "eu");
+    ck_assert_str_eq(cfg.shard_names[2], "asia");
+    ck_assert_ptr_null(cfg.shard_names[3]);
+    ck_assert(cfg.events); /* --events works in both modes */
+    ld_config_clear(&cfg);
+
+    const char *unset[] = {"--lease-name", "web", NULL};
+    ck_assert_msg(run(&cfg, true, unset, err) == 0, "%s", err);
+    ck_assert_uint_eq(cfg.n_shards, 0);
+    ld_config_clear(&cfg);
+
+    setenv("LEADERD_SHARDS", "1024", 1);
+    setenv("POD_UID", "0b6d-42", 1);
+    ck_assert_msg(run(&cfg, true, unset, err) == 0, "%s", err);
+    ck_assert_uint_eq(cfg.n_shards, 1024);
+    ck_assert_str_eq(cfg.pod_uid, "0b6d-42");
+    ld_config_clear(&cfg);
+    unsetenv("LEADERD_SHARDS");
+    unsetenv("POD_UID");
+}
+END_TEST
+
+/* Each bad value exits 2 with one line naming the problem. */
+START_TEST(shards_bad_values)
+{
+    static const struct {
+        const char *args[10];
+        const char *want;
+    } cases[] = {
+        {{"--shards", "0"}, "invalid shard count \"0\""},
+        {{"--shards", "1025"}, "invalid shard count \"1025\""},
+        {{"--shards", "3x"}, "invalid shard count \"3x\""},
+        {{"--shards", ""}, "empty shard name"},
+        {{"--shards", "a,,b"}, "empty shard name"},
+        {{"--shards", "a,a"}, "shard name a is given twice"},
+        {{"--shards", "a,member-x"}, "shard name member-x starts with"},
+        {{"--shards", "EU"}, "shard name EU is not a DNS-1123 label"},
+        {{"--shards", "e.u"}, "shard name e.u is not"},
+        {{"--shards", "2", "--pod-label", "lead"},
+         "--pod-label cannot be used with --shards"},
+        {{"--shards", "2", "--", "/bin/true"}, "cannot be used with --shards"},
+        {{"--shards", "2", "--identity", "Pod_A"}, "member Lease name web-member-Pod_A"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *args[16] = {"--lease-name", "web"};
+        size_t n = 2;
+        for (size_t k = 0; cases[i].args[k]; k++)
+            args[n++] = cases[i].args[k];
+        args[n] = NULL;
+        struct ld_config cfg;
+        char err[ERRLEN];
+        setenv("KUBECONFIG", kc_ns, 0);
+        int rc = run(&cfg, true, args, err);
+        ck_assert_msg(rc == 2, "case %zu: rc %d", i, rc);
+        ck_assert_msg(strstr(err, cases[i].want) != NULL, "case %zu: \"%s\" not in: %s",
+                      i, cases[i].want, err);
+        ck_assert_msg(strncmp(err, "leaderd: ", 9) == 0 && !strchr(err, '\n'),
+                      "case %zu: %s", i, err);
+        ld_config_clear(&cfg);
+    }
+    /* A group name whose member and shard Lease names grow past 253
+     * characters: the message is cut, the reason is not. */
+    char name[260];
+    memset(name, 'a', 250);
+    name[250] = '\0';
+    const char *too_long[] = {"--lease-name", name, "--identity", "p",
+                              "--shards",     "12", NULL};
+    struct ld_config cfg;
+    char err[ERRLEN];
+    ck_assert_int_eq(run(&cfg, true, too_long, err), 2);
+    ck_assert_msg(strstr(err, "member Lease name aaaa") && strstr(err, "...") &&
+                      strstr(err, "is not a valid Lease name"),
+                  "%s", err);
+    ld_config_clear(&cfg);
+    /* The member Lease fits (209 characters), "NAME-" + a 60-character
+     * shard name does not (261). */
+    name[200] = '\0';
+    char shard[61];
+    memset(shard, 's', 60);
+    shard[60] = '\0';
+    const char *shard_long[] = {"--lease-name", name,  "--identity", "p",
+                                "--shards",     shard, NULL};
+    ck_assert_int_eq(run(&cfg, true, shard_long, err), 2);
+    ck_assert_msg(strstr(err, "shard Lease name aaaa") &&
+                      strstr(err, "is not a valid Lease name"),
+                  "%s", err);
+    ld_config_clear(&cfg);
+}
+END_TEST
+
 START_TEST(child_grace_values)
 {
     struct ld_config cfg;
@@ -1044,6 +1152,8 @@ static Suite *config_suite(void)
     tcase_add_test(tc, command_after_double_dash);
     tcase_add_test(tc, child_grace_values);
     tcase_add_test(tc, pod_label_and_events);
+    tcase_add_test(tc, shards_values);
+    tcase_add_test(tc, shards_bad_values);
     tcase_add_test(tc, no_credentials);
     tcase_add_test(tc, in_cluster);
     tcase_add_test(tc, kubeconfig_wins_over_in_cluster);

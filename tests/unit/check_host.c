@@ -66,6 +66,13 @@ struct fixture {
      * exec-child hook reads the supervisor's channel in its publish. */
     bool drain;
     int drain_fd;
+    /* The host's after_pass, when set: what it saw and what it asks. */
+    bool with_after_pass;
+    int after_calls;
+    int after_saw_all_leading; /* calls at which every election led */
+    int64_t after_want_ms;     /* what it returns (INT64_MAX: nothing) */
+    int64_t after_last_ms;
+    int after_at_want; /* calls made exactly at after_want_ms */
 };
 
 static struct fixture fx;
@@ -159,10 +166,30 @@ static void count_watch_event(void *ctx)
     fx.watch_events++;
 }
 
+static bool all_lead(void);
+
+static int64_t record_after_pass(void *ctx, int64_t now_ms)
+{
+    (void)ctx;
+    ck_assert_int_eq(now_ms, ft_now_ms(fx.ft));
+    fx.after_calls++;
+    fx.after_last_ms = now_ms;
+    if (all_lead())
+        fx.after_saw_all_leading++;
+    if (now_ms == fx.after_want_ms) {
+        fx.after_at_want++;
+        fx.after_want_ms = INT64_MAX; /* or it is asked again at once */
+    }
+    return fx.after_want_ms;
+}
+
 static void new_host(const char *selector)
 {
     struct ld_errinfo err;
-    struct ld_host_observer obs = {.watch_event = count_watch_event};
+    struct ld_host_observer obs = {
+        .watch_event = count_watch_event,
+        .after_pass = fx.with_after_pass ? record_after_pass : NULL,
+    };
     struct ld_host_config c = {
         .kube = fx.kube,
         .namespace_ = NS,
@@ -327,6 +354,38 @@ START_TEST(one_election_acquires_and_renews)
     ck_assert_ptr_nonnull(strstr(w->path, "fieldSelector=metadata.name%3Dsolo"));
     ck_assert_uint_le(ft_max_in_flight_per_name(fx.ft), 1);
     assert_safe();
+}
+END_TEST
+
+/* after_pass runs once the pass's publishes are in (it sees every
+ * election's news of that pass), and the time it returns wakes the host
+ * although no engine has anything to do then. */
+START_TEST(after_pass_sees_the_pass_and_wakes_the_host)
+{
+    fx.with_after_pass = true;
+    fx.after_want_ms = INT64_MAX;
+    new_host("app=x");
+    for (size_t i = 0; i < 4; i++)
+        add(lease_name(i));
+    ck_assert(run_until(all_lead, 10000));
+    run_for(STEP_MS);
+    ck_assert_int_gt(fx.after_saw_all_leading, 0);
+    /* Between two renewals (every 2 s), at an odd time. */
+    int64_t want = now() + 777;
+    fx.after_want_ms = want;
+    fx.after_at_want = 0;
+    ck_assert_int_eq(ld_host_run(fx.h, 777 + 1, -1), LD_OK);
+    ck_assert_int_eq(fx.after_at_want, 1);
+    ck_assert_int_ge(fx.after_last_ms, want);
+    /* INT64_MAX asks for nothing: a run over a quiet stretch calls it only
+     * after passes (renewals), never more often than they happen. */
+    fx.after_want_ms = INT64_MAX;
+    int before = fx.after_calls;
+    ck_assert_int_eq(ld_host_run(fx.h, RETRY_MS * 3, -1), LD_OK);
+    ck_assert_int_gt(fx.after_calls, before);
+    /* 4 elections renew about 3 times each: a pass per request start and
+     * one per answer at most, and a few for the watch. */
+    ck_assert_int_le(fx.after_calls - before, 4 * 4 * 2 + 8);
 }
 END_TEST
 
@@ -1423,6 +1482,7 @@ static Suite *host_suite(void)
     tcase_add_test(tc, fake_serves_rules_and_faults);
     tcase_add_test(tc, fake_watch_streams);
     tcase_add_test(tc, one_election_acquires_and_renews);
+    tcase_add_test(tc, after_pass_sees_the_pass_and_wakes_the_host);
     tcase_add_test(tc, wake_fd_cancels_run);
     tcase_add_test(tc, sixteen_elections_one_watch);
     tcase_add_test(tc, created_leases_join_the_watched_group);

@@ -45,6 +45,7 @@ START_TEST(new_copies_everything)
     ck_assert_str_eq(s->shards[0].leader, "pod-a");
     ck_assert_ptr_ne(s->shards[0].leader, leader);
     ck_assert_int_eq(s->shards[0].term, 3);
+    ck_assert_int_eq(e[0].term, 99);
     ck_assert(s->shards[0].leading);
     ck_assert_int_eq(s->shards[0].lead_until_ms, 500);
     ck_assert(s->shards[0].has_renewed_at);
