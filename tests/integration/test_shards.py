@@ -876,15 +876,17 @@ class CommandLine(unittest.TestCase):
         self.assertIn("grp-member-Me_Upper", line)
         line = self.assertBad(["--lease-name", "g" * 246, "--identity", "me",
                                "--shards", "2"])
-        # The line names the member Lease (today cut short after about 200
-        # of its 256 characters: reported to the daemon's side).
-        self.assertIn("member Lease name " + "g" * 150, line)
+        # The line names the member Lease (a long name cut short, so that
+        # the reason fits) and says why.
+        self.assertIn("member Lease name " + "g" * 60, line)
+        self.assertIn("not a valid Lease name", line)
         line = self.assertBad(["--lease-name", "grp", "--identity", "i" * 250,
                                "--shards", "2"])
         self.assertIn("grp-member-iii", line)
         line = self.assertBad(["--lease-name", "g" * 190, "--identity", "me", "--shards",
                                "b" * 63])
-        self.assertIn("shard Lease name " + "g" * 190 + "-b", line)
+        self.assertIn("shard Lease name " + "g" * 60, line)
+        self.assertIn("not a valid Lease name", line)
 
     def test_modes_refused_with_shards(self):
         g = ["--lease-name", "grp", "--identity", "me", "--shards", "4"]
