@@ -740,6 +740,17 @@ class NamedAndWatch(ShardBase):
             self.assertEqual(fetch(r, "/shard?key=a")[0], 400)
         self.assertEqual(set(self.holders()), {"gamma", "alpha", "beta"})
 
+        # A long-poll on r1 about a shard r2 owns, passing what r1 sees now:
+        # held until that shard changes (r2's release on SIGTERM below).
+        sid = next(k for k, v in owners.items() if v == "r2")
+        _, now, _, _ = fetch(r1, f"/shards/{sid}")
+        q = urllib.parse.urlencode({"wait": "20s", "leader": now["leader"],
+                                    "term": now["term"], "is_leader": "false"})
+        held = {}
+        poller = threading.Thread(target=lambda: held.update(
+            zip(("status", "doc", "t0", "t1"), fetch(r1, f"/shards/{sid}?{q}", timeout=30))))
+        poller.start()
+
         # /watch: one event on connect, then one within 1 s of each change.
         sse = SSE(r1.port)
         try:
@@ -772,6 +783,12 @@ class NamedAndWatch(ShardBase):
                 self.assertEqual(ev, "shards")
         finally:
             sse.close()
+            poller.join(30)
+        # The long-poll answered with the change, within 1 s of r1 seeing it.
+        self.assertIn("doc", held)
+        self.assertNotEqual((held["doc"]["leader"], held["doc"]["is_leader"]),
+                            (now["leader"], False), held)
+        self.assertLess(held["t1"], seen_at["owned"] + 1.0 + SCHED_SLACK, held)
 
 
 class WatcherRule(unittest.TestCase):
