@@ -137,8 +137,8 @@ def main():
             f"member Lease)...")
         t0 = time.monotonic()
         victim.send(signal.SIGTERM)
+        rc = victim.wait_exit(10)  # until it has gone, it still counts as a member
         after, took = wait_balanced(replicas, t0)
-        rc = victim.wait_exit(10)
         say(f"rebalanced in {took:.2f} s (bound: retry-period + 1 s = "
             f"{t['retry_period'] + 1:g} s); {victim.client} exited with {rc}: "
             f"{moves(owners, after)}")
