@@ -123,7 +123,11 @@ def main():
         table(after)
         owners = after
 
-        say(f"a new replica joins: {NAMES[3]}...")
+        # The newcomer has never seen the crashed member's Lease change, so
+        # it counts it as live until lease-duration has passed (the
+        # local-monotonic rule): this join waits out that, too.
+        say(f"a new replica joins: {NAMES[3]} (it counts the crashed {victim.client} as a "
+            f"member until its Lease has not changed for lease-duration)...")
         t0 = time.monotonic()
         start(NAMES[3])
         after, took = wait_balanced(replicas, t0)
