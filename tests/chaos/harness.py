@@ -599,12 +599,12 @@ class Cluster:
             else:
                 prev, since = cur, now
             if now > deadline:
-                latest = self.latest()
+                def owned(v):
+                    return sorted((i for i, x in (v.shards or {}).items() if x[0]), key=int)
                 raise ScenarioError(
                     f"the shards did not balance within {timeout:.1f}s: answers "
-                    + ", ".join(f"{k}: members={v.members} owned="
-                                f"{sorted((i for i, x in (v.shards or {}).items() if x[0]), key=int)}"
-                                for k, v in sorted(latest.items())))
+                    + ", ".join(f"{k}: members={v.members} owned={owned(v)}"
+                                for k, v in sorted(self.latest().items())))
             time.sleep(0.05)
 
     def last_write(self):
