@@ -39,7 +39,7 @@ obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
 # source file that was since removed or renamed.
 archive = rm -f $@ && ar rcs $@ $^
 
-.PHONY: all deps test unit unit-san integration demo demo-child bench clean format lint
+.PHONY: all deps test unit unit-san integration demo demo-child demo-shards bench clean format lint
 all: $(B)/.deps $(B)/leaderd $(B)/leaderd-apiserver
 
 $(B)/.deps: tools/deps.sh
@@ -104,6 +104,11 @@ demo: all
 # The same three replicas running a command only while leading (leaderd -- CMD).
 demo-child: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/demo.py --child
+
+# Three replicas sharing 12 shards (--shards): the owner table, then a SIGKILL,
+# a join and a SIGTERM, each with the moves and the time to balance again.
+demo-shards: all
+	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/demo_shards.py
 
 bench: all bench-footprint
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench.py

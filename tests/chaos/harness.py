@@ -172,8 +172,11 @@ class Slot:
 # ---- samples ----
 
 class Sample:
+    """One answer of /leader, or in shard mode of /shards: then shards is
+    {shard ID: (is_leader, leader, term)} and members the live members it
+    names (is_leader, leader and term stay False/None)."""
     __slots__ = ("slot", "proc", "rnd", "start", "end", "status", "is_leader", "leader",
-                 "term", "err")
+                 "term", "err", "shards", "members")
 
     def __init__(self, slot, proc, rnd, start, end, status, doc, err):
         self.slot = slot
@@ -186,6 +189,27 @@ class Sample:
         self.is_leader = bool(doc and doc.get("is_leader") is True and status == 200)
         self.leader = doc.get("leader") if doc else None
         self.term = doc.get("term") if doc else None
+        self.shards = self.members = None
+        if doc and isinstance(doc.get("shards"), list) and status == 200:
+            self.shards = {e["shard"]: (e.get("is_leader") is True, e.get("leader"),
+                                        e.get("term")) for e in doc["shards"]}
+            self.members = doc.get("members")
+
+    def for_shard(self, sid):
+        """This answer as if it were a /leader answer for shard sid alone."""
+        return ShardSample(self, sid)
+
+
+class ShardSample:
+    """A Sample of /shards seen as one shard's /leader sample, so that the
+    single-Lease checks of analyse() apply per shard unchanged."""
+    __slots__ = ("slot", "proc", "rnd", "start", "end", "status", "is_leader", "leader",
+                 "term", "err")
+
+    def __init__(self, s, sid):
+        self.slot, self.proc, self.rnd = s.slot, s.proc, s.rnd
+        self.start, self.end, self.status, self.err = s.start, s.end, s.status, s.err
+        self.is_leader, self.leader, self.term = (s.shards or {}).get(sid, (False, None, None))
 
 
 class Poller:
@@ -250,7 +274,8 @@ class Poller:
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection("127.0.0.1", port), FETCH_TIMEOUT)
-            writer.write(b"GET /leader HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            writer.write(b"GET " + self.cluster.poll_path.encode()
+                         + b" HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
             left = max(0.05, FETCH_TIMEOUT - (time.monotonic() - start))
             data = await asyncio.wait_for(reader.read(), left)
             head, _, body = data.partition(b"\r\n\r\n")
@@ -300,8 +325,14 @@ class Cluster:
     """An API server and N leaderd replicas on loopback, plus the poller."""
 
     def __init__(self, workdir, n, extra_clients=("dup",), log_level="debug",
-                 api_verbose=True, child=False):
+                 api_verbose=True, child=False, shards=None):
         self.dir = workdir
+        # With shards (a count), every replica runs `--shards N` on the group
+        # LEASE_NAME; the poller asks /shards and the log keeps every shard
+        # Lease's writes (shard_writes).
+        self.shards = shards
+        self.poll_path = "/shards" if shards else "/leader"
+        self.shard_writes = {}
         os.makedirs(workdir, exist_ok=True)
         # With child, every replica runs childrec.py while leading, and all
         # of them record into this one file.
@@ -338,7 +369,8 @@ class Cluster:
                 "--lease-duration", f"{int(LEASE)}s",
                 "--renew-deadline", f"{int(RENEW * 1000)}ms",
                 "--retry-period", f"{int(RETRY * 1000)}ms",
-                "--log-level", self.log_level] + self.child_argv()
+                "--log-level", self.log_level] + self.child_argv() + (
+                    ["--shards", str(self.shards)] if self.shards else [])
 
     def child_argv(self):
         if self.child_file is None:
@@ -494,11 +526,86 @@ class Cluster:
         except (ControlError, OSError):
             return self.writes
         replica_clients = set(self.clients)
+        prefix = LEASE_NAME + "-"
         for e in entries:
             self._log_since = e["seq"]
-            if e.get("namespace") == NS and e.get("name") == LEASE_NAME:
+            if e.get("namespace") != NS:
+                continue
+            name = e.get("name") or ""
+            if name == LEASE_NAME:
                 self.writes.append(Write(e, replica_clients))
+            elif self.shards and name.startswith(prefix) and \
+                    name[len(prefix):].isdigit():
+                self.shard_writes.setdefault(name[len(prefix):], []).append(
+                    Write(e, replica_clients))
         return self.writes
+
+    def shard_ids(self):
+        return [str(i) for i in range(self.shards or 0)]
+
+    def shard_holders(self):
+        """{shard: holder per its last write ("" released, None never written)}."""
+        self.refresh_log()
+        out = {}
+        for sid in self.shard_ids():
+            ws = self.shard_writes.get(sid)
+            out[sid] = ws[-1].holder if ws and ws[-1].verb != "delete" else None
+        return out
+
+    def shard_owners(self, exclude=()):
+        """{shard: slot} when, per the latest answer (under 0.5 s old) of every
+        live replica not in exclude, each sees those replicas as the members,
+        every shard is claimed by exactly one of them, is held by it per the
+        write log, and each owns floor or ceil of N/M; else None."""
+        names = {s.name for s in exclude}
+        latest = self.latest()
+        live = [s for s in self.live_slots() if s.name not in names]
+        members = sorted(s.identity for s in live)
+        holders = self.shard_holders()
+        owners = {}
+        now = time.monotonic()
+        for slot in live:
+            smp = latest.get(slot.name)
+            if smp is None or smp.proc is not slot.proc or now - smp.start > 0.5 \
+                    or smp.shards is None or smp.members != members:
+                return None
+            for sid, (lead, leader, _term) in smp.shards.items():
+                if holders.get(sid) != (leader or ""):
+                    return None
+                if lead:
+                    if sid in owners:
+                        return None
+                    owners[sid] = slot
+        if len(owners) != self.shards:
+            return None
+        counts = {sum(1 for o in owners.values() if o is s) for s in live}
+        n, m = self.shards, len(live)
+        if not counts <= {n // m, -(-n // m)}:
+            return None
+        return owners
+
+    def shards_steady(self, timeout=KILL_BOUND + 4 * RETRY + SCHED_SLACK + 3, exclude=(),
+                      hold=0.2):
+        """Waits until shard_owners() holds, unchanged, for `hold` seconds;
+        returns it."""
+        deadline = time.monotonic() + timeout
+        since, prev = None, None
+        while True:
+            now = time.monotonic()
+            cur = self.shard_owners(exclude)
+            if cur is not None and cur == prev:
+                if now - since >= hold:
+                    return cur
+            else:
+                prev, since = cur, now
+            if now > deadline:
+                def owned(v):
+                    return sorted((i for i, x in (v.shards or {}).items() if x[0]), key=int)
+                raise ScenarioError(
+                    f"the shards did not balance within {timeout:.1f}s: answers "
+                    + ", ".join(f"{k}: members={v.members} owned={owned(v)}"
+                                for k, v in sorted(self.latest().items())))
+            time.sleep(0.05)
 
     def last_write(self):
         self.refresh_log()
@@ -593,7 +700,10 @@ class Cluster:
         return None
 
     def steady(self, timeout=KILL_BOUND + SCHED_SLACK + 3, exclude=(), hold=0.2):
-        """Waits until agreement() holds for `hold` seconds; returns the leader."""
+        """Waits until agreement() holds for `hold` seconds; returns the leader.
+        In shard mode: shards_steady(), the owner map."""
+        if self.shards:
+            return self.shards_steady(exclude=exclude, hold=hold)
         deadline = time.monotonic() + timeout
         since = None
         leader = None
@@ -705,18 +815,10 @@ class Ctx:
         return slot.proc.log() if slot.proc else ""
 
 
-def analyse(ctx, t_from=None, t_to=None):
-    """The checks every scenario gets, over samples that started in
-    [t_from, t_to] (default: all)."""
-    c = ctx.c
-    samples = c.samples(lambda s: (t_from is None or s.start >= t_from)
-                        and (t_to is None or s.start <= t_to))
-    writes = sorted(c.refresh_log(), key=lambda w: w.t)
+def lease_checks(ctx, samples, writes, problem):
+    """Checks 1-3 of analyse() over one Lease's samples and its writes (sorted
+    by time); problem(kind, msg) records what fails."""
     wtimes = [w.t for w in writes]
-    problems = collections.OrderedDict()
-
-    def problem(kind, msg):
-        problems.setdefault(kind, []).append(msg)
 
     # 1. Never two replicas claiming one term in one poll round. The requests
     # of a round leave together but are answered a moment apart, so a
@@ -801,6 +903,30 @@ def analyse(ctx, t_from=None, t_to=None):
                         f"{s.proc.label()}: term {last[key][0]} at {ctx.rel(last[key][1])} "
                         f"then {s.term} at {ctx.rel(s.start)}")
             last[key] = (s.term, s.start)
+
+
+
+def analyse(ctx, t_from=None, t_to=None):
+    """The checks every scenario gets, over samples that started in
+    [t_from, t_to] (default: all)."""
+    c = ctx.c
+    samples = c.samples(lambda s: (t_from is None or s.start >= t_from)
+                        and (t_to is None or s.start <= t_to))
+    writes = sorted(c.refresh_log(), key=lambda w: w.t)
+    problems = collections.OrderedDict()
+
+    def problem(kind, msg):
+        problems.setdefault(kind, []).append(msg)
+
+    if getattr(c, "shards", None):
+        # Per shard, the single-Lease checks on that shard's claims and
+        # writes: a shard never has two owners, terms per shard only grow.
+        for sid in c.shard_ids():
+            ws = sorted(c.shard_writes.get(sid, []), key=lambda w: w.t)
+            lease_checks(ctx, [x.for_shard(sid) for x in samples if x.shards is not None],
+                         ws, lambda kind, msg, sid=sid: problem(kind, f"shard {sid}: {msg}"))
+    else:
+        lease_checks(ctx, samples, writes, problem)
 
     # 4. /leader always answers while the process runs and is not stopped.
     for s in samples:

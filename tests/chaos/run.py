@@ -50,7 +50,7 @@ def _interrupt(signum, frame):
 
 def run_one(name, n, rep, workdir):
     sc = by_name(name)
-    c = Cluster(workdir, n, child=sc.child)
+    c = Cluster(workdir, n, child=sc.child, shards=sc.shards)
     ctx = Ctx(c, name, rep)
     started = time.monotonic()
     try:
@@ -71,7 +71,7 @@ def run_one(name, n, rep, workdir):
         c.poller.stop()
         nsamples = analyse(ctx)
         ctx.note(f"{nsamples} samples in {c.poller.rounds} poll rounds, "
-                 f"{len(c.writes)} writes")
+                 f"{len(c.writes) + sum(map(len, c.shard_writes.values()))} writes")
         c.shutdown(ctx.failures)
         if c.child_file:
             analyse_children(ctx)  # every record is in once every replica exited

@@ -14,13 +14,14 @@ from harness import (CHILD_GRACE, CHILD_KILL_SLACK, CHILD_START, CLOCK_SLACK,
 
 class Scenario:
     def __init__(self, name, fn, destructive=False, known_failure=None, soak=True,
-                 child=False):
+                 child=False, shards=None):
         self.name = name
         self.fn = fn
         self.destructive = destructive        # replaces replica processes
         self.known_failure = known_failure    # why it fails today (kept out of --short)
         self.child = child                    # replicas run childrec.py (Cluster(child=))
-        self.soak = soak and not destructive and not child
+        self.shards = shards                  # replicas run --shards N (Cluster(shards=))
+        self.soak = soak and not destructive and not child and not shards
 
 
 def stops_claiming_until(ctx, slot, t_fault, takeover, why):
@@ -934,6 +935,267 @@ def child_fault(fault, reap, bound):
     return run
 
 
+# ---- shard mode: leaderd --shards N (CONTRACT.md "Sharding") ----
+#
+# The cluster runs a group of SHARDS shards; the poller asks /shards, and
+# harness.analyse() applies the single-Lease checks to every shard on its
+# own (never two owners of one shard in one round, never a claim of a shard
+# after another holder's write of it, terms per shard never decreasing).
+# Each scenario below adds the group's bounds: a dead or cut-off member's
+# shards are owned again within lease-duration + 2 x retry-period + 1 s, a
+# released one's within retry-period + 1 s, only the lost member's shards
+# move (+1), and the group balances again within lease-duration +
+# 4 x retry-period once membership is stable.
+
+SHARDS = 12
+SHARD_DEAD_BOUND = LEASE + 2 * RETRY + 1.0
+SHARD_GIVEN_BACK_BOUND = RETRY + 1.0
+SHARD_BALANCE_BOUND = LEASE + 4 * RETRY
+
+
+def owned_by(owners, slot):
+    return sorted((sid for sid, o in owners.items() if o is slot), key=int)
+
+
+def shard_moves(c, t0, before):
+    """{shard: [new holders]} from the write log after t0, starting from the
+    holders before ({shard: holder}); a release is no move, A, "", A none."""
+    c.refresh_log()
+    out = {}
+    for sid, ws in c.shard_writes.items():
+        cur = before.get(sid) or ""
+        for w in ws:
+            if w.t <= t0 or not w.holder or w.holder == cur:
+                continue
+            if cur:
+                out.setdefault(sid, []).append(w.holder)
+            cur = w.holder
+    return out
+
+
+def check_moves(ctx, t0, before, mine, why):
+    moved = shard_moves(ctx.c, t0, before)
+    extra = sorted(set(moved) - set(mine), key=int)
+    ctx.note(f"{why}: moved {sorted(moved, key=int)} (its shards: {mine})")
+    ctx.check(len(extra) <= 1, f"{why}: shards of others moved too: {extra} ({moved})")
+    ctx.check(set(mine) <= set(moved), f"{why}: its shards {mine} did not all move: {moved}")
+
+
+def shards_taken(ctx, old, mine, t0, bound, what):
+    """Waits until another replica claims each of old's shards in an answer
+    asked after t0; checks the slowest against bound + SCHED_SLACK and records
+    (to its holder's write, to the claim) as a failover."""
+    c = ctx.c
+    first = {}
+    deadline = t0 + bound + SCHED_SLACK + 3
+    while len(first) < len(mine) and time.monotonic() < deadline:
+        for smp in c.samples(lambda x: x.start >= t0 and x.slot is not old and x.shards):
+            for sid in mine:
+                if sid not in first and smp.shards.get(sid, (False,))[0]:
+                    first[sid] = smp
+        time.sleep(0.05)
+    missing = [sid for sid in mine if sid not in first]
+    if missing:
+        ctx.fail(f"shards {missing} of {old.name} not owned by another replica within "
+                 f"{bound + SCHED_SLACK + 3:.1f}s of the {what}")
+        return None
+    serve = max(smp.end for smp in first.values()) - t0
+    acq = max(next((w.t for w in c.shard_writes.get(sid, []) if w.t >= t0
+                    and w.holder == smp.slot.identity), smp.end)
+              for sid, smp in first.items()) - t0
+    ctx.failovers.append((acq, serve))
+    ctx.check(serve <= bound + SCHED_SLACK,
+              f"{old.name}'s shards owned again {serve:.2f}s after the {what} (bound "
+              f"{bound:.1f}s + {SCHED_SLACK:.1f}s slack)")
+    return serve
+
+
+def shards_stop_claiming(ctx, slot, mine, t_fault, limit, why):
+    """slot claims none of its shards in an answer asked after t_fault + limit."""
+    late = ctx.c.samples(lambda x: x.slot is slot and x.shards and x.proc is slot.proc
+                         and x.start > t_fault + limit + CLOCK_SLACK
+                         and any(x.shards.get(sid, (False,))[0] for sid in mine))
+    if late:
+        ctx.fail(f"{slot.name} still claimed shards {late[-1].start - t_fault:.3f}s after "
+                 f"{why} ({len(late)} answers; limit {limit:.1f}s)")
+
+
+def expired_before_taken(ctx, old, mine, t0):
+    """A crashed member's shard is written by another holder only once its
+    record has expired: lease-duration after old's last write of it."""
+    c = ctx.c
+    for sid in mine:
+        ws = c.shard_writes.get(sid, [])
+        last = [w for w in ws if w.t <= t0 and w.client == old.name]
+        taken = [w for w in ws if w.t > t0 and w.holder and w.holder != old.identity]
+        if last and taken and taken[0].t < last[-1].t + LEASE - CLOCK_SLACK:
+            ctx.fail(f"shard {sid} taken {taken[0].t - last[-1].t:.3f}s after {old.name}'s "
+                     f"last write of it (before its lease-duration {LEASE:.0f}s ran out)")
+
+
+def rebalanced(ctx, t, what, exclude=()):
+    """The group balances (over the live replicas not in exclude) within
+    SHARD_BALANCE_BOUND + SCHED_SLACK of t."""
+    left = t + SHARD_BALANCE_BOUND + SCHED_SLACK - time.monotonic()
+    try:
+        owners = ctx.c.shards_steady(timeout=max(left, 0.5), exclude=exclude)
+    except ScenarioError as e:
+        ctx.fail(f"no balance within {SHARD_BALANCE_BOUND:.0f}s + {SCHED_SLACK:.1f}s of "
+                 f"{what}: {e}")
+        return None
+    ctx.note(f"balanced {time.monotonic() - t:.2f}s after {what}")
+    return owners
+
+
+def sc_shards_kill(ctx):
+    c = ctx.c
+    owners = c.shards_steady()
+    old = c.slots[1]
+    mine = owned_by(owners, old)
+    before = c.shard_holders()
+    t0 = c.send(old, signal.SIGKILL)
+    c.wait_exit(old, 5)
+    shards_taken(ctx, old, mine, t0, SHARD_DEAD_BOUND, "SIGKILL")
+    rebalanced(ctx, t0, "the SIGKILL", exclude=[old])
+    check_moves(ctx, t0, before, mine, f"SIGKILL of {old.name}")
+    expired_before_taken(ctx, old, mine, t0)
+    t_join = time.monotonic()
+    c.start_slot(old)
+    rebalanced(ctx, t_join, f"{old.name}'s restart")
+
+
+def sc_shards_sigterm(ctx):
+    c = ctx.c
+    owners = c.shards_steady()
+    old = c.slots[0]
+    mine = owned_by(owners, old)
+    before = c.shard_holders()
+    t0 = c.send(old, signal.SIGTERM)
+    rc = c.wait_exit(old, RENEW + 5)
+    ctx.check(rc == 0, f"{old.name} exited with {rc} on SIGTERM")
+    shards_taken(ctx, old, mine, t0, SHARD_GIVEN_BACK_BOUND, "SIGTERM")
+    rebalanced(ctx, t0, "the SIGTERM", exclude=[old])
+    check_moves(ctx, t0, before, mine, f"SIGTERM of {old.name}")
+    c.refresh_log()
+    for sid in mine:
+        rel = [w for w in c.shard_writes.get(sid, []) if w.t >= t0 and w.client == old.name
+               and w.holder == ""]
+        ctx.check(len(rel) == 1, f"shard {sid}: {len(rel)} release writes by {old.name}")
+    gone = [e for e in c.api.write_log() if e.get("verb") == "delete"
+            and e.get("name") == f"{LEASE_NAME}-member-{old.identity}"]
+    ctx.check(len(gone) == 1, f"{old.name}'s member Lease deleted {len(gone)} times, want 1")
+    t_join = time.monotonic()
+    c.start_slot(old)
+    rebalanced(ctx, t_join, f"{old.name}'s restart")
+
+
+def shards_cut_off(ctx, what, **fault):
+    """One replica's API traffic hangs, resets or is too slow to succeed: it
+    stops claiming its shards within renew-deadline, the others own them
+    within the dead-member bound, only its shards move; healed, it rejoins."""
+    c = ctx.c
+    owners = c.shards_steady()
+    old = c.slots[0]
+    mine = owned_by(owners, old)
+    before = c.shard_holders()
+    t0 = time.monotonic()
+    held_faults(ctx, old, **fault)
+    shards_taken(ctx, old, mine, t0, SHARD_DEAD_BOUND, what)
+    rebalanced(ctx, t0, what, exclude=[old])
+    ctx.sleep_until(t0 + SHARD_DEAD_BOUND + 1)
+    shards_stop_claiming(ctx, old, mine, t0, RENEW, f"{what} began")
+    check_moves(ctx, t0, before, mine, f"{what} of {old.name}")
+    t_heal = time.monotonic()
+    c.api.clear_faults(old.name)
+    rebalanced(ctx, t_heal, "the heal")
+
+
+def sc_shards_partition(ctx):
+    shards_cut_off(ctx, "partition (hang)", partition="hang")
+
+
+def sc_shards_partition_reset(ctx):
+    shards_cut_off(ctx, "partition (reset)", partition="reset")
+
+
+def sc_shards_sigstop(ctx):
+    """A paused replica (GC pause, VM freeze) past lease-duration: the others
+    own its shards meanwhile, and once it runs again it claims none of them
+    on the strength of a renewal from before the pause (harness.analyse()
+    checks every claim against the shard's writes); it rejoins and the group
+    balances again."""
+    c = ctx.c
+    owners = c.shards_steady()
+    old = c.slots[0]
+    mine = owned_by(owners, old)
+    before = c.shard_holders()
+    t0 = c.send(old, signal.SIGSTOP)
+    shards_taken(ctx, old, mine, t0, SHARD_DEAD_BOUND, "SIGSTOP")
+    rebalanced(ctx, t0, "the SIGSTOP", exclude=[old])
+    check_moves(ctx, t0, before, mine, f"SIGSTOP of {old.name}")
+    ctx.sleep_until(t0 + SHARD_DEAD_BOUND + 1)
+    t_cont = c.send(old, signal.SIGCONT)
+    rebalanced(ctx, t_cont, "the SIGCONT")
+    # Answers computed after SIGCONT: a claim of one of its old shards needs
+    # a write of its own after the pause (it re-acquired it).
+    c.refresh_log()
+    for smp in c.samples(lambda x: x.proc is old.proc and x.end > t_cont and x.shards):
+        for sid in mine:
+            if not smp.shards.get(sid, (False,))[0]:
+                continue
+            own = [w for w in c.shard_writes.get(sid, []) if w.t > t0 and
+                   w.client == old.name and w.holder == old.identity]
+            if not (own and own[0].t < smp.end + CLOCK_SLACK):
+                ctx.fail(f"{old.name} claimed shard {sid} after SIGCONT (asked "
+                         f"{ctx.rel(smp.start)}) without acquiring it again")
+                return
+
+
+def sc_shards_api_restart(ctx):
+    """The API server stops and comes back after 1 s with its state: shorter
+    than renew-deadline, so membership never changes and no shard may change
+    owner (stable)."""
+    c = ctx.c
+    c.shards_steady()
+    before = c.shard_holders()
+    t_down, t_up = c.restart_api(1.0)
+    ctx.check(c.api_exits[-1] == 0, f"leaderd-apiserver exited with {c.api_exits[-1]}")
+    rebalanced(ctx, t_up, "the restart")
+    moved = shard_moves(c, t_down, before)
+    ctx.check(not moved, f"shards changed owner across a 1 s API server restart: {moved}")
+
+
+def sc_shards_watch_cut(ctx):
+    """One replica's watch of the group is cut (every watch request reset)
+    while its other requests work: it must still see the other members (as
+    the single Lease falls back to polling) and membership does not change,
+    so the group stays balanced and no shard changes owner."""
+    c = ctx.c
+    c.shards_steady()
+    old = c.slots[0]
+    before = c.shard_holders()
+    t0 = time.monotonic()
+    held_faults(ctx, old, partition="reset", verbs=["watch"])
+    # Past the moment the others' member records would expire in its view
+    # if it stopped seeing them.
+    ctx.sleep_until(t0 + SHARD_DEAD_BOUND + 1)
+    try:
+        c.shards_steady(timeout=SHARD_BALANCE_BOUND + SCHED_SLACK)
+    except ScenarioError as e:
+        ctx.fail(f"not balanced with {old.name}'s watch cut: {e}")
+    moved = shard_moves(c, t0, before)
+    ctx.check(not moved, f"shards changed owner while only a watch was cut: {moved}")
+    t_heal = time.monotonic()
+    c.api.clear_faults(old.name)
+    rebalanced(ctx, t_heal, "the heal")
+
+
+def sc_shards_latency(ctx):
+    # As for the single Lease (sc_latency): 3 s per request, while leaderd
+    # gives each up after 1.5 s, so none of its renewals succeeds.
+    shards_cut_off(ctx, "3 s latency", latency_ms=3000)
+
+
 # The leader's child stops within: the grace after a SIGKILL of leaderd (the
 # supervisor sees its socket close and counts leadership as ended then), the
 # grace after a SIGTERM (passed on at once; the child exits when it handles
@@ -984,7 +1246,21 @@ SCENARIOS = [
              lambda ctx: sc_duplicate_identity(ctx, graceful_exit=True), destructive=True),
     Scenario("rolling-restart", sc_rolling_restart, destructive=True),
 ] + [Scenario(name, child_fault(fn, reap, bound), destructive=destructive, child=True)
-     for name, fn, reap, bound, destructive in CHILD_SCENARIOS]
+     for name, fn, reap, bound, destructive in CHILD_SCENARIOS] + [
+    Scenario("shards-kill", sc_shards_kill, destructive=True, shards=SHARDS),
+    Scenario("shards-sigterm", sc_shards_sigterm, destructive=True, shards=SHARDS),
+    Scenario("shards-sigstop", sc_shards_sigstop, shards=SHARDS),
+    Scenario("shards-partition", sc_shards_partition, shards=SHARDS),
+    Scenario("shards-partition-reset", sc_shards_partition_reset, shards=SHARDS),
+    Scenario("shards-latency", sc_shards_latency, shards=SHARDS),
+    Scenario("shards-apiserver-restart", sc_shards_api_restart, shards=SHARDS),
+    Scenario("shards-watch-cut", sc_shards_watch_cut, shards=SHARDS,
+             known_failure="shard mode learns of other members only from the group "
+             "watch: with its watch failing a replica polls its own elections but no "
+             "other member Lease, so after lease-duration it sees itself as the only "
+             "member (/shards members), contends for every shard and never gives "
+             "back the ones above its real quota"),
+]
 
 
 def by_name(name):

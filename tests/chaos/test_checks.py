@@ -323,5 +323,70 @@ class ChildChecks(Base):
         self.assertTrue(self.child_failures("torn last record"), self.ctx.failures)
 
 
+class ShardChecks(Base):
+    """Shard mode: the single-Lease checks per shard, from /shards answers and
+    each shard Lease's writes."""
+
+    def setUp(self):
+        super().setUp()
+        self.c.shards = 2
+        self.c.shard_writes = {}
+        self.c.shard_ids = lambda: ["0", "1"]
+
+    def swrite(self, sid, t, client, holder, transitions=0, verb="update"):
+        self.c.shard_writes.setdefault(sid, []).append(Write(
+            {"clock_us": int(t * 1e6), "client": client, "verb": verb,
+             "holderIdentity": holder, "leaseTransitions": transitions,
+             "resourceVersion": "1"}, {"r1", "r2", "dup"}))
+
+    def ssample(self, name, t, claims, rnd=None, dur=0.002):
+        """claims: {sid: (is_leader, leader, term)}."""
+        slot = self.c.slots[0] if name == "r1" else self.c.slots[1]
+        if rnd is None:
+            self.rnd += 1
+            rnd = self.rnd
+        doc = {"members": ["r1", "r2"], "owned": [k for k, v in claims.items() if v[0]],
+               "shards": [{"shard": k, "is_leader": v[0], "leader": v[1], "term": v[2]}
+                          for k, v in claims.items()]}
+        s = Sample(slot, self.c.procs[name], rnd, t, t + dur, 200, doc, None)
+        self.c.poller.samples.append(s)
+        return s
+
+    def history(self):
+        """r1 owns shard 0, r2 shard 1; at t=10 shard 0 moves to r2 by a release."""
+        self.swrite("0", 1.0, "r1", "r1", verb="create")
+        self.swrite("1", 1.0, "r2", "r2", verb="create")
+        self.ssample("r1", 2.0, {"0": (True, "r1", 0), "1": (False, "r2", 0)})
+        self.ssample("r2", 2.0, {"0": (False, "r1", 0), "1": (True, "r2", 0)})
+        self.swrite("0", 9.0, "r1", "")
+        self.swrite("0", 10.0, "r2", "r2", transitions=1)
+        self.ssample("r1", 10.5, {"0": (False, "r2", 1), "1": (False, "r2", 0)})
+        self.ssample("r2", 10.5, {"0": (True, "r2", 1), "1": (True, "r2", 0)})
+
+    def test_clean_shard_history_passes(self):
+        self.history()
+        self.assertEqual(self.failures(), [])
+
+    def test_two_owners_of_one_shard_in_one_round(self):
+        self.history()
+        self.ssample("r1", 5.0, {"0": (True, "r1", 0), "1": (False, "r2", 0)}, rnd=99)
+        self.ssample("r2", 5.0, {"0": (True, "r2", 0), "1": (True, "r2", 0)}, rnd=99)
+        self.assertTrue(any("shard 0" in f and "two leaders" in f for f in self.failures()),
+                        self.ctx.failures)
+
+    def test_claim_of_a_shard_after_its_hand_over(self):
+        self.history()
+        self.ssample("r1", 10.2, {"0": (True, "r1", 0), "1": (False, "r2", 0)})
+        self.assertTrue(any("shard 0" in f and "another holder" in f
+                            for f in self.failures()), self.ctx.failures)
+
+    def test_shard_term_going_down(self):
+        self.history()
+        self.ssample("r2", 11.0, {"0": (True, "r2", 1), "1": (True, "r2", 0)})
+        self.ssample("r2", 12.0, {"0": (False, "r2", 0), "1": (True, "r2", 0)})
+        self.assertTrue(any("shard 0" in f and "term went down" in f
+                            for f in self.failures()), self.ctx.failures)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -4,8 +4,10 @@ cannot silently regress. Every kustomization renders with `kubectl kustomize`, e
 file passes yamllint (deploy/.yamllint), and the rendered objects keep their structure:
 non-root, read-only root filesystem, no privilege escalation, all capabilities
 dropped, seccomp RuntimeDefault, leaderd's probes on the right paths, the Downward
-API identity, RBAC limited to the one Lease, and the rollout strategy that does not
-stall when readiness means leadership. Ends with
+API identity, RBAC limited to the one Lease (a shard group's Role: exactly the verbs
+the group needs), every leaderd flag and environment variable one the contract
+documents, and the rollout strategy that does not stall when readiness means
+leadership. Ends with
 `deploy: N passed, N failed, 0 skipped`.
 
 Needs kubectl and yamllint (Debian's yamllint brings python3-yaml, used to read the
@@ -26,6 +28,18 @@ LEADERD_PORT = 4040
 # leaderd's API calls: create (cannot be limited by name), and get/update/watch on the
 # named Lease (the watch uses a metadata.name field selector, which resourceNames covers).
 NAMED_VERBS = {"get", "update", "watch"}
+
+# A shard group (--shards) elects many Leases whose names depend on the Pods'
+# names, so its Role cannot use resourceNames: list/watch for the group's
+# label-selected watch (RBAC cannot narrow those by label), get/create/update
+# for the elections, delete for the member Lease on a graceful exit.
+SHARD_VERBS = {"list", "watch", "get", "create", "update", "delete"}
+# Where the flags and variables the manifests use must be documented: the
+# contract (LEADERD_CONTRACT, else ../shared/CONTRACT.md next to the
+# repository), or the README, which documents it for users, without it.
+CONTRACT_CANDIDATES = [os.environ.get("LEADERD_CONTRACT", ""),
+                       os.path.join(os.path.dirname(REPO), "shared", "CONTRACT.md"),
+                       os.path.join(REPO, "README.md")]
 
 results = {"passed": 0, "failed": 0}
 
@@ -106,6 +120,33 @@ def check_container_security(name, pod_spec, c):
           cname + ": memory request and limit", str(res))
 
 
+def contract_text():
+    """(path, text) of the first documentation of the contract found."""
+    for path in CONTRACT_CANDIDATES:
+        if path and os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return path, f.read()
+    return None, ""
+
+
+def check_documented(cname, c):
+    """Every flag in the leaderd container's args and every variable in its env
+    is one the contract names (a flag as `--flag`, a variable by its name)."""
+    path, text = contract_text()
+    if not check(bool(text), cname + ": the contract is readable", str(CONTRACT_CANDIDATES)):
+        return
+    where = os.path.basename(path)
+    for arg in c.get("args", []):
+        if not arg.startswith("--"):
+            continue
+        flag = arg.split("=", 1)[0]
+        check(re.search(re.escape(flag) + r"(?![\w-])", text) is not None,
+              "%s: %s is documented in %s" % (cname, flag, where))
+    for e in c.get("env", []):
+        check(re.search(r"(?<![\w-])" + re.escape(e["name"]) + r"(?![\w-])", text) is not None,
+              "%s: env %s is documented in %s" % (cname, e["name"], where))
+
+
 def check_leaderd(name, dep, c, native):
     cname = "%s/%s" % (name, c.get("name"))
     path, port = probe_path(c.get("startupProbe"))
@@ -128,7 +169,41 @@ def check_leaderd(name, dep, c, native):
           str(grace))
     leases = [a.split("=", 1)[1] for a in c.get("args", []) if a.startswith("--lease-name=")]
     check(len(leases) == 1, cname + ": --lease-name=NAME in args", str(c.get("args")))
+    if is_sharded(c):
+        # The member Lease's ownerReference to the Pod (garbage collected
+        # after a crash) needs the Pod's uid.
+        ref = (((env.get("POD_UID") or {}).get("valueFrom") or {}).get("fieldRef") or {})
+        check(ref.get("fieldPath") == "metadata.uid",
+              cname + ": POD_UID from the Downward API (metadata.uid)", str(env.get("POD_UID")))
+        path, _ = probe_path(c.get("readinessProbe"))
+        check(path is None, cname + ": no readiness probe on a shard group (no /leader)")
+    check_documented(cname, c)
     return leases[0] if leases else None
+
+
+def is_sharded(container):
+    return any(a.startswith("--shards=") for a in container.get("args", []))
+
+
+def check_shard_rbac(name, objs, roles):
+    """The one Role of a shard group: exactly SHARD_VERBS on leases, no
+    resourceNames (the names depend on the Pods), nothing else."""
+    check(len(roles) == 1, name + ": one shard-group Role",
+          str([r["metadata"]["name"] for r in roles]))
+    for role in roles:
+        granted = set()
+        for rule in role.get("rules", []):
+            r = "%s: rule %s" % (name, rule)
+            verbs = set(rule.get("verbs", []))
+            granted |= verbs
+            check("*" not in verbs and "*" not in rule.get("resources", [])
+                  and "*" not in rule.get("apiGroups", []), r + " has no wildcard")
+            check(rule.get("apiGroups") == ["coordination.k8s.io"]
+                  and rule.get("resources") == ["leases"], r + " is about leases only")
+            check("resourceNames" not in rule,
+                  r + ": no resourceNames (member Lease names follow the Pods' names)")
+        check(granted == SHARD_VERBS, name + ": the shard-group Role grants exactly %s"
+              % sorted(SHARD_VERBS), str(sorted(granted)))
 
 
 # The Roles a consumption mode needs, on top of the Lease Role, and nothing when
@@ -149,7 +224,7 @@ def mode_of(role):
     return None
 
 
-def check_rbac(name, objs, lease, modes=frozenset()):
+def check_rbac(name, objs, lease, modes=frozenset(), sharded=False):
     all_roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
     check(all(r["kind"] == "Role" for r in all_roles), name + ": namespaced Roles only",
           str([r["kind"] for r in all_roles]))
@@ -168,8 +243,12 @@ def check_rbac(name, objs, lease, modes=frozenset()):
     for mode in modes:
         check(any(mode_of(r) == mode for r in extra), "%s: --%s has its Role" % (name, mode))
     roles = [r for r in all_roles if not mode_of(r)]
-    check(len(roles) == 1, name + ": one Lease Role", str([r["metadata"]["name"]
-                                                           for r in roles]))
+    if sharded:
+        check_shard_rbac(name, objs, roles)
+        roles = []
+    else:
+        check(len(roles) == 1, name + ": one Lease Role", str([r["metadata"]["name"]
+                                                               for r in roles]))
     for role in roles:
         for rule in role.get("rules", []):
             r = "%s: rule %s" % (name, rule)
@@ -221,6 +300,7 @@ def check_render(path, objs):
     deps = [o for o in objs if o["kind"] == "Deployment"]
     leases = set()
     modes = set()
+    sharded = set()
     for dep in deps:
         dname = "%s:%s" % (name, dep["metadata"]["name"])
         pod = dep["spec"]["template"]["spec"]
@@ -239,6 +319,7 @@ def check_render(path, objs):
         lease = check_leaderd(dname, dep, sidecar, native)
         leases.add(lease)
         args = sidecar.get("args", [])
+        sharded.add(is_sharded(sidecar))
         label = [a.split("=", 1)[1] for a in args if a.startswith("--pod-label=")]
         if label:
             modes.add("pod-label")
@@ -259,6 +340,12 @@ def check_render(path, objs):
                   dname + ": readiness /leader on leaderd's port 4040")
         if gated:
             check_strategy(dname, dep)
+        elif is_sharded(sidecar):
+            script = " ".join(" ".join(c.get("command", []) + c.get("args", [])) for c in apps)
+            check('curl -fs "http://localhost:4040/shard?key=' in script,
+                  dname + ": the app asks `curl -fs localhost:4040/shard?key=...`")
+            check("trap" in script and "TERM" in script,
+                  dname + ": the app's shell exits on SIGTERM")
         elif not label:
             script = " ".join(" ".join(c.get("command", []) + c.get("args", [])) for c in apps)
             check("curl -fs http://localhost:4040/leader" in script,
@@ -270,7 +357,8 @@ def check_render(path, objs):
               dname + ": uses the ServiceAccount of the base")
     check(len(leases) <= 1, name + ": one Lease name", str(leases))
     lease = next(iter(leases)) if leases else "my-operator"
-    check_rbac(name, objs, lease, frozenset(modes))
+    check(len(sharded) <= 1, name + ": all or no Deployment in shard mode")
+    check_rbac(name, objs, lease, frozenset(modes), sharded=True in sharded)
     check(not any(o["kind"] == "PodDisruptionBudget" and
                   (o["spec"].get("minAvailable") not in (None, 0))
                   for o in objs), name + ": no PodDisruptionBudget with minAvailable")
@@ -286,9 +374,9 @@ def main():
     ok, out = yamllint()
     check(ok, "yamllint deploy/", out)
     dirs = kustomizations()
-    check(len(dirs) >= 4, "deploy/ has the base and three examples",
+    check(len(dirs) >= 5, "deploy/ has the base and four examples",
           str([os.path.relpath(d, REPO) for d in dirs]))
-    seen = {"native": False, "plain": False, "gated": False}
+    seen = {"native": False, "plain": False, "gated": False, "sharded": False}
     for path in dirs:
         objs, err = render(path)
         rel = os.path.relpath(path, REPO)
@@ -301,9 +389,13 @@ def main():
             seen["plain"] |= any(is_leaderd(c) for c in pod.get("containers", []))
             seen["gated"] |= any(probe_path(c.get("readinessProbe"))[0] == "/leader"
                                  for c in pod.get("containers", []))
+            seen["sharded"] |= any(is_leaderd(c) and is_sharded(c)
+                                   for c in pod.get("initContainers", [])
+                                   + pod.get("containers", []))
     check(seen["native"], "an example with leaderd as a native sidecar")
     check(seen["plain"], "an example with leaderd as a plain container")
     check(seen["gated"], "an example gating Service traffic on /leader")
+    check(seen["sharded"], "an example of a shard group (--shards)")
     print("deploy: %d passed, %d failed, 0 skipped"
           % (results["passed"], results["failed"]))
     return 1 if results["failed"] else 0
