@@ -240,16 +240,22 @@ static void render_election(struct tbuf *b, const struct ld_snapshot *snap,
            "Wall time of this replica's last successful renewal (Unix seconds), 0 if "
            "never.");
     int64_t us = snap->last_renew_wall_us > 0 ? snap->last_renew_wall_us : 0;
+    for (uint32_t i = 0; g && t && i < t->n_shards; i++) {
+        if (t->shards[i].last_renew_wall_us > us)
+            us = t->shards[i].last_renew_wall_us; /* the latest of any shard */
+    }
     tb_printf(b, "leaderd_last_renew_timestamp_seconds %lld.%06lld\n",
               (long long)(us / 1000000), (long long)(us % 1000000));
-
-    header(b, "leaderd_is_leader", "gauge",
-           "1 while this replica leads (same as leader_election_master_status).");
-    tb_printf(b, "leaderd_is_leader %d\n", leader ? 1 : 0);
-
-    header(b, "leaderd_term", "gauge",
-           "leaseTransitions of the observed lease record (the fencing term).");
-    tb_printf(b, "leaderd_term %lld\n", (long long)snap->term);
+    /* One Lease's leadership and term; a shard group has its per-shard
+     * lines instead. */
+    if (!g) {
+        header(b, "leaderd_is_leader", "gauge",
+               "1 while this replica leads (same as leader_election_master_status).");
+        tb_printf(b, "leaderd_is_leader %d\n", leader ? 1 : 0);
+        header(b, "leaderd_term", "gauge",
+               "leaseTransitions of the observed lease record (the fencing term).");
+        tb_printf(b, "leaderd_term %lld\n", (long long)snap->term);
+    }
 
     header(b, "leaderd_observed", "gauge",
            "1 once the lease (or its absence) has been observed, else 0.");

@@ -578,7 +578,22 @@ START_TEST(metrics_in_shard_mode)
     ck_assert_int_eq(count_prefix(r.body, "# HELP leaderd_shard_members "), 1);
     ck_assert(has_line(r.body, "leaderd_shard_members 2"));
     ck_assert(strstr(r.body, "\nleaderd_build_info{") != NULL);
+    /* One Lease's leadership and term mean nothing for a group. */
+    ck_assert(!strstr(r.body, "\nleaderd_is_leader "));
+    ck_assert(!strstr(r.body, "\nleaderd_term "));
+    ck_assert(has_line(r.body, "leaderd_observed 1"));
     ld_http_reply_clear(&r);
+
+    /* The last renewal is the latest of any shard's. */
+    struct ld_shard_entry e[2] = {{.leader = "a", .last_renew_wall_us = 5000000},
+                                  {.leader = "b", .last_renew_wall_us = 7250000}};
+    struct ld_shardsnap *two = ld_shardsnap_new(true, e, 2, NULL, 0);
+    struct ld_shardgroup *g2 = new_group(NULL, 2);
+    ck_assert_int_eq(route("GET", "/metrics", NULL, 0, g2, &snap, two, &m, now, &r), 0);
+    ck_assert(has_line(r.body, "leaderd_last_renew_timestamp_seconds 7.250000"));
+    ld_http_reply_clear(&r);
+    ld_shardsnap_unref(two);
+    ld_shardgroup_free(g2);
 
     /* Judged at render time; no table yet is all zeros. */
     char *text = NULL;
