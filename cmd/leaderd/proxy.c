@@ -755,6 +755,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         q->mc = c;
         q->method = method;
         decide(q);
+        /* A client waiting for "100 Continue" before it sends the body
+         * gets the refusal instead, and sends nothing. */
+        const char *expect = header(c, "Expect");
+        if (q->verdict.status && expect && strcasecmp(expect, "100-continue") == 0)
+            return answer_status(q, &q->verdict);
         return MHD_YES;
     }
     if (*upload_size > 0) {

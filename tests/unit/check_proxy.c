@@ -514,6 +514,7 @@ struct call {
     char got_header[256]; /* the response's X-Upstream header */
     CURLcode rc;
     double seconds;
+    curl_off_t uploaded; /* body bytes curl sent */
 };
 
 static size_t call_body(char *b, size_t size, size_t n, void *ud)
@@ -566,6 +567,7 @@ static void *call_run(void *arg)
     c->rc = curl_easy_perform(e);
     c->seconds = (double)(ld_mono_ms() - t0) / 1000.0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &c->status);
+    curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &c->uploaded);
     curl_slist_free_all(h);
     curl_easy_cleanup(e);
     return NULL;
@@ -731,6 +733,48 @@ START_TEST(proxy_streams_reads)
 }
 END_TEST
 
+/* Answers without a body stay without one; an oversized body announced
+ * with Expect: 100-continue is refused before it is sent. */
+START_TEST(proxy_empty_answers_and_early_413)
+{
+    struct rig r;
+    rig_start(&r);
+    httpfake_push(r.fake, &(struct hf_response){.status = 204});
+    struct call c = {.base = r.base, .method = "DELETE", .target = "/x"};
+    call_run(&c);
+    ck_assert_int_eq(c.rc, CURLE_OK);
+    ck_assert_int_eq(c.status, 204);
+    ck_assert_uint_eq(c.resp_len, 0);
+
+    size_t big_len = LD_PROXY_MAX_BODY + 1;
+    char *big = malloc(big_len + 1);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'x', big_len);
+    big[big_len] = '\0';
+    struct call b = {.base = r.base,
+                     .method = "POST",
+                     .target = "/y",
+                     .body = big,
+                     .headers = {"Expect: 100-continue", NULL}};
+    call_run(&b);
+    ck_assert_int_eq(b.status, 413);
+    ck_assert_ptr_nonnull(strstr(b.resp, "RequestEntityTooLarge"));
+    ck_assert_int_eq(b.uploaded, 0);
+    /* Without Expect the body is read (and dropped) and then refused. */
+    struct call d = {.base = r.base,
+                     .method = "POST",
+                     .target = "/y",
+                     .body = big,
+                     .headers = {"Expect:", NULL}};
+    call_run(&d);
+    ck_assert_int_eq(d.status, 413);
+    ck_assert_int_eq(d.uploaded, (curl_off_t)big_len);
+    free(big);
+    ck_assert_int_eq(httpfake_request_count(r.fake), 1);
+    rig_stop(&r);
+}
+END_TEST
+
 static Suite *proxy_suite(void)
 {
     Suite *s = suite_create("proxy");
@@ -753,6 +797,7 @@ static Suite *proxy_suite(void)
     tcase_add_test(tp, proxy_cuts_a_write_on_publish);
     tcase_add_test(tp, proxy_cuts_a_write_by_time);
     tcase_add_test(tp, proxy_streams_reads);
+    tcase_add_test(tp, proxy_empty_answers_and_early_413);
     suite_add_tcase(s, tp);
     return s;
 }
