@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -475,7 +476,8 @@ static void rig_publish(struct rig *r, int64_t lead_ms)
     ld_state_publish(&r->st, &s);
 }
 
-static void rig_start(struct rig *r)
+/* token_file NULL: the static token "leaderd-token". */
+static void rig_start_with(struct rig *r, const char *token_file)
 {
     struct ld_kube_config kc;
     char err[256];
@@ -484,7 +486,10 @@ static void rig_start(struct rig *r)
     ck_assert_ptr_nonnull(r->fake);
     ld_kube_config_init(&kc);
     kc.server = strdup(httpfake_url(r->fake));
-    kc.token = strdup("leaderd-token");
+    if (token_file)
+        kc.token_file = strdup(token_file);
+    else
+        kc.token = strdup("leaderd-token");
     ld_state_init(&r->st, "ns/lease", "me", 0);
     ld_metrics_init(&r->m);
     rig_publish(r, 60000);
@@ -492,6 +497,11 @@ static void rig_start(struct rig *r)
     ck_assert_msg(r->proxy != NULL, "%s", err);
     ld_kube_config_clear(&kc);
     snprintf(r->base, sizeof(r->base), "http://127.0.0.1:%d", ld_proxy_port(r->proxy));
+}
+
+static void rig_start(struct rig *r)
+{
+    rig_start_with(r, NULL);
 }
 
 static void rig_stop(struct rig *r)
@@ -733,6 +743,46 @@ START_TEST(proxy_streams_reads)
 }
 END_TEST
 
+static void write_token(const char *path, const char *token)
+{
+    char tmp[256];
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(token, f);
+    ck_assert_int_eq(fclose(f), 0);
+    /* Swapped in whole, as the kubelet does: a new inode. */
+    ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/* The proxy's token comes from leaderd's token file and follows its
+ * rotation from the next request on. */
+START_TEST(proxy_follows_token_rotation)
+{
+    char dir[] = "/tmp/check_proxy.XXXXXX", path[128];
+    struct rig r;
+    struct hf_request got;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/token", dir);
+    write_token(path, "first-token\n");
+    rig_start_with(&r, path);
+    for (int i = 0; i < 2; i++) {
+        httpfake_push(r.fake, &(struct hf_response){.status = 200, .body = "{}"});
+        struct call c = {.base = r.base, .method = "GET", .target = "/version"};
+        call_run(&c);
+        ck_assert_int_eq(c.status, 200);
+        ck_assert(httpfake_request(r.fake, i, &got));
+        ck_assert_str_eq(got.authorization,
+                         i == 0 ? "Bearer first-token" : "Bearer rotated-token");
+        hf_request_clear(&got);
+        write_token(path, "rotated-token");
+    }
+    rig_stop(&r);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 /* Answers without a body stay without one; an oversized body announced
  * with Expect: 100-continue is refused before it is sent. */
 START_TEST(proxy_empty_answers_and_early_413)
@@ -798,6 +848,7 @@ static Suite *proxy_suite(void)
     tcase_add_test(tp, proxy_cuts_a_write_by_time);
     tcase_add_test(tp, proxy_streams_reads);
     tcase_add_test(tp, proxy_empty_answers_and_early_413);
+    tcase_add_test(tp, proxy_follows_token_rotation);
     suite_add_tcase(s, tp);
     return s;
 }
