@@ -1100,7 +1100,7 @@ void ld_transport_curl_set_user_agent_suffix(struct ld_transport *t, const char 
 
 /* ---- raw exchanges ---- */
 
-CURL *ld_transport_curl_raw_easy(struct ld_transport *base, const char *target,
+CURL *ld_transport_curl_raw_easy(struct ld_transport *t, const char *target,
                                  struct curl_slist **headers, struct ld_errinfo *err)
 {
     CURL *e = NULL;
@@ -1108,21 +1108,21 @@ CURL *ld_transport_curl_raw_easy(struct ld_transport *base, const char *target,
     struct curl_slist *n = NULL;
 
     ld_errinfo_clear(err);
-    if (!base || base->ops != &tcurl_ops || !target || target[0] != '/' || !headers) {
+    if (!t || t->ops != &tcurl_ops || !target || target[0] != '/' || !headers) {
         ld_errinfo_set(err, LD_EINVAL, "transport: bad raw request");
         return NULL;
     }
-    struct tcurl *t = (struct tcurl *)base;
-    token_refresh(t, false);
-    e = curl_easy_duphandle(t->proto);
-    if (!e || asprintf(&url, "%s%s", t->base, target) < 0) {
+    struct tcurl *tc = (struct tcurl *)t;
+    token_refresh(tc, false);
+    e = curl_easy_duphandle(tc->proto);
+    if (!e || asprintf(&url, "%s%s", tc->base, target) < 0) {
         url = NULL;
         goto oom;
     }
     if (curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK)
         goto oom;
-    if (t->token) {
-        if (asprintf(&auth, "Authorization: Bearer %s", t->token) < 0) {
+    if (tc->token) {
+        if (asprintf(&auth, "Authorization: Bearer %s", tc->token) < 0) {
             auth = NULL;
             goto oom;
         }

@@ -632,7 +632,7 @@ static enum MHD_Result respond_upstream(struct preq *q)
 static enum MHD_Result forward(struct preq *q)
 {
     struct ld_errinfo err;
-    CURLcode c = CURLE_OK;
+    CURLcode c;
     q->conn = conn_get(q->mc);
     if (!q->conn)
         return answer_plain(q, 500, "InternalError",
@@ -755,6 +755,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         q->mc = c;
         q->method = method;
         decide(q);
+        /* A client waiting for "100 Continue" before it sends the body
+         * gets the refusal instead, and sends nothing. */
+        const char *expect = header(c, "Expect");
+        if (q->verdict.status && expect && strcasecmp(expect, "100-continue") == 0)
+            return answer_status(q, &q->verdict);
         return MHD_YES;
     }
     if (*upload_size > 0) {
@@ -854,11 +859,18 @@ static int bound_port(int fd)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
+    memset(&ss, 0, sizeof(ss));
     if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
         return -1;
-    if (ss.ss_family == AF_INET6)
-        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    /* Copies, not casts: the storage is only as typed as its family says. */
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 a6;
+        memcpy(&a6, &ss, sizeof(a6));
+        return ntohs(a6.sin6_port);
+    }
+    struct sockaddr_in a4;
+    memcpy(&a4, &ss, sizeof(a4));
+    return ntohs(a4.sin_port);
 }
 
 struct ld_proxy *ld_proxy_start(const char *host, int port,

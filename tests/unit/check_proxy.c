@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -475,7 +476,8 @@ static void rig_publish(struct rig *r, int64_t lead_ms)
     ld_state_publish(&r->st, &s);
 }
 
-static void rig_start(struct rig *r)
+/* token_file NULL: the static token "leaderd-token". */
+static void rig_start_with(struct rig *r, const char *token_file)
 {
     struct ld_kube_config kc;
     char err[256];
@@ -484,7 +486,10 @@ static void rig_start(struct rig *r)
     ck_assert_ptr_nonnull(r->fake);
     ld_kube_config_init(&kc);
     kc.server = strdup(httpfake_url(r->fake));
-    kc.token = strdup("leaderd-token");
+    if (token_file)
+        kc.token_file = strdup(token_file);
+    else
+        kc.token = strdup("leaderd-token");
     ld_state_init(&r->st, "ns/lease", "me", 0);
     ld_metrics_init(&r->m);
     rig_publish(r, 60000);
@@ -492,6 +497,11 @@ static void rig_start(struct rig *r)
     ck_assert_msg(r->proxy != NULL, "%s", err);
     ld_kube_config_clear(&kc);
     snprintf(r->base, sizeof(r->base), "http://127.0.0.1:%d", ld_proxy_port(r->proxy));
+}
+
+static void rig_start(struct rig *r)
+{
+    rig_start_with(r, NULL);
 }
 
 static void rig_stop(struct rig *r)
@@ -514,6 +524,7 @@ struct call {
     char got_header[256]; /* the response's X-Upstream header */
     CURLcode rc;
     double seconds;
+    curl_off_t uploaded; /* body bytes curl sent */
 };
 
 static size_t call_body(char *b, size_t size, size_t n, void *ud)
@@ -566,6 +577,7 @@ static void *call_run(void *arg)
     c->rc = curl_easy_perform(e);
     c->seconds = (double)(ld_mono_ms() - t0) / 1000.0;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &c->status);
+    curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &c->uploaded);
     curl_slist_free_all(h);
     curl_easy_cleanup(e);
     return NULL;
@@ -731,6 +743,88 @@ START_TEST(proxy_streams_reads)
 }
 END_TEST
 
+static void write_token(const char *path, const char *token)
+{
+    char tmp[256];
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(token, f);
+    ck_assert_int_eq(fclose(f), 0);
+    /* Swapped in whole, as the kubelet does: a new inode. */
+    ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/* The proxy's token comes from leaderd's token file and follows its
+ * rotation from the next request on. */
+START_TEST(proxy_follows_token_rotation)
+{
+    char dir[] = "/tmp/check_proxy.XXXXXX", path[128];
+    struct rig r;
+    struct hf_request got;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/token", dir);
+    write_token(path, "first-token\n");
+    rig_start_with(&r, path);
+    for (int i = 0; i < 2; i++) {
+        httpfake_push(r.fake, &(struct hf_response){.status = 200, .body = "{}"});
+        struct call c = {.base = r.base, .method = "GET", .target = "/version"};
+        call_run(&c);
+        ck_assert_int_eq(c.status, 200);
+        ck_assert(httpfake_request(r.fake, i, &got));
+        ck_assert_str_eq(got.authorization,
+                         i == 0 ? "Bearer first-token" : "Bearer rotated-token");
+        hf_request_clear(&got);
+        write_token(path, "rotated-token");
+    }
+    rig_stop(&r);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* Answers without a body stay without one; an oversized body announced
+ * with Expect: 100-continue is refused before it is sent. */
+START_TEST(proxy_empty_answers_and_early_413)
+{
+    struct rig r;
+    rig_start(&r);
+    httpfake_push(r.fake, &(struct hf_response){.status = 204});
+    struct call c = {.base = r.base, .method = "DELETE", .target = "/x"};
+    call_run(&c);
+    ck_assert_int_eq(c.rc, CURLE_OK);
+    ck_assert_int_eq(c.status, 204);
+    ck_assert_uint_eq(c.resp_len, 0);
+
+    size_t big_len = LD_PROXY_MAX_BODY + 1;
+    char *big = malloc(big_len + 1);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'x', big_len);
+    big[big_len] = '\0';
+    struct call b = {.base = r.base,
+                     .method = "POST",
+                     .target = "/y",
+                     .body = big,
+                     .headers = {"Expect: 100-continue", NULL}};
+    call_run(&b);
+    ck_assert_int_eq(b.status, 413);
+    ck_assert_ptr_nonnull(strstr(b.resp, "RequestEntityTooLarge"));
+    ck_assert_int_eq(b.uploaded, 0);
+    /* Without Expect the body is read (and dropped) and then refused. */
+    struct call d = {.base = r.base,
+                     .method = "POST",
+                     .target = "/y",
+                     .body = big,
+                     .headers = {"Expect:", NULL}};
+    call_run(&d);
+    ck_assert_int_eq(d.status, 413);
+    ck_assert_int_eq(d.uploaded, (curl_off_t)big_len);
+    free(big);
+    ck_assert_int_eq(httpfake_request_count(r.fake), 1);
+    rig_stop(&r);
+}
+END_TEST
+
 static Suite *proxy_suite(void)
 {
     Suite *s = suite_create("proxy");
@@ -753,6 +847,8 @@ static Suite *proxy_suite(void)
     tcase_add_test(tp, proxy_cuts_a_write_on_publish);
     tcase_add_test(tp, proxy_cuts_a_write_by_time);
     tcase_add_test(tp, proxy_streams_reads);
+    tcase_add_test(tp, proxy_empty_answers_and_early_413);
+    tcase_add_test(tp, proxy_follows_token_rotation);
     suite_add_tcase(s, tp);
     return s;
 }
