@@ -399,6 +399,77 @@ class TestApiProxyFencing(ApiProxyBase):
         self.assertLessEqual(len([a for a in answers if a[1] == 200]), len(applied))
 
 
+class TestApiProxyShards(unittest.TestCase):
+    """Shard mode: two replicas share 4 shards; a write passes through a
+    replica's proxy only with X-Leaderd-Shard naming a shard that replica
+    owns: 503 for a shard the other owns, 404 for no such shard, 400 without
+    the header; reads pass without one."""
+    clients = ["r1", "r2"]
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="leaderd-apiproxy-shards-")
+        self.api = ApiServer(os.path.join(self.dir, "api"), self.clients)
+        self.replicas = []
+        self.proxy_port = {}
+        try:
+            self.api.start()
+            self.api.control("POST", "pods", {"namespace": NS, "name": "app",
+                                              "labels": {"app": "demo"}})
+            for c in self.clients:
+                self.proxy_port[c] = free_port()
+                r = Replica(self.api, c, self.dir, lease="work",
+                            extra_args=["--shards", "4", "--api-proxy",
+                                        "127.0.0.1:%d" % self.proxy_port[c]])
+                self.replicas.append(r.start())
+        except BaseException:
+            self.tearDown()
+            raise
+
+    def tearDown(self):
+        stop_all(self, self.replicas)
+        self.api.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def owned(self, replica):
+        status, body = replica.get("/shards")
+        return json.loads(body)["owned"] if status == 200 else []
+
+    def test_writes_need_an_owned_shard(self):
+        def balanced():
+            return all(len(self.owned(r)) == 2 for r in self.replicas)
+        wait_until(balanced, FAST["lease_duration"] * 3 + SCHED_SLACK,
+                   what="two shards each")
+        a, b = self.replicas
+        mine, theirs = self.owned(a)[0], self.owned(b)[0]
+        port = self.proxy_port[a.client]
+        patch = {"metadata": {"labels": {"written": "yes"}}}
+        h = {"Content-Type": MERGE}
+
+        status, _, body = proxy_request(port, "PATCH", POD, patch,
+                                        dict(h, **{"X-Leaderd-Shard": mine}))
+        self.assertEqual(status, 200, body)
+        status, headers, body = proxy_request(port, "PATCH", POD, patch,
+                                              dict(h, **{"X-Leaderd-Shard": theirs}))
+        self.assertEqual(status, 503, body)
+        self.assertNotIn("retry-after", headers)
+        doc = json.loads(body)
+        self.assertEqual((doc["kind"], doc["status"], doc["reason"]),
+                         ("Status", "Failure", "ServiceUnavailable"))
+        self.assertIn(b.identity, doc["message"])
+        status, _, body = proxy_request(port, "PATCH", POD, patch,
+                                        dict(h, **{"X-Leaderd-Shard": "9"}))
+        self.assertEqual(status, 404, body)
+        status, _, body = proxy_request(port, "PATCH", POD, patch, h)
+        self.assertEqual(status, 400, body)
+        self.assertIn(b"X-Leaderd-Shard", body)
+        status, _, body = proxy_request(port, "GET", POD)
+        self.assertEqual(status, 200, body)
+        # Exactly the one write reached the server, from a's own client.
+        writes = [e for e in self.api.control("GET", "pods/log")["log"]
+                  if e["client"] != "_control"]
+        self.assertEqual([e["client"] for e in writes], [a.client], writes)
+
+
 class TestApiProxyConfig(unittest.TestCase):
     def test_a_non_loopback_address_exits_2(self):
         for addr in ("0.0.0.0:8001", ":8001", "10.1.2.3:8001", "[::]:8001",
