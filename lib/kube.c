@@ -169,8 +169,9 @@ struct acall {
     bool no_answer; /* the body is not a Lease (DELETE) */
     int64_t started_ms;
     ld_kube_lease_fn done;
-    ld_kube_stream_data_fn data; /* streams */
-    ld_kube_stream_end_fn end;   /* streams */
+    ld_kube_lease_list_fn list_done; /* a LIST: instead of done */
+    ld_kube_stream_data_fn data;     /* streams */
+    ld_kube_stream_end_fn end;       /* streams */
     void *ctx;
     struct acall *next;
 };
@@ -259,6 +260,55 @@ out:
     return rc;
 }
 
+/* A 2xx answer to a LIST: its items decoded into a new array (*items,
+ * free each with ld_lease_clear, then the array); items that are no Lease
+ * are skipped, so one malformed object does not hide the others. */
+static enum ld_err list_answer(const struct acall *c, const struct ld_http_result *r,
+                               struct ld_lease **items, size_t *n, struct ld_errinfo *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(r->body ? r->body : "", r->body_len, 0, &je);
+    json_t *arr = json_is_object(root) ? json_object_get(root, "items") : NULL;
+    enum ld_err rc = LD_OK;
+    *items = NULL;
+    *n = 0;
+    if (!json_is_array(arr)) {
+        rc = ld_errinfo_set(err, LD_EDECODE, "%s %s: HTTP %ld body is not a LeaseList",
+                            c->verb, c->rel, r->status);
+        goto out;
+    }
+    *items = calloc(json_array_size(arr) + 1, sizeof(**items));
+    if (!*items) {
+        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+        goto out;
+    }
+    size_t i;
+    json_t *item;
+    json_array_foreach(arr, i, item)
+    {
+        struct ld_lease *l = &(*items)[*n];
+        ld_lease_init(l);
+        if (ld_lease_from_json(item, l, err) == LD_OK) {
+            (*n)++;
+            continue;
+        }
+        ld_log(LD_LOG_WARN, "%s %s: item %zu skipped: %s", c->verb, c->rel, i, err->msg);
+        ld_lease_clear(l);
+    }
+    ld_errinfo_clear(err);
+out:
+    err->http_status = r->status;
+    json_decref(root);
+    return rc;
+}
+
+static void free_items(struct ld_lease *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ld_lease_clear(&items[i]);
+    free(items);
+}
+
 static enum ld_err submit_exchange(struct acall *c, struct ld_errinfo *err);
 
 static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result *r)
@@ -267,6 +317,8 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
     struct ld_kube *k = c->k;
     struct ld_errinfo err;
     struct ld_lease lease;
+    struct ld_lease *items = NULL;
+    size_t n_items = 0;
     enum ld_err rc;
     (void)hid;
 
@@ -285,6 +337,8 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
         rc = r->rc;
     } else if (r->status < 200 || r->status >= 300) {
         rc = http_error(c, r, &err);
+    } else if (c->list_done) {
+        rc = list_answer(c, r, &items, &n_items, &err);
     } else if (c->no_answer) {
         rc = LD_OK; /* a DELETE: the status says it all */
         err.http_status = r->status;
@@ -292,8 +346,13 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
         rc = lease_answer(c, r, &lease, &err);
     }
     acall_unlink(k, c);
-    c->done(c->ctx, c->id, rc, rc == LD_OK && !c->no_answer ? &lease : NULL, &err);
+    if (c->list_done)
+        c->list_done(c->ctx, c->id, rc, rc == LD_OK ? items : NULL,
+                     rc == LD_OK ? n_items : 0, &err);
+    else
+        c->done(c->ctx, c->id, rc, rc == LD_OK && !c->no_answer ? &lease : NULL, &err);
     ld_lease_clear(&lease);
+    free_items(items, n_items);
     acall_free(c);
 }
 
@@ -307,12 +366,15 @@ static enum ld_err submit_exchange(struct acall *c, struct ld_errinfo *err)
     return ld_transport_submit(c->k->t, &req, on_acall_done, c, &c->hid, err);
 }
 
-/* Starts verb on rel (relative to API_PREFIX); takes rel and body over.
- * want_name NULL: any 2xx is the answer (a DELETE's body is not a Lease). */
-static enum ld_err start_call(struct ld_kube *k, const char *verb, char *rel, char *body,
-                              const char *want_name, int64_t timeout_ms,
-                              ld_kube_lease_fn fn, void *ctx, ld_kube_call *call,
-                              struct ld_errinfo *err)
+/* Starts verb on rel (relative to API_PREFIX) with query ("" or
+ * "name=value&" parameters, escaped) before the timeout; takes rel and
+ * body over. want_name NULL: any 2xx is the answer (a DELETE's body is not
+ * a Lease). list_fn instead of fn: the answer is a LeaseList. */
+static enum ld_err start_call_query(struct ld_kube *k, const char *verb, char *rel,
+                                    const char *query, char *body, const char *want_name,
+                                    int64_t timeout_ms, ld_kube_lease_fn fn,
+                                    ld_kube_lease_list_fn list_fn, void *ctx,
+                                    ld_kube_call *call, struct ld_errinfo *err)
 {
     enum ld_err rc = LD_OK;
     struct acall *c = calloc(1, sizeof(*c));
@@ -327,15 +389,16 @@ static enum ld_err start_call(struct ld_kube *k, const char *verb, char *rel, ch
     c->rel = rel;
     c->body = body;
     c->done = fn;
+    c->list_done = list_fn;
     c->ctx = ctx;
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : k->timeout_ms;
     if (c->timeout_ms > MAX_TIMEOUT_MS)
         c->timeout_ms = MAX_TIMEOUT_MS;
     /* client-go sends the client timeout so the server gives up first (504). */
     long long tos = c->timeout_ms / 1000 > 0 ? c->timeout_ms / 1000 : 1;
-    c->no_answer = !want_name;
+    c->no_answer = !want_name && !list_fn;
     c->want_name = strdup(want_name ? want_name : "");
-    if (asprintf(&c->full, API_PREFIX "%s?timeout=%llds", rel, tos) < 0)
+    if (asprintf(&c->full, API_PREFIX "%s?%stimeout=%llds", rel, query, tos) < 0)
         c->full = NULL;
     if (!c->want_name || !c->full) {
         rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
@@ -353,6 +416,14 @@ out:
     if (rc != LD_OK)
         acall_free(c);
     return rc;
+}
+static enum ld_err start_call(struct ld_kube *k, const char *verb, char *rel, char *body,
+                              const char *want_name, int64_t timeout_ms,
+                              ld_kube_lease_fn fn, void *ctx, ld_kube_call *call,
+                              struct ld_errinfo *err)
+{
+    return start_call_query(k, verb, rel, "", body, want_name, timeout_ms, fn, NULL, ctx,
+                            call, err);
 }
 
 void ld_kube_cancel(struct ld_kube *k, ld_kube_call call)
@@ -676,6 +747,40 @@ enum ld_err ld_kube_lease_delete_start(struct ld_kube *k, const char *ns,
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
     }
     return start_call(k, "DELETE", p.rel, p.body, NULL, timeout_ms, fn, ctx, call, err);
+}
+
+static char *query_escape(const char *s);
+
+enum ld_err ld_kube_lease_list_start(struct ld_kube *k, const char *ns,
+                                     const char *label_selector, int64_t timeout_ms,
+                                     ld_kube_lease_list_fn fn, void *ctx,
+                                     ld_kube_call *call, struct ld_errinfo *err)
+{
+    struct ld_errinfo local;
+    char *rel = NULL, *esc = NULL, *query = NULL;
+    enum ld_err rc;
+    err = begin(err, &local);
+    if (!k || !fn || !call)
+        return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
+    if (!ld_dns1123_label(ns ? ns : ""))
+        return ld_errinfo_set(err, LD_EINVAL, "namespace %.64s is not a DNS-1123 label",
+                              ns ? ns : "(null)");
+    bool selective = label_selector && label_selector[0];
+    if (asprintf(&rel, "/namespaces/%s/leases", ns) < 0)
+        rel = NULL;
+    if (selective && (esc = query_escape(label_selector)) &&
+        asprintf(&query, "labelSelector=%s&", esc) < 0)
+        query = NULL;
+    if (!rel || (selective && !query)) {
+        free(rel);
+        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    } else {
+        rc = start_call_query(k, "GET", rel, query ? query : "", NULL, NULL, timeout_ms,
+                              NULL, fn, ctx, call, err);
+    }
+    free(esc);
+    free(query);
+    return rc;
 }
 
 /* ---- watch ---- */

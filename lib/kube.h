@@ -124,6 +124,23 @@ enum ld_err ld_kube_lease_delete_start(struct ld_kube *k, const char *ns,
                                        ld_kube_lease_fn fn, void *ctx, ld_kube_call *call,
                                        struct ld_errinfo *err);
 
+/* The answer to a LIST: on LD_OK the n Leases that decoded (items
+ * borrowed for the callback; an item that is no Lease is skipped and
+ * logged), else items NULL, n 0 and err says why. */
+typedef void (*ld_kube_lease_list_fn)(void *ctx, ld_kube_call call, enum ld_err rc,
+                                      const struct ld_lease *items, size_t n,
+                                      const struct ld_errinfo *err);
+
+/* Starts a LIST of the Leases of ns matching label_selector (NULL or "":
+ * all), in one page, with the checks, errors and 401 retry of the other
+ * calls; as they do, LD_OK with *call set and fn called once later, or an
+ * error with err set and no callback. For a caller whose watch is down
+ * and who still must learn of Leases that are no election of its own. */
+enum ld_err ld_kube_lease_list_start(struct ld_kube *k, const char *ns,
+                                     const char *label_selector, int64_t timeout_ms,
+                                     ld_kube_lease_list_fn fn, void *ctx,
+                                     ld_kube_call *call, struct ld_errinfo *err);
+
 /* What a watch covers: one Lease by name (fieldSelector metadata.name, so
  * RBAC's resourceNames apply) or the Leases matching a label selector. */
 struct ld_kube_watch_spec {

@@ -283,11 +283,41 @@ static bool poll_fields_differ(const struct ld_http_view *a, const struct ld_htt
            strcmp(a->leader, b->leader) != 0;
 }
 
+/* Shard mode renders events only while someone streams: with 1024 shards
+ * one is a few hundred KiB, and the ring would keep EVENT_RING of them for
+ * nobody. Without streams a change only takes the next id and the ring is
+ * emptied; the next stream to open gets the current event, rendered then
+ * (ensure_current_locked). */
+static void drop_events_locked(struct ld_http_holds *hs)
+{
+    for (size_t i = 0; i < EVENT_RING; i++) {
+        evtext_unref(hs->ring[i].t);
+        hs->ring[i].t = NULL;
+    }
+}
+
+/* Shard mode: makes sure the ring holds the current event (id hs->seq,
+ * for hs->table as judged at table_at_ms, the view it stands for). 0, or
+ * -1 when memory ran out. */
+static int ensure_current_locked(struct ld_http_holds *hs)
+{
+    struct ld_snapshot snap;
+    size_t len = 0;
+    const struct event *slot = &hs->ring[hs->seq % EVENT_RING];
+    if (!hs->group || (slot->t && slot->id == hs->seq))
+        return 0;
+    ld_state_read(hs->st, &snap);
+    char *ev = ld_http_render_shards_event(true, hs->seq, hs->group, &snap, hs->table,
+                                           hs->table_at_ms, &len);
+    return ev ? store_event_locked(hs, hs->seq, ev, len) : -1;
+}
+
 /* Shard mode's refresh: the table is taken by reference and rendered
  * without the state's mutex (ld_state_read_shards), whatever its size.
  * When any shard's leader, term or is_leader, or the members, differ from
- * what the last event showed, renders the next "shards" event, wakes every
- * stream, and answers each held /shards/ID poll whose shard changed. */
+ * what the last event showed, makes the next "shards" event (rendered when
+ * someone streams), wakes every stream, and answers each held /shards/ID
+ * poll whose shard changed. */
 static void refresh_shards_locked(struct ld_http_holds *hs, int64_t now)
 {
     struct ld_snapshot snap;
@@ -300,11 +330,17 @@ static void refresh_shards_locked(struct ld_http_holds *hs, int64_t now)
         return;
     }
     uint64_t seq = hs->have_view ? hs->seq + 1 : hs->seq;
-    char *ev = ld_http_render_shards_event(true, seq, hs->group, &snap, t, now, &len);
-    if (!ev || store_event_locked(hs, seq, ev, len) != 0) {
-        ld_shardsnap_unref(t);
-        hs->retry_at_ms = now + RETRY_MS;
-        return;
+    if (hs->nsubs > 0) {
+        char *ev = ld_http_render_shards_event(true, seq, hs->group, &snap, t, now, &len);
+        if (!ev || store_event_locked(hs, seq, ev, len) != 0) {
+            ld_shardsnap_unref(t);
+            hs->retry_at_ms = now + RETRY_MS;
+            return;
+        }
+    } else {
+        drop_events_locked(hs);
+        hs->seq = seq;
+        hs->have_view = true;
     }
     hs->retry_at_ms = INT64_MAX;
     ld_shardsnap_unref(hs->table);
@@ -680,7 +716,7 @@ enum ld_http_watch_rc ld_http_watch_open(struct ld_http_holds *hs,
     pthread_mutex_lock(&hs->mu);
     refresh_locked(hs, ld_mono_ms());
     bool full = hs->stopping || !hs->have_view || hs->nsubs >= hs->max_subs;
-    if (!full)
+    if (!full && ensure_current_locked(hs) == 0)
         x = new_hold_locked(hs, c, HOLD_WATCH);
     if (x) {
         /* The current state supersedes any event a reconnecting client

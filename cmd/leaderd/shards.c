@@ -30,7 +30,8 @@
 #define HEARTBEAT_MS 1000
 
 #define MEMBER 0
-/* After joining, the watch's time to show the other members' renewals. */
+/* After joining without a list of the group, the watch's time to show the
+ * other members' renewals. */
 #define JOIN_SETTLE_MS 1000
 
 struct slot {
@@ -59,6 +60,16 @@ struct ld_shards {
     bool member_live;             /* our member election led at its last publish */
     int64_t contend_after_ms;     /* no claims before: see observe_member */
     char *member_uid, *member_rv; /* of our member Lease as last seen */
+
+    /* While the group's watch is down (or not yet up) other members can
+     * only be seen by listing the group, every retry period. */
+    bool watch_healthy;
+    bool listing;
+    ld_kube_call list_call;
+    int64_t next_list_ms;
+    int64_t list_started_ms;
+    int64_t live_since_ms; /* our member election's current term of leading */
+    bool join_list;        /* a list since then would settle the join */
 
     bool stopping;
     int64_t hold_until_ms; /* a shutdown's releases wait for Events until then */
@@ -90,14 +101,20 @@ static void observe_member(struct ld_shards *s, const struct ld_host_view *v,
 {
     ld_shardgroup_observe_own(s->group, &v->status);
     s->member_observed = v->status.observed;
-    /* Other members renew their member Leases every retry period, so one
-     * retry period (and a second for the watch) after joining, this
-     * replica knows them all. Claiming before that would take shards on
-     * the belief that it is alone, only to give them back: churn, not
-     * danger (each shard is still one Lease). */
+    s->watch_healthy = v->status.watching;
+    /* Claiming before the other members are known would take shards on the
+     * belief that this replica is alone, only to give them back: churn, not
+     * danger (each shard is still one Lease). So on joining, the group is
+     * listed at once and nothing is claimed until that answer is in; if the
+     * list fails, the other members' renewals (every retry period) will
+     * have shown them through the watch a retry period later. */
     bool live = v->status.leading && now_ms < v->status.lead_until_ms;
-    if (live && !s->member_live)
+    if (live && !s->member_live) {
+        s->live_since_ms = now_ms;
         s->contend_after_ms = now_ms + s->c.retry_period_ms + JOIN_SETTLE_MS;
+        s->join_list = true;
+        s->next_list_ms = now_ms;
+    }
     s->member_live = live;
     if (v->status.uid)
         set_str(&s->member_uid, v->status.uid);
@@ -216,6 +233,51 @@ static void on_watch_event(void *ctx)
         ld_metrics_watch_event(s->c.metrics);
 }
 
+/* ---- membership without the watch ---------------------------------------- */
+
+static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
+                      const struct ld_lease *items, size_t n,
+                      const struct ld_errinfo *err)
+{
+    struct ld_shards *s = ctx;
+    int64_t now_ms = ld_mono_ms();
+    (void)call;
+    s->listing = false;
+    if (rc != LD_OK) {
+        ld_log(LD_LOG_WARN, "listing the group's Leases failed: %s",
+               err && err->msg[0] ? err->msg : ld_strerror(rc));
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        ld_shardgroup_observe_member(s->group, &items[i], now_ms);
+    s->inputs_changed = true;
+    if (s->join_list && s->member_live && s->list_started_ms >= s->live_since_ms) {
+        s->join_list = false;
+        if (now_ms < s->contend_after_ms)
+            s->contend_after_ms = now_ms; /* every member is known: settled */
+    }
+}
+
+/* The watch tells of other members' renewals as they happen; without it
+ * (failing, or not started yet) they would expire in this replica's view
+ * and it would think itself alone, so the group is listed instead. */
+static void poll_members(struct ld_shards *s, int64_t now_ms)
+{
+    if ((s->watch_healthy && !s->join_list) || s->listing || s->stopping ||
+        now_ms < s->next_list_ms)
+        return;
+    struct ld_errinfo err;
+    s->next_list_ms = now_ms + s->c.retry_period_ms;
+    if (ld_kube_lease_list_start(s->c.kube, s->c.namespace_,
+                                 ld_shardgroup_selector(s->group), s->c.renew_deadline_ms,
+                                 on_listed, s, &s->list_call, &err) != LD_OK) {
+        ld_log(LD_LOG_WARN, "cannot list the group's Leases: %s", err.msg);
+        return;
+    }
+    s->listing = true;
+    s->list_started_ms = now_ms;
+}
+
 /* ---- decisions, once a pass ---------------------------------------------- */
 
 static void set_contending(struct ld_shards *s, uint32_t k, bool want, int64_t now_ms)
@@ -314,12 +376,16 @@ static void publish(struct ld_shards *s, int64_t now_ms)
 static int64_t after_pass(void *ctx, int64_t now_ms)
 {
     struct ld_shards *s = ctx;
+    poll_members(s, now_ms);
     if (s->inputs_changed || now_ms >= s->reassess_at_ms)
         assign(s, now_ms);
     publish(s, now_ms);
     int64_t at = s->reassess_at_ms;
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
+    if ((!s->watch_healthy || s->join_list) && !s->listing && !s->stopping &&
+        s->next_list_ms < at)
+        at = s->next_list_ms;
     return at > now_ms ? at : now_ms + 1;
 }
 
@@ -455,6 +521,8 @@ void ld_shards_free(struct ld_shards *s)
 {
     if (!s)
         return;
+    if (s->listing)
+        ld_kube_cancel(s->c.kube, s->list_call);
     ld_host_free(s->host);
     for (uint32_t k = 0; s->events && k < s->n; k++)
         ld_events_hook_clear(&s->events[k]);

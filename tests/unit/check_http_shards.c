@@ -1346,6 +1346,44 @@ START_TEST(server_watch_shard_events)
 }
 END_TEST
 
+/* Without streams changes only take ids (nothing is rendered for
+ * nobody); a stream that opens then starts with the current state under
+ * the current id, and a change after that is the next id. */
+START_TEST(server_watch_after_changes_unwatched)
+{
+    uint64_t id;
+    struct spec sp[3] = {{"me", 3, 60000}, {"other", 1, 0}, {"", 0, 0}};
+    struct resp *r = new_resp();
+    /* A long-poll makes the server take its first view now (the notifier
+     * thread may not have yet): from then on every change takes an id. */
+    fetch(NULL, "/shards/0?wait=1ms&leader=", r);
+    free(r);
+    for (int i = 0; i < 3; i++) {
+        uint64_t seq = seq_now();
+        sp[1].term++;
+        publish_shards(sp, two_members, 2);
+        ck_assert_msg(stats_until(seq_past, (long)seq, 5000), "change %d took no id", i);
+    }
+    struct sse *s = sse_start(NULL);
+    json_t *o = expect_shards_event(s, &id);
+    ck_assert_uint_eq(id, seq_now());
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(o, "shards"), 1), "term")),
+                     4);
+    json_decref(o);
+    sp[1].leader = "third";
+    publish_shards(sp, two_members, 2);
+    uint64_t id2;
+    o = expect_shards_event(s, &id2);
+    ck_assert_uint_eq(id2, id + 1);
+    ck_assert_str_eq(json_string_value(json_object_get(
+                         json_array_get(json_object_get(o, "shards"), 1), "leader")),
+                     "third");
+    json_decref(o);
+    sse_stop(s);
+}
+END_TEST
+
 static atomic_int flipping;
 
 /* Publishes tables as fast as it can: in table i every shard has term i,
@@ -1372,6 +1410,8 @@ START_TEST(server_consistent_under_concurrent_publish)
     int bad = 0, answered = 0;
     char first_bad[512] = "";
     struct resp *r = new_resp();
+    const struct spec first[3] = {{"other", 0, 0}, {"other", 0, 0}, {"", 0, 0}};
+    publish_shards(first, two_members, 1);
     atomic_store(&flipping, 1);
     ck_assert_int_eq(pthread_create(&th, NULL, flipper, NULL), 0);
     for (int i = 0; i < 100; i++) {
@@ -1479,6 +1519,7 @@ static Suite *http_shards_suite(void)
     tcase_add_test(ts, server_shard_longpoll_timeout_and_lapse);
     tcase_add_test(ts, server_key_longpoll);
     tcase_add_test(ts, server_watch_shard_events);
+    tcase_add_test(ts, server_watch_after_changes_unwatched);
     tcase_add_test(ts, server_consistent_under_concurrent_publish);
     tcase_add_test(ts, server_largest_table);
     tcase_set_timeout(ts, 60);

@@ -935,6 +935,106 @@ START_TEST(async_delete_conflict_and_cancel)
 }
 END_TEST
 
+/* ---- LIST ---- */
+
+struct listed {
+    int calls;
+    enum ld_err rc;
+    size_t n;
+    char names[4][64];
+    char holders[4][64];
+};
+
+static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
+                      const struct ld_lease *items, size_t n,
+                      const struct ld_errinfo *err)
+{
+    struct listed *l = ctx;
+    (void)err;
+    ck_assert_uint_ne(call, 0);
+    l->calls++;
+    l->rc = rc;
+    l->n = n;
+    ck_assert(rc == LD_OK || (items == NULL && n == 0));
+    for (size_t i = 0; i < n && i < 4; i++) {
+        snprintf(l->names[i], sizeof(l->names[i]), "%s", items[i].name);
+        snprintf(l->holders[i], sizeof(l->holders[i]), "%s",
+                 items[i].spec.holder ? items[i].spec.holder : "");
+    }
+}
+
+static void run_until_listed(struct listed *l)
+{
+    for (int i = 0; i < 200 && l->calls < 1; i++)
+        ld_transport_run(ld_kube_transport(kube), 100, -1);
+    ck_assert_int_eq(l->calls, 1);
+}
+
+/* A LIST by label selector: the selector is escaped into the query, every
+ * Lease that decodes is handed over, one that does not is skipped. */
+START_TEST(async_list_by_selector)
+{
+    struct ld_errinfo e;
+    struct listed l = {0};
+    ld_kube_call c = 0;
+    push(200, "{\"kind\":\"LeaseList\",\"apiVersion\":\"coordination.k8s.io/v1\","
+              "\"metadata\":{\"resourceVersion\":\"77\"},\"items\":["
+              "{\"metadata\":{\"name\":\"web-member-a\",\"namespace\":\"default\","
+              "\"resourceVersion\":\"5\"},\"spec\":{\"holderIdentity\":\"a\"}},"
+              "{\"metadata\":7},"
+              "{\"metadata\":{\"name\":\"web-0\",\"namespace\":\"default\","
+              "\"resourceVersion\":\"6\"},\"spec\":{}}]}");
+    ck_assert_int_eq(ld_kube_lease_list_start(kube, NS, "leaderd.io/shard-group=web", 0,
+                                              on_listed, &l, &c, &e),
+                     LD_OK);
+    run_until_listed(&l);
+    ck_assert_int_eq(l.rc, LD_OK);
+    ck_assert_uint_eq(l.n, 2);
+    ck_assert_str_eq(l.names[0], "web-member-a");
+    ck_assert_str_eq(l.holders[0], "a");
+    ck_assert_str_eq(l.names[1], "web-0");
+    struct hf_request r = req(0);
+    ck_assert_str_eq(r.method, "GET");
+    ck_assert_str_eq(r.path, "/apis/coordination.k8s.io/v1/namespaces/default/leases");
+    ck_assert_str_eq(r.label_selector, "leaderd.io/shard-group=web");
+    ck_assert_str_ne(r.timeout_arg, "");
+    hf_request_clear(&r);
+}
+END_TEST
+
+/* Errors reach the callback without items; a body that is no list is a
+ * decode error; bad arguments send nothing. */
+START_TEST(async_list_errors)
+{
+    struct ld_errinfo e;
+    struct listed l = {0};
+    ld_kube_call c = 0;
+    push(403, "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Forbidden\"}");
+    ck_assert_int_eq(ld_kube_lease_list_start(kube, NS, NULL, 0, on_listed, &l, &c, &e),
+                     LD_OK);
+    run_until_listed(&l);
+    ck_assert_int_ne(l.rc, LD_OK);
+    struct hf_request r = req(0);
+    ck_assert_str_eq(r.label_selector, "");
+    hf_request_clear(&r);
+
+    memset(&l, 0, sizeof(l));
+    push(200, lease_200); /* a Lease, not a LeaseList */
+    ck_assert_int_eq(ld_kube_lease_list_start(kube, NS, "", 0, on_listed, &l, &c, &e),
+                     LD_OK);
+    run_until_listed(&l);
+    ck_assert_int_eq(l.rc, LD_EDECODE);
+
+    ck_assert_int_eq(
+        ld_kube_lease_list_start(kube, "Bad_NS", NULL, 0, on_listed, &l, &c, &e),
+        LD_EINVAL);
+    ck_assert_int_eq(ld_kube_lease_list_start(kube, NS, NULL, 0, NULL, &l, &c, &e),
+                     LD_EINVAL);
+    ck_assert_int_eq(l.calls, 1);
+    ck_assert_int_eq(httpfake_request_count(fake), 2);
+}
+END_TEST
+
 START_TEST(map_status_table)
 {
     ck_assert_int_eq(ld_kube_map_status(200, NULL), LD_OK);
@@ -1159,6 +1259,8 @@ static Suite *kube_suite(void)
     tcase_add_test(tc, put_and_post_bodies);
     tcase_add_test(tc, async_get_and_delete_in_flight_together);
     tcase_add_test(tc, async_delete_conflict_and_cancel);
+    tcase_add_test(tc, async_list_by_selector);
+    tcase_add_test(tc, async_list_errors);
     tcase_add_test(tc, bad_arguments_send_nothing);
     tcase_add_test(tc, long_name_part_is_requested);
     tcase_add_test(tc, connect_refused_is_transport);

@@ -173,6 +173,8 @@ static void record(struct httpfake *f, struct MHD_Connection *c, const char *url
     copy_str(r->path, sizeof(r->path), url);
     copy_str(r->timeout_arg, sizeof(r->timeout_arg),
              MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout"));
+    copy_str(r->label_selector, sizeof(r->label_selector),
+             MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "labelSelector"));
     copy_str(r->authorization, sizeof(r->authorization),
              MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"));
     copy_str(r->user_agent, sizeof(r->user_agent),

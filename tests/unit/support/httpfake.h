@@ -28,9 +28,10 @@ struct hf_response {
  * hf_request_clear). */
 struct hf_request {
     char method[16];
-    char path[512];          /* without the query */
-    char timeout_arg[32];    /* value of ?timeout=, "" when absent */
-    char authorization[512]; /* "" when absent */
+    char path[512];           /* without the query */
+    char timeout_arg[32];     /* value of ?timeout=, "" when absent */
+    char label_selector[256]; /* ?labelSelector= decoded, "" when absent */
+    char authorization[512];  /* "" when absent */
     char user_agent[256];
     char accept[128];
     char content_type[128];
