@@ -1254,12 +1254,7 @@ SCENARIOS = [
     Scenario("shards-partition-reset", sc_shards_partition_reset, shards=SHARDS),
     Scenario("shards-latency", sc_shards_latency, shards=SHARDS),
     Scenario("shards-apiserver-restart", sc_shards_api_restart, shards=SHARDS),
-    Scenario("shards-watch-cut", sc_shards_watch_cut, shards=SHARDS,
-             known_failure="shard mode learns of other members only from the group "
-             "watch: with its watch failing a replica polls its own elections but no "
-             "other member Lease, so after lease-duration it sees itself as the only "
-             "member (/shards members), contends for every shard and never gives "
-             "back the ones above its real quota"),
+    Scenario("shards-watch-cut", sc_shards_watch_cut, shards=SHARDS),
 ]
 
 
