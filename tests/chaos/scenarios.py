@@ -1190,6 +1190,26 @@ def sc_shards_watch_cut(ctx):
     rebalanced(ctx, t_heal, "the heal")
 
 
+def sc_shards_rolling_restart(ctx):
+    """A rollout: every replica in turn gets SIGTERM (exit 0), then starts
+    again; after each step the group balances within the bound, and each
+    leave moves only the leaver's shards (+1)."""
+    c = ctx.c
+    for slot in list(c.slots):
+        owners = c.shards_steady()
+        mine = owned_by(owners, slot)
+        before = c.shard_holders()
+        t0 = c.send(slot, signal.SIGTERM)
+        rc = c.wait_exit(slot, RENEW + 5)
+        ctx.check(rc == 0, f"{slot.name} exited with {rc} on SIGTERM")
+        shards_taken(ctx, slot, mine, t0, SHARD_GIVEN_BACK_BOUND, f"SIGTERM of {slot.name}")
+        rebalanced(ctx, t0, f"the SIGTERM of {slot.name}", exclude=[slot])
+        check_moves(ctx, t0, before, mine, f"SIGTERM of {slot.name}")
+        t_join = time.monotonic()
+        c.start_slot(slot)
+        rebalanced(ctx, t_join, f"{slot.name}'s restart")
+
+
 def sc_shards_latency(ctx):
     # As for the single Lease (sc_latency): 3 s per request, while leaderd
     # gives each up after 1.5 s, so none of its renewals succeeds.
@@ -1255,6 +1275,8 @@ SCENARIOS = [
     Scenario("shards-latency", sc_shards_latency, shards=SHARDS),
     Scenario("shards-apiserver-restart", sc_shards_api_restart, shards=SHARDS),
     Scenario("shards-watch-cut", sc_shards_watch_cut, shards=SHARDS),
+    Scenario("shards-rolling-restart", sc_shards_rolling_restart, destructive=True,
+             shards=SHARDS),
 ]
 
 
