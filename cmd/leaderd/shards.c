@@ -290,7 +290,7 @@ static void set_contending(struct ld_shards *s, uint32_t k, bool want, int64_t n
     ld_election_set_contending(ld_host_election(s->host, shard_index(k)), now, want);
     ld_host_poke(s->host, shard_index(k));
     if (want)
-        ld_log(LD_LOG_INFO, "shard %s: assigned here; contending",
+        ld_log(LD_LOG_DEBUG, "shard %s: assigned here; contending",
                ld_shardgroup_shard_id(s->group, k));
     else if (ld_shard_entry_is_leader(&s->entries[k], now_ms))
         ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
