@@ -1,9 +1,11 @@
 """Integration tests of shard mode (`--shards`, CONTRACT.md "Sharding"): real
-leaderd replicas over HTTPS against the bundled API server, 3 to 4 replicas
-and 8 to 64 shards. Balance, stability, a join, a graceful leave, a crash and
-a partition of one replica, each with the contract's movement and time
+leaderd replicas over HTTPS against the bundled API server, 2 to 5 replicas
+and 3 to 64 shards. Balance, stability, a join, a graceful leave, a crash, a
+join while the crashed member's Lease lingers, a partition of one replica
+and an exit without release, each with the contract's movement and time
 bounds; the HTTP contract of /shards, /shards/ID, /shard?key=, /watch and
-/metrics; the Lease records and labels; and the command-line checks.
+/metrics; the Lease records (client-go's shape), labels and ownerReference;
+and the command-line checks.
 
 Split-brain rule, checked at every poll of every test (ShardWatcher): a poll
 asks every live replica's /shards at once (one thread each) and keeps, per
@@ -250,8 +252,7 @@ class ShardBase(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="leaderd-shards-")
-        self.clients = ["r1", "r2", "r3", "r4", "r5", "admin2"]
-        self.api = ApiServer(os.path.join(self.dir, "api"), self.clients)
+        self.api = ApiServer(os.path.join(self.dir, "api"), ["r1", "r2", "r3", "r4", "r5"])
         self.replicas = []
         self.api.start()
         self.watch = ShardWatcher(self, self.replicas, self.n_shards)
@@ -319,12 +320,11 @@ class ShardBase(unittest.TestCase):
             if shard not in before:
                 continue  # a member Lease
             holder = e.get("holderIdentity") or ""
-            if holder and holder != current.get(shard):
-                if current.get(shard):
-                    out.setdefault(shard, []).append(holder)
-                current[shard] = holder
-            elif holder:
-                current[shard] = holder
+            if not holder or holder == current.get(shard):
+                continue
+            if current.get(shard):
+                out.setdefault(shard, []).append(holder)
+            current[shard] = holder
         return out
 
 
