@@ -1190,6 +1190,80 @@ def sc_shards_watch_cut(ctx):
     rebalanced(ctx, t_heal, "the heal")
 
 
+def sc_shards_rolling_restart(ctx):
+    """A rollout: every replica in turn gets SIGTERM (exit 0), then starts
+    again; after each step the group balances within the bound, and each
+    leave moves only the leaver's shards (+1)."""
+    c = ctx.c
+    for slot in list(c.slots):
+        owners = c.shards_steady()
+        mine = owned_by(owners, slot)
+        before = c.shard_holders()
+        t0 = c.send(slot, signal.SIGTERM)
+        rc = c.wait_exit(slot, RENEW + 5)
+        ctx.check(rc == 0, f"{slot.name} exited with {rc} on SIGTERM")
+        shards_taken(ctx, slot, mine, t0, SHARD_GIVEN_BACK_BOUND, f"SIGTERM of {slot.name}")
+        rebalanced(ctx, t0, f"the SIGTERM of {slot.name}", exclude=[slot])
+        check_moves(ctx, t0, before, mine, f"SIGTERM of {slot.name}")
+        t_join = time.monotonic()
+        c.start_slot(slot)
+        rebalanced(ctx, t_join, f"{slot.name}'s restart")
+
+
+def sc_shards_duplicate_identity(ctx, graceful_exit=False):
+    """A second process with a member's identity (a copied manifest): the two
+    never claim one shard in the same poll round (harness.analyse() also
+    flags a claim after the other process's write of that shard), the
+    conflict is reported in a log, and with graceful_exit the duplicate's
+    SIGTERM releases nothing the original holds and does not delete the
+    original's member Lease."""
+    c = ctx.c
+    c.shards_steady()
+    old = c.slots[0]
+    dup = Slot("dup", old.identity)
+    c.slots.append(dup)
+    t0 = time.monotonic()
+    c.start_slot(dup)
+    ctx.sleep_until(t0 + LEASE + 2 * RETRY + 2)
+    pair = {old.name, dup.name}
+    rounds = {}
+    for smp in c.samples(lambda x: x.start >= t0 and x.shards and x.slot.name in pair):
+        for sid, (lead, _, _) in smp.shards.items():
+            if lead:
+                rounds.setdefault((smp.rnd, sid), set()).add(smp.slot.name)
+    both = sorted({sid for (_, sid), names in rounds.items() if len(names) == 2}, key=int)
+    ctx.check(not both, f"both processes with identity {old.identity!r} claimed shards "
+              f"{both} in one poll round")
+    logs = old.proc.log() + dup.proc.log()
+    hits = [ln for ln in logs.splitlines() if WARN_RE.search(ln) and DUP_RE.search(ln)
+            and DUP_KIND_RE.search(ln)]
+    ctx.check(bool(hits), f"no log line of {old.name} or dup reports an identity "
+              f"conflict/duplicate")
+    if hits:
+        ctx.note(f"reported: {hits[0].strip()[:180]}")
+    if not graceful_exit:
+        c.send(dup, signal.SIGKILL)
+        c.wait_exit(dup, 5)
+        c.slots.remove(dup)
+        # What the duplicate wrote may stand for a lease-duration.
+        ctx.sleep_until(time.monotonic() + LEASE)
+        rebalanced(ctx, time.monotonic(), "lease-duration after the duplicate's end")
+        return
+    t1 = time.monotonic()
+    c.stop_slot(dup, ctx.failures)
+    c.slots.remove(dup)
+    ctx.sleep_until(t1 + LEASE + RETRY)
+    c.refresh_log()
+    wrote = [(sid, w) for sid, ws in c.shard_writes.items() for w in ws
+             if w.t >= t1 and w.client == dup.name]
+    if wrote:
+        ctx.fail(f"the duplicate wrote shard Leases on its way out: {wrote[:3]}")
+    gone = [e for e in c.api.write_log() if e.get("client") == dup.name
+            and e.get("verb") == "delete"]
+    ctx.check(not gone, f"the duplicate deleted {old.name}'s member Lease on its way out")
+    rebalanced(ctx, t1, "the duplicate's exit")
+
+
 def sc_shards_latency(ctx):
     # As for the single Lease (sc_latency): 3 s per request, while leaderd
     # gives each up after 1.5 s, so none of its renewals succeeds.
@@ -1254,12 +1328,18 @@ SCENARIOS = [
     Scenario("shards-partition-reset", sc_shards_partition_reset, shards=SHARDS),
     Scenario("shards-latency", sc_shards_latency, shards=SHARDS),
     Scenario("shards-apiserver-restart", sc_shards_api_restart, shards=SHARDS),
-    Scenario("shards-watch-cut", sc_shards_watch_cut, shards=SHARDS,
-             known_failure="shard mode learns of other members only from the group "
-             "watch: with its watch failing a replica polls its own elections but no "
-             "other member Lease, so after lease-duration it sees itself as the only "
-             "member (/shards members), contends for every shard and never gives "
-             "back the ones above its real quota"),
+    Scenario("shards-watch-cut", sc_shards_watch_cut, shards=SHARDS),
+    Scenario("shards-duplicate-identity", sc_shards_duplicate_identity, destructive=True,
+             shards=SHARDS),
+    Scenario("shards-duplicate-identity-exit",
+             lambda ctx: sc_shards_duplicate_identity(ctx, graceful_exit=True),
+             destructive=True, shards=SHARDS,
+             known_failure="a duplicate that stood back (identity conflict) still "
+             "deletes the member Lease on SIGTERM: the Lease names its identity and its "
+             "uid/resourceVersion preconditions are the ones it observed, so it removes "
+             "the original's member Lease and the group sees that member leave"),
+    Scenario("shards-rolling-restart", sc_shards_rolling_restart, destructive=True,
+             shards=SHARDS),
 ]
 
 

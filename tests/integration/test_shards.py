@@ -1,9 +1,11 @@
 """Integration tests of shard mode (`--shards`, CONTRACT.md "Sharding"): real
-leaderd replicas over HTTPS against the bundled API server, 3 to 4 replicas
-and 8 to 64 shards. Balance, stability, a join, a graceful leave, a crash and
-a partition of one replica, each with the contract's movement and time
+leaderd replicas over HTTPS against the bundled API server, 2 to 5 replicas
+and 3 to 64 shards. Balance, stability, a join, a graceful leave, a crash, a
+join while the crashed member's Lease lingers, a partition of one replica
+and an exit without release, each with the contract's movement and time
 bounds; the HTTP contract of /shards, /shards/ID, /shard?key=, /watch and
-/metrics; the Lease records and labels; and the command-line checks.
+/metrics; the Lease records (client-go's shape), labels and ownerReference;
+and the command-line checks.
 
 Split-brain rule, checked at every poll of every test (ShardWatcher): a poll
 asks every live replica's /shards at once (one thread each) and keeps, per
@@ -250,8 +252,7 @@ class ShardBase(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="leaderd-shards-")
-        self.clients = ["r1", "r2", "r3", "r4", "r5", "admin2"]
-        self.api = ApiServer(os.path.join(self.dir, "api"), self.clients)
+        self.api = ApiServer(os.path.join(self.dir, "api"), ["r1", "r2", "r3", "r4", "r5"])
         self.replicas = []
         self.api.start()
         self.watch = ShardWatcher(self, self.replicas, self.n_shards)
@@ -319,12 +320,11 @@ class ShardBase(unittest.TestCase):
             if shard not in before:
                 continue  # a member Lease
             holder = e.get("holderIdentity") or ""
-            if holder and holder != current.get(shard):
-                if current.get(shard):
-                    out.setdefault(shard, []).append(holder)
-                current[shard] = holder
-            elif holder:
-                current[shard] = holder
+            if not holder or holder == current.get(shard):
+                continue
+            if current.get(shard):
+                out.setdefault(shard, []).append(holder)
+            current[shard] = holder
         return out
 
 
@@ -507,13 +507,17 @@ class Endpoints(ShardBase):
         r1 = self.start("r1", env={"POD_UID": "uid-r1"})
         status, doc, _, _ = fetch(r1, "/shards")
         self.assertEqual(status, 503, doc)
+        self.assertEqual(r1.get("/readyz")[0], 503)
+        self.assertEqual(r1.get("/healthz")[0], 200)
         self.api.clear_faults("r1")
         r2 = self.start("r2", env={"POD_UID": "uid-r2"})
         owners, _ = self.wait_balanced()
+        self.assertEqual(r1.get("/readyz")[0], 200)
         self.check_shards_doc(r1, owners)
         self.check_shard_by_id(r1, r2, owners)
         self.check_shard_by_key(r1, r2, owners)
         self.check_single_lease_paths(r1)
+        self.check_methods(r1)
         self.check_metrics(r1, owners)
         self.check_records(owners)
         self.check_long_poll(r1, owners)
@@ -565,7 +569,7 @@ class Endpoints(ShardBase):
         self.assertEqual(fnv1a64(b"a"), 0xaf63dc4c8601ec8c)
         cases = [("a", "a"), ("a+b", "a b"), ("a%20b", "a b"), ("%2Fx%3D1", "/x=1"),
                  ("%C3%A9t%C3%A9", "\u00e9t\u00e9"), ("3f1c-uid-42", "3f1c-uid-42"),
-                 ("%2B", "+")]
+                 ("%2B", "+"), ("a%00b", "a\x00b")]
         for raw, key in cases:
             h = fnv1a64(key.encode())
             sid = str(shard_of_hash(h, self.n_shards))
@@ -582,10 +586,25 @@ class Endpoints(ShardBase):
                 self.assertIs(doc["is_leader"], mine)
         status, doc, _, _ = fetch(r1, "/shard?key=a")
         self.assertEqual(doc["hash"], "0xaf63dc4c8601ec8c")
-        for bad in ("/shard", "/shard?key=", "/shard?other=1"):
+        for bad in ("/shard", "/shard?key=", "/shard?other=1", "/shard?key=a&key=b",
+                    "/shard?key=%ff"):
             status, doc, _, _ = fetch(r1, bad)
             self.assertEqual(status, 400, bad)
             self.assertIn("error", doc)
+
+    def check_methods(self, r):
+        conn = http.client.HTTPConnection("127.0.0.1", r.port, timeout=3)
+        try:
+            for method in ("POST", "PUT", "DELETE"):
+                for path in ("/shards", "/shards/0", "/shard?key=a"):
+                    conn.request(method, path)
+                    resp = conn.getresponse()
+                    body = resp.read()
+                    self.assertEqual(resp.status, 405, (method, path))
+                    self.assertIn("GET", resp.getheader("Allow", ""), (method, path))
+                    self.assertIn("error", json.loads(body))
+        finally:
+            conn.close()
 
     def check_single_lease_paths(self, r):
         for path in ("/leader", "/"):
@@ -739,6 +758,9 @@ class NamedAndWatch(ShardBase):
             self.assertEqual(fetch(r, "/shards/delta")[0], 404)
             self.assertEqual(fetch(r, "/shard?key=a")[0], 400)
         self.assertEqual(set(self.holders()), {"gamma", "alpha", "beta"})
+        member = self.leases()[f"{GROUP}-member-r1"]
+        self.assertFalse(member["metadata"].get("ownerReferences"),
+                         "an ownerReference without POD_UID")
 
         # A long-poll on r1 about a shard r2 owns, passing what r1 sees now:
         # held until that shard changes (r2's release on SIGTERM below).
@@ -835,6 +857,39 @@ class WatcherRule(unittest.TestCase):
         self.claim(w, "a", 1.0, 1.1, 3)
         with self.assertRaisesRegex(AssertionError, "went down"):
             self.claim(w, "a", 2.0, 2.1, 2)
+
+
+class NoReleaseOnExit(ShardBase):
+    """--release-on-exit=false: a SIGTERM leaves every shard held and the
+    member Lease in place; the others take its shards after expiry."""
+
+    n_shards = 8
+
+    def test_sigterm_without_release(self):
+        self.start("r1")
+        r2 = self.start("r2", extra=["--release-on-exit", "false"])
+        owners, _ = self.wait_balanced()
+        mine = sorted(s for s, o in owners.items() if o == "r2")
+        seq = self.log_seq()
+        t_term = time.monotonic()
+        r2.send(signal.SIGTERM)
+        self.assertEqual(r2.wait_exit(RENEW + 10), 0)
+        log = self.api.write_log(seq)
+        self.assertFalse([e for e in log if e["client"] == "r2"], log)
+        holders = self.holders()
+        self.assertEqual(sorted(s for s, h in holders.items() if h == "r2"), mine)
+        self.assertIn(f"{GROUP}-member-r2", self.leases())
+        _, took = self.wait_balanced(t_term, DEAD_BOUND * 2)
+        print(f"\n  without release: r2's shards owned by r1 {took:.2f}s after SIGTERM")
+        log = self.api.write_log()
+        for sid in mine:
+            name = f"{GROUP}-{sid}"
+            last = [e for e in log if e["name"] == name and e["client"] == "r2"][-1]
+            taken = next(e for e in log if e["name"] == name and e["seq"] > seq
+                         and e.get("holderIdentity") == "r1")
+            gap = (taken["clock_us"] - last["clock_us"]) / 1e6
+            self.assertGreaterEqual(gap, LEASE - 0.001,
+                                    f"shard {sid} taken {gap:.3f}s after r2's last write")
 
 
 class CommandLine(unittest.TestCase):
