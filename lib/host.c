@@ -61,6 +61,7 @@ struct hel {
      * requests of one attempt. */
     bool idle;
     bool done;
+    bool release_held; /* the caller held its release at the last pass */
     bool first_leader_seen;
     int64_t transitions_seen;
     enum ld_err last_logged_err; /* a run of one failure is logged once */
@@ -441,7 +442,14 @@ static void pass(struct ld_host *h)
         }
         if (holding_release(el, now.mono_ms)) {
             el->due = false;
+            el->release_held = true;
             continue;
+        }
+        if (el->release_held) {
+            /* The hold just ended (what it waited for came in, on any
+             * fd): the release goes now, not at the next wake-up. */
+            el->release_held = false;
+            el->due = true;
         }
         if (!el->due && now.mono_ms < el->wake_at_ms && now.mono_ms < el->republish_ms)
             continue;

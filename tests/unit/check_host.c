@@ -66,6 +66,7 @@ struct fixture {
      * exec-child hook reads the supervisor's channel in its publish. */
     bool drain;
     int drain_fd;
+    bool hold_release; /* every election's holds_release says this */
     /* The host's after_pass, when set: what it saw and what it asks. */
     bool with_after_pass;
     int after_calls;
@@ -139,6 +140,27 @@ static void on_event(void *ctx, size_t index, const struct ld_event *ev)
         s->last_stop = ev->reason;
         s->stopped_at_ms = ft_now_ms(s->fx->ft);
     }
+}
+
+static bool holds_release(void *ctx, size_t index, int64_t now_ms)
+{
+    (void)ctx;
+    (void)index;
+    (void)now_ms;
+    return fx.hold_release;
+}
+
+/* The submit time of the first release write (PUT with an empty holder)
+ * of name after since_ms, -1 if none. */
+static int64_t release_write_ms(const char *name, int64_t since_ms)
+{
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *r = ft_record(fx.ft, i);
+        if (strcmp(r->name, name) == 0 && strcmp(r->verb, "PUT") == 0 &&
+            r->at_ms >= since_ms && strstr(r->body, "\"holderIdentity\":\"\""))
+            return r->at_ms;
+    }
+    return -1;
 }
 
 static void setup(void)
@@ -223,8 +245,10 @@ static size_t add(const char *name)
         .seed = 7 + fx.n,
         .create_metadata = fx.create_metadata,
     };
-    struct ld_host_election_ops ops = {
-        .ctx = s, .on_publish = on_publish, .on_event = on_event};
+    struct ld_host_election_ops ops = {.ctx = s,
+                                       .on_publish = on_publish,
+                                       .on_event = on_event,
+                                       .holds_release = holds_release};
     ck_assert_int_eq(ld_host_add(fx.h, &c, &ops, &index, &err), LD_OK);
     ck_assert_uint_eq(index, fx.n);
     fx.n++;
@@ -875,6 +899,29 @@ START_TEST(shutdown_releases_and_abandons)
 }
 END_TEST
 
+/* A shutdown's release waits while the caller holds it, and goes out the
+ * moment the hold ends, not at the host's next wake-up. */
+START_TEST(release_goes_out_when_the_hold_ends)
+{
+    new_host(NULL);
+    add("solo");
+    ck_assert(run_until(all_lead, 5 * RETRY_MS));
+    fx.hold_release = true;
+    ld_host_shutdown(fx.h);
+    int64_t t0 = now();
+    run_for(1000);
+    ck_assert(!fx.seen[0].leading); /* stepped down at once */
+    ck_assert_str_eq(stored_holder("solo"), "me");
+    ck_assert_int_eq(release_write_ms("solo", t0), -1);
+    fx.hold_release = false; /* as an Event's answer arriving would */
+    int64_t t1 = now();
+    ck_assert_int_eq(ld_host_run(fx.h, 5000, -1), LD_OK);
+    ck_assert(ld_host_done(fx.h));
+    ck_assert_int_eq(release_write_ms("solo", t0), t1);
+    ck_assert_str_eq(stored_holder("solo"), "");
+}
+END_TEST
+
 START_TEST(free_in_flight_runs_no_callbacks)
 {
     new_host("app=grp");
@@ -1501,6 +1548,7 @@ static Suite *host_suite(void)
     tcase_add_test(tc, retry_after_is_honoured);
     tcase_add_test(tc, leader_without_connection_steps_down_and_returns);
     tcase_add_test(tc, shutdown_releases_and_abandons);
+    tcase_add_test(tc, release_goes_out_when_the_hold_ends);
     tcase_add_test(tc, free_in_flight_runs_no_callbacks);
     tcase_add_test(tc, poke_publishes_while_a_request_is_in_flight);
     tcase_add_test(tc, resign_in_flight_published_before_the_answer);
