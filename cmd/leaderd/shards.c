@@ -74,6 +74,7 @@ struct ld_shards {
     bool stopping;
     int64_t hold_until_ms; /* a shutdown's releases wait for Events until then */
     bool deleting;         /* the member Lease's DELETE is in flight */
+    bool member_released;  /* our member election wrote its release */
 };
 
 static size_t shard_index(uint32_t s)
@@ -175,7 +176,14 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
 static void on_event(void *ctx, size_t index, const struct ld_event *ev)
 {
     struct ld_shards *s = ctx;
-    if (index == MEMBER || !s->c.metrics)
+    if (index == MEMBER) {
+        /* Only a Lease this replica held and gave back is its own to
+         * delete: never one it stood back from (an identity conflict). */
+        if (ev->kind == LD_EV_RELEASED)
+            s->member_released = true;
+        return;
+    }
+    if (!s->c.metrics)
         return;
     if (ev->kind == LD_EV_STARTED_LEADING && ev->acquire_delay_ms >= 0)
         ld_metrics_acquire_delay(s->c.metrics, (double)ev->acquire_delay_ms / 1000.0);
@@ -578,11 +586,13 @@ static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
 }
 
 /* The member Lease goes after the shards were released, so the others see
- * this replica leave once; preconditions keep a Lease that someone else
+ * this replica leave once; only when this replica released it (so not with
+ * --release-on-exit=false, nor after standing back from another process of
+ * its identity), and with preconditions that keep a Lease someone else
  * wrote since (a new Pod of the same name). Bounded by call_timeout_ms. */
 static void delete_member(struct ld_shards *s)
 {
-    if (!s->c.release_on_exit || !s->member_uid || !s->member_rv)
+    if (!s->member_released || !s->member_uid || !s->member_rv)
         return;
     struct ld_errinfo err;
     ld_kube_call call;

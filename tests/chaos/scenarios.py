@@ -1333,11 +1333,7 @@ SCENARIOS = [
              shards=SHARDS),
     Scenario("shards-duplicate-identity-exit",
              lambda ctx: sc_shards_duplicate_identity(ctx, graceful_exit=True),
-             destructive=True, shards=SHARDS,
-             known_failure="a duplicate that stood back (identity conflict) still "
-             "deletes the member Lease on SIGTERM: the Lease names its identity and its "
-             "uid/resourceVersion preconditions are the ones it observed, so it removes "
-             "the original's member Lease and the group sees that member leave"),
+             destructive=True, shards=SHARDS),
     Scenario("shards-rolling-restart", sc_shards_rolling_restart, destructive=True,
              shards=SHARDS),
 ]
