@@ -40,6 +40,18 @@ enum phase {
     PH_DONE,
 };
 
+/* An event waiting for ld_election_take_event. The holder is kept on the
+ * heap, not in a struct ld_event's full-size buffer: a process may run
+ * many engines, and a queue of eight 1 KiB buffers each (almost always
+ * empty) would be most of an engine's memory. */
+struct queued_event {
+    enum ld_event_kind kind;
+    enum ld_stop_reason reason;
+    int32_t term;
+    int64_t acquire_delay_ms;
+    char *leader; /* owned; NULL when it could not be copied (reads as "") */
+};
+
 struct ld_election {
     char *namespace_;
     char *name;
@@ -111,7 +123,7 @@ struct ld_election {
 
     char *reported_leader; /* last holder announced with NEW_LEADER */
 
-    struct ld_event events[EVENT_QUEUE];
+    struct queued_event events[EVENT_QUEUE];
     unsigned event_head;
     unsigned event_count;
 };
@@ -163,17 +175,18 @@ static void push_event(struct ld_election *e, enum ld_event_kind kind,
                        enum ld_stop_reason reason)
 {
     if (e->event_count == EVENT_QUEUE) {
+        free(e->events[e->event_head].leader);
+        e->events[e->event_head].leader = NULL;
         e->event_head = (e->event_head + 1) % EVENT_QUEUE;
         e->event_count--;
     }
-    struct ld_event *ev = &e->events[(e->event_head + e->event_count) % EVENT_QUEUE];
+    struct queued_event *ev = &e->events[(e->event_head + e->event_count) % EVENT_QUEUE];
     e->event_count++;
     ev->kind = kind;
     ev->reason = reason;
     ev->acquire_delay_ms = -1;
     ev->term = current_term(e);
-    const char *holder = e->have_cache ? str_or_empty(e->cache.spec.holder) : "";
-    snprintf(ev->leader, sizeof(ev->leader), "%s", holder);
+    ev->leader = strdup(e->have_cache ? str_or_empty(e->cache.spec.holder) : "");
 }
 
 static const char *observed_holder(const struct ld_election *e)
@@ -490,7 +503,7 @@ static void adopt_write(struct ld_election *e, const struct ld_lease *stored,
     if (!e->leading) {
         e->leading = true;
         push_event(e, LD_EV_STARTED_LEADING, LD_STOP_NONE);
-        struct ld_event *ev =
+        struct queued_event *ev =
             &e->events[(e->event_head + e->event_count - 1) % EVENT_QUEUE];
         ev->acquire_delay_ms = e->free_seen_ms == NO_TIME ? -1 : now_ms - e->free_seen_ms;
     }
@@ -1093,6 +1106,8 @@ void ld_election_free(struct ld_election *e)
     ld_lease_clear(&e->cache);
     ld_lease_clear(&e->desired);
     json_decref(e->create_metadata);
+    for (unsigned i = 0; i < EVENT_QUEUE; i++)
+        free(e->events[i].leader);
     for (unsigned i = 0; i < GONE_UIDS; i++)
         free(e->gone_uids[i]);
     free(e->namespace_);
@@ -1237,7 +1252,14 @@ bool ld_election_take_event(struct ld_election *e, struct ld_event *out)
 {
     if (e->event_count == 0)
         return false;
-    *out = e->events[e->event_head];
+    struct queued_event *ev = &e->events[e->event_head];
+    out->kind = ev->kind;
+    out->reason = ev->reason;
+    out->term = ev->term;
+    out->acquire_delay_ms = ev->acquire_delay_ms;
+    snprintf(out->leader, sizeof(out->leader), "%s", ev->leader ? ev->leader : "");
+    free(ev->leader);
+    ev->leader = NULL;
     e->event_head = (e->event_head + 1) % EVENT_QUEUE;
     e->event_count--;
     return true;
