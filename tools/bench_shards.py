@@ -300,11 +300,16 @@ def main():
     seconds = int(os.environ.get("BENCH_SHARD_SECONDS", "60"))
     work = tempfile.mkdtemp(prefix="leaderd-bench-shards-")
     print(f"shard groups: N = {', '.join(map(str, counts))} over 3 replicas, bundled API "
-          f"server, load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+          f"server, load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs", flush=True)
     results = []
     try:
         for n in counts:
-            results.append(run_n(n, seconds, work, DEFAULTS))
+            try:
+                results.append(run_n(n, seconds, work, DEFAULTS))
+            except (AssertionError, OSError, RuntimeError) as e:
+                # A figure printer: one N that could not run does not stop the others.
+                print(f"N={n}: {e}", flush=True)
+                results.append({"n": n})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = next((r for r in results if "anon" in r), None)
