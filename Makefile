@@ -39,7 +39,7 @@ obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
 # source file that was since removed or renamed.
 archive = rm -f $@ && ar rcs $@ $^
 
-.PHONY: all deps test unit unit-san integration demo demo-child demo-shards bench clean format lint
+.PHONY: all deps test unit unit-san integration demo demo-child demo-shards bench bench-shards clean format lint
 all: $(B)/.deps $(B)/leaderd $(B)/leaderd-apiserver
 
 $(B)/.deps: tools/deps.sh
@@ -113,6 +113,11 @@ demo-shards: all
 bench: all bench-footprint
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench.py
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_proxy.py
+	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_shards.py
+
+# The shard group figures alone (BENCH_SHARD_COUNTS, BENCH_SHARD_SECONDS).
+bench-shards: all
+	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_shards.py
 
 format:
 	clang-format -i lib/*.[ch] cmd/*/*.[ch] tests/unit/*.c tests/unit/support/*.[ch]
