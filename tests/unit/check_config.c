@@ -574,6 +574,24 @@ START_TEST(shards_values)
 }
 END_TEST
 
+/* CONTRACT.md: the listed names are DNS-1123 labels, which may start with
+ * a digit ("1a", "2b"); a list is names whatever its first character. */
+START_TEST(shards_names_may_start_with_a_digit)
+{
+    struct ld_config cfg;
+    char err[ERRLEN];
+    setenv("KUBECONFIG", kc_ns, 0);
+    const char *named[] = {"--lease-name", "web",   "--identity", "pod-a",
+                           "--shards",     "1a,2b", NULL};
+    ck_assert_msg(run(&cfg, true, named, err) == 0, "%s", err);
+    ck_assert_uint_eq(cfg.n_shards, 2);
+    ck_assert_ptr_nonnull(cfg.shard_names);
+    ck_assert_str_eq(cfg.shard_names[0], "1a");
+    ck_assert_str_eq(cfg.shard_names[1], "2b");
+    ld_config_clear(&cfg);
+}
+END_TEST
+
 /* Each bad value exits 2 with one line naming the problem. */
 START_TEST(shards_bad_values)
 {
@@ -1225,6 +1243,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, pod_label_and_events);
     tcase_add_test(tc, shards_values);
     tcase_add_test(tc, shards_bad_values);
+    tcase_add_test(tc, shards_names_may_start_with_a_digit);
     tcase_add_test(tc, api_proxy_values);
     tcase_add_test(tc, no_credentials);
     tcase_add_test(tc, in_cluster);

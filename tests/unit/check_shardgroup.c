@@ -448,6 +448,29 @@ START_TEST(deleted_members_leave_and_stale_deletes_do_not)
 }
 END_TEST
 
+/* A LIST answered after a watch DELETED of the same object (shards.c lists
+ * the group on joining and while the watch is down) carries the record as
+ * it was before the deletion. A metadata.uid, once deleted, never comes
+ * back, so that record is stale: it must not revive the member for a whole
+ * lease duration (its shards would wait for a replica that has left). */
+START_TEST(a_deleted_member_is_not_revived_by_a_stale_list)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    struct ld_lease l;
+
+    observe(g, "b", "b", 10, 1, 1000); /* uid-1, as the LIST will show it */
+    ck_assert_str_eq(members_at(g, 1000), "b");
+    member_record(&l, "web", "b", "b", 10, 1, "uid-1");
+    ld_shardgroup_observe_member_deleted(g, &l); /* b left gracefully */
+    ck_assert_str_eq(members_at(g, 2000), "");
+    /* The LIST, sent before the DELETE was applied, answers now. */
+    ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, 2050), LD_OK);
+    ld_lease_clear(&l);
+    ck_assert_str_eq(members_at(g, 2100), "");
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 START_TEST(our_own_member_counts_only_while_we_hold_it)
 {
     struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
@@ -847,6 +870,7 @@ static Suite *shardgroup_suite(void)
     TCase *members = tcase_create("members");
     tcase_add_test(members, a_member_drops_out_exactly_at_its_expiry);
     tcase_add_test(members, deleted_members_leave_and_stale_deletes_do_not);
+    tcase_add_test(members, a_deleted_member_is_not_revived_by_a_stale_list);
     tcase_add_test(members, our_own_member_counts_only_while_we_hold_it);
     tcase_add_test(members, holders_and_the_owned_list);
     suite_add_tcase(s, members);
