@@ -507,7 +507,7 @@ static int set_command(struct ld_config *cfg, const struct raw *r, char *err,
     return 0;
 }
 
-/* "N" (digits only) or "a,b,c". The names themselves (DNS-1123 labels,
+/* "N" (digits only) or "a,b,c" (anything else, "3x" too). The names themselves (DNS-1123 labels,
  * distinct, not "member-...") and the Lease names they make are checked by
  * check_shard_group once the identity is known. */
 static int set_shards(struct ld_config *cfg, const struct raw *r, char *err,
@@ -518,7 +518,7 @@ static int set_shards(struct ld_config *cfg, const struct raw *r, char *err,
     if (!v)
         return 0;
     who(r, OPT_SHARDS, name, sizeof(name));
-    if (*v >= '0' && *v <= '9') {
+    if (*v && strspn(v, "0123456789") == strlen(v)) { /* names may start with a digit */
         char *end = NULL;
         errno = 0;
         unsigned long n = strtoul(v, &end, 10);
