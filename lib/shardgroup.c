@@ -20,6 +20,7 @@
 /* Kubernetes object uids are UUIDs; this is generous and keeps the JSON
  * plain ASCII. */
 #define UID_MAX 128
+#define GONE_UIDS 16
 
 struct member {
     char *identity; /* owned; from the Lease name */
@@ -44,6 +45,7 @@ struct ld_shardgroup {
     char *label_value; /* of LD_SHARDGROUP_LABEL: see group_label_value */
     char *identity;
     char *selector;
+    char *member_selector;
     char *member_lease;
     char *member_metadata;
     char *member_prefix; /* "NAME-member-" */
@@ -56,6 +58,11 @@ struct ld_shardgroup {
     int64_t own_until_ms;
 
     struct member *members; /* other replicas, unordered */
+    /* uids of member Leases seen deleted: a list that was answered before
+     * a deletion but arrives after it must not bring the member back. A
+     * few suffice (a member leaves once, and a new Lease has a new uid). */
+    char *gone_uids[GONE_UIDS];
+    unsigned gone_next;
     uint32_t n_members, cap_members;
 
     /* Scratch rebuilt by each assign / members call; the live lists have
@@ -230,6 +237,8 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     g->label_value = group_label_value(cfg->name);
     g->selector =
         g->label_value ? format(LD_SHARDGROUP_LABEL "=%s", g->label_value) : NULL;
+    g->member_selector =
+        g->selector ? format("%s,!" LD_SHARDGROUP_SHARD_LABEL, g->selector) : NULL;
     g->member_prefix = format("%s" MEMBER_INFIX, cfg->name);
     g->member_lease = format("%s" MEMBER_INFIX "%s", cfg->name, cfg->identity);
     g->shards = calloc(cfg->n_shards, sizeof(*g->shards));
@@ -241,8 +250,8 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     g->live = calloc(1, sizeof(*g->live));
     g->assigned_live = calloc(1, sizeof(*g->assigned_live));
     if (!g->name || !g->identity || !g->label_value || !g->selector ||
-        !g->member_prefix || !g->member_lease || !g->shards || !g->owners || !g->target ||
-        !g->contend || !g->live || !g->assigned_live)
+        !g->member_selector || !g->member_prefix || !g->member_lease || !g->shards ||
+        !g->owners || !g->target || !g->contend || !g->live || !g->assigned_live)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     g->numbered = cfg->names == NULL;
     g->n_shards = cfg->n_shards;
@@ -254,7 +263,8 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
                               "\", identity) is not a valid Lease name "
                               "(DNS-1123 subdomain, at most %d characters)",
                               shown(g->member_lease, buf), LD_DNS1123_SUBDOMAIN_MAX);
-    g->member_metadata = metadata_json(g->label_value, NULL, g->identity, cfg->pod_uid);
+    g->member_metadata = metadata_json(
+        g->label_value, NULL, cfg->pod_name ? cfg->pod_name : g->identity, cfg->pod_uid);
     if (!g->member_metadata)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     return build_shards(g, cfg, err);
@@ -310,10 +320,13 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
     free(g->contend);
     free(g->live);
     free(g->assigned_live);
+    for (unsigned i = 0; i < GONE_UIDS; i++)
+        free(g->gone_uids[i]);
     free(g->name);
     free(g->label_value);
     free(g->identity);
     free(g->selector);
+    free(g->member_selector);
     free(g->member_lease);
     free(g->member_metadata);
     free(g->member_prefix);
@@ -340,6 +353,11 @@ const char *ld_shardgroup_name(const struct ld_shardgroup *g)
 const char *ld_shardgroup_selector(const struct ld_shardgroup *g)
 {
     return g->selector;
+}
+
+const char *ld_shardgroup_member_selector(const struct ld_shardgroup *g)
+{
+    return g->member_selector;
 }
 
 const char *ld_shardgroup_member_lease(const struct ld_shardgroup *g)
@@ -445,12 +463,21 @@ static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
     return LD_OK;
 }
 
+static bool is_gone(const struct ld_shardgroup *g, const char *uid)
+{
+    for (unsigned i = 0; uid && i < GONE_UIDS; i++) {
+        if (g->gone_uids[i] && strcmp(g->gone_uids[i], uid) == 0)
+            return true;
+    }
+    return false;
+}
+
 enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
                                          const struct ld_lease *lease, int64_t now_ms)
 {
     const char *identity = lease ? member_identity(g, lease->name) : NULL;
 
-    if (!identity || strcmp(identity, g->identity) == 0)
+    if (!identity || strcmp(identity, g->identity) == 0 || is_gone(g, lease->uid))
         return LD_OK;
     g->assigned = false;
     struct member *m = find_member(g, identity);
@@ -479,6 +506,14 @@ void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
     const char *identity = gone ? member_identity(g, gone->name) : NULL;
     struct member *m = identity ? find_member(g, identity) : NULL;
 
+    if (identity && gone->uid && !is_gone(g, gone->uid)) {
+        char *uid = strdup(gone->uid);
+        if (uid) { /* without it, a late list may count the member a while */
+            free(g->gone_uids[g->gone_next]);
+            g->gone_uids[g->gone_next] = uid;
+            g->gone_next = (g->gone_next + 1) % GONE_UIDS;
+        }
+    }
     if (!m || (m->uid && gone->uid && strcmp(m->uid, gone->uid) != 0))
         return;
     g->assigned = false;

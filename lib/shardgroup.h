@@ -71,7 +71,10 @@ struct ld_shardgroup_config {
      * Copied. 1 <= n_shards <= LD_SHARDGROUP_MAX_SHARDS. */
     const char *const *names;
     uint32_t n_shards;
-    const char *pod_uid;       /* NULL or "": no ownerReference; copied */
+    const char *pod_uid; /* NULL or "": no ownerReference; copied */
+    /* The owning Pod's name (in the group's namespace, which must be the
+     * Pod's); NULL: the identity. Copied. */
+    const char *pod_name;
     int64_t lease_duration_ms; /* > 0: for a member record without a duration */
 };
 
@@ -91,6 +94,10 @@ const char *ld_shardgroup_name(const struct ld_shardgroup *g);
  * (for a name over LD_SHARDGROUP_NAME_MAX: its first 46 bytes, "-" and
  * FNV-1a64 of the name in 16 hex digits). */
 const char *ld_shardgroup_selector(const struct ld_shardgroup *g);
+/* The label selector of the group's member Leases alone (the group's
+ * selector and "!leaderd.io/shard"), for listing the members without
+ * every shard Lease. */
+const char *ld_shardgroup_member_selector(const struct ld_shardgroup *g);
 /* This replica's member Lease name and its create_metadata JSON. */
 const char *ld_shardgroup_member_lease(const struct ld_shardgroup *g);
 const char *ld_shardgroup_member_metadata(const struct ld_shardgroup *g);
@@ -114,8 +121,10 @@ bool ld_shardgroup_find(const struct ld_shardgroup *g, const char *id, uint32_t 
 enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
                                          const struct ld_lease *lease, int64_t now_ms);
 
-/* A watch DELETED (gone borrowed): that member leaves the table at once. A
- * DELETED of an older object (another metadata.uid) changes nothing. */
+/* A watch DELETED (gone borrowed): that member leaves the table at once,
+ * and later observations of that object (its metadata.uid), such as a list
+ * answered before the deletion, are ignored. A DELETED of an older object
+ * (another metadata.uid) changes nothing else. */
 void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
                                           const struct ld_lease *gone);
 

@@ -507,8 +507,8 @@ static int set_command(struct ld_config *cfg, const struct raw *r, char *err,
     return 0;
 }
 
-/* "N" (digits only) or "a,b,c" (anything else, "3x" too). The names themselves (DNS-1123 labels,
- * distinct, not "member-...") and the Lease names they make are checked by
+/* "N" (digits only) or "a,b,c" (anything else, "3x" too). The names themselves (DNS-1123
+ * labels, distinct, not "member-...") and the Lease names they make are checked by
  * check_shard_group once the identity is known. */
 static int set_shards(struct ld_config *cfg, const struct raw *r, char *err,
                       size_t errlen)
@@ -849,6 +849,11 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
         return rc;
     if ((v = env_nonempty("POD_UID")) && (rc = set_str(&cfg->pod_uid, v, err, errlen)))
         return rc;
+    if ((v = env_nonempty("POD_NAME")) && (rc = set_str(&cfg->pod_name, v, err, errlen)))
+        return rc;
+    if ((v = env_nonempty("POD_NAMESPACE")) &&
+        (rc = set_str(&cfg->pod_namespace, v, err, errlen)))
+        return rc;
     if ((rc = set_shards(cfg, r, err, errlen)) || (rc = set_command(cfg, r, err, errlen)))
         return rc;
     return check_shard_modes(cfg, r, err, errlen);
@@ -1012,6 +1017,7 @@ static int check_shard_group(const struct ld_config *cfg, char *err, size_t errl
         .names = (const char *const *)cfg->shard_names,
         .n_shards = cfg->n_shards,
         .pod_uid = cfg->pod_uid,
+        .pod_name = cfg->pod_name,
         .lease_duration_ms = cfg->lease_duration_ms,
     };
     struct ld_errinfo e;
@@ -1064,6 +1070,8 @@ void ld_config_clear(struct ld_config *cfg)
     free(cfg->service_account_dir);
     free(cfg->pod_label);
     free(cfg->pod_uid);
+    free(cfg->pod_name);
+    free(cfg->pod_namespace);
     for (char **a = cfg->shard_names; a && *a; a++)
         free(*a);
     free(cfg->shard_names);

@@ -51,6 +51,10 @@ struct ld_config {
     uint32_t n_shards;
     char **shard_names;
     char *pod_uid; /* $POD_UID (the member Lease's ownerReference), NULL when unset */
+    /* $POD_NAME and $POD_NAMESPACE as given (NULL when unset), whatever
+     * --identity and --namespace say: the Pod that POD_UID names. */
+    char *pod_name;
+    char *pod_namespace;
     /* --api-proxy ADDR:PORT, the API write gate: a loopback address
      * ("127.x.y.z", "::1" or "localhost"), NULL when unset; port 1..65535. */
     char *api_proxy_host;

@@ -113,6 +113,26 @@ static int start_client(struct daemon *d)
     return 0;
 }
 
+/* The uid for the member Lease's ownerReference: POD_UID names the Pod
+ * POD_NAME, and the garbage collector looks the owner up in the Lease's
+ * namespace, so a reference is made only when that is the Pod's; a wrong
+ * one would have the Lease deleted as soon as it is created. */
+static const char *owner_uid(const struct ld_config *cfg)
+{
+    if (!cfg->pod_uid)
+        return NULL;
+    if (!cfg->pod_name ||
+        (cfg->pod_namespace && strcmp(cfg->pod_namespace, cfg->namespace_) != 0)) {
+        ld_log(LD_LOG_WARN,
+               "POD_UID is set, but %s: the member Lease gets no ownerReference (after a "
+               "crash it expires instead of being collected)",
+               !cfg->pod_name ? "POD_NAME is not"
+                              : "the Lease's namespace is not the Pod's (POD_NAMESPACE)");
+        return NULL;
+    }
+    return cfg->pod_uid;
+}
+
 /* --shards: the group's host in place of the one Lease's loop; the group
  * is the state's before the HTTP server starts. */
 static int start_shards(struct daemon *d)
@@ -128,7 +148,8 @@ static int start_shards(struct daemon *d)
         .identity = d->cfg.identity,
         .names = (const char *const *)d->cfg.shard_names,
         .n_shards = d->cfg.n_shards,
-        .pod_uid = d->cfg.pod_uid,
+        .pod_uid = owner_uid(&d->cfg),
+        .pod_name = d->cfg.pod_name,
         .lease_duration_ms = d->cfg.lease_duration_ms,
         .renew_deadline_ms = d->cfg.renew_deadline_ms,
         .retry_period_ms = d->cfg.retry_period_ms,

@@ -47,7 +47,11 @@ struct ld_shards {
     struct slot *slots;             /* one per shard */
     struct ld_shard_entry *entries; /* one per shard, as the table shows them */
     struct ld_shardsnap *last;      /* the last table published (a reference) */
-    struct ld_events_hook *events;  /* one per shard with --events, else NULL */
+    /* Made at start: every shard unobserved and not led. Published when a
+     * new table cannot be built, so that readers never keep a table that
+     * still shows a shard this replica has since given back. */
+    struct ld_shardsnap *unknown;
+    struct ld_events_hook *events; /* one per shard with --events, else NULL */
     uint32_t n;
 
     bool inputs_changed;     /* a publish or member event since the last assignment */
@@ -101,6 +105,8 @@ static void observe_member(struct ld_shards *s, const struct ld_host_view *v,
                            int64_t now_ms)
 {
     ld_shardgroup_observe_own(s->group, &v->status);
+    if (s->member_observed != v->status.observed)
+        s->table_changed = true; /* the table's "observed" depends on it */
     s->member_observed = v->status.observed;
     s->watch_healthy = v->status.watching;
     /* Claiming before the other members are known would take shards on the
@@ -276,9 +282,9 @@ static void poll_members(struct ld_shards *s, int64_t now_ms)
         return;
     struct ld_errinfo err;
     s->next_list_ms = now_ms + s->c.retry_period_ms;
-    if (ld_kube_lease_list_start(s->c.kube, s->c.namespace_,
-                                 ld_shardgroup_selector(s->group), s->c.renew_deadline_ms,
-                                 on_listed, s, &s->list_call, &err) != LD_OK) {
+    if (ld_kube_lease_list_start(
+            s->c.kube, s->c.namespace_, ld_shardgroup_member_selector(s->group),
+            s->c.renew_deadline_ms, on_listed, s, &s->list_call, &err) != LD_OK) {
         ld_log(LD_LOG_WARN, "cannot list the group's Leases: %s", err.msg);
         return;
     }
@@ -344,8 +350,9 @@ static bool members_differ(const struct ld_shardsnap *t, const char *const *memb
     return false;
 }
 
-/* A new shard table when an entry or the live members changed (NULL
- * otherwise, or when memory ran out: the next pass tries again). */
+/* A new shard table when an entry or the live members changed, NULL when
+ * nothing did. When memory runs out, the table that says nothing is known
+ * (the next pass tries again). */
 static struct ld_shardsnap *new_table(struct ld_shards *s, int64_t now_ms)
 {
     const char *const *members = NULL;
@@ -354,9 +361,12 @@ static struct ld_shardsnap *new_table(struct ld_shards *s, int64_t now_ms)
         return NULL;
     bool observed = s->member_observed && ld_shardgroup_observed(s->group);
     struct ld_shardsnap *t = ld_shardsnap_new(observed, s->entries, s->n, members, nm);
-    if (!t)
-        return NULL;
-    s->table_changed = false;
+    if (!t) {
+        ld_log(LD_LOG_WARN, "out of memory for the shard table; showing none");
+        t = ld_shardsnap_ref(s->unknown);
+    } else {
+        s->table_changed = false;
+    }
     ld_shardsnap_unref(s->last);
     s->last = ld_shardsnap_ref(t);
     return t;
@@ -444,6 +454,7 @@ static enum ld_err make_group(struct ld_shards *s, struct ld_errinfo *err)
         .names = s->c.names,
         .n_shards = s->c.n_shards,
         .pod_uid = s->c.pod_uid,
+        .pod_name = s->c.pod_name,
         .lease_duration_ms = s->c.lease_duration_ms,
     };
     s->group = ld_shardgroup_new(&gc, err);
@@ -456,6 +467,9 @@ static enum ld_err make_group(struct ld_shards *s, struct ld_errinfo *err)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
     for (uint32_t k = 0; k < s->n; k++)
         s->entries[k].leader = "";
+    s->unknown = ld_shardsnap_new(false, s->entries, s->n, NULL, 0);
+    if (!s->unknown)
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
     if (!s->c.events)
         return LD_OK;
     s->events = calloc(s->n, sizeof(*s->events));
@@ -540,6 +554,7 @@ void ld_shards_free(struct ld_shards *s)
     free(s->slots);
     free(s->entries);
     ld_shardsnap_unref(s->last);
+    ld_shardsnap_unref(s->unknown);
     ld_shardgroup_free(s->group);
     free(s->member_uid);
     free(s->member_rv);
@@ -620,5 +635,8 @@ void ld_shards_run(struct ld_shards *s)
         if (rc == LD_ECANCELED && stop_signalled(s->c.signal_fd) && !s->stopping)
             begin_shutdown(s);
     }
+    /* The host returns once every election is done, before another
+     * after_pass: the last step-downs are published here. */
+    publish(s, ld_mono_ms());
     delete_member(s);
 }

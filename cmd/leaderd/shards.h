@@ -37,7 +37,8 @@ struct ld_shards_config {
     const char *identity;
     const char *const *names; /* NULL: n_shards numbered shards */
     uint32_t n_shards;
-    const char *pod_uid; /* NULL or "": the member Lease has no ownerReference */
+    const char *pod_uid;  /* NULL or "": the member Lease has no ownerReference */
+    const char *pod_name; /* the Pod of pod_uid (in namespace_) */
     int64_t lease_duration_ms;
     int64_t renew_deadline_ms;
     int64_t retry_period_ms;

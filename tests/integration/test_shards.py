@@ -504,13 +504,13 @@ class Endpoints(ShardBase):
         n = self.n_shards
         # Cut off from the API server from the start: never observed, 503.
         self.api.set_faults("r1", partition="hang")
-        r1 = self.start("r1", env={"POD_UID": "uid-r1"})
+        r1 = self.start("r1", env={"POD_UID": "uid-r1", "POD_NAME": "r1"})
         status, doc, _, _ = fetch(r1, "/shards")
         self.assertEqual(status, 503, doc)
         self.assertEqual(r1.get("/readyz")[0], 503)
         self.assertEqual(r1.get("/healthz")[0], 200)
         self.api.clear_faults("r1")
-        r2 = self.start("r2", env={"POD_UID": "uid-r2"})
+        r2 = self.start("r2", env={"POD_UID": "uid-r2", "POD_NAME": "r2", "POD_NAMESPACE": "default"})
         owners, _ = self.wait_balanced()
         self.assertEqual(r1.get("/readyz")[0], 200)
         self.check_shards_doc(r1, owners)

@@ -113,6 +113,8 @@ START_TEST(names_of_a_numbered_group)
     ck_assert(ld_shardgroup_numbered(g));
     ck_assert_uint_eq(ld_shardgroup_count(g), 3);
     ck_assert_str_eq(ld_shardgroup_selector(g), "leaderd.io/shard-group=web");
+    ck_assert_str_eq(ld_shardgroup_member_selector(g),
+                     "leaderd.io/shard-group=web,!leaderd.io/shard");
     ck_assert_str_eq(ld_shardgroup_member_lease(g), "web-member-pod-a");
     ck_assert_str_eq(ld_shardgroup_shard_id(g, 2), "2");
     ck_assert_str_eq(ld_shardgroup_shard_lease(g, 0), "web-0");
@@ -346,6 +348,31 @@ END_TEST
 /* A group name too long for a label value still makes a group: its label
  * is a prefix and the name's hash, different for names that share the
  * prefix, and a valid label value (at most 63 bytes, ends alphanumeric). */
+/* The owner is the Pod named by pod_name when given (its identity may be
+ * another name). */
+START_TEST(owner_reference_names_the_pod)
+{
+    struct ld_shardgroup_config cfg = {
+        .name = "web",
+        .identity = "worker-a",
+        .n_shards = 2,
+        .pod_uid = "0b2f",
+        .pod_name = "web-7d9f-abcde",
+        .lease_duration_ms = DURATION_MS,
+    };
+    struct ld_errinfo err;
+    struct ld_shardgroup *g = ld_shardgroup_new(&cfg, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    json_t *m = parse(ld_shardgroup_member_metadata(g));
+    json_t *ref = json_array_get(json_object_get(m, "ownerReferences"), 0);
+    ck_assert_str_eq(str_at(ref, "name"), "web-7d9f-abcde");
+    ck_assert_str_eq(str_at(ref, "uid"), "0b2f");
+    ck_assert_str_eq(ld_shardgroup_member_lease(g), "web-member-worker-a");
+    json_decref(m);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 START_TEST(long_group_names_are_labelled_by_prefix_and_hash)
 {
     char a[120], b[120];
@@ -864,6 +891,7 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(names, names_of_a_numbered_group);
     tcase_add_test(names, names_of_a_named_group);
     tcase_add_test(names, create_metadata_carries_labels_and_owner);
+    tcase_add_test(names, owner_reference_names_the_pod);
     tcase_add_test(names, long_group_names_are_labelled_by_prefix_and_hash);
     tcase_add_test(names, bad_names_are_refused_by_name);
     suite_add_tcase(s, names);
