@@ -994,8 +994,19 @@ static void on_result_resigning(struct ld_election *e, struct ld_now now, enum l
     }
 }
 
-void ld_election_result(struct ld_election *e, struct ld_now now, enum ld_err rc,
-                        const struct ld_lease *lease, const struct ld_errinfo *err)
+/* The record a write sent is prepared afresh for every write (from the
+ * cache), so after its result it is only memory: a deep copy of the Lease
+ * kept by every engine of a host of many. */
+static void drop_desired(struct ld_election *e)
+{
+    if (e->phase == PH_WRITE_NEXT)
+        return; /* prepared for the next request already */
+    ld_lease_clear(&e->desired);
+    ld_lease_init(&e->desired);
+}
+
+static void on_result(struct ld_election *e, struct ld_now now, enum ld_err rc,
+                      const struct ld_lease *lease, const struct ld_errinfo *err)
 {
     if (e->stopping) {
         on_result_stopping(e, now, rc, lease, err);
@@ -1018,6 +1029,13 @@ void ld_election_result(struct ld_election *e, struct ld_now now, enum ld_err rc
     }
     if (e->leading && now.mono_ms >= e->lead_until_ms)
         step_down(e, LD_STOP_RENEW_DEADLINE);
+}
+
+void ld_election_result(struct ld_election *e, struct ld_now now, enum ld_err rc,
+                        const struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    on_result(e, now, rc, lease, err);
+    drop_desired(e);
 }
 
 /* ---- lifecycle and queries ---------------------------------------------- */

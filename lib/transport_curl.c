@@ -26,6 +26,8 @@
 #error "LEADERD_VERSION must be defined by the build"
 #endif
 
+/* Bytes of libcurl's receive buffer per exchange (see setup_proto). */
+#define RECV_BUFFER 4096L
 #define UA_BASE "leaderd/" LEADERD_VERSION " (leader-election)"
 #define MAX_TIMEOUT_MS (24LL * 3600 * 1000)
 #define CONNECT_CAP_MS 3000
@@ -994,6 +996,11 @@ static enum ld_err setup_proto(struct tcurl *t, const struct ld_kube_config *cfg
     SETOPT(CURLOPT_TCP_KEEPIDLE, 30L);
     SETOPT(CURLOPT_TCP_KEEPINTVL, 10L);
     SETOPT(CURLOPT_USERAGENT, UA_BASE);
+    /* Every exchange waiting for one of the few connections holds its
+     * receive buffer, and a host of many elections starts many at once:
+     * 16 KiB each by default, against answers of about 1 KiB. Bigger
+     * bodies (a 1 MiB Lease, a watch) just take more reads. */
+    SETOPT(CURLOPT_BUFFERSIZE, RECV_BUFFER);
     /* Refused by a libcurl on another TLS library: its buffers stay. */
     (void)curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, release_tls_buffers);
 #undef SETOPT

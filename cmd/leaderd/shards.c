@@ -28,6 +28,9 @@
 /* With nothing visible changing, the heartbeat is still published this
  * often (/healthz judges the loop alive by it). */
 #define HEARTBEAT_MS 1000
+/* Passes come by the hundred a second with many shards; the free heap is
+ * looked at (it walks the allocator's bins) at most this often. */
+#define TRIM_EVERY_MS 100
 
 #define MEMBER 0
 /* After joining without a list of the group, the watch's time to show the
@@ -58,6 +61,7 @@ struct ld_shards {
     bool table_changed;      /* a shard's entry changed since the last table */
     int64_t reassess_at_ms;  /* a member or holder expires then */
     int64_t heartbeat_at_ms; /* the last publish of the snapshot */
+    int64_t trim_at_ms;      /* the next look at free heap (ld_memtrim_idle) */
 
     char health[256];
     bool member_observed;
@@ -398,6 +402,10 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
     if (s->inputs_changed || now_ms >= s->reassess_at_ms)
         assign(s, now_ms);
     publish(s, now_ms);
+    if (now_ms >= s->trim_at_ms) { /* a pass may have freed a burst's buffers */
+        ld_memtrim_idle();
+        s->trim_at_ms = now_ms + TRIM_EVERY_MS;
+    }
     int64_t at = s->reassess_at_ms;
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
