@@ -63,8 +63,7 @@ static int bind_listen(const struct sockaddr *sa, socklen_t salen, bool dual_sta
     return fd;
 }
 
-/* Opens the listening socket for host:port; -1 with err filled. */
-static int open_listener(const char *host, int port, char *err, size_t errlen)
+int ld_http_open_listener(const char *host, int port, char *err, size_t errlen)
 {
     int e = 0;
     int fd = -1;
@@ -111,7 +110,7 @@ static int open_listener(const char *host, int port, char *err, size_t errlen)
     return fd;
 }
 
-static int bound_port(int fd)
+int ld_http_bound_port(int fd)
 {
     struct sockaddr_storage ss = {0};
     socklen_t len = sizeof(ss);
@@ -188,10 +187,10 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
     h->conns = ld_http_conns_new(h->lim.evict_at, err, errlen);
     if (!h->conns)
         goto fail;
-    fd = open_listener(host, port, err, errlen);
+    fd = ld_http_open_listener(host, port, err, errlen);
     if (fd < 0)
         goto fail;
-    h->port = bound_port(fd);
+    h->port = ld_http_bound_port(fd);
     unsigned int idle_s =
         opts && opts->idle_timeout_s ? opts->idle_timeout_s : LD_HTTP_IDLE_TIMEOUT_S;
     h->daemon = MHD_start_daemon(

@@ -42,4 +42,13 @@ struct ld_http {
     int port;
 };
 
+/* Opens a non-blocking listening socket for host:port as ld_http_start
+ * describes (host "" = all interfaces, dual stack when possible; a name is
+ * resolved). Returns the fd, or -1 with one line in err ("listen
+ * HOST:PORT: reason"). Also for the API proxy's listener. */
+int ld_http_open_listener(const char *host, int port, char *err, size_t errlen);
+
+/* The port a listening socket is bound to, -1 when it cannot be read. */
+int ld_http_bound_port(int fd);
+
 #endif

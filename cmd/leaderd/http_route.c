@@ -114,22 +114,28 @@ static int reply_owned(struct ld_http_reply *out, unsigned int status, const cha
     return 0;
 }
 
-char *ld_http_render_event(bool with_id, uint64_t id, const struct ld_snapshot *snap,
-                           int64_t now_ms, size_t *len)
+char *ld_http_sse_frame(bool with_id, uint64_t id, const char *event, char *json,
+                        size_t *len)
 {
     char idline[40] = "";
-    char *json = ld_http_render_leader(snap, now_ms);
     char *text = NULL;
     if (!json)
         return NULL;
     if (with_id)
         snprintf(idline, sizeof(idline), "id: %" PRIu64 "\n", id);
-    int n = asprintf(&text, "%sevent: leader\ndata: %s\n\n", idline, json);
+    int n = asprintf(&text, "%sevent: %s\ndata: %s\n\n", idline, event, json);
     free(json);
     if (n < 0)
         return NULL;
     *len = (size_t)n;
     return text;
+}
+
+char *ld_http_render_event(bool with_id, uint64_t id, const struct ld_snapshot *snap,
+                           int64_t now_ms, size_t *len)
+{
+    return ld_http_sse_frame(with_id, id, "leader", ld_http_render_leader(snap, now_ms),
+                             len);
 }
 
 enum route {

@@ -53,6 +53,12 @@ bool ld_http_view_differs(const struct ld_http_poll *p, const struct ld_http_vie
 char *ld_http_render_event(bool with_id, uint64_t id, const struct ld_snapshot *snap,
                            int64_t now_ms, size_t *len);
 
+/* One /watch event: "id: ID\n" (when with_id), "event: EVENT\n", "data:
+ * JSON\n\n". Takes json over (freed here; NULL gives NULL). Returns a new
+ * string (free()) with its length in *len, or NULL on allocation failure. */
+char *ld_http_sse_frame(bool with_id, uint64_t id, const char *event, char *json,
+                        size_t *len);
+
 /* Reads a Last-Event-ID as our ids are written (decimal digits); s may be
  * NULL. Returns false, *out untouched, for anything else. */
 bool ld_http_parse_event_id(const char *s, uint64_t *out);

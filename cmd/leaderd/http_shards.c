@@ -212,19 +212,8 @@ char *ld_http_render_shards_event(bool with_id, uint64_t id,
                                   const struct ld_shardsnap *t, int64_t now_ms,
                                   size_t *len)
 {
-    char idline[40] = "";
-    char *json = ld_http_render_shards(g, snap, t, now_ms);
-    char *text = NULL;
-    if (!json)
-        return NULL;
-    if (with_id)
-        snprintf(idline, sizeof(idline), "id: %" PRIu64 "\n", id);
-    int n = asprintf(&text, "%sevent: shards\ndata: %s\n\n", idline, json);
-    free(json);
-    if (n < 0)
-        return NULL;
-    *len = (size_t)n;
-    return text;
+    return ld_http_sse_frame(with_id, id, "shards",
+                             ld_http_render_shards(g, snap, t, now_ms), len);
 }
 
 static int reply_owned(struct ld_http_reply *out, unsigned int status, const char *ct,

@@ -47,13 +47,34 @@ static int verb_index(const char *verb)
     return (int)NVERBS - 1;
 }
 
-static struct ld_metrics_series *find_series(struct ld_metrics *m, int verb, long code)
+static struct ld_metrics_series *find_series(struct ld_metrics_series *tab, size_t n,
+                                             int verb, long code)
 {
-    for (size_t i = 0; i < m->nseries; i++) {
-        if (m->series[i].verb == verb && m->series[i].code == code)
-            return &m->series[i];
+    for (size_t i = 0; i < n; i++) {
+        if (tab[i].verb == verb && tab[i].code == code)
+            return &tab[i];
     }
     return NULL;
+}
+
+/* Counts one (verb, code) in a table of cap series (*n in use). The last
+ * nverbs slots are kept for the per-verb "other" series, so the table stays
+ * bounded whatever statuses a server invents. Under the metrics' mutex. */
+static void count_series(struct ld_metrics_series *tab, size_t *n, size_t cap,
+                         size_t nverbs, int verb, long code)
+{
+    struct ld_metrics_series *s = find_series(tab, *n, verb, code);
+    if (!s && *n >= cap - nverbs) {
+        code = CODE_OTHER;
+        s = find_series(tab, *n, verb, code);
+    }
+    if (!s) {
+        s = &tab[(*n)++];
+        s->verb = verb;
+        s->code = code;
+        s->count = 0;
+    }
+    s->count++;
 }
 
 static void observe_bucket(uint64_t *buckets, double seconds)
@@ -75,20 +96,8 @@ void ld_metrics_observe_request(void *m, const char *verb, long http_status,
     if (!(seconds >= 0)) /* negative or NaN */
         seconds = 0;
     pthread_mutex_lock(&metrics->mu);
-    struct ld_metrics_series *s = find_series(metrics, v, code);
-    /* The last NVERBS slots are kept for the per-verb "other" series so the
-     * table stays bounded whatever statuses a server invents. */
-    if (!s && metrics->nseries >= LD_METRICS_MAX_SERIES - NVERBS) {
-        code = CODE_OTHER;
-        s = find_series(metrics, v, code);
-    }
-    if (!s) {
-        s = &metrics->series[metrics->nseries++];
-        s->verb = v;
-        s->code = code;
-        s->count = 0;
-    }
-    s->count++;
+    count_series(metrics->series, &metrics->nseries, LD_METRICS_MAX_SERIES, NVERBS, v,
+                 code);
     /* A watch lasts minutes by design; its length is not a latency. */
     if (strcmp(verbs[v], "WATCH") != 0) {
         observe_bucket(metrics->bucket, seconds);
@@ -393,15 +402,6 @@ static const char *const proxy_verbs[] = {"GET", "HEAD",  "OPTIONS", "POST",
                                           "PUT", "PATCH", "DELETE",  "OTHER"};
 #define PROXY_NVERBS (sizeof(proxy_verbs) / sizeof(proxy_verbs[0]))
 
-static struct ld_metrics_series *proxy_find(struct ld_metrics_proxy *p, int verb,
-                                            long code)
-{
-    for (size_t i = 0; i < p->nseries; i++)
-        if (p->series[i].verb == verb && p->series[i].code == code)
-            return &p->series[i];
-    return NULL;
-}
-
 void ld_metrics_proxy_request(struct ld_metrics *m, const char *method, long code)
 {
     if (!m)
@@ -414,19 +414,7 @@ void ld_metrics_proxy_request(struct ld_metrics *m, const char *method, long cod
         code = CODE_ERROR;
     pthread_mutex_lock(&m->mu);
     struct ld_metrics_proxy *p = &m->proxy;
-    struct ld_metrics_series *s = proxy_find(p, v, code);
-    /* The last slots are kept for the per-verb "other" series. */
-    if (!s && p->nseries >= LD_METRICS_PROXY_SERIES - PROXY_NVERBS) {
-        code = CODE_OTHER;
-        s = proxy_find(p, v, code);
-    }
-    if (!s) {
-        s = &p->series[p->nseries++];
-        s->verb = v;
-        s->code = code;
-        s->count = 0;
-    }
-    s->count++;
+    count_series(p->series, &p->nseries, LD_METRICS_PROXY_SERIES, PROXY_NVERBS, v, code);
     pthread_mutex_unlock(&m->mu);
 }
 

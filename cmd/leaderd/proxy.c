@@ -42,6 +42,7 @@
 #include <curl/curl.h>
 #include <microhttpd.h>
 
+#include "http_listen.h"
 #include "log.h"
 #include "proxy_gate.h"
 #include "transport_curl.h"
@@ -50,7 +51,6 @@
 #define CONNECTION_MEMORY (64 * 1024)
 /* libcurl and OpenSSL (the TLS handshake) run on these threads. */
 #define THREAD_STACK (256 * 1024)
-#define LISTEN_BACKLOG 128
 /* Longest single wait for upstream progress; the stop flag is seen then. */
 #define POLL_SLICE_MS 1000
 #define CONNECT_TIMEOUT_MS 3000
@@ -819,58 +819,16 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     ld_log(LD_LOG_DEBUG, "api proxy: %s", msg);
 }
 
+/* The loopback address the configuration checked; "localhost" is bound
+ * as 127.0.0.1, not as whatever the resolver says first. */
 static int open_loopback(const char *host, int port, char *err, size_t errlen)
 {
-    struct sockaddr_storage ss;
-    socklen_t len;
-    int one = 1;
+    char inner[256];
     const char *h = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, h, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        len = sizeof(*a4);
-    } else if (inet_pton(AF_INET6, h, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        len = sizeof(*a6);
-    } else {
-        snprintf(err, errlen, "api-proxy %s:%d: not an address", host, port);
-        return -1;
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "api-proxy: socket: %s", strerror(errno));
-        return -1;
-    }
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
-        snprintf(err, errlen, "api-proxy %s%s%s:%d: %s", strchr(h, ':') ? "[" : "", h,
-                 strchr(h, ':') ? "]" : "", port, strerror(errno));
-        close(fd);
-        return -1;
-    }
+    int fd = ld_http_open_listener(h, port, inner, sizeof(inner));
+    if (fd < 0)
+        snprintf(err, errlen, "api-proxy: %s", inner);
     return fd;
-}
-
-static int bound_port(int fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-    memset(&ss, 0, sizeof(ss));
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
-        return -1;
-    /* Copies, not casts: the storage is only as typed as its family says. */
-    if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 a6;
-        memcpy(&a6, &ss, sizeof(a6));
-        return ntohs(a6.sin6_port);
-    }
-    struct sockaddr_in a4;
-    memcpy(&a4, &ss, sizeof(a4));
-    return ntohs(a4.sin_port);
 }
 
 struct ld_proxy *ld_proxy_start(const char *host, int port,
@@ -916,7 +874,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     fd = open_loopback(host, port, err, errlen);
     if (fd < 0)
         goto fail;
-    p->port = bound_port(fd);
+    p->port = ld_http_bound_port(fd);
     p->listener = (struct ld_state_listener){.fn = on_publish, .arg = p};
     ld_state_listen(st, &p->listener);
     p->listening = true;
