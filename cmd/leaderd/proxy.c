@@ -47,6 +47,8 @@
 #include "proxy_gate.h"
 #include "transport_curl.h"
 
+/* The most of a refused body read and dropped (see on_request). */
+#define DROP_LIMIT (4 * (size_t)LD_PROXY_MAX_BODY)
 /* Request line and headers of kubectl and client libraries fit easily. */
 #define CONNECTION_MEMORY (64 * 1024)
 /* libcurl and OpenSSL (the TLS handshake) run on these threads. */
@@ -78,6 +80,7 @@ struct preq {
     struct ld_proxy_verdict verdict;
     char *body;
     size_t len, cap;
+    size_t dropped; /* bytes of a refused body read and thrown away */
     /* upstream */
     CURL *easy;
     struct curl_slist *hdrs;
@@ -766,9 +769,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         size_t n = *upload_size;
         *upload_size = 0;
         /* A body that will not be forwarded is read and dropped, so the
-         * answer reaches a client still sending it. */
-        if (q->verdict.status)
-            return MHD_YES;
+         * answer reaches a client still sending it (closing on it could
+         * reset the connection before the answer is read); past
+         * DROP_LIMIT the connection is closed all the same. */
+        if (q->verdict.status) {
+            q->dropped += n;
+            return q->dropped > DROP_LIMIT ? MHD_NO : MHD_YES;
+        }
         if (n > LD_PROXY_MAX_BODY - q->len) {
             free(q->body);
             q->body = NULL;

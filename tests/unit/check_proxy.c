@@ -820,6 +820,22 @@ START_TEST(proxy_empty_answers_and_early_413)
     ck_assert_int_eq(d.status, 413);
     ck_assert_int_eq(d.uploaded, (curl_off_t)big_len);
     free(big);
+    /* A refused body is read only so far: past four times the limit the
+     * connection is closed instead of answered. */
+    size_t huge_len = 4 * (size_t)LD_PROXY_MAX_BODY + 1024 * 1024;
+    char *huge = malloc(huge_len + 1);
+    ck_assert_ptr_nonnull(huge);
+    memset(huge, 'x', huge_len);
+    huge[huge_len] = '\0';
+    struct call h = {.base = r.base,
+                     .method = "POST",
+                     .target = "/y",
+                     .body = huge,
+                     .headers = {"Expect:", NULL}};
+    call_run(&h);
+    ck_assert_int_eq(h.status, 0);
+    ck_assert_int_ne(h.rc, CURLE_OK);
+    free(huge);
     ck_assert_int_eq(httpfake_request_count(r.fake), 1);
     rig_stop(&r);
 }
