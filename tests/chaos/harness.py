@@ -51,6 +51,7 @@ SCHED_SLACK = float(os.environ.get("CHAOS_SCHED_SLACK", RETRY))
 
 NS = "default"
 LEASE_NAME = "chaos"
+POD_NAME = "app"  # the Pod written through the replicas' API proxies
 POLL_INTERVAL = 0.025
 FETCH_TIMEOUT = 2.0  # a live, running leaderd answers /leader in microseconds
 CLOCK_SLACK = 0.001  # the write log has microseconds; allow one millisecond
@@ -162,6 +163,7 @@ class Slot:
         self.name = name
         self.identity = identity
         self.port = None
+        self.proxy_port = None  # its --api-proxy port (Cluster(api_proxy=True))
         self.proc = None
         self.procs = []
 
@@ -325,8 +327,12 @@ class Cluster:
     """An API server and N leaderd replicas on loopback, plus the poller."""
 
     def __init__(self, workdir, n, extra_clients=("dup",), log_level="debug",
-                 api_verbose=True, child=False, shards=None):
+                 api_verbose=True, child=False, shards=None, api_proxy=False):
         self.dir = workdir
+        # With api_proxy, every replica runs `--api-proxy 127.0.0.1:PORT` (a
+        # fresh port per process, Slot.proxy_port) and the API server holds
+        # the Pod POD_NAME for writes through those proxies.
+        self.api_proxy = api_proxy
         # With shards (a count), every replica runs `--shards N` on the group
         # LEASE_NAME; the poller asks /shards and the log keeps every shard
         # Lease's writes (shard_writes).
@@ -355,6 +361,9 @@ class Cluster:
 
     def start(self):
         self.api.start()
+        if self.api_proxy:
+            self.api.control("POST", "pods", {"namespace": NS, "name": POD_NAME,
+                                              "labels": {"app": "chaos"}})
         for slot in self.slots:
             self.start_slot(slot)
         self.poller.start()
@@ -370,7 +379,8 @@ class Cluster:
                 "--renew-deadline", f"{int(RENEW * 1000)}ms",
                 "--retry-period", f"{int(RETRY * 1000)}ms",
                 "--log-level", self.log_level] + self.child_argv() + (
-                    ["--shards", str(self.shards)] if self.shards else [])
+                    ["--shards", str(self.shards)] if self.shards else []) + (
+                    ["--api-proxy", f"127.0.0.1:{slot.proxy_port}"] if self.api_proxy else [])
 
     def child_argv(self):
         if self.child_file is None:
@@ -384,6 +394,8 @@ class Cluster:
         if slot.proc is not None and slot.proc.poll():
             raise ScenarioError(f"{slot.proc.label()} is still running")
         slot.port = free_port()
+        if self.api_proxy:
+            slot.proxy_port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("LEADERD_")}
         for k in ("KUBECONFIG", "POD_NAME", "POD_NAMESPACE", "KUBERNETES_SERVICE_HOST"):
             env.pop(k, None)
@@ -957,6 +969,34 @@ def analyse(ctx, t_from=None, t_to=None):
         more = f" (and {len(msgs) - 3} more)" if len(msgs) > 3 else ""
         ctx.fail(f"{kind}: " + "; ".join(msgs[:3]) + more)
     return len(samples)
+
+
+# ---- writes through the API proxies (Cluster(api_proxy=True)) ----
+
+def proxy_fencing_problems(leases, pod_writes):
+    """The API write gate's fencing, by the API server's own logs and clock:
+    every Pod write it applied (pod_writes: its Pod log entries, each with
+    client and mono_ms) came from the replica that held the Lease at that
+    moment, i.e. the one named by the last Lease write (leases: its write log
+    entries of LEASE_NAME, each with holderIdentity and mono_ms) committed at
+    or before it. Both logs carry the server's mono_ms, so they compare
+    directly; a tie counts the Lease write as first, which can only make a
+    late write by the old holder fail. Returns one message per violation."""
+    leases = sorted(leases, key=lambda e: e["mono_ms"])
+    times = [e["mono_ms"] for e in leases]
+    out = []
+    for w in pod_writes:
+        i = bisect.bisect_right(times, w["mono_ms"])
+        if i == 0:
+            out.append(f"Pod write {w.get('labels')} by {w['client']} at {w['mono_ms']} ms "
+                       f"before any Lease write")
+            continue
+        holder = leases[i - 1].get("holderIdentity")
+        if holder != w["client"]:
+            out.append(f"Pod write {w.get('labels')} by {w['client']} at {w['mono_ms']} ms "
+                       f"while {holder!r} held the Lease (its write at {times[i - 1]} ms "
+                       f"by {leases[i - 1].get('client')})")
+    return out
 
 
 # ---- the exec children's records ----

@@ -50,7 +50,7 @@ def _interrupt(signum, frame):
 
 def run_one(name, n, rep, workdir):
     sc = by_name(name)
-    c = Cluster(workdir, n, child=sc.child, shards=sc.shards)
+    c = Cluster(workdir, n, child=sc.child, shards=sc.shards, api_proxy=sc.api_proxy)
     ctx = Ctx(c, name, rep)
     started = time.monotonic()
     try:

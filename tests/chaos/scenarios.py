@@ -2,26 +2,30 @@
 leader, injects one fault, heals it, checks what is specific to that fault and
 leaves the cluster converged with every replica running (so the soak can chain
 them). The checks every scenario gets are in harness.analyse()."""
+import http.client
 import json
 import re
 import signal
+import threading
 import time
 
 from harness import (CHILD_GRACE, CHILD_KILL_SLACK, CHILD_START, CLOCK_SLACK,
-                     CONVERGE_BOUND, KILL_BOUND, LEASE, NS, LEASE_NAME, RENEW, RETRY,
-                     SCHED_SLACK, TERM_BOUND, ScenarioError, Slot, http_get, micro_time)
+                     CONVERGE_BOUND, KILL_BOUND, LEASE, NS, LEASE_NAME, POD_NAME, RENEW,
+                     RETRY, SCHED_SLACK, TERM_BOUND, ScenarioError, Slot, http_get,
+                     micro_time, proxy_fencing_problems)
 
 
 class Scenario:
     def __init__(self, name, fn, destructive=False, known_failure=None, soak=True,
-                 child=False, shards=None):
+                 child=False, shards=None, api_proxy=False):
         self.name = name
         self.fn = fn
         self.destructive = destructive        # replaces replica processes
         self.known_failure = known_failure    # why it fails today (kept out of --short)
         self.child = child                    # replicas run childrec.py (Cluster(child=))
         self.shards = shards                  # replicas run --shards N (Cluster(shards=))
-        self.soak = soak and not destructive and not child and not shards
+        self.api_proxy = api_proxy            # replicas run --api-proxy (Cluster(api_proxy=))
+        self.soak = soak and not destructive and not child and not shards and not api_proxy
 
 
 def stops_claiming_until(ctx, slot, t_fault, takeover, why):
@@ -1283,6 +1287,86 @@ CHILD_SCENARIOS = [
     ("child-latency-3s", sc_latency, RENEW + CHILD_GRACE, KILL_BOUND, False),
 ]
 
+# ---- the API write gate (leaderd --api-proxy, CONTRACT.md) ----
+#
+# A writer merge-patches the Pod through every replica's proxy every ~20 ms
+# while the leader is SIGKILLed, partitioned or SIGSTOPped (the fault's own
+# scenario, with its checks); the API server's Pod log and Lease write log
+# then decide that every write it applied came from the replica holding the
+# Lease at that moment (harness.proxy_fencing_problems).
+
+POD_PATH = f"/api/v1/namespaces/{NS}/pods/{POD_NAME}"
+WRITE_PERIOD = 0.02
+WRITE_TIMEOUT = 1.5     # a stopped proxy accepts (the backlog) and never answers
+WRITER_ROUNDS = 5000    # bound on the writer's loop: far beyond any run
+AFTER_HEAL = 1.0        # writes go on through the healed cluster this long
+
+
+def proxy_patch(port, value):
+    """The status of one merge-patch of the Pod's label through the proxy on
+    port, or None when the proxy did not answer (killed, stopped)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WRITE_TIMEOUT)
+    try:
+        conn.request("PATCH", POD_PATH,
+                     body=json.dumps({"metadata": {"labels": {"written": value}}}),
+                     headers={"Content-Type": "application/merge-patch+json"})
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+def proxy_writer(c, stop, answers):
+    n = 0
+    for _ in range(WRITER_ROUNDS):
+        if stop.is_set():
+            return
+        for slot in c.slots:
+            n += 1
+            port = slot.proxy_port
+            answers.append((slot.name, port and proxy_patch(port, f"{slot.name}-{n}")))
+        stop.wait(WRITE_PERIOD)
+
+
+def proxy_fencing(fault):
+    def run(ctx):
+        c = ctx.c
+        stop = threading.Event()
+        answers = []
+        t = threading.Thread(target=proxy_writer, args=(c, stop, answers), daemon=True)
+        t.start()
+        try:
+            fault(ctx)
+            stop.wait(AFTER_HEAL)
+        finally:
+            stop.set()
+            t.join(WRITE_TIMEOUT * len(c.slots) + 5)
+        if not ctx.check(not t.is_alive(), "the proxy writer did not stop"):
+            return
+        leases = [e for e in c.api.write_log(0)
+                  if e.get("namespace") == NS and e.get("name") == LEASE_NAME]
+        writes = [e for e in c.api.control("GET", "pods/log")["log"]
+                  if e["client"] != "_control"]
+        problems = proxy_fencing_problems(leases, writes)
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        ctx.check(not problems, "write outside its leadership: " + "; ".join(problems[:3])
+                  + more)
+        ok = [a for a in answers if a[1] == 200]
+        winners = {name for name, _ in ok}
+        ctx.note(f"{len(answers)} proxy writes, {len(ok)} accepted (by {sorted(winners)}), "
+                 f"{len(writes)} applied")
+        ctx.check(len(winners) >= 2, f"writes went through fewer than two leaders: {winners}")
+        ctx.check(len(writes) > 20, f"only {len(writes)} Pod writes applied")
+        # Every accepted answer is a write the server applied (none lost).
+        applied = {(w["client"], w["labels"].get("written")) for w in writes}
+        ctx.check(len(ok) <= len(applied),
+                  f"{len(ok)} writes accepted, only {len(applied)} applied")
+    return run
+
+
 SCENARIOS = [
     Scenario("sigkill-leader", sc_sigkill, destructive=True),
     Scenario("sigterm-leader", sc_sigterm, destructive=True),
@@ -1336,6 +1420,11 @@ SCENARIOS = [
              destructive=True, shards=SHARDS),
     Scenario("shards-rolling-restart", sc_shards_rolling_restart, destructive=True,
              shards=SHARDS),
+] + [
+    Scenario("proxy-fencing-sigkill", proxy_fencing(sc_sigkill), destructive=True,
+             api_proxy=True),
+    Scenario("proxy-fencing-partition", proxy_fencing(sc_partition_hang), api_proxy=True),
+    Scenario("proxy-fencing-sigstop", proxy_fencing(sc_sigstop), api_proxy=True),
 ]
 
 

@@ -9,7 +9,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
-from harness import Ctx, Sample, Slot, Write, analyse, analyse_children  # noqa: E402
+from harness import (Ctx, Sample, Slot, Write, analyse, analyse_children,  # noqa: E402
+                     proxy_fencing_problems)
 
 
 class FakeProc:
@@ -386,6 +387,44 @@ class ShardChecks(Base):
         self.ssample("r2", 12.0, {"0": (False, "r2", 0), "1": (True, "r2", 0)})
         self.assertTrue(any("shard 0" in f and "term went down" in f
                             for f in self.failures()), self.ctx.failures)
+
+
+class ProxyFencingChecks(unittest.TestCase):
+    """proxy_fencing_problems over a made-up Lease log (r1 leads from 1000 ms,
+    r2 takes over at 5000 ms) and Pod log."""
+
+    leases = [{"mono_ms": 1000, "client": "r1", "holderIdentity": "r1"},
+              {"mono_ms": 2000, "client": "r1", "holderIdentity": "r1"},
+              {"mono_ms": 5000, "client": "r2", "holderIdentity": "r2"}]
+
+    def pod(self, t, client):
+        return {"mono_ms": t, "client": client, "labels": {"written": f"{client}-{t}"}}
+
+    def test_writes_inside_leadership_pass(self):
+        writes = [self.pod(1000, "r1"), self.pod(4999, "r1"), self.pod(5001, "r2")]
+        self.assertEqual(proxy_fencing_problems(self.leases, writes), [])
+
+    def test_old_leader_write_after_the_takeover_fails(self):
+        out = proxy_fencing_problems(self.leases, [self.pod(5001, "r1")])
+        self.assertEqual(len(out), 1, out)
+        self.assertIn("'r2' held the Lease", out[0])
+
+    def test_write_in_the_takeovers_millisecond_counts_the_lease_first(self):
+        out = proxy_fencing_problems(self.leases, [self.pod(5000, "r1")])
+        self.assertEqual(len(out), 1, out)
+
+    def test_standby_write_fails(self):
+        out = proxy_fencing_problems(self.leases, [self.pod(3000, "r2")])
+        self.assertEqual(len(out), 1, out)
+        self.assertIn("by r2", out[0])
+
+    def test_write_before_any_lease_fails(self):
+        out = proxy_fencing_problems(self.leases, [self.pod(500, "r1")])
+        self.assertTrue(out and "before any Lease write" in out[0], out)
+
+    def test_write_after_a_release_fails(self):
+        leases = self.leases + [{"mono_ms": 6000, "client": "r2", "holderIdentity": ""}]
+        self.assertEqual(len(proxy_fencing_problems(leases, [self.pod(6001, "r2")])), 1)
 
 
 if __name__ == "__main__":
