@@ -608,8 +608,9 @@ static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
                err && err->msg[0] ? err->msg : "error");
 }
 
-/* The member Lease goes after the shards were released, so the others see
- * this replica leave once; only when this replica released it (so not with
+/* The member Lease is deleted once every release was written (its own
+ * release went out with the shards', which is when the others stop counting
+ * this replica); only when this replica released it (so not with
  * --release-on-exit=false, nor after standing back from another process of
  * its identity), and with preconditions that keep a Lease someone else
  * wrote since (a new Pod of the same name). Bounded by call_timeout_ms. */

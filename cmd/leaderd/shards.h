@@ -7,9 +7,10 @@
  * shard assigned elsewhere is given back by a graceful release. The shard
  * table is published for the HTTP server (state.h, shardsnap.h).
  *
- * SIGTERM/SIGINT: every shard is released (with --release-on-exit), then
- * the member Lease is deleted with preconditions, bounded in time, so the
- * others rebalance at once and nothing is left behind.
+ * SIGTERM/SIGINT: every shard and the member Lease are released (with
+ * --release-on-exit), so the others rebalance at once; then the member
+ * Lease is deleted with preconditions, bounded in time, so nothing is left
+ * behind. A group watch that is down is made up for by listing the group.
  *
  * Everything runs on the caller's thread inside ld_shards_run; only the
  * state is shared with the HTTP threads.
