@@ -102,8 +102,8 @@ static int reply_text(struct ld_http_reply *out, unsigned int status, const char
     return 0;
 }
 
-static int reply_owned(struct ld_http_reply *out, unsigned int status, const char *ct,
-                       char *body)
+int ld_http_reply_owned(struct ld_http_reply *out, unsigned int status, const char *ct,
+                        char *body)
 {
     if (!body)
         return -1;
@@ -165,12 +165,12 @@ static enum route find_route(const char *path)
 }
 
 /* {"error": msg} with status; msg must be UTF-8. */
-static int reply_error(struct ld_http_reply *out, unsigned int status, const char *msg)
+int ld_http_reply_error(struct ld_http_reply *out, unsigned int status, const char *msg)
 {
     json_t *o = json_pack("{s:s}", "error", msg);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    return reply_owned(out, status, LD_HTTP_CT_JSON, text);
+    return ld_http_reply_owned(out, status, LD_HTTP_CT_JSON, text);
 }
 
 int ld_http_render_resign(const struct ld_snapshot *snap, enum ld_resign_outcome oc,
@@ -180,25 +180,27 @@ int ld_http_render_resign(const struct ld_snapshot *snap, enum ld_resign_outcome
     memset(out, 0, sizeof(*out));
     switch (oc) {
     case LD_RESIGN_RELEASED:
-        return reply_owned(out, 200, LD_HTTP_CT_JSON,
-                           ld_http_render_leader(snap, now_ms));
+        return ld_http_reply_owned(out, 200, LD_HTTP_CT_JSON,
+                                   ld_http_render_leader(snap, now_ms));
     case LD_RESIGN_NOT_LEADER:
         if (snap->leader[0])
             snprintf(msg, sizeof(msg), "not the leader: \"%s\" holds the lease",
                      snap->leader);
         else
             snprintf(msg, sizeof(msg), "not the leader: nobody holds the lease");
-        return reply_error(out, 409, msg);
+        return ld_http_reply_error(out, 409, msg);
     case LD_RESIGN_FAILED:
-        return reply_error(out, 503,
-                           "stepped down, but the release could not be written: the "
-                           "lease expires by itself after its duration");
+        return ld_http_reply_error(
+            out, 503,
+            "stepped down, but the release could not be written: the "
+            "lease expires by itself after its duration");
     case LD_RESIGN_PENDING:
         break;
     }
-    return reply_error(out, 503,
-                       "no outcome in time: the election loop did not act on the request "
-                       "(it may still step down)");
+    return ld_http_reply_error(
+        out, 503,
+        "no outcome in time: the election loop did not act on the request "
+        "(it may still step down)");
 }
 
 bool ld_http_peer_is_loopback(const struct sockaddr *sa)
@@ -231,7 +233,7 @@ static int route_resign(const char *method, const struct ld_snapshot *snap,
     }
     if (!ld_snapshot_is_leader(snap, now_ms))
         return ld_http_render_resign(snap, LD_RESIGN_NOT_LEADER, now_ms, out);
-    return reply_error(out, 503, "POST /resign needs the running server");
+    return ld_http_reply_error(out, 503, "POST /resign needs the running server");
 }
 
 int ld_http_route(const char *method, const char *path, const struct ld_snapshot *snap,
@@ -252,11 +254,11 @@ int ld_http_route(const char *method, const char *path, const struct ld_snapshot
     }
     switch (r) {
     case R_LEADER:
-        return reply_owned(out, ld_snapshot_is_leader(snap, now_ms) ? 200 : 503,
-                           LD_HTTP_CT_JSON, ld_http_render_leader(snap, now_ms));
+        return ld_http_reply_owned(out, ld_snapshot_is_leader(snap, now_ms) ? 200 : 503,
+                                   LD_HTTP_CT_JSON, ld_http_render_leader(snap, now_ms));
     case R_WATCH:
-        if (reply_owned(out, 200, LD_HTTP_CT_SSE,
-                        ld_http_render_event(false, 0, snap, now_ms, &len)) != 0)
+        if (ld_http_reply_owned(out, 200, LD_HTTP_CT_SSE,
+                                ld_http_render_event(false, 0, snap, now_ms, &len)) != 0)
             return -1;
         out->len = len;
         return 0;
@@ -291,7 +293,7 @@ int ld_http_route(const char *method, const char *path, const struct ld_snapshot
         json_t *o = json_pack("{s:s}", "name", snap->leader);
         char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
-        return reply_owned(out, 200, LD_HTTP_CT_JSON, text);
+        return ld_http_reply_owned(out, 200, LD_HTTP_CT_JSON, text);
     }
     case R_NONE:
     case R_RESIGN: /* answered above */

@@ -53,6 +53,12 @@ bool ld_http_view_differs(const struct ld_http_poll *p, const struct ld_http_vie
 char *ld_http_render_event(bool with_id, uint64_t id, const struct ld_snapshot *snap,
                            int64_t now_ms, size_t *len);
 
+/* out = status, ct and body (taken over; NULL: -1, out untouched). */
+int ld_http_reply_owned(struct ld_http_reply *out, unsigned int status, const char *ct,
+                        char *body);
+/* out = status and {"error": msg} (msg UTF-8). 0, or -1 without memory. */
+int ld_http_reply_error(struct ld_http_reply *out, unsigned int status, const char *msg);
+
 /* One /watch event: "id: ID\n" (when with_id), "event: EVENT\n", "data:
  * JSON\n\n". Takes json over (freed here; NULL gives NULL). Returns a new
  * string (free()) with its length in *len, or NULL on allocation failure. */

@@ -216,27 +216,6 @@ char *ld_http_render_shards_event(bool with_id, uint64_t id,
                              ld_http_render_shards(g, snap, t, now_ms), len);
 }
 
-static int reply_owned(struct ld_http_reply *out, unsigned int status, const char *ct,
-                       char *body)
-{
-    if (!body)
-        return -1;
-    out->status = status;
-    out->content_type = ct;
-    out->body = body;
-    out->len = strlen(body);
-    return 0;
-}
-
-/* {"error": msg} with status; msg must be UTF-8. */
-static int reply_error(struct ld_http_reply *out, unsigned int status, const char *msg)
-{
-    json_t *o = json_pack("{s:s}", "error", msg);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return reply_owned(out, status, LD_HTTP_CT_JSON, text);
-}
-
 enum route { R_NONE, R_SHARDS, R_SHARD, R_WATCH, R_METRICS, R_SINGLE, R_GONE };
 
 static enum route find_route(const char *path)
@@ -290,32 +269,33 @@ int ld_http_route_shards(const struct ld_http_shard_request *rq,
     memset(out, 0, sizeof(*out));
     enum route r = find_route(path);
     if (r == R_NONE)
-        return reply_error(out, 404, "not found");
+        return ld_http_reply_error(out, 404, "not found");
     if (r == R_GONE)
-        return reply_error(out, 404,
-                           "this replica runs a shard group (--shards): see GET /shards, "
-                           "GET /shards/ID and GET /shard?key=K");
+        return ld_http_reply_error(
+            out, 404,
+            "this replica runs a shard group (--shards): see GET /shards, "
+            "GET /shards/ID and GET /shard?key=K");
     if (!rq->method ||
         (strcmp(rq->method, "GET") != 0 && strcmp(rq->method, "HEAD") != 0)) {
         out->allow = true;
-        return reply_error(out, 405, "method not allowed: use GET or HEAD");
+        return ld_http_reply_error(out, 405, "method not allowed: use GET or HEAD");
     }
     switch (r) {
     case R_SHARDS:
-        return reply_owned(out, t && t->observed ? 200 : 503, LD_HTTP_CT_JSON,
-                           ld_http_render_shards(g, snap, t, now_ms));
+        return ld_http_reply_owned(out, t && t->observed ? 200 : 503, LD_HTTP_CT_JSON,
+                                   ld_http_render_shards(g, snap, t, now_ms));
     case R_SHARD: {
         unsigned int status =
             ld_http_shard_target(g, path, rq->key, rq->key_len, &target);
         if (status != 200)
-            return reply_error(out, status, target.err);
+            return ld_http_reply_error(out, status, target.err);
         bool ours =
             ld_shard_entry_is_leader(ld_http_shard_entry(t, target.shard), now_ms);
-        return reply_owned(out, ours ? 200 : 503, LD_HTTP_CT_JSON,
-                           ld_http_render_shard(g, snap, t, &target, now_ms));
+        return ld_http_reply_owned(out, ours ? 200 : 503, LD_HTTP_CT_JSON,
+                                   ld_http_render_shard(g, snap, t, &target, now_ms));
     }
     case R_WATCH:
-        if (reply_owned(
+        if (ld_http_reply_owned(
                 out, 200, LD_HTTP_CT_SSE,
                 ld_http_render_shards_event(false, 0, g, snap, t, now_ms, &len)) != 0)
             return -1;
