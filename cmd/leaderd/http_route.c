@@ -173,6 +173,29 @@ int ld_http_reply_error(struct ld_http_reply *out, unsigned int status, const ch
     return ld_http_reply_owned(out, status, LD_HTTP_CT_JSON, text);
 }
 
+int ld_http_reply_metrics(struct ld_http_reply *out, struct ld_metrics *m,
+                          const struct ld_snapshot *snap, const struct ld_shardgroup *g,
+                          const struct ld_shardsnap *t, int64_t now_ms)
+{
+    struct ld_metrics empty;
+    char *text = NULL;
+    size_t len = 0;
+    if (!m) {
+        ld_metrics_init(&empty);
+        m = &empty;
+    }
+    int rc = ld_metrics_render_shards(m, snap, g, t, now_ms, &text, &len);
+    if (m == &empty)
+        ld_metrics_destroy(&empty);
+    if (rc != 0)
+        return -1;
+    out->status = 200;
+    out->content_type = LD_HTTP_CT_METRICS;
+    out->body = text;
+    out->len = len;
+    return 0;
+}
+
 int ld_http_render_resign(const struct ld_snapshot *snap, enum ld_resign_outcome oc,
                           int64_t now_ms, struct ld_http_reply *out)
 {
@@ -270,25 +293,8 @@ int ld_http_route(const char *method, const char *path, const struct ld_snapshot
         if (snap->observed)
             return reply_text(out, 200, LD_HTTP_CT_TEXT, "ok");
         return reply_text(out, 503, LD_HTTP_CT_TEXT, "lease not observed yet");
-    case R_METRICS: {
-        struct ld_metrics empty;
-        char *text;
-        int rc;
-        if (!m) {
-            ld_metrics_init(&empty);
-            m = &empty;
-        }
-        rc = ld_metrics_render(m, snap, now_ms, &text, &len);
-        if (m == &empty)
-            ld_metrics_destroy(&empty);
-        if (rc != 0)
-            return -1;
-        out->status = 200;
-        out->content_type = LD_HTTP_CT_METRICS;
-        out->body = text;
-        out->len = len;
-        return 0;
-    }
+    case R_METRICS:
+        return ld_http_reply_metrics(out, m, snap, NULL, NULL, now_ms);
     case R_ROOT: {
         json_t *o = json_pack("{s:s}", "name", snap->leader);
         char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;

@@ -235,29 +235,6 @@ static enum route find_route(const char *path)
     return R_NONE;
 }
 
-static int route_metrics(struct ld_metrics *m, const struct ld_shardgroup *g,
-                         const struct ld_snapshot *snap, const struct ld_shardsnap *t,
-                         int64_t now_ms, struct ld_http_reply *out)
-{
-    struct ld_metrics empty;
-    char *text = NULL;
-    size_t len = 0;
-    if (!m) {
-        ld_metrics_init(&empty);
-        m = &empty;
-    }
-    int rc = ld_metrics_render_shards(m, snap, g, t, now_ms, &text, &len);
-    if (m == &empty)
-        ld_metrics_destroy(&empty);
-    if (rc != 0)
-        return -1;
-    out->status = 200;
-    out->content_type = LD_HTTP_CT_METRICS;
-    out->body = text;
-    out->len = len;
-    return 0;
-}
-
 int ld_http_route_shards(const struct ld_http_shard_request *rq,
                          const struct ld_shardgroup *g, const struct ld_snapshot *snap,
                          const struct ld_shardsnap *t, struct ld_metrics *m,
@@ -302,7 +279,7 @@ int ld_http_route_shards(const struct ld_http_shard_request *rq,
         out->len = len;
         return 0;
     case R_METRICS:
-        return route_metrics(m, g, snap, t, now_ms, out);
+        return ld_http_reply_metrics(out, m, snap, g, t, now_ms);
     case R_SINGLE: /* /healthz and /readyz judge the loop, as in single mode */
         return ld_http_route(rq->method, path, snap, m, now_ms, out);
     case R_NONE:
