@@ -22,6 +22,7 @@
 #define HOLD_POLL_MS 50
 #define DEFAULT_WATCH_TIMEOUT_S 1800 /* kube's --min-request-timeout */
 #define GV_PREFIX "/apis/coordination.k8s.io/v1/"
+#define CORE_PREFIX "/api/v1/"
 
 struct req {
     char *body;
@@ -33,6 +34,7 @@ enum route_kind { R_UNKNOWN, R_DISCOVERY, R_ALL, R_COLLECTION, R_ITEM, R_PODS, R
 
 struct route {
     enum route_kind kind;
+    const struct as_kind *res; /* for R_ALL, R_COLLECTION and R_ITEM */
     char ns[64];
     char name[254];
     bool watch;
@@ -79,10 +81,14 @@ static bool segment(const char *p, const char *end, char *out, size_t n)
     return true;
 }
 
-/* Parses "namespaces/NS/leases[/NAME]" or "leases". */
-static void parse_lease_path(const char *rest, struct route *rt)
+/* Parses "namespaces/NS/RES[/NAME]" or "RES" for the resource of res. */
+static void parse_store_path(const char *rest, const struct as_kind *res,
+                             struct route *rt)
 {
-    if (strcmp(rest, "leases") == 0) {
+    const char *resource = res->resource;
+    size_t rlen = strlen(resource);
+    rt->res = res;
+    if (strcmp(rest, resource) == 0) {
         rt->kind = R_ALL;
         return;
     }
@@ -92,14 +98,14 @@ static void parse_lease_path(const char *rest, struct route *rt)
     const char *slash = strchr(ns, '/');
     if (!slash || !segment(ns, slash, rt->ns, sizeof rt->ns))
         return;
-    const char *res = slash + 1;
-    if (strcmp(res, "leases") == 0) {
+    const char *sub = slash + 1;
+    if (strcmp(sub, resource) == 0) {
         rt->kind = R_COLLECTION;
         return;
     }
-    if (strncmp(res, "leases/", 7) != 0)
+    if (strncmp(sub, resource, rlen) != 0 || sub[rlen] != '/')
         return;
-    const char *name = res + 7;
+    const char *name = sub + rlen + 1;
     if (strchr(name, '/') ||
         !segment(name, name + strlen(name), rt->name, sizeof rt->name))
         return;
@@ -143,13 +149,21 @@ static void route(struct MHD_Connection *c, const char *url, const char *method,
             rt->verb = AS_VERB_CREATE;
         return;
     }
+    const struct as_kind *res = NULL;
+    const char *rest = NULL;
     if (strncmp(url, GV_PREFIX, strlen(GV_PREFIX)) == 0) {
-        const char *rest = url + strlen(GV_PREFIX);
+        res = &as_kind_lease;
+        rest = url + strlen(GV_PREFIX);
+    } else if (strncmp(url, CORE_PREFIX, strlen(CORE_PREFIX)) == 0) {
+        res = &as_kind_configmap;
+        rest = url + strlen(CORE_PREFIX);
+    }
+    if (res) {
         if (strncmp(rest, "watch/", 6) == 0) {
             rt->watch = true;
             rest += 6;
         }
-        parse_lease_path(rest, rt);
+        parse_store_path(rest, res, rt);
     }
     bool get = strcmp(method, "GET") == 0;
     if (truthy(arg(c, "watch")))
@@ -270,10 +284,12 @@ static bool lose_reply(struct as_api *api, const char *client, enum as_verb verb
            as_faults_rand(api->faults) < f.lose_reply;
 }
 
-static bool wants_table(struct MHD_Connection *c)
+/* Only Leases have a Table rendering here; other kinds answer as JSON,
+ * which kubectl also prints. */
+static bool wants_table(struct MHD_Connection *c, const struct route *rt)
 {
     const char *accept = header(c, "Accept");
-    return accept && strstr(accept, "as=Table") != NULL;
+    return rt->res == &as_kind_lease && accept && strstr(accept, "as=Table") != NULL;
 }
 
 /* Applies fieldSelector (metadata.name / metadata.namespace equality)
@@ -342,10 +358,10 @@ static bool label_selector(struct MHD_Connection *c, struct as_labelsel **out,
     return false;
 }
 
-static void reply_list(struct MHD_Connection *c, const struct as_snapshot *snap,
-                       struct as_reply *r)
+static void reply_list(struct MHD_Connection *c, const struct route *rt,
+                       const struct as_snapshot *snap, struct as_reply *r)
 {
-    if (wants_table(c)) {
+    if (wants_table(c, rt)) {
         as_reply_json(r, 200, as_table(snap, arg(c, "includeObject"), as_wall_us()));
         return;
     }
@@ -357,9 +373,9 @@ static void reply_list(struct MHD_Connection *c, const struct as_snapshot *snap,
         return;
     }
     fprintf(f,
-            "{\"kind\":\"LeaseList\",\"apiVersion\":\"coordination.k8s.io/v1\","
+            "{\"kind\":\"%s\",\"apiVersion\":\"%s\","
             "\"metadata\":{\"resourceVersion\":\"%" PRIu64 "\"},\"items\":[",
-            snap->rv);
+            rt->res->list_kind, rt->res->api_version, snap->rv);
     /* Raw documents go in verbatim, malformed or not, like a corrupted
      * object in etcd would reach a client. */
     for (size_t i = 0; i < snap->n; i++)
@@ -390,12 +406,14 @@ static void handle_list(struct MHD_Connection *c, struct as_api *api,
                         &has_ns, &has_name, r) ||
         !label_selector(c, &labels, r))
         return;
-    struct as_filter f = {
-        .ns = has_ns ? ns : NULL, .name = has_name ? name : NULL, .labels = labels};
+    struct as_filter f = {.kind = rt->res,
+                          .ns = has_ns ? ns : NULL,
+                          .name = has_name ? name : NULL,
+                          .labels = labels};
     if (!as_store_snapshot(api->store, &f, &snap))
         as_reply_internal(r, "out of memory");
     else
-        reply_list(c, &snap, r);
+        reply_list(c, rt, &snap, r);
     as_snapshot_clear(&snap);
     as_labelsel_free(labels);
 }
@@ -404,11 +422,11 @@ static void handle_get(struct MHD_Connection *c, struct as_api *api,
                        const struct route *rt, struct as_reply *r)
 {
     struct as_snapshot snap;
-    if (!wants_table(c)) {
-        as_store_get(api->store, rt->ns, rt->name, r);
+    if (!wants_table(c, rt)) {
+        as_store_get(api->store, rt->res, rt->ns, rt->name, r);
         return;
     }
-    struct as_filter f = {.ns = rt->ns, .name = rt->name};
+    struct as_filter f = {.kind = rt->res, .ns = rt->ns, .name = rt->name};
     if (!as_store_snapshot(api->store, &f, &snap)) {
         as_reply_internal(r, "out of memory");
         return;
@@ -433,6 +451,17 @@ static bool json_body(struct MHD_Connection *c, struct as_reply *r)
         "include: application/json",
         NULL);
     return false;
+}
+
+/* The body of a POST or PUT decoded as rt's kind: a new reference, or NULL
+ * with a 400 in r. */
+static json_t *parse_body(const struct route *rt, const struct req *rq,
+                          struct as_reply *r)
+{
+    json_t *in = as_decode_text(rt->res->kind, rq->body ? rq->body : "", rq->len, r);
+    json_t *obj = in ? rt->res->normalize(in, r) : NULL;
+    json_decref(in);
+    return obj;
 }
 
 static bool check_target(json_t *lease, const struct route *rt, bool need_name,
@@ -471,13 +500,13 @@ static void handle_write(struct MHD_Connection *c, struct as_api *api,
     case AS_VERB_UPDATE:
         if (!json_body(c, r))
             break;
-        lease = as_lease_parse(rq->body ? rq->body : "", rq->len, r);
+        lease = parse_body(rt, rq, r);
         if (!lease || !check_target(lease, rt, rt->verb == AS_VERB_UPDATE, r))
             break;
         if (rt->verb == AS_VERB_CREATE)
-            as_store_create(api->store, rt->ns, lease, client, r);
+            as_store_create(api->store, rt->res, rt->ns, lease, client, r);
         else
-            as_store_update(api->store, rt->ns, rt->name, lease, client, r);
+            as_store_update(api->store, rt->res, rt->ns, rt->name, lease, client, r);
         break;
     case AS_VERB_PATCH: {
         const char *ct = header(c, "Content-Type");
@@ -498,7 +527,7 @@ static void handle_write(struct MHD_Connection *c, struct as_api *api,
             as_reply_bad_request(r, msg);
             break;
         }
-        as_store_patch(api->store, rt->ns, rt->name, patch, client, r);
+        as_store_patch(api->store, rt->res, rt->ns, rt->name, patch, client, r);
         break;
     }
     case AS_VERB_DELETE: {
@@ -521,7 +550,8 @@ static void handle_write(struct MHD_Connection *c, struct as_api *api,
             pre_uid = json_string_value(puid);
             pre_rv = json_string_value(prv);
         }
-        as_store_delete(api->store, rt->ns, rt->name, pre_uid, pre_rv, client, r);
+        as_store_delete(api->store, rt->res, rt->ns, rt->name, pre_uid, pre_rv, client,
+                        r);
         break;
     }
     default:
@@ -680,6 +710,7 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
                                 &has_ns, &has_name, &r) ||
                 !label_selector(c, &p.labels, &r))
                 break;
+            p.kind = rt.res;
             p.ns = has_ns ? ns : NULL;
             p.name = has_name ? name : NULL;
             p.rv = arg(c, "resourceVersion");

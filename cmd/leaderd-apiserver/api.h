@@ -1,8 +1,9 @@
 /*
  * api: the HTTP front of leaderd-apiserver (libmicrohttpd, thread per
  * connection). Authenticates (client certificate or bearer token), applies
- * the pause and the caller's faults, then routes to discovery, the Lease REST
- * API, watch or the admin /_control/ API.
+ * the pause and the caller's faults, then routes to discovery, the Lease and
+ * ConfigMap REST APIs (one path for both, kinds.h), watch, Pods, Events or
+ * the admin /_control/ API.
  */
 #ifndef AS_API_H
 #define AS_API_H

@@ -136,14 +136,15 @@ static void put_raw(struct as_api *api, const char *sub, const char *body, size_
                             "resourceVersion", rvs));
 }
 
-static void get_log(struct as_api *api, const char *since, struct as_reply *r)
+static void get_log(struct as_api *api, const struct as_kind *kind, const char *since,
+                    struct as_reply *r)
 {
     long long from = 0;
     if (since && !as_parse_ll(since, 0, INT64_MAX, &from)) {
         as_reply_bad_request(r, "since must be a non-negative integer");
         return;
     }
-    json_t *entries = as_store_log(api->store, (uint64_t)from);
+    json_t *entries = as_store_log(api->store, kind, (uint64_t)from);
     as_reply_json(r, 200, entries ? json_pack("{s:o}", "entries", entries) : NULL);
 }
 
@@ -170,7 +171,9 @@ void as_control(struct as_api *api, const char *method, const char *sub, const c
     else if (strcmp(method, "PUT") == 0 && strncmp(sub, "/raw/", 5) == 0)
         put_raw(api, sub, body, len, q->stamp, r);
     else if (get && strcmp(sub, "/log") == 0)
-        get_log(api, q->since, r);
+        get_log(api, &as_kind_lease, q->since, r);
+    else if (get && strcmp(sub, "/configmaps/log") == 0)
+        get_log(api, &as_kind_configmap, q->since, r);
     else if (get && strcmp(sub, "/tokens") == 0)
         as_reply_json(r, 200, as_auth_uses_json(api->auth));
     else if (get && strcmp(sub, "/stats") == 0)

@@ -1,7 +1,8 @@
 /*
  * control: the admin-only /_control/ API tests use to steer
  * leaderd-apiserver: faults per client, pause/resume, token rotation and
- * revocation, raw (unvalidated) Lease documents, the write log and request
+ * revocation, raw (unvalidated) Lease documents, the write logs (/log for
+ * Leases, /configmaps/log for ConfigMaps, see as_store_log) and request
  * statistics. JSON in, JSON out; errors are 400/404 Status bodies.
  */
 #ifndef AS_CONTROL_H

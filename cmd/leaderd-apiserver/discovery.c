@@ -15,7 +15,10 @@ static const char version_doc[] =
     "\"platform\":\"linux/amd64\"}";
 
 static const char api_v1_doc[] =
-    "{\"kind\":\"APIResourceList\",\"groupVersion\":\"v1\",\"resources\":[]}";
+    "{\"kind\":\"APIResourceList\",\"groupVersion\":\"v1\",\"resources\":["
+    "{\"name\":\"configmaps\",\"singularName\":\"configmap\",\"namespaced\":true,"
+    "\"kind\":\"ConfigMap\",\"verbs\":[\"create\",\"delete\",\"get\",\"list\",\"patch\","
+    "\"update\",\"watch\"],\"shortNames\":[\"cm\"]}]}";
 
 #define GROUP_VERSIONS                                                                   \
     "\"versions\":[{\"groupVersion\":\"coordination.k8s.io/v1\",\"version\":\"v1\"}],"   \

@@ -7,13 +7,13 @@
 #include "labelsel.h"
 #include "util.h"
 
-#define CANNOT_HANDLE "Lease in version \"v1\" cannot be handled as a Lease: "
 #define MICRO_LAYOUT "2006-01-02T15:04:05.000000Z07:00"
 
-static void decode_error(struct as_reply *err, const char *detail)
+static void decode_error(const char *kind, struct as_reply *err, const char *detail)
 {
     char msg[1024];
-    snprintf(msg, sizeof msg, "%s%s", CANNOT_HANDLE, detail);
+    snprintf(msg, sizeof msg, "%s in version \"v1\" cannot be handled as a %s: %s", kind,
+             kind, detail);
     as_reply_bad_request(err, msg);
 }
 
@@ -37,14 +37,14 @@ static const char *json_kind(const json_t *v)
     }
 }
 
-static void type_error(struct as_reply *err, const json_t *v, const char *field,
-                       const char *gotype)
+static void type_error(const char *kind, struct as_reply *err, const json_t *v,
+                       const char *field, const char *gotype)
 {
     char msg[512];
     snprintf(msg, sizeof msg,
              "json: cannot unmarshal %s into Go struct field %s of type %s", json_kind(v),
              field, gotype);
-    decode_error(err, msg);
+    decode_error(kind, err, msg);
 }
 
 static bool is_leap(long y)
@@ -186,13 +186,13 @@ bool as_dns1123_subdomain(const char *s)
 
 /* Copies an optional string field; false (with err) on a wrong type. */
 static bool copy_string(json_t *dst, json_t *src, const char *key, const char *gofield,
-                        struct as_reply *err)
+                        struct as_reply *err, const char *kind)
 {
     json_t *v = json_object_get(src, key);
     if (!v || json_is_null(v))
         return true;
     if (!json_is_string(v)) {
-        type_error(err, v, gofield, "string");
+        type_error(kind, err, v, gofield, "string");
         return false;
     }
     json_object_set(dst, key, v);
@@ -200,14 +200,14 @@ static bool copy_string(json_t *dst, json_t *src, const char *key, const char *g
 }
 
 static bool copy_int32(json_t *dst, json_t *src, const char *key, const char *gofield,
-                       struct as_reply *err)
+                       struct as_reply *err, const char *kind)
 {
     json_t *v = json_object_get(src, key);
     if (!v || json_is_null(v))
         return true;
     if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN ||
         json_integer_value(v) > INT32_MAX) {
-        type_error(err, v, gofield, "int32");
+        type_error(kind, err, v, gofield, "int32");
         return false;
     }
     json_object_set(dst, key, v);
@@ -215,13 +215,13 @@ static bool copy_int32(json_t *dst, json_t *src, const char *key, const char *go
 }
 
 static bool copy_string_map(json_t *dst, json_t *src, const char *key,
-                            const char *gofield, struct as_reply *err)
+                            const char *gofield, struct as_reply *err, const char *kind)
 {
     json_t *v = json_object_get(src, key);
     if (!v || json_is_null(v))
         return true;
     if (!json_is_object(v)) {
-        type_error(err, v, gofield, "map[string]string");
+        type_error(kind, err, v, gofield, "map[string]string");
         return false;
     }
     const char *k;
@@ -229,7 +229,7 @@ static bool copy_string_map(json_t *dst, json_t *src, const char *key,
     json_object_foreach(v, k, e)
     {
         if (!json_is_string(e)) {
-            type_error(err, e, gofield, "string");
+            type_error(kind, err, e, gofield, "string");
             return false;
         }
     }
@@ -240,7 +240,7 @@ static bool copy_string_map(json_t *dst, json_t *src, const char *key,
 }
 
 static bool copy_time(json_t *dst, json_t *src, const char *key, bool micro,
-                      struct as_reply *err)
+                      struct as_reply *err, const char *kind)
 {
     json_t *v = json_object_get(src, key);
     if (!v || json_is_null(v))
@@ -250,14 +250,14 @@ static bool copy_time(json_t *dst, json_t *src, const char *key, bool micro,
     if (!json_is_string(v)) {
         snprintf(msg, sizeof msg, "parsing time %s: expected a JSON string",
                  json_kind(v));
-        decode_error(err, msg);
+        decode_error(kind, err, msg);
         return false;
     }
     const char *s = json_string_value(v);
     if (!(micro ? as_parse_microtime(s, &us) : as_parse_rfc3339(s, &us))) {
         snprintf(msg, sizeof msg, "parsing time \"%.64s\" as \"%s\": cannot parse", s,
                  micro ? MICRO_LAYOUT : "2006-01-02T15:04:05Z07:00");
-        decode_error(err, msg);
+        decode_error(kind, err, msg);
         return false;
     }
     char out[32];
@@ -269,7 +269,7 @@ static bool copy_time(json_t *dst, json_t *src, const char *key, bool micro,
  * string apiVersion, kind, name, uid and bool controller, blockOwnerDeletion
  * (unknown fields dropped, null as absent). New reference or NULL with a 400
  * (or 500) reply in err. */
-static json_t *normalize_owner_refs(json_t *v, struct as_reply *err)
+static json_t *normalize_owner_refs(json_t *v, struct as_reply *err, const char *kind)
 {
     static const char *const strs[] = {"apiVersion", "kind", "name", "uid"};
     static const char *const bools[] = {"controller", "blockOwnerDeletion"};
@@ -291,14 +291,14 @@ static json_t *normalize_owner_refs(json_t *v, struct as_reply *err)
         if (json_is_null(ref))
             continue;
         if (!json_is_object(ref)) {
-            type_error(err, ref, "ObjectMeta.metadata.ownerReferences",
+            type_error(kind, err, ref, "ObjectMeta.metadata.ownerReferences",
                        "v1.OwnerReference");
             goto fail;
         }
         for (size_t k = 0; k < sizeof strs / sizeof *strs; k++) {
             snprintf(gofield, sizeof gofield,
                      "OwnerReference.metadata.ownerReferences.%s", strs[k]);
-            if (!copy_string(o, ref, strs[k], gofield, err))
+            if (!copy_string(o, ref, strs[k], gofield, err, kind))
                 goto fail;
         }
         for (size_t k = 0; k < sizeof bools / sizeof *bools; k++) {
@@ -308,7 +308,7 @@ static json_t *normalize_owner_refs(json_t *v, struct as_reply *err)
             if (!json_is_boolean(b)) {
                 snprintf(gofield, sizeof gofield,
                          "OwnerReference.metadata.ownerReferences.%s", bools[k]);
-                type_error(err, b, gofield, "bool");
+                type_error(kind, err, b, gofield, "bool");
                 goto fail;
             }
             json_object_set(o, bools[k], b);
@@ -320,26 +320,29 @@ fail:
     return NULL;
 }
 
-static bool normalize_metadata(json_t *out, json_t *m, struct as_reply *err)
+static bool normalize_metadata(json_t *out, json_t *m, struct as_reply *err,
+                               const char *kind)
 {
-    if (!copy_string(out, m, "name", "ObjectMeta.metadata.name", err) ||
-        !copy_string(out, m, "generateName", "ObjectMeta.metadata.generateName", err) ||
-        !copy_string(out, m, "namespace", "ObjectMeta.metadata.namespace", err) ||
-        !copy_string(out, m, "uid", "ObjectMeta.metadata.uid", err) ||
+    if (!copy_string(out, m, "name", "ObjectMeta.metadata.name", err, kind) ||
+        !copy_string(out, m, "generateName", "ObjectMeta.metadata.generateName", err,
+                     kind) ||
+        !copy_string(out, m, "namespace", "ObjectMeta.metadata.namespace", err, kind) ||
+        !copy_string(out, m, "uid", "ObjectMeta.metadata.uid", err, kind) ||
         !copy_string(out, m, "resourceVersion", "ObjectMeta.metadata.resourceVersion",
-                     err) ||
-        !copy_time(out, m, "creationTimestamp", false, err) ||
-        !copy_string_map(out, m, "labels", "ObjectMeta.metadata.labels", err) ||
-        !copy_string_map(out, m, "annotations", "ObjectMeta.metadata.annotations", err))
+                     err, kind) ||
+        !copy_time(out, m, "creationTimestamp", false, err, kind) ||
+        !copy_string_map(out, m, "labels", "ObjectMeta.metadata.labels", err, kind) ||
+        !copy_string_map(out, m, "annotations", "ObjectMeta.metadata.annotations", err,
+                         kind))
         return false;
     json_t *v = json_object_get(m, "ownerReferences");
     if (v && !json_is_null(v)) {
         if (!json_is_array(v)) {
-            type_error(err, v, "ObjectMeta.metadata.ownerReferences",
+            type_error(kind, err, v, "ObjectMeta.metadata.ownerReferences",
                        "[]v1.OwnerReference");
             return false;
         }
-        json_t *refs = normalize_owner_refs(v, err);
+        json_t *refs = normalize_owner_refs(v, err, kind);
         if (!refs)
             return false;
         if (json_array_size(refs) > 0)
@@ -352,13 +355,13 @@ static bool normalize_metadata(json_t *out, json_t *m, struct as_reply *err)
         size_t i;
         json_t *e;
         if (!json_is_array(v)) {
-            type_error(err, v, "ObjectMeta.metadata.finalizers", "[]string");
+            type_error(kind, err, v, "ObjectMeta.metadata.finalizers", "[]string");
             return false;
         }
         json_array_foreach(v, i, e)
         {
             if (!json_is_string(e)) {
-                type_error(err, e, "ObjectMeta.metadata.finalizers", "string");
+                type_error(kind, err, e, "ObjectMeta.metadata.finalizers", "string");
                 return false;
             }
         }
@@ -367,66 +370,111 @@ static bool normalize_metadata(json_t *out, json_t *m, struct as_reply *err)
     return true;
 }
 
-static bool normalize_spec(json_t *out, json_t *s, struct as_reply *err)
+static bool normalize_spec(json_t *out, json_t *s, struct as_reply *err, const char *kind)
 {
-    return copy_string(out, s, "holderIdentity", "LeaseSpec.spec.holderIdentity", err) &&
+    return copy_string(out, s, "holderIdentity", "LeaseSpec.spec.holderIdentity", err,
+                       kind) &&
            copy_int32(out, s, "leaseDurationSeconds",
-                      "LeaseSpec.spec.leaseDurationSeconds", err) &&
-           copy_time(out, s, "acquireTime", true, err) &&
-           copy_time(out, s, "renewTime", true, err) &&
-           copy_int32(out, s, "leaseTransitions", "LeaseSpec.spec.leaseTransitions",
-                      err) &&
-           copy_string(out, s, "strategy", "LeaseSpec.spec.strategy", err) &&
-           copy_string(out, s, "preferredHolder", "LeaseSpec.spec.preferredHolder", err);
+                      "LeaseSpec.spec.leaseDurationSeconds", err, kind) &&
+           copy_time(out, s, "acquireTime", true, err, kind) &&
+           copy_time(out, s, "renewTime", true, err, kind) &&
+           copy_int32(out, s, "leaseTransitions", "LeaseSpec.spec.leaseTransitions", err,
+                      kind) &&
+           copy_string(out, s, "strategy", "LeaseSpec.spec.strategy", err, kind) &&
+           copy_string(out, s, "preferredHolder", "LeaseSpec.spec.preferredHolder", err,
+                       kind);
 }
 
-json_t *as_lease_normalize(json_t *in, struct as_reply *err)
+void as_decode_type_error(const char *kind, struct as_reply *err, const json_t *v,
+                          const char *field, const char *gotype)
 {
-    json_t *out = NULL, *meta = NULL, *spec = NULL;
+    type_error(kind, err, v, field, gotype);
+}
+
+json_t *as_decode_envelope(json_t *in, const char *kind, const char *api_version,
+                           struct as_reply *err)
+{
+    char msg[256];
     if (!json_is_object(in)) {
-        type_error(err, in, "Lease", "v1.Lease");
+        snprintf(msg, sizeof msg, "v1.%s", kind);
+        type_error(kind, err, in, kind, msg);
         return NULL;
     }
     json_t *v = json_object_get(in, "apiVersion");
     if (v && !json_is_null(v) &&
-        (!json_is_string(v) ||
-         (strcmp(json_string_value(v), "coordination.k8s.io/v1") != 0 &&
-          json_string_length(v) != 0))) {
-        decode_error(err, "the API version in the data does not match the expected API "
-                          "version (coordination.k8s.io/v1)");
+        (!json_is_string(v) || (strcmp(json_string_value(v), api_version) != 0 &&
+                                json_string_length(v) != 0))) {
+        snprintf(msg, sizeof msg,
+                 "the API version in the data does not match the expected API version "
+                 "(%s)",
+                 api_version);
+        decode_error(kind, err, msg);
         return NULL;
     }
     v = json_object_get(in, "kind");
     if (v && !json_is_null(v) &&
         (!json_is_string(v) ||
-         (strcmp(json_string_value(v), "Lease") != 0 && json_string_length(v) != 0))) {
-        decode_error(err,
-                     "the kind in the data does not match the expected kind (Lease)");
+         (strcmp(json_string_value(v), kind) != 0 && json_string_length(v) != 0))) {
+        snprintf(msg, sizeof msg,
+                 "the kind in the data does not match the expected kind (%s)", kind);
+        decode_error(kind, err, msg);
         return NULL;
     }
-    out = json_object();
-    meta = json_object();
-    spec = json_object();
-    if (!out || !meta || !spec) {
+    json_t *meta = json_object();
+    if (!meta) {
         as_reply_internal(err, "out of memory");
-        goto fail;
+        return NULL;
     }
     json_t *m = json_object_get(in, "metadata");
     if (m && !json_is_null(m)) {
+        snprintf(msg, sizeof msg, "%s.metadata", kind);
         if (!json_is_object(m)) {
-            type_error(err, m, "Lease.metadata", "v1.ObjectMeta");
-            goto fail;
+            type_error(kind, err, m, msg, "v1.ObjectMeta");
+            json_decref(meta);
+            return NULL;
         }
-        if (!normalize_metadata(meta, m, err))
-            goto fail;
+        if (!normalize_metadata(meta, m, err, kind)) {
+            json_decref(meta);
+            return NULL;
+        }
+    }
+    return meta;
+}
+
+json_t *as_decode_text(const char *kind, const char *text, size_t len,
+                       struct as_reply *err)
+{
+    json_error_t jerr;
+    json_t *in = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
+    if (!in) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "couldn't get version/kind; json parse error: %s",
+                 jerr.text);
+        decode_error(kind, err, msg);
+    }
+    return in;
+}
+
+json_t *as_lease_normalize(json_t *in, struct as_reply *err)
+{
+    const char *kind = "Lease";
+    json_t *out = NULL, *spec = NULL;
+    json_t *meta = as_decode_envelope(in, kind, "coordination.k8s.io/v1", err);
+    if (!meta)
+        return NULL;
+    out = json_object();
+    spec = json_object();
+    if (!out || !spec) {
+        as_reply_internal(err, "out of memory");
+        goto fail;
     }
     json_t *s = json_object_get(in, "spec");
     if (s && !json_is_null(s)) {
         if (!json_is_object(s)) {
-            type_error(err, s, "Lease.spec", "v1.LeaseSpec");
+            type_error(kind, err, s, "Lease.spec", "v1.LeaseSpec");
             goto fail;
         }
-        if (!normalize_spec(spec, s, err))
+        if (!normalize_spec(spec, s, err, kind))
             goto fail;
     }
     json_object_set_new(out, "kind", json_string("Lease"));
@@ -443,15 +491,9 @@ fail:
 
 json_t *as_lease_parse(const char *text, size_t len, struct as_reply *err)
 {
-    json_error_t jerr;
-    json_t *in = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
-    if (!in) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "couldn't get version/kind; json parse error: %s",
-                 jerr.text);
-        decode_error(err, msg);
+    json_t *in = as_decode_text("Lease", text, len, err);
+    if (!in)
         return NULL;
-    }
     json_t *out = as_lease_normalize(in, err);
     json_decref(in);
     return out;
@@ -535,18 +577,14 @@ static void validate_owner_refs(json_t *refs, struct as_field_errors *fe)
     }
 }
 
-bool as_lease_validate(json_t *lease, bool create, struct as_reply *err)
+void as_meta_validate(json_t *meta, bool create, struct as_field_errors *fe)
 {
-    struct as_field_errors fe;
     char msg[1024];
-    json_t *meta = json_object_get(lease, "metadata");
-    json_t *spec = json_object_get(lease, "spec");
     const char *name = json_string_value(json_object_get(meta, "name"));
     const char *gen = json_string_value(json_object_get(meta, "generateName"));
-    as_field_errors_init(&fe);
     if (!name || !*name) {
         if (!create || !gen || !*gen)
-            as_field_errors_add(&fe, "FieldValueRequired", "metadata.name",
+            as_field_errors_add(fe, "FieldValueRequired", "metadata.name",
                                 "Required value: name or generateName is required");
     } else if (!as_dns1123_subdomain(name)) {
         char *shown = quoted(name);
@@ -555,13 +593,30 @@ bool as_lease_validate(json_t *lease, bool create, struct as_reply *err)
                      "Invalid value: %.300s: must be no more than 253 characters",
                      shown ? shown : "\"\"");
         else
-            snprintf(msg, sizeof msg, "Invalid value: %.300s: %s",
-                     shown ? shown : "\"\"", dns1123_msg);
+            snprintf(msg, sizeof msg, "Invalid value: %.300s: %s", shown ? shown : "\"\"",
+                     dns1123_msg);
         free(shown);
-        as_field_errors_add(&fe, "FieldValueInvalid", "metadata.name", msg);
+        as_field_errors_add(fe, "FieldValueInvalid", "metadata.name", msg);
     }
-    validate_labels(json_object_get(meta, "labels"), &fe);
-    validate_owner_refs(json_object_get(meta, "ownerReferences"), &fe);
+    validate_labels(json_object_get(meta, "labels"), fe);
+    validate_owner_refs(json_object_get(meta, "ownerReferences"), fe);
+}
+
+void as_field_invalid(struct as_field_errors *fe, const char *field, const char *value,
+                      const char *why)
+{
+    add_invalid(fe, field, value, why);
+}
+
+bool as_lease_validate(json_t *lease, bool create, struct as_reply *err)
+{
+    struct as_field_errors fe;
+    char msg[1024];
+    json_t *meta = json_object_get(lease, "metadata");
+    json_t *spec = json_object_get(lease, "spec");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    as_field_errors_init(&fe);
+    as_meta_validate(meta, create, &fe);
     json_t *v = json_object_get(spec, "leaseDurationSeconds");
     if (v && json_integer_value(v) <= 0) {
         snprintf(msg, sizeof msg, "Invalid value: %lld: must be greater than 0",

@@ -28,6 +28,35 @@ json_t *as_lease_parse(const char *text, size_t len, struct as_reply *err);
  * JSON type, an integer is out of int32 range, or a time does not parse. */
 json_t *as_lease_normalize(json_t *in, struct as_reply *err);
 
+/* The decoding every kind shares. kind is the Go type's name ("Lease",
+ * "ConfigMap"), which the 400 messages quote: `KIND in version "v1" cannot
+ * be handled as a KIND: ...`. */
+
+/* Parses text as JSON; a new reference, or NULL with a 400 in err. */
+json_t *as_decode_text(const char *kind, const char *text, size_t len,
+                       struct as_reply *err);
+
+/* Checks that in (borrowed) is a JSON object whose apiVersion and kind are
+ * absent, empty or api_version and kind, and decodes its metadata the way
+ * as_lease_normalize describes. Returns the normalised metadata (a new
+ * object, empty when in has none) or NULL with a 400 (500) reply in err. */
+json_t *as_decode_envelope(json_t *in, const char *kind, const char *api_version,
+                           struct as_reply *err);
+
+/* Sets err to the 400 encoding/json gives for v in the Go field field of
+ * type gotype ("json: cannot unmarshal number into Go struct field ..."). */
+void as_decode_type_error(const char *kind, struct as_reply *err, const json_t *v,
+                          const char *field, const char *gotype);
+
+/* ObjectMeta's rules for every kind, added to fe: metadata.name a DNS-1123
+ * subdomain (on create, generateName may stand in for it), labels and
+ * ownerReferences as as_lease_validate says. */
+void as_meta_validate(json_t *meta, bool create, struct as_field_errors *fe);
+
+/* Adds a FieldValueInvalid cause `Invalid value: "value": why` to fe. */
+void as_field_invalid(struct as_field_errors *fe, const char *field, const char *value,
+                      const char *why);
+
 /* Applies the coordination/v1 validation rules to a normalised Lease:
  * metadata.name a DNS-1123 subdomain (or, on create, generateName set),
  * metadata.labels keys qualified names and values label values,

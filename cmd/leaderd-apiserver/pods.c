@@ -139,11 +139,14 @@ static void log_labels(struct as_pods *p, const char *ns, const char *name,
     if (json_array_size(p->log) >= MAX_LOG)
         json_array_remove(p->log, 0);
     json_array_append_new(
-        p->log, json_pack("{s:I, s:s, s:s, s:o, s:s, s:I, s:I}", "seq",
+        p->log, json_pack("{s:I, s:s, s:s, s:o, s:s, s:I, s:I, s:I}", "seq",
                           (json_int_t)++p->seq, "namespace", ns, "pod", name, "labels",
                           labels ? json_incref(labels) : json_object(), "client",
                           client ? client : "", "time_us", (json_int_t)as_wall_us(),
-                          "mono_ms", (json_int_t)as_mono_ms()));
+                          "mono_ms", (json_int_t)as_mono_ms(),
+                          /* the store's write log clock: fencing checks
+                           * compare the two to the microsecond */
+                          "clock_us", (json_int_t)as_clock_us()));
 }
 
 static void serve_list(struct as_pods *p, const struct as_pods_request *rq,

@@ -39,7 +39,10 @@ void as_pods_serve(struct as_pods *p, const struct as_pods_request *rq,
 
 /* The control API under /_control/pods: POST {"namespace","name","labels"}
  * creates (or replaces) a Pod; GET /_control/pods/log returns
- * {"log":[{"seq","namespace","pod","labels","client","time_us"}]} of every
+ * {"log":[{"seq","namespace","pod","labels","client","time_us","mono_ms",
+ * "clock_us"}]} (time_us the wall clock, clock_us CLOCK_MONOTONIC in
+ * microseconds like the store's write log, both taken under the table's lock
+ * when the change is applied) of every
  * label change in order; DELETE {"namespace","name"} removes one. path is
  * what follows "/_control/pods". */
 void as_pods_control(struct as_pods *p, const char *method, const char *path,

@@ -58,16 +58,33 @@ void as_reply_json(struct as_reply *r, unsigned code, json_t *j)
     r->ctype = "application/json";
 }
 
-json_t *as_status_details(const char *name, const char *kind)
+json_t *as_status_details_in(const char *group, const char *name, const char *kind)
 {
     json_t *d = json_object();
     if (!d)
         return NULL;
     if (name)
         json_object_set_new(d, "name", json_string(name));
-    json_object_set_new(d, "group", json_string(AS_GROUP));
+    /* StatusDetails.group is omitempty: the core group does not show. */
+    if (group && *group)
+        json_object_set_new(d, "group", json_string(group));
     json_object_set_new(d, "kind", json_string(kind));
     return d;
+}
+
+json_t *as_status_details(const char *name, const char *kind)
+{
+    return as_status_details_in(AS_GROUP, name, kind);
+}
+
+/* "resource.group" as schema.GroupResource prints it: the bare resource for
+ * the core group. */
+static void qualified(char *out, size_t n, const char *group, const char *resource)
+{
+    if (group && *group)
+        snprintf(out, n, "%s.%s", resource, group);
+    else
+        snprintf(out, n, "%s", resource);
 }
 
 json_t *as_status_failure(unsigned code, const char *reason, const char *message,
@@ -96,26 +113,48 @@ void as_reply_status(struct as_reply *r, unsigned code, const char *reason,
     as_reply_json(r, code, as_status_failure(code, reason, message, details));
 }
 
+void as_reply_not_found_in(struct as_reply *r, const char *group, const char *resource,
+                           const char *name)
+{
+    char msg[512], gr[128];
+    qualified(gr, sizeof gr, group, resource);
+    snprintf(msg, sizeof msg, "%s \"%s\" not found", gr, name);
+    as_reply_status(r, 404, "NotFound", msg, as_status_details_in(group, name, resource));
+}
+
+void as_reply_exists_in(struct as_reply *r, const char *group, const char *resource,
+                        const char *name)
+{
+    char msg[512], gr[128];
+    qualified(gr, sizeof gr, group, resource);
+    snprintf(msg, sizeof msg, "%s \"%s\" already exists", gr, name);
+    as_reply_status(r, 409, "AlreadyExists", msg,
+                    as_status_details_in(group, name, resource));
+}
+
+void as_reply_conflict_in(struct as_reply *r, const char *group, const char *resource,
+                          const char *name, const char *why)
+{
+    char msg[1024], gr[128];
+    qualified(gr, sizeof gr, group, resource);
+    snprintf(msg, sizeof msg, "Operation cannot be fulfilled on %s \"%s\": %s", gr, name,
+             why);
+    as_reply_status(r, 409, "Conflict", msg, as_status_details_in(group, name, resource));
+}
+
 void as_reply_not_found(struct as_reply *r, const char *name)
 {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s.%s \"%s\" not found", AS_RESOURCE, AS_GROUP, name);
-    as_reply_status(r, 404, "NotFound", msg, as_status_details(name, AS_RESOURCE));
+    as_reply_not_found_in(r, AS_GROUP, AS_RESOURCE, name);
 }
 
 void as_reply_exists(struct as_reply *r, const char *name)
 {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s.%s \"%s\" already exists", AS_RESOURCE, AS_GROUP, name);
-    as_reply_status(r, 409, "AlreadyExists", msg, as_status_details(name, AS_RESOURCE));
+    as_reply_exists_in(r, AS_GROUP, AS_RESOURCE, name);
 }
 
 void as_reply_conflict(struct as_reply *r, const char *name, const char *why)
 {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "Operation cannot be fulfilled on %s.%s \"%s\": %s",
-             AS_RESOURCE, AS_GROUP, name, why);
-    as_reply_status(r, 409, "Conflict", msg, as_status_details(name, AS_RESOURCE));
+    as_reply_conflict_in(r, AS_GROUP, AS_RESOURCE, name, why);
 }
 
 void as_reply_bad_request(struct as_reply *r, const char *message)
@@ -177,24 +216,31 @@ void as_field_errors_add(struct as_field_errors *fe, const char *reason,
     fe->count++;
 }
 
-void as_reply_invalid(struct as_reply *r, const char *kind, const char *name,
-                      struct as_field_errors *fe)
+void as_reply_invalid_in(struct as_reply *r, const char *group, const char *kind,
+                         const char *name, struct as_field_errors *fe)
 {
-    char *msg = NULL;
+    char *msg = NULL, gk[128];
     const char *errs = fe->text ? fe->text : "";
     int n;
+    qualified(gk, sizeof gk, group, kind);
     /* kube's ErrorList.ToAggregate prints one error bare and several in []. */
     if (fe->count > 1)
-        n = asprintf(&msg, "%s.%s \"%s\" is invalid: [%s]", kind, AS_GROUP, name, errs);
+        n = asprintf(&msg, "%s \"%s\" is invalid: [%s]", gk, name, errs);
     else
-        n = asprintf(&msg, "%s.%s \"%s\" is invalid: %s", kind, AS_GROUP, name, errs);
+        n = asprintf(&msg, "%s \"%s\" is invalid: %s", gk, name, errs);
     if (n < 0)
         msg = NULL;
-    json_t *d = as_status_details(name, kind);
+    json_t *d = as_status_details_in(group, name, kind);
     if (d && fe->causes)
         json_object_set(d, "causes", fe->causes);
     as_reply_status(r, 422, "Invalid", msg ? msg : "invalid", d);
     free(msg);
+}
+
+void as_reply_invalid(struct as_reply *r, const char *kind, const char *name,
+                      struct as_field_errors *fe)
+{
+    as_reply_invalid_in(r, AS_GROUP, kind, name, fe);
 }
 
 void as_reply_too_many(struct as_reply *r, int retry_after)

@@ -38,6 +38,10 @@ void as_reply_text(struct as_reply *r, unsigned code, const char *ctype, const c
  * Returns a new reference or NULL. */
 json_t *as_status_details(const char *name, const char *kind);
 
+/* The same for any API group; group "" (the core group) is left out, as
+ * StatusDetails' omitempty does. */
+json_t *as_status_details_in(const char *group, const char *name, const char *kind);
+
 /* A metav1.Status failure: kind, apiVersion, metadata {}, status "Failure",
  * message, reason, details (stolen; omitted when NULL), code. */
 json_t *as_status_failure(unsigned code, const char *reason, const char *message,
@@ -58,6 +62,14 @@ void as_reply_conflict(struct as_reply *r, const char *name, const char *why);
 #define AS_OPTIMISTIC_LOCK_MSG                                                           \
     "the object has been modified; please apply your changes to the latest version "     \
     "and try again"
+/* The same three for any resource: group "" is the core group, whose
+ * resources print bare (`configmaps "name" not found`). */
+void as_reply_not_found_in(struct as_reply *r, const char *group, const char *resource,
+                           const char *name);
+void as_reply_exists_in(struct as_reply *r, const char *group, const char *resource,
+                        const char *name);
+void as_reply_conflict_in(struct as_reply *r, const char *group, const char *resource,
+                          const char *name, const char *why);
 /* 400 BadRequest with message. */
 void as_reply_bad_request(struct as_reply *r, const char *message);
 /* 500 InternalError "Internal error occurred: message". */
@@ -80,6 +92,11 @@ void as_field_errors_add(struct as_field_errors *fe, const char *reason,
  * "leases" for the missing-resourceVersion error, as in kube-apiserver. */
 void as_reply_invalid(struct as_reply *r, const char *kind, const char *name,
                       struct as_field_errors *fe);
+
+/* as_reply_invalid for any API group ("" for the core group: `ConfigMap
+ * "name" is invalid: ...`). */
+void as_reply_invalid_in(struct as_reply *r, const char *group, const char *kind,
+                         const char *name, struct as_field_errors *fe);
 
 /* 429 with kube's plain-text body and a Retry-After header. */
 void as_reply_too_many(struct as_reply *r, int retry_after);

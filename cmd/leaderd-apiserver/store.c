@@ -15,18 +15,19 @@
 #define MAX_ENTRIES 10000
 #define HIST_CAP 4096
 #define LOG_CAP 100000
-#define LOG_HOLDER_MAX 256 /* bytes of holderIdentity kept in the write log */
 #define STATE_FILE_CAP (64u << 20)
 
 struct entry {
+    const struct as_kind *kind;
     char *ns;
     char *name;
     uint64_t rv;
-    json_t *obj; /* normalised Lease; NULL for a raw entry */
+    json_t *obj; /* normalised object; NULL for a raw entry (Leases only) */
     char *raw;   /* verbatim text of a raw entry */
 };
 
 struct event {
+    const struct as_kind *kind;
     uint64_t rv;
     char *ns;
     char *name;
@@ -48,9 +49,9 @@ struct as_store {
     uint64_t rv;
     struct event hist[HIST_CAP];
     size_t hist_start, hist_n;
-    uint64_t floor; /* watches can resume from any version >= floor */
-    json_t *log;
-    uint64_t log_seq;
+    uint64_t floor;             /* watches can resume from any version >= floor */
+    json_t *log[AS_KIND_COUNT]; /* one write log per kind, each with its own seq */
+    uint64_t log_seq[AS_KIND_COUNT];
     char *state_file;
     bool closing;
 };
@@ -87,18 +88,22 @@ static bool same_labels(json_t *a, json_t *b)
     return a && b ? json_equal(a, b) : a == b;
 }
 
-static bool passes(const struct as_filter *f, const char *ns, const char *name,
-                   json_t *labels)
+static bool passes(const struct as_filter *f, const struct entry *e, json_t *labels)
 {
+    const char *ns = e->ns, *name = e->name;
+    if (f->kind != e->kind)
+        return false;
     if ((f->ns && strcmp(f->ns, ns) != 0) || (f->name && strcmp(f->name, name) != 0))
         return false;
     return !f->labels || as_labelsel_match(f->labels, labels);
 }
 
-static struct entry *find(struct as_store *s, const char *ns, const char *name)
+static struct entry *find(struct as_store *s, const struct as_kind *kind, const char *ns,
+                          const char *name)
 {
     for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->entries[i].ns, ns) == 0 && strcmp(s->entries[i].name, name) == 0)
+        if (s->entries[i].kind == kind && strcmp(s->entries[i].ns, ns) == 0 &&
+            strcmp(s->entries[i].name, name) == 0)
             return &s->entries[i];
     return NULL;
 }
@@ -181,41 +186,38 @@ static json_t *build_meta(json_t *src, const char *ns, json_t *uid, json_t *ctim
     return m;
 }
 
-/* The object to store: lease's user fields, server-owned metadata, and
- * strategy/preferredHolder only where the (disabled) CLE gate keeps them:
- * never on create, on update only if the old object had them. */
-static json_t *prepare(json_t *lease, const char *ns, json_t *uid, json_t *ctime,
-                       json_t *old)
+/* The object to store: src's user fields (src normalised by kind), the
+ * server-owned metadata, and the kind's own fields (old: the stored object
+ * on update, else NULL). */
+static json_t *prepare(const struct as_kind *kind, json_t *src, const char *ns,
+                       json_t *uid, json_t *ctime, json_t *old)
 {
     json_t *obj = json_object();
-    json_t *meta = build_meta(json_object_get(lease, "metadata"), ns, uid, ctime);
-    json_t *spec = json_deep_copy(json_object_get(lease, "spec"));
-    if (!obj || !meta || !spec) {
+    json_t *meta = build_meta(json_object_get(src, "metadata"), ns, uid, ctime);
+    if (!obj || !meta) {
         json_decref(obj);
         json_decref(meta);
-        json_decref(spec);
         return NULL;
     }
-    json_t *old_spec = json_object_get(old, "spec");
-    if (!json_object_get(old_spec, "strategy"))
-        json_object_del(spec, "strategy");
-    if (!json_object_get(old_spec, "preferredHolder"))
-        json_object_del(spec, "preferredHolder");
-    json_object_set_new(obj, "kind", json_string("Lease"));
-    json_object_set_new(obj, "apiVersion", json_string("coordination.k8s.io/v1"));
+    json_object_set_new(obj, "kind", json_string(kind->kind));
+    json_object_set_new(obj, "apiVersion", json_string(kind->api_version));
     json_object_set_new(obj, "metadata", meta);
-    json_object_set_new(obj, "spec", spec);
+    if (!kind->body(obj, src, old)) {
+        json_decref(obj);
+        return NULL;
+    }
     return obj;
 }
 
 /* Records a change: text is the object after it (the deleted object for
  * DELETED), obj its parsed form or NULL, prev the object before it (NULL when
  * there was none, had_prev says whether one existed even if unreadable). */
-static void push_event(struct as_store *s, const char *type, const char *ns,
-                       const char *name, const char *text, json_t *obj, json_t *prev,
-                       bool had_prev)
+static void push_event(struct as_store *s, const struct as_kind *kind, const char *type,
+                       const char *ns, const char *name, const char *text, json_t *obj,
+                       json_t *prev, bool had_prev)
 {
     struct event ev = {0};
+    ev.kind = kind;
     ev.rv = s->rv;
     ev.ns = strdup(ns);
     ev.name = strdup(name);
@@ -252,49 +254,33 @@ static void push_event(struct as_store *s, const char *type, const char *ns,
     s->hist_n++;
 }
 
-static void log_write(struct as_store *s, const char *client, const char *verb,
-                      const char *ns, const char *name, json_t *obj, uint64_t rv)
+static void log_write(struct as_store *s, const struct as_kind *kind, const char *client,
+                      const char *verb, const char *ns, const char *name, json_t *obj,
+                      uint64_t rv)
 {
     char wall[32], rvs[24];
-    json_t *spec = json_object_get(obj, "spec");
-    json_t *holder = json_object_get(spec, "holderIdentity");
-    json_t *trans = json_object_get(spec, "leaseTransitions");
+    json_t *log = s->log[kind->index];
     json_t *e = json_object();
     if (!e)
         return;
     snprintf(rvs, sizeof rvs, "%" PRIu64, rv);
-    json_object_set_new(e, "seq", json_integer((json_int_t)++s->log_seq));
+    json_object_set_new(e, "seq", json_integer((json_int_t)++s->log_seq[kind->index]));
     json_object_set_new(e, "mono_ms", json_integer(as_mono_ms()));
     /* Taken under the store lock after the commit, so the writer (and any
-     * reader) learns of the write only after this instant. */
+     * reader) learns of the write only after this instant; one lock for all
+     * kinds, so the clocks of a Lease and a ConfigMap write order them as
+     * they were committed. */
     json_object_set_new(e, "clock_us", json_integer(as_clock_us()));
     json_object_set_new(e, "wall", json_string(as_rfc3339(as_wall_us(), true, wall)));
     json_object_set_new(e, "client", json_string(client));
     json_object_set_new(e, "verb", json_string(verb));
     json_object_set_new(e, "namespace", json_string(ns));
     json_object_set_new(e, "name", json_string(name));
-    if (json_is_string(holder) && json_string_length(holder) > LOG_HOLDER_MAX) {
-        /* A garbage holder (megabytes) must not be copied into every reader
-         * of the log; its head and length say enough. */
-        const char *h = json_string_value(holder);
-        int head = LOG_HOLDER_MAX;
-        /* Cut at a character boundary, or jansson refuses the string. */
-        while (head > 0 && ((unsigned char)h[head] & 0xC0) == 0x80)
-            head--;
-        char *cut = NULL;
-        if (asprintf(&cut, "%.*s...(%zu bytes)", head, h, json_string_length(holder)) >=
-            0)
-            json_object_set_new(e, "holderIdentity", json_string(cut));
-        free(cut);
-    } else {
-        json_object_set(e, "holderIdentity",
-                        json_is_string(holder) ? holder : json_null());
-    }
-    json_object_set(e, "leaseTransitions", json_is_integer(trans) ? trans : json_null());
+    kind->log_fields(e, obj);
     json_object_set_new(e, "resourceVersion", json_string(rvs));
-    if (json_array_size(s->log) >= LOG_CAP)
-        json_array_remove(s->log, 0);
-    json_array_append_new(s->log, e);
+    if (json_array_size(log) >= LOG_CAP)
+        json_array_remove(log, 0);
+    json_array_append_new(log, e);
 }
 
 static void persist(struct as_store *s)
@@ -315,6 +301,10 @@ static void persist(struct as_store *s)
         if (!j)
             goto fail;
         snprintf(rvs, sizeof rvs, "%" PRIu64, e->rv);
+        /* Every kind goes in the one "leases" array, named before there were
+         * others, so older state files still load; a non-Lease says its kind. */
+        if (e->kind != &as_kind_lease)
+            json_object_set_new(j, "kind", json_string(e->kind->kind));
         json_object_set_new(j, "namespace", json_string(e->ns));
         json_object_set_new(j, "name", json_string(e->name));
         json_object_set_new(j, "resourceVersion", json_string(rvs));
@@ -349,15 +339,16 @@ static void committed(struct as_store *s, const char *type, const char *verb,
 {
     char *text = e->raw ? strdup(e->raw) : json_dumps(obj, JSON_COMPACT);
     if (text)
-        push_event(s, type, e->ns, e->name, text, obj, prev, had_prev);
+        push_event(s, e->kind, type, e->ns, e->name, text, obj, prev, had_prev);
     else
         s->floor = s->rv;
     free(text);
-    log_write(s, client, verb, e->ns, e->name, obj, e->rv);
+    log_write(s, e->kind, client, verb, e->ns, e->name, obj, e->rv);
     pthread_cond_broadcast(&s->cond);
 }
 
-static struct entry *add_entry(struct as_store *s, const char *ns, const char *name)
+static struct entry *add_entry(struct as_store *s, const struct as_kind *kind,
+                               const char *ns, const char *name)
 {
     if (s->n == s->cap) {
         size_t ncap = s->cap ? s->cap * 2 : 16;
@@ -369,6 +360,7 @@ static struct entry *add_entry(struct as_store *s, const char *ns, const char *n
     }
     struct entry *e = &s->entries[s->n];
     memset(e, 0, sizeof *e);
+    e->kind = kind;
     e->ns = strdup(ns);
     e->name = strdup(name);
     if (!e->ns || !e->name) {
@@ -422,13 +414,18 @@ static bool load_state(struct as_store *s, char *err, size_t errlen)
         const char *ers = json_string_value(json_object_get(l, "resourceVersion"));
         const char *raw = json_string_value(json_object_get(l, "raw"));
         json_t *obj = json_object_get(l, "object");
+        json_t *kname = json_object_get(l, "kind");
+        /* Entries without a kind come from before ConfigMaps: Leases. */
+        const struct as_kind *kind =
+            kname ? as_kind_named(json_string_value(kname)) : &as_kind_lease;
         uint64_t erv;
-        if (!ns || !name || !ers || !parse_rv(ers, &erv) ||
-            (!raw && !json_is_object(obj)) || find(s, ns, name) || s->n >= MAX_ENTRIES) {
+        if (!kind || !ns || !name || !ers || !parse_rv(ers, &erv) ||
+            (!raw && !json_is_object(obj)) || (raw && kind != &as_kind_lease) ||
+            find(s, kind, ns, name) || s->n >= MAX_ENTRIES) {
             snprintf(err, errlen, "%s: bad lease entry %zu", s->state_file, i);
             goto out;
         }
-        struct entry *e = add_entry(s, ns, name);
+        struct entry *e = add_entry(s, kind, ns, name);
         if (!e) {
             snprintf(err, errlen, "out of memory");
             goto out;
@@ -467,8 +464,10 @@ struct as_store *as_store_new(const char *state_file, char *err, size_t errlen)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cond, &ca);
     pthread_condattr_destroy(&ca);
-    s->log = json_array();
-    if (!s->log || (state_file && !(s->state_file = strdup(state_file)))) {
+    bool logs = true;
+    for (int k = 0; k < AS_KIND_COUNT; k++)
+        logs = (s->log[k] = json_array()) != NULL && logs;
+    if (!logs || (state_file && !(s->state_file = strdup(state_file)))) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -497,7 +496,8 @@ void as_store_free(struct as_store *s)
     free(s->entries);
     for (size_t i = 0; i < s->hist_n; i++)
         event_clear(&s->hist[(s->hist_start + i) % HIST_CAP]);
-    json_decref(s->log);
+    for (int k = 0; k < AS_KIND_COUNT; k++)
+        json_decref(s->log[k]);
     free(s->state_file);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->mu);
@@ -512,13 +512,13 @@ uint64_t as_store_rv(struct as_store *s)
     return rv;
 }
 
-void as_store_get(struct as_store *s, const char *ns, const char *name,
-                  struct as_reply *r)
+void as_store_get(struct as_store *s, const struct as_kind *kind, const char *ns,
+                  const char *name, struct as_reply *r)
 {
     pthread_mutex_lock(&s->mu);
-    struct entry *e = find(s, ns, name);
+    struct entry *e = find(s, kind, ns, name);
     if (!e) {
-        as_reply_not_found(r, name);
+        as_reply_not_found_in(r, kind->group, kind->resource, name);
     } else if (e->raw) {
         as_reply_text(r, 200, "application/json", e->raw, strlen(e->raw));
     } else {
@@ -549,8 +549,7 @@ bool as_store_snapshot(struct as_store *s, const struct as_filter *f,
     for (size_t i = 0; i < s->n; i++) {
         struct entry *e = &s->entries[i];
         json_t *obj = entry_parsed(e);
-        if (!passes(f, e->ns, e->name,
-                    json_object_get(json_object_get(obj, "metadata"), "labels"))) {
+        if (!passes(f, e, json_object_get(json_object_get(obj, "metadata"), "labels"))) {
             json_decref(obj);
             continue;
         }
@@ -587,8 +586,9 @@ void as_snapshot_clear(struct as_snapshot *snap)
 }
 
 /* Creates ns/name from lease; caller holds the lock and has validated. */
-static void do_create(struct as_store *s, const char *ns, const char *name, json_t *lease,
-                      const char *client, const char *verb, struct as_reply *r)
+static void do_create(struct as_store *s, const struct as_kind *kind, const char *ns,
+                      const char *name, json_t *lease, const char *client,
+                      const char *verb, struct as_reply *r)
 {
     char ts[32];
     json_t *uid = new_uid();
@@ -603,8 +603,8 @@ static void do_create(struct as_store *s, const char *ns, const char *name, json
     if (named)
         json_object_set_new(json_object_get(named, "metadata"), "name",
                             json_string(name));
-    obj = named ? prepare(named, ns, uid, ctime, NULL) : NULL;
-    e = obj ? add_entry(s, ns, name) : NULL;
+    obj = named ? prepare(kind, named, ns, uid, ctime, NULL) : NULL;
+    e = obj ? add_entry(s, kind, ns, name) : NULL;
     if (!e) {
         as_reply_internal(r, "out of memory");
         goto out;
@@ -622,8 +622,8 @@ out:
     json_decref(ctime);
 }
 
-void as_store_create(struct as_store *s, const char *ns, json_t *lease,
-                     const char *client, struct as_reply *r)
+void as_store_create(struct as_store *s, const struct as_kind *kind, const char *ns,
+                     json_t *lease, const char *client, struct as_reply *r)
 {
     static const char gen_chars[] = "bcdfghjklmnpqrstvwxz2456789";
     json_t *meta = json_object_get(lease, "metadata");
@@ -633,7 +633,7 @@ void as_store_create(struct as_store *s, const char *ns, json_t *lease,
                           "resourceVersion should not be set on objects to be created");
         return;
     }
-    if (!as_lease_validate(lease, true, r))
+    if (!kind->validate(lease, NULL, r))
         return;
     pthread_mutex_lock(&s->mu);
     char name[320];
@@ -659,26 +659,28 @@ void as_store_create(struct as_store *s, const char *ns, json_t *lease,
             as_field_errors_add(
                 &fe, "FieldValueInvalid", "metadata.generateName",
                 "Invalid value: generated name is not a DNS-1123 subdomain");
-            as_reply_invalid(r, "Lease", name, &fe);
+            as_reply_invalid_in(r, kind->group, kind->kind, name, &fe);
             as_field_errors_clear(&fe);
             goto out;
         }
     }
-    if (find(s, ns, name)) {
-        as_reply_exists(r, name);
+    if (find(s, kind, ns, name)) {
+        as_reply_exists_in(r, kind->group, kind->resource, name);
         goto out;
     }
-    do_create(s, ns, name, lease, client, "create", r);
+    do_create(s, kind, ns, name, lease, client, "create", r);
 out:
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Replaces e with lease (validated by the caller, lock held). A write that
- * changes nothing is not a write, as in etcd3's GuaranteedUpdate. */
+/* Replaces e with lease (normalised by e's kind), after the kind's
+ * validation against the stored object; lock held. A write that changes
+ * nothing is not a write, as in etcd3's GuaranteedUpdate. */
 static void do_update(struct as_store *s, struct entry *e, json_t *lease,
                       const char *client, const char *verb, struct as_reply *r)
 {
     json_t *old = entry_parsed(e);
+    json_t *obj = NULL;
     json_t *old_meta = json_object_get(old, "metadata");
     json_t *uid = json_object_get(old_meta, "uid");
     json_t *ctime = json_object_get(old_meta, "creationTimestamp");
@@ -688,7 +690,9 @@ static void do_update(struct as_store *s, struct entry *e, json_t *lease,
         uid = fresh_uid = new_uid();
     if (!json_is_string(ctime))
         ctime = fresh_ctime = json_string(as_rfc3339(as_wall_us(), false, ts));
-    json_t *obj = prepare(lease, e->ns, uid, ctime, old);
+    if (!e->kind->validate(lease, old, r))
+        goto out;
+    obj = prepare(e->kind, lease, e->ns, uid, ctime, old);
     if (!obj) {
         as_reply_internal(r, "out of memory");
         goto out;
@@ -714,16 +718,17 @@ out:
     json_decref(fresh_ctime);
 }
 
-void as_store_update(struct as_store *s, const char *ns, const char *name, json_t *lease,
-                     const char *client, struct as_reply *r)
+void as_store_update(struct as_store *s, const struct as_kind *kind, const char *ns,
+                     const char *name, json_t *lease, const char *client,
+                     struct as_reply *r)
 {
     const char *rvs = json_string_value(
         json_object_get(json_object_get(lease, "metadata"), "resourceVersion"));
     pthread_mutex_lock(&s->mu);
-    struct entry *e = find(s, ns, name);
+    struct entry *e = find(s, kind, ns, name);
     if (!e) {
-        if (as_lease_validate(lease, true, r))
-            do_create(s, ns, name, lease, client, "update", r);
+        if (kind->validate(lease, NULL, r))
+            do_create(s, kind, ns, name, lease, client, "update", r);
         goto out;
     }
     uint64_t rv = 0;
@@ -738,16 +743,15 @@ void as_store_update(struct as_store *s, const char *ns, const char *name, json_
         as_field_errors_init(&fe);
         as_field_errors_add(&fe, "FieldValueInvalid", "metadata.resourceVersion",
                             "Invalid value: 0x0: must be specified for an update");
-        as_reply_invalid(r, AS_RESOURCE, name, &fe);
+        as_reply_invalid_in(r, kind->group, kind->resource, name, &fe);
         as_field_errors_clear(&fe);
         goto out;
     }
     if (rv != e->rv) {
-        as_reply_conflict(r, name, AS_OPTIMISTIC_LOCK_MSG);
+        as_reply_conflict_in(r, kind->group, kind->resource, name,
+                             AS_OPTIMISTIC_LOCK_MSG);
         goto out;
     }
-    if (!as_lease_validate(lease, false, r))
-        goto out;
     do_update(s, e, lease, client, "update", r);
 out:
     pthread_mutex_unlock(&s->mu);
@@ -781,14 +785,15 @@ static json_t *merge_patch(json_t *target, json_t *patch)
     return out;
 }
 
-void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t *patch,
-                    const char *client, struct as_reply *r)
+void as_store_patch(struct as_store *s, const struct as_kind *kind, const char *ns,
+                    const char *name, json_t *patch, const char *client,
+                    struct as_reply *r)
 {
     json_t *old = NULL, *merged = NULL, *lease = NULL;
     pthread_mutex_lock(&s->mu);
-    struct entry *e = find(s, ns, name);
+    struct entry *e = find(s, kind, ns, name);
     if (!e) {
-        as_reply_not_found(r, name);
+        as_reply_not_found_in(r, kind->group, kind->resource, name);
         goto out;
     }
     old = entry_parsed(e);
@@ -805,7 +810,8 @@ void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t
             goto out;
         }
         if (want != e->rv) {
-            as_reply_conflict(r, name, AS_OPTIMISTIC_LOCK_MSG);
+            as_reply_conflict_in(r, kind->group, kind->resource, name,
+                                 AS_OPTIMISTIC_LOCK_MSG);
             goto out;
         }
     }
@@ -814,7 +820,7 @@ void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t
         as_reply_internal(r, "out of memory");
         goto out;
     }
-    lease = as_lease_normalize(merged, r);
+    lease = kind->normalize(merged, r);
     if (!lease)
         goto out;
     json_t *meta = json_object_get(lease, "metadata");
@@ -825,8 +831,6 @@ void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t
         goto out;
     }
     json_object_set_new(meta, "name", json_string(name));
-    if (!as_lease_validate(lease, false, r))
-        goto out;
     do_update(s, e, lease, client, "patch", r);
 out:
     pthread_mutex_unlock(&s->mu);
@@ -836,24 +840,22 @@ out:
 }
 
 /* 409 as errors.NewConflict builds it for the GroupResource {group, Kind}. */
-static void precondition_failed(struct as_reply *r, const char *name, const char *why)
+static void precondition_failed(const struct as_kind *kind, struct as_reply *r,
+                                const char *name, const char *why)
 {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "Operation cannot be fulfilled on Lease.%s \"%s\": %s",
-             AS_GROUP, name, why);
-    as_reply_status(r, 409, "Conflict", msg, as_status_details(name, "Lease"));
+    as_reply_conflict_in(r, kind->group, kind->kind, name, why);
 }
 
-void as_store_delete(struct as_store *s, const char *ns, const char *name,
-                     const char *precond_uid, const char *precond_rv, const char *client,
-                     struct as_reply *r)
+void as_store_delete(struct as_store *s, const struct as_kind *kind, const char *ns,
+                     const char *name, const char *precond_uid, const char *precond_rv,
+                     const char *client, struct as_reply *r)
 {
     json_t *obj = NULL;
     char why[512];
     pthread_mutex_lock(&s->mu);
-    struct entry *e = find(s, ns, name);
+    struct entry *e = find(s, kind, ns, name);
     if (!e) {
-        as_reply_not_found(r, name);
+        as_reply_not_found_in(r, kind->group, kind->resource, name);
         goto out;
     }
     char cur[24];
@@ -869,7 +871,7 @@ void as_store_delete(struct as_store *s, const char *ns, const char *name,
                  "the UID in the precondition (%.64s) does not match the UID in record "
                  "(%.64s). The object might have been deleted and then recreated",
                  precond_uid, cur_uid);
-        precondition_failed(r, name, why);
+        precondition_failed(kind, r, name, why);
         goto out;
     }
     if (precond_rv && strcmp(precond_rv, cur) != 0) {
@@ -877,10 +879,10 @@ void as_store_delete(struct as_store *s, const char *ns, const char *name,
                  "the ResourceVersion in the precondition (%.64s) does not match the "
                  "ResourceVersion in record (%s). The object might have been modified",
                  precond_rv, cur);
-        precondition_failed(r, name, why);
+        precondition_failed(kind, r, name, why);
         goto out;
     }
-    json_t *details = as_status_details(name, AS_RESOURCE);
+    json_t *details = as_status_details_in(kind->group, name, kind->resource);
     if (details && json_is_string(uid))
         json_object_set(details, "uid", uid);
     e->rv = ++s->rv;
@@ -934,12 +936,12 @@ uint64_t as_store_put_raw(struct as_store *s, const char *ns, const char *name,
     char *copy = stamped_copy(text, len, stamp, s->rv + 1);
     if (!copy)
         goto out;
-    struct entry *e = find(s, ns, name);
+    struct entry *e = find(s, &as_kind_lease, ns, name);
     const char *type = e ? "MODIFIED" : "ADDED";
     bool had_prev = e != NULL;
     before = e ? entry_parsed(e) : NULL;
     if (!e && s->n < MAX_ENTRIES)
-        e = add_entry(s, ns, name);
+        e = add_entry(s, &as_kind_lease, ns, name);
     if (!e) {
         free(copy);
         goto out;
@@ -966,7 +968,7 @@ out:
     return rv;
 }
 
-json_t *as_store_log(struct as_store *s, uint64_t since)
+json_t *as_store_log(struct as_store *s, const struct as_kind *kind, uint64_t since)
 {
     json_t *out = json_array();
     size_t i;
@@ -974,7 +976,7 @@ json_t *as_store_log(struct as_store *s, uint64_t since)
     if (!out)
         return NULL;
     pthread_mutex_lock(&s->mu);
-    json_array_foreach(s->log, i, e)
+    json_array_foreach(s->log[kind->index], i, e)
     {
         if ((uint64_t)json_integer_value(json_object_get(e, "seq")) > since)
             json_array_append(out, e);
@@ -1034,7 +1036,7 @@ static bool initial_events(struct as_store *s, const struct as_filter *f, char *
         return false;
     for (size_t i = 0; i < s->n; i++) {
         json_t *obj = entry_parsed(&s->entries[i]);
-        if (passes(f, s->entries[i].ns, s->entries[i].name,
+        if (passes(f, &s->entries[i],
                    json_object_get(json_object_get(obj, "metadata"), "labels")))
             sel[n++] = &s->entries[i];
         json_decref(obj);
@@ -1126,7 +1128,7 @@ static char *left_selection(const struct event *ev)
 static bool append_event(const struct event *ev, const struct as_filter *f, char **buf,
                          size_t *len)
 {
-    if ((f->ns && strcmp(f->ns, ev->ns) != 0) ||
+    if (f->kind != ev->kind || (f->ns && strcmp(f->ns, ev->ns) != 0) ||
         (f->name && strcmp(f->name, ev->name) != 0))
         return true;
     if (!f->labels)
@@ -1191,15 +1193,18 @@ int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t 
     return rc;
 }
 
-char *as_store_bookmark(struct as_store *s)
+char *as_store_bookmark(struct as_store *s, const struct as_kind *kind)
 {
     char *line = NULL;
     uint64_t rv = as_store_rv(s);
+    /* The watch cache's bookmark: an empty object of the watched kind that
+     * carries only the resourceVersion (a Lease keeps its empty spec). */
     if (asprintf(&line,
-                 "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Lease\",\"apiVersion\":"
-                 "\"coordination.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"%" PRIu64
-                 "\",\"creationTimestamp\":null},\"spec\":{}}}\n",
-                 rv) < 0)
+                 "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":"
+                 "\"%s\",\"metadata\":{\"resourceVersion\":\"%" PRIu64
+                 "\",\"creationTimestamp\":null}%s}}\n",
+                 kind->kind, kind->api_version, rv,
+                 kind == &as_kind_lease ? ",\"spec\":{}" : "") < 0)
         return NULL;
     return line;
 }

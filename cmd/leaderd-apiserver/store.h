@@ -1,8 +1,10 @@
 /*
- * store: Leases of leaderd-apiserver with kube's write semantics (one global
- * resourceVersion counter, optimistic concurrency, AllowCreateOnUpdate), an
- * event history for watches, a write log and state-file persistence.
- * Thread-safe (one mutex per store).
+ * store: the objects of leaderd-apiserver (Leases and ConfigMaps, kinds.h)
+ * with kube's write semantics (one global resourceVersion counter across
+ * kinds, as etcd's revision is, optimistic concurrency, AllowCreateOnUpdate),
+ * one event history for watches, a write log per kind and state-file
+ * persistence. Every call names the kind it works on; a kind's objects are
+ * invisible to the others' calls. Thread-safe (one mutex per store).
  */
 #ifndef AS_STORE_H
 #define AS_STORE_H
@@ -13,13 +15,16 @@
 
 #include <jansson.h>
 
+#include "kinds.h"
 #include "status.h"
 
 struct as_store;
 struct as_labelsel;
 
-/* Which Leases a list or watch selects; every field borrowed, NULL = any. */
+/* Which objects a list or watch selects; every field borrowed, NULL = any
+ * (but kind, which is required). */
 struct as_filter {
+    const struct as_kind *kind;
     const char *ns;
     const char *name;
     const struct as_labelsel *labels; /* metadata.labels must match */
@@ -39,11 +44,11 @@ void as_store_free(struct as_store *s);
 /* The last resourceVersion issued. */
 uint64_t as_store_rv(struct as_store *s);
 
-/* GET: r becomes 200 with the Lease (raw entries verbatim) or 404. */
-void as_store_get(struct as_store *s, const char *ns, const char *name,
-                  struct as_reply *r);
+/* GET: r becomes 200 with the object (raw entries verbatim) or 404. */
+void as_store_get(struct as_store *s, const struct as_kind *kind, const char *ns,
+                  const char *name, struct as_reply *r);
 
-/* One Lease in a snapshot: its serialised text (raw entries verbatim) and,
+/* One object in a snapshot: its serialised text (raw entries verbatim) and,
  * when that text is a JSON object, the parsed object. */
 struct as_item {
     char *ns;
@@ -57,45 +62,49 @@ struct as_snapshot {
     uint64_t rv; /* list resourceVersion */
 };
 
-/* Copies the Leases f selects (a raw entry that is not a JSON object has no
+/* Copies the objects f selects (a raw entry that is not a JSON object has no
  * labels), sorted by namespace then name. Returns false on allocation
  * failure. Free with as_snapshot_clear. */
 bool as_store_snapshot(struct as_store *s, const struct as_filter *f,
                        struct as_snapshot *out);
 void as_snapshot_clear(struct as_snapshot *snap);
 
-/* The write operations take a normalised Lease (as_lease_normalize; borrowed)
- * whose metadata.namespace/name already match ns/name, validate it and set r
- * to the kube reply. client names the writer in the write log. */
+/* The write operations take an object normalised by kind->normalize
+ * (borrowed) whose metadata.namespace/name already match ns/name, validate
+ * it with kind->validate and set r to the kube reply, its Status bodies
+ * naming kind's group and resource. client names the writer in the write
+ * log. */
 
 /* POST: 201, 409 AlreadyExists, 422, or 500 when the body carries a
  * resourceVersion. Generates a name from metadata.generateName if needed. */
-void as_store_create(struct as_store *s, const char *ns, json_t *lease,
-                     const char *client, struct as_reply *r);
+void as_store_create(struct as_store *s, const struct as_kind *kind, const char *ns,
+                     json_t *obj, const char *client, struct as_reply *r);
 
 /* PUT: 200, 201 (created), 409 Conflict, 422 (validation or a missing
  * resourceVersion), 400 (unparseable resourceVersion). */
-void as_store_update(struct as_store *s, const char *ns, const char *name, json_t *lease,
-                     const char *client, struct as_reply *r);
+void as_store_update(struct as_store *s, const struct as_kind *kind, const char *ns,
+                     const char *name, json_t *obj, const char *client,
+                     struct as_reply *r);
 
 /* PATCH with a JSON merge patch (borrowed; "$"-keys ignored, which is how
  * strategic merge patches are treated here). metadata.resourceVersion in the
  * patch is a precondition. 200, 404, 409, 400, 422, 500 for a stored
  * document that is not a JSON object. */
-void as_store_patch(struct as_store *s, const char *ns, const char *name, json_t *patch,
-                    const char *client, struct as_reply *r);
+void as_store_patch(struct as_store *s, const struct as_kind *kind, const char *ns,
+                    const char *name, json_t *patch, const char *client,
+                    struct as_reply *r);
 
-/* DELETE: 200 Status Success (details name, group, kind "leases", uid, as
- * kube answers for a resource that does not return the deleted object), 404,
- * or 409 Conflict when precond_uid or precond_rv (each NULL for none; ""
- * is a value that must match) differs from the stored uid / resourceVersion,
- * worded as rest.BeforeDelete words it (uid checked first, details kind
- * "Lease"). */
-void as_store_delete(struct as_store *s, const char *ns, const char *name,
-                     const char *precond_uid, const char *precond_rv, const char *client,
-                     struct as_reply *r);
+/* DELETE: 200 Status Success (details name, group, kind = the resource
+ * ("leases"), uid, as kube answers for a resource that does not return the
+ * deleted object), 404, or 409 Conflict when precond_uid or precond_rv (each
+ * NULL for none; "" is a value that must match) differs from the stored uid
+ * / resourceVersion, worded as rest.BeforeDelete words it (uid checked
+ * first, details kind = the kind ("Lease")). */
+void as_store_delete(struct as_store *s, const struct as_kind *kind, const char *ns,
+                     const char *name, const char *precond_uid, const char *precond_rv,
+                     const char *client, struct as_reply *r);
 
-/* Stores text verbatim as ns/name, bypassing decoding and validation. Its
+/* Stores text verbatim as Lease ns/name, bypassing decoding and validation. Its
  * resourceVersion (for preconditions) is the text's metadata.resourceVersion
  * when that is a decimal string, else a fresh one. With stamp, a text that is
  * a JSON object with a "metadata" object gets the fresh version written into
@@ -105,8 +114,11 @@ void as_store_delete(struct as_store *s, const char *ns, const char *name,
 uint64_t as_store_put_raw(struct as_store *s, const char *ns, const char *name,
                           const char *text, size_t len, const char *client, bool stamp);
 
-/* The write log entries with seq > since, as a new JSON array. */
-json_t *as_store_log(struct as_store *s, uint64_t since);
+/* kind's write log entries with seq > since, as a new JSON array. Every
+ * entry: seq (per kind), mono_ms, clock_us, wall, client, verb, namespace,
+ * name, resourceVersion, and the kind's fields (a Lease's holderIdentity
+ * and leaseTransitions, a ConfigMap's data or, past 1 KiB, dataBytes). */
+json_t *as_store_log(struct as_store *s, const struct as_kind *kind, uint64_t since);
 
 /* Watch results. */
 enum {
@@ -116,9 +128,9 @@ enum {
     AS_WATCH_CLOSED = 3, /* the store is closing */
 };
 
-/* Starts a watch on the Leases f selects (f borrowed for this call). rv
+/* Starts a watch on the objects f selects (f borrowed for this call). rv
  * NULL, "" or "0" gives synthetic ADDED events for the current matching
- * Leases, in namespace/name order, in *out; otherwise only changes after rv.
+ * objects, in namespace/name order, in *out; otherwise only changes after rv.
  * Sets *pos to the position to continue from. *out (free with free()) holds
  * newline-terminated event lines or is NULL. */
 int as_store_watch_start(struct as_store *s, const struct as_filter *f, const char *rv,
@@ -134,7 +146,8 @@ int as_store_watch_start(struct as_store *s, const struct as_filter *f, const ch
 int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t *pos,
                         int wait_ms, char **out);
 
-/* A BOOKMARK event line for the current resourceVersion (free with free()). */
-char *as_store_bookmark(struct as_store *s);
+/* A BOOKMARK event line of kind for the current resourceVersion (free with
+ * free()). */
+char *as_store_bookmark(struct as_store *s, const struct as_kind *kind);
 
 #endif

@@ -13,6 +13,7 @@
 
 struct watch {
     struct as_api *api;
+    const struct as_kind *kind;
     char *client;
     char *ns;
     char *name;
@@ -82,7 +83,8 @@ static ssize_t watch_read(void *cls, uint64_t offset, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         int64_t left = w->deadline_ms - now;
         char *text = NULL;
-        struct as_filter sel = {.ns = w->ns, .name = w->name, .labels = w->labels};
+        struct as_filter sel = {
+            .kind = w->kind, .ns = w->ns, .name = w->name, .labels = w->labels};
         int rc = as_store_watch_next(w->api->store, &sel, &w->pos,
                                      left < POLL_MS ? (int)left : POLL_MS, &text);
         if (rc == AS_WATCH_CLOSED)
@@ -95,7 +97,7 @@ static ssize_t watch_read(void *cls, uint64_t offset, char *buf, size_t max)
         }
         if (w->bookmarks && as_mono_ms() >= w->next_bookmark_ms) {
             w->next_bookmark_ms = as_mono_ms() + BOOKMARK_INTERVAL_MS;
-            set_pending(w, as_store_bookmark(w->api->store));
+            set_pending(w, as_store_bookmark(w->api->store, w->kind));
         }
     }
 }
@@ -124,6 +126,7 @@ struct MHD_Response *as_watch_response(struct as_api *api, const char *client, i
     }
     w->labels = p->labels;
     w->api = api;
+    w->kind = p->kind;
     w->fd = fd;
     w->client = dup_or_null(client, &ok);
     w->ns = dup_or_null(p->ns, &ok);
@@ -136,7 +139,8 @@ struct MHD_Response *as_watch_response(struct as_api *api, const char *client, i
         goto fail;
     }
     char *initial = NULL;
-    struct as_filter f = {.ns = w->ns, .name = w->name, .labels = w->labels};
+    struct as_filter f = {
+        .kind = w->kind, .ns = w->ns, .name = w->name, .labels = w->labels};
     int rc = as_store_watch_start(api->store, &f, p->rv, &w->pos, &initial);
     if (rc == AS_WATCH_BAD) {
         as_reply_bad_request(err, "invalid resourceVersion for watch");

@@ -1,7 +1,7 @@
 /*
- * watch: streamed Lease watches (newline-delimited JSON over chunked HTTP/1.1)
- * from the store's history, with resourceVersion (410 as an ERROR event),
- * timeoutSeconds, bookmarks, and the watcher's faults applied mid-stream.
+ * watch: streamed watches of any kind the store holds (newline-delimited JSON over
+ * chunked HTTP/1.1) from the store's history, with resourceVersion (410 as an ERROR
+ * event), timeoutSeconds, bookmarks, and the watcher's faults applied mid-stream.
  */
 #ifndef AS_WATCH_H
 #define AS_WATCH_H
@@ -14,6 +14,7 @@
 #include "status.h"
 
 struct as_watch_params {
+    const struct as_kind *kind; /* required */
     const char *ns;             /* NULL: all namespaces */
     const char *name;           /* NULL: any name */
     struct as_labelsel *labels; /* NULL: any labels; the watch takes it over */

@@ -34,6 +34,10 @@ import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases"
+CONFIGMAPS = "/api/v1/namespaces/%s/configmaps"
+# The all-namespaces path of each namespaced collection.
+ALL_NAMESPACES = {LEASES: "/apis/coordination.k8s.io/v1/leases",
+                  CONFIGMAPS: "/api/v1/configmaps"}
 
 
 def binary_path():
@@ -274,9 +278,20 @@ class ApiServer:
         return self.control("PUT", "raw/%s/%s" % (ns, name), raw=text)["resourceVersion"]
 
     def write_log(self, since=0):
-        """Successful writes: [{seq, mono_ms, wall, client, verb, namespace, name,
-        holderIdentity, leaseTransitions, resourceVersion}, ...] with seq > since."""
+        """Successful Lease writes: [{seq, mono_ms, clock_us, wall, client, verb,
+        namespace, name, holderIdentity, leaseTransitions, resourceVersion}, ...] with
+        seq > since."""
         return self.control("GET", "log?since=%d" % since)["entries"]
+
+    def configmap_log(self, since=0):
+        """Successful ConfigMap writes, like write_log but with data (or dataBytes
+        past 1 KiB) in place of the Lease fields; its own seq."""
+        return self.control("GET", "configmaps/log?since=%d" % since)["entries"]
+
+    def pod_log(self):
+        """Pod label changes: [{seq, namespace, pod, labels, client, time_us,
+        mono_ms, clock_us}, ...]."""
+        return self.control("GET", "pods/log")["log"]
 
     def stats(self):
         """{client: {verb: {code or "reset"/"disconnected": count}}}."""
@@ -313,9 +328,37 @@ class ApiServer:
         """options: a DeleteOptions body (e.g. {"preconditions": {...}}) or None."""
         return self.json_request("DELETE", LEASES % ns + "/" + name, options, client=client)
 
+    # ---- ConfigMap helpers: (status, decoded body) ----
+
+    def get_configmap(self, ns, name, client=None):
+        return self.json_request("GET", CONFIGMAPS % ns + "/" + name, client=client)
+
+    def list_configmaps(self, ns=None, client=None, label_selector=None):
+        path = CONFIGMAPS % ns if ns else ALL_NAMESPACES[CONFIGMAPS]
+        if label_selector is not None:
+            path += "?" + urllib.parse.urlencode({"labelSelector": label_selector})
+        return self.json_request("GET", path, client=client)
+
+    def post_configmap(self, ns, obj, client=None):
+        return self.json_request("POST", CONFIGMAPS % ns, obj, client=client)
+
+    def put_configmap(self, ns, name, obj, client=None):
+        return self.json_request("PUT", CONFIGMAPS % ns + "/" + name, obj, client=client)
+
+    def patch_configmap(self, ns, name, patch, client=None,
+                        content_type="application/merge-patch+json"):
+        return self.json_request("PATCH", CONFIGMAPS % ns + "/" + name, patch,
+                                 client=client, content_type=content_type)
+
+    def delete_configmap(self, ns, name, client=None, options=None):
+        return self.json_request("DELETE", CONFIGMAPS % ns + "/" + name, options,
+                                 client=client)
+
     def open_watch(self, ns, name=None, resource_version=None, timeout_seconds=None,
-                   bookmarks=False, client=None, timeout=10.0, label_selector=None):
-        """Starts a watch; returns a Watch whose next_event() yields decoded events."""
+                   bookmarks=False, client=None, timeout=10.0, label_selector=None,
+                   collection=LEASES):
+        """Starts a watch on collection (LEASES or CONFIGMAPS); returns a Watch whose
+        next_event() yields decoded events."""
         query = ["watch=1"]
         if name:
             query.append("fieldSelector=metadata.name%3D" + name)
@@ -327,7 +370,7 @@ class ApiServer:
             query.append("timeoutSeconds=%d" % timeout_seconds)
         if bookmarks:
             query.append("allowWatchBookmarks=true")
-        path = (LEASES % ns if ns else "/apis/coordination.k8s.io/v1/leases")
+        path = collection % ns if ns else ALL_NAMESPACES[collection]
         req = urllib.request.Request(self.url + path + "?" + "&".join(query))
         req.add_header("Authorization", "Bearer " + self.token(client or self.clients[0]))
         return Watch(urllib.request.urlopen(req, context=self._ctx, timeout=timeout))
