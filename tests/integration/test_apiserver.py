@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from apiserver import ApiServer, binary_path, is_transport_error  # noqa: E402
+from apiserver import CONFIGMAPS, ApiServer, binary_path, is_transport_error  # noqa: E402
 
 NS = "default"
 CONFLICT_MSG = ('Operation cannot be fulfilled on leases.coordination.k8s.io "%s": the '
@@ -1055,6 +1055,264 @@ class TestDelete(ServerTestCase):
         self.assertEqual(self.srv.get_lease(self.NS, "d3")[0], 200)
 
 
+def configmap(name, data=None, labels=None, **fields):
+    obj = dict({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}},
+               **fields)
+    if data is not None:
+        obj["data"] = data
+    if labels is not None:
+        obj["metadata"]["labels"] = labels
+    return obj
+
+
+def status_body(code, reason, message, details=None):
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "code": code}
+    if details is not None:
+        body["details"] = details
+    return body
+
+
+CM_CONFLICT = ('Operation cannot be fulfilled on configmaps "%s": the object has been '
+               'modified; please apply your changes to the latest version and try again')
+
+
+class TestConfigMaps(ServerTestCase):
+    """core/v1 ConfigMaps: the Lease store's semantics with the core group's Status
+    bodies (no group in details, bare resource names in messages)."""
+
+    NS = "cm"
+
+    def cm_create(self, name, **kw):
+        status, obj = self.srv.post_configmap(self.NS, configmap(name, **kw))
+        self.assertEqual(status, 201, obj)
+        return obj
+
+    def test_create_get_conflict_update(self):
+        created = self.cm_create("c1", data={"k": "v"}, labels={"app": "x"})
+        self.assertEqual((created["kind"], created["apiVersion"]), ("ConfigMap", "v1"))
+        meta = created["metadata"]
+        self.assertEqual((meta["name"], meta["namespace"], meta["labels"]),
+                         ("c1", self.NS, {"app": "x"}))
+        self.assertRegex(meta["uid"], r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-")
+        self.assertRegex(meta["creationTimestamp"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertEqual(created["data"], {"k": "v"})
+        self.assertEqual(self.srv.get_configmap(self.NS, "c1"), (200, created))
+        self.assertEqual(self.srv.post_configmap(self.NS, configmap("c1")), (409, status_body(
+            409, "AlreadyExists", 'configmaps "c1" already exists',
+            {"name": "c1", "kind": "configmaps"})))
+        status, updated = self.srv.put_configmap(self.NS, "c1", dict(created, data={"k": "v2"}))
+        self.assertEqual(status, 200, updated)
+        self.assertEqual(updated["data"], {"k": "v2"})
+        self.assertEqual(updated["metadata"]["uid"], meta["uid"])
+        self.assertGreater(int(updated["metadata"]["resourceVersion"]),
+                           int(meta["resourceVersion"]))
+        # The version the first PUT consumed is stale now.
+        status, body = self.srv.put_configmap(self.NS, "c1", dict(created, data={"k": "v3"}))
+        self.assertEqual((status, body), (409, status_body(
+            409, "Conflict", CM_CONFLICT % "c1", {"name": "c1", "kind": "configmaps"})))
+        no_rv = configmap("c1", data={"k": "v3"})
+        status, body = self.srv.put_configmap(self.NS, "c1", no_rv)
+        self.assertEqual((status, body["reason"], body["details"]["causes"][0]["field"]),
+                         (422, "Invalid", "metadata.resourceVersion"))
+        self.assertEqual(self.srv.get_configmap(self.NS, "c1"), (200, updated))
+        # A Lease of the same name is another object.
+        self.assertEqual(self.srv.get_lease(self.NS, "c1")[0], 404)
+
+    def test_put_creates_and_not_found(self):
+        status, obj = self.srv.put_configmap(self.NS, "c-put", configmap("c-put", {"a": "1"}))
+        self.assertEqual((status, obj["data"]), (201, {"a": "1"}))
+        self.assertEqual(self.srv.get_configmap(self.NS, "nope"), (404, status_body(
+            404, "NotFound", 'configmaps "nope" not found',
+            {"name": "nope", "kind": "configmaps"})))
+
+    def test_list_with_label_selector_and_version(self):
+        ns = "cm-list"
+        for name, tier in (("b", "web"), ("a", "web"), ("c", "db")):
+            status, _ = self.srv.post_configmap(ns, configmap(name, labels={"tier": tier}))
+            self.assertEqual(status, 201)
+        self.assertEqual(self.srv.post_lease(ns, lease("a"))[0], 201)
+        status, lst = self.srv.list_configmaps(ns)
+        self.assertEqual(status, 200, lst)
+        self.assertEqual((lst["kind"], lst["apiVersion"]), ("ConfigMapList", "v1"))
+        self.assertEqual([i["metadata"]["name"] for i in lst["items"]], ["a", "b", "c"])
+        # The list version is the store's revision, which the Lease write moved.
+        self.assertEqual(lst["metadata"]["resourceVersion"],
+                         self.srv.list_leases(ns)[1]["metadata"]["resourceVersion"])
+        status, web = self.srv.list_configmaps(ns, label_selector="tier=web")
+        self.assertEqual([i["metadata"]["name"] for i in web["items"]], ["a", "b"])
+        status, body = self.srv.list_configmaps(ns, label_selector="tier in (web")
+        self.assertEqual((status, body["reason"]), (400, "BadRequest"))
+        status, everywhere = self.srv.list_configmaps(label_selector="tier=db")
+        self.assertEqual([(i["metadata"]["namespace"], i["metadata"]["name"])
+                          for i in everywhere["items"]], [(ns, "c")])
+
+    def test_patch_merge_strategic_and_precondition(self):
+        created = self.cm_create("p1", data={"keep": "1", "drop": "2"})
+        status, patched = self.srv.patch_configmap(
+            self.NS, "p1", {"data": {"drop": None, "new": "3"}})
+        self.assertEqual((status, patched["data"]), (200, {"keep": "1", "new": "3"}))
+        # Strategic merge is treated as a merge patch (data is a plain map).
+        status, patched = self.srv.patch_configmap(
+            self.NS, "p1", {"data": {"new": "4"}},
+            content_type="application/strategic-merge-patch+json")
+        self.assertEqual((status, patched["data"]), (200, {"keep": "1", "new": "4"}))
+        stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
+                 "data": {"x": "y"}}
+        self.assertEqual(self.srv.patch_configmap(self.NS, "p1", stale)[0], 409)
+        self.assertEqual(self.srv.patch_configmap(self.NS, "missing", {"data": {}})[0], 404)
+        status, body = self.srv.patch_configmap(self.NS, "p1", {"data": {"a b": "1"}})
+        self.assertEqual((status, body["details"]["causes"][0]["field"]), (422, "data[a b]"))
+        self.assertEqual(self.srv.get_configmap(self.NS, "p1")[1]["data"],
+                         {"keep": "1", "new": "4"})
+
+    def test_validation(self):
+        status, body = self.srv.post_configmap(self.NS, configmap("Bad_Name"))
+        self.assertEqual((status, body["reason"]), (422, "Invalid"))
+        self.assertTrue(body["message"].startswith(
+            'ConfigMap "Bad_Name" is invalid: metadata.name: Invalid value: "Bad_Name": a '
+            'lowercase RFC 1123 subdomain'), body["message"])
+        self.assertEqual(body["details"]["kind"], "ConfigMap")
+        self.assertNotIn("group", body["details"])
+        status, body = self.srv.post_configmap(
+            self.NS, configmap("v1", data={"..x": "1", "ok": "2"}, binaryData={"ok": "AQI="}))
+        self.assertEqual(status, 422, body)
+        self.assertEqual(
+            [(c["field"], c["message"]) for c in body["details"]["causes"]],
+            [("data[..x]", 'Invalid value: "..x": must not start with \'..\''),
+             ("data[ok]", 'Invalid value: "ok": duplicate of key present in binaryData')])
+        status, body = self.srv.post_configmap(self.NS, configmap("v2", data={"k": 1}))
+        self.assertEqual((status, body["message"]), (400, (
+            'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot '
+            'unmarshal number into Go struct field ConfigMap.data of type string')))
+        status, body = self.srv.post_configmap(self.NS, configmap("v3", binaryData={"k": "@"}))
+        self.assertEqual((status, body["reason"]), (400, "BadRequest"))
+        self.assertIn("illegal base64 data", body["message"])
+        status, _, raw = self.srv.request("POST", "/api/v1/namespaces/cm/configmaps", b"{")
+        self.assertEqual((status, json.loads(raw)["reason"]), (400, "BadRequest"))
+        status, body = self.srv.post_configmap(self.NS, configmap("v4", data={"k": "x" * (1 << 20)},
+                                                                  binaryData={"b": "AAAA"}))
+        self.assertEqual((status, body["details"]["causes"][0]["reason"]),
+                         (422, "FieldValueTooLong"))
+        for name in ("v1", "v2", "v3", "v4"):
+            self.assertEqual(self.srv.get_configmap(self.NS, name)[0], 404)
+
+    def test_immutable(self):
+        created = self.cm_create("imm", data={"k": "v"}, immutable=True)
+        self.assertIs(created["immutable"], True)
+        status, body = self.srv.put_configmap(self.NS, "imm", dict(created, data={"k": "w"}))
+        self.assertEqual((status, [c["field"] for c in body["details"]["causes"]]),
+                         (422, ["data"]), body)
+        self.assertIn("field is immutable when `immutable` is set", body["message"])
+        status, body = self.srv.patch_configmap(self.NS, "imm", {"immutable": False})
+        self.assertEqual((status, [c["field"] for c in body["details"]["causes"]]),
+                         (422, ["immutable"]), body)
+        # Its metadata may still change.
+        status, body = self.srv.patch_configmap(self.NS, "imm",
+                                                {"metadata": {"labels": {"a": "b"}}})
+        self.assertEqual((status, body["metadata"].get("labels")), (200, {"a": "b"}))
+
+    def test_delete_with_preconditions(self):
+        created = self.cm_create("d1", data={"k": "v"})
+        uid, rv = created["metadata"]["uid"], created["metadata"]["resourceVersion"]
+        status, body = self.srv.delete_configmap(self.NS, "d1",
+                                                 options={"preconditions": {"uid": "other"}})
+        self.assertEqual((status, body), (409, status_body(
+            409, "Conflict",
+            'Operation cannot be fulfilled on ConfigMap "d1": the UID in the precondition '
+            '(other) does not match the UID in record (%s). The object might have been '
+            'deleted and then recreated' % uid, {"name": "d1", "kind": "ConfigMap"})))
+        status, body = self.srv.delete_configmap(
+            self.NS, "d1", options={"preconditions": {"resourceVersion": "1"}})
+        self.assertEqual((status, body["reason"]), (409, "Conflict"))
+        self.assertIn("the ResourceVersion in the precondition (1) does not match the "
+                      "ResourceVersion in record (%s)" % rv, body["message"])
+        self.assertEqual(self.srv.get_configmap(self.NS, "d1"), (200, created))
+        status, body = self.srv.delete_configmap(
+            self.NS, "d1", options={"preconditions": {"uid": uid, "resourceVersion": rv}})
+        self.assertEqual((status, body), (200, {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": "d1", "kind": "configmaps", "uid": uid}}))
+        self.assertEqual(self.srv.delete_configmap(self.NS, "d1")[0], 404)
+
+    def test_watch_sees_only_configmaps(self):
+        ns = "cm-watch"
+        created = self.srv.post_configmap(ns, configmap("w1", {"n": "0"}))[1]
+        w = self.srv.open_watch(ns, resource_version=created["metadata"]["resourceVersion"],
+                                timeout_seconds=60, collection=CONFIGMAPS)
+        try:
+            self.assertEqual(self.srv.post_lease(ns, lease("w1"))[0], 201)
+            status, added = self.srv.post_configmap(ns, configmap("w2", {"n": "1"}))
+            self.assertEqual(status, 201)
+            status, modified = self.srv.patch_configmap(ns, "w1", {"data": {"n": "2"}})
+            self.assertEqual(status, 200)
+            self.assertEqual(self.srv.delete_configmap(ns, "w2")[0], 200)
+            events = [w.next_event() for _ in range(3)]
+            self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in events],
+                             [("ADDED", "w2"), ("MODIFIED", "w1"), ("DELETED", "w2")])
+            self.assertEqual(events[0]["object"], added)
+            self.assertEqual(events[1]["object"], modified)
+            self.assertEqual(events[2]["object"]["kind"], "ConfigMap")
+        finally:
+            w.close()
+
+    def test_watch_initial_events_selector_and_timeout(self):
+        ns = "cm-watch2"
+        for name, app in (("i2", "x"), ("i1", "x"), ("i3", "y")):
+            self.assertEqual(self.srv.post_configmap(
+                ns, configmap(name, labels={"app": app}))[0], 201)
+        t0 = time.monotonic()
+        w = self.srv.open_watch(ns, timeout_seconds=1, label_selector="app=x",
+                                collection=CONFIGMAPS)
+        try:
+            names = [w.next_event() for _ in range(2)]
+            self.assertEqual([(e["type"], e["object"]["metadata"]["name"]) for e in names],
+                             [("ADDED", "i1"), ("ADDED", "i2")])
+            self.assertIsNone(w.next_event())
+            self.assertLess(time.monotonic() - t0, 8)
+        finally:
+            w.close()
+        status, body = self.srv.json_request(
+            "GET", "/api/v1/namespaces/cm/configmaps?watch=1&resourceVersion=abc")
+        self.assertEqual(status, 400)
+
+    def test_watch_bookmark_is_a_configmap(self):
+        w = self.srv.open_watch("cm-bm", resource_version=str(self.srv.list_configmaps(
+            "cm-bm")[1]["metadata"]["resourceVersion"]), timeout_seconds=30, bookmarks=True,
+            collection=CONFIGMAPS, timeout=25)
+        try:
+            ev = w.next_event()  # the server sends one every 10 s
+            self.assertEqual(ev["type"], "BOOKMARK")
+            self.assertEqual((ev["object"]["kind"], ev["object"]["apiVersion"]),
+                             ("ConfigMap", "v1"))
+            self.assertRegex(ev["object"]["metadata"]["resourceVersion"], r"^\d+$")
+        finally:
+            w.close()
+
+    def test_write_log_and_faults(self):
+        since = (self.srv.configmap_log() or [{"seq": 0}])[-1]["seq"]
+        lease_since = (self.srv.write_log() or [{"seq": 0}])[-1]["seq"]
+        created = self.cm_create("log1", data={"v": "1"})
+        self.assertEqual(self.srv.put_configmap(
+            self.NS, "log1", dict(created, data={"v": "2"}), client="r2")[0], 200)
+        self.assertEqual(self.srv.delete_configmap(self.NS, "log1", client="r2")[0], 200)
+        entries = self.srv.configmap_log(since)
+        self.assertEqual([(e["client"], e["verb"], e["name"], e["data"]) for e in entries],
+                         [("r1", "create", "log1", {"v": "1"}),
+                          ("r2", "update", "log1", {"v": "2"}),
+                          ("r2", "delete", "log1", {"v": "2"})])
+        self.assertEqual([e["seq"] for e in entries], [since + 1, since + 2, since + 3])
+        clocks = [e["clock_us"] for e in entries]
+        self.assertEqual(clocks, sorted(clocks))
+        # ConfigMap writes stay out of the Lease log.
+        self.assertEqual(self.srv.write_log(lease_since), [])
+        self.srv.set_faults("r2", error_rate=1.0, error_code=503, verbs=["create"])
+        status, body = self.srv.post_configmap(self.NS, configmap("f1"), client="r2")
+        self.assertEqual((status, body["reason"]), (503, "ServiceUnavailable"))
+        self.assertEqual(self.srv.get_configmap(self.NS, "f1", client="r2")[0], 404)
+        self.assertEqual(self.srv.post_configmap(self.NS, configmap("f1"))[0], 201)
+
+
 class TestRestart(unittest.TestCase):
 
     def setUp(self):
@@ -1068,6 +1326,8 @@ class TestRestart(unittest.TestCase):
 
     def test_state_survives_restart(self):
         self.srv.start()
+        status, cm = self.srv.post_configmap(NS, configmap("keep", {"k": "v"}))
+        self.assertEqual(status, 201)
         status, created = self.srv.post_lease(NS, lease("keep"))
         self.assertEqual(status, 201)
         for i in range(3):
@@ -1085,6 +1345,8 @@ class TestRestart(unittest.TestCase):
             self.assertEqual(f.read(), ca)
         status, got = self.srv.get_lease(NS, "keep")
         self.assertEqual((status, got), (200, created))
+        # A ConfigMap and a Lease of one name come back as two objects.
+        self.assertEqual(self.srv.get_configmap(NS, "keep"), (200, cm))
         got["spec"]["holderIdentity"] = "after-restart"
         status, after = self.srv.put_lease(NS, "keep", got)
         self.assertEqual(status, 200)
