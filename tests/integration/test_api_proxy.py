@@ -6,7 +6,12 @@ API server (the server names the client that wrote, by the token it got);
 a write in flight when leadership ends (POST /resign, or renewals that
 stall) is cut and never applied; a watch streams through for longer than
 the proxy's idle timeout; 413 over 3 MiB; 501 for upgrades; the connection
-cap; a non-loopback ADDR exits 2. Last, fencing across failovers: a writer
+cap; a non-loopback ADDR exits 2. The same for an ordinary resource,
+ConfigMaps: create, update, patch and delete through the leader (the
+server's ConfigMap log names the leader's client), the exact refusal body
+on a standby, GET and LIST on a standby, and a ConfigMap watch that outlives
+the idle timeout and then sees a write made through the leader's proxy.
+Last, fencing across failovers: a writer
 sends through all three replicas' proxies while the leader is SIGKILLed,
 partitioned and SIGSTOPped, and the server's logs show every applied write
 came from the Lease's holder of that moment."""
@@ -29,6 +34,7 @@ from cluster import (FAST, KILL_BOUND, LEADERD, SCHED_SLACK, Replica, Watcher, f
 NS = "default"
 POD = "/api/v1/namespaces/%s/pods/app" % NS
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % NS
+CONFIGMAPS = "/api/v1/namespaces/%s/configmaps" % NS
 MERGE = "application/merge-patch+json"
 # The proxy's idle timeout (LD_PROXY_IDLE_TIMEOUT_S): a watch outlives it.
 IDLE_TIMEOUT = 15.0
@@ -330,6 +336,112 @@ class TestApiProxy(ApiProxyBase):
                 s.close()
         wait_until(lambda: proxy_request(self.port(lead), "GET", "/version")[0] == 200,
                    5, what="the proxy to serve again")
+
+
+def configmap(name, data, labels=None, rv=None):
+    meta = {"name": name}
+    if labels:
+        meta["labels"] = labels
+    if rv:
+        meta["resourceVersion"] = rv
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+class TestApiProxyConfigMaps(ApiProxyBase):
+    """An ordinary resource through the gate: ConfigMaps."""
+
+    def cm(self, replica, method, name=None, body=None, content_type="application/json",
+           query=""):
+        path = CONFIGMAPS + ("/" + name if name else "") + query
+        status, headers, data = proxy_request(self.port(replica), method, path, body,
+                                              {"Content-Type": content_type})
+        return status, headers, json.loads(data) if data else None
+
+    def test_crud_through_the_leader(self):
+        lead, _ = self.roles()
+        status, _, created = self.cm(lead, "POST", body=configmap("c1", {"k": "1"}))
+        self.assertEqual(status, 201, created)
+        rv = created["metadata"]["resourceVersion"]
+        status, _, updated = self.cm(lead, "PUT", "c1", configmap("c1", {"k": "2"}, rv=rv))
+        self.assertEqual((status, updated["data"]), (200, {"k": "2"}), updated)
+        # Optimistic concurrency passes through: the server's 409 comes back as is.
+        status, _, body = self.cm(lead, "PUT", "c1", configmap("c1", {"k": "3"}, rv=rv))
+        self.assertEqual((status, body["reason"]), (409, "Conflict"), body)
+        status, _, patched = self.cm(lead, "PATCH", "c1", {"data": {"p": "x"}}, MERGE)
+        self.assertEqual((status, patched["data"]), (200, {"k": "2", "p": "x"}), patched)
+        status, _, gone = self.cm(lead, "DELETE", "c1")
+        self.assertEqual((status, gone["status"], gone["details"]["name"]),
+                         (200, "Success", "c1"), gone)
+        self.assertEqual(self.api.get_configmap(NS, "c1")[0], 404)
+        # The server applied each write as leaderd's own client, the leader's.
+        self.assertEqual([(e["client"], e["verb"], e["data"]) for e in self.api.configmap_log()],
+                         [(lead.client, "create", {"k": "1"}),
+                          (lead.client, "update", {"k": "2"}),
+                          (lead.client, "patch", {"k": "2", "p": "x"}),
+                          (lead.client, "delete", {"k": "2", "p": "x"})])
+
+    def test_writes_refused_on_a_standby_with_the_exact_status(self):
+        lead, standby = self.roles()
+        status, created = self.api.post_configmap(NS, configmap("c2", {"k": "v"}))
+        self.assertEqual(status, 201, created)
+        refusal = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                   "message": "write refused by leaderd: %s is not the leader of the Lease "
+                              "%s/demo; the holder is %s"
+                              % (standby.identity, NS, lead.identity),
+                   "reason": "ServiceUnavailable", "code": 503}
+        rv = created["metadata"]["resourceVersion"]
+        for method, name, body, ctype in (
+                ("POST", None, configmap("c3", {"k": "v"}), "application/json"),
+                ("PUT", "c2", configmap("c2", {"k": "w"}, rv=rv), "application/json"),
+                ("PATCH", "c2", {"data": {"k": "w"}}, MERGE),
+                ("DELETE", "c2", None, "application/json")):
+            with self.subTest(method=method):
+                status, headers, doc = self.cm(standby, method, name, body, ctype)
+                self.assertEqual((status, doc), (503, refusal))
+                self.assertNotIn("retry-after", headers)
+        self.assertEqual(self.api.get_configmap(NS, "c2"), (200, created))
+        self.assertEqual(self.api.get_configmap(NS, "c3")[0], 404)
+        self.assertEqual([e["client"] for e in self.api.configmap_log()], ["r1"])
+        self.assertEqual(metric(standby, "leaderd_proxy_writes_refused_total"), 4)
+
+    def test_get_and_list_on_a_standby(self):
+        _, standby = self.roles()
+        for name, tier in (("l1", "web"), ("l2", "db")):
+            self.assertEqual(self.api.post_configmap(
+                NS, configmap(name, {"n": name}, labels={"tier": tier}))[0], 201)
+        status, _, got = self.cm(standby, "GET", "l1")
+        self.assertEqual((status, got), (200, self.api.get_configmap(NS, "l1")[1]))
+        status, _, lst = self.cm(standby, "GET", query="?labelSelector=tier%3Dweb")
+        self.assertEqual(status, 200, lst)
+        self.assertEqual((lst["kind"], [i["metadata"]["name"] for i in lst["items"]]),
+                         ("ConfigMapList", ["l1"]))
+        self.assertEqual(lst["metadata"]["resourceVersion"],
+                         self.api.list_configmaps(NS)[1]["metadata"]["resourceVersion"])
+        status, _, missing = self.cm(standby, "GET", "nope")
+        self.assertEqual((status, missing["message"]), (404, 'configmaps "nope" not found'))
+
+    def test_a_configmap_watch_outlives_the_idle_timeout(self):
+        lead, standby = self.roles()
+        status, created = self.api.post_configmap(NS, configmap("quiet", {"n": "0"}))
+        self.assertEqual(status, 201, created)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port(standby),
+                                          timeout=IDLE_TIMEOUT + 10)
+        try:
+            conn.request("GET", CONFIGMAPS + "?watch=1&timeoutSeconds=60&resourceVersion="
+                         + created["metadata"]["resourceVersion"])
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            events = Watch(resp)
+            # Nothing to say for longer than the proxy's idle timeout.
+            time.sleep(IDLE_TIMEOUT + 2)
+            status, _, patched = self.cm(lead, "PATCH", "quiet", {"data": {"n": "1"}}, MERGE)
+            self.assertEqual(status, 200, patched)
+            t0 = time.monotonic()
+            event = events.next_event()
+            self.assertLess(time.monotonic() - t0, 5)
+            self.assertEqual((event["type"], event["object"]), ("MODIFIED", patched))
+        finally:
+            conn.close()
 
 
 class TestApiProxyFencing(ApiProxyBase):
