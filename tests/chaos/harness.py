@@ -52,6 +52,7 @@ SCHED_SLACK = float(os.environ.get("CHAOS_SCHED_SLACK", RETRY))
 NS = "default"
 LEASE_NAME = "chaos"
 POD_NAME = "app"  # the Pod written through the replicas' API proxies
+CONFIGMAP_NAME = "fenced"  # and the ConfigMap
 POLL_INTERVAL = 0.025
 FETCH_TIMEOUT = 2.0  # a live, running leaderd answers /leader in microseconds
 CLOCK_SLACK = 0.001  # the write log has microseconds; allow one millisecond
@@ -331,7 +332,8 @@ class Cluster:
         self.dir = workdir
         # With api_proxy, every replica runs `--api-proxy 127.0.0.1:PORT` (a
         # fresh port per process, Slot.proxy_port) and the API server holds
-        # the Pod POD_NAME for writes through those proxies.
+        # the Pod POD_NAME and the ConfigMap CONFIGMAP_NAME for writes through
+        # those proxies.
         self.api_proxy = api_proxy
         # With shards (a count), every replica runs `--shards N` on the group
         # LEASE_NAME; the poller asks /shards and the log keeps every shard
@@ -364,6 +366,10 @@ class Cluster:
         if self.api_proxy:
             self.api.control("POST", "pods", {"namespace": NS, "name": POD_NAME,
                                               "labels": {"app": "chaos"}})
+            status, body = self.api.post_configmap(NS, {"metadata": {"name": CONFIGMAP_NAME},
+                                                        "data": {"written": ""}})
+            if status != 201:
+                raise RuntimeError(f"cannot create ConfigMap {CONFIGMAP_NAME}: {body}")
         for slot in self.slots:
             self.start_slot(slot)
         self.poller.start()
@@ -973,29 +979,44 @@ def analyse(ctx, t_from=None, t_to=None):
 
 # ---- writes through the API proxies (Cluster(api_proxy=True)) ----
 
-def proxy_fencing_problems(leases, pod_writes):
+def what_was_written(w):
+    """A write log entry's payload: a Pod log entry's labels, a ConfigMap
+    log entry's data."""
+    return w.get("labels", w.get("data"))
+
+
+def proxy_fencing_problems(leases, writes):
     """The API write gate's fencing, by the API server's own logs and clock:
-    every Pod write it applied (pod_writes: its Pod log entries, each with
-    client and mono_ms) came from the replica that held the Lease at that
-    moment, i.e. the one named by the last Lease write (leases: its write log
-    entries of LEASE_NAME, each with holderIdentity and mono_ms) committed at
-    or before it. Both logs carry the server's mono_ms, so they compare
-    directly; a tie counts the Lease write as first, which can only make a
-    late write by the old holder fail. Returns one message per violation."""
-    leases = sorted(leases, key=lambda e: e["mono_ms"])
-    times = [e["mono_ms"] for e in leases]
+    every write it applied (writes: its Pod log and ConfigMap write log
+    entries, each with client and clock_us) came from the replica that held
+    the Lease at that moment, i.e. the one named by the last Lease write
+    (leases: its write log entries of LEASE_NAME, each with holderIdentity and
+    clock_us) stamped at or before it. Every log carries the server's
+    clock_us, CLOCK_MONOTONIC in microseconds stamped under the lock of the
+    table written as the write is applied, so they compare directly, and a
+    write in the same millisecond as a takeover is judged by its microsecond.
+
+    A tie (the same microsecond) counts the Lease write first. For the new
+    holder that is exact: its proxy lets a write through only after it has
+    read the answer to its Lease write, which the server sends after
+    stamping it, so any write of its own really is later. For anyone else a
+    tie is reported as a violation: it can raise a false alarm, never hide a
+    late write of the old holder. Returns one message per violation."""
+    leases = sorted(leases, key=lambda e: e["clock_us"])
+    times = [e["clock_us"] for e in leases]
     out = []
-    for w in pod_writes:
-        i = bisect.bisect_right(times, w["mono_ms"])
+    for w in writes:
+        kind = "Pod" if "labels" in w else "ConfigMap"
+        i = bisect.bisect_right(times, w["clock_us"])
         if i == 0:
-            out.append(f"Pod write {w.get('labels')} by {w['client']} at {w['mono_ms']} ms "
-                       f"before any Lease write")
+            out.append(f"{kind} write {what_was_written(w)} by {w['client']} at "
+                       f"{w['clock_us']} us before any Lease write")
             continue
         holder = leases[i - 1].get("holderIdentity")
         if holder != w["client"]:
-            out.append(f"Pod write {w.get('labels')} by {w['client']} at {w['mono_ms']} ms "
-                       f"while {holder!r} held the Lease (its write at {times[i - 1]} ms "
-                       f"by {leases[i - 1].get('client')})")
+            out.append(f"{kind} write {what_was_written(w)} by {w['client']} at "
+                       f"{w['clock_us']} us while {holder!r} held the Lease (its write at "
+                       f"{times[i - 1]} us by {leases[i - 1].get('client')})")
     return out
 
 

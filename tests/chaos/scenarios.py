@@ -10,9 +10,9 @@ import threading
 import time
 
 from harness import (CHILD_GRACE, CHILD_KILL_SLACK, CHILD_START, CLOCK_SLACK,
-                     CONVERGE_BOUND, KILL_BOUND, LEASE, NS, LEASE_NAME, POD_NAME, RENEW,
-                     RETRY, SCHED_SLACK, TERM_BOUND, ScenarioError, Slot, http_get,
-                     micro_time, proxy_fencing_problems)
+                     CONFIGMAP_NAME, CONVERGE_BOUND, KILL_BOUND, LEASE, NS, LEASE_NAME,
+                     POD_NAME, RENEW, RETRY, SCHED_SLACK, TERM_BOUND, ScenarioError, Slot,
+                     http_get, micro_time, proxy_fencing_problems, what_was_written)
 
 
 class Scenario:
@@ -1289,26 +1289,32 @@ CHILD_SCENARIOS = [
 
 # ---- the API write gate (leaderd --api-proxy, CONTRACT.md) ----
 #
-# A writer merge-patches the Pod through every replica's proxy every ~20 ms
-# while the leader is SIGKILLed, partitioned or SIGSTOPped (the fault's own
-# scenario, with its checks); the API server's Pod log and Lease write log
-# then decide that every write it applied came from the replica holding the
-# Lease at that moment (harness.proxy_fencing_problems).
+# A writer merge-patches the Pod and the ConfigMap, in turn, through every
+# replica's proxy every ~20 ms while the leader is SIGKILLed, partitioned or
+# SIGSTOPped (the fault's own scenario, with its checks); the API server's
+# Pod log, ConfigMap write log and Lease write log then decide that every
+# write it applied came from the replica holding the Lease at that moment
+# (harness.proxy_fencing_problems).
 
 POD_PATH = f"/api/v1/namespaces/{NS}/pods/{POD_NAME}"
+CONFIGMAP_PATH = f"/api/v1/namespaces/{NS}/configmaps/{CONFIGMAP_NAME}"
 WRITE_PERIOD = 0.02
 WRITE_TIMEOUT = 1.5     # a stopped proxy accepts (the backlog) and never answers
 WRITER_ROUNDS = 5000    # bound on the writer's loop: far beyond any run
 AFTER_HEAL = 1.0        # writes go on through the healed cluster this long
 
 
-def proxy_patch(port, value):
-    """The status of one merge-patch of the Pod's label through the proxy on
-    port, or None when the proxy did not answer (killed, stopped)."""
+def proxy_patch(port, value, configmap=False):
+    """The status of one merge-patch of the Pod's label (or the ConfigMap's
+    data) through the proxy on port, or None when the proxy did not answer
+    (killed, stopped)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WRITE_TIMEOUT)
+    if configmap:
+        path, patch = CONFIGMAP_PATH, {"data": {"written": value}}
+    else:
+        path, patch = POD_PATH, {"metadata": {"labels": {"written": value}}}
     try:
-        conn.request("PATCH", POD_PATH,
-                     body=json.dumps({"metadata": {"labels": {"written": value}}}),
+        conn.request("PATCH", path, body=json.dumps(patch),
                      headers={"Content-Type": "application/merge-patch+json"})
         resp = conn.getresponse()
         resp.read()
@@ -1327,7 +1333,9 @@ def proxy_writer(c, stop, answers):
         for slot in c.slots:
             n += 1
             port = slot.proxy_port
-            answers.append((slot.name, port and proxy_patch(port, f"{slot.name}-{n}")))
+            value = f"{slot.name}-{n}"
+            answers.append((slot.name, value,
+                            port and proxy_patch(port, value, configmap=n % 2 == 0)))
         stop.wait(WRITE_PERIOD)
 
 
@@ -1348,22 +1356,25 @@ def proxy_fencing(fault):
             return
         leases = [e for e in c.api.write_log(0)
                   if e.get("namespace") == NS and e.get("name") == LEASE_NAME]
-        writes = [e for e in c.api.control("GET", "pods/log")["log"]
-                  if e["client"] != "_control"]
+        pod_writes = [e for e in c.api.pod_log() if e["client"] != "_control"]
+        cm_writes = [e for e in c.api.configmap_log() if e["name"] == CONFIGMAP_NAME
+                     and e["verb"] != "create"]
+        writes = pod_writes + cm_writes
         problems = proxy_fencing_problems(leases, writes)
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         ctx.check(not problems, "write outside its leadership: " + "; ".join(problems[:3])
                   + more)
-        ok = [a for a in answers if a[1] == 200]
-        winners = {name for name, _ in ok}
+        ok = [a for a in answers if a[2] == 200]
+        winners = {name for name, _, _ in ok}
         ctx.note(f"{len(answers)} proxy writes, {len(ok)} accepted (by {sorted(winners)}), "
-                 f"{len(writes)} applied")
+                 f"{len(pod_writes)} Pod and {len(cm_writes)} ConfigMap writes applied")
         ctx.check(len(winners) >= 2, f"writes went through fewer than two leaders: {winners}")
-        ctx.check(len(writes) > 20, f"only {len(writes)} Pod writes applied")
+        ctx.check(len(pod_writes) > 10 and len(cm_writes) > 10,
+                  f"only {len(pod_writes)} Pod and {len(cm_writes)} ConfigMap writes applied")
         # Every accepted answer is a write the server applied (none lost).
-        applied = {(w["client"], w["labels"].get("written")) for w in writes}
-        ctx.check(len(ok) <= len(applied),
-                  f"{len(ok)} writes accepted, only {len(applied)} applied")
+        applied = {(w["client"], what_was_written(w).get("written")) for w in writes}
+        lost = [(name, value) for name, value, _ in ok if (name, value) not in applied]
+        ctx.check(not lost, f"{len(lost)} accepted writes not applied: {lost[:3]}")
     return run
 
 

@@ -391,40 +391,67 @@ class ShardChecks(Base):
 
 class ProxyFencingChecks(unittest.TestCase):
     """proxy_fencing_problems over a made-up Lease log (r1 leads from 1000 ms,
-    r2 takes over at 5000 ms) and Pod log."""
+    r2 takes over at 5000.500 ms, by the server's clock_us) and Pod and
+    ConfigMap logs."""
 
-    leases = [{"mono_ms": 1000, "client": "r1", "holderIdentity": "r1"},
-              {"mono_ms": 2000, "client": "r1", "holderIdentity": "r1"},
-              {"mono_ms": 5000, "client": "r2", "holderIdentity": "r2"}]
+    leases = [{"clock_us": 1_000_000, "client": "r1", "holderIdentity": "r1"},
+              {"clock_us": 2_000_000, "client": "r1", "holderIdentity": "r1"},
+              {"clock_us": 5_000_500, "client": "r2", "holderIdentity": "r2"}]
 
-    def pod(self, t, client):
-        return {"mono_ms": t, "client": client, "labels": {"written": f"{client}-{t}"}}
+    def pod(self, t_us, client):
+        return {"clock_us": t_us, "client": client,
+                "labels": {"written": f"{client}-{t_us}"}}
+
+    def cm(self, t_us, client):
+        return {"clock_us": t_us, "client": client, "verb": "patch",
+                "data": {"written": f"{client}-{t_us}"}}
 
     def test_writes_inside_leadership_pass(self):
-        writes = [self.pod(1000, "r1"), self.pod(4999, "r1"), self.pod(5001, "r2")]
+        writes = [self.pod(1_000_000, "r1"), self.pod(4_999_999, "r1"),
+                  self.cm(5_000_501, "r2"), self.pod(9_000_000, "r2")]
         self.assertEqual(proxy_fencing_problems(self.leases, writes), [])
 
     def test_old_leader_write_after_the_takeover_fails(self):
-        out = proxy_fencing_problems(self.leases, [self.pod(5001, "r1")])
+        out = proxy_fencing_problems(self.leases, [self.pod(5_001_000, "r1")])
         self.assertEqual(len(out), 1, out)
         self.assertIn("'r2' held the Lease", out[0])
 
-    def test_write_in_the_takeovers_millisecond_counts_the_lease_first(self):
-        out = proxy_fencing_problems(self.leases, [self.pod(5000, "r1")])
+    def test_the_takeovers_millisecond_is_judged_by_the_microsecond(self):
+        # All four in the millisecond 5000 of the takeover (5000.500 ms): a
+        # millisecond clock could not tell them apart.
+        before = [self.pod(5_000_100, "r1"), self.cm(5_000_499, "r1")]
+        self.assertEqual(proxy_fencing_problems(self.leases, before), [])
+        after = [self.cm(5_000_501, "r1"), self.pod(5_000_900, "r1")]
+        out = proxy_fencing_problems(self.leases, after)
+        self.assertEqual(len(out), 2, out)
+        self.assertTrue(out[0].startswith("ConfigMap write {'written': 'r1-5000501'} by r1"),
+                        out)
+        self.assertTrue(out[1].startswith("Pod write"), out)
+        # The new holder writing in that millisecond but before its takeover
+        # is a standby write.
+        out = proxy_fencing_problems(self.leases, [self.cm(5_000_200, "r2")])
         self.assertEqual(len(out), 1, out)
+        self.assertIn("'r1' held the Lease", out[0])
+
+    def test_a_tie_counts_the_lease_write_first(self):
+        # The same microsecond as the takeover: the old holder's write is a
+        # violation, the new holder's is not.
+        out = proxy_fencing_problems(self.leases, [self.pod(5_000_500, "r1")])
+        self.assertEqual(len(out), 1, out)
+        self.assertEqual(proxy_fencing_problems(self.leases, [self.cm(5_000_500, "r2")]), [])
 
     def test_standby_write_fails(self):
-        out = proxy_fencing_problems(self.leases, [self.pod(3000, "r2")])
+        out = proxy_fencing_problems(self.leases, [self.pod(3_000_000, "r2")])
         self.assertEqual(len(out), 1, out)
         self.assertIn("by r2", out[0])
 
     def test_write_before_any_lease_fails(self):
-        out = proxy_fencing_problems(self.leases, [self.pod(500, "r1")])
+        out = proxy_fencing_problems(self.leases, [self.cm(500_000, "r1")])
         self.assertTrue(out and "before any Lease write" in out[0], out)
 
     def test_write_after_a_release_fails(self):
-        leases = self.leases + [{"mono_ms": 6000, "client": "r2", "holderIdentity": ""}]
-        self.assertEqual(len(proxy_fencing_problems(leases, [self.pod(6001, "r2")])), 1)
+        leases = self.leases + [{"clock_us": 6_000_000, "client": "r2", "holderIdentity": ""}]
+        self.assertEqual(len(proxy_fencing_problems(leases, [self.pod(6_000_001, "r2")])), 1)
 
 
 if __name__ == "__main__":
