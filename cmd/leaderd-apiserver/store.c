@@ -585,10 +585,11 @@ void as_snapshot_clear(struct as_snapshot *snap)
     memset(snap, 0, sizeof *snap);
 }
 
-/* Creates ns/name from lease; caller holds the lock and has validated. */
+/* Creates ns/name from in (normalised by kind); caller holds the lock and has
+ * validated. */
 static void do_create(struct as_store *s, const struct as_kind *kind, const char *ns,
-                      const char *name, json_t *lease, const char *client,
-                      const char *verb, struct as_reply *r)
+                      const char *name, json_t *in, const char *client, const char *verb,
+                      struct as_reply *r)
 {
     char ts[32];
     json_t *uid = new_uid();
@@ -599,7 +600,7 @@ static void do_create(struct as_store *s, const struct as_kind *kind, const char
         as_reply_internal(r, s->n >= MAX_ENTRIES ? "store full" : "out of memory");
         goto out;
     }
-    named = json_deep_copy(lease);
+    named = json_deep_copy(in);
     if (named)
         json_object_set_new(json_object_get(named, "metadata"), "name",
                             json_string(name));
@@ -623,17 +624,17 @@ out:
 }
 
 void as_store_create(struct as_store *s, const struct as_kind *kind, const char *ns,
-                     json_t *lease, const char *client, struct as_reply *r)
+                     json_t *in, const char *client, struct as_reply *r)
 {
     static const char gen_chars[] = "bcdfghjklmnpqrstvwxz2456789";
-    json_t *meta = json_object_get(lease, "metadata");
+    json_t *meta = json_object_get(in, "metadata");
     const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
     if (rv && *rv) {
         as_reply_internal(r,
                           "resourceVersion should not be set on objects to be created");
         return;
     }
-    if (!kind->validate(lease, NULL, r))
+    if (!kind->validate(in, NULL, r))
         return;
     pthread_mutex_lock(&s->mu);
     char name[320];
@@ -668,16 +669,16 @@ void as_store_create(struct as_store *s, const struct as_kind *kind, const char 
         as_reply_exists_in(r, kind->group, kind->resource, name);
         goto out;
     }
-    do_create(s, kind, ns, name, lease, client, "create", r);
+    do_create(s, kind, ns, name, in, client, "create", r);
 out:
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Replaces e with lease (normalised by e's kind), after the kind's
+/* Replaces e with in (normalised by e's kind), after the kind's
  * validation against the stored object; lock held. A write that changes
  * nothing is not a write, as in etcd3's GuaranteedUpdate. */
-static void do_update(struct as_store *s, struct entry *e, json_t *lease,
-                      const char *client, const char *verb, struct as_reply *r)
+static void do_update(struct as_store *s, struct entry *e, json_t *in, const char *client,
+                      const char *verb, struct as_reply *r)
 {
     json_t *old = entry_parsed(e);
     json_t *obj = NULL;
@@ -690,9 +691,9 @@ static void do_update(struct as_store *s, struct entry *e, json_t *lease,
         uid = fresh_uid = new_uid();
     if (!json_is_string(ctime))
         ctime = fresh_ctime = json_string(as_rfc3339(as_wall_us(), false, ts));
-    if (!e->kind->validate(lease, old, r))
+    if (!e->kind->validate(in, old, r))
         goto out;
-    obj = prepare(e->kind, lease, e->ns, uid, ctime, old);
+    obj = prepare(e->kind, in, e->ns, uid, ctime, old);
     if (!obj) {
         as_reply_internal(r, "out of memory");
         goto out;
@@ -719,16 +720,15 @@ out:
 }
 
 void as_store_update(struct as_store *s, const struct as_kind *kind, const char *ns,
-                     const char *name, json_t *lease, const char *client,
-                     struct as_reply *r)
+                     const char *name, json_t *in, const char *client, struct as_reply *r)
 {
     const char *rvs = json_string_value(
-        json_object_get(json_object_get(lease, "metadata"), "resourceVersion"));
+        json_object_get(json_object_get(in, "metadata"), "resourceVersion"));
     pthread_mutex_lock(&s->mu);
     struct entry *e = find(s, kind, ns, name);
     if (!e) {
-        if (kind->validate(lease, NULL, r))
-            do_create(s, kind, ns, name, lease, client, "update", r);
+        if (kind->validate(in, NULL, r))
+            do_create(s, kind, ns, name, in, client, "update", r);
         goto out;
     }
     uint64_t rv = 0;
@@ -752,7 +752,7 @@ void as_store_update(struct as_store *s, const struct as_kind *kind, const char 
                              AS_OPTIMISTIC_LOCK_MSG);
         goto out;
     }
-    do_update(s, e, lease, client, "update", r);
+    do_update(s, e, in, client, "update", r);
 out:
     pthread_mutex_unlock(&s->mu);
 }
@@ -789,7 +789,7 @@ void as_store_patch(struct as_store *s, const struct as_kind *kind, const char *
                     const char *name, json_t *patch, const char *client,
                     struct as_reply *r)
 {
-    json_t *old = NULL, *merged = NULL, *lease = NULL;
+    json_t *old = NULL, *merged = NULL, *next = NULL;
     pthread_mutex_lock(&s->mu);
     struct entry *e = find(s, kind, ns, name);
     if (!e) {
@@ -820,10 +820,10 @@ void as_store_patch(struct as_store *s, const struct as_kind *kind, const char *
         as_reply_internal(r, "out of memory");
         goto out;
     }
-    lease = kind->normalize(merged, r);
-    if (!lease)
+    next = kind->normalize(merged, r);
+    if (!next)
         goto out;
-    json_t *meta = json_object_get(lease, "metadata");
+    json_t *meta = json_object_get(next, "metadata");
     const char *pname = json_string_value(json_object_get(meta, "name"));
     const char *pns = json_string_value(json_object_get(meta, "namespace"));
     if ((pname && strcmp(pname, name) != 0) || (pns && strcmp(pns, ns) != 0)) {
@@ -831,12 +831,12 @@ void as_store_patch(struct as_store *s, const struct as_kind *kind, const char *
         goto out;
     }
     json_object_set_new(meta, "name", json_string(name));
-    do_update(s, e, lease, client, "patch", r);
+    do_update(s, e, next, client, "patch", r);
 out:
     pthread_mutex_unlock(&s->mu);
     json_decref(old);
     json_decref(merged);
-    json_decref(lease);
+    json_decref(next);
 }
 
 /* 409 as errors.NewConflict builds it for the GroupResource {group, Kind}. */
