@@ -1414,6 +1414,19 @@ class TestKubectl(ServerTestCase):
         self.kubectl("delete", "lease", "kube")
         self.assertEqual(self.srv.get_lease(NS, "kube")[0], 404)
 
+    def test_kubectl_configmaps(self):
+        path = os.path.join(self.tmp, "cm.yaml")
+        with open(path, "w") as f:
+            f.write('apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-cm\n'
+                    'data:\n  a: "1"\n')
+        self.kubectl("apply", "-f", path, "--validate=false")
+        self.assertRegex(self.kubectl("get", "cm"), r"kube-cm\s+\d+s")
+        self.kubectl("patch", "configmap", "kube-cm", "-p", '{"data":{"a":"2"}}')
+        self.assertEqual(self.kubectl("get", "configmap", "kube-cm", "-o",
+                                      "jsonpath={.data.a}"), "2")
+        self.kubectl("delete", "cm", "kube-cm")
+        self.assertEqual(self.srv.get_configmap(NS, "kube-cm")[0], 404)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
