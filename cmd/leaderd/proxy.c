@@ -9,7 +9,9 @@
  * handle, and everything that touches an easy handle happens on it: it
  * starts the exchange, resumes the client's connection once the
  * upstream's headers are in (or the exchange failed or was cut), and
- * relays the body through a small buffer per exchange (RELAY_BUFFER).
+ * relays the body through a small buffer per exchange (RELAY_BUFFER);
+ * a connection is resumed once curl is done with what it read, so the
+ * headers and the body piece that came with them need no second wake-up.
  * MHD's content reader drains that buffer; when it is empty the reader
  * suspends the connection and returns 0, and the next piece resumes it.
  * When the buffer is full curl's write callback pauses the transfer, and
@@ -68,9 +70,11 @@
 
 /* The most of a refused body read and dropped (see on_request). */
 #define DROP_LIMIT (4 * (size_t)LD_PROXY_MAX_BODY)
-/* Request line and headers of kubectl and client libraries fit easily;
- * MHD also builds the response headers and its send buffer in it. */
-#define CONNECTION_MEMORY (32 * 1024)
+/* Each connection's pool, as the sidecar's: the request line and headers
+ * of kubectl and client libraries (a few hundred bytes to a few KiB), the
+ * API server's response headers and MHD's send buffer fit. MHD zeroes it
+ * between requests, so an idle keep-alive connection holds all of it. */
+#define CONNECTION_MEMORY (16 * 1024)
 /* A relayed body waits here between curl and MHD: one curl write at most
  * (CURL_MAX_WRITE_SIZE; the transport's receive buffer is smaller). */
 #define RELAY_BUFFER CURL_MAX_WRITE_SIZE
@@ -114,7 +118,8 @@ struct xchg {
     size_t blocked;           /* the piece curl holds while paused */
     /* Under p->mu. */
     int refs;
-    struct xchg *in_next, *todo_next; /* in p->incoming, p->todo */
+    struct xchg *in_next, *todo_next, *wake_next; /* in p->incoming, todo, wakes */
+    bool wake_due;
     bool in_todo, want_unpause;
     bool suspended, polled; /* polled: in p->epfd for hang-ups */
     bool headers_done, done, paused, refused_prereq;
@@ -133,6 +138,7 @@ struct ld_proxy {
     struct ld_transport *tr; /* the upstream thread's */
     CURLM *multi;            /* the upstream thread's; curl_multi_wakeup from any */
     struct xchg *running;    /* the upstream thread's */
+    struct xchg *wakes;      /* under mu: connections to resume, see wake_later_locked */
     int epfd;                /* suspended clients' sockets, for hang-ups */
     pthread_t thread;
     bool thread_started, listening;
@@ -684,6 +690,33 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 
 /* ---- upstream (the upstream thread) ---- */
 
+/* Resumes q's connection once curl is done with the bytes it read (see
+ * run_wakes): the headers and the body piece that came with them then go
+ * out together, without a suspension in between. Holds a reference. */
+static void wake_later_locked(struct xchg *q)
+{
+    if (q->wake_due)
+        return;
+    q->wake_due = true;
+    q->refs++;
+    q->wake_next = q->p->wakes;
+    q->p->wakes = q;
+}
+
+static void run_wakes(struct ld_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->wakes) {
+        struct xchg *q = p->wakes;
+        p->wakes = q->wake_next;
+        q->wake_next = NULL;
+        q->wake_due = false;
+        resume_locked(q);
+        release_locked(q);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
 static size_t on_header(char *b, size_t size, size_t n, void *ud)
 {
     struct xchg *q = ud;
@@ -705,7 +738,7 @@ static size_t on_header(char *b, size_t size, size_t n, void *ud)
         if (q->status >= 200) {
             pthread_mutex_lock(&q->p->mu);
             q->headers_done = true;
-            resume_locked(q);
+            wake_later_locked(q);
             pthread_mutex_unlock(&q->p->mu);
         }
         return len;
@@ -750,7 +783,7 @@ static size_t on_body(char *b, size_t size, size_t n, void *ud)
     }
     memcpy(q->buf + q->blen, b, len);
     q->blen += len;
-    resume_locked(q);
+    wake_later_locked(q);
 out:
     pthread_mutex_unlock(&q->p->mu);
     return ret;
@@ -1020,6 +1053,7 @@ static void *upstream_main(void *arg)
             serve_todo(p, todo);
             todo = next;
         }
+        run_wakes(p);
         if (stopping) {
             while (p->running)
                 finish(p, p->running, CUT_STOP);
@@ -1028,6 +1062,7 @@ static void *upstream_main(void *arg)
         int wait = gate_writes(p);
         int running = 0;
         curl_multi_perform(p->multi, &running);
+        run_wakes(p);
         collect_done(p);
         w.revents = 0;
         curl_multi_poll(p->multi, &w, 1, wait, NULL);
