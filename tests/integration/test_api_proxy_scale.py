@@ -9,6 +9,7 @@ and the connection limit works as the sidecar HTTP server's does (a cap of
 LD_HTTP_MAX_CONNECTIONS, the longest-idle connections closed past it, so a
 fresh request is still answered)."""
 import http.client
+import json
 import os
 import shutil
 import socket
@@ -192,6 +193,73 @@ class TestProxyIdleMemory(ProxyBase):
             for c in conns:
                 c.close()
         self.wait_proxy_connections_closed()
+
+
+class TestProxyBackPressure(ProxyBase):
+    """A fresh process again, so its heap growth is this test's alone."""
+
+    ITEMS = 100
+    ITEM_BYTES = 30000  # a 3 MB list
+
+    def test_a_client_that_does_not_read_holds_the_upstream(self):
+        pid = self.r.proc.pid
+        for i in range(self.ITEMS):
+            status, _ = self.api.post_lease(
+                NS, {"metadata": {"name": "big%d" % i,
+                                  "annotations": {"a": "x" * self.ITEM_BYTES}},
+                     "spec": {}}, client="r1")
+            self.assertEqual(status, 201)
+        # Warm up: the proxy's first exchange and buffers.
+        self.assertEqual(self.proxy_get(LEASES + "/big0")[0], 200)
+        rss0 = proc_status(pid, "RssAnon")
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            # A small receive window, so the kernel cannot take the answer
+            # for the client: the proxy has to hold back.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(30)
+            s.connect(("127.0.0.1", self.proxy_port))
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                       % LEASES).encode())
+            # The answer is under way and the client reads nothing: the
+            # proxy's memory must not take the 3 MB body.
+            first = s.recv(1)
+            self.assertEqual(first, b"H")
+            # Nothing to wait for (the point is that nothing happens): the
+            # largest figure over a second, in which the API server could
+            # have sent the whole answer many times over.
+            rss, until = rss0, time.monotonic() + 1.0
+            while time.monotonic() < until:
+                rss = max(rss, proc_status(pid, "RssAnon"))
+                time.sleep(0.05)
+            data = bytearray(first)
+            for _ in range(100000):  # bounded: 3 MB in pieces of 64 KiB at least
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            s.close()
+        head, _, body = bytes(data).partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head[:100])
+        if b"transfer-encoding: chunked" in head.lower():
+            out, rest = bytearray(), body
+            for _ in range(len(body)):
+                size, _, rest = rest.partition(b"\r\n")
+                n = int(size, 16)
+                if n == 0:
+                    break
+                out += rest[:n]
+                rest = rest[n + 2:]
+            body = bytes(out)
+        items = json.loads(body)["items"]
+        big = [i for i in items if i["metadata"]["name"].startswith("big")]
+        self.assertEqual(len(big), self.ITEMS)
+        self.assertTrue(all(i["metadata"]["annotations"]["a"] == "x" * self.ITEM_BYTES
+                            for i in big))
+        print("\n  a %d kB answer to a client that stopped reading: the proxy's RssAnon "
+              "%d -> %d kB" % (len(body) // 1000, rss0, rss))
+        self.assertLess(rss - rss0, 1024, "the proxy buffered what the client did not read")
 
 
 class TestProxyScale(ProxyBase):
