@@ -811,9 +811,10 @@ static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_por
 }
 
 /* Ends q's exchange (removing its handle closes an upstream connection it
- * still used), lets MHD's side answer, and drops the upstream's
- * reference. */
-static void finish(struct ld_proxy *p, struct xchg *q, enum cut_why why)
+ * still used), lets MHD's side answer, and drops the upstream's reference
+ * (and the todo list's too with also_todo). */
+static void finish_refs(struct ld_proxy *p, struct xchg *q, enum cut_why why,
+                        bool also_todo)
 {
     if (q->added) {
         curl_multi_remove_handle(p->multi, q->easy);
@@ -836,8 +837,15 @@ static void finish(struct ld_proxy *p, struct xchg *q, enum cut_why why)
     if (q->cut == CUT_NONE)
         q->cut = why;
     resume_locked(q);
+    if (also_todo)
+        q->refs--; /* the upstream's is still held: never the last */
     release_locked(q);
     pthread_mutex_unlock(&p->mu);
+}
+
+static void finish(struct ld_proxy *p, struct xchg *q, enum cut_why why)
+{
+    finish_refs(p, q, why, false);
 }
 
 static void cut_leadership(struct ld_proxy *p, struct xchg *q)
@@ -948,13 +956,13 @@ static void serve_todo(struct ld_proxy *p, struct xchg *q)
     if (unpause)
         q->paused = false;
     pthread_mutex_unlock(&p->mu);
-    if (q->added) {
-        if (gone)
-            finish(p, q, CUT_CLIENT);
-        else if (unpause)
-            /* May hand the held piece to on_body at once. */
-            curl_easy_pause(q->easy, CURLPAUSE_CONT);
+    if (q->added && gone) {
+        finish_refs(p, q, CUT_CLIENT, true);
+        return;
     }
+    if (q->added && unpause)
+        /* May hand the held piece to on_body at once. */
+        curl_easy_pause(q->easy, CURLPAUSE_CONT);
     pthread_mutex_lock(&p->mu);
     release_locked(q);
     pthread_mutex_unlock(&p->mu);
