@@ -890,6 +890,11 @@ static CURLcode setup_easy(struct xchg *q)
     SETOPT(CURLOPT_TIMEOUT_MS, 0L);
     /* The body goes as it came: no decoding of the answer either. */
     SETOPT(CURLOPT_HTTP_CONTENT_DECODING, 0L);
+    /* One exchange per upstream connection, as each client has its own:
+     * over HTTP/2 all exchanges of the one multi handle would share a
+     * connection, and a stream paused for a slow client (libcurl 7.88's
+     * HTTP/2 pausing has known stalls) could hold the others back. */
+    SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     if (q->verdict.write) {
         SETOPT(CURLOPT_PREREQFUNCTION, on_prereq);
         SETOPT(CURLOPT_PREREQDATA, q);
