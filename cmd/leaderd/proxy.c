@@ -36,8 +36,8 @@
  *
  * An exchange is shared by MHD's side (from the URI callback to the
  * completion callback) and the upstream thread (from the hand-over to the
- * removal of its handle), hence refs; the todo list holds a reference of
- * its own. p->mu guards what both sides read, marked below.
+ * removal of its handle), hence refs; the todo and wake lists hold a
+ * reference each while q is on them. p->mu guards what both sides read, marked below.
  *
  * Memory: an idle client connection costs MHD's connection and its pool
  * (CONNECTION_MEMORY) and a bookkeeping record; a request in flight adds
@@ -106,7 +106,8 @@ struct xchg {
     size_t dropped; /* bytes of a refused body read and thrown away */
     int fd;         /* the client's socket, -1 when MHD does not tell */
     /* The upstream thread only (hdrs is built by MHD's side before the
-     * hand-over; status and rhdrs are read by it once headers_done). */
+     * hand-over; status and rhdrs are read by it once headers_done is set,
+     * result and errbuf once done is, both under p->mu). */
     struct xchg *prev, *next; /* in p->running while added */
     CURL *easy;
     bool added;
