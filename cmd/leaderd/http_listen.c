@@ -127,8 +127,7 @@ int ld_http_bound_port(int fd)
     return ntohs(a4.sin_port);
 }
 
-/* Fills lim from o (zero fields: the defaults), capped by RLIMIT_NOFILE. */
-static void limits(const struct ld_http_options *o, struct ld_http_limits *lim)
+void ld_http_limits_of(const struct ld_http_options *o, struct ld_http_limits *lim)
 {
     struct rlimit rl;
     unsigned int conns =
@@ -179,7 +178,7 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
     }
     h->st = st;
     h->m = m;
-    limits(opts ? opts : &defaults, &h->lim);
+    ld_http_limits_of(opts ? opts : &defaults, &h->lim);
     h->holds = ld_http_holds_start(st, h->lim.heartbeat_ms, h->lim.max_held,
                                    h->lim.max_subs, err, errlen);
     if (!h->holds)

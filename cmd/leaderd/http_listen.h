@@ -48,6 +48,10 @@ struct ld_http {
  * HOST:PORT: reason"). Also for the API proxy's listener. */
 int ld_http_open_listener(const char *host, int port, char *err, size_t errlen);
 
+/* Fills lim from o (zero fields: the defaults), capped by RLIMIT_NOFILE as
+ * it stands now. Also for the API proxy, which runs with the same limits. */
+void ld_http_limits_of(const struct ld_http_options *o, struct ld_http_limits *lim);
+
 /* The port a listening socket is bound to, -1 when it cannot be read. */
 int ld_http_bound_port(int fd);
 

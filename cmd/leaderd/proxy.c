@@ -1,115 +1,156 @@
 /*
  * proxy: the API write gate's server (see proxy.h): libmicrohttpd on the
- * loopback address, libcurl to the API server.
+ * loopback address, libcurl to the API server, event-driven on both sides.
  *
- * Why a thread per client connection (MHD_USE_THREAD_PER_CONNECTION) and
- * a curl multi handle per connection, driven on that thread: a proxied
- * request is a blocking conversation (read the body, wait for the
- * upstream's headers, relay body pieces as they come), and MHD lets a
- * handler and a content reader block in that mode. Each conversation then
- * reads top to bottom, a slow upstream or a watch that streams for an hour
- * only occupies its own thread, and no hand-over between an MHD thread and
- * a curl thread (suspend, resume, pause, unpause, in both directions) is
- * needed. It is bounded: at most max_connections threads, each with a
- * small stack, and a body buffer of at most LD_PROXY_MAX_BODY. A relayed
- * body holds at most one curl write (16 KiB) at a time: curl is paused
- * until MHD took it, so a slow client slows the upstream instead of
- * filling memory.
+ * Two threads serve every connection. MHD's polling thread reads a
+ * request (headers, then the body into memory, at most LD_PROXY_MAX_BODY)
+ * and judges it; a request to forward is handed to the upstream thread
+ * and its connection suspended. The upstream thread owns one curl multi
+ * handle, and everything that touches an easy handle happens on it: it
+ * starts the exchange, resumes the client's connection once the
+ * upstream's headers are in (or the exchange failed or was cut), and
+ * relays the body through a small buffer per exchange (RELAY_BUFFER);
+ * a connection is resumed once curl is done with what it read, so the
+ * headers and the body piece that came with them need no second wake-up.
+ * MHD's content reader drains that buffer; when it is empty the reader
+ * suspends the connection and returns 0, and the next piece resumes it.
+ * When the buffer is full curl's write callback pauses the transfer, and
+ * the reader, once it made room, asks the upstream thread to unpause it:
+ * a slow client slows the upstream instead of filling memory.
  *
- * Leadership while a write runs: the connection's thread waits in
- * curl_multi_poll, which a state listener ends (curl_multi_wakeup) on
- * every publish, and never longer than until lead_until_ms; after every
- * wake-up, before curl may send more, the gate is asked again. A write is
- * cut (its handle removed, which closes its upstream connection) as soon
- * as it fails, until the API server's answer has begun: then the server
- * has decided, and the answer is relayed whole.
+ * The upstream thread sleeps in curl_multi_poll, woken by
+ * curl_multi_wakeup when an exchange is handed over, when a reader asks
+ * for an unpause or a client is gone (the "todo" list), and on every
+ * publish of the state; it never sleeps past the earliest lead_until_ms
+ * of a write whose answer has not begun. After every wake-up such writes
+ * are judged again, and one whose leadership ended is cut (its handle
+ * removed, which closes its upstream connection). Once the answer has
+ * begun the server has decided, and the answer is relayed whole.
+ *
+ * A suspended connection is not watched by MHD, so a client that hangs
+ * up while it waits (a slow write, a quiet watch) would go unnoticed: its
+ * socket is registered for EPOLLRDHUP in an epoll set that curl_multi_poll
+ * waits on too, and the hang-up cuts the exchange at once. A hang-up MHD
+ * sees itself (a failed send) ends the request, and its completion
+ * callback cuts the exchange the same way.
+ *
+ * An exchange is shared by MHD's side (from the URI callback to the
+ * completion callback) and the upstream thread (from the hand-over to the
+ * removal of its handle), hence refs; the todo and wake lists hold a
+ * reference each while q is on them. p->mu guards what both sides read, marked below.
+ *
+ * Memory: an idle client connection costs MHD's connection and its pool
+ * (CONNECTION_MEMORY) and a bookkeeping record; a request in flight adds
+ * its body, the relay buffer while bytes flow, the easy handle and an
+ * upstream connection. Idle upstream connections are shared by all
+ * clients (at most UPSTREAM_IDLE).
  */
 #include "proxy.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
 #include <microhttpd.h>
 
+#include "http.h"
+#include "http_conn.h"
 #include "http_listen.h"
 #include "log.h"
+#include "memtrim.h"
 #include "proxy_gate.h"
 #include "transport_curl.h"
 
 /* The most of a refused body read and dropped (see on_request). */
 #define DROP_LIMIT (4 * (size_t)LD_PROXY_MAX_BODY)
-/* Request line and headers of kubectl and client libraries fit easily. */
-#define CONNECTION_MEMORY (64 * 1024)
-/* libcurl and OpenSSL (the TLS handshake) run on these threads. */
-#define THREAD_STACK (256 * 1024)
-/* Longest single wait for upstream progress; the stop flag is seen then. */
+/* Each connection's pool, as the sidecar's: the request line and headers
+ * of kubectl and client libraries (a few hundred bytes to a few KiB), the
+ * API server's response headers and MHD's send buffer fit. MHD zeroes it
+ * between requests, so an idle keep-alive connection holds all of it. */
+#define CONNECTION_MEMORY (16 * 1024)
+/* A relayed body waits here between curl and MHD: one curl write at most
+ * (CURL_MAX_WRITE_SIZE; the transport's receive buffer is smaller). */
+#define RELAY_BUFFER CURL_MAX_WRITE_SIZE
+/* Block size of MHD's reads from a relayed body. */
+#define RESPONSE_BLOCK (8 * 1024)
+/* Idle upstream connections kept for the next exchanges. */
+#define UPSTREAM_IDLE 16L
+/* Longest single sleep of the upstream thread; all it waits for wakes it
+ * sooner, this only bounds a missed wake-up. */
 #define POLL_SLICE_MS 1000
 #define CONNECT_TIMEOUT_MS 3000
-#define MIN_CONNECTIONS 4
-
-/* One client connection (MHD's socket context): its thread's multi
- * handle, whose connection cache keeps the upstream connection for the
- * client's next request. */
-struct conn {
-    CURLM *multi;
-};
+#define HANGUPS_PER_ROUND 64
+/* libcurl and OpenSSL (TLS handshakes) run on the upstream thread. */
+#define UPSTREAM_STACK (256 * 1024)
 
 enum cut_why { CUT_NONE, CUT_LEADERSHIP, CUT_CLIENT, CUT_STOP };
 
-/* One request, from MHD's URI callback to its completion. */
-struct preq {
-    struct preq *prev, *next; /* in p->active while upstream */
-    bool linked;
+/* One request, from MHD's URI callback until both sides let go of it. */
+struct xchg {
     struct ld_proxy *p;
+    /* MHD's side only. */
     struct MHD_Connection *mc;
-    struct conn *conn;
     char *target; /* the request target as received */
     const char *method;
-    bool started;
+    bool started, handed, timeout_off;
     struct ld_proxy_verdict verdict;
     char *body;
     size_t len, cap;
     size_t dropped; /* bytes of a refused body read and thrown away */
-    /* upstream */
+    int fd;         /* the client's socket, -1 when MHD does not tell */
+    /* The upstream thread only (hdrs is built by MHD's side before the
+     * hand-over; status and rhdrs are read by it once headers_done is set,
+     * result and errbuf once done is, both under p->mu). */
+    struct xchg *prev, *next; /* in p->running while added */
     CURL *easy;
+    bool added;
     struct curl_slist *hdrs;
-    bool added, done, refused_prereq, watch_client;
-    enum cut_why cut;
-    CURLcode result;
     char errbuf[CURL_ERROR_SIZE];
+    CURLcode result;
     long status;
     struct curl_slist *rhdrs; /* response header lines, "Name: value" */
-    bool headers_done;
-    char *pend; /* a relayed body piece not yet taken by MHD */
-    size_t pend_len, pend_off, pend_cap;
-    bool paused;
-    bool timeout_off; /* MHD's idle timeout suspended for this request */
+    size_t blocked;           /* the piece curl holds while paused */
+    /* Under p->mu. */
+    int refs;
+    struct xchg *in_next, *todo_next, *wake_next; /* in p->incoming, todo, wakes */
+    bool wake_due;
+    bool in_todo, want_unpause;
+    bool suspended, polled; /* polled: in p->epfd for hang-ups */
+    bool headers_done, done, paused, refused_prereq;
+    bool gone; /* the client hung up or MHD ended the request */
+    enum cut_why cut;
+    struct ld_proxy_verdict fail; /* status != 0: the answer to a failed start */
+    char *buf;                    /* the relay buffer, NULL while empty */
+    size_t boff, blen, bcap;
 };
 
 struct ld_proxy {
     struct MHD_Daemon *daemon;
-    struct ld_transport *tr; /* leaderd's credentials; one user at a time */
-    pthread_mutex_t tr_mu;
+    struct ld_http_conns *conns; /* idle connections and eviction */
     struct ld_state *st;
     struct ld_metrics *m;
-    pthread_mutex_t mu; /* guards active */
-    struct preq *active;
-    atomic_bool stopping;
+    struct ld_transport *tr; /* the upstream thread's */
+    CURLM *multi;            /* the upstream thread's; curl_multi_wakeup from any */
+    struct xchg *running;    /* the upstream thread's */
+    struct xchg *wakes;      /* under mu: connections to resume, see wake_later_locked */
+    int epfd;                /* suspended clients' sockets, for hang-ups */
+    pthread_t thread;
+    bool thread_started, listening;
     struct ld_state_listener listener;
-    bool listening;
     unsigned int idle_s;
     int port;
+
+    pthread_mutex_t mu;
+    struct xchg *incoming, *incoming_tail; /* handed over, not started */
+    struct xchg *todo;
+    bool stopping;
 };
 
 /* ---- leadership ---- */
@@ -137,54 +178,82 @@ static void view_drop(struct view_hold *h)
     h->shards = NULL;
 }
 
-/* Runs with st's mutex held: only wakes the threads waiting upstream. */
+/* Runs with st's mutex held: only wakes the upstream thread, which judges
+ * the writes in flight. */
 static void on_publish(void *arg)
 {
     struct ld_proxy *p = arg;
-    pthread_mutex_lock(&p->mu);
-    for (struct preq *q = p->active; q; q = q->next)
-        curl_multi_wakeup(q->conn->multi);
-    pthread_mutex_unlock(&p->mu);
+    curl_multi_wakeup(p->multi);
 }
 
-static void link_active(struct preq *q)
+/* ---- an exchange's life (p->mu held) ---- */
+
+static void xchg_free(struct xchg *q)
 {
-    struct ld_proxy *p = q->p;
-    pthread_mutex_lock(&p->mu);
-    q->prev = NULL;
-    q->next = p->active;
-    if (p->active)
-        p->active->prev = q;
-    p->active = q;
-    q->linked = true;
-    pthread_mutex_unlock(&p->mu);
+    curl_slist_free_all(q->rhdrs);
+    ld_transport_curl_free_headers(q->hdrs);
+    free(q->buf);
+    free(q->body);
+    free(q->target);
+    free(q);
 }
 
-static void unlink_active(struct preq *q)
+static void release_locked(struct xchg *q)
 {
-    struct ld_proxy *p = q->p;
-    if (!q->linked)
+    if (--q->refs == 0)
+        xchg_free(q);
+}
+
+/* Returns true when the upstream thread must be woken (after unlocking). */
+static bool push_todo_locked(struct xchg *q)
+{
+    if (q->in_todo)
+        return false;
+    q->in_todo = true;
+    q->refs++;
+    q->todo_next = q->p->todo;
+    q->p->todo = q;
+    return true;
+}
+
+/* Only on MHD's thread, from a handler or the content reader. */
+static void suspend_locked(struct xchg *q)
+{
+    if (q->fd >= 0 && !q->polled) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.events = EPOLLRDHUP;
+        ev.data.ptr = q;
+        if (epoll_ctl(q->p->epfd, EPOLL_CTL_ADD, q->fd, &ev) == 0)
+            q->polled = true;
+        else
+            ld_log(LD_LOG_DEBUG, "api proxy: cannot watch a client for hang-ups: %s",
+                   strerror(errno));
+    }
+    q->suspended = true;
+    MHD_suspend_connection(q->mc);
+}
+
+static void resume_locked(struct xchg *q)
+{
+    if (!q->suspended)
         return;
-    pthread_mutex_lock(&p->mu);
-    if (q->prev)
-        q->prev->next = q->next;
-    else
-        p->active = q->next;
-    if (q->next)
-        q->next->prev = q->prev;
-    q->prev = q->next = NULL;
-    q->linked = false;
-    pthread_mutex_unlock(&p->mu);
+    q->suspended = false;
+    if (q->polled) {
+        epoll_ctl(q->p->epfd, EPOLL_CTL_DEL, q->fd, NULL);
+        q->polled = false;
+    }
+    MHD_resume_connection(q->mc);
 }
 
-/* ---- requests ---- */
+/* ---- answers (MHD's thread) ---- */
 
 static const char *header(struct MHD_Connection *c, const char *name)
 {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-static void req_info(struct preq *q, struct ld_proxy_req *r)
+static void req_info(struct xchg *q, struct ld_proxy_req *r)
 {
     const char *cl = header(q->mc, "Content-Length");
     memset(r, 0, sizeof(*r));
@@ -204,7 +273,7 @@ static void req_info(struct preq *q, struct ld_proxy_req *r)
     }
 }
 
-static void decide(struct preq *q)
+static void decide(struct xchg *q)
 {
     struct ld_proxy_req r;
     struct view_hold h;
@@ -214,101 +283,7 @@ static void decide(struct preq *q)
     view_drop(&h);
 }
 
-static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
-{
-    struct preq *q = calloc(1, sizeof(*q));
-    if (!q)
-        return NULL;
-    q->p = cls;
-    q->mc = c;
-    q->target = strdup(uri ? uri : "");
-    if (!q->target) {
-        free(q);
-        return NULL;
-    }
-    return q;
-}
-
-static void release_upstream(struct preq *q)
-{
-    unlink_active(q);
-    if (q->easy) {
-        if (q->added)
-            curl_multi_remove_handle(q->conn->multi, q->easy);
-        curl_easy_cleanup(q->easy);
-    }
-    q->easy = NULL;
-    q->added = false;
-    ld_transport_curl_free_headers(q->hdrs);
-    q->hdrs = NULL;
-}
-
-static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
-                         enum MHD_RequestTerminationCode toe)
-{
-    struct ld_proxy *p = cls;
-    struct preq *q = *req_cls;
-    (void)toe;
-    if (!q)
-        return;
-    release_upstream(q);
-    /* Idle again: the connection's own timeout applies (restarting it
-     * from now, see MHD_set_connection_option). */
-    if (q->timeout_off)
-        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, p->idle_s);
-    curl_slist_free_all(q->rhdrs);
-    free(q->pend);
-    free(q->body);
-    free(q->target);
-    free(q);
-    *req_cls = NULL;
-}
-
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
-{
-    (void)cls;
-    (void)c;
-    struct conn *k = *socket_context;
-    if (code == MHD_CONNECTION_NOTIFY_CLOSED && k) {
-        curl_multi_cleanup(k->multi);
-        free(k);
-        *socket_context = NULL;
-    }
-}
-
-/* The connection's context, made on its first forwarded request. */
-static struct conn *conn_get(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (!ci)
-        return NULL;
-    void **slot = (void **)&ci->socket_context;
-    struct conn *k = *slot;
-    if (k)
-        return k;
-    k = calloc(1, sizeof(*k));
-    if (!k)
-        return NULL;
-    k->multi = curl_multi_init();
-    if (!k->multi) {
-        free(k);
-        return NULL;
-    }
-    curl_multi_setopt(k->multi, CURLMOPT_MAXCONNECTS, 2L);
-    *slot = k;
-    return k;
-}
-
-static int client_fd(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? ci->connect_fd : -1;
-}
-
-static enum MHD_Result queue(struct preq *q, unsigned int status,
+static enum MHD_Result queue(struct xchg *q, unsigned int status,
                              struct MHD_Response *resp)
 {
     enum MHD_Result ret = MHD_queue_response(q->mc, status, resp);
@@ -318,7 +293,7 @@ static enum MHD_Result queue(struct preq *q, unsigned int status,
 }
 
 /* Answers v (status != 0) with its metav1.Status body. */
-static enum MHD_Result answer_status(struct preq *q, const struct ld_proxy_verdict *v)
+static enum MHD_Result answer_status(struct xchg *q, const struct ld_proxy_verdict *v)
 {
     char *body = ld_proxy_status_json(v->status, v->reason, v->message);
     if (!body)
@@ -339,209 +314,20 @@ static enum MHD_Result answer_status(struct preq *q, const struct ld_proxy_verdi
     return queue(q, v->status, resp);
 }
 
-static enum MHD_Result answer_plain(struct preq *q, unsigned int status,
-                                    const char *reason, const char *fmt, ...)
+static void verdict_printf(struct ld_proxy_verdict *v, unsigned int status,
+                           const char *reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static enum MHD_Result answer_plain(struct preq *q, unsigned int status,
-                                    const char *reason, const char *fmt, ...)
+static void verdict_printf(struct ld_proxy_verdict *v, unsigned int status,
+                           const char *reason, const char *fmt, ...)
 {
-    struct ld_proxy_verdict v;
     va_list ap;
-    memset(&v, 0, sizeof(v));
-    v.status = status;
-    v.reason = reason;
+    memset(v, 0, sizeof(*v));
+    v->status = status;
+    v->reason = reason;
     va_start(ap, fmt);
-    vsnprintf(v.message, sizeof(v.message), fmt, ap);
+    vsnprintf(v->message, sizeof(v->message), fmt, ap);
     va_end(ap);
-    return answer_status(q, &v);
-}
-
-/* ---- upstream ---- */
-
-static size_t on_header(char *b, size_t size, size_t n, void *ud)
-{
-    struct preq *q = ud;
-    size_t len = size * n;
-    if (q->headers_done)
-        return len; /* trailers */
-    if (len >= 5 && strncmp(b, "HTTP/", 5) == 0) {
-        /* A new status line (after a 1xx): the headers start over. */
-        const char *sp = memchr(b, ' ', len);
-        q->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-        curl_slist_free_all(q->rhdrs);
-        q->rhdrs = NULL;
-        return len;
-    }
-    size_t m = len;
-    while (m > 0 && (b[m - 1] == '\r' || b[m - 1] == '\n'))
-        m--;
-    if (m == 0) {
-        if (q->status >= 200)
-            q->headers_done = true;
-        return len;
-    }
-    char *line = strndup(b, m);
-    if (!line)
-        return 0;
-    struct curl_slist *l = curl_slist_append(q->rhdrs, line);
-    free(line);
-    if (!l)
-        return 0;
-    q->rhdrs = l;
-    return len;
-}
-
-static size_t on_body(char *b, size_t size, size_t n, void *ud)
-{
-    struct preq *q = ud;
-    size_t len = size * n;
-    if (q->pend_off < q->pend_len) {
-        q->paused = true;
-        return CURL_WRITEFUNC_PAUSE;
-    }
-    if (len > q->pend_cap) {
-        char *nb = realloc(q->pend, len);
-        if (!nb)
-            return 0;
-        q->pend = nb;
-        q->pend_cap = len;
-    }
-    memcpy(q->pend, b, len);
-    q->pend_len = len;
-    q->pend_off = 0;
-    return len;
-}
-
-/* Right before the request goes out on an established connection: the
- * last check of a write. */
-static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_port)
-{
-    struct preq *q = ud;
-    struct view_hold h;
-    (void)ip;
-    (void)local_ip;
-    (void)port;
-    (void)local_port;
-    view_take(q->p, &h);
-    bool ok = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), NULL);
-    view_drop(&h);
-    if (ok)
-        return CURL_PREREQFUNC_OK;
-    q->refused_prereq = true;
-    return CURL_PREREQFUNC_ABORT;
-}
-
-static void cut(struct preq *q, enum cut_why why)
-{
-    q->cut = why;
-    q->done = true;
-    if (q->added) {
-        /* Closes the upstream connection if the exchange still used it. */
-        curl_multi_remove_handle(q->conn->multi, q->easy);
-        q->added = false;
-    }
-    unlink_active(q);
-    if (why == CUT_LEADERSHIP) {
-        ld_metrics_proxy_aborted(q->p->m);
-        ld_log(LD_LOG_WARN,
-               "api proxy: cut %s %.200s in flight: this replica stopped leading",
-               q->method, q->target);
-    }
-}
-
-/* A client that hung up reads as end of file; bytes of a next request
- * (pipelining) mean it is still there. */
-static bool client_gone(int fd)
-{
-    char c;
-    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0)
-        return true;
-    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
-}
-
-/* Drives q's exchange until its headers are in (want_headers) or a body
- * piece is waiting, or it is over (done: finished, or cut). */
-static void pump(struct preq *q, bool want_headers)
-{
-    struct ld_proxy *p = q->p;
-    int fd = client_fd(q->mc);
-    while (!q->done) {
-        if (want_headers ? q->headers_done : q->pend_off < q->pend_len)
-            return;
-        if (atomic_load(&p->stopping)) {
-            cut(q, CUT_STOP);
-            return;
-        }
-        int64_t now = ld_mono_ms();
-        int64_t wait = POLL_SLICE_MS;
-        /* A write is gated until its answer starts: by then the API server
-         * has decided, and cutting the rest would only hide the outcome. */
-        if (q->verdict.write && !q->headers_done) {
-            struct view_hold h;
-            view_take(p, &h);
-            bool ok = ld_proxy_still_leads(&q->verdict, &h.v, now, NULL);
-            int64_t until = ld_proxy_lead_until(&q->verdict, &h.v);
-            view_drop(&h);
-            if (!ok) {
-                cut(q, CUT_LEADERSHIP);
-                return;
-            }
-            if (until - now < wait)
-                wait = until - now;
-        }
-        int running = 0;
-        curl_multi_perform(q->conn->multi, &running);
-        CURLMsg *msg;
-        int left;
-        while ((msg = curl_multi_info_read(q->conn->multi, &left))) {
-            if (msg->msg == CURLMSG_DONE && msg->easy_handle == q->easy) {
-                q->done = true;
-                q->result = msg->data.result;
-            }
-        }
-        if (q->done || (want_headers ? q->headers_done : q->pend_off < q->pend_len))
-            continue;
-        struct curl_waitfd w = {.fd = fd, .events = CURL_WAIT_POLLIN, .revents = 0};
-        bool watch = q->watch_client && fd >= 0;
-        curl_multi_poll(q->conn->multi, watch ? &w : NULL, watch ? 1 : 0,
-                        (int)(wait < 1 ? 1 : wait), NULL);
-        if (watch && (w.revents & CURL_WAIT_POLLIN)) {
-            if (client_gone(fd)) {
-                cut(q, CUT_CLIENT);
-                return;
-            }
-            q->watch_client = false;
-        }
-    }
-}
-
-static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    struct preq *q = cls;
-    (void)pos;
-    for (;;) {
-        if (q->pend_off < q->pend_len) {
-            size_t n = q->pend_len - q->pend_off;
-            if (n > max)
-                n = max;
-            memcpy(buf, q->pend + q->pend_off, n);
-            q->pend_off += n;
-            return (ssize_t)n;
-        }
-        if (q->done)
-            return q->cut == CUT_NONE && q->result == CURLE_OK
-                       ? MHD_CONTENT_READER_END_OF_STREAM
-                       : MHD_CONTENT_READER_END_WITH_ERROR;
-        if (q->paused) {
-            /* May hand the held bytes to on_body at once. */
-            q->paused = false;
-            curl_easy_pause(q->easy, CURLPAUSE_CONT);
-            continue;
-        }
-        pump(q, false);
-    }
 }
 
 static const char *find_header(const struct curl_slist *l, const char *name, size_t *vlen)
@@ -560,39 +346,61 @@ static const char *find_header(const struct curl_slist *l, const char *name, siz
     return NULL;
 }
 
-/* Adds each request header that passes to q->hdrs. */
-static enum MHD_Result add_request_header(void *cls, enum MHD_ValueKind kind,
-                                          const char *key, const char *value)
+/* MHD's reader of a relayed body. With nothing buffered and the exchange
+ * still running it suspends the connection and returns 0 (MHD 0.9.75
+ * calls again at once unless the connection is suspended); the upstream
+ * thread resumes it with the next piece or the end. */
+static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    struct preq *q = cls;
-    (void)kind;
-    if (!ld_proxy_forward_request_header(key, header(q->mc, "Connection")))
-        return MHD_YES;
-    char *line = NULL;
-    /* "Name:" alone would make curl drop the header: "Name;" sends it
-     * empty. */
-    if (value && value[0]) {
-        if (asprintf(&line, "%s: %s", key, value) < 0)
-            line = NULL;
-    } else if (asprintf(&line, "%s;", key) < 0) {
-        line = NULL;
+    struct xchg *q = cls;
+    struct ld_proxy *p = q->p;
+    ssize_t n = 0;
+    bool wake = false;
+    (void)pos;
+    pthread_mutex_lock(&p->mu);
+    if (q->gone) {
+        n = MHD_CONTENT_READER_END_WITH_ERROR;
+        goto out;
     }
-    struct curl_slist *l = line ? curl_slist_append(q->hdrs, line) : NULL;
-    free(line);
-    if (l)
-        q->hdrs = l;
-    return l ? MHD_YES : MHD_NO;
+    size_t have = q->blen - q->boff;
+    if (have > 0) {
+        size_t take = have < max ? have : max;
+        memcpy(buf, q->buf + q->boff, take);
+        q->boff += take;
+        n = (ssize_t)take;
+        /* Room for the piece curl holds: it may come. */
+        if (q->paused && !q->want_unpause &&
+            q->bcap - (q->blen - q->boff) >= q->blocked) {
+            q->want_unpause = true;
+            wake = push_todo_locked(q);
+        }
+        goto out;
+    }
+    if (q->done) {
+        n = q->cut == CUT_NONE && q->result == CURLE_OK
+                ? MHD_CONTENT_READER_END_OF_STREAM
+                : MHD_CONTENT_READER_END_WITH_ERROR;
+        goto out;
+    }
+    if (p->stopping) {
+        n = MHD_CONTENT_READER_END_WITH_ERROR;
+        goto out;
+    }
+    /* Empty: a quiet watch keeps no buffer. */
+    if (!q->paused) {
+        free(q->buf);
+        q->buf = NULL;
+        q->boff = q->blen = q->bcap = 0;
+    }
+    suspend_locked(q);
+out:
+    pthread_mutex_unlock(&p->mu);
+    if (wake)
+        curl_multi_wakeup(p->multi);
+    return n;
 }
 
-static bool append_header(struct preq *q, const char *line)
-{
-    struct curl_slist *l = curl_slist_append(q->hdrs, line);
-    if (l)
-        q->hdrs = l;
-    return l != NULL;
-}
-
-static enum MHD_Result respond_upstream(struct preq *q)
+static enum MHD_Result respond_upstream(struct xchg *q)
 {
     size_t vlen = 0;
     const char *cl = find_header(q->rhdrs, "Content-Length", &vlen);
@@ -605,7 +413,7 @@ static enum MHD_Result respond_upstream(struct preq *q)
             size = v;
     }
     struct MHD_Response *resp =
-        MHD_create_response_from_callback(size, 16 * 1024, read_body, q, NULL);
+        MHD_create_response_from_callback(size, RESPONSE_BLOCK, read_body, q, NULL);
     if (!resp)
         return MHD_NO;
     char *conn_hdr = NULL;
@@ -632,33 +440,445 @@ static enum MHD_Result respond_upstream(struct preq *q)
     return queue(q, (unsigned int)q->status, resp);
 }
 
-static enum MHD_Result forward(struct preq *q)
+/* The answer to an exchange that ended before its headers were in. */
+static enum MHD_Result answer_failure(struct xchg *q)
 {
-    struct ld_errinfo err;
-    CURLcode c;
-    q->conn = conn_get(q->mc);
-    if (!q->conn)
-        return answer_plain(q, 500, "InternalError",
-                            "leaderd's API proxy: out of memory");
+    struct ld_proxy_verdict v;
+    if (q->fail.status)
+        return answer_status(q, &q->fail);
+    if (q->refused_prereq || q->cut == CUT_LEADERSHIP) {
+        struct view_hold h;
+        view_take(q->p, &h);
+        bool back = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), &v);
+        view_drop(&h);
+        if (q->cut == CUT_LEADERSHIP || back) {
+            /* Cut in flight; or refused by the last check, with
+             * leadership back by now (the refusal stands). */
+            verdict_printf(&v, 503, "ServiceUnavailable", "%s",
+                           q->cut == CUT_LEADERSHIP
+                               ? "write cut by leaderd: this replica stopped leading "
+                                 "while the request was in flight to the API server, "
+                                 "which may or may not have applied it"
+                               : "write refused by leaderd: this replica was not "
+                                 "leading when the request was about to be sent");
+            v.refused = q->cut != CUT_LEADERSHIP;
+        }
+        return answer_status(q, &v);
+    }
+    verdict_printf(&v, 502, "InternalError",
+                   "leaderd's API proxy: the API server did not answer: %s%s%s",
+                   curl_easy_strerror(q->result), q->errbuf[0] ? ": " : "", q->errbuf);
+    return answer_status(q, &v);
+}
+
+/* ---- the hand-over (MHD's thread) ---- */
+
+/* Adds each request header that passes to q->hdrs. */
+static enum MHD_Result add_request_header(void *cls, enum MHD_ValueKind kind,
+                                          const char *key, const char *value)
+{
+    struct xchg *q = cls;
+    (void)kind;
+    if (!ld_proxy_forward_request_header(key, header(q->mc, "Connection")))
+        return MHD_YES;
+    char *line = NULL;
+    /* "Name:" alone would make curl drop the header: "Name;" sends it
+     * empty. */
+    if (value && value[0]) {
+        if (asprintf(&line, "%s: %s", key, value) < 0)
+            line = NULL;
+    } else if (asprintf(&line, "%s;", key) < 0) {
+        line = NULL;
+    }
+    struct curl_slist *l = line ? curl_slist_append(q->hdrs, line) : NULL;
+    free(line);
+    if (l)
+        q->hdrs = l;
+    return l ? MHD_YES : MHD_NO;
+}
+
+static bool append_header(struct xchg *q, const char *line)
+{
+    struct curl_slist *l = curl_slist_append(q->hdrs, line);
+    if (l)
+        q->hdrs = l;
+    return l != NULL;
+}
+
+/* Queues q for the upstream thread and suspends its connection until the
+ * answer's headers are in (or the exchange ended). */
+static enum MHD_Result hand_over(struct xchg *q)
+{
+    struct ld_proxy *p = q->p;
+    struct ld_proxy_verdict v;
     if (MHD_get_connection_values(q->mc, MHD_HEADER_KIND, add_request_header, q) < 0 ||
         !append_header(q, "Expect:") ||
-        (!header(q->mc, "Content-Type") && !append_header(q, "Content-Type:")))
-        return answer_plain(q, 500, "InternalError",
-                            "leaderd's API proxy: out of memory");
-    pthread_mutex_lock(&q->p->tr_mu);
-    q->easy = ld_transport_curl_raw_easy(q->p->tr, q->target, &q->hdrs, &err);
-    pthread_mutex_unlock(&q->p->tr_mu);
-    if (!q->easy)
-        return answer_plain(q, err.code == LD_EINVAL ? 400 : 500,
-                            err.code == LD_EINVAL ? "BadRequest" : "InternalError",
-                            "leaderd's API proxy: %s", err.msg);
+        (!header(q->mc, "Content-Type") && !append_header(q, "Content-Type:"))) {
+        verdict_printf(&v, 500, "InternalError", "leaderd's API proxy: out of memory");
+        return answer_status(q, &v);
+    }
+    pthread_mutex_lock(&p->mu);
+    if (p->stopping) {
+        pthread_mutex_unlock(&p->mu);
+        verdict_printf(&v, 503, "ServiceUnavailable", "leaderd's API proxy is stopping");
+        return answer_status(q, &v);
+    }
+    /* From here the request may take as long as the upstream does (a
+     * slow write, a watch): MHD's idle timeout is for silent clients. */
+    MHD_set_connection_option(q->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    q->timeout_off = true;
+    q->handed = true;
+    q->refs++; /* the upstream thread's */
+    if (p->incoming_tail)
+        p->incoming_tail->in_next = q;
+    else
+        p->incoming = q;
+    p->incoming_tail = q;
+    suspend_locked(q);
+    pthread_mutex_unlock(&p->mu);
+    curl_multi_wakeup(p->multi);
+    return MHD_YES;
+}
+
+/* MHD calls the handler again once the upstream thread resumed q. */
+static enum MHD_Result on_resumed(struct xchg *q)
+{
+    struct ld_proxy *p = q->p;
+    pthread_mutex_lock(&p->mu);
+    bool gone = q->gone, headers = q->headers_done, done = q->done;
+    enum cut_why cut = q->cut;
+    if (!gone && !headers && !done)
+        suspend_locked(q); /* not for us yet */
+    pthread_mutex_unlock(&p->mu);
+    if (gone || cut == CUT_CLIENT || cut == CUT_STOP)
+        return MHD_NO;
+    if (headers)
+        return respond_upstream(q);
+    if (!done)
+        return MHD_YES;
+    return answer_failure(q);
+}
+
+/* Reads a body piece into q->body, or drops it for an answer already
+ * decided. */
+static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
+{
+    /* A body that will not be forwarded is read and dropped, so the
+     * answer reaches a client still sending it (closing on it could reset
+     * the connection before the answer is read); past DROP_LIMIT the
+     * connection is closed all the same. */
+    if (q->verdict.status) {
+        q->dropped += n;
+        return q->dropped > DROP_LIMIT ? MHD_NO : MHD_YES;
+    }
+    if (n > LD_PROXY_MAX_BODY - q->len) {
+        free(q->body);
+        q->body = NULL;
+        q->len = q->cap = 0;
+        struct ld_proxy_req r = {.method = q->method,
+                                 .has_length = true,
+                                 .content_length = (uint64_t)LD_PROXY_MAX_BODY + 1};
+        struct view_hold h;
+        view_take(q->p, &h);
+        ld_proxy_decide(&r, &h.v, ld_mono_ms(), &q->verdict);
+        view_drop(&h);
+        return MHD_YES;
+    }
+    if (q->len + n > q->cap) {
+        size_t ncap = q->cap ? q->cap : 16 * 1024;
+        while (ncap < q->len + n)
+            ncap *= 2;
+        if (ncap > LD_PROXY_MAX_BODY)
+            ncap = LD_PROXY_MAX_BODY;
+        char *nb = realloc(q->body, ncap);
+        if (!nb)
+            return MHD_NO;
+        q->body = nb;
+        q->cap = ncap;
+    }
+    memcpy(q->body + q->len, upload, n);
+    q->len += n;
+    return MHD_YES;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    struct xchg *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    q->p = cls;
+    q->mc = c;
+    q->fd = -1;
+    q->refs = 1; /* MHD's side */
+    q->target = strdup(uri ? uri : "");
+    if (!q->target) {
+        free(q);
+        return NULL;
+    }
+    return q;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload, size_t *upload_size, void **req_cls)
+{
+    struct ld_proxy *p = cls;
+    struct xchg *q = *req_cls;
+    (void)url;
+    (void)version;
+    if (!q)
+        return MHD_NO;
+    if (q->handed)
+        return on_resumed(q);
+    if (!q->started) {
+        q->started = true;
+        q->mc = c;
+        q->method = method;
+        q->fd = ld_http_conn_fd(c);
+        ld_http_conns_busy(p->conns, c);
+        decide(q);
+        /* A client waiting for "100 Continue" before it sends the body
+         * gets the refusal instead, and sends nothing. */
+        const char *expect = header(c, "Expect");
+        if (q->verdict.status && expect && strcasecmp(expect, "100-continue") == 0)
+            return answer_status(q, &q->verdict);
+        return MHD_YES;
+    }
+    if (*upload_size > 0) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        return take_body(q, upload, n);
+    }
+    /* The request has been read: a write is judged again. */
+    if (!q->verdict.status && q->verdict.write)
+        decide(q);
+    if (q->verdict.status)
+        return answer_status(q, &q->verdict);
+    return hand_over(q);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct ld_proxy *p = cls;
+    struct xchg *q = *req_cls;
+    bool wake = false;
+    (void)toe;
+    *req_cls = NULL;
+    if (!q)
+        return;
+    if (q->started)
+        ld_http_conns_idle(p->conns, c);
+    /* Idle again: the connection's own timeout applies (restarting it
+     * from now, see MHD_set_connection_option). */
+    if (q->timeout_off)
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, p->idle_s);
+    pthread_mutex_lock(&p->mu);
+    q->gone = true;
+    if (q->polled) {
+        epoll_ctl(p->epfd, EPOLL_CTL_DEL, q->fd, NULL);
+        q->polled = false;
+    }
+    /* The client went away mid-answer: its exchange ends now, not at the
+     * next piece the upstream sends (a quiet watch may send none). */
+    if (q->handed && !q->done)
+        wake = push_todo_locked(q);
+    release_locked(q);
+    pthread_mutex_unlock(&p->mu);
+    if (wake)
+        curl_multi_wakeup(p->multi);
+}
+
+/* ---- upstream (the upstream thread) ---- */
+
+/* Resumes q's connection once curl is done with the bytes it read (see
+ * run_wakes): the headers and the body piece that came with them then go
+ * out together, without a suspension in between. Holds a reference. */
+static void wake_later_locked(struct xchg *q)
+{
+    if (q->wake_due)
+        return;
+    q->wake_due = true;
+    q->refs++;
+    q->wake_next = q->p->wakes;
+    q->p->wakes = q;
+}
+
+static void run_wakes(struct ld_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->wakes) {
+        struct xchg *q = p->wakes;
+        p->wakes = q->wake_next;
+        q->wake_next = NULL;
+        q->wake_due = false;
+        resume_locked(q);
+        release_locked(q);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static size_t on_header(char *b, size_t size, size_t n, void *ud)
+{
+    struct xchg *q = ud;
+    size_t len = size * n;
+    if (q->headers_done)
+        return len; /* trailers */
+    if (len >= 5 && strncmp(b, "HTTP/", 5) == 0) {
+        /* A new status line (after a 1xx): the headers start over. */
+        const char *sp = memchr(b, ' ', len);
+        q->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        curl_slist_free_all(q->rhdrs);
+        q->rhdrs = NULL;
+        return len;
+    }
+    size_t m = len;
+    while (m > 0 && (b[m - 1] == '\r' || b[m - 1] == '\n'))
+        m--;
+    if (m == 0) {
+        if (q->status >= 200) {
+            pthread_mutex_lock(&q->p->mu);
+            q->headers_done = true;
+            wake_later_locked(q);
+            pthread_mutex_unlock(&q->p->mu);
+        }
+        return len;
+    }
+    char *line = strndup(b, m);
+    if (!line)
+        return 0;
+    struct curl_slist *l = curl_slist_append(q->rhdrs, line);
+    free(line);
+    if (!l)
+        return 0;
+    q->rhdrs = l;
+    return len;
+}
+
+static size_t on_body(char *b, size_t size, size_t n, void *ud)
+{
+    struct xchg *q = ud;
+    size_t len = size * n, ret = len;
+    pthread_mutex_lock(&q->p->mu);
+    if (!q->buf) {
+        size_t cap = len > RELAY_BUFFER ? len : RELAY_BUFFER;
+        q->buf = malloc(cap);
+        if (!q->buf) {
+            ret = 0;
+            goto out;
+        }
+        q->bcap = cap;
+        q->boff = q->blen = 0;
+    }
+    if (q->bcap - q->blen < len && q->boff > 0) {
+        memmove(q->buf, q->buf + q->boff, q->blen - q->boff);
+        q->blen -= q->boff;
+        q->boff = 0;
+    }
+    if (q->bcap - q->blen < len) {
+        /* curl keeps the piece and offers it again once unpaused. */
+        q->paused = true;
+        q->blocked = len;
+        ret = CURL_WRITEFUNC_PAUSE;
+        goto out;
+    }
+    memcpy(q->buf + q->blen, b, len);
+    q->blen += len;
+    wake_later_locked(q);
+out:
+    pthread_mutex_unlock(&q->p->mu);
+    return ret;
+}
+
+/* Right before the request goes out on an established connection: the
+ * last check of a write. */
+static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_port)
+{
+    struct xchg *q = ud;
+    struct view_hold h;
+    (void)ip;
+    (void)local_ip;
+    (void)port;
+    (void)local_port;
+    view_take(q->p, &h);
+    bool ok = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), NULL);
+    view_drop(&h);
+    if (ok)
+        return CURL_PREREQFUNC_OK;
+    pthread_mutex_lock(&q->p->mu);
+    q->refused_prereq = true;
+    pthread_mutex_unlock(&q->p->mu);
+    return CURL_PREREQFUNC_ABORT;
+}
+
+/* Ends q's exchange (removing its handle closes an upstream connection it
+ * still used), lets MHD's side answer, and drops the upstream's reference
+ * (and the todo list's too with also_todo). */
+static void finish_refs(struct ld_proxy *p, struct xchg *q, enum cut_why why,
+                        bool also_todo)
+{
+    if (q->added) {
+        curl_multi_remove_handle(p->multi, q->easy);
+        q->added = false;
+        if (q->prev)
+            q->prev->next = q->next;
+        else
+            p->running = q->next;
+        if (q->next)
+            q->next->prev = q->prev;
+        q->prev = q->next = NULL;
+    }
+    if (q->easy)
+        curl_easy_cleanup(q->easy);
+    q->easy = NULL;
+    ld_transport_curl_free_headers(q->hdrs);
+    q->hdrs = NULL;
+    pthread_mutex_lock(&p->mu);
+    q->done = true;
+    if (q->cut == CUT_NONE)
+        q->cut = why;
+    resume_locked(q);
+    if (also_todo)
+        q->refs--; /* the upstream's is still held: never the last */
+    release_locked(q);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void finish(struct ld_proxy *p, struct xchg *q, enum cut_why why)
+{
+    finish_refs(p, q, why, false);
+}
+
+static void cut_leadership(struct ld_proxy *p, struct xchg *q)
+{
+    ld_metrics_proxy_aborted(p->m);
+    ld_log(LD_LOG_WARN,
+           "api proxy: cut %s %.200s in flight: this replica stopped leading", q->method,
+           q->target);
+    finish(p, q, CUT_LEADERSHIP);
+}
+
+static void fail_start(struct ld_proxy *p, struct xchg *q, unsigned int status,
+                       const char *reason, const char *msg)
+{
+    pthread_mutex_lock(&p->mu);
+    verdict_printf(&q->fail, status, reason, "leaderd's API proxy: %s", msg);
+    pthread_mutex_unlock(&p->mu);
+    finish(p, q, CUT_NONE);
+}
+
+static CURLcode setup_easy(struct xchg *q)
+{
+    CURL *e = q->easy;
+    CURLcode c;
 
 #define SETOPT(opt, val)                                                                 \
     do {                                                                                 \
-        if ((c = curl_easy_setopt(q->easy, opt, val)) != CURLE_OK)                       \
-            goto curl_fail;                                                              \
+        if ((c = curl_easy_setopt(e, opt, val)) != CURLE_OK)                             \
+            return c;                                                                    \
     } while (0)
 
+    SETOPT(CURLOPT_PRIVATE, q);
     SETOPT(CURLOPT_HTTPHEADER, q->hdrs);
     SETOPT(CURLOPT_ERRORBUFFER, q->errbuf);
     SETOPT(CURLOPT_HEADERFUNCTION, on_header);
@@ -671,6 +891,11 @@ static enum MHD_Result forward(struct preq *q)
     SETOPT(CURLOPT_TIMEOUT_MS, 0L);
     /* The body goes as it came: no decoding of the answer either. */
     SETOPT(CURLOPT_HTTP_CONTENT_DECODING, 0L);
+    /* One exchange per upstream connection, as each client has its own:
+     * over HTTP/2 all exchanges of the one multi handle would share a
+     * connection, and a stream paused for a slow client (libcurl 7.88's
+     * HTTP/2 pausing has known stalls) could hold the others back. */
+    SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     if (q->verdict.write) {
         SETOPT(CURLOPT_PREREQFUNCTION, on_prereq);
         SETOPT(CURLOPT_PREREQDATA, q);
@@ -688,129 +913,175 @@ static enum MHD_Result forward(struct preq *q)
         SETOPT(CURLOPT_CUSTOMREQUEST, q->method);
     }
 #undef SETOPT
-
-    /* From here the request may take as long as the upstream does (a
-     * slow write, a watch): MHD's idle timeout is for silent clients, and
-     * this thread only comes back to MHD with bytes for the client. */
-    MHD_set_connection_option(q->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-    q->timeout_off = true;
-    q->watch_client = true;
-    link_active(q);
-    if (curl_multi_add_handle(q->conn->multi, q->easy) != CURLM_OK) {
-        release_upstream(q);
-        return answer_plain(q, 500, "InternalError",
-                            "leaderd's API proxy: libcurl refused the request");
-    }
-    q->added = true;
-    pump(q, true);
-    if (q->headers_done)
-        return respond_upstream(q);
-    enum cut_why why = q->cut;
-    release_upstream(q);
-    if (why == CUT_CLIENT || why == CUT_STOP)
-        return MHD_NO;
-    if (q->refused_prereq || why == CUT_LEADERSHIP) {
-        struct view_hold h;
-        struct ld_proxy_verdict v;
-        view_take(q->p, &h);
-        bool back = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), &v);
-        view_drop(&h);
-        if (why == CUT_LEADERSHIP || back) {
-            /* Cut in flight; or refused by the last check, with
-             * leadership back by now (the refusal stands). */
-            memset(&v, 0, sizeof(v));
-            v.status = 503;
-            v.reason = "ServiceUnavailable";
-            v.refused = why != CUT_LEADERSHIP;
-            snprintf(v.message, sizeof(v.message), "%s",
-                     why == CUT_LEADERSHIP
-                         ? "write cut by leaderd: this replica stopped leading while "
-                           "the request was in flight to the API server, which may or "
-                           "may not have applied it"
-                         : "write refused by leaderd: this replica was not leading "
-                           "when the request was about to be sent");
-        }
-        return answer_status(q, &v);
-    }
-    return answer_plain(q, 502, "InternalError",
-                        "leaderd's API proxy: the API server did not answer: %s%s%s",
-                        curl_easy_strerror(q->result), q->errbuf[0] ? ": " : "",
-                        q->errbuf);
-
-curl_fail:
-    release_upstream(q);
-    return answer_plain(q, 500, "InternalError", "leaderd's API proxy: %s",
-                        curl_easy_strerror(c));
+    return CURLE_OK;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload, size_t *upload_size, void **req_cls)
+/* Starts a handed-over exchange (q's fields of MHD's side are frozen from
+ * the hand-over until the answer: the handler runs again only once
+ * resumed). */
+static void start(struct ld_proxy *p, struct xchg *q, bool stopping)
 {
-    struct preq *q = *req_cls;
-    (void)cls;
-    (void)url;
-    (void)version;
-    if (!q)
-        return MHD_NO;
-    if (!q->started) {
-        q->started = true;
-        q->mc = c;
-        q->method = method;
-        decide(q);
-        /* A client waiting for "100 Continue" before it sends the body
-         * gets the refusal instead, and sends nothing. */
-        const char *expect = header(c, "Expect");
-        if (q->verdict.status && expect && strcasecmp(expect, "100-continue") == 0)
-            return answer_status(q, &q->verdict);
-        return MHD_YES;
+    struct ld_errinfo err;
+    pthread_mutex_lock(&p->mu);
+    bool gone = q->gone;
+    pthread_mutex_unlock(&p->mu);
+    if (stopping || gone) {
+        finish(p, q, stopping ? CUT_STOP : CUT_CLIENT);
+        return;
     }
-    if (*upload_size > 0) {
-        size_t n = *upload_size;
-        *upload_size = 0;
-        /* A body that will not be forwarded is read and dropped, so the
-         * answer reaches a client still sending it (closing on it could
-         * reset the connection before the answer is read); past
-         * DROP_LIMIT the connection is closed all the same. */
-        if (q->verdict.status) {
-            q->dropped += n;
-            return q->dropped > DROP_LIMIT ? MHD_NO : MHD_YES;
-        }
-        if (n > LD_PROXY_MAX_BODY - q->len) {
-            free(q->body);
-            q->body = NULL;
-            q->len = q->cap = 0;
-            struct ld_proxy_req r = {.method = q->method,
-                                     .has_length = true,
-                                     .content_length = (uint64_t)LD_PROXY_MAX_BODY + 1};
-            struct view_hold h;
-            view_take(q->p, &h);
-            ld_proxy_decide(&r, &h.v, ld_mono_ms(), &q->verdict);
-            view_drop(&h);
-            return MHD_YES;
-        }
-        if (q->len + n > q->cap) {
-            size_t ncap = q->cap ? q->cap : 16 * 1024;
-            while (ncap < q->len + n)
-                ncap *= 2;
-            if (ncap > LD_PROXY_MAX_BODY)
-                ncap = LD_PROXY_MAX_BODY;
-            char *nb = realloc(q->body, ncap);
-            if (!nb)
-                return MHD_NO;
-            q->body = nb;
-            q->cap = ncap;
-        }
-        memcpy(q->body + q->len, upload, n);
-        q->len += n;
-        return MHD_YES;
+    q->easy = ld_transport_curl_raw_easy(p->tr, q->target, &q->hdrs, &err);
+    if (!q->easy) {
+        bool bad = err.code == LD_EINVAL;
+        fail_start(p, q, bad ? 400 : 500, bad ? "BadRequest" : "InternalError", err.msg);
+        return;
     }
-    /* The request has been read: a write is judged again. */
-    if (!q->verdict.status && q->verdict.write)
-        decide(q);
-    if (q->verdict.status)
-        return answer_status(q, &q->verdict);
-    return forward(q);
+    CURLcode c = setup_easy(q);
+    if (c != CURLE_OK) {
+        fail_start(p, q, 500, "InternalError", curl_easy_strerror(c));
+        return;
+    }
+    if (curl_multi_add_handle(p->multi, q->easy) != CURLM_OK) {
+        fail_start(p, q, 500, "InternalError", "libcurl refused the request");
+        return;
+    }
+    q->added = true;
+    q->prev = NULL;
+    q->next = p->running;
+    if (p->running)
+        p->running->prev = q;
+    p->running = q;
+}
+
+/* A reader asked for an unpause, or the client is gone; drops the todo
+ * list's reference. */
+static void serve_todo(struct ld_proxy *p, struct xchg *q)
+{
+    pthread_mutex_lock(&p->mu);
+    bool gone = q->gone, unpause = q->want_unpause && q->paused;
+    q->want_unpause = false;
+    if (unpause)
+        q->paused = false;
+    pthread_mutex_unlock(&p->mu);
+    if (q->added && gone) {
+        finish_refs(p, q, CUT_CLIENT, true);
+        return;
+    }
+    if (q->added && unpause)
+        /* May hand the held piece to on_body at once. */
+        curl_easy_pause(q->easy, CURLPAUSE_CONT);
+    pthread_mutex_lock(&p->mu);
+    release_locked(q);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Clients that hung up while suspended (p->mu held). */
+static bool take_hangups_locked(struct ld_proxy *p)
+{
+    struct epoll_event evs[HANGUPS_PER_ROUND];
+    bool any = false;
+    int n = epoll_wait(p->epfd, evs, HANGUPS_PER_ROUND, 0);
+    for (int i = 0; i < n; i++) {
+        struct xchg *q = evs[i].data.ptr;
+        epoll_ctl(p->epfd, EPOLL_CTL_DEL, q->fd, NULL);
+        q->polled = false;
+        q->gone = true;
+        push_todo_locked(q);
+        any = true;
+    }
+    return any;
+}
+
+/* Judges the writes whose answer has not begun; returns how long the
+ * thread may sleep before one must be judged again by time. */
+static int gate_writes(struct ld_proxy *p)
+{
+    int64_t now = ld_mono_ms();
+    int64_t wait = POLL_SLICE_MS;
+    struct view_hold h;
+    bool have_view = false;
+    struct xchg *next;
+    for (struct xchg *q = p->running; q; q = next) {
+        next = q->next;
+        if (!q->verdict.write || q->headers_done)
+            continue;
+        if (!have_view) {
+            view_take(p, &h);
+            have_view = true;
+        }
+        if (!ld_proxy_still_leads(&q->verdict, &h.v, now, NULL)) {
+            cut_leadership(p, q);
+            continue;
+        }
+        int64_t until = ld_proxy_lead_until(&q->verdict, &h.v);
+        if (until - now < wait)
+            wait = until - now;
+    }
+    if (have_view)
+        view_drop(&h);
+    return wait < 1 ? 1 : (int)wait;
+}
+
+static void collect_done(struct ld_proxy *p)
+{
+    CURLMsg *msg;
+    int left;
+    /* Bounded by the handles added: each is done once. */
+    while ((msg = curl_multi_info_read(p->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        CURL *e = msg->easy_handle;
+        CURLcode result = msg->data.result;
+        struct xchg *q = NULL;
+        curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&q);
+        if (!q)
+            continue;
+        q->result = result;
+        finish(p, q, CUT_NONE);
+    }
+}
+
+static void *upstream_main(void *arg)
+{
+    struct ld_proxy *p = arg;
+    struct curl_waitfd w = {.fd = p->epfd, .events = CURL_WAIT_POLLIN, .revents = 0};
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        take_hangups_locked(p);
+        struct xchg *in = p->incoming, *todo = p->todo;
+        p->incoming = p->incoming_tail = NULL;
+        p->todo = NULL;
+        for (struct xchg *t = todo; t; t = t->todo_next)
+            t->in_todo = false;
+        bool stopping = p->stopping;
+        pthread_mutex_unlock(&p->mu);
+
+        while (in) {
+            struct xchg *next = in->in_next;
+            in->in_next = NULL;
+            start(p, in, stopping);
+            in = next;
+        }
+        while (todo) {
+            struct xchg *next = todo->todo_next;
+            todo->todo_next = NULL;
+            serve_todo(p, todo);
+            todo = next;
+        }
+        run_wakes(p);
+        if (stopping) {
+            while (p->running)
+                finish(p, p->running, CUT_STOP);
+            break;
+        }
+        int wait = gate_writes(p);
+        int running = 0;
+        curl_multi_perform(p->multi, &running);
+        run_wakes(p);
+        collect_done(p);
+        w.revents = 0;
+        curl_multi_poll(p->multi, &w, 1, wait, NULL);
+    }
+    return NULL;
 }
 
 /* ---- life ---- */
@@ -838,6 +1109,49 @@ static int open_loopback(const char *host, int port, char *err, size_t errlen)
     return fd;
 }
 
+static int start_thread(struct ld_proxy *p)
+{
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc != 0)
+        return rc;
+    rc = pthread_attr_setstacksize(&attr, UPSTREAM_STACK);
+    if (rc == 0)
+        rc = pthread_create(&p->thread, &attr, upstream_main, p);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
+
+/* Drops the references the todo list still holds once the upstream
+ * thread is gone (MHD's completions may have queued some). */
+static void drain_todo(struct ld_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->todo) {
+        struct xchg *q = p->todo;
+        p->todo = q->todo_next;
+        q->in_todo = false;
+        release_locked(q);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Frees what ld_proxy_start built; the thread and MHD are stopped. */
+static void proxy_free(struct ld_proxy *p)
+{
+    if (p->listening)
+        ld_state_unlisten(p->st, &p->listener);
+    drain_todo(p);
+    if (p->multi)
+        curl_multi_cleanup(p->multi);
+    if (p->epfd >= 0)
+        close(p->epfd);
+    ld_http_conns_free(p->conns);
+    ld_transport_free(p->tr);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}
+
 struct ld_proxy *ld_proxy_start(const char *host, int port,
                                 const struct ld_kube_config *kube, struct ld_state *st,
                                 struct ld_metrics *m, const struct ld_proxy_options *opts,
@@ -845,6 +1159,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
 {
     struct ld_proxy *p = NULL;
     struct ld_errinfo ei;
+    struct ld_http_limits lim;
     int fd = -1;
     char scratch[1];
     if (!err || errlen == 0) {
@@ -862,22 +1177,27 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
         return NULL;
     }
     pthread_mutex_init(&p->mu, NULL);
-    pthread_mutex_init(&p->tr_mu, NULL);
-    atomic_init(&p->stopping, false);
+    p->epfd = -1;
     p->st = st;
     p->m = m;
-    unsigned int conns =
-        opts && opts->max_connections ? opts->max_connections : LD_PROXY_MAX_CONNECTIONS;
-    if (conns < MIN_CONNECTIONS)
-        conns = MIN_CONNECTIONS;
+    struct ld_http_options ho = {.max_connections = opts ? opts->max_connections : 0};
+    ld_http_limits_of(&ho, &lim);
     p->idle_s =
-        opts && opts->idle_timeout_s ? opts->idle_timeout_s : LD_PROXY_IDLE_TIMEOUT_S;
+        opts && opts->idle_timeout_s ? opts->idle_timeout_s : LD_HTTP_IDLE_TIMEOUT_S;
     p->tr = ld_transport_curl_new(kube, &ei);
     if (!p->tr) {
         snprintf(err, errlen, "api-proxy: %s", ei.msg);
         goto fail;
     }
     ld_transport_curl_set_user_agent_suffix(p->tr, "api-proxy");
+    p->conns = ld_http_conns_new(lim.evict_at, err, errlen);
+    p->multi = curl_multi_init();
+    p->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (!p->conns || !p->multi || p->epfd < 0) {
+        snprintf(err, errlen, "api-proxy: cannot set up the upstream side");
+        goto fail;
+    }
+    curl_multi_setopt(p->multi, CURLMOPT_MAXCONNECTS, UPSTREAM_IDLE);
     fd = open_loopback(host, port, err, errlen);
     if (fd < 0)
         goto fail;
@@ -885,16 +1205,21 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     p->listener = (struct ld_state_listener){.fn = on_publish, .arg = p};
     ld_state_listen(st, &p->listener);
     p->listening = true;
+    if (start_thread(p) != 0) {
+        snprintf(err, errlen, "api-proxy: cannot start the upstream thread");
+        goto fail;
+    }
+    p->thread_started = true;
     p->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-            MHD_USE_ERROR_LOG,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
+            MHD_ALLOW_SUSPEND_RESUME,
         0, NULL, NULL, on_request, p, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT, conns,
-        MHD_OPTION_CONNECTION_TIMEOUT, p->idle_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)CONNECTION_MEMORY, MHD_OPTION_URI_LOG_CALLBACK, on_uri, p,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, p, MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, p, MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK,
-        MHD_OPTION_END);
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
+        lim.max_conns, MHD_OPTION_CONNECTION_TIMEOUT, p->idle_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, p, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        p, MHD_OPTION_NOTIFY_CONNECTION, ld_http_conns_notify, p->conns,
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)LD_THREAD_STACK, MHD_OPTION_END);
     if (!p->daemon) {
         snprintf(err, errlen, "api-proxy: cannot start the server on port %d", p->port);
         goto fail;
@@ -903,12 +1228,14 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
 fail:
     if (fd >= 0)
         close(fd);
-    if (p->listening)
-        ld_state_unlisten(st, &p->listener);
-    ld_transport_free(p->tr);
-    pthread_mutex_destroy(&p->mu);
-    pthread_mutex_destroy(&p->tr_mu);
-    free(p);
+    if (p->thread_started) {
+        pthread_mutex_lock(&p->mu);
+        p->stopping = true;
+        pthread_mutex_unlock(&p->mu);
+        curl_multi_wakeup(p->multi);
+        pthread_join(p->thread, NULL);
+    }
+    proxy_free(p);
     return NULL;
 }
 
@@ -916,16 +1243,16 @@ void ld_proxy_stop(struct ld_proxy *p)
 {
     if (!p)
         return;
-    atomic_store(&p->stopping, true);
-    on_publish(p);
-    /* Joins every connection's thread; each sees the flag within a poll
-     * slice (or at once, woken above) and ends its exchange. */
+    /* From here nothing is handed over or suspended again; the upstream
+     * thread cuts every exchange, which resumes every suspended
+     * connection: MHD must not be stopped with one. */
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    pthread_mutex_unlock(&p->mu);
+    curl_multi_wakeup(p->multi);
+    pthread_join(p->thread, NULL);
     MHD_stop_daemon(p->daemon);
-    ld_state_unlisten(p->st, &p->listener);
-    ld_transport_free(p->tr);
-    pthread_mutex_destroy(&p->mu);
-    pthread_mutex_destroy(&p->tr_mu);
-    free(p);
+    proxy_free(p);
 }
 
 int ld_proxy_port(const struct ld_proxy *p)

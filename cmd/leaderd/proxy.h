@@ -14,9 +14,12 @@
  * (lead_until_ms) are watched, and the exchange is cut as soon as this
  * replica stops leading. An answer that has begun is relayed whole.
  *
- * It has its own listener, on a loopback address only, with bounded
- * connections and an idle timeout like the sidecar's HTTP server, and its
- * own threads: the election loop never waits on it.
+ * It has its own listener, on a loopback address only, with the sidecar
+ * HTTP server's connection limit, idle-connection eviction and idle
+ * timeout (http_listen.h), and two threads whatever the number of
+ * connections: libmicrohttpd's, which reads requests and writes answers,
+ * and one that drives every upstream exchange. The election loop never
+ * waits on either.
  */
 #ifndef LEADERD_PROXY_H
 #define LEADERD_PROXY_H
@@ -27,10 +30,9 @@
 #include "metrics.h"
 #include "state.h"
 
-/* Defaults of struct ld_proxy_options (a zero field means its default). */
-#define LD_PROXY_MAX_CONNECTIONS 64 /* each holds a thread while open */
-#define LD_PROXY_IDLE_TIMEOUT_S 15  /* silent client connections are closed */
-
+/* A zero field means the sidecar HTTP server's default: LD_HTTP_MAX_CONNECTIONS
+ * (capped by RLIMIT_NOFILE as ld_http_start_opts says) and
+ * LD_HTTP_IDLE_TIMEOUT_S of http.h. */
 struct ld_proxy_options {
     unsigned int max_connections;
     unsigned int idle_timeout_s;

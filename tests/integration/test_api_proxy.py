@@ -36,13 +36,12 @@ POD = "/api/v1/namespaces/%s/pods/app" % NS
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % NS
 CONFIGMAPS = "/api/v1/namespaces/%s/configmaps" % NS
 MERGE = "application/merge-patch+json"
-# The proxy's idle timeout (LD_PROXY_IDLE_TIMEOUT_S): a watch outlives it.
+# The proxy's idle timeout, the sidecar server's (LD_HTTP_IDLE_TIMEOUT_S): a
+# watch outlives it.
 IDLE_TIMEOUT = 15.0
 # How long an injected upstream delay holds a write: far longer than a cut
 # takes, so a quick answer proves the cut.
 SLOW_MS = 8000
-# The proxy's connection cap (LD_PROXY_MAX_CONNECTIONS).
-MAX_CONNECTIONS = 64
 
 
 def proxy_request(port, method, path, body=None, headers=None, timeout=10.0):
@@ -310,33 +309,6 @@ class TestApiProxy(ApiProxyBase):
         # The proxy still serves afterwards.
         self.assertEqual(self.patch_label(lead, "after")[0], 200)
 
-    def test_connections_are_bounded(self):
-        lead, _ = self.roles()
-        held = []
-        try:
-            for _ in range(MAX_CONNECTIONS):
-                held.append(socket.create_connection(("127.0.0.1", self.port(lead)),
-                                                     timeout=5))
-            # Every slot is taken (the proxy has counted them all once a
-            # request on the last one is answered): one more is turned away.
-            held[-1].sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
-            self.assertTrue(held[-1].recv(12).startswith(b"HTTP/1.1 200"))
-            extra = socket.create_connection(("127.0.0.1", self.port(lead)), timeout=5)
-            try:
-                extra.sendall(b"GET /version HTTP/1.1\r\nHost: x\r\n\r\n")
-                self.assertEqual(extra.recv(12), b"")
-            except (ConnectionResetError, BrokenPipeError):
-                pass
-            finally:
-                extra.close()
-            # The sidecar's own server and the election are untouched.
-            self.assertTrue(lead.is_leader())
-        finally:
-            for s in held:
-                s.close()
-        wait_until(lambda: proxy_request(self.port(lead), "GET", "/version")[0] == 200,
-                   5, what="the proxy to serve again")
-
 
 def configmap(name, data, labels=None, rv=None):
     meta = {"name": name}
@@ -460,8 +432,8 @@ class TestApiProxyFencing(ApiProxyBase):
                 n += 1
                 try:
                     status = self.patch_label(r, "%s-%d" % (r.client, n), timeout=1.5)[0]
-                except OSError:
-                    status = None  # a stopped or killed proxy
+                except (OSError, http.client.HTTPException):
+                    status = None  # a stopped or killed proxy, or one cut mid-answer
                 answers.append((r.client, status))
             time.sleep(0.02)
 
