@@ -7,7 +7,10 @@
 # image build, which apt-get source checks against the signed index, is the
 # release path). OpenSSL falls back to its upstream tarball as the image
 # build does (tools/image/openssl-source.sh).
-# Usage: tools/image/fetch-sources.sh DEST
+# With LIBC=musl it also unpacks zlib, jansson and libyaml, at the versions of
+# this machine's -dev packages: Debian's archives of those are glibc's, so a
+# musl link rebuilds them too (tools/image/build-deps.sh).
+# Usage: [LIBC=musl] tools/image/fetch-sources.sh DEST
 set -eu
 dest=${1:?usage: fetch-sources.sh DEST}
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -51,4 +54,12 @@ if ! ls -d openssl-*/ >/dev/null 2>&1; then
         fetch o/openssl "openssl_$up.orig.tar.gz"
         tar -xzf "openssl_$up.orig.tar.gz"
     fi
+fi
+
+if [ "${LIBC:-glibc}" = musl ]; then
+    # The Debian version a -dev package is installed at here (its source's).
+    installed() { dpkg-query -W -f '${Version}' "$1" | sed 's/^[0-9]*://'; }
+    [ -d zlib-*/ ] 2>/dev/null || unpack z/zlib zlib "$(installed zlib1g-dev)"
+    [ -d jansson-*/ ] 2>/dev/null || unpack j/jansson jansson "$(installed libjansson-dev)"
+    [ -d libyaml-*/ ] 2>/dev/null || unpack liby/libyaml libyaml "$(installed libyaml-dev)"
 fi
