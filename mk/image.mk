@@ -19,10 +19,11 @@ DOCKERFILELINT = $(B)/tools/node_modules/.bin/dockerfilelint
 OPENSSL_PKG_PATH = $(IMAGE_DEP)/openssl/lib/pkgconfig
 STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/mhd/lib/pkgconfig:$(OPENSSL_PKG_PATH)
 # glibc: Debian's jansson, libyaml and zlib from the system's .pc files. musl:
-# only the prefix's (build-deps.sh built all six there), through its compiler.
+# only the prefix's (build-deps.sh built all six there; PKG_CONFIG_PATH, searched
+# first, may name glibc builds), through its compiler.
 ifeq ($(LIBC),musl)
 STATIC_DIR = $(B)/static-musl
-STATIC_PKG = PKG_CONFIG_LIBDIR=$(STATIC_PKG_PATH):$(IMAGE_DEP)/jansson/lib/pkgconfig:$(IMAGE_DEP)/libyaml/lib/pkgconfig:$(IMAGE_DEP)/zlib/lib/pkgconfig
+STATIC_PKG = PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$(STATIC_PKG_PATH):$(IMAGE_DEP)/jansson/lib/pkgconfig:$(IMAGE_DEP)/libyaml/lib/pkgconfig:$(IMAGE_DEP)/zlib/lib/pkgconfig
 STATIC_CC  = CC=$(IMAGE_DEP)/musl/bin/cc
 # libcurl.pc says -lz without zlib's directory.
 STATIC_PKGS = $(PKGS) zlib

@@ -48,7 +48,9 @@ if [ "$libc" = musl ]; then
     printf '#!/bin/sh\nexec gcc -specs %s "$@"\n' "$prefix/musl/gcc.specs" >"$prefix/musl/bin/cc"
     chmod +x "$prefix/musl/bin/cc"
     export CC="$prefix/musl/bin/cc"
-    # Only this prefix's .pc files: the system's describe glibc builds.
+    # Only this prefix's .pc files: the system's (and any PKG_CONFIG_PATH, which
+    # is searched first) describe glibc builds.
+    export PKG_CONFIG_PATH=
     export PKG_CONFIG_LIBDIR="$prefix/zlib/lib/pkgconfig:$prefix/openssl/lib/pkgconfig"
     zlib_opt="=$prefix/zlib"
 

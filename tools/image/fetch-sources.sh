@@ -7,9 +7,9 @@
 # image build, which apt-get source checks against the signed index, is the
 # release path). OpenSSL falls back to its upstream tarball as the image
 # build does (tools/image/openssl-source.sh).
-# With LIBC=musl it also unpacks zlib, jansson and libyaml, at the versions of
-# this machine's -dev packages: Debian's archives of those are glibc's, so a
-# musl link rebuilds them too (tools/image/build-deps.sh).
+# With LIBC=musl it also unpacks zlib, jansson and libyaml (ZLIB_VERSION,
+# JANSSON_VERSION, LIBYAML_VERSION): Debian's archives of those are glibc's, so
+# a musl link rebuilds them too (tools/image/build-deps.sh).
 # Usage: [LIBC=musl] tools/image/fetch-sources.sh DEST
 set -eu
 dest=${1:?usage: fetch-sources.sh DEST}
@@ -57,9 +57,8 @@ if ! ls -d openssl-*/ >/dev/null 2>&1; then
 fi
 
 if [ "${LIBC:-glibc}" = musl ]; then
-    # The Debian version a -dev package is installed at here (its source's).
-    installed() { dpkg-query -W -f '${Version}' "$1" | sed 's/^[0-9]*://'; }
-    [ -d zlib-*/ ] 2>/dev/null || unpack z/zlib zlib "$(installed zlib1g-dev)"
-    [ -d jansson-*/ ] 2>/dev/null || unpack j/jansson jansson "$(installed libjansson-dev)"
-    [ -d libyaml-*/ ] 2>/dev/null || unpack liby/libyaml libyaml "$(installed libyaml-dev)"
+    # File names leave out the epoch.
+    [ -d zlib-*/ ] 2>/dev/null || unpack z/zlib zlib "$(pin ZLIB_VERSION | sed 's/^[0-9]*://')"
+    [ -d jansson-*/ ] 2>/dev/null || unpack j/jansson jansson "$(pin JANSSON_VERSION)"
+    [ -d libyaml-*/ ] 2>/dev/null || unpack liby/libyaml libyaml "$(pin LIBYAML_VERSION)"
 fi
