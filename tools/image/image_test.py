@@ -14,12 +14,13 @@ here is removed by ID/PID. Ends with `image-test: N passed, N failed`.
 Environment: LEADERD_IMAGE (image name), LEADERD_IMAGE_DIR (podman storage, see
 tools/image/ctr.sh), LEADERD_BUILD (where leaderd-apiserver is),
 LEADERD_IMAGE_MAX_BYTES / LEADERD_IMAGE_MAX_RSS_KIB (limits, default 8 MB / 5 MiB,
-the targets of the image). Measured: 4.6 MB image; VmRSS about 4.3 MiB, of which
-about 0.9 MiB is anonymous memory and the rest the binary's own clean, shared text
-pages (the kernel maps them around each touched page, so the size of the code in
-the binary shows up in RSS; hence the slimmed OpenSSL build in the Dockerfile).
-Steady state (printed, never asserted: a figure, not a timed bound): VmRSS about
-3 MiB once start-up code is dropped (cmd/leaderd/memtrim.c, 15 s after start).
+the targets of the image). Measured (musl image): 3.5 MB image; VmRSS about 3.4 MiB
+right after start, of which about 0.8 MiB is anonymous memory and the rest the
+binary's own clean, shared text pages (the kernel maps them around each touched
+page, so the size of the code in the binary shows up in RSS; hence the slimmed
+OpenSSL build in the Dockerfile). Steady state (printed, never asserted: a figure,
+not a timed bound): about 2.3 MiB once start-up code is dropped
+(cmd/leaderd/memtrim.c, 15 s after start).
 """
 
 import json
