@@ -44,9 +44,12 @@ unpack() {
     dpkg-source --no-check -x "$dsc" >/dev/null
 }
 
-[ -d curl-*/ ] 2>/dev/null || unpack c/curl curl "$(pin CURL_VERSION)"
-[ -d libmicrohttpd-*/ ] 2>/dev/null || unpack libm/libmicrohttpd libmicrohttpd "$(pin MHD_VERSION)"
-if ! ls -d openssl-*/ >/dev/null 2>&1; then
+# have NAME: NAME's source is unpacked here already.
+have() { ls -d "$1"-*/ >/dev/null 2>&1; }
+
+have curl || unpack c/curl curl "$(pin CURL_VERSION)"
+have libmicrohttpd || unpack libm/libmicrohttpd libmicrohttpd "$(pin MHD_VERSION)"
+if ! have openssl; then
     v=$(pin OPENSSL_VERSION)
     if ! unpack o/openssl openssl "$v"; then
         echo "fetch-sources: no openssl $v source package; using the upstream tarball" >&2
@@ -58,7 +61,7 @@ fi
 
 if [ "${LIBC:-glibc}" = musl ]; then
     # File names leave out the epoch.
-    [ -d zlib-*/ ] 2>/dev/null || unpack z/zlib zlib "$(pin ZLIB_VERSION | sed 's/^[0-9]*://')"
-    [ -d jansson-*/ ] 2>/dev/null || unpack j/jansson jansson "$(pin JANSSON_VERSION)"
-    [ -d libyaml-*/ ] 2>/dev/null || unpack liby/libyaml libyaml "$(pin LIBYAML_VERSION)"
+    have zlib || unpack z/zlib zlib "$(pin ZLIB_VERSION | sed 's/^[0-9]*://')"
+    have jansson || unpack j/jansson jansson "$(pin JANSSON_VERSION)"
+    have libyaml || unpack liby/libyaml libyaml "$(pin LIBYAML_VERSION)"
 fi
