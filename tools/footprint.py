@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """make bench-footprint: figures, not assertions. For each leaderd binary given
-(label=path; default the dynamic build and, when built, the static one of
-`make static`), three replicas with the default timings (15s/10s/2s) against
-the bundled API server; once a leader holds the Lease and FOOTPRINT_SETTLE
+(label=path; default the dynamic build and, when built, the static ones of
+`make static` and `make static LIBC=musl`), three replicas with the default
+timings (15s/10s/2s) against the bundled API server; once a leader holds the Lease and FOOTPRINT_SETTLE
 seconds (default 25) have passed, prints VmRSS, RssAnon and RssFile of each
 replica from /proc/PID/status, and with FOOTPRINT_MAPS=1 the leader's resident
 kB per mapping from /proc/PID/smaps (largest first), which says where the
@@ -104,11 +104,13 @@ def main(argv):
     targets = [a.split("=", 1) for a in argv]
     if not targets:
         targets = [("dynamic", os.path.join(build, "leaderd"))]
-        static = os.path.join(build, "static", "leaderd")
-        if os.path.exists(static):
-            targets.append(("static", static))
-        else:
-            print("(no static binary: `make static` builds it)")
+        for label, sub, how in (("static", "static", "make static"),
+                                ("musl", "static-musl", "make static LIBC=musl")):
+            binary = os.path.join(build, sub, "leaderd")
+            if os.path.exists(binary):
+                targets.append((label, binary))
+            else:
+                print(f"(no {label} binary: `{how}` builds it)")
     settle = float(os.environ.get("FOOTPRINT_SETTLE", "25"))
     show_maps = os.environ.get("FOOTPRINT_MAPS") == "1"
     for label, binary in targets:
