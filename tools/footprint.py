@@ -2,9 +2,9 @@
 """make bench-footprint: figures, not assertions. For each leaderd binary given
 (label=path; default the dynamic build and, when built, the static ones of
 `make static` and `make static LIBC=musl`), three replicas with the default
-timings (15s/10s/2s) against the bundled API server; once a leader holds the Lease and FOOTPRINT_SETTLE
-seconds (default 25) have passed, prints VmRSS, RssAnon and RssFile of each
-replica from /proc/PID/status, and with FOOTPRINT_MAPS=1 the leader's resident
+timings (15s/10s/2s) against the bundled API server; once a leader holds the
+Lease and FOOTPRINT_SETTLE seconds (default 25) have passed, prints VmRSS,
+RssAnon and RssFile of each replica from /proc/PID/status, and with FOOTPRINT_MAPS=1 the leader's resident
 kB per mapping from /proc/PID/smaps (largest first), which says where the
 pages come from. The same replicas are also sampled BEFORE_DROP_S after start,
 before leaderd drops start-up code's page-table entries (LD_MEMTRIM_STARTUP_MS,
