@@ -12,7 +12,8 @@ CTR         = LEADERD_IMAGE_DIR=$(IMAGE_DIR) tools/image/ctr.sh
 DOCKERFILELINT = $(B)/tools/node_modules/.bin/dockerfilelint
 
 # Static link against OpenSSL, libcurl and libmicrohttpd rebuilt under $(IMAGE_DEP)
-# (only .a there) plus Debian's static jansson, libyaml and zlib. -static-pie keeps
+# (only .a there) plus, for glibc, Debian's static jansson, libyaml and zlib; the
+# image links against musl (LIBC=musl, in $(B)/static-musl). -static-pie keeps
 # ASLR; the objects are the normal -fPIE ones. The rebuilt archives and leaderd's own
 # objects have a section per function and object, so --gc-sections drops what nothing
 # references (README, "Figures": what each step saved).
