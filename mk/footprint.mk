@@ -2,8 +2,11 @@
 # three replicas for the dynamic build and, when `make static` built it, the
 # static one; `make static-deps` builds the static libraries `make static`
 # links, as the image does, on a machine without the image build.
+# With LIBC=musl both build against musl instead (Debian's musl-tools): every
+# library, zlib, jansson and libyaml included, under $(IMAGE_DEP) (by default
+# /opt/dep-musl), from sources of their own (an in-tree build per C library).
 
-FOOTPRINT_SRC ?= $(B)/static-src
+FOOTPRINT_SRC ?= $(B)/static-src$(if $(filter musl,$(LIBC)),-musl)
 
 .PHONY: bench-footprint static-deps
 
@@ -11,5 +14,5 @@ bench-footprint: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/footprint.py
 
 static-deps:
-	bash tools/image/fetch-sources.sh $(FOOTPRINT_SRC)
-	bash tools/image/build-deps.sh $(FOOTPRINT_SRC) $(IMAGE_DEP)
+	LIBC=$(LIBC) bash tools/image/fetch-sources.sh $(FOOTPRINT_SRC)
+	LIBC=$(LIBC) bash tools/image/build-deps.sh $(FOOTPRINT_SRC) $(IMAGE_DEP)

@@ -4,27 +4,45 @@
 
 IMAGE      ?= localhost/leaderd:$(VERSION)
 IMAGE_DIR  ?= $(B)/image
-IMAGE_DEP  ?= /opt/dep
+# LIBC=musl: the static binary against musl (README, "Memory footprint").
+LIBC       ?= glibc
+IMAGE_DEP  ?= $(if $(filter musl,$(LIBC)),/opt/dep-musl,/opt/dep)
 IMAGE_BASE := docker.io/library/debian:bookworm-slim
 CTR         = LEADERD_IMAGE_DIR=$(IMAGE_DIR) tools/image/ctr.sh
 DOCKERFILELINT = $(B)/tools/node_modules/.bin/dockerfilelint
 
 # Static link against OpenSSL, libcurl and libmicrohttpd rebuilt under $(IMAGE_DEP)
-# (only .a there) plus Debian's static jansson, libyaml and zlib. -static-pie keeps
+# (only .a there) plus, for glibc, Debian's static jansson, libyaml and zlib; the
+# image links against musl (LIBC=musl, in $(B)/static-musl). -static-pie keeps
 # ASLR; the objects are the normal -fPIE ones. The rebuilt archives and leaderd's own
 # objects have a section per function and object, so --gc-sections drops what nothing
 # references (README, "Figures": what each step saved).
 OPENSSL_PKG_PATH = $(IMAGE_DEP)/openssl/lib/pkgconfig
 STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/mhd/lib/pkgconfig:$(OPENSSL_PKG_PATH)
+# glibc: Debian's jansson, libyaml and zlib from the system's .pc files. musl:
+# only the prefix's (build-deps.sh built all six there; PKG_CONFIG_PATH, searched
+# first, may name glibc builds), through its compiler.
+ifeq ($(LIBC),musl)
+STATIC_DIR = $(B)/static-musl
+STATIC_PKG = PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$(STATIC_PKG_PATH):$(IMAGE_DEP)/jansson/lib/pkgconfig:$(IMAGE_DEP)/libyaml/lib/pkgconfig:$(IMAGE_DEP)/zlib/lib/pkgconfig
+STATIC_CC  = CC=$(IMAGE_DEP)/musl/bin/cc
+# libcurl.pc says -lz without zlib's directory.
+STATIC_PKGS = $(PKGS) zlib
+else
+STATIC_DIR = $(B)/static
+STATIC_PKG = PKG_CONFIG_PATH=$(STATIC_PKG_PATH)
+STATIC_CC  =
+STATIC_PKGS = $(PKGS)
+endif
 
 .PHONY: static image-unit image image-base image-lint image-test deploy-test
 
 static:
-	@mkdir -p $(B)/static && touch $(B)/static/.deps
-	PKG_CONFIG_PATH=$(STATIC_PKG_PATH) $(MAKE) --no-print-directory B=$(B)/static \
+	@mkdir -p $(STATIC_DIR) && touch $(STATIC_DIR)/.deps
+	$(STATIC_PKG) $(MAKE) --no-print-directory B=$(STATIC_DIR) $(STATIC_CC) \
 	    CFLAGS="-ffunction-sections -fdata-sections $(CFLAGS)" \
-	    PKG_LIBS="$$(PKG_CONFIG_PATH=$(STATIC_PKG_PATH) pkg-config --static --libs $(PKGS)) -lpthread" \
-	    ALL_LDFLAGS="-static-pie -Wl,-z,relro,-z,now -Wl,--gc-sections -s" $(B)/static/leaderd
+	    PKG_LIBS="$$($(STATIC_PKG) pkg-config --static --libs $(STATIC_PKGS)) -lpthread" \
+	    ALL_LDFLAGS="-static-pie -Wl,-z,relro,-z,now -Wl,--gc-sections -s" $(STATIC_DIR)/leaderd
 
 # Unit tests with the rebuilt libcurl and OpenSSL (static archives) and Debian's
 # libmicrohttpd, whose HTTPS the tests' fake API server needs. Leaves $(B)/unit/passed.

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """make bench-footprint: figures, not assertions. For each leaderd binary given
-(label=path; default the dynamic build and, when built, the static one of
-`make static`), three replicas with the default timings (15s/10s/2s) against
-the bundled API server; once a leader holds the Lease and FOOTPRINT_SETTLE
-seconds (default 25) have passed, prints VmRSS, RssAnon and RssFile of each
-replica from /proc/PID/status, and with FOOTPRINT_MAPS=1 the leader's resident
+(label=path; default the dynamic build and, when built, the static ones of
+`make static` and `make static LIBC=musl`), three replicas with the default
+timings (15s/10s/2s) against the bundled API server; once a leader holds the
+Lease and FOOTPRINT_SETTLE seconds (default 25) have passed, prints VmRSS,
+RssAnon and RssFile of each replica from /proc/PID/status, and with FOOTPRINT_MAPS=1 the leader's resident
 kB per mapping from /proc/PID/smaps (largest first), which says where the
-pages come from."""
+pages come from. The same replicas are also sampled BEFORE_DROP_S after start,
+before leaderd drops start-up code's page-table entries (LD_MEMTRIM_STARTUP_MS,
+15 s): the figure without that step, in the same run."""
 import os
 import shutil
 import signal
@@ -24,6 +26,8 @@ from cluster import Replica, leaders_in, sample, wait_until  # noqa: E402
 DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 CLIENTS = ["b1", "b2", "b3"]
 FIELDS = ("VmRSS", "RssAnon", "RssFile", "Threads")
+# Start-up's handshakes and first renewals are over, the drop (15 s) not yet.
+BEFORE_DROP_S = 12.0
 
 
 def status_of(pid):
@@ -59,21 +63,30 @@ def measure(label, binary, settle, show_maps):
     replicas = []
     try:
         api.start()
+        started = time.monotonic()
         for c in CLIENTS:
             replicas.append(Replica(api, c, work, timings=DEFAULTS, lease="footprint",
                                     extra_args=["--log-level", "info"]).start())
         leader = wait_until(lambda: leaders_in(sample(replicas)), 30, what="a leader")[0]
+        elected = time.monotonic()
+        # Figures, not synchronisation: the process has no event for "start-up
+        # is over"; these are the points in time the figures are of.
+        time.sleep(max(0.0, started + BEFORE_DROP_S - time.monotonic()))
+        before = {r.client: status_of(r.proc.pid) for r in replicas}
         # Start-up (first GET, the watch, TLS handshakes) is not steady state;
         # a few renewals and standby attempts are.
-        time.sleep(settle)
+        time.sleep(max(0.0, elected + settle - time.monotonic()))
         print(f"\n{label}: {binary} ({os.path.getsize(binary) // 1024} kB file)")
         print(f"  {'replica':8} {'role':8} {'VmRSS':>7} {'RssAnon':>8} {'RssFile':>8} "
-              f"{'threads':>7}   (kB)")
+              f"{'threads':>7}   (kB; before the drop, {BEFORE_DROP_S:.0f} s after start: "
+              f"VmRSS RssAnon RssFile)")
         for r in replicas:
             st = status_of(r.proc.pid)
+            b = before[r.client]
             role = "leader" if r.client == leader else "standby"
             print(f"  {r.client:8} {role:8} {st['VmRSS']:7} {st['RssAnon']:8} "
-                  f"{st['RssFile']:8} {st['Threads']:7}")
+                  f"{st['RssFile']:8} {st['Threads']:7}   "
+                  f"{b['VmRSS']:7} {b['RssAnon']:8} {b['RssFile']:8}")
         if show_maps:
             lr = next(r for r in replicas if r.client == leader)
             print(f"  leader's mappings (Rss kB, of it anonymous, perms, name):")
@@ -91,11 +104,13 @@ def main(argv):
     targets = [a.split("=", 1) for a in argv]
     if not targets:
         targets = [("dynamic", os.path.join(build, "leaderd"))]
-        static = os.path.join(build, "static", "leaderd")
-        if os.path.exists(static):
-            targets.append(("static", static))
-        else:
-            print("(no static binary: `make static` builds it)")
+        for label, sub, how in (("static", "static", "make static"),
+                                ("musl", "static-musl", "make static LIBC=musl")):
+            binary = os.path.join(build, sub, "leaderd")
+            if os.path.exists(binary):
+                targets.append((label, binary))
+            else:
+                print(f"(no {label} binary: `{how}` builds it)")
     settle = float(os.environ.get("FOOTPRINT_SETTLE", "25"))
     show_maps = os.environ.get("FOOTPRINT_MAPS") == "1"
     for label, binary in targets:

@@ -1,7 +1,8 @@
 /*
  * memtrim: allocator limits and give-back after peaks (the allocator parts
  * are glibc's; with another C library they do nothing and its own policy
- * applies), and the page-table entries of start-up code dropped once.
+ * applies: musl's, the image's, unmaps freed pages by itself), and the
+ * page-table entries of start-up code dropped once (any C library).
  */
 #include "memtrim.h"
 

@@ -20,6 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* glibc's; musl's <sys/wait.h> has no such macro. */
+#ifndef W_EXITCODE
+#define W_EXITCODE(ret, sig) ((ret) << 8 | (sig))
+#endif
+
 /* The longest poll of the supervisor; it has nothing periodic to do, this
  * only bounds each wait. */
 #define SUP_MAX_WAIT_MS 60000

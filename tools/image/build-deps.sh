@@ -3,9 +3,14 @@
 # PREFIX (only .a, headers and .pc files), from unpacked Debian sources in SRC.
 # The Dockerfile's deps stage runs it, and so does `make static-deps` on a build
 # machine, so the figures measured outside the image are of the same binary.
-# Usage: tools/image/build-deps.sh SRC PREFIX
+# With LIBC=musl every library is built against musl (Debian's musl-dev, through
+# PREFIX/musl/gcc.specs: musl-gcc's own specs plus the kernel's headers and the
+# start file of a static PIE), zlib, jansson and libyaml included, whose Debian
+# archives are glibc's; `make static LIBC=musl` links leaderd with that PREFIX.
+# Usage: [LIBC=musl] tools/image/build-deps.sh SRC PREFIX
 #   SRC holds openssl-*/, curl-*/ and libmicrohttpd-*/ (apt-get source, or
-#   tools/image/fetch-sources.sh). Each library is skipped when PREFIX has it.
+#   tools/image/fetch-sources.sh), and for musl zlib-*/, jansson-*/, libyaml-*/
+#   (`LIBC=musl fetch-sources.sh`). Each library is skipped when PREFIX has it.
 set -eu
 src=$(cd "${1:?usage: build-deps.sh SRC PREFIX}" && pwd)
 prefix=${2:?usage: build-deps.sh SRC PREFIX}
@@ -18,6 +23,70 @@ prefix=$(cd "$prefix" && pwd)
 sections="-ffunction-sections -fdata-sections"
 # The size-or-speed choice for curl and microhttpd (OpenSSL is always -Os).
 libopt=${LIB_OPT:--Os}
+
+# musl: the same gcc with musl's headers, start files and libc. musl's headers
+# leave out the kernel's (linux/, asm/), which OpenSSL and microhttpd include;
+# they come after musl's so they never shadow a libc header. The stock specs
+# know no static PIE: they start every program with Scrt1.o, which does not
+# relocate the program itself (rcrt1.o does), and name the dynamic loader.
+libc=${LIBC:-glibc}
+zlib_opt=
+if [ "$libc" = musl ]; then
+    spec_in=/usr/lib/x86_64-linux-musl/musl-gcc.specs
+    [ -f "$spec_in" ] || { echo "build-deps: LIBC=musl needs musl-tools and musl-dev" >&2; exit 1; }
+    mkdir -p "$prefix/musl/kinc"
+    ln -sfn /usr/include/linux "$prefix/musl/kinc/linux"
+    ln -sfn /usr/include/asm-generic "$prefix/musl/kinc/asm-generic"
+    ln -sfn "/usr/include/$(gcc -print-multiarch)/asm" "$prefix/musl/kinc/asm"
+    sed -e "s|-isystem include%s|-isystem include%s -idirafter $prefix/musl/kinc|g" \
+        -e 's|%{!shared: \([^ ]*\)/Scrt1.o}|%{!shared:%{static-pie:\1/rcrt1.o;:\1/Scrt1.o}}|' \
+        -e 's|-dynamic-linker \([^ ]*\)|%{!static-pie:-dynamic-linker \1}|' \
+        -e 's|%{static:-static}|& %{static-pie:-static -pie --no-dynamic-linker -z text}|' \
+        "$spec_in" >"$prefix/musl/gcc.specs"
+    # One compiler name for configure, cmake and make alike.
+    mkdir -p "$prefix/musl/bin"
+    printf '#!/bin/sh\nexec gcc -specs %s "$@"\n' "$prefix/musl/gcc.specs" >"$prefix/musl/bin/cc"
+    chmod +x "$prefix/musl/bin/cc"
+    export CC="$prefix/musl/bin/cc"
+    # Only this prefix's .pc files: the system's (and any PKG_CONFIG_PATH, which
+    # is searched first) describe glibc builds.
+    export PKG_CONFIG_PATH=
+    export PKG_CONFIG_LIBDIR="$prefix/zlib/lib/pkgconfig:$prefix/openssl/lib/pkgconfig"
+    zlib_opt="=$prefix/zlib"
+
+    # zlib, jansson and libyaml: plain static builds, position-independent for
+    # the static PIE. jansson and libyaml with CMake (their Debian sources carry
+    # no generated configure).
+    if [ ! -f "$prefix/zlib/lib/libz.a" ]; then
+        (cd "$src"/zlib-*/ &&
+            CFLAGS="$libopt -fPIC $sections" ./configure --static --prefix="$prefix/zlib" \
+                >configure.log &&
+            make -j"$jobs" libz.a >make.log &&
+            make install >/dev/null)
+    fi
+    cmake_lib() { # NAME CMAKE-OPTION...
+        local name=$1
+        shift
+        [ -f "$prefix/$name/.built" ] && return 0
+        rm -rf "$src/build-$name"
+        cmake -S "$(ls -d "$src"/"$name"-*/ | head -n 1)" -B "$src/build-$name" \
+            -DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=None \
+            -DCMAKE_C_FLAGS="$libopt -fPIC $sections" -DCMAKE_INSTALL_PREFIX="$prefix/$name" \
+            -DBUILD_SHARED_LIBS=OFF "$@" >"$src/build-$name.log"
+        cmake --build "$src/build-$name" -j "$jobs" >"$src/build-$name-make.log"
+        cmake --install "$src/build-$name" >/dev/null
+        touch "$prefix/$name/.built"
+    }
+    cmake_lib jansson -DJANSSON_BUILD_DOCS=OFF -DJANSSON_WITHOUT_TESTS=ON \
+        -DJANSSON_EXAMPLES=OFF -DJANSSON_BUILD_SHARED_LIBS=OFF
+    cmake_lib libyaml -DBUILD_TESTING=OFF -DINSTALL_CMAKE_DIR=lib/cmake/yaml
+    # libyaml's CMake build installs no .pc file: the one its autotools build would.
+    mkdir -p "$prefix/libyaml/lib/pkgconfig"
+    sed -e "s|@prefix@|$prefix/libyaml|; s|@exec_prefix@|\${prefix}|" \
+        -e 's|@includedir@|${prefix}/include|; s|@libdir@|${prefix}/lib|' \
+        -e "s|@PACKAGE_VERSION@|$(basename "$(ls -d "$src"/libyaml-*/)" | sed 's/^libyaml-//')|" \
+        "$src"/libyaml-*/yaml-0.1.pc.in >"$prefix/libyaml/lib/pkgconfig/yaml-0.1.pc"
+fi
 
 # OpenSSL: TLS 1.2 and 1.3 client with RSA, ECDSA/EC, X25519/Ed25519, AES-GCM and
 # ChaCha20-Poly1305 (what Kubernetes API servers speak, and the key types kubeconfig
@@ -39,7 +108,7 @@ if [ ! -f "$prefix/openssl/lib/libcrypto.a" ]; then
         make -j"$jobs" build_libs >make.log &&
         make install_dev >/dev/null)
 fi
-export PKG_CONFIG_PATH="$prefix/openssl/lib/pkgconfig"
+[ "$libc" = musl ] || export PKG_CONFIG_PATH="$prefix/openssl/lib/pkgconfig"
 
 # libcurl: HTTP(S) over OpenSSL with zlib, threaded resolver; no other protocol, no
 # GSSAPI/LDAP/IDN/PSL/HTTP2/brotli/zstd (their static archives are what breaks linking).
@@ -47,7 +116,7 @@ if [ ! -f "$prefix/curl/lib/libcurl.a" ]; then
     (cd "$src"/curl-*/ &&
         CFLAGS="$libopt $sections" \
             ./configure --prefix="$prefix/curl" --disable-shared --enable-static \
-            --with-openssl="$prefix/openssl" --with-zlib --enable-threaded-resolver \
+            --with-openssl="$prefix/openssl" --with-zlib$zlib_opt --enable-threaded-resolver \
             --without-brotli --without-zstd --without-libidn2 --without-libpsl \
             --without-nghttp2 --without-libssh2 --without-librtmp --without-gssapi \
             --without-libgsasl --disable-ldap --disable-ldaps --disable-rtsp --disable-dict \

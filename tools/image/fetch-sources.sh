@@ -7,7 +7,10 @@
 # image build, which apt-get source checks against the signed index, is the
 # release path). OpenSSL falls back to its upstream tarball as the image
 # build does (tools/image/openssl-source.sh).
-# Usage: tools/image/fetch-sources.sh DEST
+# With LIBC=musl it also unpacks zlib, jansson and libyaml (ZLIB_VERSION,
+# JANSSON_VERSION, LIBYAML_VERSION): Debian's archives of those are glibc's, so
+# a musl link rebuilds them too (tools/image/build-deps.sh).
+# Usage: [LIBC=musl] tools/image/fetch-sources.sh DEST
 set -eu
 dest=${1:?usage: fetch-sources.sh DEST}
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,9 +44,12 @@ unpack() {
     dpkg-source --no-check -x "$dsc" >/dev/null
 }
 
-[ -d curl-*/ ] 2>/dev/null || unpack c/curl curl "$(pin CURL_VERSION)"
-[ -d libmicrohttpd-*/ ] 2>/dev/null || unpack libm/libmicrohttpd libmicrohttpd "$(pin MHD_VERSION)"
-if ! ls -d openssl-*/ >/dev/null 2>&1; then
+# have NAME: NAME's source is unpacked here already.
+have() { ls -d "$1"-*/ >/dev/null 2>&1; }
+
+have curl || unpack c/curl curl "$(pin CURL_VERSION)"
+have libmicrohttpd || unpack libm/libmicrohttpd libmicrohttpd "$(pin MHD_VERSION)"
+if ! have openssl; then
     v=$(pin OPENSSL_VERSION)
     if ! unpack o/openssl openssl "$v"; then
         echo "fetch-sources: no openssl $v source package; using the upstream tarball" >&2
@@ -51,4 +57,11 @@ if ! ls -d openssl-*/ >/dev/null 2>&1; then
         fetch o/openssl "openssl_$up.orig.tar.gz"
         tar -xzf "openssl_$up.orig.tar.gz"
     fi
+fi
+
+if [ "${LIBC:-glibc}" = musl ]; then
+    # File names leave out the epoch.
+    have zlib || unpack z/zlib zlib "$(pin ZLIB_VERSION | sed 's/^[0-9]*://')"
+    have jansson || unpack j/jansson jansson "$(pin JANSSON_VERSION)"
+    have libyaml || unpack liby/libyaml libyaml "$(pin LIBYAML_VERSION)"
 fi
