@@ -991,12 +991,14 @@ static bool take_hangups_locked(struct ld_proxy *p)
     return any;
 }
 
-/* Judges the writes whose answer has not begun; returns how long the
- * thread may sleep before one must be judged again by time. */
-static int gate_writes(struct ld_proxy *p)
+/* Judges the writes whose answer has not begun; returns the time
+ * (monotonic ms) by which they must be judged again. The clock is read
+ * once the view is in hand: a thread held up on the way judges by the
+ * time it is, not by the time it was. */
+static int64_t gate_writes(struct ld_proxy *p)
 {
-    int64_t now = ld_mono_ms();
-    int64_t wait = POLL_SLICE_MS;
+    int64_t now = 0;
+    int64_t due = INT64_MAX;
     struct view_hold h;
     bool have_view = false;
     struct xchg *next;
@@ -1007,18 +1009,30 @@ static int gate_writes(struct ld_proxy *p)
         if (!have_view) {
             view_take(p, &h);
             have_view = true;
+            now = ld_mono_ms();
         }
         if (!ld_proxy_still_leads(&q->verdict, &h.v, now, NULL)) {
             cut_leadership(p, q);
             continue;
         }
         int64_t until = ld_proxy_lead_until(&q->verdict, &h.v);
-        if (until - now < wait)
-            wait = until - now;
+        if (until < due)
+            due = until;
     }
     if (have_view)
         view_drop(&h);
-    return wait < 1 ? 1 : (int)wait;
+    return due;
+}
+
+/* How long the thread may sleep from now: until due, read after the work
+ * of the round (curl's own, which can be long: TLS handshakes), so that
+ * the time spent on it does not push the next judgment past due. */
+static int sleep_ms(int64_t due)
+{
+    int64_t left = due - ld_mono_ms();
+    if (left > POLL_SLICE_MS)
+        left = POLL_SLICE_MS;
+    return left < 0 ? 0 : (int)left;
 }
 
 static void collect_done(struct ld_proxy *p)
@@ -1073,13 +1087,13 @@ static void *upstream_main(void *arg)
                 finish(p, p->running, CUT_STOP);
             break;
         }
-        int wait = gate_writes(p);
+        int64_t due = gate_writes(p);
         int running = 0;
         curl_multi_perform(p->multi, &running);
         run_wakes(p);
         collect_done(p);
         w.revents = 0;
-        curl_multi_poll(p->multi, &w, 1, wait, NULL);
+        curl_multi_poll(p->multi, &w, 1, sleep_ms(due), NULL);
     }
     return NULL;
 }

@@ -15,6 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <curl/curl.h>
 #include <jansson.h>
 
@@ -716,6 +720,62 @@ START_TEST(proxy_cuts_a_write_by_time)
 }
 END_TEST
 
+/* A client on a raw socket that sent one request to the proxy on port;
+ * returns the socket (the caller closes it). */
+static int raw_request(int port, const char *request)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    size_t len = strlen(request);
+    ck_assert_int_eq(send(fd, request, len, MSG_NOSIGNAL), (ssize_t)len);
+    return fd;
+}
+
+/* The upstream thread held up (here on the state's mutex, which the
+ * election loop holds while it publishes) just as it judges the writes in
+ * flight, until past lead_until_ms: once free again it cuts the write at
+ * once, by the time it is then, not after a sleep sized by the time it
+ * read before it was held up. */
+START_TEST(proxy_cuts_a_write_by_time_after_a_busy_spell)
+{
+    struct rig r;
+    pthread_t t;
+    rig_start(&r);
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 15000});
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "[]", .delay_ms = 15000});
+    struct call c = {.base = r.base,
+                     .method = "PUT",
+                     .target = "/api/v1/namespaces/a/configmaps/c",
+                     .body = "{}",
+                     .headers = {"Content-Type: application/json", NULL}};
+    ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
+    ck_assert(httpfake_wait_requests(r.fake, 1, 5000));
+    /* A quiet read whose hang-up wakes the upstream thread. */
+    int quiet = raw_request(ld_proxy_port(r.proxy),
+                            "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    ck_assert(httpfake_wait_requests(r.fake, 2, 5000));
+    rig_publish(&r, 1500);
+    /* The hold is the busy spell itself, not a wait for an event. */
+    pthread_mutex_lock(&r.st.mu);
+    close(quiet);
+    usleep(2500 * 1000);
+    int64_t freed = ld_mono_ms();
+    pthread_mutex_unlock(&r.st.mu);
+    pthread_join(t, NULL);
+    int64_t late = ld_mono_ms() - freed;
+    ck_assert_int_eq(c.status, 503);
+    ck_assert_ptr_nonnull(strstr(c.resp, "cut"));
+    ck_assert_msg(late < 250, "cut %lld ms after the thread was free", (long long)late);
+    ck_assert_uint_eq(r.m.proxy.aborted, 1);
+    rig_stop(&r);
+}
+END_TEST
+
 /* A read is never cut, and streams: its first piece arrives long before
  * the upstream has finished. */
 START_TEST(proxy_streams_reads)
@@ -862,6 +922,7 @@ static Suite *proxy_suite(void)
     tcase_add_test(tp, proxy_refuses_writes_of_a_standby);
     tcase_add_test(tp, proxy_cuts_a_write_on_publish);
     tcase_add_test(tp, proxy_cuts_a_write_by_time);
+    tcase_add_test(tp, proxy_cuts_a_write_by_time_after_a_busy_spell);
     tcase_add_test(tp, proxy_streams_reads);
     tcase_add_test(tp, proxy_empty_answers_and_early_413);
     tcase_add_test(tp, proxy_follows_token_rotation);
