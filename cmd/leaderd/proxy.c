@@ -55,6 +55,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -87,6 +88,9 @@
 #define POLL_SLICE_MS 1000
 #define CONNECT_TIMEOUT_MS 3000
 #define HANGUPS_PER_ROUND 64
+/* Descriptors left to the rest of the process when the connection cap is
+ * sized from RLIMIT_NOFILE, as the sidecar's server leaves (http_listen.c). */
+#define FD_RESERVE 64
 /* libcurl and OpenSSL (TLS handshakes) run on the upstream thread. */
 #define UPSTREAM_STACK (256 * 1024)
 
@@ -1166,6 +1170,26 @@ static void proxy_free(struct ld_proxy *p)
     free(p);
 }
 
+/* The connection cap: the configured one, or the sidecar's default, but
+ * never more than RLIMIT_NOFILE can serve, counting two descriptors for
+ * each (the client's and its upstream connection) and the idle upstream
+ * ones. ld_http_limits_of would count one each: past the limit a client
+ * would be taken in and then answered 502 for want of a descriptor, and
+ * the election's own connection to the API server could starve. */
+static unsigned int proxy_max_connections(const struct ld_proxy_options *opts)
+{
+    struct rlimit rl;
+    unsigned int conns =
+        opts && opts->max_connections ? opts->max_connections : LD_HTTP_MAX_CONNECTIONS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        rlim_t used = FD_RESERVE + UPSTREAM_IDLE;
+        rlim_t room = rl.rlim_cur > used + 2 ? (rl.rlim_cur - used) / 2 : 1;
+        if (room < conns)
+            conns = (unsigned int)room; /* ld_http_limits_of keeps a floor */
+    }
+    return conns;
+}
+
 struct ld_proxy *ld_proxy_start(const char *host, int port,
                                 const struct ld_kube_config *kube, struct ld_state *st,
                                 struct ld_metrics *m, const struct ld_proxy_options *opts,
@@ -1194,7 +1218,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     p->epfd = -1;
     p->st = st;
     p->m = m;
-    struct ld_http_options ho = {.max_connections = opts ? opts->max_connections : 0};
+    struct ld_http_options ho = {.max_connections = proxy_max_connections(opts)};
     ld_http_limits_of(&ho, &lim);
     p->idle_s =
         opts && opts->idle_timeout_s ? opts->idle_timeout_s : LD_HTTP_IDLE_TIMEOUT_S;
