@@ -957,10 +957,15 @@ static void start(struct ld_proxy *p, struct xchg *q, bool stopping)
 }
 
 /* A reader asked for an unpause, or the client is gone; drops the todo
- * list's reference. */
+ * list's reference. q stays marked in_todo until here, though the list
+ * was taken: MHD's side, which may ask again meanwhile (a reader's unpause,
+ * then the completion of a client gone), must not push it onto the next
+ * list through the todo_next this round is still walking. What it asks is
+ * read here, with the mark cleared in the same hold of the mutex. */
 static void serve_todo(struct ld_proxy *p, struct xchg *q)
 {
     pthread_mutex_lock(&p->mu);
+    q->in_todo = false;
     bool gone = q->gone, unpause = q->want_unpause && q->paused;
     q->want_unpause = false;
     if (unpause)
@@ -1068,8 +1073,6 @@ static void *upstream_main(void *arg)
         struct xchg *in = p->incoming, *todo = p->todo;
         p->incoming = p->incoming_tail = NULL;
         p->todo = NULL;
-        for (struct xchg *t = todo; t; t = t->todo_next)
-            t->in_todo = false;
         bool stopping = p->stopping;
         pthread_mutex_unlock(&p->mu);
 
