@@ -41,7 +41,8 @@
  *
  * Memory: an idle client connection costs MHD's connection and its pool
  * (CONNECTION_MEMORY) and a bookkeeping record; a request in flight adds
- * its body, the relay buffer while bytes flow, the easy handle and an
+ * its body until curl is done with it (all bodies together at most
+ * BODY_BUDGET), the relay buffer while bytes flow, the easy handle and an
  * upstream connection. Idle upstream connections are shared by all
  * clients (at most UPSTREAM_IDLE).
  */
@@ -71,6 +72,11 @@
 
 /* The most of a refused body read and dropped (see on_request). */
 #define DROP_LIMIT (4 * (size_t)LD_PROXY_MAX_BODY)
+/* All request bodies held at once (read, or on their way upstream): past
+ * it a request is answered 429 (as kube-apiserver's max-in-flight limit
+ * answers; clients retry) instead of the proxy's memory growing to the
+ * connection limit times LD_PROXY_MAX_BODY. */
+#define BODY_BUDGET ((size_t)64 * 1024 * 1024)
 /* Each connection's pool, as the sidecar's: the request line and headers
  * of kubectl and client libraries (a few hundred bytes to a few KiB), the
  * API server's response headers and MHD's send buffer fit. MHD zeroes it
@@ -154,6 +160,7 @@ struct ld_proxy {
     pthread_mutex_t mu;
     struct xchg *incoming, *incoming_tail; /* handed over, not started */
     struct xchg *todo;
+    size_t body_bytes; /* what every xchg's body holds (their cap) */
     bool stopping;
 };
 
@@ -192,12 +199,21 @@ static void on_publish(void *arg)
 
 /* ---- an exchange's life (p->mu held) ---- */
 
+/* Frees q's body and gives its room back to BODY_BUDGET. */
+static void body_drop_locked(struct xchg *q)
+{
+    q->p->body_bytes -= q->cap;
+    free(q->body);
+    q->body = NULL;
+    q->len = q->cap = 0;
+}
+
 static void xchg_free(struct xchg *q)
 {
     curl_slist_free_all(q->rhdrs);
     ld_transport_curl_free_headers(q->hdrs);
     free(q->buf);
-    free(q->body);
+    body_drop_locked(q);
     free(q->target);
     free(q);
 }
@@ -310,6 +326,8 @@ static enum MHD_Result answer_status(struct xchg *q, const struct ld_proxy_verdi
     }
     MHD_add_response_header(resp, "Content-Type", "application/json");
     MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    if (v->status == 429)
+        MHD_add_response_header(resp, "Retry-After", "1");
     if (v->refused) {
         ld_metrics_proxy_refused(q->p->m);
         ld_log(LD_LOG_INFO, "api proxy: refused %s %.200s: %s", q->method, q->target,
@@ -567,6 +585,7 @@ static enum MHD_Result on_resumed(struct xchg *q)
  * decided. */
 static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
 {
+    struct ld_proxy *p = q->p;
     /* A body that will not be forwarded is read and dropped, so the
      * answer reaches a client still sending it (closing on it could reset
      * the connection before the answer is read); past DROP_LIMIT the
@@ -576,9 +595,9 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
         return q->dropped > DROP_LIMIT ? MHD_NO : MHD_YES;
     }
     if (n > LD_PROXY_MAX_BODY - q->len) {
-        free(q->body);
-        q->body = NULL;
-        q->len = q->cap = 0;
+        pthread_mutex_lock(&p->mu);
+        body_drop_locked(q);
+        pthread_mutex_unlock(&p->mu);
         struct ld_proxy_req r = {.method = q->method,
                                  .has_length = true,
                                  .content_length = (uint64_t)LD_PROXY_MAX_BODY + 1};
@@ -594,9 +613,27 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
             ncap *= 2;
         if (ncap > LD_PROXY_MAX_BODY)
             ncap = LD_PROXY_MAX_BODY;
+        size_t more = ncap - q->cap;
+        pthread_mutex_lock(&p->mu);
+        bool room = p->body_bytes + more <= BODY_BUDGET;
+        if (room)
+            p->body_bytes += more;
+        else
+            body_drop_locked(q);
+        pthread_mutex_unlock(&p->mu);
+        if (!room) {
+            verdict_printf(&q->verdict, 429, "TooManyRequests",
+                           "leaderd's API proxy holds too many request bodies at once; "
+                           "retry");
+            return MHD_YES;
+        }
         char *nb = realloc(q->body, ncap);
-        if (!nb)
+        if (!nb) {
+            pthread_mutex_lock(&p->mu);
+            p->body_bytes -= more;
+            pthread_mutex_unlock(&p->mu);
             return MHD_NO;
+        }
         q->body = nb;
         q->cap = ncap;
     }
@@ -838,6 +875,8 @@ static void finish_refs(struct ld_proxy *p, struct xchg *q, enum cut_why why,
     ld_transport_curl_free_headers(q->hdrs);
     q->hdrs = NULL;
     pthread_mutex_lock(&p->mu);
+    /* curl is done with it: the budget need not wait for the answer. */
+    body_drop_locked(q);
     q->done = true;
     if (q->cut == CUT_NONE)
         q->cut = why;

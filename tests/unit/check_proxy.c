@@ -833,6 +833,54 @@ START_TEST(proxy_stops_with_exchanges_in_flight)
 }
 END_TEST
 
+/* Many clients that each send a body of 1 MiB and a byte at once, while
+ * the API server holds the first ones: the proxy holds at most a bounded
+ * sum of bodies (64 MiB: 32 of these, whose buffers grow to 2 MiB) and
+ * answers the rest 429 with a Retry-After, as the API server's own
+ * in-flight limit does, instead of growing with the connection limit. */
+#define BODIES 40
+#define BODY_LEN (1024 * 1024 + 1)
+START_TEST(proxy_bounds_the_bodies_it_holds)
+{
+    struct rig r;
+    pthread_t t[BODIES];
+    static struct call c[BODIES];
+    rig_start(&r);
+    char *body = malloc(BODY_LEN + 1);
+    ck_assert_ptr_nonnull(body);
+    memset(body, 'x', BODY_LEN);
+    body[BODY_LEN] = '\0';
+    for (int i = 0; i < BODIES; i++)
+        httpfake_push(
+            r.fake, &(struct hf_response){.status = 201, .body = "{}", .delay_ms = 3000});
+    for (int i = 0; i < BODIES; i++) {
+        c[i] =
+            (struct call){.base = r.base,
+                          .method = "POST",
+                          .target = "/api/v1/namespaces/a/configmaps",
+                          .body = body,
+                          .headers = {"Content-Type: application/json", "Expect:", NULL}};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, call_run, &c[i]), 0);
+    }
+    int created = 0, busy = 0;
+    for (int i = 0; i < BODIES; i++) {
+        pthread_join(t[i], NULL);
+        if (c[i].status == 201)
+            created++;
+        if (c[i].status == 429) {
+            busy++;
+            ck_assert_ptr_nonnull(strstr(c[i].resp, "\"reason\":\"TooManyRequests\""));
+        }
+    }
+    free(body);
+    ck_assert_int_eq(created + busy, BODIES);
+    ck_assert_int_ge(busy, BODIES - 32);
+    ck_assert_int_ge(created, 1);
+    ck_assert_int_eq(httpfake_request_count(r.fake), created);
+    rig_stop(&r);
+}
+END_TEST
+
 /* A read is never cut, and streams: its first piece arrives long before
  * the upstream has finished. */
 START_TEST(proxy_streams_reads)
@@ -981,6 +1029,7 @@ static Suite *proxy_suite(void)
     tcase_add_test(tp, proxy_cuts_a_write_by_time);
     tcase_add_test(tp, proxy_cuts_a_write_by_time_after_a_busy_spell);
     tcase_add_test(tp, proxy_stops_with_exchanges_in_flight);
+    tcase_add_test(tp, proxy_bounds_the_bodies_it_holds);
     tcase_add_test(tp, proxy_streams_reads);
     tcase_add_test(tp, proxy_empty_answers_and_early_413);
     tcase_add_test(tp, proxy_follows_token_rotation);
