@@ -41,7 +41,8 @@
  *
  * Memory: an idle client connection costs MHD's connection and its pool
  * (CONNECTION_MEMORY) and a bookkeeping record; a request in flight adds
- * its body, the relay buffer while bytes flow, the easy handle and an
+ * its body until curl is done with it (all bodies together at most
+ * BODY_BUDGET), the relay buffer while bytes flow, the easy handle and an
  * upstream connection. Idle upstream connections are shared by all
  * clients (at most UPSTREAM_IDLE).
  */
@@ -55,6 +56,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -70,6 +72,11 @@
 
 /* The most of a refused body read and dropped (see on_request). */
 #define DROP_LIMIT (4 * (size_t)LD_PROXY_MAX_BODY)
+/* All request bodies held at once (read, or on their way upstream): past
+ * it a request is answered 429 (as kube-apiserver's max-in-flight limit
+ * answers; clients retry) instead of the proxy's memory growing to the
+ * connection limit times LD_PROXY_MAX_BODY. */
+#define BODY_BUDGET ((size_t)64 * 1024 * 1024)
 /* Each connection's pool, as the sidecar's: the request line and headers
  * of kubectl and client libraries (a few hundred bytes to a few KiB), the
  * API server's response headers and MHD's send buffer fit. MHD zeroes it
@@ -87,6 +94,9 @@
 #define POLL_SLICE_MS 1000
 #define CONNECT_TIMEOUT_MS 3000
 #define HANGUPS_PER_ROUND 64
+/* Descriptors left to the rest of the process when the connection cap is
+ * sized from RLIMIT_NOFILE, as the sidecar's server leaves (http_listen.c). */
+#define FD_RESERVE 64
 /* libcurl and OpenSSL (TLS handshakes) run on the upstream thread. */
 #define UPSTREAM_STACK (256 * 1024)
 
@@ -150,6 +160,7 @@ struct ld_proxy {
     pthread_mutex_t mu;
     struct xchg *incoming, *incoming_tail; /* handed over, not started */
     struct xchg *todo;
+    size_t body_bytes; /* what every xchg's body holds (their cap) */
     bool stopping;
 };
 
@@ -188,12 +199,21 @@ static void on_publish(void *arg)
 
 /* ---- an exchange's life (p->mu held) ---- */
 
+/* Frees q's body and gives its room back to BODY_BUDGET. */
+static void body_drop_locked(struct xchg *q)
+{
+    q->p->body_bytes -= q->cap;
+    free(q->body);
+    q->body = NULL;
+    q->len = q->cap = 0;
+}
+
 static void xchg_free(struct xchg *q)
 {
     curl_slist_free_all(q->rhdrs);
     ld_transport_curl_free_headers(q->hdrs);
     free(q->buf);
-    free(q->body);
+    body_drop_locked(q);
     free(q->target);
     free(q);
 }
@@ -306,6 +326,8 @@ static enum MHD_Result answer_status(struct xchg *q, const struct ld_proxy_verdi
     }
     MHD_add_response_header(resp, "Content-Type", "application/json");
     MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    if (v->status == 429)
+        MHD_add_response_header(resp, "Retry-After", "1");
     if (v->refused) {
         ld_metrics_proxy_refused(q->p->m);
         ld_log(LD_LOG_INFO, "api proxy: refused %s %.200s: %s", q->method, q->target,
@@ -563,6 +585,7 @@ static enum MHD_Result on_resumed(struct xchg *q)
  * decided. */
 static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
 {
+    struct ld_proxy *p = q->p;
     /* A body that will not be forwarded is read and dropped, so the
      * answer reaches a client still sending it (closing on it could reset
      * the connection before the answer is read); past DROP_LIMIT the
@@ -572,9 +595,9 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
         return q->dropped > DROP_LIMIT ? MHD_NO : MHD_YES;
     }
     if (n > LD_PROXY_MAX_BODY - q->len) {
-        free(q->body);
-        q->body = NULL;
-        q->len = q->cap = 0;
+        pthread_mutex_lock(&p->mu);
+        body_drop_locked(q);
+        pthread_mutex_unlock(&p->mu);
         struct ld_proxy_req r = {.method = q->method,
                                  .has_length = true,
                                  .content_length = (uint64_t)LD_PROXY_MAX_BODY + 1};
@@ -590,9 +613,27 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
             ncap *= 2;
         if (ncap > LD_PROXY_MAX_BODY)
             ncap = LD_PROXY_MAX_BODY;
+        size_t more = ncap - q->cap;
+        pthread_mutex_lock(&p->mu);
+        bool room = p->body_bytes + more <= BODY_BUDGET;
+        if (room)
+            p->body_bytes += more;
+        else
+            body_drop_locked(q);
+        pthread_mutex_unlock(&p->mu);
+        if (!room) {
+            verdict_printf(&q->verdict, 429, "TooManyRequests",
+                           "leaderd's API proxy holds too many request bodies at once; "
+                           "retry");
+            return MHD_YES;
+        }
         char *nb = realloc(q->body, ncap);
-        if (!nb)
+        if (!nb) {
+            pthread_mutex_lock(&p->mu);
+            p->body_bytes -= more;
+            pthread_mutex_unlock(&p->mu);
             return MHD_NO;
+        }
         q->body = nb;
         q->cap = ncap;
     }
@@ -834,6 +875,8 @@ static void finish_refs(struct ld_proxy *p, struct xchg *q, enum cut_why why,
     ld_transport_curl_free_headers(q->hdrs);
     q->hdrs = NULL;
     pthread_mutex_lock(&p->mu);
+    /* curl is done with it: the budget need not wait for the answer. */
+    body_drop_locked(q);
     q->done = true;
     if (q->cut == CUT_NONE)
         q->cut = why;
@@ -953,10 +996,15 @@ static void start(struct ld_proxy *p, struct xchg *q, bool stopping)
 }
 
 /* A reader asked for an unpause, or the client is gone; drops the todo
- * list's reference. */
+ * list's reference. q stays marked in_todo until here, though the list
+ * was taken: MHD's side, which may ask again meanwhile (a reader's unpause,
+ * then the completion of a client gone), must not push it onto the next
+ * list through the todo_next this round is still walking. What it asks is
+ * read here, with the mark cleared in the same hold of the mutex. */
 static void serve_todo(struct ld_proxy *p, struct xchg *q)
 {
     pthread_mutex_lock(&p->mu);
+    q->in_todo = false;
     bool gone = q->gone, unpause = q->want_unpause && q->paused;
     q->want_unpause = false;
     if (unpause)
@@ -991,12 +1039,14 @@ static bool take_hangups_locked(struct ld_proxy *p)
     return any;
 }
 
-/* Judges the writes whose answer has not begun; returns how long the
- * thread may sleep before one must be judged again by time. */
-static int gate_writes(struct ld_proxy *p)
+/* Judges the writes whose answer has not begun; returns the time
+ * (monotonic ms) by which they must be judged again. The clock is read
+ * once the view is in hand: a thread held up on the way judges by the
+ * time it is, not by the time it was. */
+static int64_t gate_writes(struct ld_proxy *p)
 {
-    int64_t now = ld_mono_ms();
-    int64_t wait = POLL_SLICE_MS;
+    int64_t now = 0;
+    int64_t due = INT64_MAX;
     struct view_hold h;
     bool have_view = false;
     struct xchg *next;
@@ -1007,18 +1057,30 @@ static int gate_writes(struct ld_proxy *p)
         if (!have_view) {
             view_take(p, &h);
             have_view = true;
+            now = ld_mono_ms();
         }
         if (!ld_proxy_still_leads(&q->verdict, &h.v, now, NULL)) {
             cut_leadership(p, q);
             continue;
         }
         int64_t until = ld_proxy_lead_until(&q->verdict, &h.v);
-        if (until - now < wait)
-            wait = until - now;
+        if (until < due)
+            due = until;
     }
     if (have_view)
         view_drop(&h);
-    return wait < 1 ? 1 : (int)wait;
+    return due;
+}
+
+/* How long the thread may sleep from now: until due, read after the work
+ * of the round (curl's own, which can be long: TLS handshakes), so that
+ * the time spent on it does not push the next judgment past due. */
+static int sleep_ms(int64_t due)
+{
+    int64_t left = due - ld_mono_ms();
+    if (left > POLL_SLICE_MS)
+        left = POLL_SLICE_MS;
+    return left < 0 ? 0 : (int)left;
 }
 
 static void collect_done(struct ld_proxy *p)
@@ -1050,8 +1112,6 @@ static void *upstream_main(void *arg)
         struct xchg *in = p->incoming, *todo = p->todo;
         p->incoming = p->incoming_tail = NULL;
         p->todo = NULL;
-        for (struct xchg *t = todo; t; t = t->todo_next)
-            t->in_todo = false;
         bool stopping = p->stopping;
         pthread_mutex_unlock(&p->mu);
 
@@ -1073,13 +1133,13 @@ static void *upstream_main(void *arg)
                 finish(p, p->running, CUT_STOP);
             break;
         }
-        int wait = gate_writes(p);
+        int64_t due = gate_writes(p);
         int running = 0;
         curl_multi_perform(p->multi, &running);
         run_wakes(p);
         collect_done(p);
         w.revents = 0;
-        curl_multi_poll(p->multi, &w, 1, wait, NULL);
+        curl_multi_poll(p->multi, &w, 1, sleep_ms(due), NULL);
     }
     return NULL;
 }
@@ -1152,6 +1212,26 @@ static void proxy_free(struct ld_proxy *p)
     free(p);
 }
 
+/* The connection cap: the configured one, or the sidecar's default, but
+ * never more than RLIMIT_NOFILE can serve, counting two descriptors for
+ * each (the client's and its upstream connection) and the idle upstream
+ * ones. ld_http_limits_of would count one each: past the limit a client
+ * would be taken in and then answered 502 for want of a descriptor, and
+ * the election's own connection to the API server could starve. */
+static unsigned int proxy_max_connections(const struct ld_proxy_options *opts)
+{
+    struct rlimit rl;
+    unsigned int conns =
+        opts && opts->max_connections ? opts->max_connections : LD_HTTP_MAX_CONNECTIONS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        rlim_t used = FD_RESERVE + UPSTREAM_IDLE;
+        rlim_t room = rl.rlim_cur > used + 2 ? (rl.rlim_cur - used) / 2 : 1;
+        if (room < conns)
+            conns = (unsigned int)room; /* ld_http_limits_of keeps a floor */
+    }
+    return conns;
+}
+
 struct ld_proxy *ld_proxy_start(const char *host, int port,
                                 const struct ld_kube_config *kube, struct ld_state *st,
                                 struct ld_metrics *m, const struct ld_proxy_options *opts,
@@ -1180,7 +1260,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     p->epfd = -1;
     p->st = st;
     p->m = m;
-    struct ld_http_options ho = {.max_connections = opts ? opts->max_connections : 0};
+    struct ld_http_options ho = {.max_connections = proxy_max_connections(opts)};
     ld_http_limits_of(&ho, &lim);
     p->idle_s =
         opts && opts->idle_timeout_s ? opts->idle_timeout_s : LD_HTTP_IDLE_TIMEOUT_S;

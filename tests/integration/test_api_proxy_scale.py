@@ -355,5 +355,62 @@ class TestProxyScale(ProxyBase):
         self.assertEqual(self.proxy_get("/version")[0], 200)
 
 
+# A file-descriptor limit far below the connection cap: each proxied
+# request holds two descriptors (the client's and its upstream connection).
+LOW_NOFILE = 300
+LOW_WATCHES = 200
+
+
+class LowFdReplica(Replica):
+    """A replica run under prlimit, soft and hard RLIMIT_NOFILE alike."""
+
+    def argv(self):
+        return (["prlimit", "--nofile=%d:%d" % (LOW_NOFILE, LOW_NOFILE), "--"]
+                + super().argv())
+
+
+@unittest.skipUnless(shutil.which("prlimit"), "needs prlimit (util-linux)")
+class TestProxyLowFdLimit(unittest.TestCase):
+    """The proxy sizes its connection cap from RLIMIT_NOFILE counting both
+    descriptors of a proxied request, so past the limit a connection is
+    turned away at the door instead of taken and then answered 502 for a
+    lack of descriptors (or, worse, starving the election's own
+    connection to the API server)."""
+
+    def test_watches_past_the_fd_limit_are_refused_not_broken(self):
+        d = tempfile.mkdtemp(prefix="leaderd-apiproxy-lowfd-")
+        api = ApiServer(os.path.join(d, "api"), ["r1"], verbose=False)
+        r = None
+        watches = []
+        try:
+            api.start()
+            port = free_port()
+            r = LowFdReplica(api, "r1", d,
+                             extra_args=["--api-proxy", "127.0.0.1:%d" % port])
+            r.start()
+            wait_until(r.is_leader, 30, what="the replica to lead")
+            served, turned_away, failed = 0, 0, []
+            for i in range(LOW_WATCHES):
+                try:
+                    watches.append(open_watch(port, "demo", 20.0))
+                    served += 1
+                except AssertionError as e:
+                    failed.append(str(e))
+                except OSError:
+                    turned_away += 1
+            print("\n  RLIMIT_NOFILE %d, %d watches: %d served, %d turned away, %d failed"
+                  % (LOW_NOFILE, LOW_WATCHES, served, turned_away, len(failed)))
+            self.assertEqual(len(failed), 0,
+                             "watches taken in and then failed: %r" % failed[:2])
+            self.assertGreaterEqual(served, 32)
+            self.assertTrue(r.is_leader())
+        finally:
+            for conn, _ in watches:
+                conn.close()
+            if r:
+                r.stop()
+            api.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
 if __name__ == "__main__":
     unittest.main()

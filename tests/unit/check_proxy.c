@@ -15,6 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <curl/curl.h>
 #include <jansson.h>
 
@@ -716,6 +720,167 @@ START_TEST(proxy_cuts_a_write_by_time)
 }
 END_TEST
 
+/* A client on a raw socket that sent one request to the proxy on port;
+ * returns the socket (the caller closes it). */
+static int raw_request(int port, const char *request)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    size_t len = strlen(request);
+    ck_assert_int_eq(send(fd, request, len, MSG_NOSIGNAL), (ssize_t)len);
+    return fd;
+}
+
+/* The upstream thread held up (here on the state's mutex, which the
+ * election loop holds while it publishes) just as it judges the writes in
+ * flight, until past lead_until_ms: once free again it cuts the write at
+ * once, by the time it is then, not after a sleep sized by the time it
+ * read before it was held up. */
+START_TEST(proxy_cuts_a_write_by_time_after_a_busy_spell)
+{
+    struct rig r;
+    pthread_t t;
+    rig_start(&r);
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 15000});
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "[]", .delay_ms = 15000});
+    struct call c = {.base = r.base,
+                     .method = "PUT",
+                     .target = "/api/v1/namespaces/a/configmaps/c",
+                     .body = "{}",
+                     .headers = {"Content-Type: application/json", NULL}};
+    ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
+    ck_assert(httpfake_wait_requests(r.fake, 1, 5000));
+    /* A quiet read whose hang-up wakes the upstream thread. */
+    int quiet = raw_request(ld_proxy_port(r.proxy),
+                            "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    ck_assert(httpfake_wait_requests(r.fake, 2, 5000));
+    rig_publish(&r, 1500);
+    /* The hold is the busy spell itself, not a wait for an event. */
+    pthread_mutex_lock(&r.st.mu);
+    close(quiet);
+    usleep(2500 * 1000);
+    int64_t freed = ld_mono_ms();
+    pthread_mutex_unlock(&r.st.mu);
+    pthread_join(t, NULL);
+    int64_t late = ld_mono_ms() - freed;
+    ck_assert_int_eq(c.status, 503);
+    ck_assert_ptr_nonnull(strstr(c.resp, "cut"));
+    ck_assert_msg(late < 250, "cut %lld ms after the thread was free", (long long)late);
+    ck_assert_uint_eq(r.m.proxy.aborted, 1);
+    rig_stop(&r);
+}
+END_TEST
+
+/* ld_proxy_stop (SIGTERM) with exchanges at every stage: a write waiting
+ * for its answer, a read half streamed, a body half uploaded, a client
+ * gone while its read waits. It returns without waiting for any of them,
+ * every client is let go, and (under the sanitizers) nothing is used
+ * after it is freed or leaked. */
+START_TEST(proxy_stops_with_exchanges_in_flight)
+{
+    struct rig r;
+    pthread_t tw, tr;
+    rig_start(&r);
+    static char big[20000];
+    memset(big, 'x', sizeof(big) - 1);
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 15000});
+    httpfake_push(r.fake, &(struct hf_response){.status = 200,
+                                                .body = big,
+                                                .chunk_size = 1000,
+                                                .chunk_delay_ms = 500});
+    httpfake_push(r.fake,
+                  &(struct hf_response){.status = 200, .body = "[]", .delay_ms = 15000});
+    struct call w = {.base = r.base,
+                     .method = "POST",
+                     .target = "/api/v1/namespaces/a/configmaps",
+                     .body = "{}",
+                     .headers = {"Content-Type: application/json", NULL}};
+    ck_assert_int_eq(pthread_create(&tw, NULL, call_run, &w), 0);
+    ck_assert(httpfake_wait_requests(r.fake, 1, 5000));
+    struct call g = {.base = r.base, .method = "GET", .target = "/w?watch=1"};
+    ck_assert_int_eq(pthread_create(&tr, NULL, call_run, &g), 0);
+    ck_assert(httpfake_wait_requests(r.fake, 2, 5000));
+    int gone = raw_request(ld_proxy_port(r.proxy),
+                           "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    ck_assert(httpfake_wait_requests(r.fake, 3, 5000));
+    close(gone);
+    int half = raw_request(ld_proxy_port(r.proxy),
+                           "PUT /api/v1/namespaces/a/configmaps/c HTTP/1.1\r\nHost: x\r\n"
+                           "Content-Type: application/json\r\n"
+                           "Content-Length: 100000\r\n\r\n{\"data\":");
+    int64_t t0 = ld_mono_ms();
+    ld_proxy_stop(r.proxy);
+    r.proxy = NULL;
+    ck_assert_int_lt(ld_mono_ms() - t0, 5000);
+    char b[64];
+    ck_assert_int_le(recv(half, b, sizeof(b), 0), 0);
+    close(half);
+    pthread_join(tw, NULL);
+    pthread_join(tr, NULL);
+    ck_assert(w.seconds < 10.0);
+    ck_assert_int_ne(w.status, 200);
+    ck_assert(g.seconds < 10.0);
+    ck_assert_uint_lt(g.resp_len, sizeof(big) - 1);
+    /* Only the three reads and writes that were complete went upstream. */
+    ck_assert_int_eq(httpfake_request_count(r.fake), 3);
+    rig_stop(&r);
+}
+END_TEST
+
+/* Many clients that each send a body of 1 MiB and a byte at once, while
+ * the API server holds the first ones: the proxy holds at most a bounded
+ * sum of bodies (64 MiB: 32 of these, whose buffers grow to 2 MiB) and
+ * answers the rest 429 with a Retry-After, as the API server's own
+ * in-flight limit does, instead of growing with the connection limit. */
+#define BODIES 40
+#define BODY_LEN (1024 * 1024 + 1)
+START_TEST(proxy_bounds_the_bodies_it_holds)
+{
+    struct rig r;
+    pthread_t t[BODIES];
+    static struct call c[BODIES];
+    rig_start(&r);
+    char *body = malloc(BODY_LEN + 1);
+    ck_assert_ptr_nonnull(body);
+    memset(body, 'x', BODY_LEN);
+    body[BODY_LEN] = '\0';
+    for (int i = 0; i < BODIES; i++)
+        httpfake_push(
+            r.fake, &(struct hf_response){.status = 201, .body = "{}", .delay_ms = 3000});
+    for (int i = 0; i < BODIES; i++) {
+        c[i] =
+            (struct call){.base = r.base,
+                          .method = "POST",
+                          .target = "/api/v1/namespaces/a/configmaps",
+                          .body = body,
+                          .headers = {"Content-Type: application/json", "Expect:", NULL}};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, call_run, &c[i]), 0);
+    }
+    int created = 0, busy = 0;
+    for (int i = 0; i < BODIES; i++) {
+        pthread_join(t[i], NULL);
+        if (c[i].status == 201)
+            created++;
+        if (c[i].status == 429) {
+            busy++;
+            ck_assert_ptr_nonnull(strstr(c[i].resp, "\"reason\":\"TooManyRequests\""));
+        }
+    }
+    free(body);
+    ck_assert_int_eq(created + busy, BODIES);
+    ck_assert_int_ge(busy, BODIES - 32);
+    ck_assert_int_ge(created, 1);
+    ck_assert_int_eq(httpfake_request_count(r.fake), created);
+    rig_stop(&r);
+}
+END_TEST
+
 /* A read is never cut, and streams: its first piece arrives long before
  * the upstream has finished. */
 START_TEST(proxy_streams_reads)
@@ -862,6 +1027,9 @@ static Suite *proxy_suite(void)
     tcase_add_test(tp, proxy_refuses_writes_of_a_standby);
     tcase_add_test(tp, proxy_cuts_a_write_on_publish);
     tcase_add_test(tp, proxy_cuts_a_write_by_time);
+    tcase_add_test(tp, proxy_cuts_a_write_by_time_after_a_busy_spell);
+    tcase_add_test(tp, proxy_stops_with_exchanges_in_flight);
+    tcase_add_test(tp, proxy_bounds_the_bodies_it_holds);
     tcase_add_test(tp, proxy_streams_reads);
     tcase_add_test(tp, proxy_empty_answers_and_early_413);
     tcase_add_test(tp, proxy_follows_token_rotation);
