@@ -442,7 +442,8 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     bool changed = !e->have_cache || !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
     struct ld_lease copy;
     ld_lease_init(&copy);
-    if (ld_lease_copy(&copy, lease) != LD_OK) {
+    /* As text: a host of many elections keeps one cache per election. */
+    if (ld_lease_copy_compact(&copy, lease) != LD_OK) {
         /* Without a faithful copy we must not write; re-read later. */
         ld_lease_clear(&copy);
         ld_lease_clear(&e->cache);

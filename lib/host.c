@@ -258,7 +258,7 @@ static bool hold(struct hel *el, bool deleted, const struct ld_lease *lease)
     struct held_event *he = &el->held[el->n_held];
     he->deleted = deleted;
     ld_lease_init(&he->lease);
-    if (ld_lease_copy(&he->lease, lease) != LD_OK) {
+    if (ld_lease_copy_compact(&he->lease, lease) != LD_OK) {
         ld_lease_clear(&he->lease);
         return false;
     }
