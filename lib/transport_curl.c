@@ -28,6 +28,8 @@
 
 /* Bytes of libcurl's receive buffer per exchange (see setup_proto). */
 #define RECV_BUFFER 4096L
+/* Bytes of its upload buffer (the least libcurl takes). */
+#define SEND_BUFFER 16384L
 #define UA_BASE "leaderd/" LEADERD_VERSION " (leader-election)"
 #define MAX_TIMEOUT_MS (24LL * 3600 * 1000)
 #define CONNECT_CAP_MS 3000
@@ -1056,6 +1058,10 @@ static enum ld_err setup_proto(struct tcurl *t, const struct ld_kube_config *cfg
      * 16 KiB each by default, against answers of about 1 KiB. Bigger
      * bodies (a 1 MiB Lease, a watch) just take more reads. */
     SETOPT(CURLOPT_BUFFERSIZE, RECV_BUFFER);
+    /* The same for the send side: an exchange with a body takes an upload
+     * buffer of 64 KiB by default for a Lease of about 1 KiB; 16 KiB is
+     * curl's least. */
+    SETOPT(CURLOPT_UPLOAD_BUFFERSIZE, SEND_BUFFER);
     /* Refused by a libcurl on another TLS library: its buffers stay. */
     (void)curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, release_tls_buffers);
 #undef SETOPT

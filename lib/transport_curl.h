@@ -42,7 +42,7 @@
 #define LD_TRANSPORT_CURL_MAX_CONNS 4
 /* Round trips in curl at once: enough to keep every connection busy, also
  * with HTTP/2 multiplexing and a few requests hung on a slow server. */
-#define LD_TRANSPORT_CURL_MAX_ACTIVE 16
+#define LD_TRANSPORT_CURL_MAX_ACTIVE 8
 /* Timeout of a request that gives none. */
 #define LD_TRANSPORT_CURL_DEFAULT_TIMEOUT_MS 5000
 
