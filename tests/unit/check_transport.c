@@ -290,7 +290,7 @@ START_TEST(round_trips_beyond_the_active_cap_wait_their_turn)
 {
     enum { N = LD_TRANSPORT_CURL_MAX_ACTIVE * 2 + 3 };
     struct outcome o[N];
-    char bodies[N][16];
+    char bodies[N][24];
     bool seen[N];
     memset(o, 0, sizeof(o));
     memset(seen, 0, sizeof(seen));
