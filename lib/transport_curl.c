@@ -113,6 +113,9 @@ struct tcurl {
      * removed: cancel then only marks, and submit leaves the adding to run. */
     bool in_curl;
     bool ran; /* a callback ran during this run */
+    /* The last answer came over HTTP/2: exchanges share a connection, so
+     * more than one per connection can run (see add_queued). */
+    bool multiplexed;
 };
 
 static int64_t mono_ns(void)
@@ -613,6 +616,9 @@ static void finish_result(struct tcurl *t, struct xfer *x, struct ld_http_result
     } else if (res == CURLE_OK) {
         r->status = status;
         r->retry_after_ms = header_retry_after_ms(x->easy);
+        long version = 0;
+        if (curl_easy_getinfo(x->easy, CURLINFO_HTTP_VERSION, &version) == CURLE_OK)
+            t->multiplexed = version == CURL_HTTP_VERSION_2_0;
     } else if (res == CURLE_OPERATION_TIMEDOUT) {
         ld_errinfo_set(&r->err, LD_ETIMEOUT, "%s: no answer within %lld ms%s%s", x->label,
                        (long long)x->timeout_ms, x->errbuf[0] ? ": " : "", x->errbuf);
@@ -702,13 +708,16 @@ static CURLcode xfer_prepare(struct tcurl *t, struct xfer *x, int64_t now)
 }
 
 /* Hands waiting exchanges to curl in submit order: every stream (each holds
- * its place for its whole life), round trips while fewer than
- * LD_TRANSPORT_CURL_MAX_ACTIVE are in curl. A round trip curl holds costs
- * an easy handle and its receive buffer even while it only waits for one of
- * the few connections, so a host of many elections would otherwise keep
- * one per election at every burst. */
+ * its place for its whole life), round trips while fewer than the cap are
+ * in curl. A round trip curl holds costs an easy handle and its buffers
+ * even while it only waits for a connection, so a host of many elections
+ * would otherwise keep one per election at every burst. Over HTTP/1.1 a
+ * connection runs one exchange at a time, so no more than there are
+ * connections can run; over HTTP/2 they multiplex on one. */
 static void add_queued(struct tcurl *t)
 {
+    size_t cap =
+        t->multiplexed ? LD_TRANSPORT_CURL_MAX_ACTIVE : LD_TRANSPORT_CURL_MAX_CONNS;
     size_t active = 0;
     for (const struct xfer *x = t->head; x; x = x->next)
         active += x->added && !x->stream && !x->finished && !x->dead;
@@ -716,7 +725,7 @@ static void add_queued(struct tcurl *t)
     for (struct xfer *x = t->head; x; x = x->next) {
         if (x->added || x->finished || x->dead)
             continue;
-        if (!x->stream && active >= LD_TRANSPORT_CURL_MAX_ACTIVE)
+        if (!x->stream && active >= cap)
             continue;
         CURLcode c = xfer_prepare(t, x, now);
         CURLMcode mc =

@@ -10,10 +10,11 @@
  * exchanges. With an HTTP/1.1 server (plain http://, or a server that does
  * not offer h2, such as the bundled test API server) each connection
  * carries one exchange at a time, so at most that many run at once and the
- * rest wait for a free connection. At most LD_TRANSPORT_CURL_MAX_ACTIVE
- * round trips are in curl at once (streams do not count and always go in
- * at once); the others wait in submit order, holding only their request,
- * not an easy handle and its buffers. A waiting exchange's timeout counts
+ * rest wait for a free connection. At most LD_TRANSPORT_CURL_MAX_CONNS
+ * round trips (LD_TRANSPORT_CURL_MAX_ACTIVE once an answer came over
+ * HTTP/2) are in curl at once (streams do not count and always go in at
+ * once); the others wait in submit order, holding only their request, not
+ * an easy handle and its buffers. A waiting exchange's timeout counts
  * the wait, and one that ends there was never sent (LD_ETIMEOUT). A stream holds its connection for its whole
  * life, so with HTTP/1.1 every open stream leaves one connection fewer for
  * round trips. Canceling an exchange in flight closes its HTTP/1.1
@@ -40,9 +41,11 @@
 #include "transport.h"
 
 #define LD_TRANSPORT_CURL_MAX_CONNS 4
-/* Round trips in curl at once: enough to keep every connection busy, also
- * with HTTP/2 multiplexing and a few requests hung on a slow server. */
-#define LD_TRANSPORT_CURL_MAX_ACTIVE 8
+/* Round trips in curl at once over HTTP/2 (over HTTP/1.1, and until the
+ * first answer shows the protocol, LD_TRANSPORT_CURL_MAX_CONNS): enough
+ * for a renewal every 2 s of 1024 Leases at 30 ms each, with a few
+ * requests hung on a slow server. */
+#define LD_TRANSPORT_CURL_MAX_ACTIVE 16
 /* Timeout of a request that gives none. */
 #define LD_TRANSPORT_CURL_DEFAULT_TIMEOUT_MS 5000
 
