@@ -254,7 +254,7 @@ static bool hold(struct hel *el, bool deleted, const struct ld_lease *lease)
     if (el->n_held == HELD_EVENTS_MAX)
         return false;
     if (el->n_held == el->cap_held) {
-        size_t cap = el->cap_held ? el->cap_held * 2 : 4;
+        size_t cap = el->cap_held ? el->cap_held * 2 : 2;
         struct held_event *nh = realloc(el->held, cap * sizeof(*nh));
         if (!nh)
             return false;
@@ -279,7 +279,10 @@ static void release_held(struct hel *el, struct ld_now now)
     for (size_t i = 0; i < el->n_held; i++)
         observe_one(el, el->held[i].deleted, &el->held[i].lease, now);
     drop_held(el);
-    if (el->cap_held > 4) { /* a burst's buffer is not kept */
+    /* Not kept for the next request: usually one event (the echo of our
+     * own write) is held at a time, and a host of many would keep one
+     * buffer per election between requests. */
+    if (el->held) {
         free(el->held);
         el->held = NULL;
         el->cap_held = 0;
