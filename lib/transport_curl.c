@@ -711,13 +711,13 @@ static CURLcode xfer_prepare(struct tcurl *t, struct xfer *x, int64_t now)
  * its place for its whole life), round trips while fewer than the cap are
  * in curl. A round trip curl holds costs an easy handle and its buffers
  * even while it only waits for a connection, so a host of many elections
- * would otherwise keep one per election at every burst. Over HTTP/1.1 a
- * connection runs one exchange at a time, so no more than there are
- * connections can run; over HTTP/2 they multiplex on one. */
+ * would otherwise keep one per election at every burst. Over HTTP/1.1
+ * each one in curl takes a connection of its own (see
+ * LD_TRANSPORT_CURL_H1_ACTIVE); over HTTP/2 they multiplex on one. */
 static void add_queued(struct tcurl *t)
 {
     size_t cap =
-        t->multiplexed ? LD_TRANSPORT_CURL_MAX_ACTIVE : LD_TRANSPORT_CURL_MAX_CONNS;
+        t->multiplexed ? LD_TRANSPORT_CURL_MAX_ACTIVE : LD_TRANSPORT_CURL_H1_ACTIVE;
     size_t active = 0;
     for (const struct xfer *x = t->head; x; x = x->next)
         active += x->added && !x->stream && !x->finished && !x->dead;

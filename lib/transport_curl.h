@@ -10,7 +10,7 @@
  * exchanges. With an HTTP/1.1 server (plain http://, or a server that does
  * not offer h2, such as the bundled test API server) each connection
  * carries one exchange at a time, so at most that many run at once and the
- * rest wait for a free connection. At most LD_TRANSPORT_CURL_MAX_CONNS
+ * rest wait for a free connection. At most LD_TRANSPORT_CURL_H1_ACTIVE
  * round trips (LD_TRANSPORT_CURL_MAX_ACTIVE once an answer came over
  * HTTP/2) are in curl at once (streams do not count and always go in at
  * once); the others wait in submit order, holding only their request, not
@@ -41,11 +41,14 @@
 #include "transport.h"
 
 #define LD_TRANSPORT_CURL_MAX_CONNS 4
-/* Round trips in curl at once over HTTP/2 (over HTTP/1.1, and until the
- * first answer shows the protocol, LD_TRANSPORT_CURL_MAX_CONNS): enough
- * for a renewal every 2 s of 1024 Leases at 30 ms each, with a few
- * requests hung on a slow server. */
+/* Round trips in curl at once over HTTP/2: enough for a renewal every 2 s
+ * of 1024 Leases at 30 ms each, with a few requests hung on a slow server. */
 #define LD_TRANSPORT_CURL_MAX_ACTIVE 16
+/* The same over HTTP/1.1, and until the first answer shows the protocol:
+ * each needs a connection of its own, and every TLS connection costs about
+ * 50 KB. Two, with a watch, is three connections, as a single Lease uses;
+ * one hung request still leaves a lane to the others. */
+#define LD_TRANSPORT_CURL_H1_ACTIVE 2
 /* Timeout of a request that gives none. */
 #define LD_TRANSPORT_CURL_DEFAULT_TIMEOUT_MS 5000
 
