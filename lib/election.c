@@ -62,7 +62,9 @@ struct ld_election {
     int64_t request_timeout_ms;
     bool release_on_exit;
     uint64_t rng;
-    json_t *create_metadata; /* owned; NULL: none */
+    /* Owned compact JSON text of an object, NULL: none. Text, not a tree:
+     * it is read only for a create, and a host of many keeps one each. */
+    char *create_metadata;
 
     struct ld_lease cache; /* last object seen or written */
     bool have_cache;
@@ -442,7 +444,8 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     bool changed = !e->have_cache || !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
     struct ld_lease copy;
     ld_lease_init(&copy);
-    if (ld_lease_copy(&copy, lease) != LD_OK) {
+    /* As text: a host of many elections keeps one cache per election. */
+    if (ld_lease_copy_compact(&copy, lease) != LD_OK) {
         /* Without a faithful copy we must not write; re-read later. */
         ld_lease_clear(&copy);
         ld_lease_clear(&e->cache);
@@ -564,7 +567,8 @@ static enum ld_err prepare_create(struct ld_election *e, struct ld_now now)
      * after the one we last knew. */
     d->spec.transitions = e->seen_term ? term_after(e, 0) : 0;
     if (e->create_metadata) {
-        d->object = json_pack("{s:O}", "metadata", e->create_metadata);
+        json_t *md = json_loads(e->create_metadata, 0, NULL);
+        d->object = md ? json_pack("{s:o}", "metadata", md) : NULL;
         if (!d->object)
             return LD_ENOMEM;
     }
@@ -1093,13 +1097,17 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
     e->release_on_exit = cfg->release_on_exit;
     e->rng = cfg->seed;
     if (cfg->create_metadata) {
-        e->create_metadata =
-            json_loads(cfg->create_metadata, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(e->create_metadata)) {
+        json_t *md = json_loads(cfg->create_metadata, JSON_REJECT_DUPLICATES, NULL);
+        bool is_object = json_is_object(md);
+        e->create_metadata = is_object ? json_dumps(md, JSON_COMPACT) : NULL;
+        json_decref(md);
+        if (!is_object) {
             ld_election_free(e);
             ld_errinfo_set(err, LD_EINVAL, "create_metadata is not a JSON object");
             return NULL;
         }
+        if (!e->create_metadata)
+            goto nomem;
     }
     e->phase = PH_IDLE;
     e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
@@ -1123,7 +1131,7 @@ void ld_election_free(struct ld_election *e)
         return;
     ld_lease_clear(&e->cache);
     ld_lease_clear(&e->desired);
-    json_decref(e->create_metadata);
+    free(e->create_metadata);
     for (unsigned i = 0; i < EVENT_QUEUE; i++)
         free(e->events[i].leader);
     for (unsigned i = 0; i < GONE_UIDS; i++)

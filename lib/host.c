@@ -65,7 +65,9 @@ struct hel {
     bool first_leader_seen;
     int64_t transitions_seen;
     enum ld_err last_logged_err; /* a run of one failure is logged once */
-    struct ld_errinfo last_err;
+    /* The latest API failure, NULL since the last success: on the heap, as
+     * it takes hundreds of bytes and a host of many rarely needs one. */
+    struct ld_errinfo *last_err;
     int64_t auth_failing_since_ms;
     int64_t last_request_ms;
     uint64_t watch_missed_seen;
@@ -163,9 +165,10 @@ static void log_event(struct hel *el, const struct ld_event *ev)
              h->namespace_, el->name, ev->leader, (int)ev->term);
         break;
     case LD_EV_STOPPED_LEADING:
-        if (ev->reason == LD_STOP_RENEW_DEADLINE && el->last_err.code != LD_OK)
+        if (ev->reason == LD_STOP_RENEW_DEADLINE && el->last_err &&
+            el->last_err->code != LD_OK)
             elog(el, LD_LOG_WARN, "leadership lost: %s (term %d); last API error: %s",
-                 ld_stop_reason_str(ev->reason), (int)ev->term, el->last_err.msg);
+                 ld_stop_reason_str(ev->reason), (int)ev->term, el->last_err->msg);
         else
             elog(el, LD_LOG_WARN, "leadership lost: %s (term %d)",
                  ld_stop_reason_str(ev->reason), (int)ev->term);
@@ -199,6 +202,9 @@ static void log_event(struct hel *el, const struct ld_event *ev)
     }
 }
 
+/* What a view shows while there is no failure to show. */
+static const struct ld_errinfo no_api_error = {.code = LD_OK};
+
 static void publish(struct hel *el, int64_t now_ms)
 {
     struct ld_event ev;
@@ -215,7 +221,7 @@ static void publish(struct hel *el, int64_t now_ms)
         .name = el->name,
         .transitions_seen = el->transitions_seen,
         .auth_failing_since_ms = el->auth_failing_since_ms,
-        .last_err = &el->last_err,
+        .last_err = el->last_err ? el->last_err : &no_api_error,
     };
     ld_election_status(el->e, &v.status);
     el->ops.on_publish(el->ops.ctx, &v, now_ms);
@@ -248,7 +254,7 @@ static bool hold(struct hel *el, bool deleted, const struct ld_lease *lease)
     if (el->n_held == HELD_EVENTS_MAX)
         return false;
     if (el->n_held == el->cap_held) {
-        size_t cap = el->cap_held ? el->cap_held * 2 : 4;
+        size_t cap = el->cap_held ? el->cap_held * 2 : 2;
         struct held_event *nh = realloc(el->held, cap * sizeof(*nh));
         if (!nh)
             return false;
@@ -258,7 +264,7 @@ static bool hold(struct hel *el, bool deleted, const struct ld_lease *lease)
     struct held_event *he = &el->held[el->n_held];
     he->deleted = deleted;
     ld_lease_init(&he->lease);
-    if (ld_lease_copy(&he->lease, lease) != LD_OK) {
+    if (ld_lease_copy_compact(&he->lease, lease) != LD_OK) {
         ld_lease_clear(&he->lease);
         return false;
     }
@@ -273,7 +279,10 @@ static void release_held(struct hel *el, struct ld_now now)
     for (size_t i = 0; i < el->n_held; i++)
         observe_one(el, el->held[i].deleted, &el->held[i].lease, now);
     drop_held(el);
-    if (el->cap_held > 4) { /* a burst's buffer is not kept */
+    /* Not kept for the next request: usually one event (the echo of our
+     * own write) is held at a time, and a host of many would keep one
+     * buffer per election between requests. */
+    if (el->held) {
         free(el->held);
         el->held = NULL;
         el->cap_held = 0;
@@ -300,11 +309,15 @@ static void note_outcome(struct hel *el, enum ld_err rc, const struct ld_errinfo
     if (rc == LD_OK || rc == LD_ENOTFOUND || rc == LD_ECANCELED) {
         if (rc == LD_OK) {
             el->last_logged_err = LD_OK;
-            ld_errinfo_clear(&el->last_err);
+            free(el->last_err);
+            el->last_err = NULL;
         }
         return;
     }
-    el->last_err = *err;
+    if (!el->last_err)
+        el->last_err = malloc(sizeof(*el->last_err));
+    if (el->last_err) /* out of memory: the view shows no failure */
+        *el->last_err = *err;
     enum ld_log_level level = LD_LOG_WARN;
     if (rc == LD_ECONFLICT || rc == LD_EEXISTS || rc == el->last_logged_err)
         level = LD_LOG_DEBUG;
@@ -860,6 +873,7 @@ void ld_host_free(struct ld_host *h)
         ld_election_free(el->e);
         drop_held(el);
         free(el->held);
+        free(el->last_err);
         free(el->name);
         free(el);
     }

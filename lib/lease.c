@@ -49,6 +49,7 @@ void ld_lease_clear(struct ld_lease *l)
     free(l->uid);
     ld_lease_spec_clear(&l->spec);
     json_decref(l->object);
+    free(l->object_text);
     memset(l, 0, sizeof *l);
 }
 
@@ -81,8 +82,10 @@ enum ld_err ld_lease_spec_copy(struct ld_lease_spec *dst, const struct ld_lease_
 
 /* dst must be initialised; on success it is cleared and replaced, on
  * failure left untouched. The object is deep-copied so the copy can be used
- * from another thread without sharing jansson reference counts. */
-enum ld_err ld_lease_copy(struct ld_lease *dst, const struct ld_lease *src)
+ * from another thread without sharing jansson reference counts; as text
+ * when compact (an object_text stays text either way). */
+static enum ld_err copy_lease(struct ld_lease *dst, const struct ld_lease *src,
+                              bool compact)
 {
     struct ld_lease tmp;
     enum ld_err rc = LD_ENOMEM;
@@ -92,12 +95,16 @@ enum ld_err ld_lease_copy(struct ld_lease *dst, const struct ld_lease *src)
     ld_lease_init(&tmp);
     if (!dup_opt(&tmp.name, src->name) || !dup_opt(&tmp.namespace_, src->namespace_) ||
         !dup_opt(&tmp.resource_version, src->resource_version) ||
-        !dup_opt(&tmp.uid, src->uid))
+        !dup_opt(&tmp.uid, src->uid) || !dup_opt(&tmp.object_text, src->object_text))
         goto out;
     rc = ld_lease_spec_copy(&tmp.spec, &src->spec);
-    if (rc != LD_OK)
+    if (rc != LD_OK || !src->object)
         goto out;
-    if (src->object) {
+    if (compact) {
+        free(tmp.object_text);
+        tmp.object_text = json_dumps(src->object, JSON_COMPACT);
+        rc = tmp.object_text ? LD_OK : LD_ENOMEM;
+    } else {
         tmp.object = json_deep_copy(src->object);
         rc = tmp.object ? LD_OK : LD_ENOMEM;
     }
@@ -109,6 +116,16 @@ out:
     ld_lease_clear(dst);
     *dst = tmp;
     return LD_OK;
+}
+
+enum ld_err ld_lease_copy(struct ld_lease *dst, const struct ld_lease *src)
+{
+    return copy_lease(dst, src, false);
+}
+
+enum ld_err ld_lease_copy_compact(struct ld_lease *dst, const struct ld_lease *src)
+{
+    return copy_lease(dst, src, true);
 }
 
 static const char *or_empty(const char *s)
@@ -492,9 +509,14 @@ char *ld_lease_encode(const struct ld_lease *l)
 
     if (!l)
         return NULL;
-    root = json_is_object(l->object) ? json_deep_copy(l->object) : json_object();
-    if (!root)
-        return NULL;
+    if (json_is_object(l->object))
+        root = json_deep_copy(l->object);
+    else if (l->object_text)
+        root = json_loads(l->object_text, 0, NULL);
+    else
+        root = json_object();
+    if (!json_is_object(root))
+        goto out;
     if (set_string(root, "apiVersion", LEASE_API_VERSION) ||
         set_string(root, "kind", LEASE_KIND) || encode_meta(root, l) ||
         encode_spec(root, &l->spec))

@@ -57,6 +57,9 @@ struct ld_lease {
      * NULL. Encoding starts from it so labels, annotations, ownerReferences
      * and fields this code does not know survive a PUT. */
     json_t *object;
+    /* The same object as compact JSON text (owned), kept instead of object
+     * by ld_lease_copy_compact; NULL otherwise. Never both set. */
+    char *object_text;
 };
 
 /* Zeroes l. A zeroed lease is valid input to every function here. */
@@ -68,6 +71,12 @@ void ld_lease_clear(struct ld_lease *l);
 
 /* Deep-copies src into dst (dst is cleared first). LD_OK or LD_ENOMEM. */
 enum ld_err ld_lease_copy(struct ld_lease *dst, const struct ld_lease *src);
+
+/* The same, but dst keeps the object as compact JSON text (object_text),
+ * for a Lease kept between writes: about a fifth of the memory of a jansson
+ * tree, for the price of a parse when it is encoded. LD_OK or LD_ENOMEM,
+ * dst untouched on failure. */
+enum ld_err ld_lease_copy_compact(struct ld_lease *dst, const struct ld_lease *src);
 
 /* Sets dst->spec.holder etc. from a spec; deep copy. LD_OK or LD_ENOMEM. */
 enum ld_err ld_lease_spec_copy(struct ld_lease_spec *dst,
@@ -101,7 +110,8 @@ enum ld_err ld_lease_decode(const char *text, size_t len, struct ld_lease *out,
 enum ld_err ld_lease_from_json(json_t *obj, struct ld_lease *out, struct ld_errinfo *err);
 
 /* Encodes l for a POST or PUT. Starts from a deep copy of l->object when
- * present, otherwise from {apiVersion, kind}; sets metadata.name,
+ * present, else from l->object_text parsed, otherwise from {apiVersion,
+ * kind}; sets metadata.name,
  * metadata.namespace, metadata.resourceVersion (removed when NULL), and the
  * spec: holderIdentity (always, "" when free), leaseDurationSeconds (when
  * > 0), acquireTime and renewTime as MicroTime (null when absent),

@@ -28,10 +28,13 @@
 
 /* Bytes of libcurl's receive buffer per exchange (see setup_proto). */
 #define RECV_BUFFER 4096L
+/* Bytes of its upload buffer (the least libcurl takes). */
+#define SEND_BUFFER 16384L
 #define UA_BASE "leaderd/" LEADERD_VERSION " (leader-election)"
 #define MAX_TIMEOUT_MS (24LL * 3600 * 1000)
 #define CONNECT_CAP_MS 3000
-#define BODY_INITIAL (16 * 1024)
+/* A Lease answer is about 1 KiB; a larger body doubles its way up. */
+#define BODY_INITIAL 2048
 /* curl enforces each exchange's timeout; this deadline of our own, a little
  * later, only ends one that curl somehow did not. */
 #define DEADLINE_GRACE_MS 2000
@@ -62,14 +65,20 @@ struct token_stamp {
 };
 
 /* One exchange: in its transport's list from submit until its done callback
- * has returned or it was canceled. */
+ * has returned or it was canceled. A round trip waits in the list, without
+ * an easy handle, until one of LD_TRANSPORT_CURL_MAX_ACTIVE places is free
+ * (see add_queued); the request is kept here until then. */
 struct xfer {
     struct xfer *next, *prev;
     struct tcurl *owner;
     ld_http_id id;
-    CURL *easy;
+    CURL *easy; /* NULL until handed to curl */
     struct curl_slist *hdrs;
     char *label; /* "VERB /path" without the query, for messages */
+    char *url;
+    char *verb;
+    char *req_body; /* NULL when the request has none; freed once curl copied it */
+    size_t req_body_len;
     bool stream;
     bool added;    /* in the multi handle */
     bool finished; /* over (result says how); its callback is due */
@@ -104,6 +113,9 @@ struct tcurl {
      * removed: cancel then only marks, and submit leaves the adding to run. */
     bool in_curl;
     bool ran; /* a callback ran during this run */
+    /* The last answer came over HTTP/2: exchanges share a connection, so
+     * more than one per connection can run (see add_queued). */
+    bool multiplexed;
 };
 
 static int64_t mono_ns(void)
@@ -516,6 +528,9 @@ static void xfer_destroy(struct tcurl *t, struct xfer *x)
         curl_easy_cleanup(x->easy);
     wipe_slist(x->hdrs);
     free(x->label);
+    free(x->url);
+    free(x->verb);
+    free(x->req_body);
     free(x->body);
     free(x);
 }
@@ -601,6 +616,9 @@ static void finish_result(struct tcurl *t, struct xfer *x, struct ld_http_result
     } else if (res == CURLE_OK) {
         r->status = status;
         r->retry_after_ms = header_retry_after_ms(x->easy);
+        long version = 0;
+        if (curl_easy_getinfo(x->easy, CURLINFO_HTTP_VERSION, &version) == CURLE_OK)
+            t->multiplexed = version == CURL_HTTP_VERSION_2_0;
     } else if (res == CURLE_OPERATION_TIMEDOUT) {
         ld_errinfo_set(&r->err, LD_ETIMEOUT, "%s: no answer within %lld ms%s%s", x->label,
                        (long long)x->timeout_ms, x->errbuf[0] ? ": " : "", x->errbuf);
@@ -642,19 +660,90 @@ static void finish(struct tcurl *t, struct xfer *x)
     xfer_destroy(t, x);
 }
 
+/* Gives x its easy handle, set up from the request it kept; its timeout is
+ * what is left of it after the wait in the list. */
+static CURLcode xfer_prepare(struct tcurl *t, struct xfer *x, int64_t now)
+{
+    CURLcode c = CURLE_OK;
+    long left = (long)(x->timeout_ms - (now - x->started_ns) / 1000000);
+    if (left < 1)
+        left = 1;
+    x->easy = curl_easy_duphandle(t->proto);
+    if (!x->easy)
+        return CURLE_OUT_OF_MEMORY;
+
+#define SETOPT(opt, val)                                                                 \
+    do {                                                                                 \
+        if ((c = curl_easy_setopt(x->easy, opt, val)) != CURLE_OK)                       \
+            return c;                                                                    \
+    } while (0)
+
+    SETOPT(CURLOPT_PRIVATE, (char *)x);
+    SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
+    SETOPT(CURLOPT_WRITEFUNCTION, on_write);
+    SETOPT(CURLOPT_WRITEDATA, x);
+    SETOPT(CURLOPT_URL, x->url);
+    SETOPT(CURLOPT_HTTPHEADER, x->hdrs);
+    SETOPT(CURLOPT_TIMEOUT_MS, left);
+    SETOPT(CURLOPT_CONNECTTIMEOUT_MS,
+           left < CONNECT_CAP_MS ? left : (long)CONNECT_CAP_MS);
+    if (x->req_body) {
+        SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->req_body_len);
+        SETOPT(CURLOPT_COPYPOSTFIELDS, x->req_body);
+        if (strcmp(x->verb, "POST") != 0)
+            SETOPT(CURLOPT_CUSTOMREQUEST, x->verb);
+    } else if (strcmp(x->verb, "GET") == 0) {
+        SETOPT(CURLOPT_HTTPGET, 1L);
+    } else {
+        SETOPT(CURLOPT_CUSTOMREQUEST, x->verb);
+    }
+#undef SETOPT
+    /* curl holds its own copy now. */
+    free(x->req_body);
+    x->req_body = NULL;
+    free(x->url);
+    x->url = NULL;
+    x->deadline_ns = x->started_ns + (x->timeout_ms + DEADLINE_GRACE_MS) * 1000000LL;
+    return CURLE_OK;
+}
+
+/* Hands waiting exchanges to curl in submit order: every stream (each holds
+ * its place for its whole life), round trips while fewer than the cap are
+ * in curl. A round trip curl holds costs an easy handle and its buffers
+ * even while it only waits for a connection, so a host of many elections
+ * would otherwise keep one per election at every burst. Over HTTP/1.1
+ * each one in curl takes a connection of its own (see
+ * LD_TRANSPORT_CURL_H1_ACTIVE); over HTTP/2 they multiplex on one. */
 static void add_queued(struct tcurl *t)
 {
+    size_t cap =
+        t->multiplexed ? LD_TRANSPORT_CURL_MAX_ACTIVE : LD_TRANSPORT_CURL_H1_ACTIVE;
+    size_t active = 0;
+    for (const struct xfer *x = t->head; x; x = x->next)
+        active += x->added && !x->stream && !x->finished && !x->dead;
+    int64_t now = mono_ns();
     for (struct xfer *x = t->head; x; x = x->next) {
         if (x->added || x->finished || x->dead)
             continue;
-        CURLMcode mc = curl_multi_add_handle(t->multi, x->easy);
-        if (mc == CURLM_OK) {
+        if (!x->stream && active >= cap)
+            continue;
+        CURLcode c = xfer_prepare(t, x, now);
+        CURLMcode mc =
+            c == CURLE_OK ? curl_multi_add_handle(t->multi, x->easy) : CURLM_OK;
+        if (c == CURLE_OK && mc == CURLM_OK) {
             x->added = true;
+            active += !x->stream;
             continue;
         }
         x->finished = true;
-        x->result = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
-        snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_multi_strerror(mc));
+        if (c != CURLE_OK) {
+            x->result = c;
+            snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_easy_strerror(c));
+        } else {
+            x->result =
+                mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+            snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_multi_strerror(mc));
+        }
     }
 }
 
@@ -706,7 +795,9 @@ static void expire(struct tcurl *t, int64_t now)
             continue;
         x->finished = true;
         x->result = CURLE_OPERATION_TIMEDOUT;
-        snprintf(x->errbuf, sizeof(x->errbuf), "%s", "curl did not end it in time");
+        snprintf(x->errbuf, sizeof(x->errbuf), "%s",
+                 x->added ? "curl did not end it in time"
+                          : "still waiting for a place among the exchanges in curl");
     }
 }
 
@@ -766,8 +857,6 @@ static enum ld_err xfer_start(struct tcurl *t, const struct ld_http_request *req
 {
     enum ld_err rc = LD_OK;
     struct xfer *x = NULL;
-    char *url = NULL;
-    CURLcode c = CURLE_OK;
 
     ld_errinfo_clear(err);
     if (!req || !verb_ok(req->verb) || !req->path || req->path[0] != '/' || !done ||
@@ -788,47 +877,30 @@ static enum ld_err xfer_start(struct tcurl *t, const struct ld_http_request *req
     if (x->timeout_ms > MAX_TIMEOUT_MS)
         x->timeout_ms = MAX_TIMEOUT_MS;
     x->token_gen = t->token_gen;
-    x->easy = curl_easy_duphandle(t->proto);
     x->hdrs = build_headers(t, req);
+    x->verb = strdup(req->verb);
     int pathlen = (int)strcspn(req->path, "?");
     if (asprintf(&x->label, "%s %.*s", req->verb, pathlen, req->path) < 0)
         x->label = NULL;
-    if (asprintf(&url, "%s%s", t->base, req->path) < 0)
-        url = NULL;
-    if (!x->easy || !x->hdrs || !x->label || !url) {
+    if (asprintf(&x->url, "%s%s", t->base, req->path) < 0)
+        x->url = NULL;
+    if (req->body) {
+        /* One byte more: curl's COPYPOSTFIELDS reads body_len bytes, the
+         * NUL only keeps an empty body a valid pointer. */
+        x->req_body = malloc(req->body_len + 1);
+        if (x->req_body) {
+            memcpy(x->req_body, req->body, req->body_len);
+            x->req_body[req->body_len] = '\0';
+            x->req_body_len = req->body_len;
+        }
+    }
+    if (!x->hdrs || !x->verb || !x->label || !x->url || (req->body && !x->req_body)) {
         rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
         goto out;
     }
-    long to = (long)x->timeout_ms;
-
-#define SETOPT(opt, val)                                                                 \
-    do {                                                                                 \
-        if ((c = curl_easy_setopt(x->easy, opt, val)) != CURLE_OK)                       \
-            goto curl_fail;                                                              \
-    } while (0)
-
-    SETOPT(CURLOPT_PRIVATE, (char *)x);
-    SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
-    SETOPT(CURLOPT_WRITEFUNCTION, on_write);
-    SETOPT(CURLOPT_WRITEDATA, x);
-    SETOPT(CURLOPT_URL, url);
-    SETOPT(CURLOPT_HTTPHEADER, x->hdrs);
-    SETOPT(CURLOPT_TIMEOUT_MS, to);
-    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, to < CONNECT_CAP_MS ? to : (long)CONNECT_CAP_MS);
-    if (req->body) {
-        SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-        SETOPT(CURLOPT_COPYPOSTFIELDS, req->body);
-        if (strcmp(req->verb, "POST") != 0)
-            SETOPT(CURLOPT_CUSTOMREQUEST, req->verb);
-    } else if (strcmp(req->verb, "GET") == 0) {
-        SETOPT(CURLOPT_HTTPGET, 1L);
-    } else {
-        SETOPT(CURLOPT_CUSTOMREQUEST, req->verb);
-    }
-#undef SETOPT
-
     x->started_ns = mono_ns();
-    x->deadline_ns = x->started_ns + (x->timeout_ms + DEADLINE_GRACE_MS) * 1000000LL;
+    /* Until curl has it, only our own deadline can end it: the timeout. */
+    x->deadline_ns = x->started_ns + x->timeout_ms * 1000000LL;
     x->id = ++t->last_id;
     x->prev = t->tail;
     if (t->tail)
@@ -838,15 +910,9 @@ static enum ld_err xfer_start(struct tcurl *t, const struct ld_http_request *req
     t->tail = x;
     *id = x->id;
     x = NULL;
-    goto out;
-
-curl_fail:
-    rc = ld_errinfo_set(err, c == CURLE_OUT_OF_MEMORY ? LD_ENOMEM : LD_EINVAL,
-                        "transport: %s", curl_easy_strerror(c));
 out:
     if (x)
         xfer_destroy(t, x);
-    free(url);
     return rc;
 }
 
@@ -1001,6 +1067,10 @@ static enum ld_err setup_proto(struct tcurl *t, const struct ld_kube_config *cfg
      * 16 KiB each by default, against answers of about 1 KiB. Bigger
      * bodies (a 1 MiB Lease, a watch) just take more reads. */
     SETOPT(CURLOPT_BUFFERSIZE, RECV_BUFFER);
+    /* The same for the send side: an exchange with a body takes an upload
+     * buffer of 64 KiB by default for a Lease of about 1 KiB; 16 KiB is
+     * curl's least. */
+    SETOPT(CURLOPT_UPLOAD_BUFFERSIZE, SEND_BUFFER);
     /* Refused by a libcurl on another TLS library: its buffers stay. */
     (void)curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, release_tls_buffers);
 #undef SETOPT

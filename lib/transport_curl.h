@@ -9,12 +9,16 @@
  * LD_TRANSPORT_CURL_MAX_CONNS connections whatever the number of
  * exchanges. With an HTTP/1.1 server (plain http://, or a server that does
  * not offer h2, such as the bundled test API server) each connection
- * carries one exchange at a time, so at most that many run at once and the
- * rest queue inside curl for a free connection; a queued exchange's
- * timeout counts the wait. A stream holds its connection for its whole
- * life, so with HTTP/1.1 every open stream leaves one connection fewer for
- * round trips. Canceling an exchange in flight closes its HTTP/1.1
- * connection (an HTTP/2 one only loses the stream).
+ * carries one exchange at a time. At most LD_TRANSPORT_CURL_H1_ACTIVE
+ * round trips (LD_TRANSPORT_CURL_MAX_ACTIVE once an answer came over
+ * HTTP/2) are in curl at once (streams do not count and always go in at
+ * once); the others wait in submit order, holding only their request, not
+ * an easy handle and its buffers. A waiting exchange's timeout counts the
+ * wait, and one that ends there was never sent (LD_ETIMEOUT). A stream
+ * holds its connection for its whole life, so with HTTP/1.1 every open
+ * stream leaves one connection fewer for round trips. Canceling an
+ * exchange in flight closes its HTTP/1.1 connection (an HTTP/2 one only
+ * loses the stream).
  *
  * TLS is verified against the configured CA (or the system bundle), with
  * client certificates when configured and TLS 1.2 at least. A bearer token
@@ -37,6 +41,14 @@
 #include "transport.h"
 
 #define LD_TRANSPORT_CURL_MAX_CONNS 4
+/* Round trips in curl at once over HTTP/2: enough for a renewal every 2 s
+ * of 1024 Leases at 30 ms each, with a few requests hung on a slow server. */
+#define LD_TRANSPORT_CURL_MAX_ACTIVE 16
+/* The same over HTTP/1.1, and until the first answer shows the protocol:
+ * each needs a connection of its own, and every TLS connection costs about
+ * 50 KB. Two, with a watch, is three connections, as a single Lease uses;
+ * one hung request still leaves a lane to the others. */
+#define LD_TRANSPORT_CURL_H1_ACTIVE 2
 /* Timeout of a request that gives none. */
 #define LD_TRANSPORT_CURL_DEFAULT_TIMEOUT_MS 5000
 

@@ -772,6 +772,49 @@ END_TEST
 
 /* ---- copy and equality ---- */
 
+/* A compact copy keeps the object as text and encodes to the same object,
+ * also when copied on (plainly or compactly) or changed. */
+START_TEST(compact_copy_encodes_the_same)
+{
+    size_t len;
+    char *text = read_data("lease_kube.json", &len);
+    struct ld_lease a, b, c;
+
+    ld_lease_init(&a);
+    ld_lease_init(&b);
+    ld_lease_init(&c);
+    ck_assert_int_eq(ld_lease_decode(text, len, &a, NULL), LD_OK);
+    ck_assert_int_eq(ld_lease_copy_compact(&b, &a), LD_OK);
+    ck_assert_ptr_null(b.object);
+    ck_assert_ptr_nonnull(b.object_text);
+    ck_assert(ld_lease_spec_equal(&a.spec, &b.spec));
+    ck_assert_str_eq(b.uid, a.uid);
+    ck_assert_int_eq(ld_lease_copy(&c, &b), LD_OK);
+    ck_assert_ptr_null(c.object);
+    ck_assert_str_eq(c.object_text, b.object_text);
+    ck_assert_int_eq(ld_lease_copy_compact(&c, &b), LD_OK);
+    ck_assert_str_eq(c.object_text, b.object_text);
+    ck_assert_int_eq(ld_lease_spec_set_holder(&a.spec, "someone-else"), LD_OK);
+    ck_assert_int_eq(ld_lease_spec_set_holder(&c.spec, "someone-else"), LD_OK);
+    char *ea = ld_lease_encode(&a), *ec = ld_lease_encode(&c);
+    ck_assert_ptr_nonnull(ea);
+    ck_assert_ptr_nonnull(ec);
+    json_t *ja = json_loads(ea, 0, NULL), *jc = json_loads(ec, 0, NULL);
+    ck_assert_msg(json_equal(ja, jc), "%s\nvs\n%s", ea, ec);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(jc, "spec"), "holderIdentity")),
+        "someone-else");
+    json_decref(ja);
+    json_decref(jc);
+    free(ea);
+    free(ec);
+    ld_lease_clear(&a);
+    ld_lease_clear(&b);
+    ld_lease_clear(&c);
+    free(text);
+}
+END_TEST
+
 START_TEST(copy_is_deep)
 {
     size_t len;
@@ -1162,6 +1205,7 @@ static Suite *lease_suite(void)
     tcase_add_test(enc, encode_invalid_utf8_fails);
     tcase_add_test(enc, jansson_alloc_failure);
     tcase_add_test(misc, copy_is_deep);
+    tcase_add_test(misc, compact_copy_encodes_the_same);
     tcase_add_test(misc, spec_equal_fields);
     tcase_add_test(misc, spec_copy);
     tcase_add_test(st, status_bodies);

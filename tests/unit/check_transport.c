@@ -2,8 +2,10 @@
  * check_transport: the libcurl transport (transport_curl.h) against httpfake
  * on 127.0.0.1: exchanges run concurrently (a held one does not delay
  * another, a hung one times out alone), cancel silences a callback, streams
- * arrive in pieces, the pool stays at 4 connections, a 401 re-reads the
- * token file, bodies are capped, and the wake fd ends a run.
+ * arrive in pieces, the pool stays at 4 connections, round trips beyond
+ * the cap of those in curl wait their turn (and time out there unsent), a
+ * 401 re-reads the token file, bodies are capped, and the wake fd ends a
+ * run.
  */
 #include <check.h>
 #include <stdio.h>
@@ -282,6 +284,88 @@ START_TEST(eight_in_flight_use_at_most_four_connections)
 }
 END_TEST
 
+/* More round trips than curl is given at once: the rest wait their turn
+ * with their request kept, and each goes out as it was submitted. */
+START_TEST(round_trips_beyond_the_active_cap_wait_their_turn)
+{
+    enum { N = LD_TRANSPORT_CURL_MAX_ACTIVE * 2 + 3 };
+    struct outcome o[N];
+    char bodies[N][24];
+    bool seen[N];
+    memset(o, 0, sizeof(o));
+    memset(seen, 0, sizeof(seen));
+    for (int i = 0; i < N; i++) {
+        struct hf_response r = {.status = 200, .body = "ok", .delay_ms = 20};
+        push(&r);
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(bodies[i], sizeof(bodies[i]), "{\"n\":%d}", i);
+        struct ld_http_request req = {.verb = "PUT",
+                                      .path = "/put",
+                                      .body = bodies[i],
+                                      .body_len = strlen(bodies[i]),
+                                      .timeout_ms = 20000};
+        struct ld_errinfo e;
+        ld_http_id id = 0;
+        ck_assert_int_eq(ld_transport_submit(tr, &req, on_done, &o[i], &id, &e), LD_OK);
+    }
+    ck_assert_uint_eq(ld_transport_pending(tr), N);
+    for (int i = 0; i < N; i++)
+        run_until_done(&o[i]);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(o[i].rc == LD_OK && o[i].status == 200, "request %d: %d/%ld", i,
+                      o[i].rc, o[i].status);
+    ck_assert_int_eq(httpfake_request_count(fake), N);
+    for (int k = 0; k < N; k++) {
+        struct hf_request got;
+        ck_assert(httpfake_request(fake, k, &got));
+        ck_assert_str_eq(got.method, "PUT");
+        ck_assert_str_eq(got.content_type, "application/json");
+        int n = -1;
+        ck_assert_int_eq(sscanf(got.body, "{\"n\":%d}", &n), 1);
+        ck_assert(n >= 0 && n < N && !seen[n]);
+        ck_assert_str_eq(got.body, bodies[n]);
+        seen[n] = true;
+        hf_request_clear(&got);
+    }
+    ck_assert_int_le(httpfake_connections(fake), LD_TRANSPORT_CURL_MAX_CONNS);
+}
+END_TEST
+
+/* One waiting behind a full set of held exchanges ends at its own timeout,
+ * before any of them, and never reaches the server. */
+START_TEST(waiting_round_trip_times_out_unsent)
+{
+    enum { N = LD_TRANSPORT_CURL_MAX_ACTIVE };
+    struct outcome held[N], late = {0};
+    memset(held, 0, sizeof(held));
+    for (int i = 0; i < N; i++) {
+        struct hf_response r = {.status = 200, .body = "ok", .delay_ms = 1500};
+        push(&r);
+    }
+    for (int i = 0; i < N; i++)
+        submit("/held", 30000, &held[i]);
+    run_until_requests(1);
+    submit("/late", 300, &late);
+    run_until_done(&late);
+    ck_assert_int_eq(late.rc, LD_ETIMEOUT);
+    ck_assert_int_eq(late.status, 0);
+    for (int i = 0; i < N; i++) {
+        run_until_done(&held[i]);
+        ck_assert_int_eq(held[i].rc, LD_OK);
+        ck_assert_int_gt(held[i].order, late.order);
+    }
+    ck_assert_int_eq(httpfake_request_count(fake), N);
+    for (int k = 0; k < N; k++) {
+        struct hf_request got;
+        ck_assert(httpfake_request(fake, k, &got));
+        ck_assert_str_eq(got.path, "/held");
+        hf_request_clear(&got);
+    }
+    ck_assert_uint_eq(ld_transport_pending(tr), 0);
+}
+END_TEST
+
 static void write_token(const char *text)
 {
     char tmp[80];
@@ -409,6 +493,8 @@ static Suite *transport_suite(void)
     tcase_add_test(tc, stream_delivers_pieces_then_done);
     tcase_add_test(tc, stream_error_answer_goes_to_done);
     tcase_add_test(tc, eight_in_flight_use_at_most_four_connections);
+    tcase_add_test(tc, round_trips_beyond_the_active_cap_wait_their_turn);
+    tcase_add_test(tc, waiting_round_trip_times_out_unsent);
     tcase_add_test(tc, unauthorized_rereads_token);
     tcase_add_test(tc, body_over_cap);
     tcase_add_test(tc, wake_fd_ends_run);
