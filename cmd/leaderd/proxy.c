@@ -1,31 +1,22 @@
 /*
  * proxy: the API write gate's server (see proxy.h): libmicrohttpd on the
  * loopback address, libcurl to the API server, event-driven on both sides.
+ * This file is MHD's side and the proxy's life (ld_proxy_start/stop); the
+ * upstream thread is proxy_upstream.c, what the two share
+ * proxy_upstream.h.
  *
  * Two threads serve every connection. MHD's polling thread reads a
  * request (headers, then the body into memory, at most LD_PROXY_MAX_BODY)
  * and judges it; a request to forward is handed to the upstream thread
- * and its connection suspended. The upstream thread owns one curl multi
- * handle, and everything that touches an easy handle happens on it: it
- * starts the exchange, resumes the client's connection once the
- * upstream's headers are in (or the exchange failed or was cut), and
- * relays the body through a small buffer per exchange (RELAY_BUFFER);
- * a connection is resumed once curl is done with what it read, so the
- * headers and the body piece that came with them need no second wake-up.
- * MHD's content reader drains that buffer; when it is empty the reader
- * suspends the connection and returns 0, and the next piece resumes it.
- * When the buffer is full curl's write callback pauses the transfer, and
- * the reader, once it made room, asks the upstream thread to unpause it:
- * a slow client slows the upstream instead of filling memory.
- *
- * The upstream thread sleeps in curl_multi_poll, woken by
- * curl_multi_wakeup when an exchange is handed over, when a reader asks
- * for an unpause or a client is gone (the "todo" list), and on every
- * publish of the state; it never sleeps past the earliest lead_until_ms
- * of a write whose answer has not begun. After every wake-up such writes
- * are judged again, and one whose leadership ended is cut (its handle
- * removed, which closes its upstream connection). Once the answer has
- * begun the server has decided, and the answer is relayed whole.
+ * and its connection suspended. The upstream thread, which owns every
+ * easy handle, resumes the connection once the upstream's headers are in
+ * (or the exchange failed or was cut) and relays the body through a small
+ * buffer per exchange. MHD's content reader drains that buffer; when it
+ * is empty the reader suspends the connection and returns 0, and the next
+ * piece resumes it. When the buffer is full curl's write callback pauses
+ * the transfer, and the reader, once it made room, asks the upstream
+ * thread to unpause it: a slow client slows the upstream instead of
+ * filling memory.
  *
  * A suspended connection is not watched by MHD, so a client that hangs
  * up while it waits (a slow write, a quiet watch) would go unnoticed: its
@@ -33,11 +24,6 @@
  * waits on too, and the hang-up cuts the exchange at once. A hang-up MHD
  * sees itself (a failed send) ends the request, and its completion
  * callback cuts the exchange the same way.
- *
- * An exchange is shared by MHD's side (from the URI callback to the
- * completion callback) and the upstream thread (from the hand-over to the
- * removal of its handle), hence refs; the todo and wake lists hold a
- * reference each while q is on them. p->mu guards what both sides read, marked below.
  *
  * Memory: an idle client connection costs MHD's connection and its pool
  * (CONNECTION_MEMORY) and a bookkeeping record; a request in flight adds
@@ -68,6 +54,7 @@
 #include "log.h"
 #include "memtrim.h"
 #include "proxy_gate.h"
+#include "proxy_upstream.h"
 #include "transport_curl.h"
 
 /* The most of a refused body read and dropped (see on_request). */
@@ -82,97 +69,15 @@
  * API server's response headers and MHD's send buffer fit. MHD zeroes it
  * between requests, so an idle keep-alive connection holds all of it. */
 #define CONNECTION_MEMORY (16 * 1024)
-/* A relayed body waits here between curl and MHD: one curl write at most
- * (CURL_MAX_WRITE_SIZE; the transport's receive buffer is smaller). */
-#define RELAY_BUFFER CURL_MAX_WRITE_SIZE
 /* Block size of MHD's reads from a relayed body. */
 #define RESPONSE_BLOCK (8 * 1024)
-/* Idle upstream connections kept for the next exchanges. */
-#define UPSTREAM_IDLE 16L
-/* Longest single sleep of the upstream thread; all it waits for wakes it
- * sooner, this only bounds a missed wake-up. */
-#define POLL_SLICE_MS 1000
-#define CONNECT_TIMEOUT_MS 3000
-#define HANGUPS_PER_ROUND 64
 /* Descriptors left to the rest of the process when the connection cap is
  * sized from RLIMIT_NOFILE, as the sidecar's server leaves (http_listen.c). */
 #define FD_RESERVE 64
-/* libcurl and OpenSSL (TLS handshakes) run on the upstream thread. */
-#define UPSTREAM_STACK (256 * 1024)
-
-enum cut_why { CUT_NONE, CUT_LEADERSHIP, CUT_CLIENT, CUT_STOP };
-
-/* One request, from MHD's URI callback until both sides let go of it. */
-struct xchg {
-    struct ld_proxy *p;
-    /* MHD's side only. */
-    struct MHD_Connection *mc;
-    char *target; /* the request target as received */
-    const char *method;
-    bool started, handed, timeout_off;
-    struct ld_proxy_verdict verdict;
-    char *body;
-    size_t len, cap;
-    size_t dropped; /* bytes of a refused body read and thrown away */
-    int fd;         /* the client's socket, -1 when MHD does not tell */
-    /* The upstream thread only (hdrs is built by MHD's side before the
-     * hand-over; status and rhdrs are read by it once headers_done is set,
-     * result and errbuf once done is, both under p->mu). */
-    struct xchg *prev, *next; /* in p->running while added */
-    CURL *easy;
-    bool added;
-    struct curl_slist *hdrs;
-    char errbuf[CURL_ERROR_SIZE];
-    CURLcode result;
-    long status;
-    struct curl_slist *rhdrs; /* response header lines, "Name: value" */
-    size_t blocked;           /* the piece curl holds while paused */
-    /* Under p->mu. */
-    int refs;
-    struct xchg *in_next, *todo_next, *wake_next; /* in p->incoming, todo, wakes */
-    bool wake_due;
-    bool in_todo, want_unpause;
-    bool suspended, polled; /* polled: in p->epfd for hang-ups */
-    bool headers_done, done, paused, refused_prereq;
-    bool gone; /* the client hung up or MHD ended the request */
-    enum cut_why cut;
-    struct ld_proxy_verdict fail; /* status != 0: the answer to a failed start */
-    char *buf;                    /* the relay buffer, NULL while empty */
-    size_t boff, blen, bcap;
-};
-
-struct ld_proxy {
-    struct MHD_Daemon *daemon;
-    struct ld_http_conns *conns; /* idle connections and eviction */
-    struct ld_state *st;
-    struct ld_metrics *m;
-    struct ld_transport *tr; /* the upstream thread's */
-    CURLM *multi;            /* the upstream thread's; curl_multi_wakeup from any */
-    struct xchg *running;    /* the upstream thread's */
-    struct xchg *wakes;      /* under mu: connections to resume, see wake_later_locked */
-    int epfd;                /* suspended clients' sockets, for hang-ups */
-    pthread_t thread;
-    bool thread_started, listening;
-    struct ld_state_listener listener;
-    unsigned int idle_s;
-    int port;
-
-    pthread_mutex_t mu;
-    struct xchg *incoming, *incoming_tail; /* handed over, not started */
-    struct xchg *todo;
-    size_t body_bytes; /* what every xchg's body holds (their cap) */
-    bool stopping;
-};
 
 /* ---- leadership ---- */
 
-struct view_hold {
-    struct ld_snapshot snap;
-    struct ld_shardsnap *shards;
-    struct ld_proxy_view v;
-};
-
-static void view_take(struct ld_proxy *p, struct view_hold *h)
+void ld_proxy_view_take(struct ld_proxy *p, struct view_hold *h)
 {
     h->shards = NULL;
     if (p->st->group)
@@ -183,7 +88,7 @@ static void view_take(struct ld_proxy *p, struct view_hold *h)
         .snap = &h->snap, .group = p->st->group, .shards = h->shards};
 }
 
-static void view_drop(struct view_hold *h)
+void ld_proxy_view_drop(struct view_hold *h)
 {
     ld_shardsnap_unref(h->shards);
     h->shards = NULL;
@@ -200,7 +105,7 @@ static void on_publish(void *arg)
 /* ---- an exchange's life (p->mu held) ---- */
 
 /* Frees q's body and gives its room back to BODY_BUDGET. */
-static void body_drop_locked(struct xchg *q)
+void ld_proxy_body_drop_locked(struct xchg *q)
 {
     q->p->body_bytes -= q->cap;
     free(q->body);
@@ -213,27 +118,15 @@ static void xchg_free(struct xchg *q)
     curl_slist_free_all(q->rhdrs);
     ld_transport_curl_free_headers(q->hdrs);
     free(q->buf);
-    body_drop_locked(q);
+    ld_proxy_body_drop_locked(q);
     free(q->target);
     free(q);
 }
 
-static void release_locked(struct xchg *q)
+void ld_proxy_release_locked(struct xchg *q)
 {
     if (--q->refs == 0)
         xchg_free(q);
-}
-
-/* Returns true when the upstream thread must be woken (after unlocking). */
-static bool push_todo_locked(struct xchg *q)
-{
-    if (q->in_todo)
-        return false;
-    q->in_todo = true;
-    q->refs++;
-    q->todo_next = q->p->todo;
-    q->p->todo = q;
-    return true;
 }
 
 /* Only on MHD's thread, from a handler or the content reader. */
@@ -254,7 +147,7 @@ static void suspend_locked(struct xchg *q)
     MHD_suspend_connection(q->mc);
 }
 
-static void resume_locked(struct xchg *q)
+void ld_proxy_resume_locked(struct xchg *q)
 {
     if (!q->suspended)
         return;
@@ -298,9 +191,9 @@ static void decide(struct xchg *q)
     struct ld_proxy_req r;
     struct view_hold h;
     req_info(q, &r);
-    view_take(q->p, &h);
+    ld_proxy_view_take(q->p, &h);
     ld_proxy_decide(&r, &h.v, ld_mono_ms(), &q->verdict);
-    view_drop(&h);
+    ld_proxy_view_drop(&h);
 }
 
 static enum MHD_Result queue(struct xchg *q, unsigned int status,
@@ -336,12 +229,8 @@ static enum MHD_Result answer_status(struct xchg *q, const struct ld_proxy_verdi
     return queue(q, v->status, resp);
 }
 
-static void verdict_printf(struct ld_proxy_verdict *v, unsigned int status,
-                           const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void verdict_printf(struct ld_proxy_verdict *v, unsigned int status,
-                           const char *reason, const char *fmt, ...)
+void ld_proxy_verdict_printf(struct ld_proxy_verdict *v, unsigned int status,
+                             const char *reason, const char *fmt, ...)
 {
     va_list ap;
     memset(v, 0, sizeof(*v));
@@ -394,7 +283,7 @@ static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
         if (q->paused && !q->want_unpause &&
             q->bcap - (q->blen - q->boff) >= q->blocked) {
             q->want_unpause = true;
-            wake = push_todo_locked(q);
+            wake = ld_proxy_todo_locked(q);
         }
         goto out;
     }
@@ -470,26 +359,28 @@ static enum MHD_Result answer_failure(struct xchg *q)
         return answer_status(q, &q->fail);
     if (q->refused_prereq || q->cut == CUT_LEADERSHIP) {
         struct view_hold h;
-        view_take(q->p, &h);
+        ld_proxy_view_take(q->p, &h);
         bool back = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), &v);
-        view_drop(&h);
+        ld_proxy_view_drop(&h);
         if (q->cut == CUT_LEADERSHIP || back) {
             /* Cut in flight; or refused by the last check, with
              * leadership back by now (the refusal stands). */
-            verdict_printf(&v, 503, "ServiceUnavailable", "%s",
-                           q->cut == CUT_LEADERSHIP
-                               ? "write cut by leaderd: this replica stopped leading "
-                                 "while the request was in flight to the API server, "
-                                 "which may or may not have applied it"
-                               : "write refused by leaderd: this replica was not "
-                                 "leading when the request was about to be sent");
+            ld_proxy_verdict_printf(
+                &v, 503, "ServiceUnavailable", "%s",
+                q->cut == CUT_LEADERSHIP
+                    ? "write cut by leaderd: this replica stopped leading "
+                      "while the request was in flight to the API server, "
+                      "which may or may not have applied it"
+                    : "write refused by leaderd: this replica was not "
+                      "leading when the request was about to be sent");
             v.refused = q->cut != CUT_LEADERSHIP;
         }
         return answer_status(q, &v);
     }
-    verdict_printf(&v, 502, "InternalError",
-                   "leaderd's API proxy: the API server did not answer: %s%s%s",
-                   curl_easy_strerror(q->result), q->errbuf[0] ? ": " : "", q->errbuf);
+    ld_proxy_verdict_printf(&v, 502, "InternalError",
+                            "leaderd's API proxy: the API server did not answer: %s%s%s",
+                            curl_easy_strerror(q->result), q->errbuf[0] ? ": " : "",
+                            q->errbuf);
     return answer_status(q, &v);
 }
 
@@ -536,13 +427,15 @@ static enum MHD_Result hand_over(struct xchg *q)
     if (MHD_get_connection_values(q->mc, MHD_HEADER_KIND, add_request_header, q) < 0 ||
         !append_header(q, "Expect:") ||
         (!header(q->mc, "Content-Type") && !append_header(q, "Content-Type:"))) {
-        verdict_printf(&v, 500, "InternalError", "leaderd's API proxy: out of memory");
+        ld_proxy_verdict_printf(&v, 500, "InternalError",
+                                "leaderd's API proxy: out of memory");
         return answer_status(q, &v);
     }
     pthread_mutex_lock(&p->mu);
     if (p->stopping) {
         pthread_mutex_unlock(&p->mu);
-        verdict_printf(&v, 503, "ServiceUnavailable", "leaderd's API proxy is stopping");
+        ld_proxy_verdict_printf(&v, 503, "ServiceUnavailable",
+                                "leaderd's API proxy is stopping");
         return answer_status(q, &v);
     }
     /* From here the request may take as long as the upstream does (a
@@ -596,15 +489,15 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
     }
     if (n > LD_PROXY_MAX_BODY - q->len) {
         pthread_mutex_lock(&p->mu);
-        body_drop_locked(q);
+        ld_proxy_body_drop_locked(q);
         pthread_mutex_unlock(&p->mu);
         struct ld_proxy_req r = {.method = q->method,
                                  .has_length = true,
                                  .content_length = (uint64_t)LD_PROXY_MAX_BODY + 1};
         struct view_hold h;
-        view_take(q->p, &h);
+        ld_proxy_view_take(q->p, &h);
         ld_proxy_decide(&r, &h.v, ld_mono_ms(), &q->verdict);
-        view_drop(&h);
+        ld_proxy_view_drop(&h);
         return MHD_YES;
     }
     if (q->len + n > q->cap) {
@@ -619,12 +512,13 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
         if (room)
             p->body_bytes += more;
         else
-            body_drop_locked(q);
+            ld_proxy_body_drop_locked(q);
         pthread_mutex_unlock(&p->mu);
         if (!room) {
-            verdict_printf(&q->verdict, 429, "TooManyRequests",
-                           "leaderd's API proxy holds too many request bodies at once; "
-                           "retry");
+            ld_proxy_verdict_printf(
+                &q->verdict, 429, "TooManyRequests",
+                "leaderd's API proxy holds too many request bodies at once; "
+                "retry");
             return MHD_YES;
         }
         char *nb = realloc(q->body, ncap);
@@ -723,425 +617,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     /* The client went away mid-answer: its exchange ends now, not at the
      * next piece the upstream sends (a quiet watch may send none). */
     if (q->handed && !q->done)
-        wake = push_todo_locked(q);
-    release_locked(q);
+        wake = ld_proxy_todo_locked(q);
+    ld_proxy_release_locked(q);
     pthread_mutex_unlock(&p->mu);
     if (wake)
         curl_multi_wakeup(p->multi);
-}
-
-/* ---- upstream (the upstream thread) ---- */
-
-/* Resumes q's connection once curl is done with the bytes it read (see
- * run_wakes): the headers and the body piece that came with them then go
- * out together, without a suspension in between. Holds a reference. */
-static void wake_later_locked(struct xchg *q)
-{
-    if (q->wake_due)
-        return;
-    q->wake_due = true;
-    q->refs++;
-    q->wake_next = q->p->wakes;
-    q->p->wakes = q;
-}
-
-static void run_wakes(struct ld_proxy *p)
-{
-    pthread_mutex_lock(&p->mu);
-    while (p->wakes) {
-        struct xchg *q = p->wakes;
-        p->wakes = q->wake_next;
-        q->wake_next = NULL;
-        q->wake_due = false;
-        resume_locked(q);
-        release_locked(q);
-    }
-    pthread_mutex_unlock(&p->mu);
-}
-
-static size_t on_header(char *b, size_t size, size_t n, void *ud)
-{
-    struct xchg *q = ud;
-    size_t len = size * n;
-    if (q->headers_done)
-        return len; /* trailers */
-    if (len >= 5 && strncmp(b, "HTTP/", 5) == 0) {
-        /* A new status line (after a 1xx): the headers start over. */
-        const char *sp = memchr(b, ' ', len);
-        q->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-        curl_slist_free_all(q->rhdrs);
-        q->rhdrs = NULL;
-        return len;
-    }
-    size_t m = len;
-    while (m > 0 && (b[m - 1] == '\r' || b[m - 1] == '\n'))
-        m--;
-    if (m == 0) {
-        if (q->status >= 200) {
-            pthread_mutex_lock(&q->p->mu);
-            q->headers_done = true;
-            wake_later_locked(q);
-            pthread_mutex_unlock(&q->p->mu);
-        }
-        return len;
-    }
-    char *line = strndup(b, m);
-    if (!line)
-        return 0;
-    struct curl_slist *l = curl_slist_append(q->rhdrs, line);
-    free(line);
-    if (!l)
-        return 0;
-    q->rhdrs = l;
-    return len;
-}
-
-static size_t on_body(char *b, size_t size, size_t n, void *ud)
-{
-    struct xchg *q = ud;
-    size_t len = size * n, ret = len;
-    pthread_mutex_lock(&q->p->mu);
-    if (!q->buf) {
-        size_t cap = len > RELAY_BUFFER ? len : RELAY_BUFFER;
-        q->buf = malloc(cap);
-        if (!q->buf) {
-            ret = 0;
-            goto out;
-        }
-        q->bcap = cap;
-        q->boff = q->blen = 0;
-    }
-    if (q->bcap - q->blen < len && q->boff > 0) {
-        memmove(q->buf, q->buf + q->boff, q->blen - q->boff);
-        q->blen -= q->boff;
-        q->boff = 0;
-    }
-    if (q->bcap - q->blen < len) {
-        /* curl keeps the piece and offers it again once unpaused. */
-        q->paused = true;
-        q->blocked = len;
-        ret = CURL_WRITEFUNC_PAUSE;
-        goto out;
-    }
-    memcpy(q->buf + q->blen, b, len);
-    q->blen += len;
-    wake_later_locked(q);
-out:
-    pthread_mutex_unlock(&q->p->mu);
-    return ret;
-}
-
-/* Right before the request goes out on an established connection: the
- * last check of a write. */
-static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_port)
-{
-    struct xchg *q = ud;
-    struct view_hold h;
-    (void)ip;
-    (void)local_ip;
-    (void)port;
-    (void)local_port;
-    view_take(q->p, &h);
-    bool ok = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), NULL);
-    view_drop(&h);
-    if (ok)
-        return CURL_PREREQFUNC_OK;
-    pthread_mutex_lock(&q->p->mu);
-    q->refused_prereq = true;
-    pthread_mutex_unlock(&q->p->mu);
-    return CURL_PREREQFUNC_ABORT;
-}
-
-/* Ends q's exchange (removing its handle closes an upstream connection it
- * still used), lets MHD's side answer, and drops the upstream's reference
- * (and the todo list's too with also_todo). */
-static void finish_refs(struct ld_proxy *p, struct xchg *q, enum cut_why why,
-                        bool also_todo)
-{
-    if (q->added) {
-        curl_multi_remove_handle(p->multi, q->easy);
-        q->added = false;
-        if (q->prev)
-            q->prev->next = q->next;
-        else
-            p->running = q->next;
-        if (q->next)
-            q->next->prev = q->prev;
-        q->prev = q->next = NULL;
-    }
-    if (q->easy)
-        curl_easy_cleanup(q->easy);
-    q->easy = NULL;
-    ld_transport_curl_free_headers(q->hdrs);
-    q->hdrs = NULL;
-    pthread_mutex_lock(&p->mu);
-    /* curl is done with it: the budget need not wait for the answer. */
-    body_drop_locked(q);
-    q->done = true;
-    if (q->cut == CUT_NONE)
-        q->cut = why;
-    resume_locked(q);
-    if (also_todo)
-        q->refs--; /* the upstream's is still held: never the last */
-    release_locked(q);
-    pthread_mutex_unlock(&p->mu);
-}
-
-static void finish(struct ld_proxy *p, struct xchg *q, enum cut_why why)
-{
-    finish_refs(p, q, why, false);
-}
-
-static void cut_leadership(struct ld_proxy *p, struct xchg *q)
-{
-    ld_metrics_proxy_aborted(p->m);
-    ld_log(LD_LOG_WARN,
-           "api proxy: cut %s %.200s in flight: this replica stopped leading", q->method,
-           q->target);
-    finish(p, q, CUT_LEADERSHIP);
-}
-
-static void fail_start(struct ld_proxy *p, struct xchg *q, unsigned int status,
-                       const char *reason, const char *msg)
-{
-    pthread_mutex_lock(&p->mu);
-    verdict_printf(&q->fail, status, reason, "leaderd's API proxy: %s", msg);
-    pthread_mutex_unlock(&p->mu);
-    finish(p, q, CUT_NONE);
-}
-
-static CURLcode setup_easy(struct xchg *q)
-{
-    CURL *e = q->easy;
-    CURLcode c;
-
-#define SETOPT(opt, val)                                                                 \
-    do {                                                                                 \
-        if ((c = curl_easy_setopt(e, opt, val)) != CURLE_OK)                             \
-            return c;                                                                    \
-    } while (0)
-
-    SETOPT(CURLOPT_PRIVATE, q);
-    SETOPT(CURLOPT_HTTPHEADER, q->hdrs);
-    SETOPT(CURLOPT_ERRORBUFFER, q->errbuf);
-    SETOPT(CURLOPT_HEADERFUNCTION, on_header);
-    SETOPT(CURLOPT_HEADERDATA, q);
-    SETOPT(CURLOPT_WRITEFUNCTION, on_body);
-    SETOPT(CURLOPT_WRITEDATA, q);
-    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
-    /* Watches last as long as the client wants; the client hanging up
-     * ends any exchange. */
-    SETOPT(CURLOPT_TIMEOUT_MS, 0L);
-    /* The body goes as it came: no decoding of the answer either. */
-    SETOPT(CURLOPT_HTTP_CONTENT_DECODING, 0L);
-    /* One exchange per upstream connection, as each client has its own:
-     * over HTTP/2 all exchanges of the one multi handle would share a
-     * connection, and a stream paused for a slow client (libcurl 7.88's
-     * HTTP/2 pausing has known stalls) could hold the others back. */
-    SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    if (q->verdict.write) {
-        SETOPT(CURLOPT_PREREQFUNCTION, on_prereq);
-        SETOPT(CURLOPT_PREREQDATA, q);
-    }
-    if (strcmp(q->method, "GET") == 0) {
-        SETOPT(CURLOPT_HTTPGET, 1L);
-    } else if (strcmp(q->method, "HEAD") == 0) {
-        SETOPT(CURLOPT_NOBODY, 1L);
-    } else {
-        if (q->len > 0 || strcmp(q->method, "POST") == 0 ||
-            strcmp(q->method, "PUT") == 0 || strcmp(q->method, "PATCH") == 0) {
-            SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->len);
-            SETOPT(CURLOPT_POSTFIELDS, q->body ? q->body : "");
-        }
-        SETOPT(CURLOPT_CUSTOMREQUEST, q->method);
-    }
-#undef SETOPT
-    return CURLE_OK;
-}
-
-/* Starts a handed-over exchange (q's fields of MHD's side are frozen from
- * the hand-over until the answer: the handler runs again only once
- * resumed). */
-static void start(struct ld_proxy *p, struct xchg *q, bool stopping)
-{
-    struct ld_errinfo err;
-    pthread_mutex_lock(&p->mu);
-    bool gone = q->gone;
-    pthread_mutex_unlock(&p->mu);
-    if (stopping || gone) {
-        finish(p, q, stopping ? CUT_STOP : CUT_CLIENT);
-        return;
-    }
-    q->easy = ld_transport_curl_raw_easy(p->tr, q->target, &q->hdrs, &err);
-    if (!q->easy) {
-        bool bad = err.code == LD_EINVAL;
-        fail_start(p, q, bad ? 400 : 500, bad ? "BadRequest" : "InternalError", err.msg);
-        return;
-    }
-    CURLcode c = setup_easy(q);
-    if (c != CURLE_OK) {
-        fail_start(p, q, 500, "InternalError", curl_easy_strerror(c));
-        return;
-    }
-    if (curl_multi_add_handle(p->multi, q->easy) != CURLM_OK) {
-        fail_start(p, q, 500, "InternalError", "libcurl refused the request");
-        return;
-    }
-    q->added = true;
-    q->prev = NULL;
-    q->next = p->running;
-    if (p->running)
-        p->running->prev = q;
-    p->running = q;
-}
-
-/* A reader asked for an unpause, or the client is gone; drops the todo
- * list's reference. q stays marked in_todo until here, though the list
- * was taken: MHD's side, which may ask again meanwhile (a reader's unpause,
- * then the completion of a client gone), must not push it onto the next
- * list through the todo_next this round is still walking. What it asks is
- * read here, with the mark cleared in the same hold of the mutex. */
-static void serve_todo(struct ld_proxy *p, struct xchg *q)
-{
-    pthread_mutex_lock(&p->mu);
-    q->in_todo = false;
-    bool gone = q->gone, unpause = q->want_unpause && q->paused;
-    q->want_unpause = false;
-    if (unpause)
-        q->paused = false;
-    pthread_mutex_unlock(&p->mu);
-    if (q->added && gone) {
-        finish_refs(p, q, CUT_CLIENT, true);
-        return;
-    }
-    if (q->added && unpause)
-        /* May hand the held piece to on_body at once. */
-        curl_easy_pause(q->easy, CURLPAUSE_CONT);
-    pthread_mutex_lock(&p->mu);
-    release_locked(q);
-    pthread_mutex_unlock(&p->mu);
-}
-
-/* Clients that hung up while suspended (p->mu held). */
-static bool take_hangups_locked(struct ld_proxy *p)
-{
-    struct epoll_event evs[HANGUPS_PER_ROUND];
-    bool any = false;
-    int n = epoll_wait(p->epfd, evs, HANGUPS_PER_ROUND, 0);
-    for (int i = 0; i < n; i++) {
-        struct xchg *q = evs[i].data.ptr;
-        epoll_ctl(p->epfd, EPOLL_CTL_DEL, q->fd, NULL);
-        q->polled = false;
-        q->gone = true;
-        push_todo_locked(q);
-        any = true;
-    }
-    return any;
-}
-
-/* Judges the writes whose answer has not begun; returns the time
- * (monotonic ms) by which they must be judged again. The clock is read
- * once the view is in hand: a thread held up on the way judges by the
- * time it is, not by the time it was. */
-static int64_t gate_writes(struct ld_proxy *p)
-{
-    int64_t now = 0;
-    int64_t due = INT64_MAX;
-    struct view_hold h;
-    bool have_view = false;
-    struct xchg *next;
-    for (struct xchg *q = p->running; q; q = next) {
-        next = q->next;
-        if (!q->verdict.write || q->headers_done)
-            continue;
-        if (!have_view) {
-            view_take(p, &h);
-            have_view = true;
-            now = ld_mono_ms();
-        }
-        if (!ld_proxy_still_leads(&q->verdict, &h.v, now, NULL)) {
-            cut_leadership(p, q);
-            continue;
-        }
-        int64_t until = ld_proxy_lead_until(&q->verdict, &h.v);
-        if (until < due)
-            due = until;
-    }
-    if (have_view)
-        view_drop(&h);
-    return due;
-}
-
-/* How long the thread may sleep from now: until due, read after the work
- * of the round (curl's own, which can be long: TLS handshakes), so that
- * the time spent on it does not push the next judgment past due. */
-static int sleep_ms(int64_t due)
-{
-    int64_t left = due - ld_mono_ms();
-    if (left > POLL_SLICE_MS)
-        left = POLL_SLICE_MS;
-    return left < 0 ? 0 : (int)left;
-}
-
-static void collect_done(struct ld_proxy *p)
-{
-    CURLMsg *msg;
-    int left;
-    /* Bounded by the handles added: each is done once. */
-    while ((msg = curl_multi_info_read(p->multi, &left))) {
-        if (msg->msg != CURLMSG_DONE)
-            continue;
-        CURL *e = msg->easy_handle;
-        CURLcode result = msg->data.result;
-        struct xchg *q = NULL;
-        curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&q);
-        if (!q)
-            continue;
-        q->result = result;
-        finish(p, q, CUT_NONE);
-    }
-}
-
-static void *upstream_main(void *arg)
-{
-    struct ld_proxy *p = arg;
-    struct curl_waitfd w = {.fd = p->epfd, .events = CURL_WAIT_POLLIN, .revents = 0};
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        take_hangups_locked(p);
-        struct xchg *in = p->incoming, *todo = p->todo;
-        p->incoming = p->incoming_tail = NULL;
-        p->todo = NULL;
-        bool stopping = p->stopping;
-        pthread_mutex_unlock(&p->mu);
-
-        while (in) {
-            struct xchg *next = in->in_next;
-            in->in_next = NULL;
-            start(p, in, stopping);
-            in = next;
-        }
-        while (todo) {
-            struct xchg *next = todo->todo_next;
-            todo->todo_next = NULL;
-            serve_todo(p, todo);
-            todo = next;
-        }
-        run_wakes(p);
-        if (stopping) {
-            while (p->running)
-                finish(p, p->running, CUT_STOP);
-            break;
-        }
-        int64_t due = gate_writes(p);
-        int running = 0;
-        curl_multi_perform(p->multi, &running);
-        run_wakes(p);
-        collect_done(p);
-        w.revents = 0;
-        curl_multi_poll(p->multi, &w, 1, sleep_ms(due), NULL);
-    }
-    return NULL;
 }
 
 /* ---- life ---- */
@@ -1169,19 +649,6 @@ static int open_loopback(const char *host, int port, char *err, size_t errlen)
     return fd;
 }
 
-static int start_thread(struct ld_proxy *p)
-{
-    pthread_attr_t attr;
-    int rc = pthread_attr_init(&attr);
-    if (rc != 0)
-        return rc;
-    rc = pthread_attr_setstacksize(&attr, UPSTREAM_STACK);
-    if (rc == 0)
-        rc = pthread_create(&p->thread, &attr, upstream_main, p);
-    pthread_attr_destroy(&attr);
-    return rc;
-}
-
 /* Drops the references the todo list still holds once the upstream
  * thread is gone (MHD's completions may have queued some). */
 static void drain_todo(struct ld_proxy *p)
@@ -1191,7 +658,7 @@ static void drain_todo(struct ld_proxy *p)
         struct xchg *q = p->todo;
         p->todo = q->todo_next;
         q->in_todo = false;
-        release_locked(q);
+        ld_proxy_release_locked(q);
     }
     pthread_mutex_unlock(&p->mu);
 }
@@ -1285,7 +752,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     p->listener = (struct ld_state_listener){.fn = on_publish, .arg = p};
     ld_state_listen(st, &p->listener);
     p->listening = true;
-    if (start_thread(p) != 0) {
+    if (ld_proxy_upstream_start(p) != 0) {
         snprintf(err, errlen, "api-proxy: cannot start the upstream thread");
         goto fail;
     }

@@ -1,0 +1,482 @@
+/*
+ * proxy_upstream: the API write gate's upstream thread (see proxy.h; what
+ * it shares with MHD's side in proxy.c: proxy_upstream.h).
+ *
+ * The thread owns one curl multi handle, and everything that touches an
+ * easy handle happens on it: it starts each exchange MHD's side hands
+ * over, resumes the client's connection once the upstream's headers are
+ * in (or the exchange failed or was cut), and relays the body through a
+ * small buffer per exchange (RELAY_BUFFER); a connection is resumed once
+ * curl is done with what it read, so the headers and the body piece that
+ * came with them need no second wake-up. When the buffer is full curl's
+ * write callback pauses the transfer, and MHD's content reader, once it
+ * made room, asks for an unpause: a slow client slows the upstream
+ * instead of filling memory.
+ *
+ * The upstream thread sleeps in curl_multi_poll, woken by
+ * curl_multi_wakeup when an exchange is handed over, when a reader asks
+ * for an unpause or a client is gone (the "todo" list), and on every
+ * publish of the state; it never sleeps past the earliest lead_until_ms
+ * of a write whose answer has not begun. After every wake-up such writes
+ * are judged again, and one whose leadership ended is cut (its handle
+ * removed, which closes its upstream connection). Once the answer has
+ * begun the server has decided, and the answer is relayed whole.
+ *
+ * curl_multi_poll waits on p->epfd too, where MHD's side registers the
+ * sockets of suspended clients for EPOLLRDHUP: a client that hangs up
+ * while it waits cuts its exchange at once.
+ */
+#include "proxy_upstream.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "log.h"
+
+/* A relayed body waits here between curl and MHD: one curl write at most
+ * (CURL_MAX_WRITE_SIZE; the transport's receive buffer is smaller). */
+#define RELAY_BUFFER CURL_MAX_WRITE_SIZE
+/* Longest single sleep of the upstream thread; all it waits for wakes it
+ * sooner, this only bounds a missed wake-up. */
+#define POLL_SLICE_MS 1000
+#define CONNECT_TIMEOUT_MS 3000
+#define HANGUPS_PER_ROUND 64
+/* libcurl and OpenSSL (TLS handshakes) run on the upstream thread. */
+#define UPSTREAM_STACK (256 * 1024)
+
+bool ld_proxy_todo_locked(struct xchg *q)
+{
+    if (q->in_todo)
+        return false;
+    q->in_todo = true;
+    q->refs++;
+    q->todo_next = q->p->todo;
+    q->p->todo = q;
+    return true;
+}
+
+/* Resumes q's connection once curl is done with the bytes it read (see
+ * run_wakes): the headers and the body piece that came with them then go
+ * out together, without a suspension in between. Holds a reference. */
+static void wake_later_locked(struct xchg *q)
+{
+    if (q->wake_due)
+        return;
+    q->wake_due = true;
+    q->refs++;
+    q->wake_next = q->p->wakes;
+    q->p->wakes = q;
+}
+
+static void run_wakes(struct ld_proxy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->wakes) {
+        struct xchg *q = p->wakes;
+        p->wakes = q->wake_next;
+        q->wake_next = NULL;
+        q->wake_due = false;
+        ld_proxy_resume_locked(q);
+        ld_proxy_release_locked(q);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static size_t on_header(char *b, size_t size, size_t n, void *ud)
+{
+    struct xchg *q = ud;
+    size_t len = size * n;
+    if (q->headers_done)
+        return len; /* trailers */
+    if (len >= 5 && strncmp(b, "HTTP/", 5) == 0) {
+        /* A new status line (after a 1xx): the headers start over. */
+        const char *sp = memchr(b, ' ', len);
+        q->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        curl_slist_free_all(q->rhdrs);
+        q->rhdrs = NULL;
+        return len;
+    }
+    size_t m = len;
+    while (m > 0 && (b[m - 1] == '\r' || b[m - 1] == '\n'))
+        m--;
+    if (m == 0) {
+        if (q->status >= 200) {
+            pthread_mutex_lock(&q->p->mu);
+            q->headers_done = true;
+            wake_later_locked(q);
+            pthread_mutex_unlock(&q->p->mu);
+        }
+        return len;
+    }
+    char *line = strndup(b, m);
+    if (!line)
+        return 0;
+    struct curl_slist *l = curl_slist_append(q->rhdrs, line);
+    free(line);
+    if (!l)
+        return 0;
+    q->rhdrs = l;
+    return len;
+}
+
+static size_t on_body(char *b, size_t size, size_t n, void *ud)
+{
+    struct xchg *q = ud;
+    size_t len = size * n, ret = len;
+    pthread_mutex_lock(&q->p->mu);
+    if (!q->buf) {
+        size_t cap = len > RELAY_BUFFER ? len : RELAY_BUFFER;
+        q->buf = malloc(cap);
+        if (!q->buf) {
+            ret = 0;
+            goto out;
+        }
+        q->bcap = cap;
+        q->boff = q->blen = 0;
+    }
+    if (q->bcap - q->blen < len && q->boff > 0) {
+        memmove(q->buf, q->buf + q->boff, q->blen - q->boff);
+        q->blen -= q->boff;
+        q->boff = 0;
+    }
+    if (q->bcap - q->blen < len) {
+        /* curl keeps the piece and offers it again once unpaused. */
+        q->paused = true;
+        q->blocked = len;
+        ret = CURL_WRITEFUNC_PAUSE;
+        goto out;
+    }
+    memcpy(q->buf + q->blen, b, len);
+    q->blen += len;
+    wake_later_locked(q);
+out:
+    pthread_mutex_unlock(&q->p->mu);
+    return ret;
+}
+
+/* Right before the request goes out on an established connection: the
+ * last check of a write. */
+static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_port)
+{
+    struct xchg *q = ud;
+    struct view_hold h;
+    (void)ip;
+    (void)local_ip;
+    (void)port;
+    (void)local_port;
+    ld_proxy_view_take(q->p, &h);
+    bool ok = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), NULL);
+    ld_proxy_view_drop(&h);
+    if (ok)
+        return CURL_PREREQFUNC_OK;
+    pthread_mutex_lock(&q->p->mu);
+    q->refused_prereq = true;
+    pthread_mutex_unlock(&q->p->mu);
+    return CURL_PREREQFUNC_ABORT;
+}
+
+/* Ends q's exchange (removing its handle closes an upstream connection it
+ * still used), lets MHD's side answer, and drops the upstream's reference
+ * (and the todo list's too with also_todo). */
+static void finish_refs(struct ld_proxy *p, struct xchg *q, enum cut_why why,
+                        bool also_todo)
+{
+    if (q->added) {
+        curl_multi_remove_handle(p->multi, q->easy);
+        q->added = false;
+        if (q->prev)
+            q->prev->next = q->next;
+        else
+            p->running = q->next;
+        if (q->next)
+            q->next->prev = q->prev;
+        q->prev = q->next = NULL;
+    }
+    if (q->easy)
+        curl_easy_cleanup(q->easy);
+    q->easy = NULL;
+    ld_transport_curl_free_headers(q->hdrs);
+    q->hdrs = NULL;
+    pthread_mutex_lock(&p->mu);
+    /* curl is done with it: the budget need not wait for the answer. */
+    ld_proxy_body_drop_locked(q);
+    q->done = true;
+    if (q->cut == CUT_NONE)
+        q->cut = why;
+    ld_proxy_resume_locked(q);
+    if (also_todo)
+        q->refs--; /* the upstream's is still held: never the last */
+    ld_proxy_release_locked(q);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void finish(struct ld_proxy *p, struct xchg *q, enum cut_why why)
+{
+    finish_refs(p, q, why, false);
+}
+
+static void cut_leadership(struct ld_proxy *p, struct xchg *q)
+{
+    ld_metrics_proxy_aborted(p->m);
+    ld_log(LD_LOG_WARN,
+           "api proxy: cut %s %.200s in flight: this replica stopped leading", q->method,
+           q->target);
+    finish(p, q, CUT_LEADERSHIP);
+}
+
+static void fail_start(struct ld_proxy *p, struct xchg *q, unsigned int status,
+                       const char *reason, const char *msg)
+{
+    pthread_mutex_lock(&p->mu);
+    ld_proxy_verdict_printf(&q->fail, status, reason, "leaderd's API proxy: %s", msg);
+    pthread_mutex_unlock(&p->mu);
+    finish(p, q, CUT_NONE);
+}
+
+static CURLcode setup_easy(struct xchg *q)
+{
+    CURL *e = q->easy;
+    CURLcode c;
+
+#define SETOPT(opt, val)                                                                 \
+    do {                                                                                 \
+        if ((c = curl_easy_setopt(e, opt, val)) != CURLE_OK)                             \
+            return c;                                                                    \
+    } while (0)
+
+    SETOPT(CURLOPT_PRIVATE, q);
+    SETOPT(CURLOPT_HTTPHEADER, q->hdrs);
+    SETOPT(CURLOPT_ERRORBUFFER, q->errbuf);
+    SETOPT(CURLOPT_HEADERFUNCTION, on_header);
+    SETOPT(CURLOPT_HEADERDATA, q);
+    SETOPT(CURLOPT_WRITEFUNCTION, on_body);
+    SETOPT(CURLOPT_WRITEDATA, q);
+    SETOPT(CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
+    /* Watches last as long as the client wants; the client hanging up
+     * ends any exchange. */
+    SETOPT(CURLOPT_TIMEOUT_MS, 0L);
+    /* The body goes as it came: no decoding of the answer either. */
+    SETOPT(CURLOPT_HTTP_CONTENT_DECODING, 0L);
+    /* One exchange per upstream connection, as each client has its own:
+     * over HTTP/2 all exchanges of the one multi handle would share a
+     * connection, and a stream paused for a slow client (libcurl 7.88's
+     * HTTP/2 pausing has known stalls) could hold the others back. */
+    SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    if (q->verdict.write) {
+        SETOPT(CURLOPT_PREREQFUNCTION, on_prereq);
+        SETOPT(CURLOPT_PREREQDATA, q);
+    }
+    if (strcmp(q->method, "GET") == 0) {
+        SETOPT(CURLOPT_HTTPGET, 1L);
+    } else if (strcmp(q->method, "HEAD") == 0) {
+        SETOPT(CURLOPT_NOBODY, 1L);
+    } else {
+        if (q->len > 0 || strcmp(q->method, "POST") == 0 ||
+            strcmp(q->method, "PUT") == 0 || strcmp(q->method, "PATCH") == 0) {
+            SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->len);
+            SETOPT(CURLOPT_POSTFIELDS, q->body ? q->body : "");
+        }
+        SETOPT(CURLOPT_CUSTOMREQUEST, q->method);
+    }
+#undef SETOPT
+    return CURLE_OK;
+}
+
+/* Starts a handed-over exchange (q's fields of MHD's side are frozen from
+ * the hand-over until the answer: the handler runs again only once
+ * resumed). */
+static void start(struct ld_proxy *p, struct xchg *q, bool stopping)
+{
+    struct ld_errinfo err;
+    pthread_mutex_lock(&p->mu);
+    bool gone = q->gone;
+    pthread_mutex_unlock(&p->mu);
+    if (stopping || gone) {
+        finish(p, q, stopping ? CUT_STOP : CUT_CLIENT);
+        return;
+    }
+    q->easy = ld_transport_curl_raw_easy(p->tr, q->target, &q->hdrs, &err);
+    if (!q->easy) {
+        bool bad = err.code == LD_EINVAL;
+        fail_start(p, q, bad ? 400 : 500, bad ? "BadRequest" : "InternalError", err.msg);
+        return;
+    }
+    CURLcode c = setup_easy(q);
+    if (c != CURLE_OK) {
+        fail_start(p, q, 500, "InternalError", curl_easy_strerror(c));
+        return;
+    }
+    if (curl_multi_add_handle(p->multi, q->easy) != CURLM_OK) {
+        fail_start(p, q, 500, "InternalError", "libcurl refused the request");
+        return;
+    }
+    q->added = true;
+    q->prev = NULL;
+    q->next = p->running;
+    if (p->running)
+        p->running->prev = q;
+    p->running = q;
+}
+
+/* A reader asked for an unpause, or the client is gone; drops the todo
+ * list's reference. q stays marked in_todo until here, though the list
+ * was taken: MHD's side, which may ask again meanwhile (a reader's unpause,
+ * then the completion of a client gone), must not push it onto the next
+ * list through the todo_next this round is still walking. What it asks is
+ * read here, with the mark cleared in the same hold of the mutex. */
+static void serve_todo(struct ld_proxy *p, struct xchg *q)
+{
+    pthread_mutex_lock(&p->mu);
+    q->in_todo = false;
+    bool gone = q->gone, unpause = q->want_unpause && q->paused;
+    q->want_unpause = false;
+    if (unpause)
+        q->paused = false;
+    pthread_mutex_unlock(&p->mu);
+    if (q->added && gone) {
+        finish_refs(p, q, CUT_CLIENT, true);
+        return;
+    }
+    if (q->added && unpause)
+        /* May hand the held piece to on_body at once. */
+        curl_easy_pause(q->easy, CURLPAUSE_CONT);
+    pthread_mutex_lock(&p->mu);
+    ld_proxy_release_locked(q);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Clients that hung up while suspended (p->mu held). */
+static bool take_hangups_locked(struct ld_proxy *p)
+{
+    struct epoll_event evs[HANGUPS_PER_ROUND];
+    bool any = false;
+    int n = epoll_wait(p->epfd, evs, HANGUPS_PER_ROUND, 0);
+    for (int i = 0; i < n; i++) {
+        struct xchg *q = evs[i].data.ptr;
+        epoll_ctl(p->epfd, EPOLL_CTL_DEL, q->fd, NULL);
+        q->polled = false;
+        q->gone = true;
+        ld_proxy_todo_locked(q);
+        any = true;
+    }
+    return any;
+}
+
+/* Judges the writes whose answer has not begun; returns the time
+ * (monotonic ms) by which they must be judged again. The clock is read
+ * once the view is in hand: a thread held up on the way judges by the
+ * time it is, not by the time it was. */
+static int64_t gate_writes(struct ld_proxy *p)
+{
+    int64_t now = 0;
+    int64_t due = INT64_MAX;
+    struct view_hold h;
+    bool have_view = false;
+    struct xchg *next;
+    for (struct xchg *q = p->running; q; q = next) {
+        next = q->next;
+        if (!q->verdict.write || q->headers_done)
+            continue;
+        if (!have_view) {
+            ld_proxy_view_take(p, &h);
+            have_view = true;
+            now = ld_mono_ms();
+        }
+        if (!ld_proxy_still_leads(&q->verdict, &h.v, now, NULL)) {
+            cut_leadership(p, q);
+            continue;
+        }
+        int64_t until = ld_proxy_lead_until(&q->verdict, &h.v);
+        if (until < due)
+            due = until;
+    }
+    if (have_view)
+        ld_proxy_view_drop(&h);
+    return due;
+}
+
+/* How long the thread may sleep from now: until due, read after the work
+ * of the round (curl's own, which can be long: TLS handshakes), so that
+ * the time spent on it does not push the next judgment past due. */
+static int sleep_ms(int64_t due)
+{
+    int64_t left = due - ld_mono_ms();
+    if (left > POLL_SLICE_MS)
+        left = POLL_SLICE_MS;
+    return left < 0 ? 0 : (int)left;
+}
+
+static void collect_done(struct ld_proxy *p)
+{
+    CURLMsg *msg;
+    int left;
+    /* Bounded by the handles added: each is done once. */
+    while ((msg = curl_multi_info_read(p->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        CURL *e = msg->easy_handle;
+        CURLcode result = msg->data.result;
+        struct xchg *q = NULL;
+        curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&q);
+        if (!q)
+            continue;
+        q->result = result;
+        finish(p, q, CUT_NONE);
+    }
+}
+
+static void *upstream_main(void *arg)
+{
+    struct ld_proxy *p = arg;
+    struct curl_waitfd w = {.fd = p->epfd, .events = CURL_WAIT_POLLIN, .revents = 0};
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        take_hangups_locked(p);
+        struct xchg *in = p->incoming, *todo = p->todo;
+        p->incoming = p->incoming_tail = NULL;
+        p->todo = NULL;
+        bool stopping = p->stopping;
+        pthread_mutex_unlock(&p->mu);
+
+        while (in) {
+            struct xchg *next = in->in_next;
+            in->in_next = NULL;
+            start(p, in, stopping);
+            in = next;
+        }
+        while (todo) {
+            struct xchg *next = todo->todo_next;
+            todo->todo_next = NULL;
+            serve_todo(p, todo);
+            todo = next;
+        }
+        run_wakes(p);
+        if (stopping) {
+            while (p->running)
+                finish(p, p->running, CUT_STOP);
+            break;
+        }
+        int64_t due = gate_writes(p);
+        int running = 0;
+        curl_multi_perform(p->multi, &running);
+        run_wakes(p);
+        collect_done(p);
+        w.revents = 0;
+        curl_multi_poll(p->multi, &w, 1, sleep_ms(due), NULL);
+    }
+    return NULL;
+}
+int ld_proxy_upstream_start(struct ld_proxy *p)
+{
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc != 0)
+        return rc;
+    rc = pthread_attr_setstacksize(&attr, UPSTREAM_STACK);
+    if (rc == 0)
+        rc = pthread_create(&p->thread, &attr, upstream_main, p);
+    pthread_attr_destroy(&attr);
+    return rc;
+}
