@@ -17,6 +17,8 @@
 #include <openssl/evp.h>
 #include <yaml.h>
 
+#include "base64.h"
+
 /* Real kubeconfigs are a few KiB; a large cap still rejects /dev/zero. */
 #define KC_MAX_FILE (4 * 1024 * 1024)
 /* Service-account files: a JWT token is ~1-2 KiB, the namespace is short. */
@@ -315,21 +317,6 @@ static enum ld_err get_path(struct kc *k, yaml_node_t *map, const char *key,
     return LD_OK;
 }
 
-static int b64_val(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
 /* A *-data field: standard base64 (line breaks ignored, as Go's decoder
  * does), decoded to PEM text. */
 static enum ld_err get_data(struct kc *k, yaml_node_t *map, const char *key,
@@ -357,13 +344,9 @@ static enum ld_err get_data(struct kc *k, yaml_node_t *map, const char *key,
     clean[n] = '\0';
     if (n == 0)
         goto out;
-    size_t pad = 0;
-    while (pad < 2 && pad < n && clean[n - 1 - pad] == '=')
-        pad++;
-    bool ok = n % 4 == 0;
-    for (size_t i = 0; ok && i < n - pad; i++)
-        ok = b64_val((unsigned char)clean[i]) >= 0;
-    if (!ok || n > INT_MAX) {
+    size_t bad = 0;
+    long want = ld_base64_decoded_len(clean, n, &bad);
+    if (want < 0 || n > INT_MAX) {
         rc = ld_errinfo_set(k->err, LD_EDECODE, "%s: %s is not valid base64", what, key);
         goto out;
     }
@@ -374,11 +357,11 @@ static enum ld_err get_data(struct kc *k, yaml_node_t *map, const char *key,
     }
     /* EVP_DecodeBlock counts '=' padding as zero bytes in its result. */
     int dl = EVP_DecodeBlock(dec, (const unsigned char *)clean, (int)n);
-    if (dl < 0 || (size_t)dl < pad) {
+    if (dl < 0 || dl < want) {
         rc = ld_errinfo_set(k->err, LD_EDECODE, "%s: %s is not valid base64", what, key);
         goto out;
     }
-    size_t len = (size_t)dl - pad;
+    size_t len = (size_t)want;
     if (len == 0 || memchr(dec, '\0', len)) {
         rc = ld_errinfo_set(k->err, LD_EDECODE, "%s: %s does not decode to PEM text",
                             what, key);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
 #include "leaseval.h"
 
 #define KIND "ConfigMap"
@@ -19,41 +20,6 @@ static const char key_regex_msg[] =
 
 static const char immutable_msg[] =
     "Forbidden: field is immutable when `immutable` is set";
-
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/* The decoded length of standard padded base64 s (len bytes), or -1 with
- * the offset of the first byte that makes it invalid in *bad. */
-static long b64_decoded_len(const char *s, size_t len, size_t *bad)
-{
-    size_t pad = 0;
-    if (len >= 1 && s[len - 1] == '=')
-        pad = len >= 2 && s[len - 2] == '=' ? 2 : 1;
-    for (size_t i = 0; i + pad < len; i++) {
-        if (b64_value((unsigned char)s[i]) < 0) {
-            *bad = i;
-            return -1;
-        }
-    }
-    if (len % 4 != 0) {
-        *bad = len - len % 4;
-        return -1;
-    }
-    return (long)(len / 4 * 3 - pad);
-}
 
 /* Copies the map field key of src into dst when it is a non-empty object of
  * strings (base64 ones when binary), as Go decodes map[string]string and
@@ -83,8 +49,8 @@ static bool copy_map(json_t *dst, json_t *src, const char *key, bool binary,
             as_decode_type_error(KIND, err, e, field, binary ? "[]uint8" : "string");
             return false;
         }
-        if (binary &&
-            b64_decoded_len(json_string_value(e), json_string_length(e), &bad) < 0) {
+        if (binary && ld_base64_decoded_len(json_string_value(e), json_string_length(e),
+                                            &bad) < 0) {
             char msg[160], full[256];
             snprintf(msg, sizeof msg, "illegal base64 data at input byte %zu", bad);
             snprintf(full, sizeof full,
@@ -191,7 +157,8 @@ bool as_configmap_validate(json_t *cm, json_t *old, struct as_reply *err)
             snprintf(field, sizeof field, "data[%.256s]", key);
             as_field_invalid(&fe, field, key, "duplicate of key present in binaryData");
         }
-        long dec = b64_decoded_len(json_string_value(v), json_string_length(v), &bad);
+        long dec =
+            ld_base64_decoded_len(json_string_value(v), json_string_length(v), &bad);
         total += dec > 0 ? (size_t)dec : 0;
     }
     if (total > AS_CONFIGMAP_MAX_BYTES) {
