@@ -113,6 +113,22 @@ def server_connections(pid, port):
     return n
 
 
+def closed_by_peer(socks):
+    """How many of the client sockets socks the other side has closed (EOF
+    or a reset is waiting on them), without blocking on the others."""
+    closed = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            if s.recv(1) == b"":
+                closed += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+    return closed
+
+
 def proc_status(pid, field):
     """A kB figure from /proc/PID/status, e.g. RssAnon."""
     with open(f"/proc/{pid}/status") as f:

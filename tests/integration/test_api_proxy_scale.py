@@ -18,8 +18,8 @@ import time
 import unittest
 
 from apiserver import ApiServer, Watch
-from cluster import (Replica, free_port, proc_status, server_connections, timed_get,
-                     wait_until)
+from cluster import (Replica, closed_by_peer, free_port, proc_status, server_connections,
+                     timed_get, wait_until)
 
 NS = "default"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % NS
@@ -330,16 +330,7 @@ class TestProxyScale(ProxyBase):
             self.assertEqual(status, 200)
             self.assertLess(took, NOT_STARVED)
             held_by_proxy = server_connections(pid, self.proxy_port)
-            dropped = 0
-            for s in held:
-                s.setblocking(False)
-                try:
-                    if s.recv(1) == b"":
-                        dropped += 1
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    dropped += 1
+            dropped = closed_by_peer(held)
             print("\n  %d connections to the proxy: it holds %d, closed %d idle ones; a "
                   "fresh request answered in %.0f ms" % (n, held_by_proxy, dropped,
                                                          took * 1000))

@@ -13,8 +13,8 @@ import threading
 import time
 import unittest
 
-from cluster import (OneLeader, open_fds, proc_status, server_connections, timed_get,
-                     wait_until)
+from cluster import (OneLeader, closed_by_peer, open_fds, proc_status, server_connections,
+                     timed_get, wait_until)
 
 IDLE = 2000
 SERVER_CAP = 1024  # LD_HTTP_MAX_CONNECTIONS in cmd/leaderd/http.h
@@ -132,16 +132,7 @@ class Hardening(OneLeader, unittest.TestCase):
                     samples[path].append(took * 1000)
             # How many of ours the server still holds (none should have been
             # dropped while it has room).
-            dropped = 0
-            for s in idle:
-                s.setblocking(False)
-                try:
-                    if s.recv(1) == b"":
-                        dropped += 1
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    dropped += 1
+            dropped = closed_by_peer(idle)
             fds = open_fds(pid)
             rss = proc_status(pid, "RssAnon")
             medians = {p: round(statistics.median(v), 2) for p, v in samples.items()}
