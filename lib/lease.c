@@ -511,8 +511,8 @@ char *ld_lease_encode(const struct ld_lease *l)
         return NULL;
     if (json_is_object(l->object))
         root = json_deep_copy(l->object);
-    else if (l->object_text)
-        root = json_loads(l->object_text, 0, NULL);
+    else if (l->object_text) /* NULs as the answer it came from allowed them */
+        root = json_loads(l->object_text, JSON_ALLOW_NUL, NULL);
     else
         root = json_object();
     if (!json_is_object(root))

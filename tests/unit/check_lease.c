@@ -774,6 +774,38 @@ END_TEST
 
 /* A compact copy keeps the object as text and encodes to the same object,
  * also when copied on (plainly or compactly) or changed. */
+/* A string with a NUL in it (a hostile or broken writer's annotation, or
+ * holder) survives the compact copy: its text must parse back as the API
+ * server's answer did, or the next renewal could not be encoded at all. */
+START_TEST(compact_copy_keeps_nul_bytes)
+{
+    static const char text[] =
+        "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\","
+        "\"metadata\":{\"name\":\"demo\",\"namespace\":\"default\","
+        "\"uid\":\"u1\",\"resourceVersion\":\"7\","
+        "\"annotations\":{\"note\":\"a\\u0000b\"}},"
+        "\"spec\":{\"holderIdentity\":\"x\\u0000y\",\"leaseDurationSeconds\":15}}";
+    struct ld_lease a, b;
+
+    ld_lease_init(&a);
+    ld_lease_init(&b);
+    ck_assert_int_eq(ld_lease_decode(text, sizeof text - 1, &a, NULL), LD_OK);
+    ck_assert_int_eq(ld_lease_copy_compact(&b, &a), LD_OK);
+    char *enc = ld_lease_encode(&b);
+    ck_assert_ptr_nonnull(enc);
+    json_t *j = json_loads(enc, JSON_ALLOW_NUL, NULL);
+    ck_assert_ptr_nonnull(j);
+    json_t *note = json_object_get(
+        json_object_get(json_object_get(j, "metadata"), "annotations"), "note");
+    ck_assert_uint_eq(json_string_length(note), 3);
+    ck_assert_mem_eq(json_string_value(note), "a\0b", 3);
+    json_decref(j);
+    free(enc);
+    ld_lease_clear(&a);
+    ld_lease_clear(&b);
+}
+END_TEST
+
 START_TEST(compact_copy_encodes_the_same)
 {
     size_t len;
@@ -1206,6 +1238,7 @@ static Suite *lease_suite(void)
     tcase_add_test(enc, jansson_alloc_failure);
     tcase_add_test(misc, copy_is_deep);
     tcase_add_test(misc, compact_copy_encodes_the_same);
+    tcase_add_test(misc, compact_copy_keeps_nul_bytes);
     tcase_add_test(misc, spec_equal_fields);
     tcase_add_test(misc, spec_copy);
     tcase_add_test(st, status_bodies);
