@@ -664,7 +664,7 @@ static void finish(struct tcurl *t, struct xfer *x)
  * what is left of it after the wait in the list. */
 static CURLcode xfer_prepare(struct tcurl *t, struct xfer *x, int64_t now)
 {
-    CURLcode c = CURLE_OK;
+    CURLcode c;
     long left = (long)(x->timeout_ms - (now - x->started_ns) / 1000000);
     if (left < 1)
         left = 1;

@@ -78,12 +78,12 @@ void as_snapshot_clear(struct as_snapshot *snap);
 /* POST: 201, 409 AlreadyExists, 422, or 500 when the body carries a
  * resourceVersion. Generates a name from metadata.generateName if needed. */
 void as_store_create(struct as_store *s, const struct as_kind *kind, const char *ns,
-                     json_t *obj, const char *client, struct as_reply *r);
+                     json_t *in, const char *client, struct as_reply *r);
 
 /* PUT: 200, 201 (created), 409 Conflict, 422 (validation or a missing
  * resourceVersion), 400 (unparseable resourceVersion). */
 void as_store_update(struct as_store *s, const struct as_kind *kind, const char *ns,
-                     const char *name, json_t *obj, const char *client,
+                     const char *name, json_t *in, const char *client,
                      struct as_reply *r);
 
 /* PATCH with a JSON merge patch (borrowed; "$"-keys ignored, which is how

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -763,7 +764,8 @@ START_TEST(proxy_cuts_a_write_by_time_after_a_busy_spell)
     /* The hold is the busy spell itself, not a wait for an event. */
     pthread_mutex_lock(&r.st.mu);
     close(quiet);
-    usleep(2500 * 1000);
+    struct timespec spell = {.tv_sec = 2, .tv_nsec = 500 * 1000 * 1000};
+    nanosleep(&spell, NULL);
     int64_t freed = ld_mono_ms();
     pthread_mutex_unlock(&r.st.mu);
     pthread_join(t, NULL);
