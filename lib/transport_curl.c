@@ -41,6 +41,8 @@
 /* Longest single wait inside run, so a deadline of our own is never slept
  * through by much even if curl asked for a longer wait. */
 #define POLL_SLICE_MS 1000
+/* Why a round trip that timed out before curl had it was never sent. */
+#define WAIT_EXPIRED "still waiting for a place among the exchanges in curl"
 
 /* The token file is stat()ed before every request and re-read when it
  * changed; this period (client-go's cached file token source: 1 min, 10 s
@@ -727,6 +729,15 @@ static void add_queued(struct tcurl *t)
             continue;
         if (!x->stream && active >= cap)
             continue;
+        /* Its time ran out while it waited (the host ran late): its owner
+         * counts it timed out, so it must not be sent now with curl's
+         * least timeout, which a fast server could still beat. */
+        if (x->deadline_ns - now < 1000000) {
+            x->finished = true;
+            x->result = CURLE_OPERATION_TIMEDOUT;
+            snprintf(x->errbuf, sizeof(x->errbuf), "%s", WAIT_EXPIRED);
+            continue;
+        }
         CURLcode c = xfer_prepare(t, x, now);
         CURLMcode mc =
             c == CURLE_OK ? curl_multi_add_handle(t->multi, x->easy) : CURLM_OK;
@@ -796,8 +807,7 @@ static void expire(struct tcurl *t, int64_t now)
         x->finished = true;
         x->result = CURLE_OPERATION_TIMEDOUT;
         snprintf(x->errbuf, sizeof(x->errbuf), "%s",
-                 x->added ? "curl did not end it in time"
-                          : "still waiting for a place among the exchanges in curl");
+                 x->added ? "curl did not end it in time" : WAIT_EXPIRED);
     }
 }
 

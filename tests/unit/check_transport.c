@@ -3,7 +3,8 @@
  * on 127.0.0.1: exchanges run concurrently (a held one does not delay
  * another, a hung one times out alone), cancel silences a callback, streams
  * arrive in pieces, the pool stays at 4 connections, round trips beyond
- * the cap of those in curl wait their turn (and time out there unsent), a
+ * the cap of those in curl wait their turn (and time out there unsent, as
+ * does one whose time ran out before the next run), a
  * 401 re-reads the token file, bodies are capped, and the wake fd ends a
  * run.
  */
@@ -37,6 +38,7 @@ struct outcome {
     int64_t retry_after_ms;
     char body[256];
     size_t body_len;
+    char err[256];
     int data_calls;
     char data[4096];
     size_t data_len;
@@ -62,6 +64,7 @@ static void on_done(void *ctx, ld_http_id id, const struct ld_http_result *r)
     o->retry_after_ms = r->retry_after_ms;
     o->body_len = r->body_len;
     snprintf(o->body, sizeof(o->body), "%s", r->body);
+    snprintf(o->err, sizeof(o->err), "%s", r->err.msg);
 }
 
 static void on_data(void *ctx, ld_http_id id, const char *data, size_t len)
@@ -368,6 +371,41 @@ START_TEST(waiting_round_trip_times_out_unsent)
 }
 END_TEST
 
+/* A round trip whose timeout ran out before the transport was run again
+ * (its host busy meanwhile) ends timed out and unsent, even with an idle
+ * connection that could carry it at once: its owner already counts it
+ * lost, so it must not land. */
+START_TEST(round_trip_overdue_before_a_run_is_not_sent)
+{
+    struct outcome warm = {0}, late = {0}, after = {0};
+    struct hf_response r = {.status = 200, .body = "ok"};
+    push(&r);
+    push(&r);
+    submit("/warm", 10000, &warm);
+    run_until_done(&warm);
+    ck_assert_int_eq(warm.rc, LD_OK);
+    int64_t submitted = now_ms();
+    submit("/late", 50, &late);
+    /* The busy spell is the scenario, not a wait for an event. */
+    while (now_ms() < submitted + 150) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        (void)nanosleep(&ts, NULL);
+    }
+    run_until_done(&late);
+    ck_assert_int_eq(late.rc, LD_ETIMEOUT);
+    ck_assert_int_eq(late.status, 0);
+    ck_assert_msg(strstr(late.err, "still waiting") != NULL, "%s", late.err);
+    submit("/after", 10000, &after);
+    run_until_done(&after);
+    ck_assert_int_eq(after.rc, LD_OK);
+    ck_assert_int_eq(httpfake_request_count(fake), 2);
+    struct hf_request got;
+    ck_assert(httpfake_request(fake, 1, &got));
+    ck_assert_str_eq(got.path, "/after");
+    hf_request_clear(&got);
+}
+END_TEST
+
 static void write_token(const char *text)
 {
     char tmp[80];
@@ -497,6 +535,7 @@ static Suite *transport_suite(void)
     tcase_add_test(tc, eight_in_flight_use_at_most_four_connections);
     tcase_add_test(tc, round_trips_beyond_the_active_cap_wait_their_turn);
     tcase_add_test(tc, waiting_round_trip_times_out_unsent);
+    tcase_add_test(tc, round_trip_overdue_before_a_run_is_not_sent);
     tcase_add_test(tc, unauthorized_rereads_token);
     tcase_add_test(tc, body_over_cap);
     tcase_add_test(tc, wake_fd_ends_run);
