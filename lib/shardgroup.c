@@ -472,6 +472,26 @@ static bool is_gone(const struct ld_shardgroup *g, const char *uid)
     return false;
 }
 
+static bool member_live(const struct ld_shardgroup *g, const struct member *m,
+                        int64_t now_ms);
+
+/* The record a full table gives up for a new member: the one not live for
+ * the longest, or NULL when all are live. Member Leases can outlive their
+ * replicas (no ownerReference, a crash, a DELETED missed while the watch
+ * was down), and over many rollouts with fresh pod names they would
+ * otherwise fill the table and keep a new replica from ever being counted
+ * here while it counts itself: the replicas would never agree. */
+static struct member *stale_member(struct ld_shardgroup *g, int64_t now_ms)
+{
+    struct member *oldest = NULL;
+    for (uint32_t i = 0; i < g->n_members; i++) {
+        struct member *m = &g->members[i];
+        if (!member_live(g, m, now_ms) && (!oldest || m->changed_ms < oldest->changed_ms))
+            oldest = m;
+    }
+    return oldest;
+}
+
 enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
                                          const struct ld_lease *lease, int64_t now_ms)
 {
@@ -483,7 +503,10 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
     struct member *m = find_member(g, identity);
     if (m)
         return update_member(m, lease, now_ms);
+    struct member *slot = NULL;
     enum ld_err rc = reserve_member(g);
+    if (rc == LD_ETOOBIG && (slot = stale_member(g, now_ms)) != NULL)
+        rc = LD_OK;
     if (rc != LD_OK)
         return rc;
     struct member fresh = {.identity = strdup(identity), .changed_ms = now_ms};
@@ -496,7 +519,12 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
         member_clear(&fresh);
         return rc;
     }
-    g->members[g->n_members++] = fresh;
+    if (slot) {
+        member_clear(slot);
+        *slot = fresh;
+    } else {
+        g->members[g->n_members++] = fresh;
+    }
     return LD_OK;
 }
 

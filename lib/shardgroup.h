@@ -51,8 +51,10 @@
 #include "shardrange.h"
 
 #define LD_SHARDGROUP_MAX_SHARDS 1024
-/* At most this many other replicas' member Leases are tracked; more are
- * ignored (LD_ETOOBIG), as a replica that has not seen them yet would. */
+/* At most this many other replicas' member Leases are tracked. A new one
+ * past it takes the place of the record not live for the longest; with
+ * every record live it is ignored (LD_ETOOBIG), as a replica that has not
+ * seen it yet would. */
 #define LD_SHARDGROUP_MAX_MEMBERS 4096
 /* Label keys on every Lease of the group and on each shard Lease. */
 #define LD_SHARDGROUP_LABEL "leaderd.io/shard-group"

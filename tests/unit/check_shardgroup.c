@@ -884,6 +884,36 @@ START_TEST(join_leave_crash_sequences_end_balanced)
 }
 END_TEST
 
+/* Member Leases that outlived their replicas fill the table over many
+ * rollouts; a new replica must still be counted, in the place of the
+ * record not live for the longest, and a live record is never given up. */
+START_TEST(a_full_table_gives_a_stale_member_up_for_a_new_one)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    struct ld_lease l;
+    char id[32];
+
+    observe(g, "keep", "keep", 1000, 1, 1000);
+    for (int i = 1; i < LD_SHARDGROUP_MAX_MEMBERS; i++) {
+        snprintf(id, sizeof(id), "old-%d", i);
+        observe(g, id, id, 10, 1, 1000 + i);
+    }
+    /* All live: the newcomer waits, as one not seen yet would. */
+    member_record(&l, "web", "new", "new", 10, 1, "uid-n");
+    ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, 5000), LD_ETOOBIG);
+    /* Past the old ones' expiry: old-1 (stale the longest) makes room. */
+    ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, 20000), LD_OK);
+    ld_lease_clear(&l);
+    ck_assert_str_eq(members_at(g, 20000), "keep,new");
+    /* old-1 renews (it was alive after all): old-2 makes room for it. */
+    observe(g, "old-1", "old-1", 10, 2, 20001);
+    ck_assert_str_eq(members_at(g, 20001), "keep,new,old-1");
+    observe(g, "newer", "newer", 10, 1, 20002);
+    ck_assert_str_eq(members_at(g, 20002), "keep,new,newer,old-1");
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 static Suite *shardgroup_suite(void)
 {
     Suite *s = suite_create("shardgroup");
@@ -899,6 +929,7 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members, a_member_drops_out_exactly_at_its_expiry);
     tcase_add_test(members, deleted_members_leave_and_stale_deletes_do_not);
     tcase_add_test(members, a_deleted_member_is_not_revived_by_a_stale_list);
+    tcase_add_test(members, a_full_table_gives_a_stale_member_up_for_a_new_one);
     tcase_add_test(members, our_own_member_counts_only_while_we_hold_it);
     tcase_add_test(members, holders_and_the_owned_list);
     suite_add_tcase(s, members);
