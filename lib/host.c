@@ -502,6 +502,16 @@ static void watch_broken(struct ld_host *h, int64_t now_ms)
     w->backoff_ms = w->backoff_ms ? w->backoff_ms * 2 : WATCH_BACKOFF_MIN_MS;
     if (w->backoff_ms > WATCH_BACKOFF_MAX_MS)
         w->backoff_ms = WATCH_BACKOFF_MAX_MS;
+    /* A group's stream resumed from its last resourceVersion would replay
+     * what happened while it was down, older than what the reads meanwhile
+     * found (the engines' GETs, the member LIST): a crashed member's old
+     * renewals would count it live again for a lease duration, a dead
+     * holder's would delay the takeover of its shard as long. Starting
+     * from the current state costs one ADDED per Lease of the group. (A
+     * stream by name resumes from the engine's own Lease, which the reads
+     * keep current.) See on_watch_end for the routine end. */
+    if (watch_kind_of(h) == WATCH_GROUP)
+        w->relist = true;
 }
 
 static struct hel *find_election(const struct ld_host *h, const char *name)
@@ -604,17 +614,20 @@ static void on_watch_end(void *ctx, ld_kube_call call, enum ld_err rc,
     h->w.call = 0;
     if (h->w.ended)
         return; /* an ERROR event said why first: watch_upkeep acts on it, once */
-    if (rc == LD_EGONE)
-        h->w.relist = true;
+    bool relist = h->w.relist || rc == LD_EGONE;
     ld_log(rc == LD_EEOF ? LD_LOG_DEBUG : LD_LOG_INFO, "watch ended: %s", err->msg);
     watch_broken(h, now_ms);
+    /* The server's routine end of a stream that was up until now: the
+     * next one, started at once, has missed nothing. */
+    if (rc == LD_EEOF)
+        h->w.relist = relist;
     if (rc == LD_EEOF || rc == LD_EGONE)
         h->w.next_start_ms = now_ms;
 }
 
 /* Where a new stream starts: by name, from the Lease the engine has; for a
- * group, from the last resourceVersion the stream gave, or from the
- * current state (ADDED for each Lease) when there is none. */
+ * group, from the last resourceVersion the stream gave when the last one
+ * ended routinely, else from the current state (ADDED for each Lease). */
 static const char *start_rv(struct ld_host *h)
 {
     if (h->w.relist)

@@ -730,6 +730,45 @@ START_TEST(gone_relists)
 }
 END_TEST
 
+static size_t watches_wanted;
+
+static bool watches_reached(void)
+{
+    return ft_count(fx.ft, "WATCH", NULL, 0) >= watches_wanted && watch_open();
+}
+
+/* A group's stream resumes from its resourceVersion only after the
+ * server's routine end; after a failure it starts from the current state,
+ * since a resumed one would replay, as news, records older than what the
+ * reads found meanwhile (a crashed member's renewals would count it live
+ * again). */
+START_TEST(group_watch_resumes_only_after_a_routine_end)
+{
+    new_host("app=grp");
+    for (size_t i = 0; i < 2; i++) {
+        ft_lease_put(fx.ft, lease_name(i), "app=grp", "", LEASE_MS / 1000, WALL0_US);
+        add(lease_name(i));
+    }
+    ck_assert(run_until(all_lead, 5 * RETRY_MS));
+    ck_assert(run_until(watch_open, 10000));
+    run_for(5000);
+    watches_wanted = ft_count(fx.ft, "WATCH", NULL, 0) + 1;
+    ft_watch_end_all(fx.ft);
+    ck_assert(run_until(watches_reached, 5000));
+    ck_assert_ptr_nonnull(strstr(last_watch()->path, "resourceVersion="));
+    run_for(5000);
+    /* The next restart fails: the one after it starts afresh. */
+    struct ft_fault once = {.kind = FT_STATUS, .status = 500, .count = 1};
+    ft_fault_add(fx.ft, NULL, "WATCH", once);
+    watches_wanted = ft_count(fx.ft, "WATCH", NULL, 0) + 2;
+    ft_watch_end_all(fx.ft);
+    ck_assert(run_until(watches_reached, 10000));
+    ck_assert_ptr_null(strstr(last_watch()->path, "resourceVersion="));
+    ck_assert(all_lead());
+    assert_safe();
+}
+END_TEST
+
 START_TEST(stalled_watch_replaced_when_a_read_finds_a_missed_change)
 {
     standby_setup();
@@ -1542,6 +1581,7 @@ static Suite *host_suite(void)
     tcase_add_test(tc, watch_backoff_grows_and_caps_then_polls);
     tcase_add_test(tc, stable_watch_reconnects_at_once);
     tcase_add_test(tc, gone_relists);
+    tcase_add_test(tc, group_watch_resumes_only_after_a_routine_end);
     tcase_add_test(tc, stalled_watch_replaced_when_a_read_finds_a_missed_change);
     tcase_add_test(tc, silent_watch_replaced_after_the_silence_limit);
     tcase_add_test(tc, unauthorized_standby_probes_and_recovers);
