@@ -361,20 +361,22 @@ static enum MHD_Result answer_failure(struct xchg *q)
         struct view_hold h;
         ld_proxy_view_take(q->p, &h);
         bool back = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), &v);
-        ld_proxy_view_drop(&h);
-        if (q->cut == CUT_LEADERSHIP || back) {
-            /* Cut in flight; or refused by the last check, with
-             * leadership back by now (the refusal stands). */
-            ld_proxy_verdict_printf(
-                &v, 503, "ServiceUnavailable", "%s",
-                q->cut == CUT_LEADERSHIP
-                    ? "write cut by leaderd: this replica stopped leading "
-                      "while the request was in flight to the API server, "
-                      "which may or may not have applied it"
-                    : "write refused by leaderd: this replica was not "
-                      "leading when the request was about to be sent");
-            v.refused = q->cut != CUT_LEADERSHIP;
+        if (q->cut == CUT_LEADERSHIP) {
+            ld_proxy_verdict_printf(&v, 503, "ServiceUnavailable", "%s",
+                                    "write cut by leaderd: this replica stopped leading "
+                                    "while the request was in flight to the API server, "
+                                    "which may or may not have applied it");
+        } else if (back) {
+            /* Refused by the last check, with leadership back by now: the
+             * holder is this replica again, and the refusal stands. */
+            ld_proxy_verdict_printf(&v, 503, "ServiceUnavailable",
+                                    "write refused by leaderd: %s (this replica) was not "
+                                    "leading when the request was about to be sent; it "
+                                    "holds the Lease again now, the refusal stands",
+                                    h.v.snap->identity);
+            v.refused = true;
         }
+        ld_proxy_view_drop(&h);
         return answer_status(q, &v);
     }
     ld_proxy_verdict_printf(&v, 502, "InternalError",
@@ -386,7 +388,9 @@ static enum MHD_Result answer_failure(struct xchg *q)
 
 /* ---- the hand-over (MHD's thread) ---- */
 
-/* Adds each request header that passes to q->hdrs. */
+/* Adds each request header that passes to q->hdrs; on failure sets
+ * q->hdrs_failed (MHD_get_connection_values only stops early, it does not
+ * say so) and stops. */
 static enum MHD_Result add_request_header(void *cls, enum MHD_ValueKind kind,
                                           const char *key, const char *value)
 {
@@ -405,9 +409,12 @@ static enum MHD_Result add_request_header(void *cls, enum MHD_ValueKind kind,
     }
     struct curl_slist *l = line ? curl_slist_append(q->hdrs, line) : NULL;
     free(line);
-    if (l)
-        q->hdrs = l;
-    return l ? MHD_YES : MHD_NO;
+    if (!l) {
+        q->hdrs_failed = true;
+        return MHD_NO;
+    }
+    q->hdrs = l;
+    return MHD_YES;
 }
 
 static bool append_header(struct xchg *q, const char *line)
@@ -424,8 +431,10 @@ static enum MHD_Result hand_over(struct xchg *q)
 {
     struct ld_proxy *p = q->p;
     struct ld_proxy_verdict v;
+    /* A request missing some of its headers must not go out: without its
+     * Impersonate-User it would run with leaderd's own rights. */
     if (MHD_get_connection_values(q->mc, MHD_HEADER_KIND, add_request_header, q) < 0 ||
-        !append_header(q, "Expect:") ||
+        q->hdrs_failed || !append_header(q, "Expect:") ||
         (!header(q->mc, "Content-Type") && !append_header(q, "Content-Type:"))) {
         ld_proxy_verdict_printf(&v, 500, "InternalError",
                                 "leaderd's API proxy: out of memory");

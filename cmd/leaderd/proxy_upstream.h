@@ -39,6 +39,7 @@ struct xchg {
     char *target; /* the request target as received */
     const char *method;
     bool started, handed, timeout_off;
+    bool hdrs_failed; /* a request header could not be copied (out of memory) */
     struct ld_proxy_verdict verdict;
     char *body;
     size_t len, cap;
