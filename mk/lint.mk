@@ -1,5 +1,5 @@
 # Static analysis: cppcheck and clang-tidy over lib/, cmd/, tests/unit and
-# tests/fuzz. Configuration: .clang-tidy, tools/clang-tidy-exceptions.txt,
+# tests/fuzz, shellcheck over .ci/run and tools/ scripts. Configuration: .clang-tidy, tools/clang-tidy-exceptions.txt,
 # tools/cppcheck-suppressions.txt, tools/cppcheck.cfg. Fails on any finding;
 # the last line is "lint: N findings (...)".
 

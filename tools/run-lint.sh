@@ -2,10 +2,11 @@
 # `make lint`: cppcheck and clang-tidy over lib/, cmd/, tests/unit and
 # tests/fuzz with the checked-in configuration (.clang-tidy,
 # tools/cppcheck-suppressions.txt, tools/cppcheck.cfg,
-# tools/clang-tidy-exceptions.txt). Prints every finding, then
-# "lint: N findings (cppcheck N, clang-tidy N)"; fails on any.
+# tools/clang-tidy-exceptions.txt), and shellcheck over the shell scripts
+# (.ci/run, tools/). Prints every finding, then
+# "lint: N findings (cppcheck N, clang-tidy N, shellcheck N)"; fails on any.
 #
-#   tools/run-lint.sh deps            install cppcheck/clang-tidy if missing (as root)
+#   tools/run-lint.sh deps            install cppcheck/clang-tidy/shellcheck if missing (as root)
 #   tools/run-lint.sh -- CFLAGS...    lint, compiling as CFLAGS says
 set -u
 
@@ -15,6 +16,7 @@ deps() {
     local pkgs=()
     command -v cppcheck >/dev/null || pkgs+=(cppcheck)
     command -v clang-tidy >/dev/null || pkgs+=(clang-tidy)
+    command -v shellcheck >/dev/null || pkgs+=(shellcheck)
     [ ${#pkgs[@]} -eq 0 ] || bash "$(dirname "${BASH_SOURCE[0]}")/deps.sh" --as lint "${pkgs[@]}"
 }
 
@@ -68,7 +70,14 @@ printf '%s\n' "${files[@]}" |
 sort -u "$out/tidy.txt" >"$out/tidy.found"
 n_tidy=$(wc -l <"$out/tidy.found")
 
-cat "$out/cppcheck.found" "$out/tidy.found"
-total=$((n_cppcheck + n_tidy))
-echo "lint: $total findings (cppcheck $n_cppcheck, clang-tidy $n_tidy) in ${#files[@]} files"
+# ---- shellcheck: warnings and errors (its notes and style hints are
+# taste; a script may quote a glob on purpose) ----
+mapfile -t scripts < <(ls .ci/run tools/*.sh tools/image/*.sh 2>/dev/null)
+shellcheck --severity=warning --format=gcc "${scripts[@]}" >"$out/shellcheck.found" 2>&1
+n_shell=$(wc -l <"$out/shellcheck.found")
+
+cat "$out/cppcheck.found" "$out/tidy.found" "$out/shellcheck.found"
+total=$((n_cppcheck + n_tidy + n_shell))
+echo "lint: $total findings (cppcheck $n_cppcheck, clang-tidy $n_tidy," \
+    "shellcheck $n_shell) in ${#files[@]} C files and ${#scripts[@]} scripts"
 [ "$total" -eq 0 ]
