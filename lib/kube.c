@@ -2,9 +2,8 @@
  * kube: the Lease REST layer over a transport (transport.h): paths, name
  * checks, encoding and decoding, status mapping, the one retry after a 401
  * with a rotated token. The blocking calls of kube.h are each a submit (or
- * open_stream) followed by runs of the transport until its callback came.
- * Watch bytes that arrive while a round trip is being driven are kept until
- * the next ld_kube_watch_wait.
+ * open_stream) followed by runs of the transport until its callback came;
+ * the asynchronous ones and the watch leave the runs to the caller.
  */
 #include "kube.h"
 
@@ -29,30 +28,8 @@
 /* The server ends a watch after timeoutSeconds; the margin only catches a
  * server that never does. */
 #define WATCH_MARGIN_S 30
-/* Watch bytes kept between two waits; a stream that outruns this while a
- * round trip is driven is ended (LD_ETOOBIG) rather than held in memory. */
-#define WATCH_PENDING_MAX LD_HTTP_MAX_BODY
-/* A held-back buffer grown past this is given back once delivered. */
-#define WATCH_PENDING_KEEP (64 * 1024)
-
-struct watch_state {
-    ld_http_id id; /* of the open stream, 0 when none */
-    int64_t started_ms;
-    char *path; /* for messages */
-    /* The stream ended and ld_kube_watch_wait has not said so yet. */
-    bool ended;
-    enum ld_err end_rc;
-    struct ld_errinfo end_err;
-    char *held; /* bytes that arrived outside ld_kube_watch_wait */
-    size_t held_len, held_cap;
-    ld_kube_watch_data_fn fn; /* set during ld_kube_watch_wait only */
-    void *ctx;
-    bool delivered;
-};
-
 struct ld_kube {
     struct ld_transport *t;
-    struct watch_state watch;
     int64_t timeout_ms;
     int cancel_fd;
     ld_kube_observer_fn observer;
@@ -103,7 +80,6 @@ void ld_kube_free(struct ld_kube *k)
 {
     if (!k)
         return;
-    ld_kube_watch_stop(k);
     cancel_all(k);
     ld_transport_free(k->t);
     free(k);
@@ -433,8 +409,7 @@ void ld_kube_cancel(struct ld_kube *k, ld_kube_call call)
         return;
     ld_transport_cancel(k->t, c->hid);
     /* An abandoned round trip counts, as a request without an answer; a
-     * watch the caller stops is no failure (the blocking watch's stop never
-     * counted one either). */
+     * watch the caller stops is no failure. */
     if (!c->data)
         observe(k, c->verb, 0, (double)(mono_ms() - c->started_ms) / 1e3);
     acall_unlink(k, c);
@@ -785,70 +760,9 @@ enum ld_err ld_kube_lease_list_start(struct ld_kube *k, const char *ns,
 
 /* ---- watch ---- */
 
-static void held_release(struct watch_state *w)
-{
-    w->held_len = 0;
-    if (w->held_cap > WATCH_PENDING_KEEP) {
-        free(w->held);
-        w->held = NULL;
-        w->held_cap = 0;
-    }
-}
-
-/* Keeps bytes for the next wait; false when they do not fit. */
-static bool held_append(struct watch_state *w, const char *data, size_t len)
-{
-    if (len > WATCH_PENDING_MAX - w->held_len)
-        return false;
-    if (w->held_len + len > w->held_cap) {
-        size_t cap = w->held_cap ? w->held_cap : 4096;
-        while (cap < w->held_len + len)
-            cap *= 2;
-        char *nb = realloc(w->held, cap);
-        if (!nb)
-            return false;
-        w->held = nb;
-        w->held_cap = cap;
-    }
-    memcpy(w->held + w->held_len, data, len);
-    w->held_len += len;
-    return true;
-}
-
-static void watch_end(struct ld_kube *k, enum ld_err rc)
-{
-    struct watch_state *w = &k->watch;
-    w->id = 0;
-    w->ended = true;
-    w->end_rc = rc;
-    w->end_err.code = rc;
-}
-
-static void on_watch_data(void *ctx, ld_http_id id, const char *data, size_t len)
-{
-    struct ld_kube *k = ctx;
-    struct watch_state *w = &k->watch;
-
-    if (id != w->id)
-        return;
-    if (w->fn) {
-        w->fn(w->ctx, data, len);
-        w->delivered = true;
-        return;
-    }
-    if (held_append(w, data, len))
-        return;
-    ld_transport_cancel(k->t, id);
-    observe(k, "WATCH", 200, (double)(mono_ms() - w->started_ms) / 1e3);
-    ld_errinfo_set(&w->end_err, LD_ETOOBIG,
-                   "watch %s: more than %d bytes arrived between two waits", w->path,
-                   WATCH_PENDING_MAX);
-    watch_end(k, LD_ETOOBIG);
-}
-
-/* How a watch stream ended, for both watch APIs: the transport's failure,
- * the mapped Status of a non-200 answer, or LD_EEOF when the server ended
- * a 200 stream. Fills err (path names the watch). */
+/* How a watch stream ended: the transport's failure, the mapped Status of a
+ * non-200 answer, or LD_EEOF when the server ended a 200 stream. Fills err
+ * (path names the watch). */
 static enum ld_err stream_outcome(const struct ld_http_result *r, const char *path,
                                   struct ld_errinfo *err)
 {
@@ -867,131 +781,6 @@ static enum ld_err stream_outcome(const struct ld_http_result *r, const char *pa
     }
     return ld_errinfo_set(err, LD_EEOF, "watch %s: the server ended the stream", path);
 }
-
-static void on_watch_done(void *ctx, ld_http_id id, const struct ld_http_result *r)
-{
-    struct ld_kube *k = ctx;
-    struct watch_state *w = &k->watch;
-
-    if (id != w->id)
-        return;
-    observe(k, "WATCH", r->status, r->seconds);
-    watch_end(k, stream_outcome(r, w->path, &w->end_err));
-}
-
-bool ld_kube_watch_running(const struct ld_kube *k)
-{
-    return k && (k->watch.id != 0 || k->watch.ended);
-}
-
-void ld_kube_watch_stop(struct ld_kube *k)
-{
-    struct watch_state *w = &k->watch;
-    if (w->id)
-        ld_transport_cancel(k->t, w->id);
-    w->id = 0;
-    w->ended = false;
-    free(w->path);
-    w->path = NULL;
-    free(w->held);
-    w->held = NULL;
-    w->held_len = w->held_cap = 0;
-}
-
-enum ld_err ld_kube_watch_start(struct ld_kube *k, const char *ns, const char *name,
-                                const char *resource_version, int timeout_s,
-                                struct ld_errinfo *err)
-{
-    struct watch_state *w = &k->watch;
-    enum ld_err rc;
-    char *path = NULL;
-
-    ld_errinfo_clear(err);
-    ld_kube_watch_stop(k);
-    if ((rc = check_names(ns, name, err)))
-        return rc;
-    if (!plausible_rv(resource_version))
-        return ld_errinfo_set(err, LD_EINVAL, "unexpected resourceVersion");
-    if (timeout_s < 1)
-        timeout_s = 1;
-    if (asprintf(&w->path, "/namespaces/%s/leases?watch=1", ns) < 0) {
-        w->path = NULL;
-        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    }
-    /* The name field selector makes RBAC's resourceNames apply to the watch. */
-    int n =
-        asprintf(&path,
-                 API_PREFIX "/namespaces/%s/leases?watch=1"
-                            "&fieldSelector=metadata.name%%3D%s&allowWatchBookmarks=true"
-                            "&timeoutSeconds=%d%s%s",
-                 ns, name, timeout_s,
-                 resource_version && resource_version[0] ? "&resourceVersion=" : "",
-                 resource_version ? resource_version : "");
-    if (n < 0) {
-        path = NULL;
-        rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-        goto out;
-    }
-    struct ld_http_request req = {
-        .verb = "GET",
-        .path = path,
-        .timeout_ms = (int64_t)(timeout_s + WATCH_MARGIN_S) * 1000,
-    };
-    w->started_ms = mono_ms();
-    rc = ld_transport_open_stream(k->t, &req, on_watch_data, on_watch_done, k, &w->id,
-                                  err);
-out:
-    free(path);
-    if (rc != LD_OK)
-        ld_kube_watch_stop(k);
-    return rc;
-}
-
-enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms,
-                               ld_kube_watch_data_fn fn, void *ctx,
-                               struct ld_errinfo *err)
-{
-    struct watch_state *w = &k->watch;
-    enum ld_err rc = LD_OK;
-    int64_t deadline = mono_ms() + (wait_ms > 0 ? wait_ms : 0);
-
-    ld_errinfo_clear(err);
-    w->delivered = false;
-    if (w->held_len > 0) {
-        if (fn)
-            fn(ctx, w->held, w->held_len);
-        held_release(w);
-        return LD_OK; /* an end that came after these bytes is said next time */
-    }
-    w->fn = fn;
-    w->ctx = ctx;
-    /* At least one run, so a zero wait still moves the stream. */
-    for (;;) {
-        enum ld_err wr = LD_OK;
-        if (!w->ended)
-            wr = ld_transport_run(k->t, deadline - mono_ms(), k->cancel_fd);
-        if (w->delivered)
-            break;
-        if (w->ended) {
-            rc = w->end_rc;
-            if (err)
-                *err = w->end_err;
-            ld_kube_watch_stop(k);
-            break;
-        }
-        if (wr == LD_ECANCELED) {
-            rc = LD_ECANCELED;
-            break;
-        }
-        if (mono_ms() >= deadline)
-            break;
-    }
-    w->fn = NULL;
-    w->ctx = NULL;
-    return rc;
-}
-
-/* ---- asynchronous watch ---- */
 
 static void on_astream_data(void *ctx, ld_http_id hid, const char *data, size_t len)
 {

@@ -155,8 +155,10 @@ struct ld_kube_watch_spec {
 /* Bytes of a watch stream as they arrive (feed a struct ld_watch_decoder). */
 typedef void (*ld_kube_stream_data_fn)(void *ctx, ld_kube_call call, const char *data,
                                        size_t len);
-/* The end of a watch stream: LD_EEOF when the server ended it, otherwise as
- * ld_kube_watch_wait says. */
+/* The end of a watch stream: LD_EEOF when the server ended it, otherwise
+ * why: LD_ETRANSPORT, LD_ETIMEOUT, LD_ETOOBIG, or the mapped HTTP error of a
+ * non-200 answer (410 -> LD_EGONE; a 401 also has the token file re-read
+ * before the next request). */
 typedef void (*ld_kube_stream_end_fn)(void *ctx, ld_kube_call call, enum ld_err rc,
                                       const struct ld_errinfo *err);
 
@@ -174,37 +176,6 @@ void ld_kube_cancel(struct ld_kube *k, ld_kube_call call);
 
 /* How many asynchronous calls are in flight. */
 size_t ld_kube_calls_pending(const struct ld_kube *k);
-
-/* ---- watch: one Lease, a stream on the transport ---- */
-
-/* Receives the raw bytes of a watch stream as they arrive (feed them to a
- * struct ld_watch_decoder). Called from ld_kube_watch_wait only: bytes that
- * arrive while a request is driven are kept (up to LD_KUBE_MAX_BODY, else
- * the stream ends with LD_ETOOBIG) and given to the next wait. */
-typedef void (*ld_kube_watch_data_fn)(void *ctx, const char *data, size_t len);
-
-/* Starts a watch of NS/NAME (fieldSelector metadata.name, bookmarks on,
- * timeoutSeconds=timeout_s, from resource_version when not NULL), stopping
- * any previous one. Returns at once; the stream is driven by
- * ld_kube_watch_wait. LD_OK, LD_EINVAL or LD_ENOMEM. */
-enum ld_err ld_kube_watch_start(struct ld_kube *k, const char *ns, const char *name,
-                                const char *resource_version, int timeout_s,
-                                struct ld_errinfo *err);
-
-/* Waits up to wait_ms for watch data (delivered to fn), the cancel fd, or
- * the end of the stream. Returns LD_OK after data arrived or the time
- * passed with the stream still open; LD_ECANCELED when the cancel fd is
- * readable; or, once the stream is over (the watch is then stopped), why:
- * LD_EEOF (the server ended it), LD_ETRANSPORT, LD_ETIMEOUT, or the mapped
- * HTTP error of a non-200 answer (410 -> LD_EGONE, 401 also re-reads the
- * token file). With no watch running it only waits on the cancel fd and
- * returns LD_OK or LD_ECANCELED. */
-enum ld_err ld_kube_watch_wait(struct ld_kube *k, int64_t wait_ms,
-                               ld_kube_watch_data_fn fn, void *ctx,
-                               struct ld_errinfo *err);
-
-bool ld_kube_watch_running(const struct ld_kube *k);
-void ld_kube_watch_stop(struct ld_kube *k); /* idempotent */
 
 /* ld_err_from_http (err.h), kept under its old name for callers. */
 enum ld_err ld_kube_map_status(long http_status, const char *reason);

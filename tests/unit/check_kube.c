@@ -407,17 +407,35 @@ START_TEST(projected_token_swap_used_by_next_request)
 }
 END_TEST
 
-static void ignore_data(void *ctx, const char *data, size_t len)
+struct stream_end {
+    bool ended;
+    enum ld_err rc;
+};
+
+static void ignore_data(void *ctx, ld_kube_call call, const char *data, size_t len)
 {
     (void)ctx;
+    (void)call;
     (void)data;
     (void)len;
+}
+
+static void note_end(void *ctx, ld_kube_call call, enum ld_err rc,
+                     const struct ld_errinfo *err)
+{
+    struct stream_end *end = ctx;
+    (void)call;
+    (void)err;
+    end->ended = true;
+    end->rc = rc;
 }
 
 START_TEST(rewritten_token_file_used_by_next_watch)
 {
     struct ld_lease l;
     struct ld_errinfo e;
+    struct stream_end end = {0};
+    ld_kube_call call = 0;
     ld_lease_init(&l);
     token_client("old-token");
     push(200, lease_200);
@@ -425,14 +443,19 @@ START_TEST(rewritten_token_file_used_by_next_watch)
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
     ld_lease_clear(&l);
     write_token("watch-token");
-    ck_assert_int_eq(ld_kube_watch_start(kube, NS, NAME, "123", 30, &e), LD_OK);
-    /* The request goes out as the stream is driven; the empty 200 ends it.
-     * Bounded by the deadline, not by a count of waits. */
+    struct ld_kube_watch_spec spec = {
+        .namespace_ = NS, .name = NAME, .resource_version = "123", .timeout_s = 30};
+    ck_assert_int_eq(
+        ld_kube_lease_watch_open(kube, &spec, ignore_data, note_end, &end, &call, &e),
+        LD_OK);
+    /* The request goes out as the transport is run; the empty 200 ends it.
+     * Bounded by the deadline, not by a count of runs. */
     int64_t deadline = now_ms() + 10000;
-    enum ld_err rc = LD_OK;
-    while (rc == LD_OK && now_ms() < deadline)
-        rc = ld_kube_watch_wait(kube, 200, ignore_data, NULL, &e);
-    ck_assert_int_eq(rc, LD_EEOF);
+    while (!end.ended && now_ms() < deadline)
+        ld_transport_run(ld_kube_transport(kube), 200, -1);
+    ck_assert(end.ended);
+    ck_assert_int_eq(end.rc, LD_EEOF);
+    ck_assert_uint_eq(ld_kube_calls_pending(kube), 0);
     ck_assert_int_eq(httpfake_request_count(fake), 2);
     struct hf_request r = req(1);
     ck_assert_str_eq(r.path, "/apis/coordination.k8s.io/v1/namespaces/default/leases");
