@@ -332,13 +332,20 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
     acall_free(c);
 }
 
+/* Sends c's request with what is left of its timeout: the retry after a
+ * 401 gets no new one, since the caller bounded the whole call (a renewal
+ * by its deadline). */
 static enum ld_err submit_exchange(struct acall *c, struct ld_errinfo *err)
 {
+    int64_t left = c->timeout_ms - (mono_ms() - c->started_ms);
+    if (left < 1)
+        return ld_errinfo_set(err, LD_ETIMEOUT, "%s %s: no time left within %lld ms",
+                              c->verb, c->rel, (long long)c->timeout_ms);
     struct ld_http_request req = {.verb = c->verb,
                                   .path = c->full,
                                   .body = c->body,
                                   .body_len = c->body ? strlen(c->body) : 0,
-                                  .timeout_ms = c->timeout_ms};
+                                  .timeout_ms = left};
     return ld_transport_submit(c->k->t, &req, on_acall_done, c, &c->hid, err);
 }
 

@@ -309,6 +309,29 @@ START_TEST(unauthorized_rotated_token_retried_once)
 }
 END_TEST
 
+/* The retry after a 401 gets what is left of the call's timeout, not a new
+ * one: a caller bounds the whole call (a renewal by its deadline). Here
+ * the 401 takes 400 ms of 600 and the retried answer would take 300. */
+START_TEST(retry_after_401_gets_only_the_time_left)
+{
+    struct ld_lease l;
+    struct ld_errinfo e;
+    ld_lease_init(&l);
+    token_client("old-token\n");
+    struct hf_response slow_401 = {.status = 401, .body = "{}", .delay_ms = 400};
+    struct hf_response slow_200 = {.status = 200, .body = lease_200, .delay_ms = 300};
+    httpfake_push(fake, &slow_401);
+    httpfake_push(fake, &slow_200);
+    rewrite_unseen("new-token\n");
+    ld_kube_set_timeout_ms(kube, 600);
+    ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_ETIMEOUT);
+    ld_lease_clear(&l);
+    struct hf_request r = req(0);
+    ck_assert_str_eq(r.authorization, "Bearer old-token");
+    hf_request_clear(&r);
+}
+END_TEST
+
 START_TEST(rewritten_token_file_used_by_next_request)
 {
     struct ld_lease l;
@@ -1265,6 +1288,7 @@ static Suite *kube_suite(void)
     tcase_add_test(tc, not_found);
     tcase_add_test(tc, conflict_vs_already_exists);
     tcase_add_test(tc, unauthorized_rotated_token_retried_once);
+    tcase_add_test(tc, retry_after_401_gets_only_the_time_left);
     tcase_add_test(tc, rewritten_token_file_used_by_next_request);
     tcase_add_test(tc, projected_token_swap_used_by_next_request);
     tcase_add_test(tc, rewritten_token_file_used_by_next_watch);
