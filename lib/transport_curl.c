@@ -42,7 +42,7 @@
  * through by much even if curl asked for a longer wait. */
 #define POLL_SLICE_MS 1000
 /* Why a round trip that timed out before curl had it was never sent. */
-#define WAIT_EXPIRED "still waiting for a place among the exchanges in curl"
+#define WAIT_EXPIRED "not sent: its time ran out before curl had it"
 
 /* The token file is stat()ed before every request and re-read when it
  * changed; this period (client-go's cached file token source: 1 min, 10 s
