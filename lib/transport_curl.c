@@ -663,13 +663,12 @@ static void finish(struct tcurl *t, struct xfer *x)
 }
 
 /* Gives x its easy handle, set up from the request it kept; its timeout is
- * what is left of it after the wait in the list. */
+ * what is left of it after the wait in the list (at least 1 ms: add_queued
+ * times out one with less). */
 static CURLcode xfer_prepare(struct tcurl *t, struct xfer *x, int64_t now)
 {
     CURLcode c;
-    long left = (long)(x->timeout_ms - (now - x->started_ns) / 1000000);
-    if (left < 1)
-        left = 1;
+    long left = (long)((x->deadline_ns - now) / 1000000);
     x->easy = curl_easy_duphandle(t->proto);
     if (!x->easy)
         return CURLE_OUT_OF_MEMORY;
