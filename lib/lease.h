@@ -111,13 +111,12 @@ enum ld_err ld_lease_from_json(json_t *obj, struct ld_lease *out, struct ld_erri
 
 /* Encodes l for a POST or PUT. Starts from a deep copy of l->object when
  * present, else from l->object_text parsed, otherwise from {apiVersion,
- * kind}; sets metadata.name,
- * metadata.namespace, metadata.resourceVersion (removed when NULL), and the
- * spec: holderIdentity (always, "" when free), leaseDurationSeconds (when
- * > 0), acquireTime and renewTime as MicroTime (null when absent),
- * leaseTransitions (always), strategy and preferredHolder (only when
- * non-empty, else removed). An abridged field is left as the object has
- * it. Returns a new string (free with free()) or
+ * kind}; sets metadata.name, metadata.namespace, metadata.resourceVersion
+ * (removed when NULL), and the spec: holderIdentity (always, "" when free),
+ * leaseDurationSeconds (when > 0), acquireTime and renewTime as MicroTime
+ * (null when absent), leaseTransitions (always), strategy and
+ * preferredHolder (only when non-empty, else removed). An abridged field
+ * is left as the object has it. Returns a new string (free with free()) or
  * NULL on allocation failure. */
 char *ld_lease_encode(const struct ld_lease *l);
 
