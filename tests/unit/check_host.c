@@ -262,6 +262,16 @@ static const char *lease_name(size_t i)
     return names[i];
 }
 
+/* Adds the elections of n free Leases of the group app=grp (lease_name(0)
+ * on), each put in the fake first. */
+static void add_free_group(size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ft_lease_put(fx.ft, lease_name(i), "app=grp", "", LEASE_MS / 1000, WALL0_US);
+        add(lease_name(i));
+    }
+}
+
 static int64_t now(void)
 {
     return ft_now_ms(fx.ft);
@@ -434,10 +444,7 @@ END_TEST
 START_TEST(sixteen_elections_one_watch)
 {
     new_host("app=grp");
-    for (size_t i = 0; i < MAX_ELECTIONS; i++) {
-        ft_lease_put(fx.ft, lease_name(i), "app=grp", "", LEASE_MS / 1000, WALL0_US);
-        add(lease_name(i));
-    }
+    add_free_group(MAX_ELECTIONS);
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     int64_t since = now();
     run_for(60000);
@@ -745,10 +752,7 @@ static bool watches_reached(void)
 START_TEST(group_watch_resumes_only_after_a_routine_end)
 {
     new_host("app=grp");
-    for (size_t i = 0; i < 2; i++) {
-        ft_lease_put(fx.ft, lease_name(i), "app=grp", "", LEASE_MS / 1000, WALL0_US);
-        add(lease_name(i));
-    }
+    add_free_group(2);
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     ck_assert(run_until(watch_open, 10000));
     run_for(5000);
@@ -964,10 +968,7 @@ END_TEST
 START_TEST(free_in_flight_runs_no_callbacks)
 {
     new_host("app=grp");
-    for (size_t i = 0; i < 3; i++) {
-        ft_lease_put(fx.ft, lease_name(i), "app=grp", "", LEASE_MS / 1000, WALL0_US);
-        add(lease_name(i));
-    }
+    add_free_group(3);
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     ck_assert(run_until(watch_open, 10000));
     struct ft_fault hang = {.kind = FT_HANG, .count = -1};
@@ -1187,10 +1188,7 @@ START_TEST(foreign_and_malformed_events_are_survived)
 {
     new_host("app=grp");
     ft_lease_put(fx.ft, "lease-x", "app=grp", OTHER, 15, WALL0_US);
-    for (size_t i = 0; i < 2; i++) {
-        ft_lease_put(fx.ft, lease_name(i), "app=grp", "", LEASE_MS / 1000, WALL0_US);
-        add(lease_name(i));
-    }
+    add_free_group(2);
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     ck_assert(run_until(watch_open, 10000));
     int64_t since = now();
