@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lead.h"
+
 #define GONE_UIDS 4
 #define EVENT_QUEUE 8
 /* Renewal times of our recent writes remembered to tell them apart from a
@@ -314,7 +316,7 @@ static bool cooling_down(const struct ld_election *e, int64_t now_ms)
  * so it names someone else. */
 static bool handover_asked(const struct ld_election *e, int64_t now_ms)
 {
-    if (!e->leading || now_ms >= e->lead_until_ms || !e->have_cache)
+    if (!ld_leads_at(e->leading, e->lead_until_ms, now_ms) || !e->have_cache)
         return false;
     const char *p = e->cache.spec.preferred_holder;
     if (!p || p[0] == '\0')
@@ -1249,7 +1251,7 @@ void ld_election_shutdown(struct ld_election *e, struct ld_now now)
 
 bool ld_election_is_leader(const struct ld_election *e, int64_t now_ms)
 {
-    return e->leading && now_ms < e->lead_until_ms;
+    return ld_leads_at(e->leading, e->lead_until_ms, now_ms);
 }
 
 void ld_election_status(const struct ld_election *e, struct ld_election_status *out)

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dnsname.h"
 #include "log.h"
@@ -97,7 +96,7 @@ struct ld_host {
     int64_t lease_duration_ms;
     int64_t renew_deadline_ms;
     bool log_names;
-    struct ld_host_clock clock;
+    struct ld_clock clock;
     struct ld_host_observer obs;
     struct hel **els;
     size_t n, cap;
@@ -109,22 +108,6 @@ struct ld_host {
 };
 
 /* ---- clocks and logs ---- */
-
-static int64_t real_mono_ms(void *ctx)
-{
-    struct timespec ts;
-    (void)ctx;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t real_wall_us(void *ctx)
-{
-    struct timespec ts;
-    (void)ctx;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static int64_t mono(const struct ld_host *h)
 {
@@ -849,15 +832,7 @@ struct ld_host *ld_host_new(const struct ld_host_config *cfg, struct ld_errinfo 
     h->lease_duration_ms = cfg->lease_duration_ms;
     h->renew_deadline_ms = cfg->renew_deadline_ms;
     h->log_names = cfg->log_names;
-    h->clock.mono_ms = real_mono_ms;
-    h->clock.wall_us = real_wall_us;
-    if (cfg->clock) {
-        h->clock.ctx = cfg->clock->ctx;
-        if (cfg->clock->mono_ms)
-            h->clock.mono_ms = cfg->clock->mono_ms;
-        if (cfg->clock->wall_us)
-            h->clock.wall_us = cfg->clock->wall_us;
-    }
+    h->clock = ld_clock_or_real(cfg->clock);
     if (cfg->observer)
         h->obs = *cfg->observer;
     ld_watch_decoder_init(&h->w.decoder);

@@ -20,7 +20,7 @@
  * nor may a callback make a blocking call on the host's client (it would
  * run the host's other callbacks in the middle of a pass): use the
  * asynchronous calls.
- * Clocks come from a struct ld_host_clock so tests can drive time.
+ * Time comes from a struct ld_clock (clock.h) so tests can drive it.
  */
 #ifndef LEADERD_HOST_H
 #define LEADERD_HOST_H
@@ -29,19 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "election.h"
 #include "err.h"
 #include "kube.h"
 
 struct ld_host;
-
-/* Time as the host sees it. NULL members mean the real clocks
- * (CLOCK_MONOTONIC in ms, CLOCK_REALTIME in us). */
-struct ld_host_clock {
-    int64_t (*mono_ms)(void *ctx);
-    int64_t (*wall_us)(void *ctx);
-    void *ctx;
-};
 
 /* What is published for one election after a pass changed something. All
  * pointers are borrowed for the duration of the callback. */
@@ -110,7 +103,7 @@ struct ld_host_config {
     /* Logs name the Lease of each line ("lease NAME: ...") when true; a
      * host of one election whose log sink already names it sets false. */
     bool log_names;
-    const struct ld_host_clock *clock;       /* copied; NULL: the real clocks */
+    const struct ld_clock *clock;            /* copied; NULL: the real clock */
     const struct ld_host_observer *observer; /* copied; may be NULL */
 };
 

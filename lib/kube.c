@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jansson.h>
 
+#include "clock.h"
 #include "dnsname.h"
 #include "log.h"
 #include "transport_curl.h"
@@ -38,12 +38,6 @@ struct ld_kube {
     ld_kube_call next_call;
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void observe(struct ld_kube *k, const char *verb, long status, double seconds)
 {
@@ -337,7 +331,7 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
  * by its deadline). */
 static enum ld_err submit_exchange(struct acall *c, struct ld_errinfo *err)
 {
-    int64_t left = c->timeout_ms - (mono_ms() - c->started_ms);
+    int64_t left = c->timeout_ms - (ld_mono_ms() - c->started_ms);
     if (left < 1)
         return ld_errinfo_set(err, LD_ETIMEOUT, "%s %s: no time left within %lld ms",
                               c->verb, c->rel, (long long)c->timeout_ms);
@@ -387,7 +381,7 @@ static enum ld_err start_call_query(struct ld_kube *k, const char *verb, char *r
         rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
         goto out;
     }
-    c->started_ms = mono_ms();
+    c->started_ms = ld_mono_ms();
     rc = submit_exchange(c, err);
     if (rc != LD_OK)
         goto out;
@@ -418,7 +412,7 @@ void ld_kube_cancel(struct ld_kube *k, ld_kube_call call)
     /* An abandoned round trip counts, as a request without an answer; a
      * watch the caller stops is no failure. */
     if (!c->data)
-        observe(k, c->verb, 0, (double)(mono_ms() - c->started_ms) / 1e3);
+        observe(k, c->verb, 0, (double)(ld_mono_ms() - c->started_ms) / 1e3);
     acall_unlink(k, c);
     acall_free(c);
 }
@@ -466,11 +460,11 @@ static void on_blocking_done(void *ctx, ld_kube_call call, enum ld_err rc,
 static enum ld_err wait_call(struct ld_kube *k, ld_kube_call call, const char *verb,
                              const char *rel, struct wait_result *w)
 {
-    int64_t t0 = mono_ms();
+    int64_t t0 = ld_mono_ms();
     int64_t deadline = t0 + k->timeout_ms + LOOP_GRACE_MS;
 
     while (!w->done) {
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - ld_mono_ms();
         enum ld_err wr = left > 0 ? ld_transport_run(k->t, left, k->cancel_fd) : LD_OK;
         /* The done callback sets it, from inside ld_transport_run. */
         /* cppcheck-suppress knownConditionTrueFalse */

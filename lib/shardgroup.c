@@ -13,6 +13,7 @@
 
 #include "dnsname.h"
 #include "hash.h"
+#include "lead.h"
 #include "shardassign.h"
 
 #define MEMBER_INFIX "-member-"
@@ -690,7 +691,8 @@ const char *ld_shardgroup_target(const struct ld_shardgroup *g, uint32_t s)
 
 bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms)
 {
-    return s < g->n_shards && g->shards[s].leading && now_ms < g->shards[s].lead_until_ms;
+    return s < g->n_shards &&
+           ld_leads_at(g->shards[s].leading, g->shards[s].lead_until_ms, now_ms);
 }
 
 uint32_t ld_shardgroup_owned(const struct ld_shardgroup *g, int64_t now_ms, uint32_t *out)

@@ -20,6 +20,7 @@
 #include <curl/curl.h>
 #include <openssl/ssl.h>
 
+#include "clock.h"
 #include "log.h"
 
 #ifndef LEADERD_VERSION
@@ -120,12 +121,6 @@ struct tcurl {
     bool multiplexed;
 };
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static void free_secret(char *s)
 {
@@ -237,7 +232,7 @@ static bool token_refresh(struct tcurl *t, bool force)
 {
     if (!t->token_file)
         return false;
-    int64_t now = mono_ns();
+    int64_t now = ld_mono_ns();
     struct token_stamp st;
     token_stamp_take(t->token_file, &st);
     if (!force && now - t->token_read_ns < TOKEN_REFRESH_NS &&
@@ -643,7 +638,7 @@ static void finish_result(struct tcurl *t, struct xfer *x, struct ld_http_result
     }
     r->body = x->body ? x->body : "";
     r->body_len = x->body_len;
-    r->seconds = (double)(mono_ns() - x->started_ns) / 1e9;
+    r->seconds = (double)(ld_mono_ns() - x->started_ns) / 1e9;
 }
 
 /* Reports x to its owner and frees it. x leaves the list first, so a
@@ -722,7 +717,7 @@ static void add_queued(struct tcurl *t)
     size_t active = 0;
     for (const struct xfer *x = t->head; x; x = x->next)
         active += x->added && !x->stream && !x->finished && !x->dead;
-    int64_t now = mono_ns();
+    int64_t now = ld_mono_ns();
     for (struct xfer *x = t->head; x; x = x->next) {
         if (x->added || x->finished || x->dead)
             continue;
@@ -907,7 +902,7 @@ static enum ld_err xfer_start(struct tcurl *t, const struct ld_http_request *req
         rc = ld_errinfo_set(err, LD_ENOMEM, "out of memory");
         goto out;
     }
-    x->started_ns = mono_ns();
+    x->started_ns = ld_mono_ns();
     /* Until curl has it, only our own deadline can end it: the timeout. */
     x->deadline_ns = x->started_ns + x->timeout_ms * 1000000LL;
     x->id = ++t->last_id;
@@ -957,7 +952,7 @@ static void tc_cancel(struct ld_transport *base, ld_http_id id)
 static enum ld_err tc_run(struct ld_transport *base, int64_t wait_ms, int wake_fd)
 {
     struct tcurl *t = (struct tcurl *)base;
-    int64_t deadline = mono_ns() + (wait_ms > 0 ? wait_ms : 0) * 1000000LL;
+    int64_t deadline = ld_mono_ns() + (wait_ms > 0 ? wait_ms : 0) * 1000000LL;
 
     t->ran = false;
     for (;;) {
@@ -970,7 +965,7 @@ static enum ld_err tc_run(struct ld_transport *base, int64_t wait_ms, int wake_f
         if (mc != CURLM_OK)
             fail_all(t, mc);
         collect_done(t);
-        int64_t now = mono_ns();
+        int64_t now = ld_mono_ns();
         expire(t, now);
         complete_finished(t);
         if (wake_ready(wake_fd))
@@ -1127,7 +1122,7 @@ struct ld_transport *ld_transport_curl_new(const struct ld_kube_config *cfg,
         token_stamp_take(t->token_file, &t->token_stamp);
         if (token_read(t->token_file, &t->token, err))
             goto fail;
-        t->token_read_ns = mono_ns();
+        t->token_read_ns = ld_mono_ns();
     } else if (cfg->token && cfg->token[0]) {
         for (const char *p = cfg->token; *p; p++) {
             if ((unsigned char)*p < 0x20 || *p == 0x7f) {

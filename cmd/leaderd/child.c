@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "lead.h"
 #include "log.h"
 
 /* Zombies reaped per pass; more wait for the next one. */
@@ -114,7 +115,7 @@ bool ld_child_on_publish(void *ctx, const struct ld_election_status *st, int64_t
     struct ld_child *c = ctx;
     take_news(c);
     reap_zombies(c);
-    bool leading = st->leading && now_ms < st->lead_until_ms;
+    bool leading = ld_leads_at(st->leading, st->lead_until_ms, now_ms);
     if (c->alive && !c->stop_sent && !leading) {
         ld_log(LD_LOG_INFO, "leadership ended: stopping command %s", c->name);
         send_or_log(c, LD_SUP_STOP, 0, 0);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
+#include "lead.h"
 #include "log.h"
 #include "state.h"
 
@@ -140,7 +142,7 @@ void ld_events_hook_clear(struct ld_events_hook *h)
 bool ld_events_on_publish(void *ctx, const struct ld_election_status *st, int64_t now_ms)
 {
     struct ld_events_hook *h = ctx;
-    ld_evq_update(&h->q, st->leading && now_ms < st->lead_until_ms, st->uid,
+    ld_evq_update(&h->q, ld_leads_at(st->leading, st->lead_until_ms, now_ms), st->uid,
                   ld_wall_us());
     const struct ld_evq_item *it = ld_evq_next(&h->q, now_ms);
     if (!it)

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "clock.h"
 #include "http_conn.h"
 #include "http_hold.h"
 #include "http_listen.h"

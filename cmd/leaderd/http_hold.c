@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "http_conn.h"
 #include "http_route.h"
 #include "http_shards.h"

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "state.h"
 #include "timefmt.h"
 #include "utf8.h"

@@ -13,6 +13,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "lead.h"
 #include "log.h"
 #include "memtrim.h"
 
@@ -59,7 +61,7 @@ static void resign_answer(struct ld_loop *loop, const struct ld_election_status 
         ld_state_resign_answer(loop->state, loop->resign_first, loop->resign_last, oc);
         loop->resign_busy = false;
     }
-    bool leading = st && st->leading && now_ms < st->lead_until_ms;
+    bool leading = st && ld_leads_at(st->leading, st->lead_until_ms, now_ms);
     if (!loop->resign_busy && !leading &&
         ld_state_resign_take(loop->state, &first, &last))
         ld_state_resign_answer(loop->state, first, last, LD_RESIGN_NOT_LEADER);

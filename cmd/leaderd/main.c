@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "child.h"
+#include "clock.h"
 #include "config.h"
 #include "election.h"
 #include "events.h"
@@ -26,12 +27,12 @@
 #include "kube.h"
 #include "log.h"
 #include "logsink.h"
-#include "memtrim.h"
 #include "loop.h"
+#include "memtrim.h"
 #include "metrics.h"
 #include "podlabel.h"
-#include "shards.h"
 #include "proxy.h"
+#include "shards.h"
 #include "state.h"
 
 /* Everything main owns, so one function can release it all. */

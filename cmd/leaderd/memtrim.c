@@ -12,25 +12,20 @@
 #include <stdlib.h> /* defines __GLIBC__ (features.h) for the tests below */
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
+#include "clock.h"
+
 /* Monotonic ms of ld_memtrim_setup: start-up is over STARTUP_MS later. */
 static int64_t setup_ms;
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void ld_memtrim_setup(void)
 {
-    setup_ms = mono_ms();
+    setup_ms = ld_mono_ms();
 #if defined(__GLIBC__)
     /* glibc raises its mmap threshold to the size of each large block freed,
      * so a single odd megabyte-sized response (a hostile Lease, an error
@@ -108,7 +103,7 @@ void ld_memtrim_drop_startup_code(void)
 void ld_memtrim_idle(void)
 {
     static bool dropped;
-    int64_t now = mono_ms();
+    int64_t now = ld_mono_ms();
     if (!dropped && now - setup_ms >= LD_MEMTRIM_STARTUP_MS) {
         dropped = true;
         ld_memtrim_drop_startup_code();

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+#include "lead.h"
 #include "log.h"
 
 /* The loop's waits end on the Lease watch, the signal fd or their time,
@@ -240,7 +242,7 @@ bool ld_podlabel_on_publish(void *ctx, const struct ld_election_status *st,
 {
     struct ld_podlabel_hook *h = ctx;
     struct ld_errinfo err;
-    ld_podlabel_update(&h->pl, st->leading && now_ms < st->lead_until_ms);
+    ld_podlabel_update(&h->pl, ld_leads_at(st->leading, st->lead_until_ms, now_ms));
     struct ld_pl_step s = ld_podlabel_next(&h->pl, now_ms);
     struct ld_transport *t = ld_kube_transport(h->kube);
     enum ld_err rc = LD_OK;

@@ -48,6 +48,7 @@
 #include <curl/curl.h>
 #include <microhttpd.h>
 
+#include "clock.h"
 #include "http.h"
 #include "http_conn.h"
 #include "http_listen.h"

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "clock.h"
 #include "log.h"
 
 /* A relayed body waits here between curl and MHD: one curl write at most

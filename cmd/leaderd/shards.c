@@ -15,8 +15,10 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "events.h"
 #include "host.h"
+#include "lead.h"
 #include "log.h"
 #include "loop.h"
 #include "memtrim.h"
@@ -119,7 +121,7 @@ static void observe_member(struct ld_shards *s, const struct ld_host_view *v,
      * listed at once and nothing is claimed until that answer is in; if the
      * list fails, the other members' renewals (every retry period) will
      * have shown them through the watch a retry period later. */
-    bool live = v->status.leading && now_ms < v->status.lead_until_ms;
+    bool live = ld_leads_at(v->status.leading, v->status.lead_until_ms, now_ms);
     if (live && !s->member_live) {
         s->live_since_ms = now_ms;
         s->contend_after_ms = now_ms + s->c.retry_period_ms + JOIN_SETTLE_MS;

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lead.h"
+
 struct ld_shardsnap *ld_shardsnap_new(bool observed, const struct ld_shard_entry *shards,
                                       uint32_t n_shards, const char *const *members,
                                       uint32_t n_members)
@@ -64,7 +66,7 @@ void ld_shardsnap_unref(struct ld_shardsnap *s)
 
 bool ld_shard_entry_is_leader(const struct ld_shard_entry *e, int64_t now_ms)
 {
-    return e->leading && now_ms < e->lead_until_ms;
+    return ld_leads_at(e->leading, e->lead_until_ms, now_ms);
 }
 
 bool ld_shardsnap_same_view(const struct ld_shardsnap *a, const struct ld_shardsnap *b,

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
+#include "lead.h"
 
 void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
                    int64_t stale_after_ms)
@@ -187,22 +189,6 @@ void ld_state_resign_answer(struct ld_state *st, uint64_t first, uint64_t last,
 
 bool ld_snapshot_is_leader(const struct ld_snapshot *s, int64_t now_ms)
 {
-    return s->leading && now_ms < s->lead_until_ms;
+    return ld_leads_at(s->leading, s->lead_until_ms, now_ms);
 }
 
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t ld_mono_ms(void)
-{
-    return clock_ns(CLOCK_MONOTONIC) / 1000000;
-}
-
-int64_t ld_wall_us(void)
-{
-    return clock_ns(CLOCK_REALTIME) / 1000;
-}

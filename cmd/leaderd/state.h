@@ -158,9 +158,4 @@ void ld_state_resign_answer(struct ld_state *st, uint64_t first, uint64_t last,
 /* Leadership as of now_ms: leading and before lead_until_ms. */
 bool ld_snapshot_is_leader(const struct ld_snapshot *s, int64_t now_ms);
 
-/* Monotonic milliseconds (CLOCK_MONOTONIC). */
-int64_t ld_mono_ms(void);
-/* Wall microseconds since the epoch (CLOCK_REALTIME), for Lease timestamps. */
-int64_t ld_wall_us(void);
-
 #endif

@@ -17,8 +17,9 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 /* glibc's; musl's <sys/wait.h> has no such macro. */
 #ifndef W_EXITCODE
@@ -105,12 +106,6 @@ struct sup {
     struct ld_sup_policy policy;
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* snprintf is not async-signal-safe; terms are small non-negative numbers. */
 static void format_term(char *buf, size_t len, int32_t term)
@@ -221,7 +216,7 @@ static void orphaned(struct sup *s)
         close(s->fd);
         s->fd = -1;
     }
-    ld_sup_policy_ended(&s->policy, mono_ms());
+    ld_sup_policy_ended(&s->policy, ld_mono_ms());
 }
 
 static void take_message(struct sup *s)
@@ -242,7 +237,7 @@ static void take_message(struct sup *s)
         ld_sup_policy_deadline(&s->policy, m.value);
         break;
     case LD_SUP_STOP:
-        ld_sup_policy_ended(&s->policy, mono_ms());
+        ld_sup_policy_ended(&s->policy, ld_mono_ms());
         break;
     case LD_SUP_SIGNAL:
         if (s->child > 0 && (m.arg == SIGTERM || m.arg == SIGINT))
@@ -282,7 +277,7 @@ static void enforce(struct sup *s, int64_t now, int64_t *wake)
 static void __attribute__((noreturn)) supervise(struct sup *s)
 {
     for (;;) {
-        int64_t now = mono_ms();
+        int64_t now = ld_mono_ms();
         int64_t wake;
         enforce(s, now, &wake);
         if (s->fd < 0 && s->child <= 0)

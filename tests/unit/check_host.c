@@ -52,7 +52,7 @@ struct fixture {
     struct fake_transport *ft; /* owned by kube */
     struct ld_kube *kube;
     struct ld_host *h;
-    struct ld_host_clock clock;
+    struct ld_clock clock;
     struct seen seen[MAX_ELECTIONS];
     size_t n;
     int callbacks; /* publishes and events, for "none after free" */

@@ -24,6 +24,7 @@
 #include "timefmt.h"
 
 #include "../../cmd/leaderd/http.h"
+#include "clock.h"
 #include "support/run_suite.h"
 
 #define STALE_MS 5000

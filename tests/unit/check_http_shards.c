@@ -30,6 +30,7 @@
 #include "../../cmd/leaderd/http.h"
 #include "../../cmd/leaderd/http_shards.h"
 #include "../../cmd/leaderd/metrics.h"
+#include "clock.h"
 #include "support/run_suite.h"
 
 #define STALE_MS 5000

@@ -27,6 +27,7 @@
 #include "../../cmd/leaderd/proxy.h"
 #include "../../cmd/leaderd/proxy_gate.h"
 #include "../../cmd/leaderd/state.h"
+#include "clock.h"
 #include "support/httpfake.h"
 #include "support/run_suite.h"
 

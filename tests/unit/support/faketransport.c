@@ -1054,9 +1054,9 @@ static int64_t clock_wall(void *ctx)
     return ft_wall_us(ctx);
 }
 
-struct ld_host_clock ft_host_clock(struct fake_transport *f)
+struct ld_clock ft_host_clock(struct fake_transport *f)
 {
-    return (struct ld_host_clock){.mono_ms = clock_mono, .wall_us = clock_wall, .ctx = f};
+    return (struct ld_clock){.mono_ms = clock_mono, .wall_us = clock_wall, .ctx = f};
 }
 
 void ft_set_latency_ms(struct fake_transport *f, int64_t ms)

@@ -101,7 +101,7 @@ struct ld_transport *ft_transport(struct fake_transport *f);
 struct ld_transport *ft_add_client(struct fake_transport *f);
 
 /* A host clock that reads f's clock. */
-struct ld_host_clock ft_host_clock(struct fake_transport *f);
+struct ld_clock ft_host_clock(struct fake_transport *f);
 int64_t ft_now_ms(const struct fake_transport *f);
 int64_t ft_wall_us(const struct fake_transport *f);
 
