@@ -38,7 +38,6 @@ struct ld_kube {
     ld_kube_call next_call;
 };
 
-
 static void observe(struct ld_kube *k, const char *verb, long status, double seconds)
 {
     if (k->observer)

@@ -121,7 +121,6 @@ struct tcurl {
     bool multiplexed;
 };
 
-
 static void free_secret(char *s)
 {
     if (s) {

@@ -22,7 +22,6 @@
 /* Monotonic ms of ld_memtrim_setup: start-up is over STARTUP_MS later. */
 static int64_t setup_ms;
 
-
 void ld_memtrim_setup(void)
 {
     setup_ms = ld_mono_ms();

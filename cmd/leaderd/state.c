@@ -191,4 +191,3 @@ bool ld_snapshot_is_leader(const struct ld_snapshot *s, int64_t now_ms)
 {
     return ld_leads_at(s->leading, s->lead_until_ms, now_ms);
 }
-

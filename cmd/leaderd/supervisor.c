@@ -106,7 +106,6 @@ struct sup {
     struct ld_sup_policy policy;
 };
 
-
 /* snprintf is not async-signal-safe; terms are small non-negative numbers. */
 static void format_term(char *buf, size_t len, int32_t term)
 {
