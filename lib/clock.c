@@ -5,8 +5,12 @@
 
 #include <time.h>
 
-/* The clock behind every deadline. */
-#define MONO_CLOCK CLOCK_MONOTONIC
+/* The clock behind every deadline: CLOCK_BOOTTIME is monotonic and, unlike
+ * CLOCK_MONOTONIC, keeps counting while the machine is suspended. A leader
+ * that slept through its renew deadline must see that it passed: on
+ * CLOCK_MONOTONIC it would wake up believing it still leads, beside the
+ * replica that took the Lease over meanwhile. */
+#define MONO_CLOCK CLOCK_BOOTTIME
 
 static int64_t read_ns(clockid_t id)
 {

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 /* The monotonic clock in ns and ms: never goes back, unaffected by
- * settimeofday. */
+ * settimeofday, and counting the time the machine was suspended. */
 int64_t ld_mono_ns(void);
 int64_t ld_mono_ms(void);
 
