@@ -120,7 +120,8 @@ bench-shards: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_shards.py
 
 format:
-	clang-format -i lib/*.[ch] cmd/*/*.[ch] tests/unit/*.c tests/unit/support/*.[ch]
+	clang-format -i include/leaderd/*.h lib/*.[ch] cmd/*/*.[ch] examples/*.c tests/unit/*.c \
+	    tests/unit/support/*.[ch]
 
 clean:
 	rm -rf $(B)
