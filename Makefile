@@ -11,7 +11,7 @@ PY      ?= python3
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wno-format-nonliteral -Wpointer-arith -Wvla
 HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -MMD -MP -Ilib \
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -MMD -MP -Iinclude/leaderd -Ilib \
            -DLEADERD_VERSION=\"$(VERSION)\"
 OPT     ?= -O2 $(HARDEN)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -120,7 +120,8 @@ bench-shards: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_shards.py
 
 format:
-	clang-format -i lib/*.[ch] cmd/*/*.[ch] tests/unit/*.c tests/unit/support/*.[ch]
+	clang-format -i include/leaderd/*.h lib/*.[ch] cmd/*/*.[ch] examples/*.c tests/unit/*.c \
+	    tests/unit/support/*.[ch]
 
 clean:
 	rm -rf $(B)

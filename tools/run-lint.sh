@@ -39,7 +39,7 @@ mapfile -t files < <(ls lib/*.c cmd/*/*.c tests/unit/*.c tests/unit/support/*.c 
 cppcheck --enable=warning,style,performance,portability --error-exitcode=1 \
     --inline-suppr --suppressions-list=tools/cppcheck-suppressions.txt \
     --std=c11 --platform=unix64 --library=posix,gnu,libcurl,openssl,tools/cppcheck.cfg \
-    -D_GNU_SOURCE -DLEADERD_VERSION='"lint"' -Ilib -j "$jobs" --quiet \
+    -D_GNU_SOURCE -DLEADERD_VERSION='"lint"' -Iinclude/leaderd -Ilib -j "$jobs" --quiet \
     --template='{file}:{line}:{column}: {severity}: {message} [cppcheck-{id}]' \
     "${files[@]}" >"$out/cppcheck.txt" 2>&1
 sort -u "$out/cppcheck.txt" | grep -E ': (error|warning|style|performance|portability|information): ' \
