@@ -76,8 +76,8 @@ int64_t rig_elapsed_ms(int64_t t0);
 bool rig_stats_until(struct ld_http *h, bool (*pred)(const struct ld_http_stats *, long),
                      long arg, int64_t timeout_ms);
 
-/* Predicates for rig_stats_until: held long-polls (and resigns), the
- * latest /watch event id, /watch subscribers, open connections. */
+/* Predicates for rig_stats_until: held long-polls, the latest /watch event
+ * id, /watch subscribers, open connections. */
 bool rig_held_is(const struct ld_http_stats *s, long n);
 bool rig_seq_is(const struct ld_http_stats *s, long n);
 bool rig_subscribers_are(const struct ld_http_stats *s, long n);
