@@ -25,35 +25,25 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))  # leaderd_testing
 
-from apiserver import ApiServer  # noqa: E402
-from cluster import Replica, leaders_in, sample, timed_get, wait_until  # noqa: E402
+from leaderd_testing.apiserver import ApiServer, requests_by_verb  # noqa: E402
+from leaderd_testing.cluster import (DEFAULTS, FAST, Replica, leaders_in,  # noqa: E402
+                                     proc_fields, sample, timed_get, wait_until)
+from leaderd_testing.figures import percentile  # noqa: E402
 
-DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 CLIENTS = ["b1", "b2", "b3"]
 
 
 def proc_status(pid):
-    fields = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "Threads"):
-                fields[key] = value.strip()
-    return fields
+    """{field: "N kB" or a count} of the figures the table shows."""
+    fields = proc_fields(pid, ("VmRSS", "RssAnon", "Threads"))
+    return {k: v if k == "Threads" else f"{v} kB" for k, v in fields.items()}
 
 
 def requests_of(stats, client):
     """Total requests the server counted for one client."""
-    entry = stats.get(client, {})
-    total = 0
-    for per_code in entry.values():
-        if isinstance(per_code, dict):
-            total += sum(v for v in per_code.values() if isinstance(v, int))
-        elif isinstance(per_code, int):
-            total += per_code
-    return total
+    return sum(requests_by_verb(stats, client).values())
 
 
 def run_wrk(url, seconds):
@@ -63,11 +53,6 @@ def run_wrk(url, seconds):
     if shutil.which("taskset") and os.cpu_count() and os.cpu_count() > 1:
         cmd = ["taskset", "-c", "1"] + cmd
     return subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 30).stdout
-
-
-def percentile(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def summary(label, values, unit="ms", scale=1000.0):
@@ -232,12 +217,11 @@ def main():
         print(f"\ngraceful handover (SIGTERM of the leader -> another /leader says 200), "
               f"timings 15s/10s/2s:")
         summary("  handover", handovers(api, work, DEFAULTS, n, signal.SIGTERM))
-        fast = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 1.0}
         n = int(os.environ.get("BENCH_CRASHES", "5"))
         print(f"\ncrash failover (SIGKILL right after a renewal), lease 4s:")
-        crash = handovers(api, work, fast, n, signal.SIGKILL)
+        crash = handovers(api, work, FAST, n, signal.SIGKILL)
         summary("  failover", crash, unit="s", scale=1.0)
-        summary("  failover - lease-duration", [c - fast["lease_duration"] for c in crash])
+        summary("  failover - lease-duration", [c - FAST["lease_duration"] for c in crash])
         loaded_probes(api, work)
         return 0
     finally:

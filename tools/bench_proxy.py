@@ -19,18 +19,11 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))  # leaderd_testing
 
-from apiserver import ApiServer  # noqa: E402
-from cluster import Replica, free_port, wait_until  # noqa: E402
-
-DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
-LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
-
-
-def percentile(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+from leaderd_testing.apiserver import LEASES, ApiServer  # noqa: E402
+from leaderd_testing.cluster import DEFAULTS, Replica, free_port, wait_until  # noqa: E402
+from leaderd_testing.figures import percentile  # noqa: E402
 
 
 def timed(conn, method, path, body, headers, rounds):
@@ -75,7 +68,7 @@ def main():
                                              context=ssl.create_default_context(cafile=api.ca))
         proxied = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         auth = {"Authorization": "Bearer " + api.token("p1")}
-        item = LEASES + "/bench"
+        item = LEASES % "default" + "/bench"
 
         def put_body(conn, headers):
             def body(i):

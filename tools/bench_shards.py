@@ -28,75 +28,25 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))  # leaderd_testing
 
-from apiserver import ApiServer  # noqa: E402
-from cluster import Replica  # noqa: E402
+from leaderd_testing.apiserver import LEASES, ApiServer, requests_by_verb  # noqa: E402
+from leaderd_testing.cluster import (DEFAULTS, Replica, client_connections,  # noqa: E402
+                                     proc_fields)
 
-DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 CLIENTS = ["s1", "s2", "s3"]
 JOINER = "s4"
 # Lists the Leases; its own name so its requests are not counted for a replica.
 OBSERVER = "observer"
 GROUP = "bench"
 SHARD_LABEL = "leaderd.io/shard"
-LEASES = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
 POLL = 0.05
 RSS_GOAL_KIB = 8
 CONN_GOAL = 4
 
 
-def proc_kib(pid):
-    """{"VmRSS": kB, "RssAnon": kB} from /proc/PID/status."""
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon"):
-                out[key] = int(value.split()[0])
-    return out
-
-
-def api_connections(pid, port):
-    """TCP connections process pid holds to remote port (the API server),
-    from /proc: the sockets among its fds whose peer port is port, in any
-    state but LISTEN (cluster.server_connections counts the local port)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue  # closed meanwhile
-        if link.startswith("socket:["):
-            inodes.add(link[len("socket:["):-1])
-    n = 0
-    for table in ("tcp", "tcp6"):
-        try:
-            with open(f"/proc/{pid}/net/{table}") as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            cols = row.split()
-            remote, state, inode = cols[2], cols[3], cols[9]
-            if inode in inodes and int(remote.rsplit(":", 1)[1], 16) == port and state != "0A":
-                n += 1
-    return n
-
-
-def by_verb(stats, client):
-    """{verb: requests} the server counted for one client (all outcomes)."""
-    out = {}
-    for verb, per_outcome in stats.get(client, {}).items():
-        if isinstance(per_outcome, dict):
-            out[verb] = sum(v for v in per_outcome.values() if isinstance(v, int))
-        elif isinstance(per_outcome, int):
-            out[verb] = per_outcome
-    return out
-
-
 def verb_delta(before, after, client):
-    b, a = by_verb(before, client), by_verb(after, client)
+    b, a = requests_by_verb(before, client), requests_by_verb(after, client)
     return {v: a[v] - b.get(v, 0) for v in a if a[v] - b.get(v, 0)}
 
 
@@ -107,7 +57,7 @@ class Lister:
     def __init__(self, api):
         self.api = api
         self.conn = None
-        self.path = f"{LEASES}?labelSelector=leaderd.io%2Fshard-group%3D{GROUP}"
+        self.path = f"{LEASES % 'default'}?labelSelector=leaderd.io%2Fshard-group%3D{GROUP}"
 
     def table(self):
         """{shard ID: holder or ""}, or None when the list failed."""
@@ -187,7 +137,7 @@ def steady_state(api, replicas, n, seconds, timings):
     end = time.monotonic() + seconds
     while True:
         for r in replicas:
-            conns[r.client] = max(conns[r.client], api_connections(r.proc.pid, api.port))
+            conns[r.client] = max(conns[r.client], client_connections(r.proc.pid, api.port))
         left = end - time.monotonic()
         if left <= 0:
             break
@@ -196,7 +146,7 @@ def steady_state(api, replicas, n, seconds, timings):
     rows = []
     for r in replicas:
         verbs = verb_delta(before, after, r.client)
-        rows.append({"client": r.client, **proc_kib(r.proc.pid),
+        rows.append({"client": r.client, **proc_fields(r.proc.pid, ("VmRSS", "RssAnon")),
                      "req_min": sum(verbs.values()) * 60.0 / seconds,
                      "verbs": verbs, "conns": conns[r.client]})
     expected = (n + len(replicas)) * 60.0 / timings["retry_period"]

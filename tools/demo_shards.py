@@ -16,10 +16,10 @@ import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))  # leaderd_testing
 
-from apiserver import ApiServer  # noqa: E402
-from cluster import FAST, Replica  # noqa: E402
+from leaderd_testing.apiserver import ApiServer  # noqa: E402
+from leaderd_testing.cluster import FAST, Replica  # noqa: E402
 
 SHARDS = 12
 GROUP = "demo"

@@ -17,27 +17,17 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))  # leaderd_testing
 
-import cluster  # noqa: E402
-from apiserver import ApiServer  # noqa: E402
-from cluster import Replica, leaders_in, sample, wait_until  # noqa: E402
+from leaderd_testing import cluster  # noqa: E402
+from leaderd_testing.apiserver import ApiServer  # noqa: E402
+from leaderd_testing.cluster import (DEFAULTS, Replica, leaders_in, proc_fields,  # noqa: E402
+                                     sample, wait_until)
 
-DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 CLIENTS = ["b1", "b2", "b3"]
 FIELDS = ("VmRSS", "RssAnon", "RssFile", "Threads")
 # Start-up's handshakes and first renewals are over, the drop (15 s) not yet.
 BEFORE_DROP_S = 12.0
-
-
-def status_of(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in FIELDS:
-                out[key] = int(value.split()[0])
-    return out
 
 
 def smaps_of(pid):
@@ -72,7 +62,7 @@ def measure(label, binary, settle, show_maps):
         # Figures, not synchronisation: the process has no event for "start-up
         # is over"; these are the points in time the figures are of.
         time.sleep(max(0.0, started + BEFORE_DROP_S - time.monotonic()))
-        before = {r.client: status_of(r.proc.pid) for r in replicas}
+        before = {r.client: proc_fields(r.proc.pid, FIELDS) for r in replicas}
         # Start-up (first GET, the watch, TLS handshakes) is not steady state;
         # a few renewals and standby attempts are.
         time.sleep(max(0.0, elected + settle - time.monotonic()))
@@ -81,7 +71,7 @@ def measure(label, binary, settle, show_maps):
               f"{'threads':>7}   (kB; before the drop, {BEFORE_DROP_S:.0f} s after start: "
               f"VmRSS RssAnon RssFile)")
         for r in replicas:
-            st = status_of(r.proc.pid)
+            st = proc_fields(r.proc.pid, FIELDS)
             b = before[r.client]
             role = "leader" if r.client == leader else "standby"
             print(f"  {r.client:8} {role:8} {st['VmRSS']:7} {st['RssAnon']:8} "

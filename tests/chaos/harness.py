@@ -2,6 +2,8 @@
 poller that asks every replica's /leader every 25 ms, and the checks that turn
 the samples and the API server's write log into pass/fail. Standard library
 only. Every process is started here and stopped by PID; every wait is bounded.
+It uses the package leaderd_testing (tests/support) and childrec.py beside it,
+which its entry points (run.py, soak.py, test_checks.py) put on sys.path.
 
 Clocks: samples carry time.monotonic() taken just before the request was sent
 (start) and after the answer was read (end). The API server's write log
@@ -16,23 +18,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
+
+from childrec import PERIOD as CHILD_PERIOD
+from leaderd_testing.apiserver import LEASES, ApiServer, ControlError
+from leaderd_testing.cluster import LEADERD, free_port
+from leaderd_testing.cluster import http_get as get_url
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-
-from apiserver import LEASES, ApiServer, ControlError  # noqa: E402
-from childrec import PERIOD as CHILD_PERIOD  # noqa: E402
-
-BUILD = os.path.abspath(os.environ.get("LEADERD_BUILD") or os.path.join(REPO, "build"))
-LEADERD = os.path.join(BUILD, "leaderd")
 
 # The timings of the suite (lease > renew > 1.2 x retry).
 LEASE = 4.0
@@ -90,21 +86,10 @@ class ScenarioError(Exception):
     """A bounded wait timed out or a step could not be done."""
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def http_get(port, path, timeout=1.0):
-    """(status, body bytes) or (None, None) when nothing answered."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-    except (urllib.error.URLError, OSError):
-        return None, None
+    """(status, body bytes) of GET path on 127.0.0.1:port, or (None, None)
+    when nothing answered."""
+    return get_url(f"http://127.0.0.1:{port}{path}", timeout=timeout)
 
 
 def micro_time(wall=None):

@@ -29,9 +29,11 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "support"))  # leaderd_testing
 
 import harness  # noqa: E402
 from harness import Cluster, Ctx, ScenarioError, analyse, analyse_children  # noqa: E402
+from leaderd_testing.cluster import BUILD  # noqa: E402
 from scenarios import SCENARIOS, by_name  # noqa: E402
 
 WORKER_TIMEOUT = 240.0
@@ -268,7 +270,7 @@ def main():
     root = tempfile.mkdtemp(prefix="leaderd-chaos-")
     started = time.monotonic()
     print(f"chaos: {len(chosen)} scenarios x {repeat} x {sizes} replicas, {jobs} at a "
-          f"time, binaries in {harness.BUILD}; lease {harness.LEASE:.0f}s, renew "
+          f"time, binaries in {BUILD}; lease {harness.LEASE:.0f}s, renew "
           f"{harness.RENEW:.0f}s, retry {harness.RETRY:.0f}s", file=out, flush=True)
 
     problems = selftest(root)

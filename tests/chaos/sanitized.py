@@ -22,6 +22,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 INTEGRATION = os.path.join(REPO, "tests", "integration")
+sys.path.insert(0, os.path.join(REPO, "tests", "support"))  # leaderd_testing
 
 
 def sanitizer_env(logdir):

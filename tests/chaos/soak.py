@@ -22,6 +22,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "support"))  # leaderd_testing
 
 from harness import Cluster, Ctx, ScenarioError, analyse  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402

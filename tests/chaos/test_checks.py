@@ -6,7 +6,9 @@ import sys
 import threading
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "support"))  # leaderd_testing
 
 import harness  # noqa: E402
 from harness import (Ctx, Sample, Slot, Write, analyse, analyse_children,  # noqa: E402

@@ -9,6 +9,8 @@ import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The test modules import leaderd_testing (tests/support) and each other.
+SUPPORT = os.path.join(HERE, "..", "support")
 
 
 class Result(unittest.TextTestResult):
@@ -25,6 +27,7 @@ class Result(unittest.TextTestResult):
 
 def main() -> int:
     sys.path.insert(0, HERE)
+    sys.path.insert(0, SUPPORT)
     pattern = os.environ.get("LEADERD_IT_PATTERN", "test_*.py")
     suite = unittest.defaultTestLoader.discover(HERE, pattern=pattern, top_level_dir=HERE)
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout,

@@ -27,9 +27,9 @@ import threading
 import time
 import unittest
 
-from apiserver import ApiServer, Watch
-from cluster import (FAST, KILL_BOUND, LEADERD, SCHED_SLACK, Replica, Watcher, free_port,
-                     stop_all, wait_until)
+from leaderd_testing.apiserver import ApiServer, Watch
+from leaderd_testing.cluster import (FAST, KILL_BOUND, LEADERD, SCHED_SLACK, Replica, Watcher,
+                                     free_port, stop_all, wait_until)
 
 NS = "default"
 POD = "/api/v1/namespaces/%s/pods/app" % NS

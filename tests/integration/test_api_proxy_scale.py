@@ -17,9 +17,9 @@ import tempfile
 import time
 import unittest
 
-from apiserver import ApiServer, Watch
-from cluster import (Replica, closed_by_peer, free_port, proc_status, server_connections,
-                     timed_get, wait_until)
+from leaderd_testing.apiserver import ApiServer, Watch
+from leaderd_testing.cluster import (Replica, closed_by_peer, free_port, proc_status,
+                                     server_connections, timed_get, wait_until)
 
 NS = "default"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % NS

@@ -15,9 +15,11 @@ import threading
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "support"))  # leaderd_testing
 
-from apiserver import CONFIGMAPS, ApiServer, binary_path, is_transport_error  # noqa: E402
+from leaderd_testing.apiserver import (CONFIGMAPS, ApiServer, binary_path,  # noqa: E402
+                                       is_transport_error)
 
 NS = "default"
 CONFLICT_MSG = ('Operation cannot be fulfilled on leases.coordination.k8s.io "%s": the '

@@ -10,8 +10,8 @@ import tempfile
 import textwrap
 import unittest
 
-from apiserver import ApiServer
-from cluster import LEADERD, Replica, wait_until
+from leaderd_testing.apiserver import ApiServer
+from leaderd_testing.cluster import LEADERD, Replica, wait_until
 
 
 def run(args, env=None, timeout=10):

@@ -20,10 +20,12 @@ import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                "support"))  # leaderd_testing
 
-from apiserver import LEASES, ApiServer, binary_path, write_kubeconfig  # noqa: E402
-from cluster import FAST, Replica, Watcher, stop_all, wait_until  # noqa: E402
+from leaderd_testing.apiserver import (LEASES, ApiServer, binary_path,  # noqa: E402
+                                       write_kubeconfig)
+from leaderd_testing.cluster import FAST, Replica, Watcher, stop_all, wait_until  # noqa: E402
 
 NS = "default"
 EC = ["ec1", "ec2"]

@@ -7,8 +7,8 @@ import signal
 import time
 import unittest
 
-from cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND, FreshReplicas,
-                     OneLeader, Replica, wait_until)
+from leaderd_testing.cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND,
+                                     FreshReplicas, OneLeader, Replica, wait_until)
 
 CLIENTS = ["r1", "r2", "r3"]
 RETRY = FAST["retry_period"]

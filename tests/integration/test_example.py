@@ -12,7 +12,7 @@ import tempfile
 import time
 import unittest
 
-from apiserver import REPO, ApiServer
+from leaderd_testing.apiserver import REPO, ApiServer
 
 # The example is built into the normal build tree even when the daemon under test
 # is another one (build/san): it is a consumer of the installed library.

@@ -7,7 +7,8 @@ import re
 import time
 import unittest
 
-from cluster import FAST, KILL_BOUND, SCHED_SLACK, FreshReplicas, proc_status, wait_until
+from leaderd_testing.cluster import (FAST, KILL_BOUND, SCHED_SLACK, FreshReplicas, proc_status,
+                                     wait_until)
 
 NS = "default"
 MIB = 1 << 20

@@ -13,8 +13,8 @@ import threading
 import time
 import unittest
 
-from cluster import (OneLeader, closed_by_peer, open_fds, proc_status, server_connections,
-                     timed_get, wait_until)
+from leaderd_testing.cluster import (OneLeader, closed_by_peer, open_fds, proc_status,
+                                     server_connections, timed_get, wait_until)
 
 IDLE = 2000
 SERVER_CAP = 1024  # LD_HTTP_MAX_CONNECTIONS in cmd/leaderd/http.h

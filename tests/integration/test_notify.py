@@ -15,9 +15,9 @@ import threading
 import time
 import unittest
 
-from cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND, FreshReplicas,
-                     OneLeader, open_fds, proc_status, server_connections, timed_get,
-                     wait_until)
+from leaderd_testing.cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND,
+                                     FreshReplicas, OneLeader, open_fds, proc_status,
+                                     server_connections, timed_get, wait_until)
 
 CLIENTS = ["r1", "r2"]
 RETRY = FAST["retry_period"]

@@ -11,9 +11,9 @@ import tempfile
 import time
 import unittest
 
-from apiserver import ApiServer
-from cluster import (FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND, Replica, Watcher, stop_all,
-                     wait_until)
+from leaderd_testing.apiserver import ApiServer
+from leaderd_testing.cluster import (FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND, Replica, Watcher,
+                                     stop_all, wait_until)
 
 CLIENTS = ["r1", "r2", "r3"]
 KEY = "leaderd.example.com/leader"

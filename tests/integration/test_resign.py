@@ -10,9 +10,9 @@ import tempfile
 import time
 import unittest
 
-from apiserver import ApiServer
-from cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND, Replica,
-                     Watcher, stop_all, wait_until)
+from leaderd_testing.apiserver import ApiServer
+from leaderd_testing.cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND,
+                                     Replica, Watcher, stop_all, wait_until)
 
 CLIENTS = ["r1", "r2", "r3"]
 RETRY = FAST["retry_period"]

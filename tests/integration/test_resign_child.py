@@ -11,8 +11,9 @@ import unittest
 
 import test_exec_child as ec
 import test_resign as rs
-from apiserver import ApiServer
-from cluster import KILL_BOUND, SCHED_SLACK, TERM_BOUND, Replica, stop_all, wait_until
+from leaderd_testing.apiserver import ApiServer
+from leaderd_testing.cluster import (KILL_BOUND, SCHED_SLACK, TERM_BOUND, Replica, stop_all,
+                                     wait_until)
 
 CLIENTS = ["r1", "r2", "r3"]
 

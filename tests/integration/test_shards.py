@@ -39,8 +39,8 @@ import time
 import unittest
 import urllib.parse
 
-from apiserver import ApiServer
-from cluster import FAST, LEADERD, SCHED_SLACK, Replica, free_port, test_failed
+from leaderd_testing.apiserver import ApiServer
+from leaderd_testing.cluster import FAST, LEADERD, SCHED_SLACK, Replica, free_port, test_failed
 
 NS = "default"
 GROUP = "grp"

@@ -6,8 +6,8 @@ import signal
 import time
 import unittest
 
-from cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND, FreshReplicas,
-                     Replica, wait_until)
+from leaderd_testing.cluster import (EXIT_BOUND, FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND,
+                                     FreshReplicas, Replica, wait_until)
 
 CLIENTS = ["w1", "w2", "w3"]
 RETRY = FAST["retry_period"]

@@ -12,7 +12,7 @@
 
 #include "../../cmd/leaderd/events.h"
 #include "event.h"
-#include "support/rectransport.h"
+#include "support/fake_recorder.h"
 #include "support/run_suite.h"
 
 /* 2026-01-01T00:00:00.123456Z */
@@ -89,7 +89,7 @@ static void record(void *ctx, const struct ld_events_answer *a)
 
 START_TEST(create_request_and_answers)
 {
-    struct rec_transport *t = rec_new();
+    struct fake_recorder *t = fake_recorder_new();
     struct seen s = {0};
     struct ld_events_call call = {.done = record, .ctx = &s};
     struct ld_event_spec ev = {.namespace_ = "ns1",
@@ -104,12 +104,13 @@ START_TEST(create_request_and_answers)
     ck_assert_str_eq(t->calls[0].path,
                      "/apis/events.k8s.io/v1/namespaces/ns1/events?timeout=3s");
     ck_assert_ptr_nonnull(strstr(t->calls[0].body, "\"reason\":\"LeaderElection\""));
-    rec_answer(t, 0, 201, "{}");
+    fake_recorder_answer(t, 0, 201, "{}");
     ck_assert_int_eq(s.rc, LD_OK);
     ck_assert_int_eq(ld_events_create(&t->base, &ev, 3000, &call, &id, &err), LD_OK);
-    rec_answer(t, 1, 409,
-               "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"AlreadyExists\","
-               "\"code\":409,\"message\":\"exists\"}");
+    fake_recorder_answer(
+        t, 1, 409,
+        "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"AlreadyExists\","
+        "\"code\":409,\"message\":\"exists\"}");
     ck_assert_int_eq(s.rc, LD_EEXISTS);
     ev.identity = "";
     ck_assert_int_eq(ld_events_create(&t->base, &ev, 3000, &call, &id, &err), LD_EINVAL);

@@ -1,6 +1,6 @@
 /*
  * check_host: the election host (many engines, one loop, one watch) over
- * the in-memory Lease API of support/faketransport on a fake clock. Every
+ * the in-memory Lease API of support/fake_transport on a fake clock. Every
  * test is a deterministic simulation of a few fake minutes; every publish
  * is checked against the API's own log: an election that claims
  * leadership has a successful write of its Lease that started within the
@@ -16,7 +16,7 @@
 #include "host.h"
 #include "kube.h"
 #include "log.h"
-#include "support/faketransport.h"
+#include "support/fake_transport.h"
 #include "support/run_suite.h"
 
 #define NS "default"

@@ -31,10 +31,11 @@
 #include "../../cmd/leaderd/http_shards.h"
 #include "../../cmd/leaderd/metrics.h"
 #include "clock.h"
+#include "support/http_client.h"
+#include "support/http_rig.h"
 #include "support/run_suite.h"
 
 #define STALE_MS 5000
-#define BODY_MAX (512 * 1024)
 
 /* 2026-01-01T00:00:00.123456Z, the renewTime of every observed entry. */
 static const int64_t renewed_us = INT64_C(1767225600123456);
@@ -681,122 +682,19 @@ static struct ld_shardgroup *grp;
 static struct ld_http *srv;
 static int port;
 
-struct resp {
-    long status;
-    char body[BODY_MAX];
-    size_t len;
-    char ctype[128];
-    char allow[64];
-    CURLcode rc;
-};
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
+/* One request to the fixture's server; fails the test unless it completed. */
+static void fetch(const char *method, const char *path, struct http_resp *r)
 {
-    struct resp *r = ud;
-    size_t len = size * n;
-    if (len > sizeof(r->body) - 1 - r->len)
-        return 0;
-    memcpy(r->body + r->len, p, len);
-    r->len += len;
-    r->body[r->len] = '\0';
-    return len;
-}
-
-static void header_value(const char *line, size_t len, const char *name, char *out,
-                         size_t outlen)
-{
-    size_t n = strlen(name);
-    if (len <= n + 1 || strncasecmp(line, name, n) != 0 || line[n] != ':')
-        return;
-    const char *v = line + n + 1;
-    const char *end = line + len;
-    while (v < end && *v == ' ')
-        v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n'))
-        end--;
-    snprintf(out, outlen, "%.*s", (int)(end - v), v);
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *ud)
-{
-    struct resp *r = ud;
-    if (size * n > 12 && strncmp(p, "HTTP/1.", 7) == 0 && p[8] == ' ')
-        r->status = strtol(p + 9, NULL, 10);
-    header_value(p, size * n, "Content-Type", r->ctype, sizeof(r->ctype));
-    header_value(p, size * n, "Allow", r->allow, sizeof(r->allow));
-    return size * n;
-}
-
-/* One request; method NULL means GET. No Check assertions (other threads
- * use it); r->rc says how it went. */
-static void fetch_raw(const char *method, const char *path, struct resp *r)
-{
-    char *url = NULL;
-    memset(r, 0, sizeof(*r));
-    CURL *c = curl_easy_init();
-    if (!c || asprintf(&url, "http://127.0.0.1:%d%s", port, path) < 0) {
-        curl_easy_cleanup(c);
-        r->rc = CURLE_FAILED_INIT;
-        return;
-    }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_PROXY, "");
-    if (method && strcmp(method, "HEAD") == 0)
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    else if (method && strcmp(method, "POST") == 0)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-    else if (method)
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    r->rc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_easy_cleanup(c);
-    free(url);
-}
-
-static void fetch(const char *method, const char *path, struct resp *r)
-{
-    fetch_raw(method, path, r);
+    http_fetch(port, method, path, r);
     ck_assert_msg(r->rc == CURLE_OK, "%s %s: %s", method ? method : "GET", path,
                   curl_easy_strerror(r->rc));
 }
 
-static int64_t elapsed_since(int64_t t0)
-{
-    return ld_mono_ms() - t0;
-}
-
-static void pause_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Polls the server's counters (nothing to wait on for them) until pred
- * holds or timeout_ms passes. */
+/* rig_stats_until on the fixture's server. */
 static bool stats_until(bool (*pred)(const struct ld_http_stats *, long), long arg,
                         int64_t timeout_ms)
 {
-    struct ld_http_stats stats;
-    int64_t t0 = ld_mono_ms();
-    for (;;) {
-        ld_http_get_stats(srv, &stats);
-        if (pred(&stats, arg))
-            return true;
-        if (elapsed_since(t0) > timeout_ms)
-            return false;
-        pause_ms(2);
-    }
-}
-
-static bool held_is(const struct ld_http_stats *s, long n)
-{
-    return s->held == (unsigned long)n;
+    return rig_stats_until(srv, pred, arg, timeout_ms);
 }
 
 static bool seq_past(const struct ld_http_stats *s, long n)
@@ -809,38 +707,6 @@ static uint64_t seq_now(void)
     struct ld_http_stats stats;
     ld_http_get_stats(srv, &stats);
     return stats.seq;
-}
-
-struct async_get {
-    pthread_t th;
-    char path[1024];
-    struct resp r;
-    int64_t started_ms, took_ms;
-};
-
-static void *async_get_main(void *arg)
-{
-    struct async_get *a = arg;
-    fetch_raw(NULL, a->path, &a->r);
-    a->took_ms = elapsed_since(a->started_ms);
-    return NULL;
-}
-
-static struct async_get *async_get_start(const char *path)
-{
-    struct async_get *a = calloc(1, sizeof(*a));
-    ck_assert_ptr_nonnull(a);
-    snprintf(a->path, sizeof(a->path), "%s", path);
-    a->started_ms = ld_mono_ms();
-    ck_assert_int_eq(pthread_create(&a->th, NULL, async_get_main, a), 0);
-    return a;
-}
-
-static void async_get_join(struct async_get *a)
-{
-    pthread_join(a->th, NULL);
-    ck_assert_msg(a->r.rc == CURLE_OK, "GET %s: %s", a->path,
-                  curl_easy_strerror(a->r.rc));
 }
 
 /* Publishes three shards: each {leader, term, lead_for_ms} as entry()
@@ -888,16 +754,16 @@ static void teardown(void)
     grp = NULL;
 }
 
-static struct resp *new_resp(void)
+static struct http_resp *new_resp(void)
 {
-    struct resp *r = malloc(sizeof(*r));
+    struct http_resp *r = malloc(sizeof(*r));
     ck_assert_ptr_nonnull(r);
     return r;
 }
 
 START_TEST(server_routes)
 {
-    struct resp *r = new_resp();
+    struct http_resp *r = new_resp();
     fetch(NULL, "/shards", r);
     ck_assert_int_eq(r->status, 503);
     ck_assert_str_eq(r->ctype, "application/json");
@@ -962,7 +828,7 @@ END_TEST
  * escapes are undone (%2B is a '+', %00 a NUL byte), the bytes hashed. */
 START_TEST(server_key_decoding)
 {
-    struct resp *r = new_resp();
+    struct http_resp *r = new_resp();
     const struct spec sp[3] = {{"me", 3, 60000}, {"me", 2, 60000}, {"me", 1, 60000}};
     publish_shards(sp, two_members, 2);
     static const struct {
@@ -1017,22 +883,22 @@ START_TEST(server_shard_longpoll_held_until_its_shard_changes)
 {
     struct spec sp[3] = {{"me", 3, 60000}, {"other", 1, 0}, {"", 0, 0}};
     publish_shards(sp, two_members, 2);
-    struct async_get *a =
-        async_get_start("/shards/1?wait=30s&leader=other&term=1&is_leader=false");
-    ck_assert_msg(stats_until(held_is, 1, 5000), "the poll was not held");
+    struct http_get *a =
+        http_get_start(port, "/shards/1?wait=30s&leader=other&term=1&is_leader=false");
+    ck_assert_msg(stats_until(rig_held_is, 1, 5000), "the poll was not held");
 
     /* Shard 0 changes: an event is rendered (seq moves), the poll stays. */
     uint64_t seq = seq_now();
     sp[0].term = 4;
     publish_shards(sp, two_members, 2);
     ck_assert(stats_until(seq_past, (long)seq, 5000));
-    ck_assert(stats_until(held_is, 1, 0));
+    ck_assert(stats_until(rig_held_is, 1, 0));
 
     int64_t changed_at = ld_mono_ms();
     sp[1].leader = "third";
     sp[1].term = 2;
     publish_shards(sp, two_members, 2);
-    async_get_join(a);
+    http_get_join(a);
     ck_assert_int_lt(ld_mono_ms() - changed_at, 1000);
     ck_assert_int_eq(a->r.status, 503);
     json_t *o = parse_json(a->r.body);
@@ -1042,13 +908,13 @@ START_TEST(server_shard_longpoll_held_until_its_shard_changes)
     ck_assert_str_eq(json_string_value(json_object_get(o, "lease")), "ns/demo-1");
     json_decref(o);
     free(a);
-    ck_assert(stats_until(held_is, 0, 1000));
+    ck_assert(stats_until(rig_held_is, 0, 1000));
 
     /* One that differs already is answered at once. */
     int64_t t0 = ld_mono_ms();
-    struct resp *r = new_resp();
+    struct http_resp *r = new_resp();
     fetch(NULL, "/shards/1?wait=30s&leader=other", r);
-    ck_assert_int_lt(elapsed_since(t0), 2000);
+    ck_assert_int_lt(rig_elapsed_ms(t0), 2000);
     ck_assert_int_eq(r->status, 503);
     free(r);
 }
@@ -1063,11 +929,11 @@ START_TEST(server_shard_longpoll_timeout_and_lapse)
     ld_shardsnap_unref(t);
 
     /* Held on shard 0 until its leadership lapses by time alone. */
-    struct async_get *lapse =
-        async_get_start("/shards/0?wait=30s&is_leader=true&leader=me");
+    struct http_get *lapse =
+        http_get_start(port, "/shards/0?wait=30s&is_leader=true&leader=me");
     /* Timed out on shard 1 with its current state. */
-    struct async_get *timeout = async_get_start("/shards/1?wait=300ms&leader=other");
-    async_get_join(timeout);
+    struct http_get *timeout = http_get_start(port, "/shards/1?wait=300ms&leader=other");
+    http_get_join(timeout);
     ck_assert_int_eq(timeout->r.status, 503);
     ck_assert_msg(timeout->took_ms >= 290 && timeout->took_ms < 5000, "took %lld ms",
                   (long long)timeout->took_ms);
@@ -1075,7 +941,7 @@ START_TEST(server_shard_longpoll_timeout_and_lapse)
     ck_assert_str_eq(json_string_value(json_object_get(o, "leader")), "other");
     json_decref(o);
 
-    async_get_join(lapse);
+    http_get_join(lapse);
     int64_t now = ld_mono_ms();
     ck_assert_int_eq(lapse->r.status, 503);
     ck_assert_int_ge(now, lapse_at);
@@ -1096,13 +962,14 @@ START_TEST(server_key_longpoll)
     uint32_t s = ld_shardrange_find(h, 3);
     struct spec sp[3] = {{"other", 1, 0}, {"other", 1, 0}, {"other", 1, 0}};
     publish_shards(sp, two_members, 2);
-    struct async_get *a = async_get_start("/shard?key=a+b&wait=30s&leader=other&term=1");
-    ck_assert_msg(stats_until(held_is, 1, 5000), "the poll was not held");
+    struct http_get *a =
+        http_get_start(port, "/shard?key=a+b&wait=30s&leader=other&term=1");
+    ck_assert_msg(stats_until(rig_held_is, 1, 5000), "the poll was not held");
     sp[s].leader = "me";
     sp[s].term = 2;
     sp[s].lead_for_ms = 60000;
     publish_shards(sp, two_members, 2);
-    async_get_join(a);
+    http_get_join(a);
     ck_assert_int_eq(a->r.status, 200);
     json_t *o = parse_json(a->r.body);
     char hex[LD_SHARDRANGE_HEX_SIZE];
@@ -1116,154 +983,13 @@ START_TEST(server_key_longpoll)
 }
 END_TEST
 
-/* ---- an SSE client on its own thread ---- */
-
-struct sse {
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    char last_id[64];
-    char raw[65536];
-    size_t len;
-    int fd;
-    int next;
-    bool done;
-    struct resp *head;
-};
-
-static size_t sse_on_body(char *p, size_t size, size_t n, void *ud)
-{
-    struct sse *s = ud;
-    size_t len = size * n;
-    pthread_mutex_lock(&s->mu);
-    if (len > sizeof(s->raw) - 1 - s->len)
-        len = 0;
-    memcpy(s->raw + s->len, p, len);
-    s->len += len;
-    s->raw[s->len] = '\0';
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    return len == size * n ? len : 0;
-}
-
-static curl_socket_t sse_open_socket(void *ud, curlsocktype purpose,
-                                     struct curl_sockaddr *a)
-{
-    struct sse *s = ud;
-    (void)purpose;
-    int fd = socket(a->family, a->socktype, a->protocol);
-    pthread_mutex_lock(&s->mu);
-    s->fd = fd;
-    pthread_mutex_unlock(&s->mu);
-    return fd;
-}
-
-static int sse_close_socket(void *ud, curl_socket_t fd)
-{
-    struct sse *s = ud;
-    pthread_mutex_lock(&s->mu);
-    s->fd = -1;
-    pthread_mutex_unlock(&s->mu);
-    return close(fd);
-}
-
-static void *sse_main(void *arg)
-{
-    struct sse *s = arg;
-    char url[128], hdr[128];
-    struct curl_slist *headers = NULL;
-    CURL *c = curl_easy_init();
-    if (c) {
-        snprintf(url, sizeof(url), "http://127.0.0.1:%d/watch", port);
-        curl_easy_setopt(c, CURLOPT_URL, url);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
-        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(c, CURLOPT_HEADERDATA, s->head);
-        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, sse_open_socket);
-        curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, s);
-        curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, sse_close_socket);
-        curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, s);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_PROXY, "");
-        if (s->last_id[0]) {
-            snprintf(hdr, sizeof(hdr), "Last-Event-ID: %s", s->last_id);
-            headers = curl_slist_append(headers, hdr);
-            curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-        }
-        s->head->rc = curl_easy_perform(c);
-        curl_easy_cleanup(c);
-        curl_slist_free_all(headers);
-    }
-    pthread_mutex_lock(&s->mu);
-    s->done = true;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
-}
-
-static struct sse *sse_start(const char *last_id)
-{
-    struct sse *s = calloc(1, sizeof(*s));
-    ck_assert_ptr_nonnull(s);
-    s->head = calloc(1, sizeof(*s->head));
-    ck_assert_ptr_nonnull(s->head);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
-    s->fd = -1;
-    snprintf(s->last_id, sizeof(s->last_id), "%s", last_id ? last_id : "");
-    ck_assert_int_eq(pthread_create(&s->th, NULL, sse_main, s), 0);
-    return s;
-}
-
-static void sse_stop(struct sse *s)
-{
-    pthread_mutex_lock(&s->mu);
-    if (s->fd >= 0)
-        shutdown(s->fd, SHUT_RDWR);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->th, NULL);
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s->head);
-    free(s);
-}
-
-static int count_blocks(const char *raw)
-{
-    int n = 0;
-    for (const char *p = strstr(raw, "\n\n"); p; p = strstr(p + 2, "\n\n"))
-        n++;
-    return n;
-}
-
-static bool sse_wait_blocks(struct sse *s, int n, int64_t timeout_ms)
-{
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += timeout_ms / 1000;
-    dl.tv_nsec += (timeout_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&s->mu);
-    int rc = 0;
-    while (count_blocks(s->raw) < n && !s->done && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&s->cv, &s->mu, &dl);
-    bool ok = count_blocks(s->raw) >= n;
-    pthread_mutex_unlock(&s->mu);
-    return ok;
-}
-
 /* The next event (heartbeat comments skipped): asserts it is a "shards"
  * event with an id and returns its data parsed (json_decref) and id. */
-static json_t *expect_shards_event(struct sse *s, uint64_t *id)
+static json_t *expect_shards_event(struct http_sse *s, uint64_t *id)
 {
-    static char copy[sizeof(((struct sse *)0)->raw)];
+    static char copy[sizeof(((struct http_sse *)0)->raw)];
     for (;;) {
-        ck_assert_msg(sse_wait_blocks(s, s->next + 1, 5000),
+        ck_assert_msg(http_sse_wait_blocks(s, s->next + 1, 5000),
                       "event %d did not arrive: %s", s->next, s->raw);
         pthread_mutex_lock(&s->mu);
         memcpy(copy, s->raw, s->len + 1);
@@ -1294,7 +1020,7 @@ START_TEST(server_watch_shard_events)
     uint64_t id, id2;
     struct spec sp[3] = {{"me", 3, 60000}, {"other", 1, 0}, {"", 0, 0}};
     publish_shards(sp, two_members, 2);
-    struct sse *s = sse_start(NULL);
+    struct http_sse *s = http_sse_start(port, NULL);
     json_t *o = expect_shards_event(s, &id);
     ck_assert_int_eq(s->head->status, 200);
     ck_assert_str_eq(s->head->ctype, "text/event-stream");
@@ -1345,20 +1071,20 @@ START_TEST(server_watch_shard_events)
     ck_assert_uint_eq(json_array_size(json_object_get(o, "owned")), 1);
     ck_assert_str_eq(owned0(o), "2");
     json_decref(o);
-    sse_stop(s);
+    http_sse_stop(s);
 
     /* Reconnecting with the last id: nothing at once, the next change
      * next (its id the one after). */
     char last[32];
     snprintf(last, sizeof(last), "%llu", (unsigned long long)id);
-    s = sse_start(last);
-    ck_assert(!sse_wait_blocks(s, 1, 300));
+    s = http_sse_start(port, last);
+    ck_assert(!http_sse_wait_blocks(s, 1, 300));
     sp[1].leader = "me";
     publish_shards(sp, two_members, 1);
     o = expect_shards_event(s, &id2);
     ck_assert_uint_eq(id2, id + 1);
     json_decref(o);
-    sse_stop(s);
+    http_sse_stop(s);
 }
 END_TEST
 
@@ -1369,7 +1095,7 @@ START_TEST(server_watch_after_changes_unwatched)
 {
     uint64_t id;
     struct spec sp[3] = {{"me", 3, 60000}, {"other", 1, 0}, {"", 0, 0}};
-    struct resp *r = new_resp();
+    struct http_resp *r = new_resp();
     /* A long-poll makes the server take its first view now (the notifier
      * thread may not have yet): from then on every change takes an id. */
     fetch(NULL, "/shards/0?wait=1ms&leader=", r);
@@ -1380,7 +1106,7 @@ START_TEST(server_watch_after_changes_unwatched)
         publish_shards(sp, two_members, 2);
         ck_assert_msg(stats_until(seq_past, (long)seq, 5000), "change %d took no id", i);
     }
-    struct sse *s = sse_start(NULL);
+    struct http_sse *s = http_sse_start(port, NULL);
     json_t *o = expect_shards_event(s, &id);
     ck_assert_uint_eq(id, seq_now());
     ck_assert_int_eq(json_integer_value(json_object_get(
@@ -1396,7 +1122,7 @@ START_TEST(server_watch_after_changes_unwatched)
                          json_array_get(json_object_get(o, "shards"), 1), "leader")),
                      "third");
     json_decref(o);
-    sse_stop(s);
+    http_sse_stop(s);
 }
 END_TEST
 
@@ -1425,13 +1151,13 @@ START_TEST(server_consistent_under_concurrent_publish)
     pthread_t th;
     int bad = 0, answered = 0;
     char first_bad[512] = "";
-    struct resp *r = new_resp();
+    struct http_resp *r = new_resp();
     const struct spec first[3] = {{"other", 0, 0}, {"other", 0, 0}, {"", 0, 0}};
     publish_shards(first, two_members, 1);
     atomic_store(&flipping, 1);
     ck_assert_int_eq(pthread_create(&th, NULL, flipper, NULL), 0);
     for (int i = 0; i < 100; i++) {
-        fetch_raw(NULL, i % 2 ? "/shards" : "/shards/0", r);
+        http_fetch(port, NULL, i % 2 ? "/shards" : "/shards/0", r);
         json_t *o = r->rc == CURLE_OK ? json_loads(r->body, 0, NULL) : NULL;
         if (!o) {
             snprintf(first_bad, sizeof(first_bad), "no answer: %s",
@@ -1495,7 +1221,7 @@ START_TEST(server_largest_table)
     s.heartbeat_ms = now;
     ld_state_publish_shards(
         &st, &s, ld_shardsnap_new(true, e, LD_SHARDGROUP_MAX_SHARDS, two_members, 2));
-    struct resp *r = new_resp();
+    struct http_resp *r = new_resp();
     fetch(NULL, "/shards", r);
     ck_assert_int_eq(r->status, 200);
     json_t *o = parse_json(r->body);

@@ -1,5 +1,5 @@
 /*
- * check_kube: the Lease REST client against httpfake on 127.0.0.1: status
+ * check_kube: the Lease REST client against fake_http on 127.0.0.1: status
  * mapping, token files (a rewrite is used by the next request, a 401 re-reads
  * one), caps, keep-alive, timeout, cancel, what goes on the wire, and TLS
  * with a CA generated in the test.
@@ -25,7 +25,7 @@
 
 #include "kube.h"
 #include "log.h"
-#include "support/httpfake.h"
+#include "support/fake_http.h"
 #include "support/run_suite.h"
 
 #define NS "default"
@@ -65,7 +65,7 @@ static const char status_500[] =
     "\"message\":\"etcdserver: request timed out\",\"reason\":\"InternalError\","
     "\"code\":500}";
 
-static struct httpfake *fake;
+static struct fake_http *fake;
 static struct ld_kube *kube;
 static char token_path[64];
 
@@ -112,16 +112,16 @@ static struct ld_kube *new_client(const char *server, const char *token,
 static void setup(void)
 {
     memset(&obs, 0, sizeof(obs));
-    fake = httpfake_start(NULL, NULL);
+    fake = fake_http_start(NULL, NULL);
     ck_assert_ptr_nonnull(fake);
-    kube = new_client(httpfake_url(fake), "tok-1", NULL);
+    kube = new_client(fake_http_url(fake), "tok-1", NULL);
 }
 
 static void teardown(void)
 {
     ld_kube_free(kube);
     kube = NULL;
-    httpfake_stop(fake);
+    fake_http_stop(fake);
     fake = NULL;
     if (token_path[0]) {
         unlink(token_path);
@@ -131,14 +131,14 @@ static void teardown(void)
 
 static void push(int status, const char *body)
 {
-    struct hf_response r = {.status = status, .body = body};
-    httpfake_push(fake, &r);
+    struct fake_http_response r = {.status = status, .body = body};
+    fake_http_push(fake, &r);
 }
 
-static struct hf_request req(int i)
+static struct fake_http_request req(int i)
 {
-    struct hf_request r;
-    ck_assert_msg(httpfake_request(fake, i, &r), "no request %d", i);
+    struct fake_http_request r;
+    ck_assert_msg(fake_http_request_at(fake, i, &r), "no request %d", i);
     return r;
 }
 
@@ -166,7 +166,7 @@ START_TEST(get_200_decodes)
     ck_assert_int_eq(l.spec.transitions, 2);
     ld_lease_clear(&l);
 
-    struct hf_request r = req(0);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.method, "GET");
     ck_assert_str_eq(r.path, LEASE_PATH);
     ck_assert_str_eq(r.timeout_arg, "5s");
@@ -176,7 +176,7 @@ START_TEST(get_200_decodes)
                      "leaderd/" LEADERD_VERSION " (leader-election) pod/xEvil: 1");
     ck_assert_str_eq(r.content_type, "");
     ck_assert_int_eq((int)r.body_len, 0);
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
 
     ck_assert_int_eq(obs.calls, 1);
     ck_assert_str_eq(obs.verb, "GET");
@@ -197,12 +197,12 @@ START_TEST(timeout_query_whole_seconds)
     ld_kube_set_timeout_ms(kube, 400);
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
     ld_lease_clear(&l);
-    struct hf_request r = req(0);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.timeout_arg, "2s");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
     r = req(1);
     ck_assert_str_eq(r.timeout_arg, "1s");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
 }
 END_TEST
 
@@ -263,7 +263,7 @@ static void token_client(const char *initial)
     close(fd);
     write_token(initial);
     ld_kube_free(kube);
-    kube = new_client(httpfake_url(fake), NULL, token_path);
+    kube = new_client(fake_http_url(fake), NULL, token_path);
 }
 
 /* Rewrites the token file in place with text of the same length and puts
@@ -291,19 +291,19 @@ START_TEST(unauthorized_rotated_token_retried_once)
     struct ld_errinfo e;
     ld_lease_init(&l);
     token_client("old-token\n");
-    httpfake_require_auth(fake, "Bearer new-token");
+    fake_http_require_auth(fake, "Bearer new-token");
     push(200, lease_200);
     rewrite_unseen("new-token\n");
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
     ck_assert_str_eq(l.name, NAME);
     ld_lease_clear(&l);
-    ck_assert_int_eq(httpfake_request_count(fake), 2);
-    struct hf_request r = req(0);
+    ck_assert_int_eq(fake_http_request_count(fake), 2);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.authorization, "Bearer old-token");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
     r = req(1);
     ck_assert_str_eq(r.authorization, "Bearer new-token");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
     ck_assert_int_eq(obs.calls, 2);
     ck_assert_int_eq(obs.status, 200);
 }
@@ -318,17 +318,18 @@ START_TEST(retry_after_401_gets_only_the_time_left)
     struct ld_errinfo e;
     ld_lease_init(&l);
     token_client("old-token\n");
-    struct hf_response slow_401 = {.status = 401, .body = "{}", .delay_ms = 400};
-    struct hf_response slow_200 = {.status = 200, .body = lease_200, .delay_ms = 300};
-    httpfake_push(fake, &slow_401);
-    httpfake_push(fake, &slow_200);
+    struct fake_http_response slow_401 = {.status = 401, .body = "{}", .delay_ms = 400};
+    struct fake_http_response slow_200 = {
+        .status = 200, .body = lease_200, .delay_ms = 300};
+    fake_http_push(fake, &slow_401);
+    fake_http_push(fake, &slow_200);
     rewrite_unseen("new-token\n");
     ld_kube_set_timeout_ms(kube, 600);
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_ETIMEOUT);
     ld_lease_clear(&l);
-    struct hf_request r = req(0);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.authorization, "Bearer old-token");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
 }
 END_TEST
 
@@ -343,17 +344,17 @@ START_TEST(rewritten_token_file_used_by_next_request)
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
     /* Same length, so only the inode and mtime tell the files apart. */
     write_token("new-token\n");
-    httpfake_require_auth(fake, "Bearer new-token");
+    fake_http_require_auth(fake, "Bearer new-token");
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
     ld_lease_clear(&l);
     /* No 401 and no retry: the second request already had the new token. */
-    ck_assert_int_eq(httpfake_request_count(fake), 2);
-    struct hf_request r = req(0);
+    ck_assert_int_eq(fake_http_request_count(fake), 2);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.authorization, "Bearer old-token");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
     r = req(1);
     ck_assert_str_eq(r.authorization, "Bearer new-token");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
 }
 END_TEST
 
@@ -413,19 +414,19 @@ START_TEST(projected_token_swap_used_by_next_request)
     projected_write(&p, 0, "token-gen-0");
     ck_assert_int_eq(symlink("..data/token", p.token), 0);
     ld_kube_free(kube);
-    kube = new_client(httpfake_url(fake), NULL, p.token);
+    kube = new_client(fake_http_url(fake), NULL, p.token);
     push(200, lease_200);
     push(200, lease_200);
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
     projected_write(&p, 1, "token-gen-1");
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_OK);
     ld_lease_clear(&l);
-    struct hf_request r = req(0);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.authorization, "Bearer token-gen-0");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
     r = req(1);
     ck_assert_str_eq(r.authorization, "Bearer token-gen-1");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
     projected_remove(&p);
 }
 END_TEST
@@ -479,11 +480,11 @@ START_TEST(rewritten_token_file_used_by_next_watch)
     ck_assert(end.ended);
     ck_assert_int_eq(end.rc, LD_EEOF);
     ck_assert_uint_eq(ld_kube_calls_pending(kube), 0);
-    ck_assert_int_eq(httpfake_request_count(fake), 2);
-    struct hf_request r = req(1);
+    ck_assert_int_eq(fake_http_request_count(fake), 2);
+    struct fake_http_request r = req(1);
     ck_assert_str_eq(r.path, "/apis/coordination.k8s.io/v1/namespaces/default/leases");
     ck_assert_str_eq(r.authorization, "Bearer watch-token");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
 }
 END_TEST
 
@@ -518,9 +519,9 @@ START_TEST(vanished_token_file_keeps_last_token)
     ld_log_set_sink(NULL, NULL, LD_LOG_WARN);
     ld_lease_clear(&l);
     for (int i = 0; i < 3; i++) {
-        struct hf_request r = req(i);
+        struct fake_http_request r = req(i);
         ck_assert_str_eq(r.authorization, "Bearer kept-token");
-        hf_request_clear(&r);
+        fake_http_request_clear(&r);
     }
     /* Said once when it vanished, not on every request. */
     ck_assert_int_eq(w.count, 1);
@@ -535,10 +536,10 @@ START_TEST(unauthorized_same_token_not_retried)
     struct ld_errinfo e;
     ld_lease_init(&l);
     token_client("old-token");
-    httpfake_require_auth(fake, "Bearer other");
+    fake_http_require_auth(fake, "Bearer other");
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_EUNAUTHORIZED);
     ck_assert_int_eq(e.http_status, 401);
-    ck_assert_int_eq(httpfake_request_count(fake), 1);
+    ck_assert_int_eq(fake_http_request_count(fake), 1);
     ck_assert_ptr_null(strstr(e.msg, "old-token"));
 }
 END_TEST
@@ -562,11 +563,11 @@ START_TEST(too_many_with_retry_after)
     struct ld_lease l;
     struct ld_errinfo e;
     ld_lease_init(&l);
-    struct hf_response r = {.status = 429,
-                            .body = "Too many requests, please try again later.\n",
-                            .header_name = "Retry-After",
-                            .header_value = "3"};
-    httpfake_push(fake, &r);
+    struct fake_http_response r = {.status = 429,
+                                   .body = "Too many requests, please try again later.\n",
+                                   .header_name = "Retry-After",
+                                   .header_value = "3"};
+    fake_http_push(fake, &r);
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_ETOOMANY);
     ck_assert_int_eq(e.http_status, 429);
     ck_assert_int_eq(e.retry_after_ms, 3000);
@@ -605,8 +606,8 @@ START_TEST(body_over_cap)
     char *big = malloc(n);
     ck_assert_ptr_nonnull(big);
     memset(big, ' ', n);
-    struct hf_response r = {.status = 200, .body = big, .body_len = n};
-    httpfake_push(fake, &r);
+    struct fake_http_response r = {.status = 200, .body = big, .body_len = n};
+    fake_http_push(fake, &r);
     free(big);
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_ETOOBIG);
     ck_assert_ptr_null(l.name);
@@ -652,8 +653,8 @@ START_TEST(connection_reused)
     ck_assert_int_eq(ld_kube_lease_update(kube, &l, &out, &e), LD_OK);
     ck_assert_int_eq(ld_kube_lease_update(kube, &l, &out, &e), LD_ECONFLICT);
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &out, &e), LD_OK);
-    ck_assert_int_eq(httpfake_request_count(fake), 5);
-    ck_assert_int_eq(httpfake_connections(fake), 1);
+    ck_assert_int_eq(fake_http_request_count(fake), 5);
+    ck_assert_int_eq(fake_http_connections(fake), 1);
     ld_lease_clear(&l);
     ld_lease_clear(&out);
 }
@@ -664,8 +665,8 @@ START_TEST(timeout_is_bounded)
     struct ld_lease l;
     struct ld_errinfo e;
     ld_lease_init(&l);
-    struct hf_response r = {.status = 200, .body = lease_200, .delay_ms = 10000};
-    httpfake_push(fake, &r);
+    struct fake_http_response r = {.status = 200, .body = lease_200, .delay_ms = 10000};
+    fake_http_push(fake, &r);
     ld_kube_set_timeout_ms(kube, 300);
     int64_t t0 = now_ms();
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_ETIMEOUT);
@@ -687,7 +688,7 @@ START_TEST(cancel_before_call)
     ld_kube_set_cancel_fd(kube, p[0]);
     push(200, lease_200);
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, NAME, &l, &e), LD_ECANCELED);
-    ck_assert_int_eq(httpfake_request_count(fake), 0);
+    ck_assert_int_eq(fake_http_request_count(fake), 0);
     /* the fd is only polled: the byte is still there */
     char c;
     ck_assert_int_eq(read(p[0], &c, 1), 1);
@@ -699,14 +700,14 @@ START_TEST(cancel_before_call)
 END_TEST
 
 struct canceller {
-    struct httpfake *f;
+    struct fake_http *f;
     int fd;
 };
 
 static void *cancel_when_request_arrives(void *arg)
 {
     struct canceller *c = arg;
-    if (httpfake_wait_requests(c->f, 1, 5000)) {
+    if (fake_http_wait_requests(c->f, 1, 5000)) {
         ssize_t n = write(c->fd, "x", 1);
         (void)n;
     }
@@ -721,8 +722,8 @@ START_TEST(cancel_in_flight)
     pthread_t t;
     ld_lease_init(&l);
     ck_assert_int_eq(pipe(p), 0);
-    struct hf_response r = {.status = 200, .body = lease_200, .delay_ms = 10000};
-    httpfake_push(fake, &r);
+    struct fake_http_response r = {.status = 200, .body = lease_200, .delay_ms = 10000};
+    fake_http_push(fake, &r);
     ld_kube_set_cancel_fd(kube, p[0]);
     struct canceller c = {.f = fake, .fd = p[1]};
     ck_assert_int_eq(pthread_create(&t, NULL, cancel_when_request_arrives, &c), 0);
@@ -731,7 +732,7 @@ START_TEST(cancel_in_flight)
     int64_t took = now_ms() - t0;
     pthread_join(t, NULL);
     ck_assert_msg(took < 2000, "took %lld ms", (long long)took);
-    ck_assert_int_eq(httpfake_request_count(fake), 1);
+    ck_assert_int_eq(fake_http_request_count(fake), 1);
     ck_assert_int_eq(obs.calls, 1);
     close(p[0]);
     close(p[1]);
@@ -748,13 +749,13 @@ START_TEST(put_and_post_bodies)
     l.spec.holder = strdup("pod-b");
     push(200, lease_200);
     ck_assert_int_eq(ld_kube_lease_update(kube, &l, &out, &e), LD_OK);
-    struct hf_request r = req(0);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.method, "PUT");
     ck_assert_str_eq(r.path, LEASE_PATH);
     ck_assert_str_eq(r.content_type, "application/json");
     ck_assert_ptr_nonnull(strstr(r.body, "\"resourceVersion\":\"123\""));
     ck_assert_ptr_nonnull(strstr(r.body, "\"holderIdentity\":\"pod-b\""));
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
     ck_assert_str_eq(obs.verb, "PUT");
 
     free(l.resource_version);
@@ -767,7 +768,7 @@ START_TEST(put_and_post_bodies)
     ck_assert_str_eq(r.path, "/apis/coordination.k8s.io/v1/namespaces/default/leases");
     ck_assert_str_eq(r.content_type, "application/json");
     ck_assert_ptr_null(strstr(r.body, "resourceVersion"));
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
     ck_assert_str_eq(obs.verb, "POST");
 
     /* out may alias the input */
@@ -797,7 +798,7 @@ START_TEST(bad_arguments_send_nothing)
     free(l.resource_version);
     l.resource_version = NULL;
     ck_assert_int_eq(ld_kube_lease_update(kube, &l, &out, &e), LD_EINVAL); /* lacks one */
-    ck_assert_int_eq(httpfake_request_count(fake), 0);
+    ck_assert_int_eq(fake_http_request_count(fake), 0);
     ck_assert_int_eq(obs.calls, 0);
     push(200,
          "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":"
@@ -826,18 +827,18 @@ START_TEST(long_name_part_is_requested)
     ck_assert_int_eq(ld_kube_lease_get(kube, NS, name, &out, &e), LD_OK);
     ck_assert_str_eq(out.name, name);
     ld_lease_clear(&out);
-    struct hf_request r = req(0);
+    struct fake_http_request r = req(0);
     snprintf(path, sizeof(path),
              "/apis/coordination.k8s.io/v1/namespaces/default/leases/%s", name);
     ck_assert_str_eq(r.path, path);
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
 
     /* A namespace of 64 is still refused before anything is sent. */
     char ns[65];
     memset(ns, 'n', 64);
     ns[64] = '\0';
     ck_assert_int_eq(ld_kube_lease_get(kube, ns, NAME, &out, &e), LD_EINVAL);
-    ck_assert_int_eq(httpfake_request_count(fake), 1);
+    ck_assert_int_eq(fake_http_request_count(fake), 1);
 }
 END_TEST
 
@@ -906,10 +907,10 @@ START_TEST(async_get_and_delete_in_flight_together)
     struct ld_errinfo e;
     struct answer get = {0}, del = {0};
     ld_kube_call c1 = 0, c2 = 0;
-    struct hf_response slow = {.status = 200, .body = lease_200, .delay_ms = 200};
+    struct fake_http_response slow = {.status = 200, .body = lease_200, .delay_ms = 200};
     /* Either request may reach the server first: both answers suit both
      * (a DELETE's body is not decoded). */
-    httpfake_push(fake, &slow);
+    fake_http_push(fake, &slow);
     push(200, lease_200);
     ck_assert_int_eq(ld_kube_lease_get_start(kube, NS, NAME, 0, on_answer, &get, &c1, &e),
                      LD_OK);
@@ -929,7 +930,7 @@ START_TEST(async_get_and_delete_in_flight_together)
     ck_assert_int_eq(get.rc, LD_OK);
     int del_req = -1;
     for (int i = 0; i < 2; i++) {
-        struct hf_request r = req(i);
+        struct fake_http_request r = req(i);
         if (strcmp(r.method, "DELETE") == 0) {
             del_req = i;
             ck_assert_str_eq(r.path, LEASE_PATH);
@@ -937,7 +938,7 @@ START_TEST(async_get_and_delete_in_flight_together)
             ck_assert_ptr_nonnull(strstr(r.body, "\"uid\":\"uid-1\""));
             ck_assert_ptr_nonnull(strstr(r.body, "\"resourceVersion\":\"123\""));
         }
-        hf_request_clear(&r);
+        fake_http_request_clear(&r);
     }
     ck_assert_int_ge(del_req, 0);
 }
@@ -958,8 +959,8 @@ START_TEST(async_delete_conflict_and_cancel)
     ck_assert_int_eq(del.rc, LD_ECONFLICT);
     ck_assert_int_eq(del.status, 409);
 
-    struct hf_response slow = {.status = 200, .body = lease_200, .delay_ms = 300};
-    httpfake_push(fake, &slow);
+    struct fake_http_response slow = {.status = 200, .body = lease_200, .delay_ms = 300};
+    fake_http_push(fake, &slow);
     ck_assert_int_eq(
         ld_kube_lease_get_start(kube, NS, NAME, 0, on_answer, &canceled, &c2, &e), LD_OK);
     ld_transport_run(ld_kube_transport(kube), 20, -1);
@@ -1039,12 +1040,12 @@ START_TEST(async_list_by_selector)
     ck_assert_str_eq(l.names[0], "web-member-a");
     ck_assert_str_eq(l.holders[0], "a");
     ck_assert_str_eq(l.names[1], "web-0");
-    struct hf_request r = req(0);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.method, "GET");
     ck_assert_str_eq(r.path, "/apis/coordination.k8s.io/v1/namespaces/default/leases");
     ck_assert_str_eq(r.label_selector, "leaderd.io/shard-group=web");
     ck_assert_str_ne(r.timeout_arg, "");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
 }
 END_TEST
 
@@ -1060,9 +1061,9 @@ START_TEST(async_list_errors)
                      LD_OK);
     run_until_listed(&l);
     ck_assert_int_ne(l.rc, LD_OK);
-    struct hf_request r = req(0);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.label_selector, "");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
 
     memset(&l, 0, sizeof(l));
     push(200, lease_200); /* a Lease, not a LeaseList */
@@ -1077,7 +1078,7 @@ START_TEST(async_list_errors)
     ck_assert_int_eq(ld_kube_lease_list_start(kube, NS, NULL, 0, NULL, &l, &c, &e),
                      LD_EINVAL);
     ck_assert_int_eq(l.calls, 1);
-    ck_assert_int_eq(httpfake_request_count(fake), 2);
+    ck_assert_int_eq(fake_http_request_count(fake), 2);
 }
 END_TEST
 
@@ -1186,7 +1187,7 @@ static void tls_setup(void)
     EVP_PKEY_free(ca_key);
     EVP_PKEY_free(other_key);
     EVP_PKEY_free(srv_key);
-    fake = httpfake_start(pki.key_pem, pki.cert_pem);
+    fake = fake_http_start(pki.key_pem, pki.cert_pem);
     ck_assert_ptr_nonnull(fake);
 }
 
@@ -1194,7 +1195,7 @@ static void tls_teardown(void)
 {
     ld_kube_free(kube);
     kube = NULL;
-    httpfake_stop(fake);
+    fake_http_stop(fake);
     fake = NULL;
     free(pki.ca_pem);
     free(pki.other_ca_pem);
@@ -1210,7 +1211,7 @@ static enum ld_err tls_get(const char *ca_pem, const char *server_name,
     struct ld_lease l;
     ld_kube_config_init(&c);
     ld_lease_init(&l);
-    c.server = strdup(httpfake_url(fake));
+    c.server = strdup(fake_http_url(fake));
     c.ca_data = strdup(ca_pem);
     c.token = strdup("tls-token");
     c.tls_server_name = server_name ? strdup(server_name) : NULL;
@@ -1228,9 +1229,9 @@ START_TEST(tls_right_ca)
 {
     struct ld_errinfo e;
     ck_assert_msg(tls_get(pki.ca_pem, NULL, &e) == LD_OK, "%s", e.msg);
-    struct hf_request r = req(0);
+    struct fake_http_request r = req(0);
     ck_assert_str_eq(r.authorization, "Bearer tls-token");
-    hf_request_clear(&r);
+    fake_http_request_clear(&r);
 }
 END_TEST
 
@@ -1239,7 +1240,7 @@ START_TEST(tls_wrong_ca)
     struct ld_errinfo e;
     ck_assert_int_eq(tls_get(pki.other_ca_pem, NULL, &e), LD_ECONNECT);
     ck_assert_int_eq(e.http_status, 0);
-    ck_assert_int_eq(httpfake_request_count(fake), 0);
+    ck_assert_int_eq(fake_http_request_count(fake), 0);
 }
 END_TEST
 
@@ -1264,7 +1265,7 @@ START_TEST(tls_ca_file)
     struct ld_lease l;
     ld_kube_config_init(&c);
     ld_lease_init(&l);
-    c.server = strdup(httpfake_url(fake));
+    c.server = strdup(fake_http_url(fake));
     c.ca_file = strdup(path);
     kube = ld_kube_new(&c, &e);
     ld_kube_config_clear(&c);

@@ -12,7 +12,7 @@
 
 #include "../../cmd/leaderd/podlabel.h"
 #include "pods.h"
-#include "support/rectransport.h"
+#include "support/fake_recorder.h"
 #include "support/run_suite.h"
 
 #define KEY "example.com/leader"
@@ -46,7 +46,7 @@ START_TEST(patch_body_and_request)
                      "{\"metadata\":{\"labels\":{\"example.com/leader\":\"true\"}}}");
     free(body);
 
-    struct rec_transport *t = rec_new();
+    struct fake_recorder *t = fake_recorder_new();
     struct ld_pods_call call = {0};
     ld_http_id id = 0;
     struct ld_errinfo err;
@@ -95,7 +95,7 @@ static void record(void *ctx, const struct ld_pods_answer *a)
 
 START_TEST(list_request_and_answers)
 {
-    struct rec_transport *t = rec_new();
+    struct fake_recorder *t = fake_recorder_new();
     struct seen s = {0};
     struct ld_pods_call call = {.done = record, .ctx = &s};
     ld_http_id id;
@@ -108,9 +108,10 @@ START_TEST(list_request_and_answers)
                      "/api/v1/namespaces/ns1/"
                      "pods?labelSelector=example.com%2Fleader%3Dtrue&timeout=5s");
     ck_assert_ptr_null(t->calls[0].body);
-    rec_answer(t, 0, 200,
-               "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"items\":["
-               "{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{\"name\":\"b\"}}]}");
+    fake_recorder_answer(
+        t, 0, 200,
+        "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"items\":["
+        "{\"metadata\":{\"name\":\"a\"}},{\"metadata\":{\"name\":\"b\"}}]}");
     ck_assert_int_eq(s.calls, 1);
     ck_assert_int_eq(s.rc, LD_OK);
     ck_assert_uint_eq(s.n, 2);
@@ -121,7 +122,7 @@ START_TEST(list_request_and_answers)
     ck_assert_int_eq(
         ld_pods_list_labelled(&t->base, "ns1", KEY, "true", 5000, &call, &id, &err),
         LD_OK);
-    rec_answer(
+    fake_recorder_answer(
         t, 1, 403,
         "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
         "\"message\":\"pods is forbidden\",\"reason\":\"Forbidden\",\"code\":403}");
@@ -133,13 +134,13 @@ START_TEST(list_request_and_answers)
     ck_assert_int_eq(
         ld_pods_list_labelled(&t->base, "ns1", KEY, "true", 5000, &call, &id, &err),
         LD_OK);
-    rec_answer(t, 2, 200, "{\"kind\":\"Lease\"}");
+    fake_recorder_answer(t, 2, 200, "{\"kind\":\"Lease\"}");
     ck_assert_int_eq(s.rc, LD_EDECODE);
 
     ck_assert_int_eq(
         ld_pods_list_labelled(&t->base, "ns1", KEY, "true", 5000, &call, &id, &err),
         LD_OK);
-    rec_answer(t, 3, 0, NULL);
+    fake_recorder_answer(t, 3, 0, NULL);
     ck_assert_int_eq(s.rc, LD_ETRANSPORT);
     ck_assert_int_eq(s.calls, 4);
     ld_transport_free(&t->base);

@@ -4,7 +4,7 @@
  * the header filters) with hand-built snapshots and shard tables and
  * integer time, and for the proxy's metrics; then the proxy itself
  * (cmd/leaderd/proxy) in process, between a libcurl client and a scripted
- * upstream (httpfake), with a real struct ld_state published by the test:
+ * upstream (fake_http), with a real struct ld_state published by the test:
  * what is forwarded, what is refused, and writes cut in flight by a
  * publish and by time alone.
  */
@@ -28,7 +28,7 @@
 #include "../../cmd/leaderd/proxy_gate.h"
 #include "../../cmd/leaderd/state.h"
 #include "clock.h"
-#include "support/httpfake.h"
+#include "support/fake_http.h"
 #include "support/run_suite.h"
 
 #define NOW 100000
@@ -465,7 +465,7 @@ END_TEST
 /* ---- the proxy in process ---- */
 
 struct rig {
-    struct httpfake *fake;
+    struct fake_http *fake;
     struct ld_state st;
     struct ld_metrics m;
     struct ld_proxy *proxy;
@@ -488,10 +488,10 @@ static void rig_start_with(struct rig *r, const char *token_file)
     struct ld_kube_config kc;
     char err[256];
     memset(r, 0, sizeof(*r));
-    r->fake = httpfake_start(NULL, NULL);
+    r->fake = fake_http_start(NULL, NULL);
     ck_assert_ptr_nonnull(r->fake);
     ld_kube_config_init(&kc);
-    kc.server = strdup(httpfake_url(r->fake));
+    kc.server = strdup(fake_http_url(r->fake));
     if (token_file)
         kc.token_file = strdup(token_file);
     else
@@ -513,7 +513,7 @@ static void rig_start(struct rig *r)
 static void rig_stop(struct rig *r)
 {
     ld_proxy_stop(r->proxy);
-    httpfake_stop(r->fake);
+    fake_http_stop(r->fake);
     ld_metrics_destroy(&r->m);
     ld_state_destroy(&r->st);
 }
@@ -592,12 +592,12 @@ static void *call_run(void *arg)
 START_TEST(proxy_forwards_with_leaderd_credentials)
 {
     struct rig r;
-    struct hf_request got;
+    struct fake_http_request got;
     rig_start(&r);
-    httpfake_push(r.fake, &(struct hf_response){.status = 201,
-                                                .body = "{\"kind\":\"Pod\"}",
-                                                .header_name = "X-Upstream",
-                                                .header_value = "yes"});
+    fake_http_push(r.fake, &(struct fake_http_response){.status = 201,
+                                                        .body = "{\"kind\":\"Pod\"}",
+                                                        .header_name = "X-Upstream",
+                                                        .header_value = "yes"});
     struct call c = {.base = r.base,
                      .method = "PATCH",
                      .target =
@@ -612,7 +612,7 @@ START_TEST(proxy_forwards_with_leaderd_credentials)
     ck_assert_int_eq(c.status, 201);
     ck_assert_str_eq(c.resp, "{\"kind\":\"Pod\"}");
     ck_assert_ptr_nonnull(strstr(c.got_header, "yes"));
-    ck_assert(httpfake_request(r.fake, 0, &got));
+    ck_assert(fake_http_request_at(r.fake, 0, &got));
     ck_assert_str_eq(got.method, "PATCH");
     ck_assert_str_eq(got.path, "/api/v1/namespaces/a/pods/p");
     ck_assert_str_eq(got.authorization, "Bearer leaderd-token");
@@ -620,22 +620,22 @@ START_TEST(proxy_forwards_with_leaderd_credentials)
     ck_assert_str_eq(got.accept, "application/yaml");
     ck_assert_str_eq(got.user_agent, "app/1.0");
     ck_assert_str_eq(got.body, "{\"metadata\":{}}");
-    hf_request_clear(&got);
+    fake_http_request_clear(&got);
 
     /* A read on a standby; no client headers: leaderd's User-Agent, no
      * invented Content-Type. */
     rig_publish(&r, -1);
-    httpfake_push(r.fake, &(struct hf_response){.status = 200, .body = "[]"});
+    fake_http_push(r.fake, &(struct fake_http_response){.status = 200, .body = "[]"});
     struct call g = {.base = r.base, .method = "GET", .target = "/api/v1/pods?watch=0"};
     call_run(&g);
     ck_assert_int_eq(g.status, 200);
     ck_assert_str_eq(g.resp, "[]");
-    ck_assert(httpfake_request(r.fake, 1, &got));
+    ck_assert(fake_http_request_at(r.fake, 1, &got));
     ck_assert_str_eq(got.method, "GET");
     ck_assert_str_eq(got.authorization, "Bearer leaderd-token");
     ck_assert_ptr_nonnull(strstr(got.user_agent, "leaderd/"));
     ck_assert_str_eq(got.content_type, "");
-    hf_request_clear(&got);
+    fake_http_request_clear(&got);
     rig_stop(&r);
 }
 END_TEST
@@ -658,7 +658,7 @@ START_TEST(proxy_refuses_writes_of_a_standby)
     ck_assert_ptr_nonnull(
         strstr(json_string_value(json_object_get(o, "message")), "other"));
     json_decref(o);
-    ck_assert_int_eq(httpfake_request_count(r.fake), 0);
+    ck_assert_int_eq(fake_http_request_count(r.fake), 0);
     ck_assert_uint_eq(r.m.proxy.refused, 1);
     /* An absolute-form target never leaves for another host. */
     struct call a = {.base = r.base,
@@ -667,7 +667,7 @@ START_TEST(proxy_refuses_writes_of_a_standby)
                      .request_target = "http://127.0.0.1:1/api"};
     call_run(&a);
     ck_assert_int_eq(a.status, 400);
-    ck_assert_int_eq(httpfake_request_count(r.fake), 0);
+    ck_assert_int_eq(fake_http_request_count(r.fake), 0);
     rig_stop(&r);
 }
 END_TEST
@@ -678,15 +678,15 @@ START_TEST(proxy_cuts_a_write_on_publish)
     struct rig r;
     pthread_t t;
     rig_start(&r);
-    httpfake_push(r.fake,
-                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 10000});
+    fake_http_push(r.fake, &(struct fake_http_response){
+                               .status = 200, .body = "{}", .delay_ms = 10000});
     struct call c = {.base = r.base,
                      .method = "POST",
                      .target = "/api/v1/namespaces/a/configmaps",
                      .body = "{}",
                      .headers = {"Content-Type: application/json", NULL}};
     ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
-    ck_assert(httpfake_wait_requests(r.fake, 1, 5000));
+    ck_assert(fake_http_wait_requests(r.fake, 1, 5000));
     int64_t t0 = ld_mono_ms();
     rig_publish(&r, -1);
     pthread_join(t, NULL);
@@ -705,8 +705,8 @@ START_TEST(proxy_cuts_a_write_by_time)
     struct rig r;
     rig_start(&r);
     rig_publish(&r, 700);
-    httpfake_push(r.fake,
-                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 10000});
+    fake_http_push(r.fake, &(struct fake_http_response){
+                               .status = 200, .body = "{}", .delay_ms = 10000});
     struct call c = {.base = r.base,
                      .method = "PUT",
                      .target = "/api/v1/namespaces/a/configmaps/c",
@@ -716,7 +716,7 @@ START_TEST(proxy_cuts_a_write_by_time)
     ck_assert_int_eq(c.status, 503);
     ck_assert_ptr_nonnull(strstr(c.resp, "cut"));
     ck_assert(c.seconds < 2.5);
-    ck_assert_int_eq(httpfake_request_count(r.fake), 1);
+    ck_assert_int_eq(fake_http_request_count(r.fake), 1);
     ck_assert_uint_eq(r.m.proxy.aborted, 1);
     rig_stop(&r);
 }
@@ -746,21 +746,21 @@ START_TEST(proxy_cuts_a_write_by_time_after_a_busy_spell)
     struct rig r;
     pthread_t t;
     rig_start(&r);
-    httpfake_push(r.fake,
-                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 15000});
-    httpfake_push(r.fake,
-                  &(struct hf_response){.status = 200, .body = "[]", .delay_ms = 15000});
+    fake_http_push(r.fake, &(struct fake_http_response){
+                               .status = 200, .body = "{}", .delay_ms = 15000});
+    fake_http_push(r.fake, &(struct fake_http_response){
+                               .status = 200, .body = "[]", .delay_ms = 15000});
     struct call c = {.base = r.base,
                      .method = "PUT",
                      .target = "/api/v1/namespaces/a/configmaps/c",
                      .body = "{}",
                      .headers = {"Content-Type: application/json", NULL}};
     ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
-    ck_assert(httpfake_wait_requests(r.fake, 1, 5000));
+    ck_assert(fake_http_wait_requests(r.fake, 1, 5000));
     /* A quiet read whose hang-up wakes the upstream thread. */
     int quiet = raw_request(ld_proxy_port(r.proxy),
                             "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n");
-    ck_assert(httpfake_wait_requests(r.fake, 2, 5000));
+    ck_assert(fake_http_wait_requests(r.fake, 2, 5000));
     rig_publish(&r, 1500);
     /* The hold is the busy spell itself, not a wait for an event. */
     pthread_mutex_lock(&r.st.mu);
@@ -791,27 +791,27 @@ START_TEST(proxy_stops_with_exchanges_in_flight)
     rig_start(&r);
     static char big[20000];
     memset(big, 'x', sizeof(big) - 1);
-    httpfake_push(r.fake,
-                  &(struct hf_response){.status = 200, .body = "{}", .delay_ms = 15000});
-    httpfake_push(r.fake, &(struct hf_response){.status = 200,
-                                                .body = big,
-                                                .chunk_size = 1000,
-                                                .chunk_delay_ms = 500});
-    httpfake_push(r.fake,
-                  &(struct hf_response){.status = 200, .body = "[]", .delay_ms = 15000});
+    fake_http_push(r.fake, &(struct fake_http_response){
+                               .status = 200, .body = "{}", .delay_ms = 15000});
+    fake_http_push(r.fake, &(struct fake_http_response){.status = 200,
+                                                        .body = big,
+                                                        .chunk_size = 1000,
+                                                        .chunk_delay_ms = 500});
+    fake_http_push(r.fake, &(struct fake_http_response){
+                               .status = 200, .body = "[]", .delay_ms = 15000});
     struct call w = {.base = r.base,
                      .method = "POST",
                      .target = "/api/v1/namespaces/a/configmaps",
                      .body = "{}",
                      .headers = {"Content-Type: application/json", NULL}};
     ck_assert_int_eq(pthread_create(&tw, NULL, call_run, &w), 0);
-    ck_assert(httpfake_wait_requests(r.fake, 1, 5000));
+    ck_assert(fake_http_wait_requests(r.fake, 1, 5000));
     struct call g = {.base = r.base, .method = "GET", .target = "/w?watch=1"};
     ck_assert_int_eq(pthread_create(&tr, NULL, call_run, &g), 0);
-    ck_assert(httpfake_wait_requests(r.fake, 2, 5000));
+    ck_assert(fake_http_wait_requests(r.fake, 2, 5000));
     int gone = raw_request(ld_proxy_port(r.proxy),
                            "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n");
-    ck_assert(httpfake_wait_requests(r.fake, 3, 5000));
+    ck_assert(fake_http_wait_requests(r.fake, 3, 5000));
     close(gone);
     int half = raw_request(ld_proxy_port(r.proxy),
                            "PUT /api/v1/namespaces/a/configmaps/c HTTP/1.1\r\nHost: x\r\n"
@@ -831,7 +831,7 @@ START_TEST(proxy_stops_with_exchanges_in_flight)
     ck_assert(g.seconds < 10.0);
     ck_assert_uint_lt(g.resp_len, sizeof(big) - 1);
     /* Only the three reads and writes that were complete went upstream. */
-    ck_assert_int_eq(httpfake_request_count(r.fake), 3);
+    ck_assert_int_eq(fake_http_request_count(r.fake), 3);
     rig_stop(&r);
 }
 END_TEST
@@ -854,8 +854,8 @@ START_TEST(proxy_bounds_the_bodies_it_holds)
     memset(body, 'x', BODY_LEN);
     body[BODY_LEN] = '\0';
     for (int i = 0; i < BODIES; i++)
-        httpfake_push(
-            r.fake, &(struct hf_response){.status = 201, .body = "{}", .delay_ms = 3000});
+        fake_http_push(r.fake, &(struct fake_http_response){
+                                   .status = 201, .body = "{}", .delay_ms = 3000});
     for (int i = 0; i < BODIES; i++) {
         c[i] =
             (struct call){.base = r.base,
@@ -879,7 +879,7 @@ START_TEST(proxy_bounds_the_bodies_it_holds)
     ck_assert_int_eq(created + busy, BODIES);
     ck_assert_int_ge(busy, BODIES - 32);
     ck_assert_int_ge(created, 1);
-    ck_assert_int_eq(httpfake_request_count(r.fake), created);
+    ck_assert_int_eq(fake_http_request_count(r.fake), created);
     rig_stop(&r);
 }
 END_TEST
@@ -892,10 +892,10 @@ START_TEST(proxy_streams_reads)
     rig_start(&r);
     static char big[6000];
     memset(big, 'x', sizeof(big) - 1);
-    httpfake_push(r.fake, &(struct hf_response){.status = 200,
-                                                .body = big,
-                                                .chunk_size = 1000,
-                                                .chunk_delay_ms = 200});
+    fake_http_push(r.fake, &(struct fake_http_response){.status = 200,
+                                                        .body = big,
+                                                        .chunk_size = 1000,
+                                                        .chunk_delay_ms = 200});
     rig_publish(&r, -1);
     struct call c = {.base = r.base, .method = "GET", .target = "/w?watch=1"};
     int64_t t0 = ld_mono_ms();
@@ -929,20 +929,20 @@ START_TEST(proxy_follows_token_rotation)
 {
     char dir[] = "/tmp/check_proxy.XXXXXX", path[128];
     struct rig r;
-    struct hf_request got;
+    struct fake_http_request got;
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/token", dir);
     write_token(path, "first-token\n");
     rig_start_with(&r, path);
     for (int i = 0; i < 2; i++) {
-        httpfake_push(r.fake, &(struct hf_response){.status = 200, .body = "{}"});
+        fake_http_push(r.fake, &(struct fake_http_response){.status = 200, .body = "{}"});
         struct call c = {.base = r.base, .method = "GET", .target = "/version"};
         call_run(&c);
         ck_assert_int_eq(c.status, 200);
-        ck_assert(httpfake_request(r.fake, i, &got));
+        ck_assert(fake_http_request_at(r.fake, i, &got));
         ck_assert_str_eq(got.authorization,
                          i == 0 ? "Bearer first-token" : "Bearer rotated-token");
-        hf_request_clear(&got);
+        fake_http_request_clear(&got);
         write_token(path, "rotated-token");
     }
     rig_stop(&r);
@@ -957,7 +957,7 @@ START_TEST(proxy_empty_answers_and_early_413)
 {
     struct rig r;
     rig_start(&r);
-    httpfake_push(r.fake, &(struct hf_response){.status = 204});
+    fake_http_push(r.fake, &(struct fake_http_response){.status = 204});
     struct call c = {.base = r.base, .method = "DELETE", .target = "/x"};
     call_run(&c);
     ck_assert_int_eq(c.rc, CURLE_OK);
@@ -1004,7 +1004,7 @@ START_TEST(proxy_empty_answers_and_early_413)
     ck_assert_int_eq(h.status, 0);
     ck_assert_int_ne(h.rc, CURLE_OK);
     free(huge);
-    ck_assert_int_eq(httpfake_request_count(r.fake), 1);
+    ck_assert_int_eq(fake_http_request_count(r.fake), 1);
     rig_stop(&r);
 }
 END_TEST

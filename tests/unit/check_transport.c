@@ -1,5 +1,5 @@
 /*
- * check_transport: the libcurl transport (transport_curl.h) against httpfake
+ * check_transport: the libcurl transport (transport_curl.h) against fake_http
  * on 127.0.0.1: exchanges run concurrently (a held one does not delay
  * another, a hung one times out alone), cancel silences a callback, streams
  * arrive in pieces, the pool stays at 4 connections, round trips beyond
@@ -17,14 +17,14 @@
 
 #include <curl/curl.h>
 
-#include "support/httpfake.h"
+#include "support/fake_http.h"
 #include "support/run_suite.h"
 #include "transport_curl.h"
 
 /* Generous: the machine is shared and loaded. */
 #define WAIT_LIMIT_MS 15000
 
-static struct httpfake *fake;
+static struct fake_http *fake;
 static struct ld_transport *tr;
 static char token_path[64];
 static int completions; /* done callbacks so far, to order them */
@@ -85,7 +85,7 @@ static struct ld_transport *new_transport(const char *token, const char *token_f
     struct ld_kube_config c;
     struct ld_errinfo e;
     ld_kube_config_init(&c);
-    c.server = strdup(httpfake_url(fake));
+    c.server = strdup(fake_http_url(fake));
     c.token = token ? strdup(token) : NULL;
     c.token_file = token_file ? strdup(token_file) : NULL;
     struct ld_transport *t = ld_transport_curl_new(&c, &e);
@@ -97,7 +97,7 @@ static struct ld_transport *new_transport(const char *token, const char *token_f
 static void setup(void)
 {
     completions = 0;
-    fake = httpfake_start(NULL, NULL);
+    fake = fake_http_start(NULL, NULL);
     ck_assert_ptr_nonnull(fake);
     tr = new_transport("tok-1", NULL);
 }
@@ -106,7 +106,7 @@ static void teardown(void)
 {
     ld_transport_free(tr);
     tr = NULL;
-    httpfake_stop(fake);
+    fake_http_stop(fake);
     fake = NULL;
     if (token_path[0]) {
         unlink(token_path);
@@ -114,9 +114,9 @@ static void teardown(void)
     }
 }
 
-static void push(const struct hf_response *r)
+static void push(const struct fake_http_response *r)
 {
-    httpfake_push(fake, r);
+    fake_http_push(fake, r);
 }
 
 static ld_http_id submit(const char *path, int64_t timeout_ms, struct outcome *o)
@@ -142,16 +142,16 @@ static void run_until_done(struct outcome *o)
 static void run_until_requests(int n)
 {
     int64_t deadline = now_ms() + WAIT_LIMIT_MS;
-    while (httpfake_request_count(fake) < n && now_ms() < deadline)
+    while (fake_http_request_count(fake) < n && now_ms() < deadline)
         ld_transport_run(tr, 50, -1);
-    ck_assert_int_ge(httpfake_request_count(fake), n);
+    ck_assert_int_ge(fake_http_request_count(fake), n);
 }
 
 START_TEST(held_request_does_not_delay_another)
 {
     struct outcome a = {0}, b = {0};
-    struct hf_response held = {.status = 200, .body = "first", .delay_ms = 3000};
-    struct hf_response quick = {.status = 200, .body = "second"};
+    struct fake_http_response held = {.status = 200, .body = "first", .delay_ms = 3000};
+    struct fake_http_response quick = {.status = 200, .body = "second"};
     push(&held);
     push(&quick);
     submit("/a", 10000, &a);
@@ -174,8 +174,8 @@ END_TEST
 START_TEST(hung_request_times_out_alone)
 {
     struct outcome a = {0}, b = {0};
-    struct hf_response hung = {.status = 200, .body = "late", .delay_ms = 8000};
-    struct hf_response quick = {.status = 200, .body = "ok"};
+    struct fake_http_response hung = {.status = 200, .body = "late", .delay_ms = 8000};
+    struct fake_http_response quick = {.status = 200, .body = "ok"};
     push(&hung);
     push(&quick);
     int64_t t0 = now_ms();
@@ -196,8 +196,9 @@ END_TEST
 START_TEST(cancel_suppresses_callback)
 {
     struct outcome a = {0}, b = {0};
-    struct hf_response held = {.status = 200, .body = "never seen", .delay_ms = 1500};
-    struct hf_response quick = {.status = 200, .body = "ok"};
+    struct fake_http_response held = {
+        .status = 200, .body = "never seen", .delay_ms = 1500};
+    struct fake_http_response quick = {.status = 200, .body = "ok"};
     push(&held);
     push(&quick);
     ld_http_id ida = submit("/a", 10000, &a);
@@ -221,7 +222,7 @@ START_TEST(stream_delivers_pieces_then_done)
     static const char body[] = "{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n"
                                "{\"type\":\"BOOKMARK\"}\n";
     struct outcome o = {0};
-    struct hf_response r = {
+    struct fake_http_response r = {
         .status = 200, .body = body, .chunk_size = 12, .chunk_delay_ms = 100};
     push(&r);
     struct ld_http_request req = {
@@ -236,11 +237,11 @@ START_TEST(stream_delivers_pieces_then_done)
     ck_assert_int_ge(o.data_calls, 3); /* pieces 100 ms apart are not merged */
     ck_assert_str_eq(o.data, body);
     ck_assert(!o.data_after_done);
-    struct hf_request got;
-    ck_assert(httpfake_request(fake, 0, &got));
+    struct fake_http_request got;
+    ck_assert(fake_http_request_at(fake, 0, &got));
     ck_assert_str_eq(got.path, "/watch");
     ck_assert_str_eq(got.authorization, "Bearer tok-1");
-    hf_request_clear(&got);
+    fake_http_request_clear(&got);
 }
 END_TEST
 
@@ -249,7 +250,7 @@ START_TEST(stream_error_answer_goes_to_done)
     static const char gone[] =
         "{\"kind\":\"Status\",\"reason\":\"Expired\",\"code\":410}";
     struct outcome o = {0};
-    struct hf_response r = {.status = 410, .body = gone};
+    struct fake_http_response r = {.status = 410, .body = gone};
     push(&r);
     struct ld_http_request req = {.verb = "GET", .path = "/watch", .timeout_ms = 10000};
     struct ld_errinfo e;
@@ -269,7 +270,7 @@ START_TEST(eight_in_flight_use_at_most_four_connections)
     struct outcome o[8];
     memset(o, 0, sizeof(o));
     for (int i = 0; i < 8; i++) {
-        struct hf_response r = {.status = 200, .body = "ok", .delay_ms = 300};
+        struct fake_http_response r = {.status = 200, .body = "ok", .delay_ms = 300};
         push(&r);
     }
     for (int i = 0; i < 8; i++)
@@ -280,10 +281,10 @@ START_TEST(eight_in_flight_use_at_most_four_connections)
     for (int i = 0; i < 8; i++)
         ck_assert_msg(o[i].rc == LD_OK && o[i].status == 200, "request %d: %d/%ld", i,
                       o[i].rc, o[i].status);
-    int conns = httpfake_connections(fake);
+    int conns = fake_http_connections(fake);
     ck_assert_int_le(conns, LD_TRANSPORT_CURL_MAX_CONNS);
     ck_assert_int_ge(conns, 2); /* and they did run side by side */
-    ck_assert_int_eq(httpfake_request_count(fake), 8);
+    ck_assert_int_eq(fake_http_request_count(fake), 8);
 }
 END_TEST
 
@@ -298,7 +299,7 @@ START_TEST(round_trips_beyond_the_active_cap_wait_their_turn)
     memset(o, 0, sizeof(o));
     memset(seen, 0, sizeof(seen));
     for (int i = 0; i < N; i++) {
-        struct hf_response r = {.status = 200, .body = "ok", .delay_ms = 20};
+        struct fake_http_response r = {.status = 200, .body = "ok", .delay_ms = 20};
         push(&r);
     }
     for (int i = 0; i < N; i++) {
@@ -318,10 +319,10 @@ START_TEST(round_trips_beyond_the_active_cap_wait_their_turn)
     for (int i = 0; i < N; i++)
         ck_assert_msg(o[i].rc == LD_OK && o[i].status == 200, "request %d: %d/%ld", i,
                       o[i].rc, o[i].status);
-    ck_assert_int_eq(httpfake_request_count(fake), N);
+    ck_assert_int_eq(fake_http_request_count(fake), N);
     for (int k = 0; k < N; k++) {
-        struct hf_request got;
-        ck_assert(httpfake_request(fake, k, &got));
+        struct fake_http_request got;
+        ck_assert(fake_http_request_at(fake, k, &got));
         ck_assert_str_eq(got.method, "PUT");
         ck_assert_str_eq(got.content_type, "application/json");
         ck_assert(strncmp(got.body, "{\"n\":", 5) == 0);
@@ -331,9 +332,9 @@ START_TEST(round_trips_beyond_the_active_cap_wait_their_turn)
         ck_assert(n >= 0 && n < N && !seen[n]);
         ck_assert_str_eq(got.body, bodies[n]);
         seen[n] = true;
-        hf_request_clear(&got);
+        fake_http_request_clear(&got);
     }
-    ck_assert_int_le(httpfake_connections(fake), LD_TRANSPORT_CURL_MAX_CONNS);
+    ck_assert_int_le(fake_http_connections(fake), LD_TRANSPORT_CURL_MAX_CONNS);
 }
 END_TEST
 
@@ -345,7 +346,7 @@ START_TEST(waiting_round_trip_times_out_unsent)
     struct outcome held[N], late = {0};
     memset(held, 0, sizeof(held));
     for (int i = 0; i < N; i++) {
-        struct hf_response r = {.status = 200, .body = "ok", .delay_ms = 1500};
+        struct fake_http_response r = {.status = 200, .body = "ok", .delay_ms = 1500};
         push(&r);
     }
     for (int i = 0; i < N; i++)
@@ -360,12 +361,12 @@ START_TEST(waiting_round_trip_times_out_unsent)
         ck_assert_int_eq(held[i].rc, LD_OK);
         ck_assert_int_gt(held[i].order, late.order);
     }
-    ck_assert_int_eq(httpfake_request_count(fake), N);
+    ck_assert_int_eq(fake_http_request_count(fake), N);
     for (int k = 0; k < N; k++) {
-        struct hf_request got;
-        ck_assert(httpfake_request(fake, k, &got));
+        struct fake_http_request got;
+        ck_assert(fake_http_request_at(fake, k, &got));
         ck_assert_str_eq(got.path, "/held");
-        hf_request_clear(&got);
+        fake_http_request_clear(&got);
     }
     ck_assert_uint_eq(ld_transport_pending(tr), 0);
 }
@@ -378,7 +379,7 @@ END_TEST
 START_TEST(round_trip_overdue_before_a_run_is_not_sent)
 {
     struct outcome warm = {0}, late = {0}, after = {0};
-    struct hf_response r = {.status = 200, .body = "ok"};
+    struct fake_http_response r = {.status = 200, .body = "ok"};
     push(&r);
     push(&r);
     submit("/warm", 10000, &warm);
@@ -398,11 +399,11 @@ START_TEST(round_trip_overdue_before_a_run_is_not_sent)
     submit("/after", 10000, &after);
     run_until_done(&after);
     ck_assert_int_eq(after.rc, LD_OK);
-    ck_assert_int_eq(httpfake_request_count(fake), 2);
-    struct hf_request got;
-    ck_assert(httpfake_request(fake, 1, &got));
+    ck_assert_int_eq(fake_http_request_count(fake), 2);
+    struct fake_http_request got;
+    ck_assert(fake_http_request_at(fake, 1, &got));
     ck_assert_str_eq(got.path, "/after");
-    hf_request_clear(&got);
+    fake_http_request_clear(&got);
 }
 END_TEST
 
@@ -426,8 +427,8 @@ START_TEST(unauthorized_rereads_token)
     write_token("old-token");
     ld_transport_free(tr);
     tr = new_transport(NULL, token_path);
-    httpfake_require_auth(fake, "Bearer new-token");
-    struct hf_response ok = {.status = 200, .body = "ok"};
+    fake_http_require_auth(fake, "Bearer new-token");
+    struct fake_http_response ok = {.status = 200, .body = "ok"};
     push(&ok);
 
     /* Sent with the old token; the file changes while it is in flight. */
@@ -444,15 +445,15 @@ START_TEST(unauthorized_rereads_token)
     ck_assert_int_eq(b.status, 200);
 
     /* A 401 with the current token: nothing new to try. */
-    httpfake_require_auth(fake, "Bearer other");
+    fake_http_require_auth(fake, "Bearer other");
     submit("/c", 10000, &c);
     run_until_done(&c);
     ck_assert_int_eq(c.status, 401);
     ck_assert(!c.auth_renewed);
-    struct hf_request got;
-    ck_assert(httpfake_request(fake, 1, &got));
+    struct fake_http_request got;
+    ck_assert(fake_http_request_at(fake, 1, &got));
     ck_assert_str_eq(got.authorization, "Bearer new-token");
-    hf_request_clear(&got);
+    fake_http_request_clear(&got);
 }
 END_TEST
 
@@ -463,10 +464,10 @@ START_TEST(body_over_cap)
     ck_assert_ptr_nonnull(big);
     memset(big, 'x', n);
     big[n] = '\0';
-    struct hf_response r = {.status = 200, .body = big, .body_len = n};
+    struct fake_http_response r = {.status = 200, .body = big, .body_len = n};
     push(&r);
     free(big);
-    struct hf_response ok = {
+    struct fake_http_response ok = {
         .status = 200, .body = "ok", .header_name = "Retry-After", .header_value = "7"};
     push(&ok);
     struct outcome a = {0}, b = {0};
@@ -488,7 +489,7 @@ START_TEST(wake_fd_ends_run)
     int p[2];
     ck_assert_int_eq(pipe(p), 0);
     struct outcome a = {0};
-    struct hf_response held = {.status = 200, .body = "x", .delay_ms = 5000};
+    struct fake_http_response held = {.status = 200, .body = "x", .delay_ms = 5000};
     push(&held);
     submit("/a", 10000, &a);
     ck_assert_int_eq(ld_transport_run(tr, 100, p[0]), LD_OK);
@@ -517,7 +518,7 @@ START_TEST(bad_requests_rejected)
     ck_assert_uint_eq(ld_transport_pending(tr), 0);
     ld_transport_run(tr, 0, -1);
     ck_assert_int_eq(o.done_calls, 0);
-    ck_assert_int_eq(httpfake_request_count(fake), 0);
+    ck_assert_int_eq(fake_http_request_count(fake), 0);
 }
 END_TEST
 

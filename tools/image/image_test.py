@@ -34,9 +34,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+sys.path.insert(0, os.path.join(REPO, "tests", "support"))  # leaderd_testing
 
-from apiserver import ApiServer  # noqa: E402
+from leaderd_testing.apiserver import ApiServer  # noqa: E402
 
 IMAGE = os.environ.get("LEADERD_IMAGE", "localhost/leaderd:0.1.0")
 MAX_BYTES = int(os.environ.get("LEADERD_IMAGE_MAX_BYTES", str(8 * 1000 * 1000)))

@@ -1,5 +1,5 @@
 /*
- * fake_api: in-memory Lease store for engine tests.
+ * fake_api: the in-memory Lease store of fake_api.h.
  */
 #include "fake_api.h"
 

@@ -1,7 +1,12 @@
 /*
- * fake_api: an in-memory Lease store with kube-apiserver's concurrency
- * rules (resourceVersion checks, 404, 409 Conflict/AlreadyExists), used to
- * drive the election engine without a network. Faults are set by tests.
+ * fake_api: an in-memory Lease store that stands in for kube-apiserver in
+ * tests of the election engine (election.h), which it serves by executing
+ * the engine's actions directly: no HTTP, no JSON, no clock. It keeps the
+ * server's concurrency rules (resourceVersion checks, 404 NotFound, 409
+ * Conflict and AlreadyExists) for one Lease; faults are set by tests.
+ *
+ * Names: struct fake_api and fake_api_* functions, as in every
+ * tests/unit/support/fake_*.h but fake_transport's.
  */
 #ifndef LEADERD_TEST_FAKE_API_H
 #define LEADERD_TEST_FAKE_API_H

@@ -1,7 +1,7 @@
 /*
- * httpfake: scripted libmicrohttpd server for client tests (see httpfake.h).
+ * fake_http: the scripted server of fake_http.h on libmicrohttpd.
  */
-#include "httpfake.h"
+#include "fake_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,17 +15,17 @@
 
 #include <microhttpd.h>
 
-#define HF_MAX_SCRIPT 64
-#define HF_MAX_REQUESTS 256
-#define HF_MAX_UPLOAD (2 * 1024 * 1024)
+#define FAKE_HTTP_MAX_SCRIPT 64
+#define FAKE_HTTP_MAX_REQUESTS 256
+#define FAKE_HTTP_MAX_UPLOAD (2 * 1024 * 1024)
 
-struct hf_script_entry {
-    struct hf_response r;
+struct fake_http_script_entry {
+    struct fake_http_response r;
     char *body;
     char *header_name, *header_value;
 };
 
-struct httpfake {
+struct fake_http {
     struct MHD_Daemon *d;
     int port;
     char url[64];
@@ -33,16 +33,16 @@ struct httpfake {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
-    struct hf_script_entry script[HF_MAX_SCRIPT];
+    struct fake_http_script_entry script[FAKE_HTTP_MAX_SCRIPT];
     int script_head, script_len;
     char *require_auth;
     int connections;
-    struct hf_request requests[HF_MAX_REQUESTS];
+    struct fake_http_request requests[FAKE_HTTP_MAX_REQUESTS];
     int nrequests;
 };
 
 /* Per-request upload accumulator (MHD's con_cls). */
-struct hf_upload {
+struct fake_http_upload {
     char *buf;
     size_t len;
 };
@@ -55,7 +55,7 @@ static void copy_str(char *dst, size_t cap, const char *src)
 static void on_connection(void *cls, struct MHD_Connection *c, void **sock_ctx,
                           enum MHD_ConnectionNotificationCode toe)
 {
-    struct httpfake *f = cls;
+    struct fake_http *f = cls;
     (void)c;
     (void)sock_ctx;
     if (toe != MHD_CONNECTION_NOTIFY_STARTED)
@@ -71,7 +71,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     (void)cls;
     (void)c;
     (void)toe;
-    struct hf_upload *u = *con_cls;
+    struct fake_http_upload *u = *con_cls;
     if (u) {
         free(u->buf);
         free(u);
@@ -95,7 +95,7 @@ static enum MHD_Result respond(struct MHD_Connection *c, int status, const char 
 }
 
 /* Waits ms on f->cv unless the server stops; f->mu is held. */
-static void wait_locked(struct httpfake *f, int ms)
+static void wait_locked(struct fake_http *f, int ms)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -112,15 +112,15 @@ static void wait_locked(struct httpfake *f, int ms)
 
 /* A body sent in pieces: MHD asks for the next one on the connection's
  * thread, which may wait between them. */
-struct hf_pieces {
-    struct httpfake *f;
-    const struct hf_script_entry *e;
+struct fake_http_pieces {
+    struct fake_http *f;
+    const struct fake_http_script_entry *e;
     size_t off;
 };
 
 static ssize_t next_piece(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    struct hf_pieces *p = cls;
+    struct fake_http_pieces *p = cls;
     (void)pos;
     if (p->off >= p->e->r.body_len)
         return MHD_CONTENT_READER_END_OF_STREAM;
@@ -142,10 +142,10 @@ static ssize_t next_piece(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
-static enum MHD_Result respond_in_pieces(struct httpfake *f, struct MHD_Connection *c,
-                                         const struct hf_script_entry *e)
+static enum MHD_Result respond_in_pieces(struct fake_http *f, struct MHD_Connection *c,
+                                         const struct fake_http_script_entry *e)
 {
-    struct hf_pieces *p = calloc(1, sizeof(*p));
+    struct fake_http_pieces *p = calloc(1, sizeof(*p));
     if (!p)
         return MHD_NO;
     p->f = f;
@@ -162,12 +162,12 @@ static enum MHD_Result respond_in_pieces(struct httpfake *f, struct MHD_Connecti
     return r;
 }
 
-static void record(struct httpfake *f, struct MHD_Connection *c, const char *url,
-                   const char *method, const struct hf_upload *u)
+static void record(struct fake_http *f, struct MHD_Connection *c, const char *url,
+                   const char *method, const struct fake_http_upload *u)
 {
-    if (f->nrequests >= HF_MAX_REQUESTS)
+    if (f->nrequests >= FAKE_HTTP_MAX_REQUESTS)
         return;
-    struct hf_request *r = &f->requests[f->nrequests];
+    struct fake_http_request *r = &f->requests[f->nrequests];
     memset(r, 0, sizeof(*r));
     copy_str(r->method, sizeof(r->method), method);
     copy_str(r->path, sizeof(r->path), url);
@@ -198,9 +198,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
-    struct httpfake *f = cls;
+    struct fake_http *f = cls;
     (void)version;
-    struct hf_upload *u = *con_cls;
+    struct fake_http_upload *u = *con_cls;
 
     if (!u) {
         u = calloc(1, sizeof(*u));
@@ -211,7 +211,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
-        if (u->len + n > HF_MAX_UPLOAD)
+        if (u->len + n > FAKE_HTTP_MAX_UPLOAD)
             return MHD_NO;
         char *nb = realloc(u->buf, u->len + n + 1);
         if (!nb)
@@ -235,7 +235,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pthread_mutex_unlock(&f->mu);
         return respond(c, 500, "script exhausted", 16, NULL, NULL);
     }
-    struct hf_script_entry *e = &f->script[f->script_head++];
+    struct fake_http_script_entry *e = &f->script[f->script_head++];
     if (e->r.delay_ms > 0)
         wait_locked(f, e->r.delay_ms);
     /* Script entries stay valid until stop, so no copy is needed. */
@@ -246,9 +246,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                    e->header_value);
 }
 
-struct httpfake *httpfake_start(const char *key_pem, const char *cert_pem)
+struct fake_http *fake_http_start(const char *key_pem, const char *cert_pem)
 {
-    struct httpfake *f = calloc(1, sizeof(*f));
+    struct fake_http *f = calloc(1, sizeof(*f));
     if (!f)
         return NULL;
     pthread_mutex_init(&f->mu, NULL);
@@ -286,11 +286,11 @@ struct httpfake *httpfake_start(const char *key_pem, const char *cert_pem)
              f->port);
     return f;
 fail:
-    httpfake_stop(f);
+    fake_http_stop(f);
     return NULL;
 }
 
-void httpfake_stop(struct httpfake *f)
+void fake_http_stop(struct fake_http *f)
 {
     if (!f)
         return;
@@ -315,21 +315,21 @@ void httpfake_stop(struct httpfake *f)
     free(f);
 }
 
-int httpfake_port(const struct httpfake *f)
+int fake_http_port(const struct fake_http *f)
 {
     return f->port;
 }
 
-const char *httpfake_url(const struct httpfake *f)
+const char *fake_http_url(const struct fake_http *f)
 {
     return f->url;
 }
 
-void httpfake_push(struct httpfake *f, const struct hf_response *r)
+void fake_http_push(struct fake_http *f, const struct fake_http_response *r)
 {
     pthread_mutex_lock(&f->mu);
-    if (f->script_len < HF_MAX_SCRIPT) {
-        struct hf_script_entry *e = &f->script[f->script_len];
+    if (f->script_len < FAKE_HTTP_MAX_SCRIPT) {
+        struct fake_http_script_entry *e = &f->script[f->script_len];
         e->r = *r;
         size_t len = r->body ? (r->body_len ? r->body_len : strlen(r->body)) : 0;
         e->body = malloc(len + 1);
@@ -346,7 +346,7 @@ void httpfake_push(struct httpfake *f, const struct hf_response *r)
     pthread_mutex_unlock(&f->mu);
 }
 
-void httpfake_require_auth(struct httpfake *f, const char *authorization)
+void fake_http_require_auth(struct fake_http *f, const char *authorization)
 {
     pthread_mutex_lock(&f->mu);
     free(f->require_auth);
@@ -354,7 +354,7 @@ void httpfake_require_auth(struct httpfake *f, const char *authorization)
     pthread_mutex_unlock(&f->mu);
 }
 
-int httpfake_connections(struct httpfake *f)
+int fake_http_connections(struct fake_http *f)
 {
     pthread_mutex_lock(&f->mu);
     int n = f->connections;
@@ -362,7 +362,7 @@ int httpfake_connections(struct httpfake *f)
     return n;
 }
 
-int httpfake_request_count(struct httpfake *f)
+int fake_http_request_count(struct fake_http *f)
 {
     pthread_mutex_lock(&f->mu);
     int n = f->nrequests;
@@ -370,7 +370,7 @@ int httpfake_request_count(struct httpfake *f)
     return n;
 }
 
-bool httpfake_request(struct httpfake *f, int i, struct hf_request *out)
+bool fake_http_request_at(struct fake_http *f, int i, struct fake_http_request *out)
 {
     bool ok = false;
     memset(out, 0, sizeof(*out));
@@ -385,7 +385,7 @@ bool httpfake_request(struct httpfake *f, int i, struct hf_request *out)
     return ok;
 }
 
-void hf_request_clear(struct hf_request *r)
+void fake_http_request_clear(struct fake_http_request *r)
 {
     if (r) {
         free(r->body);
@@ -393,7 +393,7 @@ void hf_request_clear(struct hf_request *r)
     }
 }
 
-bool httpfake_wait_requests(struct httpfake *f, int n, int timeout_ms)
+bool fake_http_wait_requests(struct fake_http *f, int n, int timeout_ms)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);

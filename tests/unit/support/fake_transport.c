@@ -1,13 +1,13 @@
 /*
- * faketransport: an in-memory Lease API behind the transport vtable, run
- * as a discrete-event simulation on a fake clock (see faketransport.h).
+ * fake_transport: an in-memory Lease API behind the transport vtable, run
+ * as a discrete-event simulation on a fake clock (see fake_transport.h).
  *
  * Everything that will happen is an item with a due time and a sequence
  * number; ft_run takes the due items in that order. Stored objects are
  * never changed once stored (a write stores a new object), so the watch
  * history can keep references to them.
  */
-#include "faketransport.h"
+#include "fake_transport.h"
 
 #include <poll.h>
 #include <stdio.h>

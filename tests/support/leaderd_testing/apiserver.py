@@ -32,7 +32,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# This file is tests/support/leaderd_testing/apiserver.py.
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases"
 CONFIGMAPS = "/api/v1/namespaces/%s/configmaps"
 # The all-namespaces path of each namespaced collection.
@@ -398,6 +400,17 @@ class Watch:
 
     def close(self):
         self.resp.close()
+
+
+def requests_by_verb(stats, client):
+    """{verb: requests} of one client in ApiServer.stats() (all outcomes)."""
+    out = {}
+    for verb, per_outcome in stats.get(client, {}).items():
+        if isinstance(per_outcome, dict):
+            out[verb] = sum(v for v in per_outcome.values() if isinstance(v, int))
+        elif isinstance(per_outcome, int):
+            out[verb] = per_outcome
+    return out
 
 
 def write_kubeconfig(path, server, ca, user, token=None, cert=None, key=None):

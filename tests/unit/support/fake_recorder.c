@@ -1,7 +1,7 @@
 /*
- * rectransport: recording transport.
+ * fake_recorder: the recording transport of fake_recorder.h.
  */
-#include "rectransport.h"
+#include "fake_recorder.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +11,10 @@ static enum ld_err rec_submit(struct ld_transport *base,
                               const struct ld_http_request *req, ld_http_done_fn done,
                               void *ctx, ld_http_id *id, struct ld_errinfo *err)
 {
-    struct rec_transport *t = (struct rec_transport *)base;
-    if (t->n == REC_MAX)
+    struct fake_recorder *t = (struct fake_recorder *)base;
+    if (t->n == FAKE_RECORDER_MAX)
         return ld_errinfo_set(err, LD_ENOMEM, "recorder full");
-    struct rec_call *c = &t->calls[t->n];
+    struct fake_recorder_call *c = &t->calls[t->n];
     memset(c, 0, sizeof(*c));
     snprintf(c->verb, sizeof(c->verb), "%s", req->verb);
     snprintf(c->path, sizeof(c->path), "%s", req->path);
@@ -47,7 +47,7 @@ static enum ld_err rec_open_stream(struct ld_transport *base,
 
 static void rec_cancel(struct ld_transport *base, ld_http_id id)
 {
-    struct rec_transport *t = (struct rec_transport *)base;
+    struct fake_recorder *t = (struct fake_recorder *)base;
     if (id >= 1 && id <= t->n)
         t->calls[id - 1].canceled = true;
 }
@@ -60,7 +60,7 @@ static enum ld_err rec_run(struct ld_transport *base, int64_t wait_ms, int wake_
 
 static size_t rec_pending(const struct ld_transport *base)
 {
-    const struct rec_transport *t = (const struct rec_transport *)base;
+    const struct fake_recorder *t = (const struct fake_recorder *)base;
     size_t n = 0;
     for (size_t i = 0; i < t->n; i++)
         n += !t->calls[i].answered && !t->calls[i].canceled;
@@ -69,7 +69,7 @@ static size_t rec_pending(const struct ld_transport *base)
 
 static void rec_free(struct ld_transport *base)
 {
-    struct rec_transport *t = (struct rec_transport *)base;
+    struct fake_recorder *t = (struct fake_recorder *)base;
     for (size_t i = 0; i < t->n; i++)
         free(t->calls[i].body);
     free(t);
@@ -84,17 +84,18 @@ static const struct ld_transport_ops rec_ops = {
     .free = rec_free,
 };
 
-struct rec_transport *rec_new(void)
+struct fake_recorder *fake_recorder_new(void)
 {
-    struct rec_transport *t = calloc(1, sizeof(*t));
+    struct fake_recorder *t = calloc(1, sizeof(*t));
     if (t)
         t->base.ops = &rec_ops;
     return t;
 }
 
-void rec_answer(struct rec_transport *t, size_t i, long status, const char *body)
+void fake_recorder_answer(struct fake_recorder *t, size_t i, long status,
+                          const char *body)
 {
-    struct rec_call *c = &t->calls[i];
+    struct fake_recorder_call *c = &t->calls[i];
     struct ld_http_result r;
     memset(&r, 0, sizeof(r));
     r.rc = status ? LD_OK : LD_ETRANSPORT;

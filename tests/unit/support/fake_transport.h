@@ -1,8 +1,15 @@
 /*
- * faketransport: an in-memory struct ld_transport (transport.h) that serves
- * a small Kubernetes Lease API in one namespace, on a fake clock, as a
- * discrete-event simulation: nothing sleeps, and the same calls give the
- * same callbacks at the same fake times.
+ * fake_transport: an in-memory struct ld_transport (transport.h) that stands
+ * in for the libcurl transport and kube-apiserver behind it in tests of the
+ * Lease client, the host and shard groups. It serves a small Kubernetes
+ * Lease API in one namespace, on a fake clock, as a discrete-event
+ * simulation: nothing sleeps, and the same calls give the same callbacks at
+ * the same fake times. It is faithful to the API's answers and ordering as
+ * described below, not to HTTP (no sockets, headers or connections).
+ *
+ * Names: struct fake_transport; its functions and types are prefixed ft_
+ * (FT_ for constants), short because simulations call them on every line;
+ * the other fakes (tests/unit/support/fake_*.h) use their full name.
  *
  * The API: Leases by name with a global resourceVersion (every write takes
  * the next one), GET / POST / PUT with kube-apiserver's answers (404
@@ -39,8 +46,8 @@
  * the last one is freed. Strings returned are borrowed from the fake and
  * valid until its next call that changes the store or the log.
  */
-#ifndef LEADERD_TEST_FAKETRANSPORT_H
-#define LEADERD_TEST_FAKETRANSPORT_H
+#ifndef LEADERD_TEST_FAKE_TRANSPORT_H
+#define LEADERD_TEST_FAKE_TRANSPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,11 @@
-"""Test helpers for running real leaderd replicas on loopback against the
-bundled Lease API server. Every process is started here and stopped by PID;
-every wait is bounded."""
+"""Real leaderd replicas on loopback against the bundled Lease API server
+(apiserver.py): starting and stopping them, polling their /leader, checking
+safety while polling (Watcher), unittest mixins, and what /proc says of a
+process (its memory, descriptors and connections). Every process is started
+here and stopped by PID; every wait is bounded.
+
+The binary is $LEADERD_BUILD/leaderd (default build/ under the repository);
+LEADERD may be reassigned before replicas start (tools/footprint.py does)."""
 import http.client
 import json
 import os
@@ -13,11 +18,13 @@ import time
 import urllib.error
 import urllib.request
 
-from apiserver import ApiServer
+from .apiserver import REPO, ApiServer
 
-BUILD = os.environ.get("LEADERD_BUILD") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build")
+BUILD = os.path.abspath(os.environ.get("LEADERD_BUILD") or os.path.join(REPO, "build"))
 LEADERD = os.path.join(BUILD, "leaderd")
+
+# leaderd's own defaults, for figures of a replica as deployed.
+DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 
 # Short timings so failover tests take seconds (lease > renew > 1.2 x retry).
 FAST = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 1.0}
@@ -90,6 +97,18 @@ def server_connections(pid, port):
     ones, any state but LISTEN), from /proc. Unlike a count of all its fds,
     this ignores the process's own client connections (to the API server,
     its watch), which come and go with its work."""
+    return _tcp_connections(pid, port, 1)
+
+
+def client_connections(pid, port):
+    """How many TCP connections process pid holds to a server on port (the
+    API server, say), in any state but LISTEN, from /proc."""
+    return _tcp_connections(pid, port, 2)
+
+
+def _tcp_connections(pid, port, column):
+    """pid's TCP sockets, not listening, whose address in column of
+    /proc/net/tcp (1 local, 2 remote) has port."""
     inodes = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
@@ -107,8 +126,8 @@ def server_connections(pid, port):
             continue
         for row in rows:
             cols = row.split()
-            local, state, inode = cols[1], cols[3], cols[9]
-            if inode in inodes and int(local.rsplit(":", 1)[1], 16) == port and state != "0A":
+            addr, state, inode = cols[column], cols[3], cols[9]
+            if inode in inodes and int(addr.rsplit(":", 1)[1], 16) == port and state != "0A":
                 n += 1
     return n
 
@@ -136,6 +155,18 @@ def proc_status(pid, field):
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     raise KeyError(field)
+
+
+def proc_fields(pid, fields):
+    """{field: number} from /proc/PID/status for each of fields present
+    (kB for the memory figures, a count for Threads)."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in fields:
+                out[key] = int(value.split()[0])
+    return out
 
 
 class Replica:
