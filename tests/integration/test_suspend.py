@@ -17,8 +17,8 @@ import tempfile
 import time
 import unittest
 
-from apiserver import ApiServer
-from cluster import BUILD, FAST, KILL_BOUND, SCHED_SLACK, Replica, stop_all, wait_until
+from leaderd_testing.apiserver import ApiServer
+from leaderd_testing.cluster import BUILD, FAST, KILL_BOUND, SCHED_SLACK, Replica, stop_all, wait_until
 
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 # Looked for beside the binaries under test, then in the default build.
