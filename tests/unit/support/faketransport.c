@@ -372,6 +372,33 @@ out:
     return status;
 }
 
+/* A DELETE with DeleteOptions' preconditions (uid, resourceVersion), as
+ * kube-apiserver checks them: 404 when absent, 409 Conflict when either
+ * differs; else the object goes (a DELETED event) and is the answer. */
+static long serve_delete(struct fake_transport *f, struct xchg *x, size_t i, char **body)
+{
+    if (i == (size_t)-1) {
+        *body = status_body(404, NULL, "leases not found");
+        return 404;
+    }
+    json_t *opts = x->body && x->body[0] ? json_loads(x->body, 0, NULL) : NULL;
+    json_t *pre = json_object_get(opts, "preconditions");
+    const char *uid = json_string_value(json_object_get(pre, "uid"));
+    const char *rv = json_string_value(json_object_get(pre, "resourceVersion"));
+    const char *have_uid = json_string_value(
+        json_object_get(json_object_get(f->objs[i], "metadata"), "uid"));
+    bool ok = (!uid || (have_uid && strcmp(uid, have_uid) == 0)) &&
+              (!rv || strtoull(rv, NULL, 10) == obj_rv(f->objs[i]));
+    json_decref(opts);
+    if (!ok) {
+        *body = status_body(409, "Conflict", "Precondition failed");
+        return 409;
+    }
+    *body = dump(f->objs[i]);
+    store(f, json_deep_copy(f->objs[i]), true);
+    return 200;
+}
+
 /* Serves a round trip against the store. Returns the status and sets
  * *body (owned). */
 static long serve(struct fake_transport *f, struct xchg *x, char **body)
@@ -400,6 +427,8 @@ static long serve(struct fake_transport *f, struct xchg *x, char **body)
         json_decref(list);
         return 200;
     }
+    if (strcmp(x->kind, "DELETE") == 0)
+        return serve_delete(f, x, i, body);
     if (strcmp(x->kind, "POST") != 0 && strcmp(x->kind, "PUT") != 0) {
         *body = status_body(405, NULL, "method not allowed");
         return 405;
