@@ -10,7 +10,7 @@
  * 422 without a resourceVersion; Status bodies), DELETE with its
  * preconditions (409 Conflict when the uid or resourceVersion differs),
  * lists and watches of the collection by fieldSelector metadata.name=NAME
- * or labelSelector k=v. A
+ * or labelSelector k=v (optionally with ",!k2": without label k2). A
  * watch from a resourceVersion replays the changes after it (an ERROR
  * event 410 Expired when it is older than the kept history), one without
  * sends ADDED for every matching Lease first; it ends after its
