@@ -40,6 +40,8 @@
 
 /* Everything main owns, so one function can release it all. */
 struct daemon {
+    int argc;
+    char **argv;
     struct ld_config cfg;
     char lease[512]; /* "NAMESPACE/NAME" */
     int signal_fd;
@@ -110,13 +112,12 @@ static const char *owner_uid(const struct ld_config *cfg)
 
 /* The configuration, and the log sink that names its Lease. Its own
  * messages are complete lines, longer than an errinfo holds, so they are
- * printed here; LD_ECANCELED when --help or --version printed all there
- * was to do. */
-static enum ld_err start_config(struct daemon *d, int argc, char **argv,
-                                struct ld_errinfo *err)
+ * printed here (err's message is then empty); LD_ECANCELED when --help or
+ * --version printed all there was to do. */
+static enum ld_err start_config(struct daemon *d, struct ld_errinfo *err)
 {
     char msg[LD_CONFIG_ERR_LEN];
-    int rc = ld_config_parse(&d->cfg, argc, argv, msg, sizeof(msg));
+    int rc = ld_config_parse(&d->cfg, d->argc, d->argv, msg, sizeof(msg));
     if (rc == 1)
         return ld_errinfo_set(err, LD_ECANCELED, "%s", "");
     if (rc != 0) {
@@ -377,17 +378,17 @@ static enum ld_err start_hooks(struct daemon *d, struct ld_errinfo *err)
     return LD_OK;
 }
 
-/* Start-up after the configuration, in order, and leaderd's exit status
- * when a step fails: 2 for what the user has to fix (the API client's
- * settings, the election's), 1 for what the system refused. The one table
- * of exit statuses, with start_config's (2, or 0 after --help) in main. */
+/* Start-up, in order, and leaderd's exit status when a step fails: 2 for
+ * what the user has to fix (the configuration, the API client's settings,
+ * the election's), 1 for what the system refused. A step that returns
+ * LD_ECANCELED did all there was to do (--help): 0. */
 static const struct start_step {
     enum ld_err (*start)(struct daemon *d, struct ld_errinfo *err);
     int exit_status;
 } start_steps[] = {
-    {start_child, 1},  {start_signals, 1}, {start_curl, 1},
-    {start_client, 2}, {start_state, 1},   {start_election, 2},
-    {start_http, 1},   {start_proxy, 1},   {start_hooks, 1},
+    {start_config, 2}, {start_child, 1}, {start_signals, 1},  {start_curl, 1},
+    {start_client, 2}, {start_state, 1}, {start_election, 2}, {start_http, 1},
+    {start_proxy, 1},  {start_hooks, 1},
 };
 
 static void teardown(struct daemon *d)
@@ -417,22 +418,17 @@ static void teardown(struct daemon *d)
 
 /* Starts everything: true when all is running, else false with the exit
  * status in *status. */
-static bool start(struct daemon *d, int argc, char **argv, int *status)
+static bool start(struct daemon *d, int *status)
 {
     struct ld_errinfo err;
-    enum ld_err rc = start_config(d, argc, argv, &err);
-    if (rc != LD_OK) {
+    for (size_t i = 0; i < sizeof(start_steps) / sizeof(start_steps[0]); i++) {
+        enum ld_err rc = start_steps[i].start(d, &err);
+        if (rc == LD_OK)
+            continue;
         if (err.msg[0])
             fprintf(stderr, "leaderd: %s\n", err.msg);
-        *status = rc == LD_ECANCELED ? 0 : 2;
+        *status = rc == LD_ECANCELED ? 0 : start_steps[i].exit_status;
         return false;
-    }
-    for (size_t i = 0; i < sizeof(start_steps) / sizeof(start_steps[0]); i++) {
-        if (start_steps[i].start(d, &err) != LD_OK) {
-            fprintf(stderr, "leaderd: %s\n", err.msg);
-            *status = start_steps[i].exit_status;
-            return false;
-        }
     }
     return true;
 }
@@ -444,10 +440,12 @@ int main(int argc, char **argv)
     memset(&d, 0, sizeof(d));
     d.signal_fd = -1;
     d.wake_fd = -1;
+    d.argc = argc;
+    d.argv = argv;
     ld_metrics_init(&d.metrics);
 
     int status = 0;
-    if (start(&d, argc, argv, &status)) {
+    if (start(&d, &status)) {
         char desc[1024];
         ld_config_describe(&d.cfg, desc, sizeof(desc));
         ld_log(LD_LOG_INFO, "leaderd %s starting: %s, http port %d", LEADERD_VERSION,
