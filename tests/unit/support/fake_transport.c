@@ -70,9 +70,10 @@ struct xchg {
     char *name;      /* Lease named by the path or fieldSelector, "" none */
     char *label_key; /* label selector, NULL none */
     char *label_val;
-    char *rv;      /* watch start, NULL none */
-    int timeout_s; /* watch */
-    char *body;    /* request body, NUL-terminated */
+    char *label_absent; /* a label the selector wants absent ("!k"), NULL none */
+    char *rv;           /* watch start, NULL none */
+    int timeout_s;      /* watch */
+    char *body;         /* request body, NUL-terminated */
 };
 
 struct rec {
@@ -168,17 +169,17 @@ static uint64_t obj_rv(json_t *o)
     return rv ? strtoull(rv, NULL, 10) : 0;
 }
 
-static bool obj_matches(json_t *o, const char *name, const char *key, const char *val)
+static bool obj_matches(json_t *o, const struct xchg *x)
 {
-    if (name && name[0] && strcmp(obj_name(o), name) != 0)
+    json_t *labels = json_object_get(json_object_get(o, "metadata"), "labels");
+    if (x->name && x->name[0] && strcmp(obj_name(o), x->name) != 0)
         return false;
-    if (key) {
-        json_t *labels = json_object_get(json_object_get(o, "metadata"), "labels");
-        const char *v = json_string_value(json_object_get(labels, key));
-        if (!v || strcmp(v, val) != 0)
+    if (x->label_key) {
+        const char *v = json_string_value(json_object_get(labels, x->label_key));
+        if (!v || strcmp(v, x->label_val) != 0)
             return false;
     }
-    return true;
+    return !x->label_absent || !json_object_get(labels, x->label_absent);
 }
 
 static char *event_line(const char *type, json_t *o)
@@ -218,8 +219,7 @@ static void notify(struct fake_transport *f, const char *type, json_t *o)
 {
     for (size_t i = 0; i < f->nx; i++) {
         struct xchg *x = f->x[i];
-        if (!x->stream || !x->live || x->stalled ||
-            !obj_matches(o, x->name, x->label_key, x->label_val))
+        if (!x->stream || !x->live || x->stalled || !obj_matches(o, x))
             continue;
         struct item *it = push_item(f, f->now_ms + f->watch_latency_ms, IT_DATA, x->id);
         it->data = event_line(type, o);
@@ -372,6 +372,33 @@ out:
     return status;
 }
 
+/* A DELETE with DeleteOptions' preconditions (uid, resourceVersion), as
+ * kube-apiserver checks them: 404 when absent, 409 Conflict when either
+ * differs; else the object goes (a DELETED event) and is the answer. */
+static long serve_delete(struct fake_transport *f, struct xchg *x, size_t i, char **body)
+{
+    if (i == (size_t)-1) {
+        *body = status_body(404, NULL, "leases not found");
+        return 404;
+    }
+    json_t *opts = x->body && x->body[0] ? json_loads(x->body, 0, NULL) : NULL;
+    json_t *pre = json_object_get(opts, "preconditions");
+    const char *uid = json_string_value(json_object_get(pre, "uid"));
+    const char *rv = json_string_value(json_object_get(pre, "resourceVersion"));
+    const char *have_uid = json_string_value(
+        json_object_get(json_object_get(f->objs[i], "metadata"), "uid"));
+    bool ok = (!uid || (have_uid && strcmp(uid, have_uid) == 0)) &&
+              (!rv || strtoull(rv, NULL, 10) == obj_rv(f->objs[i]));
+    json_decref(opts);
+    if (!ok) {
+        *body = status_body(409, "Conflict", "Precondition failed");
+        return 409;
+    }
+    *body = dump(f->objs[i]);
+    store(f, json_deep_copy(f->objs[i]), true);
+    return 200;
+}
+
 /* Serves a round trip against the store. Returns the status and sets
  * *body (owned). */
 static long serve(struct fake_transport *f, struct xchg *x, char **body)
@@ -390,7 +417,7 @@ static long serve(struct fake_transport *f, struct xchg *x, char **body)
         char rv[32];
         json_t *items = json_array();
         for (size_t j = 0; j < f->nobjs; j++)
-            if (obj_matches(f->objs[j], x->name, x->label_key, x->label_val))
+            if (obj_matches(f->objs[j], x))
                 json_array_append(items, f->objs[j]);
         snprintf(rv, sizeof(rv), "%llu", (unsigned long long)f->rv);
         json_t *list = json_pack("{s:s,s:s,s:{s:s},s:o}", "kind", "LeaseList",
@@ -400,6 +427,8 @@ static long serve(struct fake_transport *f, struct xchg *x, char **body)
         json_decref(list);
         return 200;
     }
+    if (strcmp(x->kind, "DELETE") == 0)
+        return serve_delete(f, x, i, body);
     if (strcmp(x->kind, "POST") != 0 && strcmp(x->kind, "PUT") != 0) {
         *body = status_body(405, NULL, "method not allowed");
         return 405;
@@ -440,6 +469,7 @@ static void free_x(struct xchg *x)
     free(x->name);
     free(x->label_key);
     free(x->label_val);
+    free(x->label_absent);
     free(x->rv);
     free(x->body);
     free(x);
@@ -513,8 +543,7 @@ static void stream_open(struct fake_transport *f, struct xchg *x)
         } else {
             for (size_t i = 0; i < f->nhist; i++) {
                 struct hist *h = &f->hist[i];
-                if (h->rv <= from ||
-                    !obj_matches(h->obj, x->name, x->label_key, x->label_val))
+                if (h->rv <= from || !obj_matches(h->obj, x))
                     continue;
                 char *line = event_line(h->type, h->obj);
                 fputs(line, m);
@@ -523,7 +552,7 @@ static void stream_open(struct fake_transport *f, struct xchg *x)
         }
     } else {
         for (size_t i = 0; i < f->nobjs; i++) {
-            if (!obj_matches(f->objs[i], x->name, x->label_key, x->label_val))
+            if (!obj_matches(f->objs[i], x))
                 continue;
             char *line = event_line("ADDED", f->objs[i]);
             fputs(line, m);
@@ -653,6 +682,15 @@ static long parse(struct fake_transport *f, struct xchg *x, const char *verb,
             free(x->name);
             x->name = dup_or_die(n);
         } else if (strcmp(kv, "labelSelector") == 0 && val[0]) {
+            char *absent = strchr(val, ',');
+            if (absent) {
+                *absent++ = '\0';
+                if (absent[0] != '!' || !absent[1] || strpbrk(absent + 1, ",!=() ")) {
+                    bad = 400;
+                    goto out;
+                }
+                x->label_absent = dup_or_die(absent + 1);
+            }
             char *eq = strchr(val, '=');
             if (!eq || eq == val || strpbrk(val, ",!() ")) {
                 bad = 400;

@@ -14,8 +14,10 @@
  * The API: Leases by name with a global resourceVersion (every write takes
  * the next one), GET / POST / PUT with kube-apiserver's answers (404
  * NotFound, 409 Conflict on a stale resourceVersion, 409 AlreadyExists,
- * 422 without a resourceVersion; Status bodies), lists and watches of the
- * collection by fieldSelector metadata.name=NAME or labelSelector k=v. A
+ * 422 without a resourceVersion; Status bodies), DELETE with its
+ * preconditions (409 Conflict when the uid or resourceVersion differs),
+ * lists and watches of the collection by fieldSelector metadata.name=NAME
+ * or labelSelector k=v (optionally with ",!k2": without label k2). A
  * watch from a resourceVersion replays the changes after it (an ERROR
  * event 410 Expired when it is older than the kept history), one without
  * sends ADDED for every matching Lease first; it ends after its

@@ -1,7 +1,7 @@
 /*
- * check_podlabel: --pod-label. lib/pods builds the merge patch and the
+ * check_hook_podlabel: --pod-label. lib/pods builds the merge patch and the
  * labelled list exactly and maps answers (a recording transport stands in
- * for HTTP); the policy (cmd/leaderd/podlabel.h), driven with a fake clock,
+ * for HTTP); the policy (cmd/leaderd/hook_podlabel.h), driven with a fake clock,
  * unlabels other Pods before labelling its own, drops the sweep when
  * leadership ends, backs off with a cap, and holds the release only while
  * its own Pod may still say "true".
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cmd/leaderd/podlabel.h"
+#include "../../cmd/leaderd/hook_podlabel.h"
 #include "pods.h"
 #include "support/fake_recorder.h"
 #include "support/run_suite.h"
@@ -166,138 +166,140 @@ END_TEST
 
 /* ---- the policy ---- */
 
-static struct ld_podlabel pl;
+static struct ld_hook_podlabel_policy pl;
 
 static void setup(void)
 {
-    ld_podlabel_init(&pl, "me");
+    ld_hook_podlabel_policy_init(&pl, "me");
 }
 
 static void teardown(void)
 {
-    ld_podlabel_clear(&pl);
+    ld_hook_podlabel_policy_clear(&pl);
 }
 
 static void expect_patch(int64_t now, const char *pod, bool value)
 {
-    struct ld_pl_step s = ld_podlabel_next(&pl, now);
-    ck_assert_int_eq(s.kind, LD_PL_PATCH);
+    struct ld_hook_podlabel_step s = ld_hook_podlabel_policy_next(&pl, now);
+    ck_assert_int_eq(s.kind, LD_HOOK_PODLABEL_PATCH);
     ck_assert_str_eq(s.pod, pod);
     ck_assert_int_eq(s.value, value);
 }
 
 static void expect_none(int64_t now)
 {
-    ck_assert_int_eq(ld_podlabel_next(&pl, now).kind, LD_PL_NONE);
+    ck_assert_int_eq(ld_hook_podlabel_policy_next(&pl, now).kind, LD_HOOK_PODLABEL_NONE);
 }
 
 START_TEST(standby_writes_false_once)
 {
-    ld_podlabel_update(&pl, false);
-    ck_assert_ptr_null(ld_podlabel_value(&pl));
+    ld_hook_podlabel_policy_update(&pl, false);
+    ck_assert_ptr_null(ld_hook_podlabel_policy_value(&pl));
     expect_patch(0, "me", false);
     expect_none(1); /* in flight */
-    ck_assert_int_eq(ld_podlabel_wake_ms(&pl, 1), INT64_MAX);
-    ld_podlabel_patch_done(&pl, 10, LD_OK);
-    ck_assert_str_eq(ld_podlabel_value(&pl), "false");
+    ck_assert_int_eq(ld_hook_podlabel_policy_wake_ms(&pl, 1), INT64_MAX);
+    ld_hook_podlabel_policy_patch_done(&pl, 10, LD_OK);
+    ck_assert_str_eq(ld_hook_podlabel_policy_value(&pl), "false");
     expect_none(20);
-    ck_assert_int_eq(ld_podlabel_wake_ms(&pl, 20), INT64_MAX);
-    ck_assert(!ld_podlabel_busy(&pl));
+    ck_assert_int_eq(ld_hook_podlabel_policy_wake_ms(&pl, 20), INT64_MAX);
+    ck_assert(!ld_hook_podlabel_policy_busy(&pl));
 }
 END_TEST
 
 START_TEST(new_leader_unlabels_others_first)
 {
-    ld_podlabel_update(&pl, false);
+    ld_hook_podlabel_policy_update(&pl, false);
     expect_patch(0, "me", false);
-    ld_podlabel_patch_done(&pl, 1, LD_OK);
-    ld_podlabel_update(&pl, true);
-    struct ld_pl_step s = ld_podlabel_next(&pl, 2);
-    ck_assert_int_eq(s.kind, LD_PL_LIST);
+    ld_hook_podlabel_policy_patch_done(&pl, 1, LD_OK);
+    ld_hook_podlabel_policy_update(&pl, true);
+    struct ld_hook_podlabel_step s = ld_hook_podlabel_policy_next(&pl, 2);
+    ck_assert_int_eq(s.kind, LD_HOOK_PODLABEL_LIST);
     char *found[] = {"old", "me", "older"};
-    ld_podlabel_list_done(&pl, 3, LD_OK, found, 3);
+    ld_hook_podlabel_policy_list_done(&pl, 3, LD_OK, found, 3);
     expect_patch(4, "old", false);
-    ld_podlabel_patch_done(&pl, 5, LD_OK);
+    ld_hook_podlabel_policy_patch_done(&pl, 5, LD_OK);
     expect_patch(6, "older", false);
-    ld_podlabel_patch_done(&pl, 7, LD_ENOTFOUND); /* gone: as good as unlabelled */
-    ck_assert_str_eq(ld_podlabel_value(&pl), "false");
+    ld_hook_podlabel_policy_patch_done(&pl, 7,
+                                       LD_ENOTFOUND); /* gone: as good as unlabelled */
+    ck_assert_str_eq(ld_hook_podlabel_policy_value(&pl), "false");
     expect_patch(8, "me", true);
-    ck_assert(ld_podlabel_busy(&pl));
-    ld_podlabel_patch_done(&pl, 9, LD_OK);
-    ck_assert_str_eq(ld_podlabel_value(&pl), "true");
+    ck_assert(ld_hook_podlabel_policy_busy(&pl));
+    ld_hook_podlabel_policy_patch_done(&pl, 9, LD_OK);
+    ck_assert_str_eq(ld_hook_podlabel_policy_value(&pl), "true");
     expect_none(10);
-    ck_assert(ld_podlabel_busy(&pl));
+    ck_assert(ld_hook_podlabel_policy_busy(&pl));
 }
 END_TEST
 
 START_TEST(failures_back_off_with_a_cap)
 {
-    ld_podlabel_update(&pl, false);
-    int64_t now = 0, expect = LD_PODLABEL_BACKOFF_MIN_MS;
+    ld_hook_podlabel_policy_update(&pl, false);
+    int64_t now = 0, expect = LD_HOOK_PODLABEL_BACKOFF_MIN_MS;
     for (int i = 0; i < 10; i++) {
         expect_patch(now, "me", false);
-        ld_podlabel_patch_done(&pl, now, LD_ESERVER);
-        ck_assert_int_eq(ld_podlabel_wake_ms(&pl, now), now + expect);
+        ld_hook_podlabel_policy_patch_done(&pl, now, LD_ESERVER);
+        ck_assert_int_eq(ld_hook_podlabel_policy_wake_ms(&pl, now), now + expect);
         expect_none(now + expect - 1);
         now += expect;
         expect *= 2;
-        if (expect > LD_PODLABEL_BACKOFF_MAX_MS)
-            expect = LD_PODLABEL_BACKOFF_MAX_MS;
+        if (expect > LD_HOOK_PODLABEL_BACKOFF_MAX_MS)
+            expect = LD_HOOK_PODLABEL_BACKOFF_MAX_MS;
     }
     expect_patch(now, "me", false);
-    ld_podlabel_patch_done(&pl, now, LD_OK);
+    ld_hook_podlabel_policy_patch_done(&pl, now, LD_OK);
     /* Success resets the backoff. */
-    ld_podlabel_update(&pl, true);
-    ck_assert_int_eq(ld_podlabel_wake_ms(&pl, now), now);
-    ck_assert_int_eq(ld_podlabel_next(&pl, now).kind, LD_PL_LIST);
-    ld_podlabel_list_done(&pl, now, LD_ESERVER, NULL, 0);
-    ck_assert_int_eq(ld_podlabel_wake_ms(&pl, now), now + LD_PODLABEL_BACKOFF_MIN_MS);
+    ld_hook_podlabel_policy_update(&pl, true);
+    ck_assert_int_eq(ld_hook_podlabel_policy_wake_ms(&pl, now), now);
+    ck_assert_int_eq(ld_hook_podlabel_policy_next(&pl, now).kind, LD_HOOK_PODLABEL_LIST);
+    ld_hook_podlabel_policy_list_done(&pl, now, LD_ESERVER, NULL, 0);
+    ck_assert_int_eq(ld_hook_podlabel_policy_wake_ms(&pl, now),
+                     now + LD_HOOK_PODLABEL_BACKOFF_MIN_MS);
 }
 END_TEST
 
 START_TEST(own_pod_missing_is_a_failure)
 {
-    ld_podlabel_update(&pl, true);
-    ck_assert_int_eq(ld_podlabel_next(&pl, 0).kind, LD_PL_LIST);
-    ld_podlabel_list_done(&pl, 1, LD_OK, NULL, 0);
+    ld_hook_podlabel_policy_update(&pl, true);
+    ck_assert_int_eq(ld_hook_podlabel_policy_next(&pl, 0).kind, LD_HOOK_PODLABEL_LIST);
+    ld_hook_podlabel_policy_list_done(&pl, 1, LD_OK, NULL, 0);
     expect_patch(2, "me", true);
-    ld_podlabel_patch_done(&pl, 3, LD_ENOTFOUND);
-    ck_assert_ptr_null(ld_podlabel_value(&pl));
+    ld_hook_podlabel_policy_patch_done(&pl, 3, LD_ENOTFOUND);
+    ck_assert_ptr_null(ld_hook_podlabel_policy_value(&pl));
     expect_none(4);
-    expect_patch(3 + LD_PODLABEL_BACKOFF_MIN_MS, "me", true);
+    expect_patch(3 + LD_HOOK_PODLABEL_BACKOFF_MIN_MS, "me", true);
 }
 END_TEST
 
 START_TEST(losing_leadership_drops_the_sweep)
 {
-    ld_podlabel_update(&pl, true);
-    ck_assert_int_eq(ld_podlabel_next(&pl, 0).kind, LD_PL_LIST);
+    ld_hook_podlabel_policy_update(&pl, true);
+    ck_assert_int_eq(ld_hook_podlabel_policy_next(&pl, 0).kind, LD_HOOK_PODLABEL_LIST);
     char *found[] = {"old"};
-    ld_podlabel_list_done(&pl, 1, LD_OK, found, 1);
+    ld_hook_podlabel_policy_list_done(&pl, 1, LD_OK, found, 1);
     expect_patch(2, "old", false);
-    ld_podlabel_update(&pl, false); /* the patch is still out */
-    ld_podlabel_patch_done(&pl, 3, LD_OK);
+    ld_hook_podlabel_policy_update(&pl, false); /* the patch is still out */
+    ld_hook_podlabel_policy_patch_done(&pl, 3, LD_OK);
     /* A standby never touches other Pods: it only says "false" itself. */
     expect_patch(4, "me", false);
-    ld_podlabel_patch_done(&pl, 5, LD_OK);
+    ld_hook_podlabel_policy_patch_done(&pl, 5, LD_OK);
     expect_none(6);
 }
 END_TEST
 
 START_TEST(a_late_true_is_corrected)
 {
-    ld_podlabel_update(&pl, true);
-    ck_assert_int_eq(ld_podlabel_next(&pl, 0).kind, LD_PL_LIST);
-    ld_podlabel_list_done(&pl, 1, LD_OK, NULL, 0);
+    ld_hook_podlabel_policy_update(&pl, true);
+    ck_assert_int_eq(ld_hook_podlabel_policy_next(&pl, 0).kind, LD_HOOK_PODLABEL_LIST);
+    ld_hook_podlabel_policy_list_done(&pl, 1, LD_OK, NULL, 0);
     expect_patch(2, "me", true);
-    ld_podlabel_update(&pl, false); /* shutdown while "true" is out */
-    ck_assert(ld_podlabel_busy(&pl));
-    ld_podlabel_patch_done(&pl, 3, LD_OK);
-    ck_assert_str_eq(ld_podlabel_value(&pl), "true");
-    ck_assert(ld_podlabel_busy(&pl)); /* the release must wait for "false" */
+    ld_hook_podlabel_policy_update(&pl, false); /* shutdown while "true" is out */
+    ck_assert(ld_hook_podlabel_policy_busy(&pl));
+    ld_hook_podlabel_policy_patch_done(&pl, 3, LD_OK);
+    ck_assert_str_eq(ld_hook_podlabel_policy_value(&pl), "true");
+    ck_assert(ld_hook_podlabel_policy_busy(&pl)); /* the release must wait for "false" */
     expect_patch(4, "me", false);
-    ld_podlabel_patch_done(&pl, 5, LD_OK);
-    ck_assert(!ld_podlabel_busy(&pl));
+    ld_hook_podlabel_policy_patch_done(&pl, 5, LD_OK);
+    ck_assert(!ld_hook_podlabel_policy_busy(&pl));
 }
 END_TEST
 

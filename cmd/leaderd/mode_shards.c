@@ -1,38 +1,28 @@
 /*
- * shards: the shard group on the election host (see shards.h).
+ * mode_shards: the shard group on the shell's host (see mode_shards.h).
  *
  * Election 0 is the member Lease, election 1 + s is shard s. Publishes only
  * record what each election says; the decisions wait for the end of the
  * pass (the host's after_pass), so a pass that touched many shards assigns
  * once and builds one table.
  */
-#include "shards.h"
+#include "mode_shards.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
 
-#include "clock.h"
-#include "events.h"
+#include "health.h"
+#include "hook_events.h"
 #include "host.h"
 #include "lead.h"
 #include "log.h"
-#include "loop.h"
-#include "memtrim.h"
 #include "shardsnap.h"
 #include "watch.h"
 
-/* The longest ld_shards_run leaves the host without looking at signals. */
-#define RUN_SLICE_MS 60000
 /* With nothing visible changing, the heartbeat is still published this
  * often (/healthz judges the loop alive by it). */
 #define HEARTBEAT_MS 1000
-/* Passes come by the hundred a second with many shards; the free heap is
- * looked at (it walks the allocator's bins) at most this often. */
-#define TRIM_EVERY_MS 100
 
 #define MEMBER 0
 /* After joining without a list of the group, the watch's time to show the
@@ -45,10 +35,11 @@ struct slot {
     int64_t transitions_seen;
 };
 
-struct ld_shards {
-    struct ld_shards_config c;
+struct ld_mode_shards {
+    struct ld_mode_shards_config c;
+    struct ld_clock clock;
     struct ld_shardgroup *group;
-    struct ld_host *host;
+    struct ld_host *host;           /* the shell's, once attached */
     struct slot *slots;             /* one per shard */
     struct ld_shard_entry *entries; /* one per shard, as the table shows them */
     struct ld_shardsnap *last;      /* the last table published (a reference) */
@@ -56,14 +47,13 @@ struct ld_shards {
      * new table cannot be built, so that readers never keep a table that
      * still shows a shard this replica has since given back. */
     struct ld_shardsnap *unknown;
-    struct ld_events_hook *events; /* one per shard with --events, else NULL */
+    struct ld_hook_events *events; /* one per shard with --events, else NULL */
     uint32_t n;
 
     bool inputs_changed;     /* a publish or member event since the last assignment */
     bool table_changed;      /* a shard's entry changed since the last table */
     int64_t reassess_at_ms;  /* a member or holder expires then */
     int64_t heartbeat_at_ms; /* the last publish of the snapshot */
-    int64_t trim_at_ms;      /* the next look at free heap (ld_memtrim_idle) */
 
     char health[256];
     bool member_observed;
@@ -82,9 +72,8 @@ struct ld_shards {
     bool join_list;        /* a list since then would settle the join */
 
     bool stopping;
-    int64_t hold_until_ms; /* a shutdown's releases wait for Events until then */
-    bool deleting;         /* the member Lease's DELETE is in flight */
-    bool member_released;  /* our member election wrote its release */
+    bool deleting;        /* the member Lease's DELETE is in flight */
+    bool member_released; /* our member election wrote its release */
 };
 
 static size_t shard_index(uint32_t s)
@@ -107,7 +96,7 @@ static void set_str(char **dst, const char *v)
     *dst = copy;
 }
 
-static void observe_member(struct ld_shards *s, const struct ld_host_view *v,
+static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *v,
                            int64_t now_ms)
 {
     ld_shardgroup_observe_own(s->group, &v->status);
@@ -133,7 +122,7 @@ static void observe_member(struct ld_shards *s, const struct ld_host_view *v,
         set_str(&s->member_uid, v->status.uid);
     if (v->status.resource_version)
         set_str(&s->member_rv, v->status.resource_version);
-    ld_loop_health(v, s->c.renew_deadline_ms, now_ms, s->health, sizeof(s->health));
+    ld_health_describe(v, s->c.renew_deadline_ms, now_ms, s->health, sizeof(s->health));
 }
 
 /* True when the entry shows something new to a reader. */
@@ -164,7 +153,7 @@ static bool entry_update(struct slot *sl, struct ld_shard_entry *e,
 
 static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
 {
-    struct ld_shards *s = ctx;
+    struct ld_mode_shards *s = ctx;
     s->inputs_changed = true;
     if (v->index == MEMBER) {
         observe_member(s, v, now_ms);
@@ -181,13 +170,12 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
         sl->transitions_seen = v->transitions_seen;
         s->table_changed = true;
     }
-    if (s->events)
-        ld_events_on_publish(&s->events[k], &v->status, now_ms);
 }
 
-static void on_event(void *ctx, size_t index, const struct ld_event *ev)
+static void on_event(void *ctx, size_t index, const struct ld_event *ev, int64_t now_ms)
 {
-    struct ld_shards *s = ctx;
+    struct ld_mode_shards *s = ctx;
+    (void)now_ms;
     if (index == MEMBER) {
         /* Only a Lease this replica held and gave back is its own to
          * delete: never one it stood back from (an identity conflict). */
@@ -201,31 +189,9 @@ static void on_event(void *ctx, size_t index, const struct ld_event *ev)
         ld_metrics_acquire_delay(s->c.metrics, (double)ev->acquire_delay_ms / 1000.0);
 }
 
-static int64_t next_publish(void *ctx, size_t index, int64_t now_ms)
-{
-    struct ld_shards *s = ctx;
-    if (index == MEMBER || !s->events)
-        return INT64_MAX;
-    int64_t at = ld_events_next_wake(&s->events[index - 1], now_ms);
-    if (s->stopping && now_ms < s->hold_until_ms && s->hold_until_ms < at)
-        at = s->hold_until_ms; /* the end of the hold is a publish too */
-    return at;
-}
-
-/* A shutdown's release of a shard waits, bounded, for its "stopped
- * leading" Event; nothing else holds a release (a rebalance's hand-over
- * must be quick). */
-static bool holds_release(void *ctx, size_t index, int64_t now_ms)
-{
-    struct ld_shards *s = ctx;
-    if (index == MEMBER || !s->events || !s->stopping || now_ms >= s->hold_until_ms)
-        return false;
-    return ld_events_holds_release(&s->events[index - 1], now_ms);
-}
-
 static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t now_ms)
 {
-    struct ld_shards *s = ctx;
+    struct ld_mode_shards *s = ctx;
     if (!ev->lease)
         return;
     if (ev->type == LD_WATCH_DELETED) {
@@ -239,28 +205,14 @@ static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t n
     s->inputs_changed = true;
 }
 
-static void on_watch_started(void *ctx)
-{
-    struct ld_shards *s = ctx;
-    if (s->c.metrics)
-        ld_metrics_watch_started(s->c.metrics);
-}
-
-static void on_watch_event(void *ctx)
-{
-    struct ld_shards *s = ctx;
-    if (s->c.metrics)
-        ld_metrics_watch_event(s->c.metrics);
-}
-
 /* ---- membership without the watch ---------------------------------------- */
 
 static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
                       const struct ld_lease *items, size_t n,
                       const struct ld_errinfo *err)
 {
-    struct ld_shards *s = ctx;
-    int64_t now_ms = ld_mono_ms();
+    struct ld_mode_shards *s = ctx;
+    int64_t now_ms = ld_clock_mono_ms(&s->clock);
     (void)call;
     s->listing = false;
     if (rc != LD_OK) {
@@ -281,7 +233,7 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
 /* The watch tells of other members' renewals as they happen; without it
  * (failing, or not started yet) they would expire in this replica's view
  * and it would think itself alone, so the group is listed instead. */
-static void poll_members(struct ld_shards *s, int64_t now_ms)
+static void poll_members(struct ld_mode_shards *s, int64_t now_ms)
 {
     if ((s->watch_healthy && !s->join_list) || s->listing || s->stopping ||
         now_ms < s->next_list_ms)
@@ -300,12 +252,13 @@ static void poll_members(struct ld_shards *s, int64_t now_ms)
 
 /* ---- decisions, once a pass ---------------------------------------------- */
 
-static void set_contending(struct ld_shards *s, uint32_t k, bool want, int64_t now_ms)
+static void set_contending(struct ld_mode_shards *s, uint32_t k, bool want,
+                           int64_t now_ms)
 {
     struct slot *sl = &s->slots[k];
     if (sl->contending == want)
         return;
-    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_wall_us()};
+    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_clock_wall_us(&s->clock)};
     sl->contending = want;
     ld_election_set_contending(ld_host_election(s->host, shard_index(k)), now, want);
     ld_host_poke(s->host, shard_index(k));
@@ -319,7 +272,7 @@ static void set_contending(struct ld_shards *s, uint32_t k, bool want, int64_t n
                                                  : "nobody");
 }
 
-static void assign(struct ld_shards *s, int64_t now_ms)
+static void assign(struct ld_mode_shards *s, int64_t now_ms)
 {
     int64_t next = INT64_MAX;
     if (ld_shardgroup_assign(s->group, now_ms, &next) != LD_OK) {
@@ -336,7 +289,7 @@ static void assign(struct ld_shards *s, int64_t now_ms)
         set_contending(s, k, settled && ld_shardgroup_contend(s->group, k), now_ms);
 }
 
-static uint64_t total_transitions(const struct ld_shards *s)
+static uint64_t total_transitions(const struct ld_mode_shards *s)
 {
     uint64_t t = 0;
     for (uint32_t k = 0; k < s->n; k++)
@@ -356,17 +309,25 @@ static bool members_differ(const struct ld_shardsnap *t, const char *const *memb
     return false;
 }
 
+/* The table of the entries as they are now (a new reference), or NULL
+ * when memory runs out: the one place a table is made. */
+static struct ld_shardsnap *make_table(const struct ld_mode_shards *s, bool observed,
+                                       const char *const *members, uint32_t n_members)
+{
+    return ld_shardsnap_new(observed, s->entries, s->n, members, n_members);
+}
+
 /* A new shard table when an entry or the live members changed, NULL when
  * nothing did. When memory runs out, the table that says nothing is known
  * (the next pass tries again). */
-static struct ld_shardsnap *new_table(struct ld_shards *s, int64_t now_ms)
+static struct ld_shardsnap *new_table(struct ld_mode_shards *s, int64_t now_ms)
 {
     const char *const *members = NULL;
     uint32_t nm = ld_shardgroup_members(s->group, now_ms, &members);
     if (!s->table_changed && !members_differ(s->last, members, nm))
         return NULL;
     bool observed = s->member_observed && ld_shardgroup_observed(s->group);
-    struct ld_shardsnap *t = ld_shardsnap_new(observed, s->entries, s->n, members, nm);
+    struct ld_shardsnap *t = make_table(s, observed, members, nm);
     if (!t) {
         ld_log(LD_LOG_WARN, "out of memory for the shard table; showing none");
         t = ld_shardsnap_ref(s->unknown);
@@ -380,7 +341,7 @@ static struct ld_shardsnap *new_table(struct ld_shards *s, int64_t now_ms)
 
 /* The snapshot after every pass that changed the table, else at least a
  * heartbeat a second. */
-static void publish(struct ld_shards *s, int64_t now_ms)
+static void publish(struct ld_mode_shards *s, int64_t now_ms)
 {
     struct ld_shardsnap *table = new_table(s, now_ms);
     if (!table && now_ms - s->heartbeat_at_ms < HEARTBEAT_MS)
@@ -399,15 +360,11 @@ static void publish(struct ld_shards *s, int64_t now_ms)
 
 static int64_t after_pass(void *ctx, int64_t now_ms)
 {
-    struct ld_shards *s = ctx;
+    struct ld_mode_shards *s = ctx;
     poll_members(s, now_ms);
     if (s->inputs_changed || now_ms >= s->reassess_at_ms)
         assign(s, now_ms);
     publish(s, now_ms);
-    if (now_ms >= s->trim_at_ms) { /* a pass may have freed a burst's buffers */
-        ld_memtrim_idle();
-        s->trim_at_ms = now_ms + TRIM_EVERY_MS;
-    }
     int64_t at = s->reassess_at_ms;
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
@@ -427,8 +384,8 @@ static uint64_t mix(uint64_t seed, uint64_t i)
     return z ^ (z >> 31);
 }
 
-static enum ld_err add_election(struct ld_shards *s, const char *name,
-                                const char *metadata, size_t want_index,
+static enum ld_err add_election(struct ld_mode_shards *s, struct ld_shell *sh,
+                                const char *name, const char *metadata, size_t want_index,
                                 struct ld_errinfo *err)
 {
     struct ld_election_config ec = {
@@ -442,21 +399,14 @@ static enum ld_err add_election(struct ld_shards *s, const char *name,
         .seed = mix(s->c.seed, want_index),
         .create_metadata = metadata,
     };
-    struct ld_host_election_ops ops = {
-        .ctx = s,
-        .on_publish = on_publish,
-        .on_event = on_event,
-        .next_publish_ms = next_publish,
-        .holds_release = holds_release,
-    };
     size_t index;
-    enum ld_err rc = ld_host_add(s->host, &ec, &ops, &index, err);
+    enum ld_err rc = ld_shell_add_election(sh, &ec, &index, err);
     if (rc == LD_OK && index != want_index)
         return ld_errinfo_set(err, LD_EINVAL, "election host: unexpected index");
     return rc;
 }
 
-static enum ld_err make_group(struct ld_shards *s, struct ld_errinfo *err)
+static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
 {
     struct ld_shardgroup_config gc = {
         .name = s->c.group,
@@ -477,7 +427,7 @@ static enum ld_err make_group(struct ld_shards *s, struct ld_errinfo *err)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
     for (uint32_t k = 0; k < s->n; k++)
         s->entries[k].leader = "";
-    s->unknown = ld_shardsnap_new(false, s->entries, s->n, NULL, 0);
+    s->unknown = make_table(s, false, NULL, 0);
     if (!s->unknown)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
     if (!s->c.events)
@@ -485,119 +435,69 @@ static enum ld_err make_group(struct ld_shards *s, struct ld_errinfo *err)
     s->events = calloc(s->n, sizeof(*s->events));
     if (!s->events)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    for (uint32_t k = 0; k < s->n; k++)
-        ld_events_hook_init(&s->events[k], s->c.kube, s->c.namespace_,
-                            ld_shardgroup_shard_lease(s->group, k), s->c.identity,
-                            s->c.metrics, s->c.call_timeout_ms);
+    for (uint32_t k = 0; k < s->n; k++) {
+        struct ld_hook_events_config ec = {
+            .kube = s->c.kube,
+            .namespace_ = s->c.namespace_,
+            .lease = ld_shardgroup_shard_lease(s->group, k),
+            .identity = s->c.identity,
+            .metrics = s->c.metrics,
+            .clock = &s->clock,
+            .timeout_ms = s->c.call_timeout_ms,
+        };
+        ld_hook_events_init(&s->events[k], &ec);
+    }
     return LD_OK;
 }
 
-static enum ld_err make_host(struct ld_shards *s, struct ld_errinfo *err)
+static void host_config(void *ctx, struct ld_host_config *hc)
 {
-    struct ld_host_observer obs = {
-        .ctx = s,
-        .watch_started = on_watch_started,
-        .watch_event = on_watch_event,
-        .lease_event = on_lease_event,
-        .after_pass = after_pass,
-    };
-    struct ld_host_config hc = {
-        .kube = s->c.kube,
-        .namespace_ = s->c.namespace_,
-        .label_selector = ld_shardgroup_selector(s->group),
-        .lease_duration_ms = s->c.lease_duration_ms,
-        .renew_deadline_ms = s->c.renew_deadline_ms,
-        .log_names = true,
-        .observer = &obs,
-    };
-    s->host = ld_host_new(&hc, err);
-    if (!s->host)
-        return err->code;
-    enum ld_err rc = add_election(s, ld_shardgroup_member_lease(s->group),
+    struct ld_mode_shards *s = ctx;
+    hc->label_selector = ld_shardgroup_selector(s->group);
+    hc->log_names = true;
+}
+
+/* Election 0 is the member Lease, 1 + k shard k; with --events each shard's
+ * Event hook is bound to its election (a shutdown's release of the shard
+ * waits, bounded, for its "stopped leading" Event; nothing holds a
+ * rebalance's hand-over, which must be quick). */
+static enum ld_err attach(void *ctx, struct ld_shell *sh, struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = ctx;
+    s->host = ld_shell_host(sh);
+    enum ld_err rc = add_election(s, sh, ld_shardgroup_member_lease(s->group),
                                   ld_shardgroup_member_metadata(s->group), MEMBER, err);
-    struct ld_now now = {.mono_ms = ld_mono_ms(), .wall_us = ld_wall_us()};
+    struct ld_now now = {.mono_ms = ld_clock_mono_ms(&s->clock),
+                         .wall_us = ld_clock_wall_us(&s->clock)};
     for (uint32_t k = 0; rc == LD_OK && k < s->n; k++) {
-        rc = add_election(s, ld_shardgroup_shard_lease(s->group, k),
+        rc = add_election(s, sh, ld_shardgroup_shard_lease(s->group, k),
                           ld_shardgroup_shard_metadata(s->group, k), shard_index(k), err);
         /* Nothing is claimed before the first assignment says so. */
         if (rc == LD_OK)
             ld_election_set_contending(ld_host_election(s->host, shard_index(k)), now,
                                        false);
     }
+    for (uint32_t k = 0; rc == LD_OK && s->events && k < s->n; k++) {
+        struct ld_hook hook = ld_hook_events_bind(&s->events[k], shard_index(k));
+        rc = ld_shell_add_hook(sh, &hook, err);
+    }
     return rc;
 }
 
-struct ld_shards *ld_shards_new(const struct ld_shards_config *cfg,
-                                struct ld_errinfo *err)
-{
-    struct ld_shards *s = calloc(1, sizeof(*s));
-    if (!s) {
-        ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-        return NULL;
-    }
-    s->c = *cfg;
-    s->reassess_at_ms = INT64_MAX;
-    if (make_group(s, err) != LD_OK || make_host(s, err) != LD_OK) {
-        ld_shards_free(s);
-        return NULL;
-    }
-    return s;
-}
+/* ---- shutting down ------------------------------------------------------- */
 
-const struct ld_shardgroup *ld_shards_group(const struct ld_shards *s)
+static void on_shutdown(void *ctx, int64_t now_ms)
 {
-    return s->group;
-}
-
-void ld_shards_free(struct ld_shards *s)
-{
-    if (!s)
-        return;
-    if (s->listing)
-        ld_kube_cancel(s->c.kube, s->list_call);
-    ld_host_free(s->host);
-    for (uint32_t k = 0; s->events && k < s->n; k++)
-        ld_events_hook_clear(&s->events[k]);
-    free(s->events);
-    for (uint32_t k = 0; s->slots && k < s->n; k++)
-        free(s->slots[k].leader);
-    free(s->slots);
-    free(s->entries);
-    ld_shardsnap_unref(s->last);
-    ld_shardsnap_unref(s->unknown);
-    ld_shardgroup_free(s->group);
-    free(s->member_uid);
-    free(s->member_rv);
-    free(s);
-}
-
-/* ---- running ------------------------------------------------------------- */
-
-/* Consumes pending signals; true when one asks us to stop. */
-static bool stop_signalled(int fd)
-{
-    struct signalfd_siginfo si;
-    bool stop = false;
-    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-        stop |= si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT;
-    return stop;
-}
-
-static void begin_shutdown(struct ld_shards *s)
-{
-    int64_t hold = s->c.renew_deadline_ms / 2;
-    if (hold > LD_LOOP_RELEASE_HOLD_MAX_MS)
-        hold = LD_LOOP_RELEASE_HOLD_MAX_MS;
+    struct ld_mode_shards *s = ctx;
+    (void)now_ms;
     ld_log(LD_LOG_INFO, "shutting down: giving back every shard");
     s->stopping = true;
-    s->hold_until_ms = ld_mono_ms() + hold;
-    ld_host_shutdown(s->host);
 }
 
 static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
                        struct ld_lease *lease, const struct ld_errinfo *err)
 {
-    struct ld_shards *s = ctx;
+    struct ld_mode_shards *s = ctx;
     (void)call;
     (void)lease;
     s->deleting = false;
@@ -616,7 +516,7 @@ static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
  * --release-on-exit=false, nor after standing back from another process of
  * its identity), and with preconditions that keep a Lease someone else
  * wrote since (a new Pod of the same name). Bounded by call_timeout_ms. */
-static void delete_member(struct ld_shards *s)
+static void delete_member(struct ld_mode_shards *s)
 {
     if (!s->member_released || !s->member_uid || !s->member_rv)
         return;
@@ -630,24 +530,82 @@ static void delete_member(struct ld_shards *s)
         return;
     }
     s->deleting = true;
-    int64_t until = ld_mono_ms() + s->c.call_timeout_ms + 1000;
-    while (s->deleting && ld_mono_ms() < until)
-        ld_transport_run(ld_kube_transport(s->c.kube), until - ld_mono_ms(), -1);
+    int64_t until = ld_clock_mono_ms(&s->clock) + s->c.call_timeout_ms + 1000;
+    int64_t now;
+    while (s->deleting && (now = ld_clock_mono_ms(&s->clock)) < until)
+        ld_transport_run(ld_kube_transport(s->c.kube), until - now, -1);
     if (s->deleting)
         ld_kube_cancel(s->c.kube, call);
 }
 
-void ld_shards_run(struct ld_shards *s)
+/* The host returns once every election is done, before another after_pass:
+ * the last step-downs are published here. */
+static void finish(void *ctx, int64_t now_ms)
 {
-    while (!ld_host_done(s->host)) {
-        int fd = s->stopping ? -1 : s->c.wake_fd;
-        enum ld_err rc = ld_host_run(s->host, RUN_SLICE_MS, fd);
-        ld_memtrim_idle();
-        if (rc == LD_ECANCELED && stop_signalled(s->c.signal_fd) && !s->stopping)
-            begin_shutdown(s);
-    }
-    /* The host returns once every election is done, before another
-     * after_pass: the last step-downs are published here. */
-    publish(s, ld_mono_ms());
+    struct ld_mode_shards *s = ctx;
+    publish(s, now_ms);
     delete_member(s);
+}
+
+/* ---- the mode ------------------------------------------------------------ */
+
+static const struct ld_shell_mode_ops ops = {
+    .takes_resignations = false, /* POST /resign is no route in shard mode */
+    .host_config = host_config,
+    .attach = attach,
+    .on_publish = on_publish,
+    .on_event = on_event,
+    .lease_event = on_lease_event,
+    .after_pass = after_pass,
+    .on_shutdown = on_shutdown,
+    .finish = finish,
+};
+
+struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cfg,
+                                          struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = calloc(1, sizeof(*s));
+    if (!s) {
+        ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->c = *cfg;
+    s->clock = ld_clock_or_real(cfg->clock);
+    s->reassess_at_ms = INT64_MAX;
+    if (make_group(s, err) != LD_OK) {
+        ld_mode_shards_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+struct ld_shell_mode ld_mode_shards(struct ld_mode_shards *s)
+{
+    return (struct ld_shell_mode){.ops = &ops, .ctx = s};
+}
+
+const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *s)
+{
+    return s->group;
+}
+
+void ld_mode_shards_free(struct ld_mode_shards *s)
+{
+    if (!s)
+        return;
+    if (s->listing)
+        ld_kube_cancel(s->c.kube, s->list_call);
+    for (uint32_t k = 0; s->events && k < s->n; k++)
+        ld_hook_events_clear(&s->events[k]);
+    free(s->events);
+    for (uint32_t k = 0; s->slots && k < s->n; k++)
+        free(s->slots[k].leader);
+    free(s->slots);
+    free(s->entries);
+    ld_shardsnap_unref(s->last);
+    ld_shardsnap_unref(s->unknown);
+    ld_shardgroup_free(s->group);
+    free(s->member_uid);
+    free(s->member_rv);
+    free(s);
 }

@@ -1,9 +1,9 @@
 /*
- * child: the exec child's state as leaderd tracks it, driven once per loop
- * pass. Everything here is a request to the supervisor; nothing depends on
+ * hook_child: the exec child's state as leaderd tracks it, driven once per
+ * publish. Everything here is a request to the supervisor; nothing depends on
  * leaderd running in time for safety, only for liveness.
  */
-#include "child.h"
+#include "hook_child.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -16,14 +16,19 @@
 /* Zombies reaped per pass; more wait for the next one. */
 #define REAP_MAX 64
 
-int ld_child_init(struct ld_child *c, const struct ld_supervisor_config *cfg)
+enum ld_err ld_hook_child_init(struct ld_hook_child *c,
+                               const struct ld_supervisor_config *cfg,
+                               struct ld_errinfo *err)
 {
     memset(c, 0, sizeof(*c));
     c->name = cfg->command[0];
-    return ld_supervisor_spawn(&c->sup, cfg);
+    if (ld_supervisor_spawn(&c->sup, cfg) != 0)
+        return ld_errinfo_set(err, LD_EIO, "cannot start the command's supervisor: %s",
+                              strerror(errno));
+    return LD_OK;
 }
 
-int ld_child_fd(const struct ld_child *c)
+int ld_hook_child_fd(const struct ld_hook_child *c)
 {
     return c->sup.fd;
 }
@@ -35,7 +40,7 @@ static int status_code(int status)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-static void finish(struct ld_child *c, int exit_status)
+static void finish(struct ld_hook_child *c, int exit_status)
 {
     if (c->done)
         return;
@@ -43,7 +48,7 @@ static void finish(struct ld_child *c, int exit_status)
     c->exit_status = exit_status;
 }
 
-static void on_exited(struct ld_child *c, const struct ld_sup_msg *m)
+static void on_exited(struct ld_hook_child *c, const struct ld_sup_msg *m)
 {
     /* The supervisor may have enforced a deadline leaderd was too slow
      * (or too stopped) to see pass: that is no exit of the child's own. */
@@ -62,8 +67,8 @@ static void on_exited(struct ld_child *c, const struct ld_sup_msg *m)
 
 /* The child is started with the supervisor as its death signal's parent,
  * so it does not outlive it. The process is reaped later (reap_zombies or
- * ld_child_close); waiting for it here would stall the loop. */
-static void lost_supervisor(struct ld_child *c)
+ * ld_hook_child_close); waiting for it here would stall the shell. */
+static void lost_supervisor(struct ld_hook_child *c)
 {
     if (c->done && !c->alive)
         return;
@@ -73,7 +78,7 @@ static void lost_supervisor(struct ld_child *c)
     finish(c, 1);
 }
 
-static void take_news(struct ld_child *c)
+static void take_news(struct ld_hook_child *c)
 {
     struct ld_sup_msg m;
     int rc = 0;
@@ -90,7 +95,7 @@ static void take_news(struct ld_child *c)
 }
 
 /* As a container's PID 1 leaderd inherits every orphan of the container. */
-static void reap_zombies(struct ld_child *c)
+static void reap_zombies(struct ld_hook_child *c)
 {
     for (int i = 0; i < REAP_MAX; i++) {
         pid_t pid = waitpid(-1, NULL, WNOHANG);
@@ -103,16 +108,16 @@ static void reap_zombies(struct ld_child *c)
     }
 }
 
-static void send_or_log(struct ld_child *c, enum ld_sup_kind kind, int32_t arg,
+static void send_or_log(struct ld_hook_child *c, enum ld_sup_kind kind, int32_t arg,
                         int64_t value)
 {
     if (ld_supervisor_send(&c->sup, kind, arg, value) != 0)
         ld_log(LD_LOG_WARN, "cannot reach the command's supervisor: %s", strerror(errno));
 }
 
-bool ld_child_on_publish(void *ctx, const struct ld_election_status *st, int64_t now_ms)
+static bool on_publish(void *ctx, const struct ld_election_status *st, int64_t now_ms)
 {
-    struct ld_child *c = ctx;
+    struct ld_hook_child *c = ctx;
     take_news(c);
     reap_zombies(c);
     bool leading = ld_leads_at(st->leading, st->lead_until_ms, now_ms);
@@ -139,16 +144,16 @@ bool ld_child_on_publish(void *ctx, const struct ld_election_status *st, int64_t
     return c->done;
 }
 
-bool ld_child_holds_release(void *ctx, int64_t now_ms)
+static bool holds_release(void *ctx, int64_t now_ms)
 {
-    const struct ld_child *c = ctx;
+    const struct ld_hook_child *c = ctx;
     (void)now_ms;
     return c->alive && c->stop_sent;
 }
 
-bool ld_child_on_signal(void *ctx, int signo)
+static bool on_signal(void *ctx, int signo)
 {
-    struct ld_child *c = ctx;
+    struct ld_hook_child *c = ctx;
     c->signalled = true; /* no new child from here on */
     if (!c->alive)
         return false;
@@ -159,12 +164,22 @@ bool ld_child_on_signal(void *ctx, int signo)
     return true;
 }
 
-int ld_child_exit_status(const struct ld_child *c)
+struct ld_hook ld_hook_child_bind(struct ld_hook_child *c, size_t election)
+{
+    return (struct ld_hook){.ctx = c,
+                            .election = election,
+                            .on_publish = on_publish,
+                            .on_signal = on_signal,
+                            .holds_release = holds_release,
+                            .holds_resignation = true};
+}
+
+int ld_hook_child_exit_status(const struct ld_hook_child *c)
 {
     return c->done ? c->exit_status : 0;
 }
 
-void ld_child_close(struct ld_child *c)
+void ld_hook_child_close(struct ld_hook_child *c)
 {
     ld_supervisor_close(&c->sup);
 }

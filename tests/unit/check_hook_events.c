@@ -1,7 +1,7 @@
 /*
- * check_events: --events. lib/event encodes client-go's Event about the
+ * check_hook_events: --events. lib/event encodes client-go's Event about the
  * Lease and POSTs it (a recording transport stands in for HTTP); the queue
- * (cmd/leaderd/events.h), driven with a fake clock, makes one Event per
+ * (cmd/leaderd/hook_events.h), driven with a fake clock, makes one Event per
  * transition and none without one, keeps an Event's name over its retries,
  * gives up after its attempts and never holds more than its cap.
  */
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cmd/leaderd/events.h"
+#include "../../cmd/leaderd/hook_events.h"
 #include "event.h"
 #include "support/fake_recorder.h"
 #include "support/run_suite.h"
@@ -123,68 +123,71 @@ END_TEST
 
 START_TEST(one_event_per_transition)
 {
-    struct ld_evq q;
-    ld_evq_init(&q);
-    ld_evq_update(&q, false, NULL, 1);
-    ck_assert_ptr_null(ld_evq_next(&q, 0)); /* a standby from the start: nothing */
-    ld_evq_update(&q, true, "u1", 100);
-    ld_evq_update(&q, true, "u1", 200); /* still leading: nothing new */
-    const struct ld_evq_item *it = ld_evq_next(&q, 0);
+    struct ld_hook_events_queue q;
+    ld_hook_events_queue_init(&q);
+    ld_hook_events_queue_update(&q, false, NULL, 1);
+    ck_assert_ptr_null(
+        ld_hook_events_queue_next(&q, 0)); /* a standby from the start: nothing */
+    ld_hook_events_queue_update(&q, true, "u1", 100);
+    ld_hook_events_queue_update(&q, true, "u1", 200); /* still leading: nothing new */
+    const struct ld_hook_events_item *it = ld_hook_events_queue_next(&q, 0);
     ck_assert_ptr_nonnull(it);
     ck_assert(it->acquire);
     ck_assert_str_eq(it->uid, "u1");
     ck_assert_int_eq(it->wall_us, 100);
-    ck_assert_ptr_null(ld_evq_next(&q, 1)); /* in flight */
-    ld_evq_update(&q, false, "u1", 300);
-    ld_evq_done(&q, 2, LD_OK);
-    it = ld_evq_next(&q, 3);
+    ck_assert_ptr_null(ld_hook_events_queue_next(&q, 1)); /* in flight */
+    ld_hook_events_queue_update(&q, false, "u1", 300);
+    ld_hook_events_queue_done(&q, 2, LD_OK);
+    it = ld_hook_events_queue_next(&q, 3);
     ck_assert(!it->acquire);
     ck_assert_int_eq(it->wall_us, 300);
-    ld_evq_done(&q, 4, LD_EEXISTS); /* an earlier try landed: done, not twice */
-    ck_assert_ptr_null(ld_evq_next(&q, 5));
-    ck_assert_int_eq(ld_evq_wake_ms(&q, 5), INT64_MAX);
+    ld_hook_events_queue_done(&q, 4,
+                              LD_EEXISTS); /* an earlier try landed: done, not twice */
+    ck_assert_ptr_null(ld_hook_events_queue_next(&q, 5));
+    ck_assert_int_eq(ld_hook_events_queue_wake_ms(&q, 5), INT64_MAX);
 }
 END_TEST
 
 START_TEST(retries_keep_the_name_and_give_up)
 {
-    struct ld_evq q;
-    ld_evq_init(&q);
-    ld_evq_update(&q, true, "u1", 100);
-    int64_t now = 0, backoff = LD_EVQ_BACKOFF_MIN_MS;
-    for (int i = 0; i < LD_EVQ_ATTEMPTS; i++) {
-        const struct ld_evq_item *it = ld_evq_next(&q, now);
+    struct ld_hook_events_queue q;
+    ld_hook_events_queue_init(&q);
+    ld_hook_events_queue_update(&q, true, "u1", 100);
+    int64_t now = 0, backoff = LD_HOOK_EVENTS_BACKOFF_MIN_MS;
+    for (int i = 0; i < LD_HOOK_EVENTS_ATTEMPTS; i++) {
+        const struct ld_hook_events_item *it = ld_hook_events_queue_next(&q, now);
         ck_assert_ptr_nonnull(it);
         ck_assert_int_eq(it->wall_us, 100); /* same Event, same name */
-        ld_evq_done(&q, now, LD_ESERVER);
-        if (i + 1 < LD_EVQ_ATTEMPTS) {
-            ck_assert_int_eq(ld_evq_wake_ms(&q, now), now + backoff);
-            ck_assert_ptr_null(ld_evq_next(&q, now + backoff - 1));
+        ld_hook_events_queue_done(&q, now, LD_ESERVER);
+        if (i + 1 < LD_HOOK_EVENTS_ATTEMPTS) {
+            ck_assert_int_eq(ld_hook_events_queue_wake_ms(&q, now), now + backoff);
+            ck_assert_ptr_null(ld_hook_events_queue_next(&q, now + backoff - 1));
         }
         now += backoff;
-        backoff =
-            backoff * 2 > LD_EVQ_BACKOFF_MAX_MS ? LD_EVQ_BACKOFF_MAX_MS : backoff * 2;
+        backoff = backoff * 2 > LD_HOOK_EVENTS_BACKOFF_MAX_MS
+                      ? LD_HOOK_EVENTS_BACKOFF_MAX_MS
+                      : backoff * 2;
     }
     ck_assert_int_eq(q.dropped, 1);
-    ck_assert_ptr_null(ld_evq_next(&q, now + 60000));
+    ck_assert_ptr_null(ld_hook_events_queue_next(&q, now + 60000));
 }
 END_TEST
 
 START_TEST(the_queue_is_capped)
 {
-    struct ld_evq q;
-    ld_evq_init(&q);
-    for (int i = 0; i < 3 * LD_EVQ_CAP; i++)
-        ld_evq_update(&q, i % 2 == 0, NULL, i);
-    ck_assert_int_eq(q.n, LD_EVQ_CAP);
-    ck_assert_int_eq(q.dropped, 2 * LD_EVQ_CAP);
+    struct ld_hook_events_queue q;
+    ld_hook_events_queue_init(&q);
+    for (int i = 0; i < 3 * LD_HOOK_EVENTS_CAP; i++)
+        ld_hook_events_queue_update(&q, i % 2 == 0, NULL, i);
+    ck_assert_int_eq(q.n, LD_HOOK_EVENTS_CAP);
+    ck_assert_int_eq(q.dropped, 2 * LD_HOOK_EVENTS_CAP);
     /* The newest are kept, in order. */
-    const struct ld_evq_item *it = ld_evq_next(&q, 0);
-    ck_assert_int_eq(it->wall_us, 2 * LD_EVQ_CAP);
+    const struct ld_hook_events_item *it = ld_hook_events_queue_next(&q, 0);
+    ck_assert_int_eq(it->wall_us, 2 * LD_HOOK_EVENTS_CAP);
     /* The one in flight is never the one dropped. */
-    ld_evq_update(&q, false, NULL, 1000);
-    ld_evq_update(&q, true, NULL, 1001);
-    ck_assert_int_eq(q.q[0].wall_us, 2 * LD_EVQ_CAP);
+    ld_hook_events_queue_update(&q, false, NULL, 1000);
+    ld_hook_events_queue_update(&q, true, NULL, 1001);
+    ck_assert_int_eq(q.q[0].wall_us, 2 * LD_HOOK_EVENTS_CAP);
     ck_assert_int_eq(q.q[q.n - 1].wall_us, 1001);
 }
 END_TEST

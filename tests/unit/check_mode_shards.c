@@ -1,0 +1,381 @@
+/*
+ * check_mode_shards: the daemon's shard mode (cmd/leaderd/mode_shards.h) in
+ * the shell, two or three replicas on one in-memory Lease API
+ * (support/faketransport), each with its own client, state and shell, all
+ * on the fake's clock and taking turns as processes would. Who owns which
+ * shard is read from the API's store, never from the replicas' own word:
+ * the replicas share the shards evenly and keep them, a SIGTERM gives back
+ * every shard and deletes the member Lease with preconditions, and the
+ * members still find each other by listing while the watch is down.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../cmd/leaderd/metrics.h"
+#include "../../cmd/leaderd/mode_shards.h"
+#include "../../cmd/leaderd/shell.h"
+#include "../../cmd/leaderd/state.h"
+#include "kube.h"
+#include "log.h"
+#include "shardgroup.h"
+#include "support/faketransport.h"
+#include "support/run_suite.h"
+
+#define NS "default"
+#define GROUP "grp"
+#define N_SHARDS 12
+#define MAX_REPLICAS 3
+#define T0_MS 1000000LL
+#define WALL0_US 1800000000000000LL
+#define LEASE_MS 15000
+#define RENEW_MS 10000
+#define RETRY_MS 2000
+#define CALL_TIMEOUT_MS 5000
+/* Fake time per turn of one replica. */
+#define STEP_MS 20
+
+struct replica {
+    char id[16];
+    struct ld_kube *kube; /* owns its client of the fake */
+    struct ld_state state;
+    struct ld_metrics metrics;
+    struct ld_mode_shards *mode;
+    struct ld_shell *sh;
+    bool done;
+};
+
+static struct {
+    struct fake_transport *ft; /* owned by the replicas' clients */
+    struct ld_clock clock;
+    struct replica r[MAX_REPLICAS];
+    size_t n;
+} fx;
+
+static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
+{
+    (void)ctx;
+    (void)level;
+    (void)msg;
+}
+
+static int64_t now(void)
+{
+    return ft_now_ms(fx.ft);
+}
+
+static void setup(void)
+{
+    memset(&fx, 0, sizeof(fx));
+    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
+    fx.ft = ft_new(NS, T0_MS, WALL0_US);
+    ck_assert_ptr_nonnull(fx.ft);
+    fx.clock = ft_host_clock(fx.ft);
+}
+
+static void teardown(void)
+{
+    for (size_t i = 0; i < fx.n; i++) {
+        struct replica *r = &fx.r[i];
+        ld_shell_free(r->sh);
+        ld_mode_shards_free(r->mode);
+        ld_state_destroy(&r->state);
+        ld_metrics_destroy(&r->metrics);
+        ld_kube_free(r->kube);
+    }
+    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+}
+
+/* Starts replica "r<n>" (client n of the fake). */
+static struct replica *add_replica(void)
+{
+    struct ld_errinfo err;
+    ck_assert_uint_lt(fx.n, MAX_REPLICAS);
+    struct replica *r = &fx.r[fx.n];
+    snprintf(r->id, sizeof(r->id), "r%zu", fx.n);
+    r->kube =
+        ld_kube_new_on(fx.n == 0 ? ft_transport(fx.ft) : ft_add_client(fx.ft), &err);
+    ck_assert_msg(r->kube != NULL, "ld_kube_new_on: %s", err.msg);
+    fx.n++;
+    ld_state_init(&r->state, NS "/" GROUP, r->id, LEASE_MS + RENEW_MS);
+    ld_metrics_init(&r->metrics);
+    struct ld_mode_shards_config mc = {
+        .kube = r->kube,
+        .state = &r->state,
+        .metrics = &r->metrics,
+        .clock = &fx.clock,
+        .namespace_ = NS,
+        .group = GROUP,
+        .identity = r->id,
+        .n_shards = N_SHARDS,
+        .lease_duration_ms = LEASE_MS,
+        .renew_deadline_ms = RENEW_MS,
+        .retry_period_ms = RETRY_MS,
+        .release_on_exit = true,
+        .seed = 17 + fx.n,
+        .call_timeout_ms = CALL_TIMEOUT_MS,
+    };
+    r->mode = ld_mode_shards_new(&mc, &err);
+    ck_assert_msg(r->mode != NULL, "ld_mode_shards_new: %s", err.msg);
+    ld_state_set_group(&r->state, ld_mode_shards_group(r->mode));
+    struct ld_shell_config c = {
+        .kube = r->kube,
+        .state = &r->state,
+        .metrics = &r->metrics,
+        .clock = &fx.clock,
+        .namespace_ = NS,
+        .lease_duration_ms = LEASE_MS,
+        .renew_deadline_ms = RENEW_MS,
+        .wake_fd = -1,
+    };
+    r->sh = ld_shell_new(&c, ld_mode_shards(r->mode), &err);
+    ck_assert_msg(r->sh != NULL, "ld_shell_new: %s", err.msg);
+    return r;
+}
+
+static const struct ld_shardgroup *group(void)
+{
+    return ld_mode_shards_group(fx.r[0].mode);
+}
+
+/* One turn of every replica still running, in order. */
+static void turn_all(void)
+{
+    for (size_t i = 0; i < fx.n; i++) {
+        if (!fx.r[i].done)
+            fx.r[i].done = ld_shell_turn(fx.r[i].sh, STEP_MS);
+    }
+}
+
+static void run_for(int64_t ms)
+{
+    int64_t end = now() + ms;
+    for (int64_t i = 0; i < ms / STEP_MS * 4 + 100 && now() < end; i++)
+        turn_all();
+}
+
+static bool run_until(bool (*pred)(void), int64_t max_ms)
+{
+    int64_t end = now() + max_ms;
+    for (int64_t i = 0; i < max_ms / STEP_MS * 4 + 100 && now() < end; i++) {
+        if (pred())
+            return true;
+        turn_all();
+    }
+    return pred();
+}
+
+static char *holder_of(const char *lease)
+{
+    static char holder[LD_LEASE_MAX_HOLDER + 1];
+    struct ld_lease l;
+    if (ft_lease_get(fx.ft, lease, &l) != LD_OK)
+        snprintf(holder, sizeof(holder), "(absent)");
+    else
+        snprintf(holder, sizeof(holder), "%s", l.spec.holder);
+    ld_lease_clear(&l);
+    return holder;
+}
+
+/* Shards whose stored Lease names id. */
+static int owned_by(const char *id)
+{
+    int n = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        n += strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), id) == 0;
+    return n;
+}
+
+/* Every shard held, each running replica holding N / running of them. */
+static bool balanced(void)
+{
+    int running = 0, held = 0;
+    for (size_t i = 0; i < fx.n; i++)
+        running += !fx.r[i].done;
+    for (size_t i = 0; i < fx.n; i++) {
+        int own = owned_by(fx.r[i].id);
+        if (own != (fx.r[i].done ? 0 : N_SHARDS / running))
+            return false;
+        held += own;
+    }
+    return held == N_SHARDS;
+}
+
+static int32_t total_transitions(void)
+{
+    int32_t t = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        struct ld_lease l;
+        ck_assert_int_eq(ft_lease_get(fx.ft, ld_shardgroup_shard_lease(group(), k), &l),
+                         LD_OK);
+        t += l.spec.transitions;
+        ld_lease_clear(&l);
+    }
+    return t;
+}
+
+/* LISTs of the group by client (-1: any) submitted at or after since_ms. */
+static size_t lists(int client, int64_t since_ms)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *r = ft_record(fx.ft, i);
+        n += strcmp(r->verb, "LIST") == 0 && r->at_ms >= since_ms &&
+             (client < 0 || r->client == client);
+    }
+    return n;
+}
+
+/* The first release write (a PUT with an empty holder) of lease by client
+ * at or after since_ms, or NULL. */
+static const struct ft_record *release_of(const char *lease, int client, int64_t since_ms)
+{
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *r = ft_record(fx.ft, i);
+        if (strcmp(r->name, lease) == 0 && strcmp(r->verb, "PUT") == 0 &&
+            r->client == client && r->at_ms >= since_ms &&
+            strstr(r->body, "\"holderIdentity\":\"\""))
+            return r;
+    }
+    return NULL;
+}
+
+START_TEST(three_replicas_share_the_shards_evenly_and_keep_them)
+{
+    for (int i = 0; i < 3; i++)
+        add_replica();
+    ck_assert_msg(run_until(balanced, 60000), "not balanced: %d %d %d", owned_by("r0"),
+                  owned_by("r1"), owned_by("r2"));
+    /* Once balanced, nothing moves, and with the watch up nobody lists. */
+    run_for(RETRY_MS);
+    int32_t transitions = total_transitions();
+    int64_t t = now();
+    run_for(30000);
+    ck_assert(balanced());
+    ck_assert_int_eq(total_transitions(), transitions);
+    ck_assert_uint_eq(lists(-1, t), 0);
+    /* Each replica's table: every shard observed, the three live members. */
+    for (size_t i = 0; i < fx.n; i++) {
+        struct ld_snapshot snap;
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, &snap);
+        ck_assert_ptr_nonnull(table);
+        ck_assert(table->observed);
+        ck_assert(snap.observed);
+        ck_assert_uint_eq(table->n_members, 3);
+        ck_assert_int_le(now() - snap.heartbeat_ms, 1000 + STEP_MS * MAX_REPLICAS);
+        ck_assert_str_eq(snap.health_error, "");
+        ld_shardsnap_unref(table);
+        ck_assert(!fx.r[i].done);
+    }
+}
+END_TEST
+
+START_TEST(sigterm_releases_every_shard_and_deletes_the_member_lease)
+{
+    for (int i = 0; i < 3; i++)
+        add_replica();
+    ck_assert(run_until(balanced, 60000));
+    run_for(RETRY_MS);
+    struct replica *r2 = &fx.r[2];
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->mode));
+    struct ld_lease before;
+    ck_assert_int_eq(ft_lease_get(fx.ft, member, &before), LD_OK);
+    ck_assert_str_eq(before.spec.holder, "r2");
+    uint32_t held[N_SHARDS];
+    size_t n_held = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        if (strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r2") == 0)
+            held[n_held++] = k;
+    ck_assert_uint_eq(n_held, N_SHARDS / 3);
+
+    int64_t t = now();
+    ld_shell_stop(r2->sh, SIGTERM);
+    for (int i = 0; i < 10000 && !r2->done; i++)
+        turn_all();
+    ck_assert(r2->done);
+    /* Released at once (no hook holds them), each shard by its own write. */
+    for (size_t i = 0; i < n_held; i++) {
+        const struct ft_record *rel =
+            release_of(ld_shardgroup_shard_lease(group(), held[i]), 2, t);
+        ck_assert_msg(rel != NULL, "shard %u not released", held[i]);
+        ck_assert_int_le(rel->at_ms - t, 100);
+        ck_assert_int_eq(rel->status, 200);
+    }
+    ck_assert_ptr_nonnull(release_of(member, 2, t));
+    /* Then the member Lease is deleted, with preconditions naming what r2
+     * last saw of it (its release's uid and resourceVersion). */
+    size_t deletes = 0;
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *rec = ft_record(fx.ft, i);
+        if (strcmp(rec->verb, "DELETE") != 0)
+            continue;
+        deletes++;
+        ck_assert_str_eq(rec->name, member);
+        ck_assert_int_eq(rec->client, 2);
+        ck_assert_int_eq(rec->status, 200);
+        ck_assert_ptr_nonnull(strstr(rec->body, "\"preconditions\""));
+        ck_assert_ptr_nonnull(strstr(rec->body, before.uid));
+        ck_assert_ptr_nonnull(strstr(rec->body, "\"resourceVersion\""));
+    }
+    ck_assert_uint_eq(deletes, 1);
+    ck_assert_str_eq(holder_of(member), "(absent)");
+    ld_lease_clear(&before);
+    /* The other two take r2's shards over at once: 6 each. */
+    ck_assert_msg(run_until(balanced, 3 * RETRY_MS), "not rebalanced: %d %d %d",
+                  owned_by("r0"), owned_by("r1"), owned_by("r2"));
+    ck_assert_int_le(now() - t, 3 * RETRY_MS);
+}
+END_TEST
+
+START_TEST(members_are_listed_while_the_watch_is_down)
+{
+    ft_fault_add(fx.ft, NULL, "WATCH",
+                 (struct ft_fault){.kind = FT_FAIL, .rc = LD_ECONNECT, .count = -1});
+    add_replica();
+    add_replica();
+    ck_assert_msg(run_until(balanced, 60000), "not balanced: %d %d", owned_by("r0"),
+                  owned_by("r1"));
+    /* Without a watch each replica lists the group every retry period. */
+    int64_t t = now();
+    run_for(10 * RETRY_MS);
+    for (int c = 0; c < 2; c++) {
+        size_t n = lists(c, t);
+        ck_assert_msg(n >= 8 && n <= 12, "replica %d listed %zu times in 10 periods", c,
+                      n);
+    }
+    ck_assert(balanced());
+    /* The members keep seeing each other: nobody counts itself alone. */
+    for (size_t i = 0; i < fx.n; i++) {
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, NULL);
+        ck_assert_ptr_nonnull(table);
+        ck_assert_uint_eq(table->n_members, 2);
+        ld_shardsnap_unref(table);
+    }
+    /* Once the watch works again, the listing stops. */
+    ft_fault_clear(fx.ft);
+    run_for(LEASE_MS);
+    t = now();
+    run_for(5 * RETRY_MS);
+    ck_assert_uint_eq(lists(-1, t), 0);
+    ck_assert(balanced());
+}
+END_TEST
+
+static Suite *mode_shards_suite(void)
+{
+    Suite *s = suite_create("mode_shards");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, three_replicas_share_the_shards_evenly_and_keep_them);
+    tcase_add_test(tc, sigterm_releases_every_shard_and_deletes_the_member_lease);
+    tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ld_test_run(mode_shards_suite());
+}

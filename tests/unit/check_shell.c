@@ -1,0 +1,611 @@
+/*
+ * check_shell: the daemon's one loop (cmd/leaderd/shell.h) with a recording
+ * mode of one election and one hook, over the in-memory Lease API of
+ * support/faketransport on its fake clock. Stop signals come from a fake
+ * signal source behind an eventfd, POST /resign through the state's resign
+ * channel, as in the daemon; nothing sleeps. Each test checks the times of
+ * the writes in the API's own log: a stop signal releases the Lease, a
+ * hook's hold delays a release and the bound of min(2000 ms, renew
+ * deadline / 2) ends it, a resignation is answered "released" or "not
+ * leader", and a hook can end the shell or take a signal over.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "../../cmd/leaderd/shell.h"
+#include "../../cmd/leaderd/state.h"
+#include "kube.h"
+#include "lead.h"
+#include "log.h"
+#include "support/faketransport.h"
+#include "support/run_suite.h"
+
+#define NS "default"
+#define LEASE "solo"
+#define ME "me"
+#define OTHER "other-replica"
+#define T0_MS 1000000LL
+#define WALL0_US 1800000000000000LL
+#define STEP_MS 100
+#define COOLDOWN_MS 5000
+/* How late a write may follow the moment it was due: a pass or two. */
+#define SLACK_MS 100
+
+/* The hook under test: what it says is set by each test. */
+struct test_hook {
+    bool holding;           /* holds_release says this */
+    bool holds_resignation; /* copied into its struct ld_hook */
+    bool take_signal;       /* on_signal takes the signal over */
+    bool stop;              /* on_publish asks the shell to end */
+    bool stop_when_leading; /* ... once it sees leadership */
+    int signals;
+    int publishes;
+};
+
+struct fixture {
+    struct fake_transport *ft; /* owned by kube */
+    struct ld_kube *kube;
+    struct ld_clock clock;
+    struct ld_state state;
+    int sig_fd;  /* eventfd: a signal is pending */
+    int wake_fd; /* epoll set of sig_fd and the resign channel */
+    int pending_signo;
+    struct ld_shell *sh;
+    bool done;
+    int64_t lease_ms, renew_ms, retry_ms;
+    bool with_hook;
+    struct test_hook hook;
+    /* What the mode saw. */
+    struct ld_election_status last;
+    int publishes, shutdowns, finishes, released;
+    /* Another client renewing the Lease as OTHER while other_every_ms > 0. */
+    int64_t other_every_ms, other_next_ms;
+};
+
+static struct fixture fx;
+
+static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
+{
+    (void)ctx;
+    (void)level;
+    (void)msg;
+}
+
+static int64_t now(void)
+{
+    return ft_now_ms(fx.ft);
+}
+
+/* ---- the recording mode ---- */
+
+static void mode_host_config(void *ctx, struct ld_host_config *hc)
+{
+    (void)ctx;
+    hc->log_names = false;
+}
+
+static enum ld_err mode_attach(void *ctx, struct ld_shell *sh, struct ld_errinfo *err)
+{
+    (void)ctx;
+    struct ld_election_config ec = {
+        .namespace_ = NS,
+        .name = LEASE,
+        .identity = ME,
+        .lease_duration_ms = fx.lease_ms,
+        .renew_deadline_ms = fx.renew_ms,
+        .retry_period_ms = fx.retry_ms,
+        .release_on_exit = true,
+        .seed = 11,
+    };
+    size_t index;
+    enum ld_err rc = ld_shell_add_election(sh, &ec, &index, err);
+    ck_assert_uint_eq(index, 0);
+    return rc;
+}
+
+static void mode_on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
+{
+    (void)ctx;
+    ck_assert_int_eq(now_ms, now());
+    fx.last = v->status;
+    fx.publishes++;
+}
+
+static void mode_on_event(void *ctx, size_t index, const struct ld_event *ev,
+                          int64_t now_ms)
+{
+    (void)ctx;
+    (void)index;
+    (void)now_ms;
+    if (ev->kind == LD_EV_RELEASED)
+        fx.released++;
+}
+
+static void mode_on_shutdown(void *ctx, int64_t now_ms)
+{
+    (void)ctx;
+    (void)now_ms;
+    fx.shutdowns++;
+}
+
+static void mode_finish(void *ctx, int64_t now_ms)
+{
+    (void)ctx;
+    (void)now_ms;
+    fx.finishes++;
+}
+
+static const struct ld_shell_mode_ops mode_ops = {
+    .takes_resignations = true,
+    .host_config = mode_host_config,
+    .attach = mode_attach,
+    .on_publish = mode_on_publish,
+    .on_event = mode_on_event,
+    .on_shutdown = mode_on_shutdown,
+    .finish = mode_finish,
+};
+
+/* ---- the hook ---- */
+
+static bool hook_on_publish(void *ctx, const struct ld_election_status *st,
+                            int64_t now_ms)
+{
+    struct test_hook *h = ctx;
+    h->publishes++;
+    return h->stop ||
+           (h->stop_when_leading && ld_leads_at(st->leading, st->lead_until_ms, now_ms));
+}
+
+static bool hook_on_signal(void *ctx, int signo)
+{
+    struct test_hook *h = ctx;
+    ck_assert_int_eq(signo, SIGTERM);
+    h->signals++;
+    return h->take_signal;
+}
+
+/* A hook that holds looks again soon, as the Pod label's does while its
+ * call is in flight. */
+static int64_t hook_next_wake(void *ctx, int64_t now_ms)
+{
+    const struct test_hook *h = ctx;
+    return h->holding ? now_ms + 50 : INT64_MAX;
+}
+
+static bool hook_holds_release(void *ctx, int64_t now_ms)
+{
+    (void)now_ms;
+    return ((const struct test_hook *)ctx)->holding;
+}
+
+/* ---- the signal source ---- */
+
+static int take_signal(void *ctx)
+{
+    uint64_t n;
+    (void)ctx;
+    (void)!read(fx.sig_fd, &n, sizeof(n));
+    int signo = fx.pending_signo;
+    fx.pending_signo = 0;
+    return signo;
+}
+
+/* Makes the wake fd readable without a signal pending: a hook's news. */
+static void wake_for_news(void)
+{
+    uint64_t one = 1;
+    ck_assert_int_eq(write(fx.sig_fd, &one, sizeof(one)), (ssize_t)sizeof(one));
+}
+
+static void send_signal(int signo)
+{
+    uint64_t one = 1;
+    fx.pending_signo = signo;
+    ck_assert_int_eq(write(fx.sig_fd, &one, sizeof(one)), (ssize_t)sizeof(one));
+}
+
+/* ---- fixture ---- */
+
+static void setup(void)
+{
+    struct ld_errinfo err;
+    memset(&fx, 0, sizeof(fx));
+    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
+    fx.ft = ft_new(NS, T0_MS, WALL0_US);
+    ck_assert_ptr_nonnull(fx.ft);
+    fx.kube = ld_kube_new_on(ft_transport(fx.ft), &err);
+    ck_assert_msg(fx.kube != NULL, "ld_kube_new_on: %s", err.msg);
+    fx.clock = ft_host_clock(fx.ft);
+    ld_state_init(&fx.state, NS "/" LEASE, ME, 60000);
+    ck_assert_int_eq(ld_state_resign_enable(&fx.state, 20000), 0);
+    fx.sig_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    ck_assert_int_ge(fx.sig_fd, 0);
+    fx.wake_fd = epoll_create1(EPOLL_CLOEXEC);
+    ck_assert_int_ge(fx.wake_fd, 0);
+    int fds[2] = {fx.sig_fd, ld_state_resign_fd(&fx.state)};
+    for (int i = 0; i < 2; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        ck_assert_int_eq(epoll_ctl(fx.wake_fd, EPOLL_CTL_ADD, fds[i], &ev), 0);
+    }
+    fx.lease_ms = 15000;
+    fx.renew_ms = 10000;
+    fx.retry_ms = 2000;
+}
+
+static void teardown(void)
+{
+    ld_shell_free(fx.sh);
+    ld_kube_free(fx.kube);
+    ld_state_destroy(&fx.state);
+    close(fx.wake_fd);
+    close(fx.sig_fd);
+    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+}
+
+static void new_shell(void)
+{
+    struct ld_errinfo err;
+    struct ld_shell_config c = {
+        .kube = fx.kube,
+        .state = &fx.state,
+        .clock = &fx.clock,
+        .namespace_ = NS,
+        .lease_duration_ms = fx.lease_ms,
+        .renew_deadline_ms = fx.renew_ms,
+        .resign_cooldown_ms = COOLDOWN_MS,
+        .wake_fd = fx.wake_fd,
+        .signals = {.take = take_signal},
+    };
+    fx.sh = ld_shell_new(&c, (struct ld_shell_mode){.ops = &mode_ops}, &err);
+    ck_assert_msg(fx.sh != NULL, "ld_shell_new: %s", err.msg);
+    if (!fx.with_hook)
+        return;
+    struct ld_hook h = {.ctx = &fx.hook,
+                        .election = 0,
+                        .on_publish = hook_on_publish,
+                        .on_signal = hook_on_signal,
+                        .next_wake_ms = hook_next_wake,
+                        .holds_release = hook_holds_release,
+                        .holds_resignation = fx.hook.holds_resignation};
+    ck_assert_int_eq(ld_shell_add_hook(fx.sh, &h, &err), LD_OK);
+}
+
+static void other_renews(void)
+{
+    if (fx.other_every_ms <= 0 || now() < fx.other_next_ms)
+        return;
+    ft_lease_put(fx.ft, LEASE, NULL, OTHER, (int32_t)(fx.lease_ms / 1000),
+                 ft_wall_us(fx.ft));
+    fx.other_next_ms = now() + fx.other_every_ms;
+}
+
+static void turn(void)
+{
+    other_renews();
+    fx.done = ld_shell_turn(fx.sh, STEP_MS);
+}
+
+static void run_for(int64_t ms)
+{
+    int64_t end = now() + ms;
+    for (int64_t i = 0; i < ms / STEP_MS * 4 + 100 && now() < end && !fx.done; i++)
+        turn();
+}
+
+/* Turns until pred holds, for at most max_ms of fake time; true if it did. */
+static bool run_until(bool (*pred)(void), int64_t max_ms)
+{
+    int64_t end = now() + max_ms;
+    for (int64_t i = 0; i < max_ms / STEP_MS * 4 + 100 && now() < end; i++) {
+        if (pred())
+            return true;
+        turn();
+    }
+    return pred();
+}
+
+static bool leading(void)
+{
+    return ld_leads_at(fx.last.leading, fx.last.lead_until_ms, now());
+}
+
+static bool done(void)
+{
+    return fx.done;
+}
+
+/* The submit time of the first release write (a PUT with an empty holder)
+ * at or after since_ms, -1 if none. */
+static int64_t release_write_ms(int64_t since_ms)
+{
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *r = ft_record(fx.ft, i);
+        if (strcmp(r->name, LEASE) == 0 && strcmp(r->verb, "PUT") == 0 &&
+            r->at_ms >= since_ms && strstr(r->body, "\"holderIdentity\":\"\""))
+            return r->at_ms;
+    }
+    return -1;
+}
+
+static const char *stored_holder(void)
+{
+    static char holder[LD_LEASE_MAX_HOLDER + 1];
+    struct ld_lease l;
+    if (ft_lease_get(fx.ft, LEASE, &l) != LD_OK)
+        snprintf(holder, sizeof(holder), "(absent)");
+    else
+        snprintf(holder, sizeof(holder), "%s", l.spec.holder);
+    ld_lease_clear(&l);
+    return holder;
+}
+
+static void lead(void)
+{
+    new_shell();
+    ck_assert_msg(run_until(leading, 3 * fx.retry_ms), "not leading");
+    ck_assert_str_eq(stored_holder(), ME);
+}
+
+/* SIGTERM then the shutdown's release after at most the hold; returns the
+ * release's delay after the signal. */
+static int64_t release_delay_after_sigterm(void)
+{
+    int64_t t = now();
+    send_signal(SIGTERM);
+    ck_assert_msg(run_until(done, 2 * fx.renew_ms), "the shell did not end");
+    int64_t r = release_write_ms(t);
+    ck_assert_msg(r >= 0, "no release written");
+    ck_assert_str_eq(stored_holder(), "");
+    ck_assert_int_eq(fx.shutdowns, 1);
+    ck_assert_int_eq(fx.finishes, 1);
+    return r - t;
+}
+
+/* ---- stop signals ---- */
+
+START_TEST(sigterm_releases_at_once_and_ends)
+{
+    lead();
+    int64_t d = release_delay_after_sigterm();
+    ck_assert_int_le(d, SLACK_MS);
+    ck_assert_int_eq(fx.released, 1);
+    /* Done is done: another turn neither writes nor finishes again. */
+    size_t records = ft_record_count(fx.ft);
+    ck_assert(ld_shell_turn(fx.sh, STEP_MS));
+    ck_assert_uint_eq(ft_record_count(fx.ft), records);
+    ck_assert_int_eq(fx.finishes, 1);
+}
+END_TEST
+
+/* A signal that is not pending (the wake fd woke for something else) is
+ * no reason to stop. */
+START_TEST(a_wake_without_a_signal_is_no_stop)
+{
+    lead();
+    wake_for_news();
+    run_for(3 * fx.retry_ms);
+    ck_assert(!fx.done);
+    ck_assert(leading());
+    ck_assert_int_eq(fx.shutdowns, 0);
+    ck_assert_int_eq(release_write_ms(0), -1);
+}
+END_TEST
+
+START_TEST(hold_is_bounded_by_2000_ms)
+{
+    fx.with_hook = true;
+    lead();
+    fx.hook.holding = true; /* for ever */
+    int64_t d = release_delay_after_sigterm();
+    ck_assert_msg(d >= 2000 && d <= 2000 + SLACK_MS, "released %lld ms after SIGTERM",
+                  (long long)d);
+}
+END_TEST
+
+START_TEST(hold_is_bounded_by_half_the_renew_deadline)
+{
+    fx.with_hook = true;
+    fx.lease_ms = 5000;
+    fx.renew_ms = 3000;
+    fx.retry_ms = 1000;
+    lead();
+    fx.hook.holding = true;
+    int64_t d = release_delay_after_sigterm();
+    ck_assert_msg(d >= 1500 && d <= 1500 + SLACK_MS, "released %lld ms after SIGTERM",
+                  (long long)d);
+}
+END_TEST
+
+START_TEST(a_holding_hook_delays_the_release_until_it_lets_go)
+{
+    fx.with_hook = true;
+    lead();
+    fx.hook.holding = true;
+    int64_t t = now();
+    send_signal(SIGTERM);
+    run_for(700);
+    ck_assert_int_eq(release_write_ms(t), -1);
+    ck_assert(!fx.done);
+    /* The engine stepped down at once: only the release waits. */
+    ck_assert(!leading());
+    int64_t let_go = now();
+    fx.hook.holding = false;
+    ck_assert(run_until(done, 2 * fx.renew_ms));
+    int64_t r = release_write_ms(t);
+    ck_assert_msg(r >= let_go && r <= let_go + SLACK_MS,
+                  "released at +%lld ms, let go at +%lld ms", (long long)(r - t),
+                  (long long)(let_go - t));
+}
+END_TEST
+
+START_TEST(a_hook_can_take_a_signal_over)
+{
+    fx.with_hook = true;
+    fx.hook.take_signal = true;
+    lead();
+    int64_t t = now();
+    send_signal(SIGTERM);
+    run_for(3 * fx.retry_ms);
+    ck_assert_int_eq(fx.hook.signals, 1);
+    ck_assert(!fx.done);
+    ck_assert(leading());
+    ck_assert_int_eq(fx.shutdowns, 0);
+    ck_assert_uint_gt(ft_count(fx.ft, "PUT", LEASE, t), 0); /* still renewing */
+    ck_assert_int_eq(release_write_ms(t), -1);
+    /* The hook ends the shell when its work is done; its news wakes the
+     * shell (as the exec child's channel does), whose publish takes it. */
+    int64_t stop = now();
+    fx.hook.stop = true;
+    wake_for_news();
+    ck_assert(run_until(done, 2 * fx.renew_ms));
+    int64_t r = release_write_ms(stop);
+    ck_assert_msg(r >= stop && r <= stop + SLACK_MS, "released at %lld, stop at %lld",
+                  (long long)r, (long long)stop);
+    ck_assert_int_eq(fx.shutdowns, 1);
+}
+END_TEST
+
+START_TEST(a_hook_asking_to_stop_ends_the_shell)
+{
+    fx.with_hook = true;
+    fx.hook.stop_when_leading = true;
+    new_shell();
+    ck_assert(run_until(done, 3 * fx.retry_ms + fx.renew_ms));
+    ck_assert_int_eq(fx.hook.signals, 0);
+    ck_assert_int_eq(fx.shutdowns, 1);
+    ck_assert_int_ge(release_write_ms(0), 0);
+    ck_assert_str_eq(stored_holder(), "");
+}
+END_TEST
+
+/* ---- POST /resign ---- */
+
+static uint64_t ticket;
+
+static bool answered(void)
+{
+    return ld_state_resign_outcome(&fx.state, ticket) != LD_RESIGN_PENDING;
+}
+
+static void ask_resign(void)
+{
+    int64_t wait_ms = 0;
+    ticket = ld_state_resign_ask(&fx.state, &wait_ms);
+    ck_assert_uint_gt(ticket, 0);
+}
+
+START_TEST(resign_is_answered_released)
+{
+    lead();
+    int64_t t = now();
+    ask_resign();
+    ck_assert(run_until(answered, 2 * fx.renew_ms));
+    ck_assert_int_eq(ld_state_resign_outcome(&fx.state, ticket), LD_RESIGN_RELEASED);
+    int64_t r = release_write_ms(t);
+    ck_assert(r >= t && r <= t + SLACK_MS);
+    ck_assert_str_eq(stored_holder(), "");
+    ck_assert(!leading());
+    /* It stays out for the cooldown, then contends again. */
+    run_for(COOLDOWN_MS - 2 * SLACK_MS);
+    ck_assert_str_eq(stored_holder(), "");
+    ck_assert(run_until(leading, 2 * fx.retry_ms + 2 * SLACK_MS));
+    ck_assert(!fx.done);
+}
+END_TEST
+
+START_TEST(resign_is_answered_not_leader_on_a_standby)
+{
+    fx.other_every_ms = 2000;
+    other_renews();
+    new_shell();
+    run_for(3 * fx.retry_ms);
+    ck_assert(fx.last.observed);
+    ck_assert(!leading());
+    int64_t t = now();
+    ask_resign();
+    ck_assert(run_until(answered, 1000));
+    ck_assert_int_eq(ld_state_resign_outcome(&fx.state, ticket), LD_RESIGN_NOT_LEADER);
+    ck_assert_uint_eq(ft_count(fx.ft, "PUT", LEASE, 0), 0);
+    ck_assert_uint_eq(ft_count(fx.ft, "POST", LEASE, 0), 0);
+    ck_assert_str_eq(stored_holder(), OTHER);
+    ck_assert_int_le(now() - t, SLACK_MS);
+}
+END_TEST
+
+/* Only a hook that says so holds a resignation's release (the exec child
+ * gone first); the rest hold only a shutdown's. */
+START_TEST(only_a_resignation_holding_hook_delays_a_resignation)
+{
+    fx.with_hook = true;
+    fx.hook.holds_resignation = true;
+    lead();
+    fx.hook.holding = true;
+    int64_t t = now();
+    ask_resign();
+    run_for(1000);
+    ck_assert_int_eq(release_write_ms(t), -1);
+    ck_assert(!answered());
+    int64_t let_go = now();
+    fx.hook.holding = false;
+    ck_assert(run_until(answered, 2 * fx.renew_ms));
+    ck_assert_int_eq(ld_state_resign_outcome(&fx.state, ticket), LD_RESIGN_RELEASED);
+    ck_assert_int_le(release_write_ms(t) - let_go, SLACK_MS);
+}
+END_TEST
+
+START_TEST(a_shutdown_only_hook_does_not_delay_a_resignation)
+{
+    fx.with_hook = true;
+    lead();
+    fx.hook.holding = true;
+    int64_t t = now();
+    ask_resign();
+    ck_assert(run_until(answered, 2 * fx.renew_ms));
+    ck_assert_int_eq(ld_state_resign_outcome(&fx.state, ticket), LD_RESIGN_RELEASED);
+    int64_t r = release_write_ms(t);
+    ck_assert(r >= t && r <= t + SLACK_MS);
+}
+END_TEST
+
+/* A hook bound to an election the shell does not have is refused. */
+START_TEST(a_hook_of_an_unknown_election_is_refused)
+{
+    struct ld_errinfo err;
+    new_shell();
+    struct ld_hook h = {.ctx = &fx.hook, .election = 1, .on_publish = hook_on_publish};
+    ck_assert_int_eq(ld_shell_add_hook(fx.sh, &h, &err), LD_EINVAL);
+}
+END_TEST
+
+static Suite *shell_suite(void)
+{
+    Suite *s = suite_create("shell");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, sigterm_releases_at_once_and_ends);
+    tcase_add_test(tc, a_wake_without_a_signal_is_no_stop);
+    tcase_add_test(tc, hold_is_bounded_by_2000_ms);
+    tcase_add_test(tc, hold_is_bounded_by_half_the_renew_deadline);
+    tcase_add_test(tc, a_holding_hook_delays_the_release_until_it_lets_go);
+    tcase_add_test(tc, a_hook_can_take_a_signal_over);
+    tcase_add_test(tc, a_hook_asking_to_stop_ends_the_shell);
+    tcase_add_test(tc, resign_is_answered_released);
+    tcase_add_test(tc, resign_is_answered_not_leader_on_a_standby);
+    tcase_add_test(tc, only_a_resignation_holding_hook_delays_a_resignation);
+    tcase_add_test(tc, a_shutdown_only_hook_does_not_delay_a_resignation);
+    tcase_add_test(tc, a_hook_of_an_unknown_election_is_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ld_test_run(shell_suite());
+}
