@@ -1,6 +1,6 @@
 /*
  * check_mode_lease: the daemon's one-Lease mode (cmd/leaderd/mode_lease.h)
- * in the shell over the in-memory Lease API of support/faketransport on
+ * in the shell over the in-memory Lease API of support/fake_transport on
  * its fake clock. What the HTTP server would read (state.h) is checked
  * against the API's store: the leader, term and deadline of each publish,
  * the /healthz text while the API refuses our credentials, the metrics of
@@ -19,7 +19,7 @@
 #include "../../cmd/leaderd/state.h"
 #include "kube.h"
 #include "log.h"
-#include "support/faketransport.h"
+#include "support/fake_transport.h"
 #include "support/run_suite.h"
 
 #define NS "default"

@@ -1,7 +1,7 @@
 /*
  * check_mode_shards: the daemon's shard mode (cmd/leaderd/mode_shards.h) in
  * the shell, two or three replicas on one in-memory Lease API
- * (support/faketransport), each with its own client, state and shell, all
+ * (support/fake_transport), each with its own client, state and shell, all
  * on the fake's clock and taking turns as processes would. Who owns which
  * shard is read from the API's store, never from the replicas' own word:
  * the replicas share the shards evenly and keep them, a SIGTERM gives back
@@ -20,7 +20,7 @@
 #include "kube.h"
 #include "log.h"
 #include "shardgroup.h"
-#include "support/faketransport.h"
+#include "support/fake_transport.h"
 #include "support/run_suite.h"
 
 #define NS "default"

@@ -1,7 +1,7 @@
 /*
  * check_shell: the daemon's one loop (cmd/leaderd/shell.h) with a recording
  * mode of one election and one hook, over the in-memory Lease API of
- * support/faketransport on its fake clock. Stop signals come from a fake
+ * support/fake_transport on its fake clock. Stop signals come from a fake
  * signal source behind an eventfd, POST /resign through the state's resign
  * channel, as in the daemon; nothing sleeps. Each test checks the times of
  * the writes in the API's own log: a stop signal releases the Lease, a
@@ -23,7 +23,7 @@
 #include "kube.h"
 #include "lead.h"
 #include "log.h"
-#include "support/faketransport.h"
+#include "support/fake_transport.h"
 #include "support/run_suite.h"
 
 #define NS "default"
