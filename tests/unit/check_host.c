@@ -1044,7 +1044,7 @@ START_TEST(resign_in_flight_published_before_the_answer)
 }
 END_TEST
 
-/* ld_loop_run's shape: a run ended by the wake fd is followed by a poke
+/* ld_shell_turn's shape: a run ended by the wake fd is followed by a poke
  * whose publish reads the fd (the exec child's channel: the supervisor
  * stopped the child at the deadline of a renewal that hangs). While the
  * poke waits for the answer the fd stays readable and every run returns at

@@ -475,7 +475,7 @@ START_TEST(deleted_members_leave_and_stale_deletes_do_not)
 }
 END_TEST
 
-/* A LIST answered after a watch DELETED of the same object (shards.c lists
+/* A LIST answered after a watch DELETED of the same object (mode_shards.c lists
  * the group on joining and while the watch is down) carries the record as
  * it was before the deletion. A metadata.uid, once deleted, never comes
  * back, so that record is stale: it must not revive the member for a whole
