@@ -54,6 +54,7 @@
 #include "http_listen.h"
 #include "log.h"
 #include "memtrim.h"
+#include "proxy_exchange.h"
 #include "proxy_gate.h"
 #include "proxy_upstream.h"
 

@@ -82,6 +82,7 @@ struct ld_pxe_hub {
     CURLM *multi;         /* the upstream thread's; curl_multi_wakeup from any */
     int epfd;             /* suspended clients' sockets, for hang-ups */
     pthread_mutex_t mu;
+    /* Under mu. */
     struct ld_pxe *incoming, *incoming_tail; /* handed over, not started */
     struct ld_pxe *todo;  /* to serve: an unpause asked for, a client gone */
     struct ld_pxe *wakes; /* the upstream thread's: connections to resume */
