@@ -9,5 +9,9 @@ $(B)/.lint-deps: tools/run-lint.sh
 	@bash tools/run-lint.sh deps
 	@mkdir -p $(B) && touch $@
 
+# An include cycle between modules, or an include from a lower layer of
+# tools/layers.txt to a higher one (tools/include-graph.py), fails lint too;
+# both checks run either way.
 lint: $(B)/.deps $(B)/.lint-deps
-	@bash tools/run-lint.sh -- $(LINT_CFLAGS)
+	@graph=0; $(PY) tools/include-graph.py --quiet --layers tools/layers.txt || graph=1; \
+	bash tools/run-lint.sh -- $(LINT_CFLAGS) && exit $$graph

@@ -41,7 +41,9 @@ struct route {
     enum as_verb verb;
 };
 
-bool as_api_peer_gone(int fd, int wait_ms)
+/* Waits up to wait_ms for the peer of fd to hang up; true if it did. fd -1
+ * only sleeps. */
+static bool peer_gone(int fd, int wait_ms)
 {
     if (fd < 0) {
         struct timespec ts = {wait_ms / 1000, (long)(wait_ms % 1000) * 1000000L};
@@ -232,7 +234,7 @@ static enum chaos chaos(struct as_api *api, int fd, const char *client, enum as_
             break;
         /* Polling keeps this simple: a held request notices a cleared fault,
          * a hang-up or shutdown within HOLD_POLL_MS. */
-        if (as_api_peer_gone(fd, HOLD_POLL_MS)) {
+        if (peer_gone(fd, HOLD_POLL_MS)) {
             *outcome = "disconnected";
             return CHAOS_DROP;
         }
@@ -249,7 +251,7 @@ static enum chaos chaos(struct as_api *api, int fd, const char *client, enum as_
             return CHAOS_DROP;
         }
         /* After the hang-up only the clock matters: fd -1 just sleeps. */
-        if (as_api_peer_gone(gone ? -1 : fd, step)) {
+        if (peer_gone(gone ? -1 : fd, step)) {
             if (!f.apply_late) {
                 *outcome = "disconnected";
                 return CHAOS_DROP;
@@ -716,7 +718,11 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
             p.rv = arg(c, "resourceVersion");
             p.timeout_s = (int)t;
             p.bookmarks = truthy(arg(c, "allowWatchBookmarks"));
-            struct MHD_Response *resp = as_watch_response(api, cname, fd, &p, &r);
+            struct as_watch_ctx wc = {.store = api->store,
+                                      .faults = api->faults,
+                                      .stopping = &api->stopping,
+                                      .peer_gone = peer_gone};
+            struct MHD_Response *resp = as_watch_response(&wc, cname, fd, &p, &r);
             if (!resp)
                 break;
             MHD_add_response_header(resp, "Content-Type", "application/json");

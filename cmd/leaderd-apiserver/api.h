@@ -45,7 +45,4 @@ enum MHD_Result as_api_access(void *cls, struct MHD_Connection *conn, const char
 void as_api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                       enum MHD_RequestTerminationCode toe);
 
-/* Waits up to wait_ms for the peer of fd to hang up; true if it did. */
-bool as_api_peer_gone(int fd, int wait_ms);
-
 #endif

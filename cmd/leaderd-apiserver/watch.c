@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "labelsel.h"
 #include "util.h"
 
 /* Bookmarks come every few seconds rather than kube's minute, so tests can
@@ -12,7 +11,7 @@
 #define POLL_MS 100
 
 struct watch {
-    struct as_api *api;
+    struct as_watch_ctx ctx;
     const struct as_kind *kind;
     char *client;
     char *ns;
@@ -66,26 +65,25 @@ static ssize_t watch_read(void *cls, uint64_t offset, char *buf, size_t max)
         }
         set_pending(w, NULL);
         int64_t now = as_mono_ms();
-        if (w->ending || atomic_load(&w->api->stopping) || now >= w->deadline_ms)
+        if (w->ending || atomic_load(w->ctx.stopping) || now >= w->deadline_ms)
             return MHD_CONTENT_READER_END_OF_STREAM;
         struct as_fault f;
         bool faulted =
-            w->client && as_faults_get(w->api->faults, w->client, AS_VERB_WATCH, &f);
+            w->client && as_faults_get(w->ctx.faults, w->client, AS_VERB_WATCH, &f);
         if (faulted && f.partition == AS_PART_RESET)
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (as_faults_paused(w->api->faults) ||
-            (faulted && f.partition == AS_PART_HANG)) {
-            if (as_api_peer_gone(w->fd, POLL_MS))
+        if (as_faults_paused(w->ctx.faults) || (faulted && f.partition == AS_PART_HANG)) {
+            if (w->ctx.peer_gone(w->fd, POLL_MS))
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             continue;
         }
-        if (as_api_peer_gone(w->fd, 0))
+        if (w->ctx.peer_gone(w->fd, 0))
             return MHD_CONTENT_READER_END_WITH_ERROR;
         int64_t left = w->deadline_ms - now;
         char *text = NULL;
         struct as_filter sel = {
             .kind = w->kind, .ns = w->ns, .name = w->name, .labels = w->labels};
-        int rc = as_store_watch_next(w->api->store, &sel, &w->pos,
+        int rc = as_store_watch_next(w->ctx.store, &sel, &w->pos,
                                      left < POLL_MS ? (int)left : POLL_MS, &text);
         if (rc == AS_WATCH_CLOSED)
             return MHD_CONTENT_READER_END_OF_STREAM;
@@ -97,7 +95,7 @@ static ssize_t watch_read(void *cls, uint64_t offset, char *buf, size_t max)
         }
         if (w->bookmarks && as_mono_ms() >= w->next_bookmark_ms) {
             w->next_bookmark_ms = as_mono_ms() + BOOKMARK_INTERVAL_MS;
-            set_pending(w, as_store_bookmark(w->api->store, w->kind));
+            set_pending(w, as_store_bookmark(w->ctx.store, w->kind));
         }
     }
 }
@@ -112,8 +110,8 @@ static char *dup_or_null(const char *s, bool *ok)
     return d;
 }
 
-struct MHD_Response *as_watch_response(struct as_api *api, const char *client, int fd,
-                                       const struct as_watch_params *p,
+struct MHD_Response *as_watch_response(const struct as_watch_ctx *ctx, const char *client,
+                                       int fd, const struct as_watch_params *p,
                                        struct as_reply *err)
 {
     struct MHD_Response *resp = NULL;
@@ -125,7 +123,7 @@ struct MHD_Response *as_watch_response(struct as_api *api, const char *client, i
         return NULL;
     }
     w->labels = p->labels;
-    w->api = api;
+    w->ctx = *ctx;
     w->kind = p->kind;
     w->fd = fd;
     w->client = dup_or_null(client, &ok);
@@ -141,7 +139,7 @@ struct MHD_Response *as_watch_response(struct as_api *api, const char *client, i
     char *initial = NULL;
     struct as_filter f = {
         .kind = w->kind, .ns = w->ns, .name = w->name, .labels = w->labels};
-    int rc = as_store_watch_start(api->store, &f, p->rv, &w->pos, &initial);
+    int rc = as_store_watch_start(ctx->store, &f, p->rv, &w->pos, &initial);
     if (rc == AS_WATCH_BAD) {
         as_reply_bad_request(err, "invalid resourceVersion for watch");
         goto fail;

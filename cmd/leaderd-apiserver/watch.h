@@ -6,12 +6,25 @@
 #ifndef AS_WATCH_H
 #define AS_WATCH_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include <microhttpd.h>
 
-#include "api.h"
+#include "faults.h"
+#include "labelsel.h"
 #include "status.h"
+#include "store.h"
+
+/* What a watch needs of the server, all borrowed: they must outlive every
+ * watch response. */
+struct as_watch_ctx {
+    struct as_store *store;
+    struct as_faults *faults;    /* the watcher's faults and the pause */
+    const atomic_bool *stopping; /* set on shutdown: the stream ends */
+    /* Waits up to wait_ms for the peer of fd to hang up; true if it did. */
+    bool (*peer_gone)(int fd, int wait_ms);
+};
 
 struct as_watch_params {
     const struct as_kind *kind; /* required */
@@ -24,11 +37,11 @@ struct as_watch_params {
 };
 
 /* Builds the streaming 200 response, or returns NULL with a reply in err
- * (400 for a bad resourceVersion, 500). client may be NULL (admin); fd is
- * the connection's socket, watched for hang-ups. p->labels belongs to the
- * watch from this call on, whatever its result. */
-struct MHD_Response *as_watch_response(struct as_api *api, const char *client, int fd,
-                                       const struct as_watch_params *p,
+ * (400 for a bad resourceVersion, 500). ctx is copied; client may be NULL
+ * (admin); fd is the connection's socket, watched for hang-ups. p->labels
+ * belongs to the watch from this call on, whatever its result. */
+struct MHD_Response *as_watch_response(const struct as_watch_ctx *ctx, const char *client,
+                                       int fd, const struct as_watch_params *p,
                                        struct as_reply *err);
 
 #endif

@@ -2,8 +2,8 @@
  * proxy: the API write gate's server (see proxy.h): libmicrohttpd on the
  * loopback address, libcurl to the API server, event-driven on both sides.
  * This file is MHD's side and the proxy's life (ld_proxy_start/stop); the
- * upstream thread is proxy_upstream.c, what the two share
- * proxy_upstream.h.
+ * upstream thread is proxy_upstream.[ch], what the two share (the
+ * exchange and the hub between them) proxy_exchange.[ch].
  *
  * Two threads serve every connection. MHD's polling thread reads a
  * request (headers, then the body into memory, at most LD_PROXY_MAX_BODY)
@@ -30,7 +30,7 @@
  * its body until curl is done with it (all bodies together at most
  * BODY_BUDGET), the relay buffer while bytes flow, the easy handle and an
  * upstream connection. Idle upstream connections are shared by all
- * clients (at most UPSTREAM_IDLE).
+ * clients (at most LD_PROXY_UPSTREAM_IDLE).
  */
 #include "proxy.h"
 
@@ -54,9 +54,9 @@
 #include "http_listen.h"
 #include "log.h"
 #include "memtrim.h"
+#include "proxy_exchange.h"
 #include "proxy_gate.h"
 #include "proxy_upstream.h"
-#include "transport_curl.h"
 
 /* The most of a refused body read and dropped (see on_request). */
 #define DROP_LIMIT (4 * (size_t)LD_PROXY_MAX_BODY)
@@ -76,88 +76,23 @@
  * sized from RLIMIT_NOFILE, as the sidecar's server leaves (http_listen.c). */
 #define FD_RESERVE 64
 
-/* ---- leadership ---- */
-
-void ld_proxy_view_take(struct ld_proxy *p, struct view_hold *h)
-{
-    h->shards = NULL;
-    if (p->st->group)
-        h->shards = ld_state_read_shards(p->st, &h->snap);
-    else
-        ld_state_read(p->st, &h->snap);
-    h->v = (struct ld_proxy_view){
-        .snap = &h->snap, .group = p->st->group, .shards = h->shards};
-}
-
-void ld_proxy_view_drop(struct view_hold *h)
-{
-    ld_shardsnap_unref(h->shards);
-    h->shards = NULL;
-}
+struct ld_proxy {
+    struct ld_pxe_hub hub;
+    struct ld_proxy_upstream *up;
+    struct MHD_Daemon *daemon;
+    struct ld_http_conns *conns; /* idle connections and eviction */
+    struct ld_state_listener listener;
+    bool listening;
+    unsigned int idle_s;
+    int port;
+};
 
 /* Runs with st's mutex held: only wakes the upstream thread, which judges
  * the writes in flight. */
 static void on_publish(void *arg)
 {
     struct ld_proxy *p = arg;
-    curl_multi_wakeup(p->multi);
-}
-
-/* ---- an exchange's life (p->mu held) ---- */
-
-/* Frees q's body and gives its room back to BODY_BUDGET. */
-void ld_proxy_body_drop_locked(struct xchg *q)
-{
-    q->p->body_bytes -= q->cap;
-    free(q->body);
-    q->body = NULL;
-    q->len = q->cap = 0;
-}
-
-static void xchg_free(struct xchg *q)
-{
-    curl_slist_free_all(q->rhdrs);
-    ld_transport_curl_free_headers(q->hdrs);
-    free(q->buf);
-    ld_proxy_body_drop_locked(q);
-    free(q->target);
-    free(q);
-}
-
-void ld_proxy_release_locked(struct xchg *q)
-{
-    if (--q->refs == 0)
-        xchg_free(q);
-}
-
-/* Only on MHD's thread, from a handler or the content reader. */
-static void suspend_locked(struct xchg *q)
-{
-    if (q->fd >= 0 && !q->polled) {
-        struct epoll_event ev;
-        memset(&ev, 0, sizeof(ev));
-        ev.events = EPOLLRDHUP;
-        ev.data.ptr = q;
-        if (epoll_ctl(q->p->epfd, EPOLL_CTL_ADD, q->fd, &ev) == 0)
-            q->polled = true;
-        else
-            ld_log(LD_LOG_DEBUG, "api proxy: cannot watch a client for hang-ups: %s",
-                   strerror(errno));
-    }
-    q->suspended = true;
-    MHD_suspend_connection(q->mc);
-}
-
-void ld_proxy_resume_locked(struct xchg *q)
-{
-    if (!q->suspended)
-        return;
-    q->suspended = false;
-    if (q->polled) {
-        epoll_ctl(q->p->epfd, EPOLL_CTL_DEL, q->fd, NULL);
-        q->polled = false;
-    }
-    MHD_resume_connection(q->mc);
+    ld_pxe_wake(&p->hub);
 }
 
 /* ---- answers (MHD's thread) ---- */
@@ -167,7 +102,7 @@ static const char *header(struct MHD_Connection *c, const char *name)
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-static void req_info(struct xchg *q, struct ld_proxy_req *r)
+static void req_info(struct ld_pxe *q, struct ld_proxy_req *r)
 {
     const char *cl = header(q->mc, "Content-Length");
     memset(r, 0, sizeof(*r));
@@ -187,27 +122,27 @@ static void req_info(struct xchg *q, struct ld_proxy_req *r)
     }
 }
 
-static void decide(struct xchg *q)
+static void decide(struct ld_pxe *q)
 {
     struct ld_proxy_req r;
-    struct view_hold h;
+    struct ld_pxe_view h;
     req_info(q, &r);
-    ld_proxy_view_take(q->p, &h);
+    ld_pxe_view_take(q->hub, &h);
     ld_proxy_decide(&r, &h.v, ld_mono_ms(), &q->verdict);
-    ld_proxy_view_drop(&h);
+    ld_pxe_view_drop(&h);
 }
 
-static enum MHD_Result queue(struct xchg *q, unsigned int status,
+static enum MHD_Result queue(struct ld_pxe *q, unsigned int status,
                              struct MHD_Response *resp)
 {
     enum MHD_Result ret = MHD_queue_response(q->mc, status, resp);
     MHD_destroy_response(resp);
-    ld_metrics_proxy_request(q->p->m, q->method, (long)status);
+    ld_metrics_proxy_request(q->hub->m, q->method, (long)status);
     return ret;
 }
 
 /* Answers v (status != 0) with its metav1.Status body. */
-static enum MHD_Result answer_status(struct xchg *q, const struct ld_proxy_verdict *v)
+static enum MHD_Result answer_status(struct ld_pxe *q, const struct ld_proxy_verdict *v)
 {
     char *body = ld_proxy_status_json(v->status, v->reason, v->message);
     if (!body)
@@ -223,23 +158,11 @@ static enum MHD_Result answer_status(struct xchg *q, const struct ld_proxy_verdi
     if (v->status == 429)
         MHD_add_response_header(resp, "Retry-After", "1");
     if (v->refused) {
-        ld_metrics_proxy_refused(q->p->m);
+        ld_metrics_proxy_refused(q->hub->m);
         ld_log(LD_LOG_INFO, "api proxy: refused %s %.200s: %s", q->method, q->target,
                v->message);
     }
     return queue(q, v->status, resp);
-}
-
-void ld_proxy_verdict_printf(struct ld_proxy_verdict *v, unsigned int status,
-                             const char *reason, const char *fmt, ...)
-{
-    va_list ap;
-    memset(v, 0, sizeof(*v));
-    v->status = status;
-    v->reason = reason;
-    va_start(ap, fmt);
-    vsnprintf(v->message, sizeof(v->message), fmt, ap);
-    va_end(ap);
 }
 
 static const char *find_header(const struct curl_slist *l, const char *name, size_t *vlen)
@@ -264,12 +187,12 @@ static const char *find_header(const struct curl_slist *l, const char *name, siz
  * thread resumes it with the next piece or the end. */
 static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    struct xchg *q = cls;
-    struct ld_proxy *p = q->p;
+    struct ld_pxe *q = cls;
+    struct ld_pxe_hub *hub = q->hub;
     ssize_t n = 0;
     bool wake = false;
     (void)pos;
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(&hub->mu);
     if (q->gone) {
         n = MHD_CONTENT_READER_END_WITH_ERROR;
         goto out;
@@ -284,17 +207,17 @@ static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
         if (q->paused && !q->want_unpause &&
             q->bcap - (q->blen - q->boff) >= q->blocked) {
             q->want_unpause = true;
-            wake = ld_proxy_todo_locked(q);
+            wake = ld_pxe_todo_locked(q);
         }
         goto out;
     }
     if (q->done) {
-        n = q->cut == CUT_NONE && q->result == CURLE_OK
+        n = q->cut == LD_PXE_CUT_NONE && q->result == CURLE_OK
                 ? MHD_CONTENT_READER_END_OF_STREAM
                 : MHD_CONTENT_READER_END_WITH_ERROR;
         goto out;
     }
-    if (p->stopping) {
+    if (hub->stopping) {
         n = MHD_CONTENT_READER_END_WITH_ERROR;
         goto out;
     }
@@ -304,15 +227,15 @@ static ssize_t read_body(void *cls, uint64_t pos, char *buf, size_t max)
         q->buf = NULL;
         q->boff = q->blen = q->bcap = 0;
     }
-    suspend_locked(q);
+    ld_pxe_suspend_locked(q);
 out:
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&hub->mu);
     if (wake)
-        curl_multi_wakeup(p->multi);
+        ld_pxe_wake(hub);
     return n;
 }
 
-static enum MHD_Result respond_upstream(struct xchg *q)
+static enum MHD_Result respond_upstream(struct ld_pxe *q)
 {
     size_t vlen = 0;
     const char *cl = find_header(q->rhdrs, "Content-Length", &vlen);
@@ -353,37 +276,37 @@ static enum MHD_Result respond_upstream(struct xchg *q)
 }
 
 /* The answer to an exchange that ended before its headers were in. */
-static enum MHD_Result answer_failure(struct xchg *q)
+static enum MHD_Result answer_failure(struct ld_pxe *q)
 {
     struct ld_proxy_verdict v;
     if (q->fail.status)
         return answer_status(q, &q->fail);
-    if (q->refused_prereq || q->cut == CUT_LEADERSHIP) {
-        struct view_hold h;
-        ld_proxy_view_take(q->p, &h);
+    if (q->refused_prereq || q->cut == LD_PXE_CUT_LEADERSHIP) {
+        struct ld_pxe_view h;
+        ld_pxe_view_take(q->hub, &h);
         bool back = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), &v);
-        if (q->cut == CUT_LEADERSHIP) {
-            ld_proxy_verdict_printf(&v, 503, "ServiceUnavailable", "%s",
-                                    "write cut by leaderd: this replica stopped leading "
-                                    "while the request was in flight to the API server, "
-                                    "which may or may not have applied it");
+        if (q->cut == LD_PXE_CUT_LEADERSHIP) {
+            ld_pxe_verdict_printf(&v, 503, "ServiceUnavailable", "%s",
+                                  "write cut by leaderd: this replica stopped leading "
+                                  "while the request was in flight to the API server, "
+                                  "which may or may not have applied it");
         } else if (back) {
             /* Refused by the last check, with leadership back by now: the
              * holder is this replica again, and the refusal stands. */
-            ld_proxy_verdict_printf(&v, 503, "ServiceUnavailable",
-                                    "write refused by leaderd: %s (this replica) was not "
-                                    "leading when the request was about to be sent; it "
-                                    "holds the Lease again now, the refusal stands",
-                                    h.v.snap->identity);
+            ld_pxe_verdict_printf(&v, 503, "ServiceUnavailable",
+                                  "write refused by leaderd: %s (this replica) was not "
+                                  "leading when the request was about to be sent; it "
+                                  "holds the Lease again now, the refusal stands",
+                                  h.v.snap->identity);
             v.refused = true;
         }
-        ld_proxy_view_drop(&h);
+        ld_pxe_view_drop(&h);
         return answer_status(q, &v);
     }
-    ld_proxy_verdict_printf(&v, 502, "InternalError",
-                            "leaderd's API proxy: the API server did not answer: %s%s%s",
-                            curl_easy_strerror(q->result), q->errbuf[0] ? ": " : "",
-                            q->errbuf);
+    ld_pxe_verdict_printf(&v, 502, "InternalError",
+                          "leaderd's API proxy: the API server did not answer: %s%s%s",
+                          curl_easy_strerror(q->result), q->errbuf[0] ? ": " : "",
+                          q->errbuf);
     return answer_status(q, &v);
 }
 
@@ -395,7 +318,7 @@ static enum MHD_Result answer_failure(struct xchg *q)
 static enum MHD_Result add_request_header(void *cls, enum MHD_ValueKind kind,
                                           const char *key, const char *value)
 {
-    struct xchg *q = cls;
+    struct ld_pxe *q = cls;
     (void)kind;
     if (!ld_proxy_forward_request_header(key, header(q->mc, "Connection")))
         return MHD_YES;
@@ -418,7 +341,7 @@ static enum MHD_Result add_request_header(void *cls, enum MHD_ValueKind kind,
     return MHD_YES;
 }
 
-static bool append_header(struct xchg *q, const char *line)
+static bool append_header(struct ld_pxe *q, const char *line)
 {
     struct curl_slist *l = curl_slist_append(q->hdrs, line);
     if (l)
@@ -428,24 +351,24 @@ static bool append_header(struct xchg *q, const char *line)
 
 /* Queues q for the upstream thread and suspends its connection until the
  * answer's headers are in (or the exchange ended). */
-static enum MHD_Result hand_over(struct xchg *q)
+static enum MHD_Result hand_over(struct ld_pxe *q)
 {
-    struct ld_proxy *p = q->p;
+    struct ld_pxe_hub *hub = q->hub;
     struct ld_proxy_verdict v;
     /* A request missing some of its headers must not go out: without its
      * Impersonate-User it would run with leaderd's own rights. */
     if (MHD_get_connection_values(q->mc, MHD_HEADER_KIND, add_request_header, q) < 0 ||
         q->hdrs_failed || !append_header(q, "Expect:") ||
         (!header(q->mc, "Content-Type") && !append_header(q, "Content-Type:"))) {
-        ld_proxy_verdict_printf(&v, 500, "InternalError",
-                                "leaderd's API proxy: out of memory");
+        ld_pxe_verdict_printf(&v, 500, "InternalError",
+                              "leaderd's API proxy: out of memory");
         return answer_status(q, &v);
     }
-    pthread_mutex_lock(&p->mu);
-    if (p->stopping) {
-        pthread_mutex_unlock(&p->mu);
-        ld_proxy_verdict_printf(&v, 503, "ServiceUnavailable",
-                                "leaderd's API proxy is stopping");
+    pthread_mutex_lock(&hub->mu);
+    if (hub->stopping) {
+        pthread_mutex_unlock(&hub->mu);
+        ld_pxe_verdict_printf(&v, 503, "ServiceUnavailable",
+                              "leaderd's API proxy is stopping");
         return answer_status(q, &v);
     }
     /* From here the request may take as long as the upstream does (a
@@ -454,28 +377,28 @@ static enum MHD_Result hand_over(struct xchg *q)
     q->timeout_off = true;
     q->handed = true;
     q->refs++; /* the upstream thread's */
-    if (p->incoming_tail)
-        p->incoming_tail->in_next = q;
+    if (hub->incoming_tail)
+        hub->incoming_tail->in_next = q;
     else
-        p->incoming = q;
-    p->incoming_tail = q;
-    suspend_locked(q);
-    pthread_mutex_unlock(&p->mu);
-    curl_multi_wakeup(p->multi);
+        hub->incoming = q;
+    hub->incoming_tail = q;
+    ld_pxe_suspend_locked(q);
+    pthread_mutex_unlock(&hub->mu);
+    ld_pxe_wake(hub);
     return MHD_YES;
 }
 
 /* MHD calls the handler again once the upstream thread resumed q. */
-static enum MHD_Result on_resumed(struct xchg *q)
+static enum MHD_Result on_resumed(struct ld_pxe *q)
 {
-    struct ld_proxy *p = q->p;
-    pthread_mutex_lock(&p->mu);
+    struct ld_pxe_hub *hub = q->hub;
+    pthread_mutex_lock(&hub->mu);
     bool gone = q->gone, headers = q->headers_done, done = q->done;
-    enum cut_why cut = q->cut;
+    enum ld_pxe_cut cut = q->cut;
     if (!gone && !headers && !done)
-        suspend_locked(q); /* not for us yet */
-    pthread_mutex_unlock(&p->mu);
-    if (gone || cut == CUT_CLIENT || cut == CUT_STOP)
+        ld_pxe_suspend_locked(q); /* not for us yet */
+    pthread_mutex_unlock(&hub->mu);
+    if (gone || cut == LD_PXE_CUT_CLIENT || cut == LD_PXE_CUT_STOP)
         return MHD_NO;
     if (headers)
         return respond_upstream(q);
@@ -486,9 +409,9 @@ static enum MHD_Result on_resumed(struct xchg *q)
 
 /* Reads a body piece into q->body, or drops it for an answer already
  * decided. */
-static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
+static enum MHD_Result take_body(struct ld_pxe *q, const char *upload, size_t n)
 {
-    struct ld_proxy *p = q->p;
+    struct ld_pxe_hub *hub = q->hub;
     /* A body that will not be forwarded is read and dropped, so the
      * answer reaches a client still sending it (closing on it could reset
      * the connection before the answer is read); past DROP_LIMIT the
@@ -498,16 +421,16 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
         return q->dropped > DROP_LIMIT ? MHD_NO : MHD_YES;
     }
     if (n > LD_PROXY_MAX_BODY - q->len) {
-        pthread_mutex_lock(&p->mu);
-        ld_proxy_body_drop_locked(q);
-        pthread_mutex_unlock(&p->mu);
+        pthread_mutex_lock(&hub->mu);
+        ld_pxe_body_drop_locked(q);
+        pthread_mutex_unlock(&hub->mu);
         struct ld_proxy_req r = {.method = q->method,
                                  .has_length = true,
                                  .content_length = (uint64_t)LD_PROXY_MAX_BODY + 1};
-        struct view_hold h;
-        ld_proxy_view_take(q->p, &h);
+        struct ld_pxe_view h;
+        ld_pxe_view_take(q->hub, &h);
         ld_proxy_decide(&r, &h.v, ld_mono_ms(), &q->verdict);
-        ld_proxy_view_drop(&h);
+        ld_pxe_view_drop(&h);
         return MHD_YES;
     }
     if (q->len + n > q->cap) {
@@ -517,15 +440,15 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
         if (ncap > LD_PROXY_MAX_BODY)
             ncap = LD_PROXY_MAX_BODY;
         size_t more = ncap - q->cap;
-        pthread_mutex_lock(&p->mu);
-        bool room = p->body_bytes + more <= BODY_BUDGET;
+        pthread_mutex_lock(&hub->mu);
+        bool room = hub->body_bytes + more <= BODY_BUDGET;
         if (room)
-            p->body_bytes += more;
+            hub->body_bytes += more;
         else
-            ld_proxy_body_drop_locked(q);
-        pthread_mutex_unlock(&p->mu);
+            ld_pxe_body_drop_locked(q);
+        pthread_mutex_unlock(&hub->mu);
         if (!room) {
-            ld_proxy_verdict_printf(
+            ld_pxe_verdict_printf(
                 &q->verdict, 429, "TooManyRequests",
                 "leaderd's API proxy holds too many request bodies at once; "
                 "retry");
@@ -533,9 +456,9 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
         }
         char *nb = realloc(q->body, ncap);
         if (!nb) {
-            pthread_mutex_lock(&p->mu);
-            p->body_bytes -= more;
-            pthread_mutex_unlock(&p->mu);
+            pthread_mutex_lock(&hub->mu);
+            hub->body_bytes -= more;
+            pthread_mutex_unlock(&hub->mu);
             return MHD_NO;
         }
         q->body = nb;
@@ -548,10 +471,10 @@ static enum MHD_Result take_body(struct xchg *q, const char *upload, size_t n)
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
-    struct xchg *q = calloc(1, sizeof(*q));
+    struct ld_pxe *q = calloc(1, sizeof(*q));
     if (!q)
         return NULL;
-    q->p = cls;
+    q->hub = &((struct ld_proxy *)cls)->hub;
     q->mc = c;
     q->fd = -1;
     q->refs = 1; /* MHD's side */
@@ -568,7 +491,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *upload, size_t *upload_size, void **req_cls)
 {
     struct ld_proxy *p = cls;
-    struct xchg *q = *req_cls;
+    struct ld_pxe *q = *req_cls;
     (void)url;
     (void)version;
     if (!q)
@@ -606,7 +529,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     struct ld_proxy *p = cls;
-    struct xchg *q = *req_cls;
+    struct ld_pxe *q = *req_cls;
     bool wake = false;
     (void)toe;
     *req_cls = NULL;
@@ -618,20 +541,20 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
      * from now, see MHD_set_connection_option). */
     if (q->timeout_off)
         MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, p->idle_s);
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(&p->hub.mu);
     q->gone = true;
     if (q->polled) {
-        epoll_ctl(p->epfd, EPOLL_CTL_DEL, q->fd, NULL);
+        epoll_ctl(p->hub.epfd, EPOLL_CTL_DEL, q->fd, NULL);
         q->polled = false;
     }
     /* The client went away mid-answer: its exchange ends now, not at the
      * next piece the upstream sends (a quiet watch may send none). */
     if (q->handed && !q->done)
-        wake = ld_proxy_todo_locked(q);
-    ld_proxy_release_locked(q);
-    pthread_mutex_unlock(&p->mu);
+        wake = ld_pxe_todo_locked(q);
+    ld_pxe_release_locked(q);
+    pthread_mutex_unlock(&p->hub.mu);
     if (wake)
-        curl_multi_wakeup(p->multi);
+        ld_pxe_wake(&p->hub);
 }
 
 /* ---- life ---- */
@@ -659,33 +582,14 @@ static int open_loopback(const char *host, int port, char *err, size_t errlen)
     return fd;
 }
 
-/* Drops the references the todo list still holds once the upstream
- * thread is gone (MHD's completions may have queued some). */
-static void drain_todo(struct ld_proxy *p)
-{
-    pthread_mutex_lock(&p->mu);
-    while (p->todo) {
-        struct xchg *q = p->todo;
-        p->todo = q->todo_next;
-        q->in_todo = false;
-        ld_proxy_release_locked(q);
-    }
-    pthread_mutex_unlock(&p->mu);
-}
-
 /* Frees what ld_proxy_start built; the thread and MHD are stopped. */
 static void proxy_free(struct ld_proxy *p)
 {
     if (p->listening)
-        ld_state_unlisten(p->st, &p->listener);
-    drain_todo(p);
-    if (p->multi)
-        curl_multi_cleanup(p->multi);
-    if (p->epfd >= 0)
-        close(p->epfd);
+        ld_state_unlisten(p->hub.st, &p->listener);
+    ld_pxe_hub_fini(&p->hub);
     ld_http_conns_free(p->conns);
-    ld_transport_free(p->tr);
-    pthread_mutex_destroy(&p->mu);
+    ld_proxy_upstream_free(p->up);
     free(p);
 }
 
@@ -701,7 +605,7 @@ static unsigned int proxy_max_connections(const struct ld_proxy_options *opts)
     unsigned int conns =
         opts && opts->max_connections ? opts->max_connections : LD_HTTP_MAX_CONNECTIONS;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-        rlim_t used = FD_RESERVE + UPSTREAM_IDLE;
+        rlim_t used = FD_RESERVE + LD_PROXY_UPSTREAM_IDLE;
         rlim_t room = rl.rlim_cur > used + 2 ? (rl.rlim_cur - used) / 2 : 1;
         if (room < conns)
             conns = (unsigned int)room; /* ld_http_limits_of keeps a floor */
@@ -715,7 +619,6 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
                                 char *err, size_t errlen)
 {
     struct ld_proxy *p = NULL;
-    struct ld_errinfo ei;
     struct ld_http_limits lim;
     int fd = -1;
     char scratch[1];
@@ -733,28 +636,19 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
         snprintf(err, errlen, "api-proxy: out of memory");
         return NULL;
     }
-    pthread_mutex_init(&p->mu, NULL);
-    p->epfd = -1;
-    p->st = st;
-    p->m = m;
+    int hub_rc = ld_pxe_hub_init(&p->hub, st, m);
     struct ld_http_options ho = {.max_connections = proxy_max_connections(opts)};
     ld_http_limits_of(&ho, &lim);
     p->idle_s =
         opts && opts->idle_timeout_s ? opts->idle_timeout_s : LD_HTTP_IDLE_TIMEOUT_S;
-    p->tr = ld_transport_curl_new(kube, &ei);
-    if (!p->tr) {
-        snprintf(err, errlen, "api-proxy: %s", ei.msg);
+    p->up = ld_proxy_upstream_new(&p->hub, kube, err, errlen);
+    if (!p->up)
         goto fail;
-    }
-    ld_transport_curl_set_user_agent_suffix(p->tr, "api-proxy");
     p->conns = ld_http_conns_new(lim.evict_at, err, errlen);
-    p->multi = curl_multi_init();
-    p->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (!p->conns || !p->multi || p->epfd < 0) {
+    if (!p->conns || hub_rc != 0) {
         snprintf(err, errlen, "api-proxy: cannot set up the upstream side");
         goto fail;
     }
-    curl_multi_setopt(p->multi, CURLMOPT_MAXCONNECTS, UPSTREAM_IDLE);
     fd = open_loopback(host, port, err, errlen);
     if (fd < 0)
         goto fail;
@@ -762,11 +656,10 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     p->listener = (struct ld_state_listener){.fn = on_publish, .arg = p};
     ld_state_listen(st, &p->listener);
     p->listening = true;
-    if (ld_proxy_upstream_start(p) != 0) {
+    if (ld_proxy_upstream_start(p->up) != 0) {
         snprintf(err, errlen, "api-proxy: cannot start the upstream thread");
         goto fail;
     }
-    p->thread_started = true;
     p->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
             MHD_ALLOW_SUSPEND_RESUME,
@@ -785,13 +678,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
 fail:
     if (fd >= 0)
         close(fd);
-    if (p->thread_started) {
-        pthread_mutex_lock(&p->mu);
-        p->stopping = true;
-        pthread_mutex_unlock(&p->mu);
-        curl_multi_wakeup(p->multi);
-        pthread_join(p->thread, NULL);
-    }
+    ld_proxy_upstream_stop(p->up);
     proxy_free(p);
     return NULL;
 }
@@ -803,11 +690,7 @@ void ld_proxy_stop(struct ld_proxy *p)
     /* From here nothing is handed over or suspended again; the upstream
      * thread cuts every exchange, which resumes every suspended
      * connection: MHD must not be stopped with one. */
-    pthread_mutex_lock(&p->mu);
-    p->stopping = true;
-    pthread_mutex_unlock(&p->mu);
-    curl_multi_wakeup(p->multi);
-    pthread_join(p->thread, NULL);
+    ld_proxy_upstream_stop(p->up);
     MHD_stop_daemon(p->daemon);
     proxy_free(p);
 }

@@ -1,6 +1,7 @@
 /*
- * proxy_upstream: the API write gate's upstream thread (see proxy.h; what
- * it shares with MHD's side in proxy.c: proxy_upstream.h).
+ * proxy_upstream: the API write gate's upstream thread (see proxy.h and
+ * proxy_upstream.h; what it shares with MHD's side in proxy.c:
+ * proxy_exchange.h).
  *
  * The thread owns one curl multi handle, and everything that touches an
  * easy handle happens on it: it starts each exchange MHD's side hands
@@ -22,19 +23,21 @@
  * removed, which closes its upstream connection). Once the answer has
  * begun the server has decided, and the answer is relayed whole.
  *
- * curl_multi_poll waits on p->epfd too, where MHD's side registers the
- * sockets of suspended clients for EPOLLRDHUP: a client that hangs up
+ * curl_multi_poll waits on the hub's epfd too, where MHD's side registers
+ * the sockets of suspended clients for EPOLLRDHUP: a client that hangs up
  * while it waits cuts its exchange at once.
  */
 #include "proxy_upstream.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 
 #include "clock.h"
 #include "log.h"
+#include "transport_curl.h"
 
 /* A relayed body waits here between curl and MHD: one curl write at most
  * (CURL_MAX_WRITE_SIZE; the transport's receive buffer is smaller). */
@@ -47,47 +50,45 @@
 /* libcurl and OpenSSL (TLS handshakes) run on the upstream thread. */
 #define UPSTREAM_STACK (256 * 1024)
 
-bool ld_proxy_todo_locked(struct xchg *q)
-{
-    if (q->in_todo)
-        return false;
-    q->in_todo = true;
-    q->refs++;
-    q->todo_next = q->p->todo;
-    q->p->todo = q;
-    return true;
-}
+struct ld_proxy_upstream {
+    struct ld_pxe_hub *hub;
+    struct ld_transport *tr;
+    struct ld_pxe *running; /* exchanges whose handle is added */
+    pthread_t thread;
+    bool thread_started;
+};
 
 /* Resumes q's connection once curl is done with the bytes it read (see
  * run_wakes): the headers and the body piece that came with them then go
  * out together, without a suspension in between. Holds a reference. */
-static void wake_later_locked(struct xchg *q)
+static void wake_later_locked(struct ld_pxe *q)
 {
     if (q->wake_due)
         return;
     q->wake_due = true;
     q->refs++;
-    q->wake_next = q->p->wakes;
-    q->p->wakes = q;
+    q->wake_next = q->hub->wakes;
+    q->hub->wakes = q;
 }
 
-static void run_wakes(struct ld_proxy *p)
+static void run_wakes(struct ld_proxy_upstream *u)
 {
-    pthread_mutex_lock(&p->mu);
-    while (p->wakes) {
-        struct xchg *q = p->wakes;
-        p->wakes = q->wake_next;
+    struct ld_pxe_hub *hub = u->hub;
+    pthread_mutex_lock(&hub->mu);
+    while (hub->wakes) {
+        struct ld_pxe *q = hub->wakes;
+        hub->wakes = q->wake_next;
         q->wake_next = NULL;
         q->wake_due = false;
-        ld_proxy_resume_locked(q);
-        ld_proxy_release_locked(q);
+        ld_pxe_resume_locked(q);
+        ld_pxe_release_locked(q);
     }
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&hub->mu);
 }
 
 static size_t on_header(char *b, size_t size, size_t n, void *ud)
 {
-    struct xchg *q = ud;
+    struct ld_pxe *q = ud;
     size_t len = size * n;
     if (q->headers_done)
         return len; /* trailers */
@@ -104,10 +105,10 @@ static size_t on_header(char *b, size_t size, size_t n, void *ud)
         m--;
     if (m == 0) {
         if (q->status >= 200) {
-            pthread_mutex_lock(&q->p->mu);
+            pthread_mutex_lock(&q->hub->mu);
             q->headers_done = true;
             wake_later_locked(q);
-            pthread_mutex_unlock(&q->p->mu);
+            pthread_mutex_unlock(&q->hub->mu);
         }
         return len;
     }
@@ -124,9 +125,9 @@ static size_t on_header(char *b, size_t size, size_t n, void *ud)
 
 static size_t on_body(char *b, size_t size, size_t n, void *ud)
 {
-    struct xchg *q = ud;
+    struct ld_pxe *q = ud;
     size_t len = size * n, ret = len;
-    pthread_mutex_lock(&q->p->mu);
+    pthread_mutex_lock(&q->hub->mu);
     if (!q->buf) {
         size_t cap = len > RELAY_BUFFER ? len : RELAY_BUFFER;
         q->buf = malloc(cap);
@@ -153,7 +154,7 @@ static size_t on_body(char *b, size_t size, size_t n, void *ud)
     q->blen += len;
     wake_later_locked(q);
 out:
-    pthread_mutex_unlock(&q->p->mu);
+    pthread_mutex_unlock(&q->hub->mu);
     return ret;
 }
 
@@ -161,36 +162,36 @@ out:
  * last check of a write. */
 static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_port)
 {
-    struct xchg *q = ud;
-    struct view_hold h;
+    struct ld_pxe *q = ud;
+    struct ld_pxe_view h;
     (void)ip;
     (void)local_ip;
     (void)port;
     (void)local_port;
-    ld_proxy_view_take(q->p, &h);
+    ld_pxe_view_take(q->hub, &h);
     bool ok = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), NULL);
-    ld_proxy_view_drop(&h);
+    ld_pxe_view_drop(&h);
     if (ok)
         return CURL_PREREQFUNC_OK;
-    pthread_mutex_lock(&q->p->mu);
+    pthread_mutex_lock(&q->hub->mu);
     q->refused_prereq = true;
-    pthread_mutex_unlock(&q->p->mu);
+    pthread_mutex_unlock(&q->hub->mu);
     return CURL_PREREQFUNC_ABORT;
 }
 
 /* Ends q's exchange (removing its handle closes an upstream connection it
  * still used), lets MHD's side answer, and drops the upstream's reference
  * (and the todo list's too with also_todo). */
-static void finish_refs(struct ld_proxy *p, struct xchg *q, enum cut_why why,
-                        bool also_todo)
+static void finish_refs(struct ld_proxy_upstream *u, struct ld_pxe *q,
+                        enum ld_pxe_cut why, bool also_todo)
 {
     if (q->added) {
-        curl_multi_remove_handle(p->multi, q->easy);
+        curl_multi_remove_handle(u->hub->multi, q->easy);
         q->added = false;
         if (q->prev)
             q->prev->next = q->next;
         else
-            p->running = q->next;
+            u->running = q->next;
         if (q->next)
             q->next->prev = q->prev;
         q->prev = q->next = NULL;
@@ -200,43 +201,43 @@ static void finish_refs(struct ld_proxy *p, struct xchg *q, enum cut_why why,
     q->easy = NULL;
     ld_transport_curl_free_headers(q->hdrs);
     q->hdrs = NULL;
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(&u->hub->mu);
     /* curl is done with it: the budget need not wait for the answer. */
-    ld_proxy_body_drop_locked(q);
+    ld_pxe_body_drop_locked(q);
     q->done = true;
-    if (q->cut == CUT_NONE)
+    if (q->cut == LD_PXE_CUT_NONE)
         q->cut = why;
-    ld_proxy_resume_locked(q);
+    ld_pxe_resume_locked(q);
     if (also_todo)
         q->refs--; /* the upstream's is still held: never the last */
-    ld_proxy_release_locked(q);
-    pthread_mutex_unlock(&p->mu);
+    ld_pxe_release_locked(q);
+    pthread_mutex_unlock(&u->hub->mu);
 }
 
-static void finish(struct ld_proxy *p, struct xchg *q, enum cut_why why)
+static void finish(struct ld_proxy_upstream *u, struct ld_pxe *q, enum ld_pxe_cut why)
 {
-    finish_refs(p, q, why, false);
+    finish_refs(u, q, why, false);
 }
 
-static void cut_leadership(struct ld_proxy *p, struct xchg *q)
+static void cut_leadership(struct ld_proxy_upstream *u, struct ld_pxe *q)
 {
-    ld_metrics_proxy_aborted(p->m);
+    ld_metrics_proxy_aborted(u->hub->m);
     ld_log(LD_LOG_WARN,
            "api proxy: cut %s %.200s in flight: this replica stopped leading", q->method,
            q->target);
-    finish(p, q, CUT_LEADERSHIP);
+    finish(u, q, LD_PXE_CUT_LEADERSHIP);
 }
 
-static void fail_start(struct ld_proxy *p, struct xchg *q, unsigned int status,
+static void fail_start(struct ld_proxy_upstream *u, struct ld_pxe *q, unsigned int status,
                        const char *reason, const char *msg)
 {
-    pthread_mutex_lock(&p->mu);
-    ld_proxy_verdict_printf(&q->fail, status, reason, "leaderd's API proxy: %s", msg);
-    pthread_mutex_unlock(&p->mu);
-    finish(p, q, CUT_NONE);
+    pthread_mutex_lock(&u->hub->mu);
+    ld_pxe_verdict_printf(&q->fail, status, reason, "leaderd's API proxy: %s", msg);
+    pthread_mutex_unlock(&u->hub->mu);
+    finish(u, q, LD_PXE_CUT_NONE);
 }
 
-static CURLcode setup_easy(struct xchg *q)
+static CURLcode setup_easy(struct ld_pxe *q)
 {
     CURL *e = q->easy;
     CURLcode c;
@@ -288,37 +289,37 @@ static CURLcode setup_easy(struct xchg *q)
 /* Starts a handed-over exchange (q's fields of MHD's side are frozen from
  * the hand-over until the answer: the handler runs again only once
  * resumed). */
-static void start(struct ld_proxy *p, struct xchg *q, bool stopping)
+static void start(struct ld_proxy_upstream *u, struct ld_pxe *q, bool stopping)
 {
     struct ld_errinfo err;
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(&u->hub->mu);
     bool gone = q->gone;
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&u->hub->mu);
     if (stopping || gone) {
-        finish(p, q, stopping ? CUT_STOP : CUT_CLIENT);
+        finish(u, q, stopping ? LD_PXE_CUT_STOP : LD_PXE_CUT_CLIENT);
         return;
     }
-    q->easy = ld_transport_curl_raw_easy(p->tr, q->target, &q->hdrs, &err);
+    q->easy = ld_transport_curl_raw_easy(u->tr, q->target, &q->hdrs, &err);
     if (!q->easy) {
         bool bad = err.code == LD_EINVAL;
-        fail_start(p, q, bad ? 400 : 500, bad ? "BadRequest" : "InternalError", err.msg);
+        fail_start(u, q, bad ? 400 : 500, bad ? "BadRequest" : "InternalError", err.msg);
         return;
     }
     CURLcode c = setup_easy(q);
     if (c != CURLE_OK) {
-        fail_start(p, q, 500, "InternalError", curl_easy_strerror(c));
+        fail_start(u, q, 500, "InternalError", curl_easy_strerror(c));
         return;
     }
-    if (curl_multi_add_handle(p->multi, q->easy) != CURLM_OK) {
-        fail_start(p, q, 500, "InternalError", "libcurl refused the request");
+    if (curl_multi_add_handle(u->hub->multi, q->easy) != CURLM_OK) {
+        fail_start(u, q, 500, "InternalError", "libcurl refused the request");
         return;
     }
     q->added = true;
     q->prev = NULL;
-    q->next = p->running;
-    if (p->running)
-        p->running->prev = q;
-    p->running = q;
+    q->next = u->running;
+    if (u->running)
+        u->running->prev = q;
+    u->running = q;
 }
 
 /* A reader asked for an unpause, or the client is gone; drops the todo
@@ -327,39 +328,39 @@ static void start(struct ld_proxy *p, struct xchg *q, bool stopping)
  * then the completion of a client gone), must not push it onto the next
  * list through the todo_next this round is still walking. What it asks is
  * read here, with the mark cleared in the same hold of the mutex. */
-static void serve_todo(struct ld_proxy *p, struct xchg *q)
+static void serve_todo(struct ld_proxy_upstream *u, struct ld_pxe *q)
 {
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(&u->hub->mu);
     q->in_todo = false;
     bool gone = q->gone, unpause = q->want_unpause && q->paused;
     q->want_unpause = false;
     if (unpause)
         q->paused = false;
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&u->hub->mu);
     if (q->added && gone) {
-        finish_refs(p, q, CUT_CLIENT, true);
+        finish_refs(u, q, LD_PXE_CUT_CLIENT, true);
         return;
     }
     if (q->added && unpause)
         /* May hand the held piece to on_body at once. */
         curl_easy_pause(q->easy, CURLPAUSE_CONT);
-    pthread_mutex_lock(&p->mu);
-    ld_proxy_release_locked(q);
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_lock(&u->hub->mu);
+    ld_pxe_release_locked(q);
+    pthread_mutex_unlock(&u->hub->mu);
 }
 
-/* Clients that hung up while suspended (p->mu held). */
-static bool take_hangups_locked(struct ld_proxy *p)
+/* Clients that hung up while suspended (hub->mu held). */
+static bool take_hangups_locked(struct ld_pxe_hub *hub)
 {
     struct epoll_event evs[HANGUPS_PER_ROUND];
     bool any = false;
-    int n = epoll_wait(p->epfd, evs, HANGUPS_PER_ROUND, 0);
+    int n = epoll_wait(hub->epfd, evs, HANGUPS_PER_ROUND, 0);
     for (int i = 0; i < n; i++) {
-        struct xchg *q = evs[i].data.ptr;
-        epoll_ctl(p->epfd, EPOLL_CTL_DEL, q->fd, NULL);
+        struct ld_pxe *q = evs[i].data.ptr;
+        epoll_ctl(hub->epfd, EPOLL_CTL_DEL, q->fd, NULL);
         q->polled = false;
         q->gone = true;
-        ld_proxy_todo_locked(q);
+        ld_pxe_todo_locked(q);
         any = true;
     }
     return any;
@@ -369,24 +370,24 @@ static bool take_hangups_locked(struct ld_proxy *p)
  * (monotonic ms) by which they must be judged again. The clock is read
  * once the view is in hand: a thread held up on the way judges by the
  * time it is, not by the time it was. */
-static int64_t gate_writes(struct ld_proxy *p)
+static int64_t gate_writes(struct ld_proxy_upstream *u)
 {
     int64_t now = 0;
     int64_t due = INT64_MAX;
-    struct view_hold h;
+    struct ld_pxe_view h;
     bool have_view = false;
-    struct xchg *next;
-    for (struct xchg *q = p->running; q; q = next) {
+    struct ld_pxe *next;
+    for (struct ld_pxe *q = u->running; q; q = next) {
         next = q->next;
         if (!q->verdict.write || q->headers_done)
             continue;
         if (!have_view) {
-            ld_proxy_view_take(p, &h);
+            ld_pxe_view_take(u->hub, &h);
             have_view = true;
             now = ld_mono_ms();
         }
         if (!ld_proxy_still_leads(&q->verdict, &h.v, now, NULL)) {
-            cut_leadership(p, q);
+            cut_leadership(u, q);
             continue;
         }
         int64_t until = ld_proxy_lead_until(&q->verdict, &h.v);
@@ -394,7 +395,7 @@ static int64_t gate_writes(struct ld_proxy *p)
             due = until;
     }
     if (have_view)
-        ld_proxy_view_drop(&h);
+        ld_pxe_view_drop(&h);
     return due;
 }
 
@@ -409,75 +410,120 @@ static int sleep_ms(int64_t due)
     return left < 0 ? 0 : (int)left;
 }
 
-static void collect_done(struct ld_proxy *p)
+static void collect_done(struct ld_proxy_upstream *u)
 {
     CURLMsg *msg;
     int left;
     /* Bounded by the handles added: each is done once. */
-    while ((msg = curl_multi_info_read(p->multi, &left))) {
+    while ((msg = curl_multi_info_read(u->hub->multi, &left))) {
         if (msg->msg != CURLMSG_DONE)
             continue;
         CURL *e = msg->easy_handle;
         CURLcode result = msg->data.result;
-        struct xchg *q = NULL;
+        struct ld_pxe *q = NULL;
         curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&q);
         if (!q)
             continue;
         q->result = result;
-        finish(p, q, CUT_NONE);
+        finish(u, q, LD_PXE_CUT_NONE);
     }
 }
 
 static void *upstream_main(void *arg)
 {
-    struct ld_proxy *p = arg;
-    struct curl_waitfd w = {.fd = p->epfd, .events = CURL_WAIT_POLLIN, .revents = 0};
+    struct ld_proxy_upstream *u = arg;
+    struct ld_pxe_hub *hub = u->hub;
+    struct curl_waitfd w = {.fd = hub->epfd, .events = CURL_WAIT_POLLIN, .revents = 0};
     for (;;) {
-        pthread_mutex_lock(&p->mu);
-        take_hangups_locked(p);
-        struct xchg *in = p->incoming, *todo = p->todo;
-        p->incoming = p->incoming_tail = NULL;
-        p->todo = NULL;
-        bool stopping = p->stopping;
-        pthread_mutex_unlock(&p->mu);
+        pthread_mutex_lock(&hub->mu);
+        take_hangups_locked(hub);
+        struct ld_pxe *in = hub->incoming, *todo = hub->todo;
+        hub->incoming = hub->incoming_tail = NULL;
+        hub->todo = NULL;
+        bool stopping = hub->stopping;
+        pthread_mutex_unlock(&hub->mu);
 
         while (in) {
-            struct xchg *next = in->in_next;
+            struct ld_pxe *next = in->in_next;
             in->in_next = NULL;
-            start(p, in, stopping);
+            start(u, in, stopping);
             in = next;
         }
         while (todo) {
-            struct xchg *next = todo->todo_next;
+            struct ld_pxe *next = todo->todo_next;
             todo->todo_next = NULL;
-            serve_todo(p, todo);
+            serve_todo(u, todo);
             todo = next;
         }
-        run_wakes(p);
+        run_wakes(u);
         if (stopping) {
-            while (p->running)
-                finish(p, p->running, CUT_STOP);
+            while (u->running)
+                finish(u, u->running, LD_PXE_CUT_STOP);
             break;
         }
-        int64_t due = gate_writes(p);
+        int64_t due = gate_writes(u);
         int running = 0;
-        curl_multi_perform(p->multi, &running);
-        run_wakes(p);
-        collect_done(p);
+        curl_multi_perform(hub->multi, &running);
+        run_wakes(u);
+        collect_done(u);
         w.revents = 0;
-        curl_multi_poll(p->multi, &w, 1, sleep_ms(due), NULL);
+        curl_multi_poll(hub->multi, &w, 1, sleep_ms(due), NULL);
     }
     return NULL;
 }
-int ld_proxy_upstream_start(struct ld_proxy *p)
+
+struct ld_proxy_upstream *ld_proxy_upstream_new(struct ld_pxe_hub *hub,
+                                                const struct ld_kube_config *kube,
+                                                char *err, size_t errlen)
+{
+    struct ld_errinfo ei;
+    struct ld_proxy_upstream *u = calloc(1, sizeof(*u));
+    if (!u) {
+        snprintf(err, errlen, "api-proxy: out of memory");
+        return NULL;
+    }
+    u->hub = hub;
+    u->tr = ld_transport_curl_new(kube, &ei);
+    if (!u->tr) {
+        snprintf(err, errlen, "api-proxy: %s", ei.msg);
+        free(u);
+        return NULL;
+    }
+    ld_transport_curl_set_user_agent_suffix(u->tr, "api-proxy");
+    return u;
+}
+
+int ld_proxy_upstream_start(struct ld_proxy_upstream *u)
 {
     pthread_attr_t attr;
+    curl_multi_setopt(u->hub->multi, CURLMOPT_MAXCONNECTS, LD_PROXY_UPSTREAM_IDLE);
     int rc = pthread_attr_init(&attr);
     if (rc != 0)
         return rc;
     rc = pthread_attr_setstacksize(&attr, UPSTREAM_STACK);
     if (rc == 0)
-        rc = pthread_create(&p->thread, &attr, upstream_main, p);
+        rc = pthread_create(&u->thread, &attr, upstream_main, u);
     pthread_attr_destroy(&attr);
+    u->thread_started = rc == 0;
     return rc;
+}
+
+void ld_proxy_upstream_stop(struct ld_proxy_upstream *u)
+{
+    if (!u || !u->thread_started)
+        return;
+    pthread_mutex_lock(&u->hub->mu);
+    u->hub->stopping = true;
+    pthread_mutex_unlock(&u->hub->mu);
+    ld_pxe_wake(u->hub);
+    pthread_join(u->thread, NULL);
+    u->thread_started = false;
+}
+
+void ld_proxy_upstream_free(struct ld_proxy_upstream *u)
+{
+    if (!u)
+        return;
+    ld_transport_free(u->tr);
+    free(u);
 }
