@@ -1,7 +1,8 @@
 /*
- * kube: the Lease REST layer over a transport (transport.h): paths, name
- * checks, encoding and decoding, status mapping, the one retry after a 401
- * with a rotated token. The blocking calls of kube.h are each a submit (or
+ * kube: the Lease REST layer over a transport (transport.h), whichever it
+ * is (kube_curl.c picks libcurl's): paths, name checks, encoding and
+ * decoding, status mapping (rest.h), the one retry after a 401 with a
+ * rotated token. The blocking calls of kube.h are each a submit (or
  * open_stream) followed by runs of the transport until its callback came;
  * the asynchronous ones and the watch leave the runs to the caller.
  */
@@ -18,7 +19,6 @@
 #include "dnsname.h"
 #include "log.h"
 #include "rest.h"
-#include "transport_curl.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
 #define MAX_TIMEOUT_MS (3600 * 1000)
@@ -64,12 +64,6 @@ struct ld_kube *ld_kube_new_on(struct ld_transport *t, struct ld_errinfo *err)
     return k;
 }
 
-struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo *err)
-{
-    struct ld_transport *t = ld_transport_curl_new(cfg, err);
-    return t ? ld_kube_new_on(t, err) : NULL;
-}
-
 void ld_kube_free(struct ld_kube *k)
 {
     if (!k)
@@ -107,12 +101,6 @@ void ld_kube_set_observer(struct ld_kube *k, ld_kube_observer_fn fn, void *ctx)
         return;
     k->observer = fn;
     k->observer_ctx = ctx;
-}
-
-void ld_kube_set_user_agent_suffix(struct ld_kube *k, const char *suffix)
-{
-    if (k)
-        ld_transport_curl_set_user_agent_suffix(k->t, suffix);
 }
 
 enum ld_err ld_kube_map_status(long http_status, const char *reason)
