@@ -14,8 +14,18 @@
 #ifndef LEADERD_REST_H
 #define LEADERD_REST_H
 
+#include <stddef.h>
+
 #include "err.h"
 #include "transport.h"
+
+/* Fills err from a metav1.Status body (text of len bytes; a body that is
+ * no Status lends its first line) that came with http_status, and returns
+ * err->code: the mapped status, LD_EHTTP for a 2xx. err->msg is the
+ * server's message. For a Status that is not an HTTP answer of its own
+ * too: a watch's ERROR event. */
+enum ld_err ld_rest_status(long http_status, const char *text, size_t len,
+                           struct ld_errinfo *err);
 
 /* Fills err from r, an HTTP answer (r->rc is LD_OK) that is not the one
  * the caller wanted, and returns err->code: the mapped status, LD_EHTTP

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rest.h"
+
 void ld_watch_decoder_init(struct ld_watch_decoder *d)
 {
     ld_buf_init(&d->line, LD_WATCH_MAX_LINE);
@@ -65,15 +67,10 @@ static void emit_error(json_t *object, ld_watch_event_fn fn, void *ctx)
     memset(&ev, 0, sizeof(ev));
     ev.type = LD_WATCH_ERROR;
     char *text = object ? json_dumps(object, JSON_COMPACT) : NULL;
-    ld_errinfo_clear(&ev.error);
-    ld_status_decode(text ? text : "", text ? strlen(text) : 0, &ev.error);
-    free(text);
     json_t *code = object ? json_object_get(object, "code") : NULL;
     long status = json_is_integer(code) ? (long)json_integer_value(code) : 500;
-    ev.error.http_status = status;
-    ev.error.code = ld_err_from_http(status, ev.error.reason);
-    if (ev.error.code == LD_OK)
-        ev.error.code = LD_EHTTP;
+    ld_rest_status(status, text ? text : "", text ? strlen(text) : 0, &ev.error);
+    free(text);
     fn(ctx, &ev);
 }
 

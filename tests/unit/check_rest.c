@@ -174,6 +174,23 @@ START_TEST(error_without_a_verb_keeps_the_server_message_alone)
 }
 END_TEST
 
+/* A Status that is no HTTP answer (a watch's ERROR event) is read the same
+ * way, with the status it carries. */
+START_TEST(status_alone_maps_like_an_answer)
+{
+    const char *body = status_body("Expired", "too old resource version: 5 (9)");
+    struct ld_errinfo e = dirty();
+    ck_assert_int_eq(ld_rest_status(410, body, strlen(body), &e), LD_EGONE);
+    ck_assert_int_eq(e.http_status, 410);
+    ck_assert_str_eq(e.reason, "Expired");
+    ck_assert_str_eq(e.msg, "too old resource version: 5 (9)");
+    ck_assert_int_eq(e.retry_after_ms, 0);
+
+    ck_assert_int_eq(ld_rest_status(200, "", 0, &e), LD_EHTTP);
+    ck_assert_str_eq(e.msg, "");
+}
+END_TEST
+
 static Suite *rest_suite(void)
 {
     Suite *s = suite_create("rest");
@@ -186,6 +203,7 @@ static Suite *rest_suite(void)
     tcase_add_test(tc, success_is_ok_with_its_status_and_nothing_else);
     tcase_add_test(tc, transport_failure_is_passed_on_as_it_is);
     tcase_add_test(tc, error_without_a_verb_keeps_the_server_message_alone);
+    tcase_add_test(tc, status_alone_maps_like_an_answer);
     suite_add_tcase(s, tc);
     return s;
 }
