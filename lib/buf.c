@@ -5,6 +5,7 @@
 #include "buf.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ void ld_buf_init(struct ld_buf *b, size_t max)
     b->data = empty;
     b->len = 0;
     b->cap = 0;
-    b->max = max;
+    b->max = max < SIZE_MAX ? max : SIZE_MAX - 1; /* len + n + 1 cannot wrap */
     b->err = LD_OK;
 }
 
@@ -36,7 +37,8 @@ void ld_buf_free(struct ld_buf *b)
 /* Room for need bytes (the NUL included), need <= max + 1. */
 static enum ld_err grow(struct ld_buf *b, size_t need)
 {
-    size_t limit = b->max + 1;
+    /* Init keeps max below SIZE_MAX; the test shows it to static analysis. */
+    size_t limit = b->max < SIZE_MAX ? b->max + 1 : SIZE_MAX;
     size_t cap = b->cap ? b->cap : MIN_CAP;
 
     while (cap < need)

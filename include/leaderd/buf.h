@@ -33,8 +33,8 @@ struct ld_buf {
     enum ld_err err; /* the first failed append since init or reset */
 };
 
-/* Makes b empty, holding at most max bytes (max < SIZE_MAX). Allocates
- * nothing: storage comes with the first byte. */
+/* Makes b empty, holding at most max bytes. Allocates nothing: storage
+ * comes with the first byte. */
 void ld_buf_init(struct ld_buf *b, size_t max);
 
 /* Frees b's storage; b is then empty as after init with the same max.

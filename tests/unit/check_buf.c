@@ -204,30 +204,42 @@ static int oom_child(void)
     size_t chunk_len = 64u << 20;
     char *chunk = calloc(1, chunk_len);
     struct ld_buf b;
+    struct rlimit lim;
     long pages = 0;
+    int rc = 0;
     FILE *f = fopen("/proc/self/statm", "r");
-    if (!chunk || !f || fscanf(f, "%ld", &pages) != 1)
-        return 1;
-    fclose(f);
+
     ld_buf_init(&b, 2 * chunk_len);
-    if (ld_buf_append(&b, "kept", 4) != LD_OK)
-        return 2;
+    char line[128];
+    char *end = line;
+    if (f && fgets(line, sizeof(line), f))
+        pages = strtol(line, &end, 10);
+    if (!chunk || end == line || pages <= 0) {
+        rc = 1;
+        goto out;
+    }
+    if (ld_buf_append(&b, "kept", 4) != LD_OK) {
+        rc = 2;
+        goto out;
+    }
     /* Room for a little more than what is mapped now, far from the block
      * the chunk needs. */
-    struct rlimit lim;
     lim.rlim_cur = lim.rlim_max =
         (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (16u << 20);
     if (setrlimit(RLIMIT_AS, &lim) != 0)
-        return 3;
-    if (ld_buf_append(&b, chunk, chunk_len) != LD_ENOMEM)
-        return 4;
-    if (b.len != 4 || strcmp(b.data, "kept") != 0 || b.err != LD_ENOMEM)
-        return 5;
-    if (ld_buf_printf(&b, "more") != LD_ENOMEM)
-        return 6;
+        rc = 3;
+    else if (ld_buf_append(&b, chunk, chunk_len) != LD_ENOMEM)
+        rc = 4;
+    else if (b.len != 4 || strcmp(b.data, "kept") != 0 || b.err != LD_ENOMEM)
+        rc = 5;
+    else if (ld_buf_printf(&b, "more") != LD_ENOMEM)
+        rc = 6;
+out:
+    if (f)
+        fclose(f);
     ld_buf_free(&b);
     free(chunk);
-    return 0;
+    return rc;
 }
 
 /* In a child of its own, whose address space is then limited: the
