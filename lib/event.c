@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dnsname.h"
-#include "pods.h"
+#include "rest.h"
 #include "timefmt.h"
 
 char *ld_events_encode(const struct ld_event_spec *ev)

@@ -1,7 +1,8 @@
 /*
- * kube: the Lease REST layer over a transport (transport.h): paths, name
- * checks, encoding and decoding, status mapping, the one retry after a 401
- * with a rotated token. The blocking calls of kube.h are each a submit (or
+ * kube: the Lease REST layer over a transport (transport.h), whichever it
+ * is (kube_curl.c picks libcurl's): paths, name checks, encoding and
+ * decoding, status mapping (rest.h), the one retry after a 401 with a
+ * rotated token. The blocking calls of kube.h are each a submit (or
  * open_stream) followed by runs of the transport until its callback came;
  * the asynchronous ones and the watch leave the runs to the caller.
  */
@@ -17,7 +18,7 @@
 #include "clock.h"
 #include "dnsname.h"
 #include "log.h"
-#include "transport_curl.h"
+#include "rest.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
 #define MAX_TIMEOUT_MS (3600 * 1000)
@@ -63,12 +64,6 @@ struct ld_kube *ld_kube_new_on(struct ld_transport *t, struct ld_errinfo *err)
     return k;
 }
 
-struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo *err)
-{
-    struct ld_transport *t = ld_transport_curl_new(cfg, err);
-    return t ? ld_kube_new_on(t, err) : NULL;
-}
-
 void ld_kube_free(struct ld_kube *k)
 {
     if (!k)
@@ -106,12 +101,6 @@ void ld_kube_set_observer(struct ld_kube *k, ld_kube_observer_fn fn, void *ctx)
         return;
     k->observer = fn;
     k->observer_ctx = ctx;
-}
-
-void ld_kube_set_user_agent_suffix(struct ld_kube *k, const char *suffix)
-{
-    if (k)
-        ld_transport_curl_set_user_agent_suffix(k->t, suffix);
 }
 
 enum ld_err ld_kube_map_status(long http_status, const char *reason)
@@ -173,27 +162,6 @@ static struct acall *acall_find(const struct ld_kube *k, ld_kube_call id)
             return c;
     }
     return NULL;
-}
-
-/* A non-2xx answer: its Status says why. */
-static enum ld_err http_error(const struct acall *c, const struct ld_http_result *r,
-                              struct ld_errinfo *err)
-{
-    char detail[sizeof(err->msg)];
-
-    ld_errinfo_set(err, LD_EHTTP, "%s", "");
-    ld_status_decode(r->body, r->body_len, err);
-    memcpy(detail, err->msg, sizeof(detail));
-    if (detail[0])
-        ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld: %s", c->verb, c->rel, r->status,
-                       detail);
-    else
-        ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld", c->verb, c->rel, r->status);
-    if (r->retry_after_ms >= 0)
-        err->retry_after_ms = r->retry_after_ms;
-    err->http_status = r->status;
-    err->code = ld_err_from_http(r->status, err->reason);
-    return err->code;
 }
 
 /* A 2xx answer: it must hold the Lease asked for; decoded into out. */
@@ -301,18 +269,13 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
         if (submit_exchange(c, &err) == LD_OK)
             return;
         rc = err.code;
-    } else if (r->rc != LD_OK) {
-        err = r->err;
-        rc = r->rc;
-    } else if (r->status < 200 || r->status >= 300) {
-        rc = http_error(c, r, &err);
-    } else if (c->list_done) {
-        rc = list_answer(c, r, &items, &n_items, &err);
-    } else if (c->no_answer) {
-        rc = LD_OK; /* a DELETE: the status says it all */
-        err.http_status = r->status;
     } else {
-        rc = lease_answer(c, r, &lease, &err);
+        /* A DELETE's 2xx (no_answer) says it all; other bodies are read. */
+        rc = ld_rest_outcome(r, c->verb, c->rel, &err);
+        if (rc == LD_OK && c->list_done)
+            rc = list_answer(c, r, &items, &n_items, &err);
+        else if (rc == LD_OK && !c->no_answer)
+            rc = lease_answer(c, r, &lease, &err);
     }
     acall_unlink(k, c);
     if (c->list_done)
@@ -766,19 +729,13 @@ enum ld_err ld_kube_lease_list_start(struct ld_kube *k, const char *ns,
 static enum ld_err stream_outcome(const struct ld_http_result *r, const char *path,
                                   struct ld_errinfo *err)
 {
-    ld_errinfo_clear(err);
     if (r->rc != LD_OK) {
         *err = r->err;
         return r->rc;
     }
-    if (r->status != 200) {
-        ld_status_decode(r->body, r->body_len, err);
-        err->http_status = r->status;
-        err->code = ld_err_from_http(r->status, err->reason);
-        if (err->code == LD_OK)
-            err->code = LD_EHTTP;
-        return err->code;
-    }
+    if (r->status != 200)
+        return ld_rest_error(r, NULL, NULL, err);
+    ld_errinfo_clear(err);
     return ld_errinfo_set(err, LD_EEOF, "watch %s: the server ended the stream", path);
 }
 

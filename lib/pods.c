@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "dnsname.h"
-#include "lease.h"
+#include "rest.h"
 
 #define LABEL_NAME_MAX 63
 #define LABEL_PREFIX_MAX 253
@@ -106,31 +106,6 @@ out:
     ld_pods_names_free(tmp, count);
     json_decref(doc);
     return rc;
-}
-
-enum ld_err ld_rest_outcome(const struct ld_http_result *r, const char *verb,
-                            const char *what, struct ld_errinfo *err)
-{
-    char detail[sizeof(err->msg)];
-    if (r->rc != LD_OK) {
-        *err = r->err;
-        return r->rc;
-    }
-    if (r->status >= 200 && r->status < 300) {
-        ld_errinfo_clear(err);
-        err->http_status = r->status;
-        return LD_OK;
-    }
-    ld_errinfo_set(err, LD_EHTTP, "%s", "");
-    ld_status_decode(r->body, r->body_len, err);
-    memcpy(detail, err->msg, sizeof(detail));
-    ld_errinfo_set(err, LD_EHTTP, "%s %s: HTTP %ld%s%s", verb, what, r->status,
-                   detail[0] ? ": " : "", detail);
-    err->http_status = r->status;
-    if (r->retry_after_ms >= 0)
-        err->retry_after_ms = r->retry_after_ms;
-    err->code = ld_err_from_http(r->status, err->reason);
-    return err->code;
 }
 
 static void on_done(void *ctx, ld_http_id id, const struct ld_http_result *r)

@@ -69,10 +69,4 @@ enum ld_err ld_pods_list_labelled(struct ld_transport *t, const char *ns, const 
                                   struct ld_pods_call *call, ld_http_id *id,
                                   struct ld_errinfo *err);
 
-/* Turns a transport result into rc and err the way kube.h does for Leases:
- * a transport failure as it is, a non-2xx answer as its mapped metav1.Status
- * ("VERB what: HTTP N: message"). LD_OK for a 2xx. Shared with events.h. */
-enum ld_err ld_rest_outcome(const struct ld_http_result *r, const char *verb,
-                            const char *what, struct ld_errinfo *err);
-
 #endif

@@ -20,6 +20,7 @@
 #include <curl/curl.h>
 #include <openssl/ssl.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "log.h"
 
@@ -34,8 +35,6 @@
 #define UA_BASE "leaderd/" LEADERD_VERSION " (leader-election)"
 #define MAX_TIMEOUT_MS (24LL * 3600 * 1000)
 #define CONNECT_CAP_MS 3000
-/* A Lease answer is about 1 KiB; a larger body doubles its way up. */
-#define BODY_INITIAL 2048
 /* curl enforces each exchange's timeout; this deadline of our own, a little
  * later, only ends one that curl somehow did not. */
 #define DEADLINE_GRACE_MS 2000
@@ -90,9 +89,7 @@ struct xfer {
     ld_http_done_fn done;
     ld_http_data_fn data;
     void *ctx;
-    char *body; /* round trip: the body; stream: a non-200 body */
-    size_t body_len, body_cap, body_max;
-    bool body_too_big, body_oom;
+    struct ld_buf body; /* round trip: the body; stream: a non-200 body's start */
     long status;        /* streams: known once the first bytes arrived */
     uint64_t token_gen; /* of the token the request went out with */
     int64_t started_ns, deadline_ns, timeout_ms;
@@ -527,7 +524,7 @@ static void xfer_destroy(struct tcurl *t, struct xfer *x)
     free(x->url);
     free(x->verb);
     free(x->req_body);
-    free(x->body);
+    ld_buf_free(&x->body);
     free(x);
 }
 
@@ -539,34 +536,6 @@ static struct xfer *xfer_find(struct tcurl *t, ld_http_id id)
     return NULL;
 }
 
-/* Appends up to what body_max allows; false when the bytes do not fit (a
- * round trip then fails) or memory ran out. */
-static bool body_append(struct xfer *x, const char *data, size_t n)
-{
-    if (n > x->body_max - x->body_len) {
-        x->body_too_big = true;
-        return false;
-    }
-    if (x->body_len + n + 1 > x->body_cap) {
-        size_t cap = x->body_cap ? x->body_cap : BODY_INITIAL;
-        while (cap < x->body_len + n + 1)
-            cap *= 2;
-        if (cap > x->body_max + 1)
-            cap = x->body_max + 1;
-        char *nb = realloc(x->body, cap);
-        if (!nb) {
-            x->body_oom = true;
-            return false;
-        }
-        x->body = nb;
-        x->body_cap = cap;
-    }
-    memcpy(x->body + x->body_len, data, n);
-    x->body_len += n;
-    x->body[x->body_len] = '\0';
-    return true;
-}
-
 static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
 {
     struct xfer *x = ud;
@@ -575,7 +544,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
     if (x->dead)
         return 0; /* ends the transfer; run frees it */
     if (!x->stream)
-        return body_append(x, data, n) ? n : 0;
+        return ld_buf_append(&x->body, data, n) == LD_OK ? n : 0;
     if (x->status == 0)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &x->status);
     if (x->status == 200) {
@@ -584,8 +553,8 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *ud)
         return n;
     }
     /* Only the start of an error answer is kept: its Status is small. */
-    size_t room = x->body_max - x->body_len;
-    body_append(x, data, n < room ? n : room);
+    size_t room = x->body.max - x->body.len;
+    ld_buf_append(&x->body, data, n < room ? n : room);
     return n;
 }
 
@@ -618,14 +587,15 @@ static void finish_result(struct tcurl *t, struct xfer *x, struct ld_http_result
     } else if (res == CURLE_OPERATION_TIMEDOUT) {
         ld_errinfo_set(&r->err, LD_ETIMEOUT, "%s: no answer within %lld ms%s%s", x->label,
                        (long long)x->timeout_ms, x->errbuf[0] ? ": " : "", x->errbuf);
-    } else if (res == CURLE_WRITE_ERROR && x->body_too_big) {
+    } else if (res == CURLE_WRITE_ERROR && x->body.err == LD_ETOOBIG) {
         ld_errinfo_set(&r->err, LD_ETOOBIG, "%s: response body larger than %d bytes",
                        x->label, LD_HTTP_MAX_BODY);
         r->status = status;
     } else {
-        enum ld_err code = (res == CURLE_OUT_OF_MEMORY || x->body_oom) ? LD_ENOMEM
-                           : never_sent(res)                           ? LD_ECONNECT
-                                                                       : LD_ETRANSPORT;
+        enum ld_err code = (res == CURLE_OUT_OF_MEMORY || x->body.err == LD_ENOMEM)
+                               ? LD_ENOMEM
+                           : never_sent(res) ? LD_ECONNECT
+                                             : LD_ETRANSPORT;
         ld_errinfo_set(&r->err, code, "%s: %s%s%s", x->label, curl_easy_strerror(res),
                        x->errbuf[0] ? ": " : "", x->errbuf);
     }
@@ -635,8 +605,8 @@ static void finish_result(struct tcurl *t, struct xfer *x, struct ld_http_result
         token_refresh(t, true);
         r->auth_renewed = t->token_gen != x->token_gen;
     }
-    r->body = x->body ? x->body : "";
-    r->body_len = x->body_len;
+    r->body = x->body.data;
+    r->body_len = x->body.len;
     r->seconds = (double)(ld_mono_ns() - x->started_ns) / 1e9;
 }
 
@@ -874,7 +844,7 @@ static enum ld_err xfer_start(struct tcurl *t, const struct ld_http_request *req
     x->data = data;
     x->done = done;
     x->ctx = ctx;
-    x->body_max = stream ? LD_HTTP_STREAM_ERRBODY_MAX : LD_HTTP_MAX_BODY;
+    ld_buf_init(&x->body, stream ? LD_HTTP_STREAM_ERRBODY_MAX : LD_HTTP_MAX_BODY);
     x->timeout_ms =
         req->timeout_ms > 0 ? req->timeout_ms : LD_TRANSPORT_CURL_DEFAULT_TIMEOUT_MS;
     if (x->timeout_ms > MAX_TIMEOUT_MS)

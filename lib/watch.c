@@ -6,37 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INITIAL_CAP 4096
-/* Events are a few hundred bytes; a buffer grown past this by one long line is
- * given back once the line is done rather than kept for the life of the watch. */
-#define KEEP_CAP (64 * 1024)
+#include "rest.h"
 
 void ld_watch_decoder_init(struct ld_watch_decoder *d)
 {
-    memset(d, 0, sizeof(*d));
+    ld_buf_init(&d->line, LD_WATCH_MAX_LINE);
+    d->skipping = 0;
 }
 
 void ld_watch_decoder_clear(struct ld_watch_decoder *d)
 {
     if (!d)
         return;
-    free(d->buf);
-    memset(d, 0, sizeof(*d));
+    ld_buf_free(&d->line);
+    d->skipping = 0;
 }
 
-static void drop_line(struct ld_watch_decoder *d)
-{
-    d->len = 0;
-    if (d->cap > KEEP_CAP) {
-        free(d->buf);
-        d->buf = NULL;
-        d->cap = 0;
-    }
-}
-
+/* Events are a few hundred bytes: the buffer (buf.h) gives back a block
+ * grown by one long line once the line is done, rather than keep it for
+ * the life of the watch. */
 void ld_watch_decoder_reset(struct ld_watch_decoder *d)
 {
-    drop_line(d);
+    ld_buf_reset(&d->line);
     d->skipping = 0;
 }
 
@@ -76,15 +67,10 @@ static void emit_error(json_t *object, ld_watch_event_fn fn, void *ctx)
     memset(&ev, 0, sizeof(ev));
     ev.type = LD_WATCH_ERROR;
     char *text = object ? json_dumps(object, JSON_COMPACT) : NULL;
-    ld_errinfo_clear(&ev.error);
-    ld_status_decode(text ? text : "", text ? strlen(text) : 0, &ev.error);
-    free(text);
     json_t *code = object ? json_object_get(object, "code") : NULL;
     long status = json_is_integer(code) ? (long)json_integer_value(code) : 500;
-    ev.error.http_status = status;
-    ev.error.code = ld_err_from_http(status, ev.error.reason);
-    if (ev.error.code == LD_OK)
-        ev.error.code = LD_EHTTP;
+    ld_rest_status(status, text ? text : "", text ? strlen(text) : 0, &ev.error);
+    free(text);
     fn(ctx, &ev);
 }
 
@@ -152,33 +138,15 @@ out:
     json_decref(root);
 }
 
-static enum ld_err append(struct ld_watch_decoder *d, const char *data, size_t n)
-{
-    if (n == 0)
-        return LD_OK;
-    if (d->len + n > d->cap) {
-        size_t cap = d->cap ? d->cap : INITIAL_CAP;
-        while (cap < d->len + n)
-            cap *= 2;
-        char *nb = realloc(d->buf, cap);
-        if (!nb)
-            return LD_ENOMEM;
-        d->buf = nb;
-        d->cap = cap;
-    }
-    memcpy(d->buf + d->len, data, n);
-    d->len += n;
-    return LD_OK;
-}
-
 static void finish_line(struct ld_watch_decoder *d, ld_watch_event_fn fn, void *ctx)
 {
-    size_t n = d->len;
-    while (n > 0 && (d->buf[n - 1] == '\r' || d->buf[n - 1] == ' '))
+    const char *line = d->line.data;
+    size_t n = d->line.len;
+    while (n > 0 && (line[n - 1] == '\r' || line[n - 1] == ' '))
         n--;
     if (n > 0)
-        ld_watch_decode_line(d->buf, n, fn, ctx);
-    drop_line(d);
+        ld_watch_decode_line(line, n, fn, ctx);
+    ld_buf_reset(&d->line);
 }
 
 enum ld_err ld_watch_feed(struct ld_watch_decoder *d, const char *data, size_t len,
@@ -187,15 +155,13 @@ enum ld_err ld_watch_feed(struct ld_watch_decoder *d, const char *data, size_t l
     while (len > 0) {
         const char *nl = memchr(data, '\n', len);
         size_t chunk = nl ? (size_t)(nl - data) : len;
-        if (!d->skipping && d->len + chunk > LD_WATCH_MAX_LINE) {
+        enum ld_err rc = d->skipping ? LD_OK : ld_buf_append(&d->line, data, chunk);
+        if (rc != LD_OK) {
+            ld_buf_reset(&d->line);
             d->skipping = 1;
-            drop_line(d);
+            if (rc != LD_ETOOBIG)
+                return rc;
             emit_invalid(fn, ctx, LD_ETOOBIG, "line longer than the limit; skipped");
-        }
-        if (!d->skipping && append(d, data, chunk) != LD_OK) {
-            drop_line(d);
-            d->skipping = 1;
-            return LD_ENOMEM;
         }
         if (!nl)
             break;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "labelsel.h"
 #include "leaseval.h"
 #include "util.h"
@@ -16,6 +17,11 @@
 #define HIST_CAP 4096
 #define LOG_CAP 100000
 #define STATE_FILE_CAP (64u << 20)
+/* A watch batch (the initial ADDED events, or the changes since the last
+ * batch) is held whole before it is sent. Past this the changes left wait
+ * for the next batch, and an initial state that does not fit ends the
+ * watch, as running out of memory does. */
+#define WATCH_BATCH_MAX (64u << 20)
 
 struct entry {
     const struct as_kind *kind;
@@ -1003,17 +1009,9 @@ static char *gone_line(uint64_t asked, uint64_t floor)
     return line;
 }
 
-/* Appends src to *buf (length *len); false on allocation failure. */
-static bool append(char **buf, size_t *len, const char *src)
+static enum ld_err append(struct ld_buf *b, const char *src)
 {
-    size_t n = strlen(src);
-    char *nb = realloc(*buf, *len + n + 1);
-    if (!nb)
-        return false;
-    memcpy(nb + *len, src, n + 1);
-    *buf = nb;
-    *len += n;
-    return true;
+    return ld_buf_append(b, src, strlen(src));
 }
 
 static int entry_cmp(const void *a, const void *b)
@@ -1025,9 +1023,10 @@ static int entry_cmp(const void *a, const void *b)
 }
 
 /* The synthetic ADDED events of a watch's start, in key order like the
- * watch cache's list; lock held. False on allocation failure. */
-static bool initial_events(struct as_store *s, const struct as_filter *f, char **buf,
-                           size_t *len)
+ * watch cache's list; lock held. False on allocation failure or past
+ * WATCH_BATCH_MAX. */
+static bool initial_events(struct as_store *s, const struct as_filter *f,
+                           struct ld_buf *buf)
 {
     bool ok = false;
     size_t n = 0;
@@ -1045,8 +1044,8 @@ static bool initial_events(struct as_store *s, const struct as_filter *f, char *
         qsort(sel, n, sizeof(const struct entry *), entry_cmp);
     for (size_t i = 0; i < n; i++) {
         char *text = entry_text(sel[i]);
-        bool added = text && append(buf, len, "{\"type\":\"ADDED\",\"object\":") &&
-                     append(buf, len, text) && append(buf, len, "}\n");
+        bool added = text && append(buf, "{\"type\":\"ADDED\",\"object\":") == LD_OK &&
+                     append(buf, text) == LD_OK && append(buf, "}\n") == LD_OK;
         free(text);
         if (!added)
             goto out;
@@ -1061,8 +1060,8 @@ int as_store_watch_start(struct as_store *s, const struct as_filter *f, const ch
                          uint64_t *pos, char **out)
 {
     int rc = AS_WATCH_OK;
-    char *buf = NULL;
-    size_t len = 0;
+    struct ld_buf buf;
+    ld_buf_init(&buf, WATCH_BATCH_MAX);
     *out = NULL;
     uint64_t from = 0;
     bool initial = !rv || !*rv || strcmp(rv, "0") == 0;
@@ -1079,18 +1078,18 @@ int as_store_watch_start(struct as_store *s, const struct as_filter *f, const ch
         goto out;
     }
     if (initial) {
-        if (!initial_events(s, f, &buf, &len)) {
-            free(buf);
-            buf = NULL;
+        if (!initial_events(s, f, &buf)) {
             rc = AS_WATCH_CLOSED;
             goto out;
         }
         from = s->rv;
     }
     *pos = from;
-    *out = buf;
+    if (buf.len > 0 && !(*out = ld_buf_take(&buf)))
+        rc = AS_WATCH_CLOSED;
 out:
     pthread_mutex_unlock(&s->mu);
+    ld_buf_free(&buf);
     return rc;
 }
 
@@ -1124,32 +1123,33 @@ static char *left_selection(const struct event *ev)
 
 /* Appends what a watcher with filter f sees of ev: nothing, ev itself, or,
  * with a label selector, ADDED when the change brings the object into the
- * selection and DELETED when it takes it out. False on allocation failure. */
-static bool append_event(const struct event *ev, const struct as_filter *f, char **buf,
-                         size_t *len)
+ * selection and DELETED when it takes it out. Nothing is appended on
+ * failure: LD_ETOOBIG (the batch is full) or LD_ENOMEM. */
+static enum ld_err append_event(const struct event *ev, const struct as_filter *f,
+                                struct ld_buf *buf)
 {
     if (f->kind != ev->kind || (f->ns && strcmp(f->ns, ev->ns) != 0) ||
         (f->name && strcmp(f->name, ev->name) != 0))
-        return true;
+        return LD_OK;
     if (!f->labels)
-        return append(buf, len, ev->line);
+        return append(buf, ev->line);
     bool now = !ev->deleted && as_labelsel_match(f->labels, ev->labels);
     bool before = ev->had_prev && as_labelsel_match(f->labels, ev->prev_labels);
     char *line = NULL;
     if (now == before || (now && !ev->had_prev) || (before && ev->deleted))
-        return now || before ? append(buf, len, ev->line) : true;
+        return now || before ? append(buf, ev->line) : LD_OK;
     line = now ? retype(ev->line, "ADDED") : left_selection(ev);
-    bool ok = line && append(buf, len, line);
+    enum ld_err rc = line ? append(buf, line) : LD_ENOMEM;
     free(line);
-    return ok;
+    return rc;
 }
 
 int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t *pos,
                         int wait_ms, char **out)
 {
     int rc = AS_WATCH_OK;
-    char *buf = NULL;
-    size_t len = 0;
+    struct ld_buf buf;
+    ld_buf_init(&buf, WATCH_BATCH_MAX);
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_sec += wait_ms / 1000;
@@ -1174,22 +1174,25 @@ int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t 
             struct event *ev = &s->hist[(s->hist_start + i) % HIST_CAP];
             if (ev->rv <= *pos)
                 continue;
-            *pos = ev->rv;
-            if (!append_event(ev, f, &buf, &len)) {
+            enum ld_err e = append_event(ev, f, &buf);
+            /* A full batch goes out; this event opens the next one. */
+            if (e == LD_ETOOBIG && buf.len > 0)
+                break;
+            if (e != LD_OK) {
                 rc = AS_WATCH_CLOSED;
                 break;
             }
+            *pos = ev->rv;
         }
-        if (buf || rc != AS_WATCH_OK)
+        if (buf.len > 0 || rc != AS_WATCH_OK)
             break;
         if (pthread_cond_timedwait(&s->cond, &s->mu, &deadline) == ETIMEDOUT)
             break;
     }
     pthread_mutex_unlock(&s->mu);
-    if (rc == AS_WATCH_OK)
-        *out = buf;
-    else if (buf != *out)
-        free(buf);
+    if (rc == AS_WATCH_OK && buf.len > 0 && !(*out = ld_buf_take(&buf)))
+        rc = AS_WATCH_CLOSED;
+    ld_buf_free(&buf);
     return rc;
 }
 

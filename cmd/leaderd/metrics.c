@@ -4,11 +4,12 @@
 #include "metrics.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "buf.h"
 
 #ifndef LEADERD_VERSION
 #define LEADERD_VERSION "0.0.0-dev"
@@ -107,76 +108,32 @@ void ld_metrics_observe_request(void *m, const char *verb, long http_status,
     pthread_mutex_unlock(&metrics->mu);
 }
 
-/* A growable, capped text buffer; a failed append poisons it. */
-struct tbuf {
-    char *p;
-    size_t len;
-    size_t cap;
-    bool failed;
-};
-
-static void tb_printf(struct tbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void tb_printf(struct tbuf *b, const char *fmt, ...)
-{
-    for (int attempt = 0; attempt < 2 && !b->failed; attempt++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t want = b->len + (size_t)n + 1;
-        size_t ncap = b->cap * 2 > want ? b->cap * 2 : want;
-        if (ncap > LD_METRICS_MAX_TEXT + 1)
-            ncap = LD_METRICS_MAX_TEXT + 1;
-        if (want > ncap) {
-            b->failed = true;
-            return;
-        }
-        char *np = realloc(b->p, ncap);
-        if (!np) {
-            b->failed = true;
-            return;
-        }
-        b->p = np;
-        b->cap = ncap;
-    }
-}
-
 /* Label value escaping per the text format: backslash, quote, newline. */
-static void tb_label(struct tbuf *b, const char *s)
+static void put_label(struct ld_buf *b, const char *s)
 {
-    for (; *s && !b->failed; s++) {
+    for (; *s && !b->err; s++) {
         if (*s == '\\')
-            tb_printf(b, "\\\\");
+            ld_buf_printf(b, "\\\\");
         else if (*s == '"')
-            tb_printf(b, "\\\"");
+            ld_buf_printf(b, "\\\"");
         else if (*s == '\n')
-            tb_printf(b, "\\n");
+            ld_buf_printf(b, "\\n");
         else
-            tb_printf(b, "%c", *s);
+            ld_buf_append(b, s, 1);
     }
 }
 
 /* Shortest text that reads back as the same double, as Go's Prometheus
  * client writes floats. */
-static void tb_float(struct tbuf *b, double v)
+static void put_float(struct ld_buf *b, double v)
 {
     char s[40];
     if (isnan(v)) {
-        tb_printf(b, "NaN");
+        ld_buf_printf(b, "NaN");
         return;
     }
     if (isinf(v)) {
-        tb_printf(b, v > 0 ? "+Inf" : "-Inf");
+        ld_buf_printf(b, v > 0 ? "+Inf" : "-Inf");
         return;
     }
     for (int prec = 1; prec <= 17; prec++) {
@@ -184,24 +141,24 @@ static void tb_float(struct tbuf *b, double v)
         if (strtod(s, NULL) == v)
             break;
     }
-    tb_printf(b, "%s", s);
+    ld_buf_printf(b, "%s", s);
 }
 
-static void header(struct tbuf *b, const char *name, const char *type, const char *help)
+static void header(struct ld_buf *b, const char *name, const char *type, const char *help)
 {
-    tb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    ld_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void master_status(struct tbuf *b, const char *name, bool leader)
+static void master_status(struct ld_buf *b, const char *name, bool leader)
 {
-    tb_printf(b, "leader_election_master_status{name=\"");
-    tb_label(b, name);
-    tb_printf(b, "\"} %d\n", leader ? 1 : 0);
+    ld_buf_printf(b, "leader_election_master_status{name=\"");
+    put_label(b, name);
+    ld_buf_printf(b, "\"} %d\n", leader ? 1 : 0);
 }
 
 /* Shard mode: one master status per shard Lease instead of the group's,
  * then how many shards are ours and how many members are live. */
-static void render_group(struct tbuf *b, const struct ld_shardgroup *g,
+static void render_group(struct ld_buf *b, const struct ld_shardgroup *g,
                          const struct ld_shardsnap *t, int64_t now_ms)
 {
     uint32_t n = ld_shardgroup_count(g), owned = 0;
@@ -216,14 +173,14 @@ static void render_group(struct tbuf *b, const struct ld_shardgroup *g,
     }
     header(b, "leaderd_shards_owned", "gauge",
            "Shards of the group this replica leads now.");
-    tb_printf(b, "leaderd_shards_owned %u\n", (unsigned)owned);
+    ld_buf_printf(b, "leaderd_shards_owned %u\n", (unsigned)owned);
     header(b, "leaderd_shard_members", "gauge",
            "Live members of the shard group as this replica sees them (itself "
            "included while its member Lease is held).");
-    tb_printf(b, "leaderd_shard_members %u\n", (unsigned)(t ? t->n_members : 0));
+    ld_buf_printf(b, "leaderd_shard_members %u\n", (unsigned)(t ? t->n_members : 0));
 }
 
-static void render_election(struct tbuf *b, const struct ld_snapshot *snap,
+static void render_election(struct ld_buf *b, const struct ld_snapshot *snap,
                             const struct ld_shardgroup *g, const struct ld_shardsnap *t,
                             int64_t now_ms)
 {
@@ -242,8 +199,8 @@ static void render_election(struct tbuf *b, const struct ld_snapshot *snap,
 
     header(b, "leaderd_leader_transitions_total", "counter",
            "Leadership changes this replica has observed.");
-    tb_printf(b, "leaderd_leader_transitions_total %lld\n",
-              (long long)snap->transitions_seen);
+    ld_buf_printf(b, "leaderd_leader_transitions_total %lld\n",
+                  (long long)snap->transitions_seen);
 
     header(b, "leaderd_last_renew_timestamp_seconds", "gauge",
            "Wall time of this replica's last successful renewal (Unix seconds), 0 if "
@@ -253,22 +210,22 @@ static void render_election(struct tbuf *b, const struct ld_snapshot *snap,
         if (t->shards[i].last_renew_wall_us > us)
             us = t->shards[i].last_renew_wall_us; /* the latest of any shard */
     }
-    tb_printf(b, "leaderd_last_renew_timestamp_seconds %lld.%06lld\n",
-              (long long)(us / 1000000), (long long)(us % 1000000));
+    ld_buf_printf(b, "leaderd_last_renew_timestamp_seconds %lld.%06lld\n",
+                  (long long)(us / 1000000), (long long)(us % 1000000));
     /* One Lease's leadership and term; a shard group has its per-shard
      * lines instead. */
     if (!g) {
         header(b, "leaderd_is_leader", "gauge",
                "1 while this replica leads (same as leader_election_master_status).");
-        tb_printf(b, "leaderd_is_leader %d\n", leader ? 1 : 0);
+        ld_buf_printf(b, "leaderd_is_leader %d\n", leader ? 1 : 0);
         header(b, "leaderd_term", "gauge",
                "leaseTransitions of the observed lease record (the fencing term).");
-        tb_printf(b, "leaderd_term %lld\n", (long long)snap->term);
+        ld_buf_printf(b, "leaderd_term %lld\n", (long long)snap->term);
     }
 
     header(b, "leaderd_observed", "gauge",
            "1 once the lease (or its absence) has been observed, else 0.");
-    tb_printf(b, "leaderd_observed %d\n", snap->observed ? 1 : 0);
+    ld_buf_printf(b, "leaderd_observed %d\n", snap->observed ? 1 : 0);
 }
 
 void ld_metrics_watch_started(struct ld_metrics *m)
@@ -320,32 +277,32 @@ void ld_metrics_resigned(struct ld_metrics *m, bool on_request)
     pthread_mutex_unlock(&m->mu);
 }
 
-static void render_histogram(struct tbuf *b, const char *name, const uint64_t *buckets,
+static void render_histogram(struct ld_buf *b, const char *name, const uint64_t *buckets,
                              uint64_t count, double sum)
 {
     uint64_t cum = 0;
     for (size_t i = 0; i < LD_METRICS_BUCKETS; i++) {
         cum += buckets[i];
-        tb_printf(b, "%s_bucket{le=\"%s\"} %llu\n", name, bucket_text[i],
-                  (unsigned long long)cum);
+        ld_buf_printf(b, "%s_bucket{le=\"%s\"} %llu\n", name, bucket_text[i],
+                      (unsigned long long)cum);
     }
-    tb_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)count);
-    tb_printf(b, "%s_sum ", name);
-    tb_float(b, sum);
-    tb_printf(b, "\n%s_count %llu\n", name, (unsigned long long)count);
+    ld_buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)count);
+    ld_buf_printf(b, "%s_sum ", name);
+    put_float(b, sum);
+    ld_buf_printf(b, "\n%s_count %llu\n", name, (unsigned long long)count);
 }
 
-static void render_watch(struct tbuf *b, struct ld_metrics *m)
+static void render_watch(struct ld_buf *b, struct ld_metrics *m)
 {
     pthread_mutex_lock(&m->mu);
     header(b, "leaderd_watch_restarts_total", "counter",
            "Watch streams on the Lease started (first start included).");
-    tb_printf(b, "leaderd_watch_restarts_total %llu\n",
-              (unsigned long long)m->watch_restarts);
+    ld_buf_printf(b, "leaderd_watch_restarts_total %llu\n",
+                  (unsigned long long)m->watch_restarts);
     header(b, "leaderd_watch_events_total", "counter",
            "Watch events received on the Lease (bookmarks included).");
-    tb_printf(b, "leaderd_watch_events_total %llu\n",
-              (unsigned long long)m->watch_events);
+    ld_buf_printf(b, "leaderd_watch_events_total %llu\n",
+                  (unsigned long long)m->watch_events);
     header(b, "leaderd_acquire_delay_seconds", "histogram",
            "Time from first observing the Lease free or expired to holding it.");
     render_histogram(b, "leaderd_acquire_delay_seconds", m->acquire_bucket,
@@ -353,25 +310,25 @@ static void render_watch(struct tbuf *b, struct ld_metrics *m)
     header(b, "leaderd_pod_label_failures_total", "counter",
            "Failed API calls of --pod-label (Pod list or label patch); retried with "
            "backoff, never affecting the election.");
-    tb_printf(b, "leaderd_pod_label_failures_total %llu\n",
-              (unsigned long long)m->pod_label_failures);
+    ld_buf_printf(b, "leaderd_pod_label_failures_total %llu\n",
+                  (unsigned long long)m->pod_label_failures);
     header(b, "leaderd_events_failures_total", "counter",
            "Failed API calls of --events (Event create); retried with backoff, never "
            "affecting the election.");
-    tb_printf(b, "leaderd_events_failures_total %llu\n",
-              (unsigned long long)m->events_failures);
+    ld_buf_printf(b, "leaderd_events_failures_total %llu\n",
+                  (unsigned long long)m->events_failures);
     header(b, "leaderd_resignations_total", "counter",
            "Times this replica stepped down and released the Lease on request "
            "(reason=\"request\": POST /resign; reason=\"preferred_holder\": the "
            "Lease's spec.preferredHolder named another identity).");
-    tb_printf(b, "leaderd_resignations_total{reason=\"request\"} %llu\n",
-              (unsigned long long)m->resigned_request);
-    tb_printf(b, "leaderd_resignations_total{reason=\"preferred_holder\"} %llu\n",
-              (unsigned long long)m->resigned_preferred);
+    ld_buf_printf(b, "leaderd_resignations_total{reason=\"request\"} %llu\n",
+                  (unsigned long long)m->resigned_request);
+    ld_buf_printf(b, "leaderd_resignations_total{reason=\"preferred_holder\"} %llu\n",
+                  (unsigned long long)m->resigned_preferred);
     pthread_mutex_unlock(&m->mu);
 }
 
-static void render_api(struct tbuf *b, struct ld_metrics *m)
+static void render_api(struct ld_buf *b, struct ld_metrics *m)
 {
     pthread_mutex_lock(&m->mu);
     header(b, "leaderd_api_requests_total", "counter",
@@ -379,14 +336,15 @@ static void render_api(struct tbuf *b, struct ld_metrics *m)
            "(code=\"error\" when no answer arrived).");
     for (size_t i = 0; i < m->nseries; i++) {
         const struct ld_metrics_series *s = &m->series[i];
-        tb_printf(b, "leaderd_api_requests_total{verb=\"%s\",code=\"", verbs[s->verb]);
+        ld_buf_printf(b, "leaderd_api_requests_total{verb=\"%s\",code=\"",
+                      verbs[s->verb]);
         if (s->code == CODE_ERROR)
-            tb_printf(b, "error");
+            ld_buf_printf(b, "error");
         else if (s->code == CODE_OTHER)
-            tb_printf(b, "other");
+            ld_buf_printf(b, "other");
         else
-            tb_printf(b, "%ld", s->code);
-        tb_printf(b, "\"} %llu\n", (unsigned long long)s->count);
+            ld_buf_printf(b, "%ld", s->code);
+        ld_buf_printf(b, "\"} %llu\n", (unsigned long long)s->count);
     }
 
     header(b, "leaderd_api_request_duration_seconds", "histogram",
@@ -436,7 +394,7 @@ void ld_metrics_proxy_aborted(struct ld_metrics *m)
     pthread_mutex_unlock(&m->mu);
 }
 
-static void render_proxy(struct tbuf *b, struct ld_metrics *m)
+static void render_proxy(struct ld_buf *b, struct ld_metrics *m)
 {
     pthread_mutex_lock(&m->mu);
     const struct ld_metrics_proxy *p = &m->proxy;
@@ -445,25 +403,25 @@ static void render_proxy(struct tbuf *b, struct ld_metrics *m)
            "status code.");
     for (size_t i = 0; i < p->nseries; i++) {
         const struct ld_metrics_series *s = &p->series[i];
-        tb_printf(b, "leaderd_proxy_requests_total{verb=\"%s\",code=\"",
-                  proxy_verbs[s->verb]);
+        ld_buf_printf(b, "leaderd_proxy_requests_total{verb=\"%s\",code=\"",
+                      proxy_verbs[s->verb]);
         if (s->code == CODE_ERROR)
-            tb_printf(b, "error");
+            ld_buf_printf(b, "error");
         else if (s->code == CODE_OTHER)
-            tb_printf(b, "other");
+            ld_buf_printf(b, "other");
         else
-            tb_printf(b, "%ld", s->code);
-        tb_printf(b, "\"} %llu\n", (unsigned long long)s->count);
+            ld_buf_printf(b, "%ld", s->code);
+        ld_buf_printf(b, "\"} %llu\n", (unsigned long long)s->count);
     }
     header(b, "leaderd_proxy_writes_refused_total", "counter",
            "Writes the API write gate refused (503) because this replica did not lead.");
-    tb_printf(b, "leaderd_proxy_writes_refused_total %llu\n",
-              (unsigned long long)p->refused);
+    ld_buf_printf(b, "leaderd_proxy_writes_refused_total %llu\n",
+                  (unsigned long long)p->refused);
     header(b, "leaderd_proxy_writes_aborted_total", "counter",
            "Writes the API write gate cut while in flight to the API server because "
            "this replica stopped leading.");
-    tb_printf(b, "leaderd_proxy_writes_aborted_total %llu\n",
-              (unsigned long long)p->aborted);
+    ld_buf_printf(b, "leaderd_proxy_writes_aborted_total %llu\n",
+                  (unsigned long long)p->aborted);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -477,25 +435,25 @@ int ld_metrics_render_shards(struct ld_metrics *m, const struct ld_snapshot *sna
                              const struct ld_shardgroup *g, const struct ld_shardsnap *t,
                              int64_t now_ms, char **out, size_t *len)
 {
-    struct tbuf b = {malloc(8192), 0, 8192, false};
+    struct ld_buf b;
+    ld_buf_init(&b, LD_METRICS_MAX_TEXT);
     *out = NULL;
     *len = 0;
-    if (!b.p)
-        return -1;
     render_election(&b, snap, g, t, now_ms);
     render_api(&b, m);
     render_watch(&b, m);
     render_proxy(&b, m);
     header(&b, "leaderd_build_info", "gauge",
            "Always 1; the version label names the build.");
-    tb_printf(&b, "leaderd_build_info{version=\"");
-    tb_label(&b, LEADERD_VERSION);
-    tb_printf(&b, "\"} 1\n");
-    if (b.failed) {
-        free(b.p);
+    ld_buf_printf(&b, "leaderd_build_info{version=\"");
+    put_label(&b, LEADERD_VERSION);
+    ld_buf_printf(&b, "\"} 1\n");
+    size_t n = b.len;
+    char *text = b.err ? NULL : ld_buf_take(&b);
+    ld_buf_free(&b);
+    if (!text)
         return -1;
-    }
-    *out = b.p;
-    *len = b.len;
+    *out = text;
+    *len = n;
     return 0;
 }

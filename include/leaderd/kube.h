@@ -1,20 +1,26 @@
 /*
  * kube: a small Kubernetes API client for one resource kind, the Lease: the
- * REST layer (paths, checks, encoding, metav1.Status errors mapped to enum
- * ld_err) over a transport (transport.h). ld_kube_new puts it on the libcurl
- * transport (transport_curl.h): TLS verified against the configured CA, a
- * bearer token whose file is checked (stat: device, inode, size, mtime)
- * before every request and watch and re-read when it changed, also every
- * 50 s and after a 401 (the request is then sent once more if the token
- * changed); client certificates, bounded connect and request timeouts,
- * bodies capped; HTTP/2 when the server offers it, and requests and the
- * watch share a pool of at most LD_TRANSPORT_CURL_MAX_CONNS connections.
+ * REST layer (paths, checks, encoding, answers mapped to enum ld_err by
+ * rest.h) over a transport (transport.h), any implementation of it.
  * Namespaces must be DNS-1123 labels and Lease names DNS-1123 subdomains
  * (dnsname.h), checked before anything is sent.
  *
+ * Two functions tie the client to libcurl, and they alone live in
+ * kube_curl.c: ld_kube_new, which puts it on the libcurl transport
+ * (transport_curl.h), and ld_kube_set_user_agent_suffix. On libcurl a client
+ * has TLS verified against the configured CA, a bearer token whose file is
+ * checked (stat: device, inode, size, mtime) before every request and watch
+ * and re-read when it changed, also every 50 s and after a 401 (the request
+ * is then sent once more if the token changed); client certificates, bounded
+ * connect and request timeouts, bodies capped; HTTP/2 when the server offers
+ * it, and requests and the watch share a pool of at most
+ * LD_TRANSPORT_CURL_MAX_CONNS connections. ld_kube_new_on takes any other
+ * transport (the tests' in-memory ones).
+ *
  * The calls below block: each drives the transport until its own answer
- * came. A handle is used by one thread at a time. Call curl_global_init()
- * once before creating the first handle (before any thread starts).
+ * came. A handle is used by one thread at a time. With libcurl, call
+ * curl_global_init() once before creating the first handle (before any
+ * thread starts).
  */
 #ifndef LEADERD_KUBE_H
 #define LEADERD_KUBE_H
@@ -40,9 +46,10 @@ struct ld_kube;
 typedef void (*ld_kube_observer_fn)(void *ctx, const char *verb, long http_status,
                                     double seconds);
 
-/* Creates a client from cfg (copied; cfg may be freed afterwards). Reads the
- * token file once so a missing token fails here. Returns a new handle (free
- * with ld_kube_free) or NULL with err filled. */
+/* Creates a client on libcurl (kube_curl.c) from cfg (copied; cfg may be
+ * freed afterwards). Reads the token file once so a missing token fails
+ * here. Returns a new handle (free with ld_kube_free) or NULL with err
+ * filled. */
 struct ld_kube *ld_kube_new(const struct ld_kube_config *cfg, struct ld_errinfo *err);
 void ld_kube_free(struct ld_kube *k); /* NULL-safe */
 
@@ -62,7 +69,9 @@ void ld_kube_set_cancel_fd(struct ld_kube *k, int fd);
 
 void ld_kube_set_observer(struct ld_kube *k, ld_kube_observer_fn fn, void *ctx);
 
-/* Extra text appended to the User-Agent "leaderd/<version>". May be NULL. */
+/* Extra text appended to the User-Agent "leaderd/<version>". May be NULL.
+ * Only a client from ld_kube_new has one (kube_curl.c); on another
+ * transport it does nothing. */
 void ld_kube_set_user_agent_suffix(struct ld_kube *k, const char *suffix);
 
 /* GET /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME.

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "buf.h"
 #include "err.h"
 #include "lease.h"
 
@@ -38,9 +39,8 @@ struct ld_watch_event {
 typedef void (*ld_watch_event_fn)(void *ctx, const struct ld_watch_event *ev);
 
 struct ld_watch_decoder {
-    char *buf; /* owned; the unfinished line */
-    size_t len, cap;
-    int skipping; /* inside an over-long line: drop until newline */
+    struct ld_buf line; /* the unfinished line, capped at LD_WATCH_MAX_LINE */
+    int skipping;       /* inside an over-long line: drop until newline */
 };
 
 void ld_watch_decoder_init(struct ld_watch_decoder *d);

@@ -145,10 +145,10 @@ static void feed(struct ld_watch_decoder *d, const char *data, size_t size, uint
 static void decoder_copy(struct ld_watch_decoder *dst, const struct ld_watch_decoder *src)
 {
     *dst = *src;
-    if (src->buf) {
-        dst->buf = malloc(src->cap);
-        FUZZ_CHECK(dst->buf != NULL);
-        memcpy(dst->buf, src->buf, src->len);
+    if (src->line.cap) {
+        dst->line.data = malloc(src->line.cap);
+        FUZZ_CHECK(dst->line.data != NULL);
+        memcpy(dst->line.data, src->line.data, src->line.len + 1);
     }
 }
 
@@ -164,9 +164,9 @@ static void run(const char *data, size_t size, uint32_t seed, bool prefix, struc
         l->events++;
     }
     feed(&d, data, size, seed, l);
-    *pending = d.skipping ? SIZE_MAX : d.len;
+    *pending = d.skipping ? SIZE_MAX : d.line.len;
     ld_watch_decoder_reset(&d);
-    FUZZ_CHECK(d.len == 0 && !d.skipping);
+    FUZZ_CHECK(d.line.len == 0 && !d.skipping);
     ld_watch_decoder_clear(&d);
     ld_watch_decoder_clear(&d);
 }
@@ -218,7 +218,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         feed_long_line(d, line, len, splits[i], &l);
         /* One ETOOBIG event, then nothing kept but the skipping. */
         FUZZ_CHECK(l.events == 1 && strncmp(l.p, want, strlen(want)) == 0);
-        FUZZ_CHECK(d->skipping && d->len == 0);
+        FUZZ_CHECK(d->skipping && d->line.len == 0);
         if (i == 0) {
             prefix_log = l.p;
         } else {

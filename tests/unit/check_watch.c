@@ -269,14 +269,14 @@ START_TEST(large_line_buffer_is_given_back)
     ck_assert_int_eq(s.n, 1);
     ck_assert_int_eq(s.type[0], LD_WATCH_ADDED);
     ck_assert_str_eq(s.holder[0], "big");
-    ck_assert_uint_le(d.cap, 64 * 1024);
+    ck_assert_uint_le(d.line.cap, 64 * 1024);
 
     /* Same after an unfinished long line is dropped by a reconnect. */
     ck_assert_int_eq(ld_watch_feed(&d, line, pad, record, &s), LD_OK);
-    ck_assert_uint_gt(d.cap, 64 * 1024);
+    ck_assert_uint_gt(d.line.cap, 64 * 1024);
     ld_watch_decoder_reset(&d);
-    ck_assert_uint_le(d.cap, 64 * 1024);
-    ck_assert_uint_eq(d.len, 0);
+    ck_assert_uint_le(d.line.cap, 64 * 1024);
+    ck_assert_uint_eq(d.line.len, 0);
     free(line);
     ld_watch_decoder_clear(&d);
 }
