@@ -629,7 +629,11 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
         else {
             struct as_control_query q = {.since = arg(c, "since"),
                                          .stamp = arg(c, "stamp")};
-            as_control(api, method, url + 9, rq->body ? rq->body : "", rq->len, &q, &r);
+            struct as_control_ctx ctl = {.store = api->store,
+                                         .faults = api->faults,
+                                         .stats = api->stats,
+                                         .auth = api->auth};
+            as_control(&ctl, method, url + 9, rq->body ? rq->body : "", rq->len, &q, &r);
         }
         ret = send_reply(c, &r);
         as_reply_clear(&r);

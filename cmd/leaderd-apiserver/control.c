@@ -24,7 +24,7 @@ static json_t *parse_body(const char *body, size_t len, bool optional, struct as
     return j;
 }
 
-static void set_faults(struct as_api *api, const char *body, size_t len,
+static void set_faults(const struct as_control_ctx *api, const char *body, size_t len,
                        struct as_reply *r)
 {
     char client[AS_CLIENT_MAX], msg[256];
@@ -45,7 +45,7 @@ static void set_faults(struct as_api *api, const char *body, size_t len,
     json_decref(j);
 }
 
-static void clear_faults(struct as_api *api, const char *body, size_t len,
+static void clear_faults(const struct as_control_ctx *api, const char *body, size_t len,
                          struct as_reply *r)
 {
     json_t *j = parse_body(body, len, true, r);
@@ -61,7 +61,7 @@ static void clear_faults(struct as_api *api, const char *body, size_t len,
     json_decref(j);
 }
 
-static void rotate_token(struct as_api *api, const char *body, size_t len,
+static void rotate_token(const struct as_control_ctx *api, const char *body, size_t len,
                          struct as_reply *r)
 {
     char token[AS_TOKEN_MAX], msg[256];
@@ -83,7 +83,7 @@ static void rotate_token(struct as_api *api, const char *body, size_t len,
     json_decref(j);
 }
 
-static void revoke_token(struct as_api *api, const char *body, size_t len,
+static void revoke_token(const struct as_control_ctx *api, const char *body, size_t len,
                          struct as_reply *r)
 {
     json_t *j = parse_body(body, len, false, r);
@@ -105,8 +105,8 @@ static void revoke_token(struct as_api *api, const char *body, size_t len,
 }
 
 /* sub is "/raw/NS/NAME". */
-static void put_raw(struct as_api *api, const char *sub, const char *body, size_t len,
-                    const char *stamp, struct as_reply *r)
+static void put_raw(const struct as_control_ctx *api, const char *sub, const char *body,
+                    size_t len, const char *stamp, struct as_reply *r)
 {
     char ns[64], name[254];
     const char *p = sub + strlen("/raw/");
@@ -136,8 +136,8 @@ static void put_raw(struct as_api *api, const char *sub, const char *body, size_
                             "resourceVersion", rvs));
 }
 
-static void get_log(struct as_api *api, const struct as_kind *kind, const char *since,
-                    struct as_reply *r)
+static void get_log(const struct as_control_ctx *api, const struct as_kind *kind,
+                    const char *since, struct as_reply *r)
 {
     long long from = 0;
     if (since && !as_parse_ll(since, 0, INT64_MAX, &from)) {
@@ -148,8 +148,9 @@ static void get_log(struct as_api *api, const struct as_kind *kind, const char *
     as_reply_json(r, 200, entries ? json_pack("{s:o}", "entries", entries) : NULL);
 }
 
-void as_control(struct as_api *api, const char *method, const char *sub, const char *body,
-                size_t len, const struct as_control_query *q, struct as_reply *r)
+void as_control(const struct as_control_ctx *api, const char *method, const char *sub,
+                const char *body, size_t len, const struct as_control_query *q,
+                struct as_reply *r)
 {
     bool get = strcmp(method, "GET") == 0;
     bool post = strcmp(method, "POST") == 0;

@@ -10,8 +10,11 @@
 
 #include <stddef.h>
 
-#include "api.h"
+#include "auth.h"
+#include "faults.h"
+#include "stats.h"
 #include "status.h"
+#include "store.h"
 
 /* The query parameters control requests use; each NULL when absent. */
 struct as_control_query {
@@ -19,9 +22,19 @@ struct as_control_query {
     const char *stamp; /* PUT /raw: "1" or "true" stamps the resourceVersion */
 };
 
+/* What control requests act on: the server's parts, borrowed from the API
+ * side for one call (the API side depends on control, never the reverse). */
+struct as_control_ctx {
+    struct as_store *store;
+    struct as_faults *faults;
+    struct as_stats *stats;
+    struct as_auth *auth;
+};
+
 /* Handles one control request. sub is the path after "/_control" (e.g.
  * "/faults"), body/len the request body. Sets r. */
-void as_control(struct as_api *api, const char *method, const char *sub, const char *body,
-                size_t len, const struct as_control_query *q, struct as_reply *r);
+void as_control(const struct as_control_ctx *api, const char *method, const char *sub,
+                const char *body, size_t len, const struct as_control_query *q,
+                struct as_reply *r);
 
 #endif
