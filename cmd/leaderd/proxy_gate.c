@@ -140,6 +140,18 @@ static void answer(struct ld_proxy_verdict *out, unsigned int status, const char
     va_end(ap);
 }
 
+/* What a message quotes of the client's request: printable ASCII, anything
+ * else as '?', cut to fit buf. The Status body is JSON, which takes only
+ * valid UTF-8, and the client's bytes need not be. Returns buf. */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+    size_t i = 0;
+    for (; s && s[i] && i + 1 < len; i++)
+        buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    buf[i] = '\0';
+    return buf;
+}
+
 /* Fills out with the refusal for the Lease of v (single mode). */
 static void refuse_single(const struct ld_proxy_view *v, struct ld_proxy_verdict *out)
 {
@@ -206,6 +218,7 @@ static bool leads(const struct ld_proxy_view *v, uint32_t shard, int64_t now_ms)
 void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view *v,
                      int64_t now_ms, struct ld_proxy_verdict *out)
 {
+    char quoted[201];
     memset(out, 0, sizeof(*out));
     if (ld_proxy_is_upgrade(req)) {
         answer(out, 501, "NotImplemented",
@@ -231,8 +244,9 @@ void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view 
             return;
         }
         if (!ld_shardgroup_find(v->group, req->shard, &out->shard)) {
-            answer(out, 404, "NotFound", "no shard \"%.200s\" in the shard group %s",
-                   req->shard, ld_shardgroup_name(v->group));
+            answer(out, 404, "NotFound", "no shard \"%s\" in the shard group %s",
+                   shown(req->shard, quoted, sizeof(quoted)),
+                   ld_shardgroup_name(v->group));
             return;
         }
     }
@@ -266,7 +280,8 @@ void ld_proxy_req_note_header(struct ld_proxy_req *req, const char *name,
 }
 
 /* True when rest, what follows the host in a Host value, is ":PORT" with
- * port, or nothing and port is HTTP's default. */
+ * port in plain decimal (as a browser writes it), or nothing and port is
+ * HTTP's default. */
 static bool host_port_is(const char *rest, int port)
 {
     if (*rest == '\0')
@@ -274,7 +289,7 @@ static bool host_port_is(const char *rest, int port)
     if (*rest++ != ':')
         return false;
     size_t n = strlen(rest);
-    if (n == 0 || n > 5 || strspn(rest, "0123456789") != n)
+    if (n == 0 || n > 5 || strspn(rest, "0123456789") != n || rest[0] == '0')
         return false;
     int value = 0;
     for (size_t i = 0; i < n; i++)
@@ -321,10 +336,10 @@ static bool host_is_loopback(const char *host, int port)
  * split at '/', empty segments left out. The first SEG_KEEP segments are
  * kept for the Lease rule. */
 struct path_segs {
-    char seg[SEG_KEEP][SEG_MAX + 1];
-    size_t len[SEG_KEEP]; /* SEG_MAX + 1: longer than SEG_MAX, not kept */
-    size_t n;             /* the segments */
-    bool dot;             /* a "." or ".." segment */
+    char seg[SEG_KEEP][SEG_MAX + 1]; /* NUL-terminated when kept */
+    size_t len[SEG_KEEP];            /* SEG_MAX + 1: longer than SEG_MAX, not kept */
+    size_t n;                        /* the segments */
+    bool dot;                        /* a "." or ".." segment */
 };
 
 static int hex_digit(char c)
@@ -359,8 +374,10 @@ static void end_segment(struct path_segs *ps, const char *seg, size_t len)
         ps->dot = true;
     if (ps->n < SEG_KEEP) {
         ps->len[ps->n] = len;
-        if (len <= SEG_MAX)
+        if (len <= SEG_MAX) {
             memcpy(ps->seg[ps->n], seg, len);
+            ps->seg[ps->n][len] = '\0';
+        }
     }
     ps->n++;
 }
@@ -424,6 +441,7 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
 {
     const struct ld_snapshot *s = v->snap;
     const char *slash = strchr(s->lease, '/');
+    char quoted[SEG_MAX + 1];
     if (!slash || ps->n < 6 || !seg_is(ps, 0, "apis") ||
         !seg_is(ps, 1, "coordination.k8s.io") || !seg_is(ps, 3, "namespaces") ||
         !seg_is_n(ps, 4, s->lease, (size_t)(slash - s->lease)) ||
@@ -452,10 +470,11 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
         if (!group_lease(ps, v->group))
             return false;
         answer(out, 403, "Forbidden",
-               "write refused by leaderd: the Lease %.*s/%.*s belongs to the shard group "
+               "write refused by leaderd: the Lease %.*s/%s belongs to the shard group "
                "%s that %s (this replica) belongs to; only leaderd writes it",
-               (int)(slash - s->lease), s->lease, (int)ps->len[6], ps->seg[6],
-               ld_shardgroup_name(v->group), s->identity);
+               (int)(slash - s->lease), s->lease,
+               shown(ps->seg[6], quoted, sizeof(quoted)), ld_shardgroup_name(v->group),
+               s->identity);
         return true;
     }
     if (!seg_is(ps, 6, slash + 1))
@@ -473,6 +492,7 @@ void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy
 {
     const char *me = v->snap->identity;
     struct path_segs ps;
+    char quoted[101];
     memset(out, 0, sizeof(*out));
     if (req->hosts > 1) {
         answer(out, 403, "Forbidden",
@@ -491,24 +511,24 @@ void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy
     if (req->host && !host_is_loopback(req->host, pol->port)) {
         answer(out, 403, "Forbidden",
                "request refused by leaderd: the API proxy of %s serves only requests "
-               "addressed to it; Host \"%.100s\" is not localhost, 127.x.y.z or [::1] "
+               "addressed to it; Host \"%s\" is not localhost, 127.x.y.z or [::1] "
                "with port %d",
-               me, req->host, pol->port);
+               me, shown(req->host, quoted, sizeof(quoted)), pol->port);
         return;
     }
     if (req->browser) {
         answer(out, 403, "Forbidden",
                "request refused by leaderd: the API proxy of %s does not serve "
-               "browsers (the request has a %.40s header)",
-               me, req->browser);
+               "browsers (the request has a %s header)",
+               me, shown(req->browser, quoted, sizeof(quoted)));
         return;
     }
     if (req->impersonate && !pol->impersonation) {
         answer(out, 403, "Forbidden",
                "request refused by leaderd: the API proxy of %s does not forward "
-               "impersonation (the request has a %.100s header; see "
+               "impersonation (the request has a %s header; see "
                "--api-proxy-impersonation)",
-               me, req->impersonate);
+               me, shown(req->impersonate, quoted, sizeof(quoted)));
         return;
     }
     split_path(req->target, &ps);

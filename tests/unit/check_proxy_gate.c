@@ -93,6 +93,8 @@ START_TEST(host_names_this_proxy)
         "[::1]",
         "127.0.0.1:",
         "127.0.0.1:80011",
+        "127.0.0.1:08001",
+        "localhost:0",
         "127.0.0.1:8001:8001",
         "127.0.0.1:+8001",
         "10.0.0.1:8001",
@@ -444,6 +446,52 @@ START_TEST(long_segments_and_messages_stay_bounded)
 }
 END_TEST
 
+/* The client's bytes quoted in a message (a Host, a header name, a shard
+ * ID) leave the Status body valid JSON: jansson takes only UTF-8, and
+ * without a body the proxy could not answer at all. */
+START_TEST(quoted_client_bytes_keep_the_body_json)
+{
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, true);
+    struct ld_proxy_req r = {.method = "GET", .target = "/", .version = "HTTP/1.1"};
+    ld_proxy_req_note_header(&r, "Host", "ev\xc2il\x01.example:8001");
+    judge(&r, &s, &v);
+    assert_forbidden(&v, "bytes", "ev?il?.example:8001");
+    r = req("GET", "/");
+    ld_proxy_req_note_header(&r, "Impersonate-\xff", "x");
+    judge(&r, &s, &v);
+    assert_forbidden(&v, "name", "Impersonate-?");
+    char *body = ld_proxy_status_json(v.status, v.reason, v.message);
+    ck_assert_ptr_nonnull(body);
+    free(body);
+    /* The same for an unknown shard's 404. */
+    struct ld_errinfo err;
+    struct ld_shardgroup_config gc = {
+        .name = "grp", .identity = "me", .n_shards = 1, .lease_duration_ms = 4000};
+    struct ld_shardgroup *g = ld_shardgroup_new(&gc, &err);
+    ck_assert_ptr_nonnull(g);
+    struct ld_proxy_view view = {.snap = &s, .group = g};
+    r = req("POST", "/api/v1/namespaces/a/configmaps");
+    r.shard = "\xc3\x28";
+    ld_proxy_judge(&r, &pol, &view, NOW, &v);
+    ck_assert_uint_eq(v.status, 404);
+    ck_assert_ptr_nonnull(strstr(v.message, "\"?(\""));
+    body = ld_proxy_status_json(v.status, v.reason, v.message);
+    ck_assert_ptr_nonnull(body);
+    free(body);
+    /* And for a group Lease whose name decodes to other bytes. */
+    r = req("PATCH", COLLECTION "/grp-member-%ff%00x");
+    r.shard = "0";
+    ld_proxy_judge(&r, &pol, &view, NOW, &v);
+    assert_forbidden(&v, "group Lease", "ns/grp-member-?");
+    body = ld_proxy_status_json(v.status, v.reason, v.message);
+    ck_assert_ptr_nonnull(body);
+    free(body);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 /* ---- shard mode ---- */
 
 static struct ld_shardgroup *group_of(const char *const *names, uint32_t n)
@@ -699,6 +747,7 @@ static Suite *proxy_gate_suite(void)
     tcase_add_test(tc, own_lease_writes_get_403);
     tcase_add_test(tc, other_leases_and_reads_pass);
     tcase_add_test(tc, long_segments_and_messages_stay_bounded);
+    tcase_add_test(tc, quoted_client_bytes_keep_the_body_json);
     tcase_add_test(tc, shard_group_leases_get_403);
     tcase_add_test(tc, guards_come_first_then_leadership);
     tcase_add_test(tc, forbidden_is_a_metav1_status);
