@@ -146,8 +146,11 @@ static void answer(struct ld_proxy_verdict *out, unsigned int status, const char
 static const char *shown(const char *s, char *buf, size_t len)
 {
     size_t i = 0;
-    for (; s && s[i] && i + 1 < len; i++)
-        buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    for (; s && s[i] && i + 1 < len; i++) {
+        buf[i] = '?';
+        if (s[i] >= 0x20 && s[i] < 0x7f)
+            buf[i] = s[i];
+    }
     buf[i] = '\0';
     return buf;
 }

@@ -36,6 +36,8 @@
 
 static struct ld_shardgroup *group;
 
+/* libFuzzer fixes the signature. */
+/* NOLINTNEXTLINE(readability-non-const-parameter) */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     struct ld_errinfo err;
@@ -64,8 +66,9 @@ static const char *next_field(char *buf, size_t size, size_t *off)
 static int hex_value(char c)
 {
     static const char digits[] = "0123456789abcdef";
-    char lower = c >= 'A' && c <= 'F' ? (char)(c - 'A' + 'a') : c;
-    const char *d = lower ? strchr(digits, lower) : NULL;
+    const char *d = c ? strchr(digits, c) : NULL;
+    if (!d && c >= 'A' && c <= 'F')
+        d = digits + 10 + (c - 'A');
     return d ? (int)(d - digits) : -1;
 }
 
