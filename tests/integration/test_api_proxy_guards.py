@@ -24,8 +24,8 @@ import threading
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from apiserver import ApiServer
-from cluster import FAST, SCHED_SLACK, Replica, free_port, stop_all, wait_until
+from leaderd_testing.apiserver import ApiServer
+from leaderd_testing.cluster import FAST, SCHED_SLACK, Replica, free_port, stop_all, wait_until
 from test_api_proxy import LEASES, MERGE, NS, POD, ApiProxyBase
 
 DEMO = LEASES + "/demo"
