@@ -42,6 +42,7 @@ enum opt_id {
     OPT_RESIGN_COOLDOWN,
     OPT_SHARDS,
     OPT_API_PROXY,
+    OPT_API_PROXY_IMPERSONATION,
     OPT_COUNT,
     /* Not settable from the environment. */
     OPT_VERSION = OPT_COUNT,
@@ -119,7 +120,14 @@ static const struct opt opts[OPT_ALL] = {
         {"--api-proxy", "LEADERD_API_PROXY", "ADDR:PORT", NULL,
          "serve a proxy to the Kubernetes API on this loopback\n"
          "        address (e.g. 127.0.0.1:8001) that lets the app's writes\n"
-         "        through only while this replica leads"},
+         "        through only while this replica leads; it answers only\n"
+         "        requests addressed to that address, refuses browsers,\n"
+         "        dot segments and writes to this replica's own Leases"},
+    [OPT_API_PROXY_IMPERSONATION] =
+        {"--api-proxy-impersonation", "LEADERD_API_PROXY_IMPERSONATION", "BOOL", "false",
+         "let the API proxy forward Impersonate-* headers (the app\n"
+         "        then acts as anyone leaderd's ServiceAccount may\n"
+         "        impersonate); when false such requests get 403"},
     [OPT_VERSION] = {"--version", NULL, NULL, NULL, "print the version and exit"},
     [OPT_HELP] = {"--help", NULL, NULL, NULL, "print this help and exit"},
 };
@@ -840,6 +848,11 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
 
     if ((rc = apply_api_proxy(cfg, r, err, errlen)))
         return rc;
+    v = r->val[OPT_API_PROXY_IMPERSONATION];
+    if (v && parse_bool(v, &cfg->api_proxy_impersonation) != 0)
+        return fail(err, errlen,
+                    "leaderd: %s: invalid boolean \"%s\" (use true/false, 1/0, yes/no)",
+                    who(r, OPT_API_PROXY_IMPERSONATION, name, sizeof(name)), v);
 
     v = r->val[OPT_SA_DIR] ? r->val[OPT_SA_DIR] : opts[OPT_SA_DIR].def;
     if (*v == '\0')

@@ -59,6 +59,9 @@ struct ld_config {
      * ("127.x.y.z", "::1" or "localhost"), NULL when unset; port 1..65535. */
     char *api_proxy_host;
     int api_proxy_port;
+    /* --api-proxy-impersonation: the proxy forwards Impersonate-* headers
+     * instead of answering 403. */
+    bool api_proxy_impersonation;
     /* Where namespace_, identity and kubeconfig_path came from: a flag,
      * variable or file name, for messages and the startup line. Static
      * strings; NULL while unresolved. */

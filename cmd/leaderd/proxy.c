@@ -102,12 +102,22 @@ static const char *header(struct MHD_Connection *c, const char *name)
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-static void req_info(struct ld_pxe *q, struct ld_proxy_req *r)
+static enum MHD_Result note_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    ld_proxy_req_note_header(cls, key, value);
+    return MHD_YES;
+}
+
+static void req_info(struct ld_pxe *q, const char *version, struct ld_proxy_req *r)
 {
     const char *cl = header(q->mc, "Content-Length");
     memset(r, 0, sizeof(*r));
     r->method = q->method;
     r->target = q->target;
+    r->version = version;
+    MHD_get_connection_values(q->mc, MHD_HEADER_KIND, note_header, r);
     r->connection = header(q->mc, "Connection");
     r->upgrade = header(q->mc, "Upgrade");
     r->shard = header(q->mc, LD_PROXY_SHARD_HEADER);
@@ -122,13 +132,14 @@ static void req_info(struct ld_pxe *q, struct ld_proxy_req *r)
     }
 }
 
-static void decide(struct ld_pxe *q)
+static void decide(struct ld_proxy *p, struct ld_pxe *q, const char *version)
 {
     struct ld_proxy_req r;
     struct ld_pxe_view h;
-    req_info(q, &r);
+    struct ld_proxy_policy pol = {.port = p->port};
+    req_info(q, version, &r);
     ld_pxe_view_take(q->hub, &h);
-    ld_proxy_decide(&r, &h.v, ld_mono_ms(), &q->verdict);
+    ld_proxy_judge(&r, &pol, &h.v, ld_mono_ms(), &q->verdict);
     ld_pxe_view_drop(&h);
 }
 
@@ -493,7 +504,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct ld_proxy *p = cls;
     struct ld_pxe *q = *req_cls;
     (void)url;
-    (void)version;
     if (!q)
         return MHD_NO;
     if (q->handed)
@@ -504,7 +514,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         q->method = method;
         q->fd = ld_http_conn_fd(c);
         ld_http_conns_busy(p->conns, c);
-        decide(q);
+        decide(p, q, version);
         /* A client waiting for "100 Continue" before it sends the body
          * gets the refusal instead, and sends nothing. */
         const char *expect = header(c, "Expect");
@@ -519,7 +529,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     /* The request has been read: a write is judged again. */
     if (!q->verdict.status && q->verdict.write)
-        decide(q);
+        decide(p, q, version);
     if (q->verdict.status)
         return answer_status(q, &q->verdict);
     return hand_over(q);

@@ -3,12 +3,25 @@
  */
 #include "proxy_gate.h"
 
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include <jansson.h>
+
+/* Request headers that hand the API server an identity to act as. */
+#define IMPERSONATE_PREFIX "Impersonate-"
+/* A member Lease is named GROUP-member-IDENTITY (shardgroup.h). */
+#define MEMBER_INFIX "-member-"
+/* The longest path segment the Lease rule compares: a Lease name (a
+ * DNS-1123 subdomain) or a namespace; a longer segment names neither. */
+#define SEG_MAX 253
+/* The segments of /apis/coordination.k8s.io/VERSION/namespaces/NS/leases/NAME. */
+#define SEG_KEEP 7
 
 bool ld_proxy_is_read(const char *method)
 {
@@ -93,13 +106,16 @@ static bool hop_by_hop(const char *name, const char *connection)
 
 bool ld_proxy_forward_request_header(const char *name, const char *connection)
 {
-    static const char *const own[] = {"Authorization", "Host", "Content-Length", "Expect",
-                                      LD_PROXY_SHARD_HEADER};
+    static const char *const own[] = {"Authorization",  "Host",
+                                      "Content-Length", "Expect",
+                                      "Forwarded",      LD_PROXY_SHARD_HEADER};
     if (!name || !name[0])
         return false;
     for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
         if (strcasecmp(name, own[i]) == 0)
             return false;
+    if (strncasecmp(name, "X-Forwarded-", strlen("X-Forwarded-")) == 0)
+        return false;
     return !hop_by_hop(name, connection);
 }
 
@@ -122,6 +138,21 @@ static void answer(struct ld_proxy_verdict *out, unsigned int status, const char
     va_start(ap, fmt);
     vsnprintf(out->message, sizeof(out->message), fmt, ap);
     va_end(ap);
+}
+
+/* What a message quotes of the client's request: printable ASCII, anything
+ * else as '?', cut to fit buf. The Status body is JSON, which takes only
+ * valid UTF-8, and the client's bytes need not be. Returns buf. */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+    size_t i = 0;
+    for (; s && s[i] && i + 1 < len; i++) {
+        buf[i] = '?';
+        if (s[i] >= 0x20 && s[i] < 0x7f)
+            buf[i] = s[i];
+    }
+    buf[i] = '\0';
+    return buf;
 }
 
 /* Fills out with the refusal for the Lease of v (single mode). */
@@ -190,6 +221,7 @@ static bool leads(const struct ld_proxy_view *v, uint32_t shard, int64_t now_ms)
 void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view *v,
                      int64_t now_ms, struct ld_proxy_verdict *out)
 {
+    char quoted[201];
     memset(out, 0, sizeof(*out));
     if (ld_proxy_is_upgrade(req)) {
         answer(out, 501, "NotImplemented",
@@ -215,8 +247,9 @@ void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view 
             return;
         }
         if (!ld_shardgroup_find(v->group, req->shard, &out->shard)) {
-            answer(out, 404, "NotFound", "no shard \"%.200s\" in the shard group %s",
-                   req->shard, ld_shardgroup_name(v->group));
+            answer(out, 404, "NotFound", "no shard \"%s\" in the shard group %s",
+                   shown(req->shard, quoted, sizeof(quoted)),
+                   ld_shardgroup_name(v->group));
             return;
         }
     }
@@ -226,6 +259,293 @@ void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view 
         refuse_shard(v, out->shard, out);
     else
         refuse_single(v, out);
+}
+
+/* ---- the guards of ld_proxy_judge ---- */
+
+void ld_proxy_req_note_header(struct ld_proxy_req *req, const char *name,
+                              const char *value)
+{
+    if (!name)
+        return;
+    if (strcasecmp(name, "Host") == 0) {
+        if (req->hosts == 0)
+            req->host = value ? value : "";
+        if (req->hosts < UINT_MAX)
+            req->hosts++;
+    } else if (!req->browser && (strcasecmp(name, "Origin") == 0 ||
+                                 strcasecmp(name, "Sec-Fetch-Site") == 0)) {
+        req->browser = name;
+    } else if (!req->impersonate &&
+               strncasecmp(name, IMPERSONATE_PREFIX, strlen(IMPERSONATE_PREFIX)) == 0) {
+        req->impersonate = name;
+    }
+}
+
+/* True when rest, what follows the host in a Host value, is ":PORT" with
+ * port in plain decimal (as a browser writes it), or nothing and port is
+ * HTTP's default. */
+static bool host_port_is(const char *rest, int port)
+{
+    if (*rest == '\0')
+        return port == 80;
+    if (*rest++ != ':')
+        return false;
+    size_t n = strlen(rest);
+    if (n == 0 || n > 5 || strspn(rest, "0123456789") != n || rest[0] == '0')
+        return false;
+    int value = 0;
+    for (size_t i = 0; i < n; i++)
+        value = value * 10 + (rest[i] - '0');
+    return value == port;
+}
+
+/* True when a Host value names this proxy: localhost, 127.x.y.z or [::1]
+ * (any spelling inet_pton reads as it), with its port. A DNS name that was
+ * rebound to a loopback address is not one of them. */
+static bool host_is_loopback(const char *host, int port)
+{
+    char lit[INET6_ADDRSTRLEN];
+    const char *rest;
+    size_t n;
+    if (host[0] == '[') {
+        const char *close = strchr(host, ']');
+        struct in6_addr a6;
+        n = close ? (size_t)(close - host - 1) : sizeof(lit);
+        if (n >= sizeof(lit))
+            return false;
+        memcpy(lit, host + 1, n);
+        lit[n] = '\0';
+        if (inet_pton(AF_INET6, lit, &a6) != 1 || !IN6_IS_ADDR_LOOPBACK(&a6))
+            return false;
+        rest = close + 1;
+    } else {
+        struct in_addr a4;
+        n = strcspn(host, ":");
+        rest = host + n;
+        if (n != strlen("localhost") || strncasecmp(host, "localhost", n) != 0) {
+            if (n >= sizeof(lit))
+                return false;
+            memcpy(lit, host, n);
+            lit[n] = '\0';
+            if (inet_pton(AF_INET, lit, &a4) != 1 || (ntohl(a4.s_addr) >> 24) != 127)
+                return false;
+        }
+    }
+    return host_port_is(rest, port);
+}
+
+/* The path of a request target as the API server sees it: percent-decoded,
+ * split at '/', empty segments left out. The first SEG_KEEP segments are
+ * kept for the Lease rule. */
+struct path_segs {
+    char seg[SEG_KEEP][SEG_MAX + 1]; /* NUL-terminated when kept */
+    size_t len[SEG_KEEP];            /* SEG_MAX + 1: longer than SEG_MAX, not kept */
+    size_t n;                        /* the segments */
+    bool dot;                        /* a "." or ".." segment */
+};
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Decodes the byte at p (< end) into *out: "%XY" is the byte 0xXY; a '%'
+ * without two hex digits stays itself (the API server refuses such a
+ * path). Returns the characters used. */
+static size_t decode_byte(const char *p, const char *end, unsigned char *out)
+{
+    if (*p == '%' && end - p >= 3 && hex_digit(p[1]) >= 0 && hex_digit(p[2]) >= 0) {
+        *out = (unsigned char)(hex_digit(p[1]) * 16 + hex_digit(p[2]));
+        return 3;
+    }
+    *out = (unsigned char)*p;
+    return 1;
+}
+
+static void end_segment(struct path_segs *ps, const char *seg, size_t len)
+{
+    if (len == 0)
+        return;
+    if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
+        ps->dot = true;
+    if (ps->n < SEG_KEEP) {
+        ps->len[ps->n] = len;
+        if (len <= SEG_MAX) {
+            memcpy(ps->seg[ps->n], seg, len);
+            ps->seg[ps->n][len] = '\0';
+        }
+    }
+    ps->n++;
+}
+
+/* Splits the path of target (up to '?', or '#', which libcurl does not
+ * send) into ps. An encoded '/' separates segments too: the API server
+ * routes by the decoded path. */
+static void split_path(const char *target, struct path_segs *ps)
+{
+    char seg[SEG_MAX + 1];
+    size_t len = 0;
+    ps->n = 0;
+    ps->dot = false;
+    if (!target)
+        return;
+    const char *end = target + strcspn(target, "?#");
+    for (const char *p = target; p < end;) {
+        unsigned char c;
+        p += decode_byte(p, end, &c);
+        if (c == '/') {
+            end_segment(ps, seg, len);
+            len = 0;
+            continue;
+        }
+        /* Past SEG_MAX only the length counts, and it stops at SEG_MAX + 1. */
+        if (len <= SEG_MAX)
+            seg[len++] = (char)c;
+    }
+    end_segment(ps, seg, len);
+}
+
+static bool seg_is_n(const struct path_segs *ps, size_t i, const char *s, size_t n)
+{
+    return i < ps->n && i < SEG_KEEP && ps->len[i] == n && memcmp(ps->seg[i], s, n) == 0;
+}
+
+static bool seg_is(const struct path_segs *ps, size_t i, const char *s)
+{
+    return seg_is_n(ps, i, s, strlen(s));
+}
+
+/* True when the Lease named by segment 6 of ps is one of the shard group's:
+ * a shard Lease, or any replica's member Lease. */
+static bool group_lease(const struct path_segs *ps, const struct ld_shardgroup *g)
+{
+    const char *group = ld_shardgroup_name(g);
+    size_t glen = strlen(group), ilen = strlen(MEMBER_INFIX);
+    if (ps->len[6] > glen + ilen && memcmp(ps->seg[6], group, glen) == 0 &&
+        memcmp(ps->seg[6] + glen, MEMBER_INFIX, ilen) == 0)
+        return true;
+    for (uint32_t s = 0; s < ld_shardgroup_count(g); s++)
+        if (seg_is(ps, 6, ld_shardgroup_shard_lease(g, s)))
+            return true;
+    return false;
+}
+
+/* Fills out with a 403 and returns true for a write to one of this
+ * replica's own Leases (see ld_proxy_judge). */
+static bool own_lease_write(const struct ld_proxy_req *req, const struct path_segs *ps,
+                            const struct ld_proxy_view *v, struct ld_proxy_verdict *out)
+{
+    const struct ld_snapshot *s = v->snap;
+    const char *slash = strchr(s->lease, '/');
+    char quoted[SEG_MAX + 1];
+    if (!slash || ps->n < 6 || !seg_is(ps, 0, "apis") ||
+        !seg_is(ps, 1, "coordination.k8s.io") || !seg_is(ps, 3, "namespaces") ||
+        !seg_is_n(ps, 4, s->lease, (size_t)(slash - s->lease)) ||
+        !seg_is(ps, 5, "leases"))
+        return false;
+    if (ps->n == 6) {
+        if (strcmp(req->method, "DELETE") != 0)
+            return false;
+        if (v->group)
+            answer(
+                out, 403, "Forbidden",
+                "write refused by leaderd: deleting the Leases of namespace %.*s would "
+                "delete those of the shard group %s that %s (this replica) belongs "
+                "to; only leaderd writes them",
+                (int)(slash - s->lease), s->lease, ld_shardgroup_name(v->group),
+                s->identity);
+        else
+            answer(
+                out, 403, "Forbidden",
+                "write refused by leaderd: deleting the Leases of namespace %.*s would "
+                "delete the Lease %s of %s (this replica); only leaderd writes it",
+                (int)(slash - s->lease), s->lease, s->lease, s->identity);
+        return true;
+    }
+    if (v->group) {
+        if (!group_lease(ps, v->group))
+            return false;
+        answer(out, 403, "Forbidden",
+               "write refused by leaderd: the Lease %.*s/%s belongs to the shard group "
+               "%s that %s (this replica) belongs to; only leaderd writes it",
+               (int)(slash - s->lease), s->lease,
+               shown(ps->seg[6], quoted, sizeof(quoted)), ld_shardgroup_name(v->group),
+               s->identity);
+        return true;
+    }
+    if (!seg_is(ps, 6, slash + 1))
+        return false;
+    answer(out, 403, "Forbidden",
+           "write refused by leaderd: the Lease %s is the one %s (this replica) holds "
+           "its election with; only leaderd writes it",
+           s->lease, s->identity);
+    return true;
+}
+
+void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy *pol,
+                    const struct ld_proxy_view *v, int64_t now_ms,
+                    struct ld_proxy_verdict *out)
+{
+    const char *me = v->snap->identity;
+    struct path_segs ps;
+    char quoted[101];
+    memset(out, 0, sizeof(*out));
+    if (req->hosts > 1) {
+        answer(out, 403, "Forbidden",
+               "request refused by leaderd: the API proxy of %s takes one Host header, "
+               "not %u",
+               me, req->hosts);
+        return;
+    }
+    if (!req->host && !(req->version && strcmp(req->version, "HTTP/1.0") == 0)) {
+        answer(out, 403, "Forbidden",
+               "request refused by leaderd: the API proxy of %s needs a Host header "
+               "naming it (localhost, 127.x.y.z or [::1] with port %d)",
+               me, pol->port);
+        return;
+    }
+    if (req->host && !host_is_loopback(req->host, pol->port)) {
+        answer(out, 403, "Forbidden",
+               "request refused by leaderd: the API proxy of %s serves only requests "
+               "addressed to it; Host \"%s\" is not localhost, 127.x.y.z or [::1] "
+               "with port %d",
+               me, shown(req->host, quoted, sizeof(quoted)), pol->port);
+        return;
+    }
+    if (req->browser) {
+        answer(out, 403, "Forbidden",
+               "request refused by leaderd: the API proxy of %s does not serve "
+               "browsers (the request has a %s header)",
+               me, shown(req->browser, quoted, sizeof(quoted)));
+        return;
+    }
+    if (req->impersonate && !pol->impersonation) {
+        answer(out, 403, "Forbidden",
+               "request refused by leaderd: the API proxy of %s does not forward "
+               "impersonation (the request has a %s header; see "
+               "--api-proxy-impersonation)",
+               me, shown(req->impersonate, quoted, sizeof(quoted)));
+        return;
+    }
+    split_path(req->target, &ps);
+    if (ps.dot) {
+        answer(out, 400, "BadRequest",
+               "request refused by leaderd: the API proxy of %s does not forward a path "
+               "with \".\" or \"..\" segments, percent-encoded or not",
+               me);
+        return;
+    }
+    if (req->method && !ld_proxy_is_read(req->method) &&
+        own_lease_write(req, &ps, v, out))
+        return;
+    ld_proxy_decide(req, v, now_ms, out);
 }
 
 bool ld_proxy_still_leads(const struct ld_proxy_verdict *passed,

@@ -9,7 +9,17 @@
  * not a read counts as one) passes only while this replica leads as of
  * now_ms, judged as /leader judges (ld_snapshot_is_leader), or in shard
  * mode while it owns the shard named by X-Leaderd-Shard
- * (ld_shard_entry_is_leader). Reads (GET, HEAD, OPTIONS) always pass.
+ * (ld_shard_entry_is_leader). Reads (GET, HEAD, OPTIONS) always pass the
+ * leadership test.
+ *
+ * Before it, guards that hold for every method (ld_proxy_judge): the proxy
+ * lends leaderd's credentials to whoever reaches it, so it answers only
+ * requests addressed to its own loopback address (a browser page that
+ * rebound a DNS name to 127.0.0.1 still sends that name as Host), none that
+ * a browser marks as its own (Origin, Sec-Fetch-Site), no impersonation
+ * unless allowed, no path with dot segments (which libcurl and the API
+ * server would resolve to another path than the one judged), and never a
+ * write to a Lease of this replica's own election or shard group.
  */
 #ifndef LEADERD_PROXY_GATE_H
 #define LEADERD_PROXY_GATE_H
@@ -33,11 +43,23 @@
 struct ld_proxy_req {
     const char *method;
     const char *target;     /* request target as received: path?query */
+    const char *version;    /* "HTTP/1.0", "HTTP/1.1"; NULL counts as HTTP/1.1 */
     const char *connection; /* Connection header */
     const char *upgrade;    /* Upgrade header */
     const char *shard;      /* X-Leaderd-Shard header */
     bool has_length;        /* Content-Length given */
     uint64_t content_length;
+    /* What ld_proxy_req_note_header gathered from the whole header list. */
+    const char *host;        /* the first Host header's value */
+    unsigned int hosts;      /* how many Host headers there were */
+    const char *browser;     /* the name of an Origin or Sec-Fetch-Site header */
+    const char *impersonate; /* the name of the first Impersonate-* header */
+};
+
+/* What the proxy adds to the judgement of ld_proxy_judge. */
+struct ld_proxy_policy {
+    int port;           /* the port the proxy listens on */
+    bool impersonation; /* --api-proxy-impersonation: Impersonate-* headers pass */
 };
 
 /* The leadership to judge by (borrowed). group NULL: single-Lease mode;
@@ -71,19 +93,53 @@ bool ld_proxy_is_upgrade(const struct ld_proxy_req *req);
  * Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade, and every
  * header the Connection header names, given as connection), not what
  * libcurl writes itself (Host, Content-Length, Expect), not X-Leaderd-Shard
- * (it is addressed to the proxy). Names compare case-insensitively. */
+ * (it is addressed to the proxy), not Forwarded or X-Forwarded-* (the app
+ * cannot speak for other clients; an API server behind a front proxy may
+ * trust them). Impersonate-* headers are forwarded: ld_proxy_judge has
+ * refused the request already unless they are allowed. Names compare
+ * case-insensitively. */
 bool ld_proxy_forward_request_header(const char *name, const char *connection);
 
 /* The same for a response header on its way back: hop-by-hop headers and
  * Content-Length (the proxy frames the body itself) are dropped. */
 bool ld_proxy_forward_response_header(const char *name, const char *connection);
 
-/* Judges req against v as of now_ms into out. In order: 501 for an
- * upgrade; 413 for a Content-Length over LD_PROXY_MAX_BODY; a read passes;
- * in shard mode 400 without X-Leaderd-Shard and 404 for an unknown shard;
- * 503 (refused) unless this replica leads (the Lease, or that shard).
- * Called when the headers arrive, again once the body has been read, and
- * again right before the request is sent upstream. */
+/* Records what the guards of ld_proxy_judge need of one request header
+ * (name and value borrowed, kept in req while they live): the Host
+ * headers, an Origin or Sec-Fetch-Site header, an Impersonate-* header.
+ * Other headers are ignored. Names compare case-insensitively. */
+void ld_proxy_req_note_header(struct ld_proxy_req *req, const char *name,
+                              const char *value);
+
+/* The whole judgement of a request: the guards, then ld_proxy_decide. In
+ * order, for every method:
+ *  - 403 Forbidden unless there is exactly one Host header and it names a
+ *    loopback host (localhost, 127.x.y.z, [::1]) with pol->port (no port
+ *    means 80); HTTP/1.0 may leave Host out;
+ *  - 403 for an Origin or Sec-Fetch-Site header (a browser's request);
+ *  - 403 for an Impersonate-* header unless pol->impersonation;
+ *  - 400 BadRequest for a "." or ".." segment in the path, judged after
+ *    percent-decoding as the API server decodes it (so "%2e%2E" and an
+ *    encoded "/" count);
+ *  - 403 for a write to a Lease of this replica's election in the
+ *    Lease's namespace (/apis/coordination.k8s.io/VERSION/namespaces/NS/
+ *    leases/NAME and below), or in shard mode to the group's shard
+ *    Leases and member Leases, and for a DELETE of that namespace's Lease
+ *    collection; the path judged as above, empty segments ignored.
+ * Each answer's message names this replica. Then ld_proxy_decide. Called
+ * wherever ld_proxy_decide would be. */
+void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy *pol,
+                    const struct ld_proxy_view *v, int64_t now_ms,
+                    struct ld_proxy_verdict *out);
+
+/* The leadership part of the judgement: judges req against v as of now_ms
+ * into out. In order: 501 for an upgrade; 413 for a Content-Length over
+ * LD_PROXY_MAX_BODY; a read passes; in shard mode 400 without
+ * X-Leaderd-Shard and 404 for an unknown shard; 503 (refused) unless this
+ * replica leads (the Lease, or that shard). Called (through
+ * ld_proxy_judge) when the headers arrive and again once the body has been
+ * read; ld_proxy_still_leads judges a write once more right before it is
+ * sent upstream. */
 void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view *v,
                      int64_t now_ms, struct ld_proxy_verdict *out);
 
