@@ -319,10 +319,11 @@ static enum ld_err start_http(struct daemon *d, struct ld_errinfo *err)
 static enum ld_err start_proxy(struct daemon *d, struct ld_errinfo *err)
 {
     char msg[sizeof(err->msg)];
+    struct ld_proxy_options po = {.impersonation = d->cfg.api_proxy_impersonation};
     if (!d->cfg.api_proxy_host)
         return LD_OK;
     d->proxy = ld_proxy_start(d->cfg.api_proxy_host, d->cfg.api_proxy_port, &d->cfg.kube,
-                              &d->state, &d->metrics, NULL, msg, sizeof(msg));
+                              &d->state, &d->metrics, &po, msg, sizeof(msg));
     if (!d->proxy)
         return ld_errinfo_set(err, LD_EIO, "%s", msg);
     ld_log(LD_LOG_INFO, "api proxy listening on %s%s%s:%d",

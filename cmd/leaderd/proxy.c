@@ -85,6 +85,7 @@ struct ld_proxy {
     bool listening;
     unsigned int idle_s;
     int port;
+    bool impersonation; /* ld_proxy_options.impersonation */
 };
 
 /* Runs with st's mutex held: only wakes the upstream thread, which judges
@@ -136,7 +137,7 @@ static void decide(struct ld_proxy *p, struct ld_pxe *q, const char *version)
 {
     struct ld_proxy_req r;
     struct ld_pxe_view h;
-    struct ld_proxy_policy pol = {.port = p->port};
+    struct ld_proxy_policy pol = {.port = p->port, .impersonation = p->impersonation};
     req_info(q, version, &r);
     ld_pxe_view_take(q->hub, &h);
     ld_proxy_judge(&r, &pol, &h.v, ld_mono_ms(), &q->verdict);
@@ -651,6 +652,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     ld_http_limits_of(&ho, &lim);
     p->idle_s =
         opts && opts->idle_timeout_s ? opts->idle_timeout_s : LD_HTTP_IDLE_TIMEOUT_S;
+    p->impersonation = opts && opts->impersonation;
     p->up = ld_proxy_upstream_new(&p->hub, kube, err, errlen);
     if (!p->up)
         goto fail;

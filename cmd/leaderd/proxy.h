@@ -24,6 +24,7 @@
 #ifndef LEADERD_PROXY_H
 #define LEADERD_PROXY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kubeconfig.h"
@@ -36,6 +37,9 @@
 struct ld_proxy_options {
     unsigned int max_connections;
     unsigned int idle_timeout_s;
+    /* --api-proxy-impersonation: Impersonate-* headers are forwarded instead
+     * of answered 403 (see ld_proxy_judge). */
+    bool impersonation;
 };
 
 struct ld_proxy;

@@ -335,6 +335,23 @@ class TestApiProxyForwardedHeaders(unittest.TestCase):
         self.assertEqual(headers.get("authorization"), "Bearer recorder-token")
         leaked = [k for k in headers if k.startswith("x-forwarded-") or k == "forwarded"]
         self.assertEqual(leaked, [], headers)
+        # Impersonation is refused unless the flag allows it.
+        status, data = raw_request(self.port, "GET", POD, {"Impersonate-User": "admin"})
+        self.assertEqual(status, 403, data[:300])
+        self.assertEqual(len(self.recorder.seen(POD)), 1)
+
+    def test_impersonation_passes_with_the_flag(self):
+        port = free_port()
+        self.replicas.append(Replica(self.recorder, "r2", self.dir, extra_args=[
+            "--api-proxy", "127.0.0.1:%d" % port, "--api-proxy-impersonation", "true"]).start())
+        status, data = raw_request(port, "GET", POD, {"Impersonate-User": "admin",
+                                                      "Impersonate-Group": "ops"})
+        self.assertEqual(status, 200, data[:300])
+        seen = self.recorder.seen(POD)
+        self.assertEqual(len(seen), 1, seen)
+        headers = {k.lower(): v for k, v in seen[0][2].items()}
+        self.assertEqual((headers.get("impersonate-user"), headers.get("impersonate-group")),
+                         ("admin", "ops"))
 
 
 if __name__ == "__main__":

@@ -219,8 +219,8 @@ class TestProxyBackPressure(ProxyBase):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             s.settimeout(30)
             s.connect(("127.0.0.1", self.proxy_port))
-            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-                       % LEASES).encode())
+            s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n"
+                       % (LEASES, self.proxy_port)).encode())
             # The answer is under way and the client reads nothing: the
             # proxy's memory must not take the 3 MB body.
             first = s.recv(1)

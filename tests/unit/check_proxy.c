@@ -722,12 +722,15 @@ START_TEST(proxy_cuts_a_write_by_time)
 }
 END_TEST
 
-/* A client on a raw socket that sent one request to the proxy on port;
+/* A client on a raw socket that sent one request to the proxy on port
+ * (request_fmt: the request, "%d" in its Host header standing for port);
  * returns the socket (the caller closes it). */
-static int raw_request(int port, const char *request)
+static int raw_request(int port, const char *request_fmt)
 {
+    char request[512];
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    snprintf(request, sizeof(request), request_fmt, port);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
@@ -758,8 +761,9 @@ START_TEST(proxy_cuts_a_write_by_time_after_a_busy_spell)
     ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
     ck_assert(fake_http_wait_requests(r.fake, 1, 5000));
     /* A quiet read whose hang-up wakes the upstream thread. */
-    int quiet = raw_request(ld_proxy_port(r.proxy),
-                            "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    int quiet =
+        raw_request(ld_proxy_port(r.proxy),
+                    "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n");
     ck_assert(fake_http_wait_requests(r.fake, 2, 5000));
     rig_publish(&r, 1500);
     /* The hold is the busy spell itself, not a wait for an event. */
@@ -809,14 +813,16 @@ START_TEST(proxy_stops_with_exchanges_in_flight)
     struct call g = {.base = r.base, .method = "GET", .target = "/w?watch=1"};
     ck_assert_int_eq(pthread_create(&tr, NULL, call_run, &g), 0);
     ck_assert(fake_http_wait_requests(r.fake, 2, 5000));
-    int gone = raw_request(ld_proxy_port(r.proxy),
-                           "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    int gone =
+        raw_request(ld_proxy_port(r.proxy),
+                    "GET /api/v1/pods?watch=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n");
     ck_assert(fake_http_wait_requests(r.fake, 3, 5000));
     close(gone);
-    int half = raw_request(ld_proxy_port(r.proxy),
-                           "PUT /api/v1/namespaces/a/configmaps/c HTTP/1.1\r\nHost: x\r\n"
-                           "Content-Type: application/json\r\n"
-                           "Content-Length: 100000\r\n\r\n{\"data\":");
+    int half = raw_request(
+        ld_proxy_port(r.proxy),
+        "PUT /api/v1/namespaces/a/configmaps/c HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+        "Content-Type: application/json\r\n"
+        "Content-Length: 100000\r\n\r\n{\"data\":");
     int64_t t0 = ld_mono_ms();
     ld_proxy_stop(r.proxy);
     r.proxy = NULL;
