@@ -15,6 +15,7 @@
 #include "hash.h"
 #include "lead.h"
 #include "shardassign.h"
+#include "shardlayout.h"
 
 #define MEMBER_INFIX "-member-"
 #define NAMED_RESERVED "member-"
@@ -31,8 +32,6 @@ struct member {
 };
 
 struct shard {
-    char *id;       /* owned */
-    char *lease;    /* owned */
     char *metadata; /* owned JSON */
     char *holder;   /* owned; "" when free or absent */
     int64_t holder_valid_until_ms;
@@ -42,7 +41,8 @@ struct shard {
 };
 
 struct ld_shardgroup {
-    char *name;
+    /* The names and ranges (one reference): readers may hold it longer. */
+    struct ld_shardlayout *layout;
     char *label_value; /* of LD_SHARDGROUP_LABEL: see group_label_value */
     char *identity;
     char *selector;
@@ -50,7 +50,6 @@ struct ld_shardgroup {
     char *member_lease;
     char *member_metadata;
     char *member_prefix; /* "NAME-member-" */
-    bool numbered;
     uint32_t n_shards;
     struct shard *shards;
     int64_t lease_duration_ms;
@@ -202,27 +201,22 @@ done:
     return out;
 }
 
-static enum ld_err build_shards(struct ld_shardgroup *g,
-                                const struct ld_shardgroup_config *cfg,
-                                struct ld_errinfo *err)
+static enum ld_err build_shards(struct ld_shardgroup *g, struct ld_errinfo *err)
 {
     char buf[SHOWN_MAX + 4];
     for (uint32_t s = 0; s < g->n_shards; s++) {
         struct shard *sh = &g->shards[s];
-        sh->id = cfg->names ? strdup(cfg->names[s]) : format("%u", (unsigned)s);
+        const char *lease = g->layout->shards[s].lease;
         sh->holder = strdup("");
         sh->holder_valid_until_ms = INT64_MIN;
-        if (!sh->id || !sh->holder)
+        if (!sh->holder)
             return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
-        sh->lease = format("%s-%s", g->name, sh->id);
-        if (!sh->lease)
-            return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
-        if (!ld_dns1123_subdomain(sh->lease))
+        if (!ld_dns1123_subdomain(lease))
             return ld_errinfo_set(err, LD_EINVAL,
                                   "shard Lease name %s is not a valid Lease name "
                                   "(DNS-1123 subdomain, at most %d characters)",
-                                  shown(sh->lease, buf), LD_DNS1123_SUBDOMAIN_MAX);
-        sh->metadata = metadata_json(g->label_value, sh->id, NULL, NULL);
+                                  shown(lease, buf), LD_DNS1123_SUBDOMAIN_MAX);
+        sh->metadata = metadata_json(g->label_value, g->layout->shards[s].id, NULL, NULL);
         if (!sh->metadata)
             return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     }
@@ -233,7 +227,7 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
                          struct ld_errinfo *err)
 {
     char buf[SHOWN_MAX + 4];
-    g->name = strdup(cfg->name);
+    g->layout = ld_shardlayout_new(cfg->name, cfg->names, cfg->n_shards);
     g->identity = strdup(cfg->identity);
     g->label_value = group_label_value(cfg->name);
     g->selector =
@@ -250,11 +244,10 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
      * is seen; reserve_member grows them with the table. */
     g->live = calloc(1, sizeof(*g->live));
     g->assigned_live = calloc(1, sizeof(*g->assigned_live));
-    if (!g->name || !g->identity || !g->label_value || !g->selector ||
+    if (!g->layout || !g->identity || !g->label_value || !g->selector ||
         !g->member_selector || !g->member_prefix || !g->member_lease || !g->shards ||
         !g->owners || !g->target || !g->contend || !g->live || !g->assigned_live)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
-    g->numbered = cfg->names == NULL;
     g->n_shards = cfg->n_shards;
     g->lease_duration_ms = cfg->lease_duration_ms;
     g->own_until_ms = INT64_MIN;
@@ -268,7 +261,7 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
         g->label_value, NULL, cfg->pod_name ? cfg->pod_name : g->identity, cfg->pod_uid);
     if (!g->member_metadata)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
-    return build_shards(g, cfg, err);
+    return build_shards(g, err);
 }
 
 struct ld_shardgroup *ld_shardgroup_new(const struct ld_shardgroup_config *cfg,
@@ -307,8 +300,6 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
      * NULL fields. */
     for (uint32_t s = 0; s < g->n_shards; s++) {
         struct shard *sh = &g->shards[s];
-        free(sh->id);
-        free(sh->lease);
         free(sh->metadata);
         free(sh->holder);
     }
@@ -323,7 +314,7 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
     free(g->assigned_live);
     for (unsigned i = 0; i < GONE_UIDS; i++)
         free(g->gone_uids[i]);
-    free(g->name);
+    ld_shardlayout_unref(g->layout);
     free(g->label_value);
     free(g->identity);
     free(g->selector);
@@ -343,12 +334,17 @@ uint32_t ld_shardgroup_count(const struct ld_shardgroup *g)
 
 bool ld_shardgroup_numbered(const struct ld_shardgroup *g)
 {
-    return g->numbered;
+    return g->layout->numbered;
 }
 
 const char *ld_shardgroup_name(const struct ld_shardgroup *g)
 {
-    return g->name;
+    return g->layout->name;
+}
+
+struct ld_shardlayout *ld_shardgroup_layout(const struct ld_shardgroup *g)
+{
+    return g->layout;
 }
 
 const char *ld_shardgroup_selector(const struct ld_shardgroup *g)
@@ -373,12 +369,12 @@ const char *ld_shardgroup_member_metadata(const struct ld_shardgroup *g)
 
 const char *ld_shardgroup_shard_id(const struct ld_shardgroup *g, uint32_t s)
 {
-    return s < g->n_shards ? g->shards[s].id : NULL;
+    return s < g->n_shards ? g->layout->shards[s].id : NULL;
 }
 
 const char *ld_shardgroup_shard_lease(const struct ld_shardgroup *g, uint32_t s)
 {
-    return s < g->n_shards ? g->shards[s].lease : NULL;
+    return s < g->n_shards ? g->layout->shards[s].lease : NULL;
 }
 
 const char *ld_shardgroup_shard_metadata(const struct ld_shardgroup *g, uint32_t s)
@@ -388,13 +384,7 @@ const char *ld_shardgroup_shard_metadata(const struct ld_shardgroup *g, uint32_t
 
 bool ld_shardgroup_find(const struct ld_shardgroup *g, const char *id, uint32_t *s)
 {
-    for (uint32_t i = 0; id && i < g->n_shards; i++) {
-        if (strcmp(g->shards[i].id, id) == 0) {
-            *s = i;
-            return true;
-        }
-    }
-    return false;
+    return ld_shardlayout_find(g->layout, id, s);
 }
 
 /* ---- the member table ---------------------------------------------------- */
@@ -709,24 +699,16 @@ bool ld_shardgroup_range(const struct ld_shardgroup *g, uint32_t s,
                          char end[LD_SHARDRANGE_HEX_SIZE],
                          char selector[LD_SHARDRANGE_SELECTOR_SIZE])
 {
-    struct ld_shard_range r;
-    if (!g->numbered || !ld_shardrange_of(s, g->n_shards, &r))
+    if (!g->layout->numbered || s >= g->n_shards)
         return false;
-    ld_shardrange_bounds(&r, start, end);
+    ld_shardrange_bounds(&g->layout->shards[s].range, start, end);
     if (selector)
-        ld_shardrange_selector(&r, selector);
+        ld_shardrange_selector(&g->layout->shards[s].range, selector);
     return true;
 }
 
 bool ld_shardgroup_shard_of_key(const struct ld_shardgroup *g, const void *key,
                                 size_t len, uint32_t *s, uint64_t *hash)
 {
-    if (!g->numbered)
-        return false;
-    uint64_t h = ld_fnv1a64(key, len);
-    if (s)
-        *s = ld_shardrange_find(h, g->n_shards);
-    if (hash)
-        *hash = h;
-    return true;
+    return ld_shardlayout_shard_of_key(g->layout, key, len, s, hash);
 }

@@ -86,7 +86,8 @@ static enum MHD_Result queue_shard_route(struct ld_http *h, struct MHD_Connectio
     struct ld_snapshot snap;
     struct ld_http_reply r;
     struct ld_shardsnap *t = ld_state_read_shards(h->st, &snap);
-    int rc = ld_http_route_shards(rq, h->st->group, &snap, t, h->m, ld_mono_ms(), &r);
+    int rc = ld_http_route_shards(rq, h->st->layout, &snap, t, h->m, h->st->group,
+                                  ld_mono_ms(), &r);
     ld_shardsnap_unref(t);
     return queue_reply(c, rc, &r);
 }
@@ -96,7 +97,7 @@ static enum MHD_Result queue_route(struct ld_http *h, struct MHD_Connection *c,
 {
     struct ld_snapshot snap;
     struct ld_http_reply r;
-    if (h->st->group) {
+    if (h->st->layout) {
         struct ld_http_shard_request rq = {method, url, NULL, 0};
         return queue_shard_route(h, c, &rq);
     }
@@ -206,7 +207,7 @@ static enum MHD_Result answer_shard(struct ld_http *h, struct MHD_Connection *c,
     if (q.failed)
         return queue_error(c, 400, q.err);
     if (want.wait && want.wait_ms > 0 &&
-        ld_http_shard_target(h->st->group, url, q.key, q.key_len, &target) == 200) {
+        ld_http_shard_target(h->st->layout, url, q.key, q.key_len, &target) == 200) {
         x = ld_http_hold_poll_shard(h->holds, c, &want, target.shard);
         if (x) {
             *con_cls = x;
@@ -298,7 +299,7 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
         struct ld_http_hold *x = *con_cls;
         if (ld_http_hold_is_resign(x))
             return answer_resign_resumed(h, c, x);
-        if (ld_http_hold_is_poll(x) && h->st->group)
+        if (ld_http_hold_is_poll(x) && h->st->layout)
             return answer_shard(h, c, method, url, con_cls, x);
         if (ld_http_hold_is_poll(x))
             return answer_resumed(h, c, x);
@@ -312,7 +313,7 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
     bool plain = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
     /* In shard mode there is no POST /resign: it is an unknown route. */
     bool resign =
-        !h->st->group && strcmp(method, "POST") == 0 && strcmp(url, "/resign") == 0;
+        !h->st->layout && strcmp(method, "POST") == 0 && strcmp(url, "/resign") == 0;
     if (*con_cls == NULL) {
         ld_http_conns_busy(h->conns, c);
         if (resign && !peer_may_resign(c))
@@ -329,11 +330,11 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
     }
     if (resign)
         return answer_resign(h, c, con_cls);
-    if (h->st->group && plain && is_shard_path(url))
+    if (h->st->layout && plain && is_shard_path(url))
         return answer_shard(h, c, method, url, con_cls, NULL);
-    if (h->st->group && plain && strcmp(url, "/watch") == 0)
+    if (h->st->layout && plain && strcmp(url, "/watch") == 0)
         return answer_watch(h, c, method, con_cls);
-    if (h->st->group)
+    if (h->st->layout)
         return queue_route(h, c, method, url);
     if (plain && strcmp(url, "/leader") == 0)
         return answer_leader(h, c, con_cls);

@@ -108,10 +108,10 @@ struct ld_http_holds {
     unsigned int nholds; /* allocated, linked or not */
     bool have_view;
     struct ld_http_view view; /* as of the last refresh (single-Lease mode) */
-    /* Shard mode (group non-NULL, borrowed from the state): the table the
+    /* Shard mode (layout non-NULL, borrowed from the state): the table the
      * last event shows (a reference, NULL before the first publish) and
      * when its leadership was judged. */
-    const struct ld_shardgroup *group;
+    const struct ld_shardlayout *layout;
     struct ld_shardsnap *table;
     int64_t table_at_ms;
     int64_t flip_at_ms;            /* when an is_leader shown turns false by itself */
@@ -305,10 +305,10 @@ static int ensure_current_locked(struct ld_http_holds *hs)
     struct ld_snapshot snap;
     size_t len = 0;
     const struct event *slot = &hs->ring[hs->seq % EVENT_RING];
-    if (!hs->group || (slot->t && slot->id == hs->seq))
+    if (!hs->layout || (slot->t && slot->id == hs->seq))
         return 0;
     ld_state_read(hs->st, &snap);
-    char *ev = ld_http_render_shards_event(true, hs->seq, hs->group, &snap, hs->table,
+    char *ev = ld_http_render_shards_event(true, hs->seq, hs->layout, &snap, hs->table,
                                            hs->table_at_ms, &len);
     return ev ? store_event_locked(hs, hs->seq, ev, len) : -1;
 }
@@ -332,7 +332,8 @@ static void refresh_shards_locked(struct ld_http_holds *hs, int64_t now)
     }
     uint64_t seq = hs->have_view ? hs->seq + 1 : hs->seq;
     if (hs->nsubs > 0) {
-        char *ev = ld_http_render_shards_event(true, seq, hs->group, &snap, t, now, &len);
+        char *ev =
+            ld_http_render_shards_event(true, seq, hs->layout, &snap, t, now, &len);
         if (!ev || store_event_locked(hs, seq, ev, len) != 0) {
             ld_shardsnap_unref(t);
             hs->retry_at_ms = now + RETRY_MS;
@@ -361,7 +362,7 @@ static void refresh_shards_locked(struct ld_http_holds *hs, int64_t now)
  * event for it with the next id and resumes whoever waits for a change. */
 static void refresh_locked(struct ld_http_holds *hs, int64_t now)
 {
-    if (hs->group) {
+    if (hs->layout) {
         refresh_shards_locked(hs, now);
         return;
     }
@@ -622,14 +623,14 @@ struct ld_http_hold *ld_http_hold_poll_shard(struct ld_http_holds *hs,
     refresh_locked(hs, now);
     /* What the caller is compared with: in shard mode its shard as the
      * last refresh saw it (which is the view now). */
-    if (hs->group && shard != LD_HTTP_NO_SHARD)
+    if (hs->layout && shard != LD_HTTP_NO_SHARD)
         ld_http_shard_view_of(hs->table, shard, hs->table_at_ms, &seen);
     else
         seen = hs->view;
     /* Past the cap the caller gets the current state at once, which the
      * contract allows at any time. A poll is of the mode's kind only. */
     if (!hs->stopping && hs->have_view &&
-        (hs->group != NULL) == (shard != LD_HTTP_NO_SHARD) &&
+        (hs->layout != NULL) == (shard != LD_HTTP_NO_SHARD) &&
         !ld_http_view_differs(want, &seen) && hs->npolls < hs->max_held)
         x = new_hold_locked(hs, c, HOLD_POLL);
     if (x) {
@@ -807,7 +808,7 @@ struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat
         return NULL;
     }
     hs->st = st;
-    hs->group = st->group;
+    hs->layout = st->layout;
     hs->heartbeat_ms = heartbeat_ms;
     hs->max_held = max_held;
     hs->max_subs = max_subs;

@@ -43,14 +43,14 @@ static bool valid_utf8(const char *s, size_t len)
     return true;
 }
 
-unsigned int ld_http_shard_target(const struct ld_shardgroup *g, const char *path,
+unsigned int ld_http_shard_target(const struct ld_shardlayout *l, const char *path,
                                   const char *key, size_t key_len,
                                   struct ld_http_target *out)
 {
     static const char prefix[] = "/shards/";
     memset(out, 0, sizeof(*out));
     if (strncmp(path, prefix, sizeof(prefix) - 1) == 0) {
-        if (ld_shardgroup_find(g, path + sizeof(prefix) - 1, &out->shard))
+        if (ld_shardlayout_find(l, path + sizeof(prefix) - 1, &out->shard))
             return 200;
         snprintf(out->err, sizeof(out->err),
                  "no such shard: GET /shards lists the shards of this group");
@@ -58,7 +58,7 @@ unsigned int ld_http_shard_target(const struct ld_shardgroup *g, const char *pat
     }
     if (strcmp(path, "/shard") != 0)
         return 0;
-    if (!ld_shardgroup_numbered(g)) {
+    if (!l->numbered) {
         snprintf(out->err, sizeof(out->err),
                  "GET /shard?key= needs numbered shards (--shards N): these are named");
         return 400;
@@ -74,7 +74,7 @@ unsigned int ld_http_shard_target(const struct ld_shardgroup *g, const char *pat
     out->by_key = true;
     out->key = key;
     out->key_len = key_len;
-    ld_shardgroup_shard_of_key(g, key, key_len, &out->shard, &out->hash);
+    ld_shardlayout_shard_of_key(l, key, key_len, &out->shard, &out->hash);
     return 200;
 }
 
@@ -87,12 +87,14 @@ static json_t *renewed_json(const struct ld_shard_entry *e)
 }
 
 /* Appends "range" and "selector" for a numbered shard; 0 or -1. */
-static int add_range(json_t *o, const struct ld_shardgroup *g, uint32_t s)
+static int add_range(json_t *o, const struct ld_shardlayout *l, uint32_t s)
 {
     char start[LD_SHARDRANGE_HEX_SIZE], end[LD_SHARDRANGE_HEX_SIZE];
     char selector[LD_SHARDRANGE_SELECTOR_SIZE];
-    if (!ld_shardgroup_range(g, s, start, end, selector))
+    if (!l->numbered)
         return 0;
+    ld_shardrange_bounds(&l->shards[s].range, start, end);
+    ld_shardrange_selector(&l->shards[s].range, selector);
     json_t *range = json_pack("[s, s]", start, end);
     if (json_object_set_new(o, "range", range) != 0 ||
         json_object_set_new(o, "selector", json_string(selector)) != 0)
@@ -100,18 +102,18 @@ static int add_range(json_t *o, const struct ld_shardgroup *g, uint32_t s)
     return 0;
 }
 
-/* One element of /shards' "shards". New reference, NULL on failure. */
-static json_t *shard_item(const struct ld_shardgroup *g, const struct ld_shardsnap *t,
-                          uint32_t s, int64_t now_ms)
+/* One element of /shards' "shards": shard s with its election e, mine
+ * saying whether this replica leads it now. New reference, NULL on
+ * failure. */
+static json_t *shard_item(const struct ld_shardlayout *l, uint32_t s,
+                          const struct ld_shard_entry *e, bool mine)
 {
-    const struct ld_shard_entry *e = ld_http_shard_entry(t, s);
     /* "o" steals the renewed_at value, also when packing fails. */
     json_t *o =
-        json_pack("{s:s, s:s, s:s, s:b, s:I, s:o}", "shard", ld_shardgroup_shard_id(g, s),
-                  "lease", ld_shardgroup_shard_lease(g, s), "leader", e->leader,
-                  "is_leader", ld_shard_entry_is_leader(e, now_ms), "term",
+        json_pack("{s:s, s:s, s:s, s:b, s:I, s:o}", "shard", l->shards[s].id, "lease",
+                  l->shards[s].lease, "leader", e->leader, "is_leader", mine, "term",
                   (json_int_t)e->term, "renewed_at", renewed_json(e));
-    if (o && add_range(o, g, s) != 0) {
+    if (o && add_range(o, l, s) != 0) {
         json_decref(o);
         return NULL;
     }
@@ -119,7 +121,7 @@ static json_t *shard_item(const struct ld_shardgroup *g, const struct ld_shardsn
 }
 
 /* /shards as a JSON object; new reference, NULL on failure. */
-static json_t *shards_json(const struct ld_shardgroup *g, const struct ld_snapshot *snap,
+static json_t *shards_json(const struct ld_shardlayout *l, const struct ld_snapshot *snap,
                            const struct ld_shardsnap *t, int64_t now_ms)
 {
     json_t *members = json_array(), *owned = json_array(), *shards = json_array();
@@ -136,13 +138,13 @@ static json_t *shards_json(const struct ld_shardgroup *g, const struct ld_snapsh
         if (m && json_array_append_new(members, m) != 0)
             goto fail;
     }
-    uint32_t n = ld_shardgroup_count(g);
-    for (uint32_t s = 0; s < n; s++) {
-        json_t *item = shard_item(g, t, s, now_ms);
+    for (uint32_t s = 0; s < l->n_shards; s++) {
+        const struct ld_shard_entry *e = ld_http_shard_entry(t, s);
+        bool mine = ld_shard_entry_is_leader(e, now_ms);
+        json_t *item = shard_item(l, s, e, mine);
         if (!item || json_array_append_new(shards, item) != 0)
             goto fail;
-        if (ld_shard_entry_is_leader(ld_http_shard_entry(t, s), now_ms) &&
-            json_array_append_new(owned, json_string(ld_shardgroup_shard_id(g, s))) != 0)
+        if (mine && json_array_append_new(owned, json_string(l->shards[s].id)) != 0)
             goto fail;
     }
     return o;
@@ -151,10 +153,11 @@ fail:
     return NULL;
 }
 
-char *ld_http_render_shards(const struct ld_shardgroup *g, const struct ld_snapshot *snap,
-                            const struct ld_shardsnap *t, int64_t now_ms)
+char *ld_http_render_shards(const struct ld_shardlayout *l,
+                            const struct ld_snapshot *snap, const struct ld_shardsnap *t,
+                            int64_t now_ms)
 {
-    json_t *o = shards_json(g, snap, t, now_ms);
+    json_t *o = shards_json(l, snap, t, now_ms);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return text;
@@ -162,7 +165,7 @@ char *ld_http_render_shards(const struct ld_shardgroup *g, const struct ld_snaps
 
 /* Shard s's election as a struct ld_snapshot, so that its body is the
  * /leader body: lease "NAMESPACE/NAME-ID", the rest from its entry. */
-static void shard_snapshot(const struct ld_shardgroup *g, const struct ld_snapshot *snap,
+static void shard_snapshot(const struct ld_shardlayout *l, const struct ld_snapshot *snap,
                            const struct ld_shard_entry *e, uint32_t s,
                            struct ld_snapshot *out)
 {
@@ -170,7 +173,7 @@ static void shard_snapshot(const struct ld_shardgroup *g, const struct ld_snapsh
     int ns_len = slash ? (int)(slash - snap->lease) : 0;
     *out = *snap;
     snprintf(out->lease, sizeof(out->lease), "%.*s/%s", ns_len, snap->lease,
-             ld_shardgroup_shard_lease(g, s));
+             l->shards[s].lease);
     snprintf(out->leader, sizeof(out->leader), "%s", e->leader);
     out->term = e->term;
     out->observed = e->observed;
@@ -181,17 +184,17 @@ static void shard_snapshot(const struct ld_shardgroup *g, const struct ld_snapsh
     out->last_renew_wall_us = e->last_renew_wall_us;
 }
 
-char *ld_http_render_shard(const struct ld_shardgroup *g, const struct ld_snapshot *snap,
+char *ld_http_render_shard(const struct ld_shardlayout *l, const struct ld_snapshot *snap,
                            const struct ld_shardsnap *t,
                            const struct ld_http_target *target, int64_t now_ms)
 {
     struct ld_snapshot one;
     char hash[LD_SHARDRANGE_HEX_SIZE];
     char *text = NULL;
-    shard_snapshot(g, snap, ld_http_shard_entry(t, target->shard), target->shard, &one);
+    shard_snapshot(l, snap, ld_http_shard_entry(t, target->shard), target->shard, &one);
     json_t *o = ld_http_leader_json(&one, now_ms);
-    if (!o || json_object_set_new(
-                  o, "shard", json_string(ld_shardgroup_shard_id(g, target->shard))) != 0)
+    if (!o ||
+        json_object_set_new(o, "shard", json_string(l->shards[target->shard].id)) != 0)
         goto out;
     if (target->by_key) {
         ld_shardrange_hex(target->hash, hash);
@@ -207,13 +210,13 @@ out:
 }
 
 char *ld_http_render_shards_event(bool with_id, uint64_t id,
-                                  const struct ld_shardgroup *g,
+                                  const struct ld_shardlayout *l,
                                   const struct ld_snapshot *snap,
                                   const struct ld_shardsnap *t, int64_t now_ms,
                                   size_t *len)
 {
     return ld_http_sse_frame(with_id, id, "shards",
-                             ld_http_render_shards(g, snap, t, now_ms), len);
+                             ld_http_render_shards(l, snap, t, now_ms), len);
 }
 
 enum route { R_NONE, R_SHARDS, R_SHARD, R_WATCH, R_METRICS, R_SINGLE, R_GONE };
@@ -236,9 +239,10 @@ static enum route find_route(const char *path)
 }
 
 int ld_http_route_shards(const struct ld_http_shard_request *rq,
-                         const struct ld_shardgroup *g, const struct ld_snapshot *snap,
+                         const struct ld_shardlayout *l, const struct ld_snapshot *snap,
                          const struct ld_shardsnap *t, struct ld_metrics *m,
-                         int64_t now_ms, struct ld_http_reply *out)
+                         const struct ld_shardgroup *g, int64_t now_ms,
+                         struct ld_http_reply *out)
 {
     struct ld_http_target target;
     size_t len = 0;
@@ -260,21 +264,21 @@ int ld_http_route_shards(const struct ld_http_shard_request *rq,
     switch (r) {
     case R_SHARDS:
         return ld_http_reply_owned(out, t && t->observed ? 200 : 503, LD_HTTP_CT_JSON,
-                                   ld_http_render_shards(g, snap, t, now_ms));
+                                   ld_http_render_shards(l, snap, t, now_ms));
     case R_SHARD: {
         unsigned int status =
-            ld_http_shard_target(g, path, rq->key, rq->key_len, &target);
+            ld_http_shard_target(l, path, rq->key, rq->key_len, &target);
         if (status != 200)
             return ld_http_reply_error(out, status, target.err);
         bool ours =
             ld_shard_entry_is_leader(ld_http_shard_entry(t, target.shard), now_ms);
         return ld_http_reply_owned(out, ours ? 200 : 503, LD_HTTP_CT_JSON,
-                                   ld_http_render_shard(g, snap, t, &target, now_ms));
+                                   ld_http_render_shard(l, snap, t, &target, now_ms));
     }
     case R_WATCH:
         if (ld_http_reply_owned(
                 out, 200, LD_HTTP_CT_SSE,
-                ld_http_render_shards_event(false, 0, g, snap, t, now_ms, &len)) != 0)
+                ld_http_render_shards_event(false, 0, l, snap, t, now_ms, &len)) != 0)
             return -1;
         out->len = len;
         return 0;

@@ -4,9 +4,10 @@
  * a shard table and a time (no socket, no thread, no server state): the
  * shard-mode route table, the /shards, /shards/ID and /shard?key=K bodies,
  * the "shards" /watch event and the resolution of a request to its shard.
- * The group is only read through the getters shardgroup.h allows from any
- * thread; the table is immutable (shardsnap.h), so nothing here needs the
- * state's mutex. Every function is thread-safe.
+ * Names, Lease names and ranges come from the group's layout
+ * (shardlayout.h), never from the group; the layout and the table are
+ * immutable (shardsnap.h), so nothing here needs the state's mutex. Every
+ * function is thread-safe.
  *
  * A NULL table (nothing published yet) reads as every shard unobserved,
  * free and not ours; so does a shard the table does not have.
@@ -20,7 +21,7 @@
 
 #include "http.h"
 #include "http_route.h"
-#include "shardgroup.h"
+#include "shardlayout.h"
 #include "shardsnap.h"
 #include "state.h"
 
@@ -44,12 +45,12 @@ struct ld_http_target {
     char err[160]; /* why not, for a 400 or 404 (valid UTF-8) */
 };
 
-/* Resolves path (and key, as in struct ld_http_shard_request) against g:
+/* Resolves path (and key, as in struct ld_http_shard_request) against l:
  * returns 200 with out filled, 404 for /shards/ID with an ID that is no
  * shard, 400 for /shard with named shards, without a key, with an empty
  * one or one that is not UTF-8 (reason in out->err), or 0 when path is
  * neither /shards/ID nor /shard. */
-unsigned int ld_http_shard_target(const struct ld_shardgroup *g, const char *path,
+unsigned int ld_http_shard_target(const struct ld_shardlayout *l, const char *path,
                                   const char *key, size_t key_len,
                                   struct ld_http_target *out);
 
@@ -69,15 +70,17 @@ void ld_http_shard_view_of(const struct ld_shardsnap *t, uint32_t s, int64_t now
  * snap->lease and identity from snap->identity. Returns a new string
  * (free()) or NULL on allocation failure. The status to send with it is
  * 200 when t says observed, else 503. */
-char *ld_http_render_shards(const struct ld_shardgroup *g, const struct ld_snapshot *snap,
-                            const struct ld_shardsnap *t, int64_t now_ms);
+char *ld_http_render_shards(const struct ld_shardlayout *l,
+                            const struct ld_snapshot *snap, const struct ld_shardsnap *t,
+                            int64_t now_ms);
 
-/* The GET /shards/ID body for target->shard: the /leader body of that
+/* The GET /shards/ID body for target->shard (a target that
+ * ld_http_shard_target found in l): the /leader body of that
  * shard (lease "NAMESPACE/NAME-ID") plus "shard", and for a target by key
  * "key" and "hash" ("0x" + 16 hex digits). Returns a new string (free())
  * or NULL on allocation failure. The status to send with it is 200 when
  * its is_leader, else 503. */
-char *ld_http_render_shard(const struct ld_shardgroup *g, const struct ld_snapshot *snap,
+char *ld_http_render_shard(const struct ld_shardlayout *l, const struct ld_snapshot *snap,
                            const struct ld_shardsnap *t,
                            const struct ld_http_target *target, int64_t now_ms);
 
@@ -85,22 +88,25 @@ char *ld_http_render_shard(const struct ld_shardgroup *g, const struct ld_snapsh
  * "event: shards\ndata: JSON\n\n" with the /shards body. Returns a new
  * string (free()) with its length in *len, or NULL on allocation failure. */
 char *ld_http_render_shards_event(bool with_id, uint64_t id,
-                                  const struct ld_shardgroup *g,
+                                  const struct ld_shardlayout *l,
                                   const struct ld_snapshot *snap,
                                   const struct ld_shardsnap *t, int64_t now_ms,
                                   size_t *len);
 
-/* Answers rq in shard mode from g, snap and t as of now_ms, as a request
+/* Answers rq in shard mode from l, snap and t as of now_ms, as a request
  * that does not wait (as ld_http_route does in single-Lease mode):
  * /shards, /shards/ID and /shard?key=K as above, /watch as the single
  * event a new stream starts with (without its id), /healthz, /readyz and
  * /metrics as ld_http_route (with the shard metrics), and GET /leader,
  * GET / and /resign (any method) 404 naming /shards. Other methods than
  * GET and HEAD get 405, unknown paths 404, both with a JSON error. m may
- * be NULL. Returns 0 with out filled, or -1 on allocation failure. */
+ * be NULL; g is only handed on to /metrics (ld_http_reply_metrics), which
+ * still names shard Leases through the group. Returns 0 with out filled,
+ * or -1 on allocation failure. */
 int ld_http_route_shards(const struct ld_http_shard_request *rq,
-                         const struct ld_shardgroup *g, const struct ld_snapshot *snap,
+                         const struct ld_shardlayout *l, const struct ld_snapshot *snap,
                          const struct ld_shardsnap *t, struct ld_metrics *m,
-                         int64_t now_ms, struct ld_http_reply *out);
+                         const struct ld_shardgroup *g, int64_t now_ms,
+                         struct ld_http_reply *out);
 
 #endif

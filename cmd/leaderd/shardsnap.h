@@ -8,6 +8,12 @@
  *
  * Leadership per shard is judged by the reader at request time from
  * lead_until_ms, as for the single Lease (state.h).
+ *
+ * A table holds only what changes. Shard i is the group's shard i: its ID,
+ * Lease name and range never change, so they are not copied into every
+ * table but kept once in the group's layout (shardlayout.h), which the
+ * state holds beside the latest table; the two and the state's snapshot
+ * are all a reader renders from.
  */
 #ifndef LEADERD_SHARDSNAP_H
 #define LEADERD_SHARDSNAP_H
@@ -16,7 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* One shard's election, in the group's order (shardgroup.h). */
+/* One shard's election, in the group's order (shardlayout.h). */
 struct ld_shard_entry {
     const char *leader;    /* observed holder, "" when free; never NULL */
     int64_t term;          /* leaseTransitions of the observed record */

@@ -28,6 +28,8 @@ void ld_state_destroy(struct ld_state *st)
 {
     ld_shardsnap_unref(st->shards);
     st->shards = NULL;
+    ld_shardlayout_unref(st->layout);
+    st->layout = NULL;
     if (st->resign.fd >= 0)
         close(st->resign.fd);
     st->resign.fd = -1;
@@ -49,6 +51,12 @@ void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next)
 void ld_state_set_group(struct ld_state *st, const struct ld_shardgroup *group)
 {
     st->group = group;
+}
+
+void ld_state_set_layout(struct ld_state *st, struct ld_shardlayout *layout)
+{
+    ld_shardlayout_unref(st->layout);
+    st->layout = ld_shardlayout_ref(layout);
 }
 
 void ld_state_publish_shards(struct ld_state *st, const struct ld_snapshot *snap,

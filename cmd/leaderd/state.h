@@ -18,8 +18,11 @@
 #include <stdint.h>
 
 #include "lease.h"
-#include "shardgroup.h"
+#include "shardlayout.h"
 #include "shardsnap.h"
+/* Only for metrics.c, which reaches the group's getters through this
+ * header while /metrics still names shard Leases from the group. */
+#include "shardgroup.h"
 
 struct ld_snapshot {
     char lease[512]; /* "NAMESPACE/NAME", set once at start */
@@ -74,14 +77,19 @@ struct ld_state_listener {
 struct ld_state {
     pthread_mutex_t mu;
     struct ld_snapshot snap;
-    /* Shard mode only (else NULL): the group, for its names and ranges
-     * (borrowed, set before any thread starts; other threads call only the
-     * getters that read what ld_shardgroup_new set, see shardgroup.h), and
-     * the latest shard table (one reference owned here; NULL until the
-     * first publish). In shard mode snap still carries the loop's
-     * heartbeat, health and "observed" (the whole group). */
-    const struct ld_shardgroup *group;
+    /* Shard mode only (else NULL): the group's names and ranges (one
+     * reference, set before any thread starts and never changed after, so
+     * read without mu), and the latest shard table (one reference owned
+     * here; NULL until the first publish). A reader renders a shard answer
+     * from these two and snap alone. In shard mode snap still carries the
+     * loop's heartbeat, health and "observed" (the whole group). */
+    struct ld_shardlayout *layout;
     struct ld_shardsnap *shards;
+    /* Shard mode only: the group itself (borrowed, set before any thread
+     * starts), for the readers that still take names from it, the API
+     * proxy's write gate and /metrics, through the getters shardgroup.h
+     * allows from any thread. */
+    const struct ld_shardgroup *group;
     struct ld_state_listener *listeners;
     struct ld_resign_channel resign; /* under mu */
 };
@@ -100,6 +108,10 @@ void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next);
 /* Shard mode: sets the group (borrowed; see struct ld_state) before any
  * thread uses st. */
 void ld_state_set_group(struct ld_state *st, const struct ld_shardgroup *group);
+
+/* Shard mode: takes a reference to layout (the group's, see struct
+ * ld_state; released by ld_state_destroy) before any thread uses st. */
+void ld_state_set_layout(struct ld_state *st, struct ld_shardlayout *layout);
 
 /* Shard mode: replaces the shard table with next (its reference is taken
  * over; NULL-safe: nothing changes) and then snap's dynamic fields as

@@ -28,11 +28,14 @@
  *    caller can wake then.
  *  - gives what /shards shows: live members, the shards owned at now, per
  *    shard its Lease name, and for numbered shards range and selector
- *    (shardrange.h) and the shard of a key.
+ *    (shardrange.h) and the shard of a key. The names and ranges live in
+ *    the group's layout (shardlayout.h), which readers on other threads
+ *    take a reference to instead of reading the group.
  *
- * Threads: the name getters, ld_shardgroup_find, ld_shardgroup_range and
- * ld_shardgroup_shard_of_key read only what ld_shardgroup_new set, so other
- * threads may call them while one thread makes every other call.
+ * Threads: the name getters, ld_shardgroup_layout, ld_shardgroup_find,
+ * ld_shardgroup_range and ld_shardgroup_shard_of_key read only what
+ * ld_shardgroup_new set, so other threads may call them while one thread
+ * makes every other call.
  *
  * Ownership: the group copies everything it is given; strings it returns
  * are borrowed from it and valid as long as the call comment says (at most
@@ -48,6 +51,7 @@
 #include "election.h"
 #include "err.h"
 #include "lease.h"
+#include "shardlayout.h"
 #include "shardrange.h"
 
 #define LD_SHARDGROUP_MAX_SHARDS 1024
@@ -92,6 +96,9 @@ void ld_shardgroup_free(struct ld_shardgroup *g); /* NULL-safe */
 uint32_t ld_shardgroup_count(const struct ld_shardgroup *g);
 bool ld_shardgroup_numbered(const struct ld_shardgroup *g);
 const char *ld_shardgroup_name(const struct ld_shardgroup *g);
+/* The group's names and ranges: borrowed, valid until ld_shardgroup_free;
+ * ld_shardlayout_ref keeps it for longer, independently of the group. */
+struct ld_shardlayout *ld_shardgroup_layout(const struct ld_shardgroup *g);
 /* The label selector of the group's watch: "leaderd.io/shard-group=NAME"
  * (for a name over LD_SHARDGROUP_NAME_MAX: its first 46 bytes, "-" and
  * FNV-1a64 of the name in 16 hex digits). */

@@ -119,7 +119,7 @@ static int route(const char *method, const char *path, const char *key, size_t k
                  struct ld_http_reply *out)
 {
     struct ld_http_shard_request rq = {method, path, key, key_len};
-    return ld_http_route_shards(&rq, g, snap, t, m, now, out);
+    return ld_http_route_shards(&rq, ld_shardgroup_layout(g), snap, t, m, g, now, out);
 }
 
 /* ---- plain functions ---- */
@@ -368,6 +368,7 @@ END_TEST
 START_TEST(key_hash_and_shard)
 {
     struct ld_shardgroup *g = new_group(NULL, 3);
+    const struct ld_shardlayout *l = ld_shardgroup_layout(g);
     struct ld_snapshot snap;
     struct ld_http_reply r;
     struct ld_http_target target;
@@ -399,7 +400,7 @@ START_TEST(key_hash_and_shard)
         if (keys[i].hash)
             ck_assert_str_eq(hex, keys[i].hash);
         ck_assert_uint_eq(
-            ld_http_shard_target(g, "/shard", keys[i].key, keys[i].len, &target), 200);
+            ld_http_shard_target(l, "/shard", keys[i].key, keys[i].len, &target), 200);
         ck_assert_uint_eq(target.shard, want);
         ck_assert_uint_eq(target.hash, h);
 
@@ -429,7 +430,7 @@ START_TEST(key_hash_and_shard)
     } bad[] = {{NULL, 0}, {"", 0}, {"\xff", 1}, {"a\xc3", 2}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ck_assert_uint_eq(
-            ld_http_shard_target(g, "/shard", bad[i].key, bad[i].len, &target), 400);
+            ld_http_shard_target(l, "/shard", bad[i].key, bad[i].len, &target), 400);
         ck_assert_int_eq(
             route("GET", "/shard", bad[i].key, bad[i].len, g, &snap, t, NULL, now, &r),
             0);
@@ -440,8 +441,8 @@ START_TEST(key_hash_and_shard)
         ld_http_reply_clear(&r);
     }
     /* Not a shard path at all. */
-    ck_assert_uint_eq(ld_http_shard_target(g, "/shards", NULL, 0, &target), 0);
-    ck_assert_uint_eq(ld_http_shard_target(g, "/shards/2", NULL, 0, &target), 200);
+    ck_assert_uint_eq(ld_http_shard_target(l, "/shards", NULL, 0, &target), 0);
+    ck_assert_uint_eq(ld_http_shard_target(l, "/shards/2", NULL, 0, &target), 200);
     ck_assert_uint_eq(target.shard, 2);
     ck_assert(!target.by_key);
     ld_shardsnap_unref(t);
@@ -452,6 +453,7 @@ END_TEST
 START_TEST(shard_mode_route_table)
 {
     struct ld_shardgroup *g = new_group(NULL, 3);
+    const struct ld_shardlayout *l = ld_shardgroup_layout(g);
     struct ld_snapshot snap;
     struct ld_http_reply r;
     int64_t now = 1000000;
@@ -520,7 +522,7 @@ START_TEST(shard_mode_route_table)
     ld_http_reply_clear(&r);
 
     size_t len = 0;
-    char *ev = ld_http_render_shards_event(true, 42, g, &snap, t, now, &len);
+    char *ev = ld_http_render_shards_event(true, 42, l, &snap, t, now, &len);
     ck_assert_ptr_nonnull(ev);
     ck_assert_int_eq(strncmp(ev, "id: 42\nevent: shards\ndata: {", 28), 0);
     ck_assert_uint_eq(len, strlen(ev));
@@ -641,6 +643,7 @@ START_TEST(largest_group)
         e[i] = entry(leader, i, i % 2 ? 10000 : 0, now);
     }
     struct ld_shardgroup *g = new_group(ptrs, LD_SHARDGROUP_MAX_SHARDS);
+    const struct ld_shardlayout *l = ld_shardgroup_layout(g);
     struct ld_snapshot snap;
     struct ld_metrics m;
     char *text = NULL;
@@ -659,7 +662,7 @@ START_TEST(largest_group)
     ck_assert_uint_lt(len, LD_METRICS_MAX_TEXT);
     free(text);
 
-    char *body = ld_http_render_shards(g, &snap, t, now);
+    char *body = ld_http_render_shards(l, &snap, t, now);
     ck_assert_ptr_nonnull(body);
     json_t *o = parse_json(body);
     ck_assert_uint_eq(json_array_size(json_object_get(o, "shards")),
@@ -738,6 +741,7 @@ static void setup(void)
     ld_state_init(&st, "ns/demo", "me", STALE_MS);
     grp = new_group(NULL, 3);
     ld_state_set_group(&st, grp);
+    ld_state_set_layout(&st, ld_shardgroup_layout(grp));
     ld_metrics_init(&met);
     srv = ld_http_start("127.0.0.1", 0, &st, &met, err, sizeof(err));
     ck_assert_msg(srv != NULL, "start: %s", err);
@@ -1209,6 +1213,7 @@ START_TEST(server_largest_table)
     ld_state_init(&st, "ns/demo", "me", STALE_MS);
     grp = new_group(NULL, LD_SHARDGROUP_MAX_SHARDS);
     ld_state_set_group(&st, grp);
+    ld_state_set_layout(&st, ld_shardgroup_layout(grp));
     char err[256];
     srv = ld_http_start("127.0.0.1", 0, &st, &met, err, sizeof(err));
     ck_assert_msg(srv != NULL, "start: %s", err);
