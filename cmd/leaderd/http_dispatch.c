@@ -86,8 +86,7 @@ static enum MHD_Result queue_shard_route(struct ld_http *h, struct MHD_Connectio
     struct ld_snapshot snap;
     struct ld_http_reply r;
     struct ld_shardsnap *t = ld_state_read_shards(h->st, &snap);
-    int rc = ld_http_route_shards(rq, h->st->layout, &snap, t, h->m, h->st->group,
-                                  ld_mono_ms(), &r);
+    int rc = ld_http_route_shards(rq, h->st->layout, &snap, t, h->m, ld_mono_ms(), &r);
     ld_shardsnap_unref(t);
     return queue_reply(c, rc, &r);
 }

@@ -174,7 +174,7 @@ int ld_http_reply_error(struct ld_http_reply *out, unsigned int status, const ch
 }
 
 int ld_http_reply_metrics(struct ld_http_reply *out, struct ld_metrics *m,
-                          const struct ld_snapshot *snap, const struct ld_shardgroup *g,
+                          const struct ld_snapshot *snap, const struct ld_shardlayout *l,
                           const struct ld_shardsnap *t, int64_t now_ms)
 {
     struct ld_metrics empty;
@@ -184,7 +184,7 @@ int ld_http_reply_metrics(struct ld_http_reply *out, struct ld_metrics *m,
         ld_metrics_init(&empty);
         m = &empty;
     }
-    int rc = ld_metrics_render_shards(m, snap, g, t, now_ms, &text, &len);
+    int rc = ld_metrics_render_shards(m, snap, l, t, now_ms, &text, &len);
     if (m == &empty)
         ld_metrics_destroy(&empty);
     if (rc != 0)

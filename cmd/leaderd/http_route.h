@@ -61,10 +61,10 @@ int ld_http_reply_owned(struct ld_http_reply *out, unsigned int status, const ch
 int ld_http_reply_error(struct ld_http_reply *out, unsigned int status, const char *msg);
 
 /* out = the /metrics exposition of m (NULL: without the API series) for
- * snap at now_ms, in shard mode (g and t non-NULL) with the per-shard
+ * snap at now_ms, in shard mode (l non-NULL) with the per-shard
  * lines. 0, or -1 on allocation failure. */
 int ld_http_reply_metrics(struct ld_http_reply *out, struct ld_metrics *m,
-                          const struct ld_snapshot *snap, const struct ld_shardgroup *g,
+                          const struct ld_snapshot *snap, const struct ld_shardlayout *l,
                           const struct ld_shardsnap *t, int64_t now_ms);
 
 /* One /watch event: "id: ID\n" (when with_id), "event: EVENT\n", "data:

@@ -241,8 +241,7 @@ static enum route find_route(const char *path)
 int ld_http_route_shards(const struct ld_http_shard_request *rq,
                          const struct ld_shardlayout *l, const struct ld_snapshot *snap,
                          const struct ld_shardsnap *t, struct ld_metrics *m,
-                         const struct ld_shardgroup *g, int64_t now_ms,
-                         struct ld_http_reply *out)
+                         int64_t now_ms, struct ld_http_reply *out)
 {
     struct ld_http_target target;
     size_t len = 0;
@@ -283,7 +282,7 @@ int ld_http_route_shards(const struct ld_http_shard_request *rq,
         out->len = len;
         return 0;
     case R_METRICS:
-        return ld_http_reply_metrics(out, m, snap, g, t, now_ms);
+        return ld_http_reply_metrics(out, m, snap, l, t, now_ms);
     case R_SINGLE: /* /healthz and /readyz judge the loop, as in single mode */
         return ld_http_route(rq->method, path, snap, m, now_ms, out);
     case R_NONE:

@@ -100,13 +100,10 @@ char *ld_http_render_shards_event(bool with_id, uint64_t id,
  * /metrics as ld_http_route (with the shard metrics), and GET /leader,
  * GET / and /resign (any method) 404 naming /shards. Other methods than
  * GET and HEAD get 405, unknown paths 404, both with a JSON error. m may
- * be NULL; g is only handed on to /metrics (ld_http_reply_metrics), which
- * still names shard Leases through the group. Returns 0 with out filled,
- * or -1 on allocation failure. */
+ * be NULL. Returns 0 with out filled, or -1 on allocation failure. */
 int ld_http_route_shards(const struct ld_http_shard_request *rq,
                          const struct ld_shardlayout *l, const struct ld_snapshot *snap,
                          const struct ld_shardsnap *t, struct ld_metrics *m,
-                         const struct ld_shardgroup *g, int64_t now_ms,
-                         struct ld_http_reply *out);
+                         int64_t now_ms, struct ld_http_reply *out);
 
 #endif

@@ -248,7 +248,6 @@ static enum ld_err make_shards_mode(struct daemon *d, struct ld_shell_mode *mode
     d->shards = ld_mode_shards_new(&sc, err);
     if (!d->shards)
         return err->code;
-    ld_state_set_group(&d->state, ld_mode_shards_group(d->shards));
     ld_state_set_layout(&d->state, ld_shardgroup_layout(ld_mode_shards_group(d->shards)));
     *mode = ld_mode_shards(d->shards);
     return LD_OK;

@@ -158,18 +158,18 @@ static void master_status(struct ld_buf *b, const char *name, bool leader)
 
 /* Shard mode: one master status per shard Lease instead of the group's,
  * then how many shards are ours and how many members are live. */
-static void render_group(struct ld_buf *b, const struct ld_shardgroup *g,
+static void render_group(struct ld_buf *b, const struct ld_shardlayout *l,
                          const struct ld_shardsnap *t, int64_t now_ms)
 {
-    uint32_t n = ld_shardgroup_count(g), owned = 0;
+    uint32_t owned = 0;
     header(b, "leader_election_master_status", "gauge",
            "1 while this replica leads the lease, else 0; name is the lease name "
            "(as client-go controllers expose it), one per shard Lease.");
-    for (uint32_t s = 0; s < n; s++) {
+    for (uint32_t s = 0; s < l->n_shards; s++) {
         bool leader =
             t && s < t->n_shards && ld_shard_entry_is_leader(&t->shards[s], now_ms);
         owned += leader ? 1 : 0;
-        master_status(b, ld_shardgroup_shard_lease(g, s), leader);
+        master_status(b, l->shards[s].lease, leader);
     }
     header(b, "leaderd_shards_owned", "gauge",
            "Shards of the group this replica leads now.");
@@ -181,15 +181,15 @@ static void render_group(struct ld_buf *b, const struct ld_shardgroup *g,
 }
 
 static void render_election(struct ld_buf *b, const struct ld_snapshot *snap,
-                            const struct ld_shardgroup *g, const struct ld_shardsnap *t,
+                            const struct ld_shardlayout *l, const struct ld_shardsnap *t,
                             int64_t now_ms)
 {
     bool leader = ld_snapshot_is_leader(snap, now_ms);
     const char *slash = strrchr(snap->lease, '/');
     const char *name = slash ? slash + 1 : snap->lease;
 
-    if (g) {
-        render_group(b, g, t, now_ms);
+    if (l) {
+        render_group(b, l, t, now_ms);
     } else {
         header(b, "leader_election_master_status", "gauge",
                "1 while this replica leads the lease, else 0; name is the lease name "
@@ -206,7 +206,7 @@ static void render_election(struct ld_buf *b, const struct ld_snapshot *snap,
            "Wall time of this replica's last successful renewal (Unix seconds), 0 if "
            "never.");
     int64_t us = snap->last_renew_wall_us > 0 ? snap->last_renew_wall_us : 0;
-    for (uint32_t i = 0; g && t && i < t->n_shards; i++) {
+    for (uint32_t i = 0; l && t && i < t->n_shards; i++) {
         if (t->shards[i].last_renew_wall_us > us)
             us = t->shards[i].last_renew_wall_us; /* the latest of any shard */
     }
@@ -214,7 +214,7 @@ static void render_election(struct ld_buf *b, const struct ld_snapshot *snap,
                   (long long)(us / 1000000), (long long)(us % 1000000));
     /* One Lease's leadership and term; a shard group has its per-shard
      * lines instead. */
-    if (!g) {
+    if (!l) {
         header(b, "leaderd_is_leader", "gauge",
                "1 while this replica leads (same as leader_election_master_status).");
         ld_buf_printf(b, "leaderd_is_leader %d\n", leader ? 1 : 0);
@@ -432,14 +432,14 @@ int ld_metrics_render(struct ld_metrics *m, const struct ld_snapshot *snap,
 }
 
 int ld_metrics_render_shards(struct ld_metrics *m, const struct ld_snapshot *snap,
-                             const struct ld_shardgroup *g, const struct ld_shardsnap *t,
+                             const struct ld_shardlayout *l, const struct ld_shardsnap *t,
                              int64_t now_ms, char **out, size_t *len)
 {
     struct ld_buf b;
     ld_buf_init(&b, LD_METRICS_MAX_TEXT);
     *out = NULL;
     *len = 0;
-    render_election(&b, snap, g, t, now_ms);
+    render_election(&b, snap, l, t, now_ms);
     render_api(&b, m);
     render_watch(&b, m);
     render_proxy(&b, m);

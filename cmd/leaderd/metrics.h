@@ -102,15 +102,13 @@ void ld_metrics_proxy_aborted(struct ld_metrics *m);
 int ld_metrics_render(struct ld_metrics *m, const struct ld_snapshot *snap,
                       int64_t now_ms, char **out, size_t *len);
 
-/* ld_metrics_render in shard mode (g non-NULL; borrowed, name getters
- * only): instead of the single leader_election_master_status, one per
- * shard Lease (name="NAME-ID", 1 iff t says we lead it at now_ms), then
- * leaderd_shards_owned and leaderd_shard_members from t (NULL: nothing
- * published yet, every shard 0). With g NULL it is ld_metrics_render.
- * 1024 shards with the longest names take under 200 KiB, inside
- * LD_METRICS_MAX_TEXT. Thread-safe. */
+/* ld_metrics_render in shard mode (l non-NULL; borrowed): instead of the single
+ * leader_election_master_status, one per shard Lease (name="NAME-ID", 1 iff t says we
+ * lead it at now_ms), then leaderd_shards_owned and leaderd_shard_members from t (NULL:
+ * nothing published yet, every shard 0). With l NULL it is ld_metrics_render. 1024 shards
+ * with the longest names take under 200 KiB, inside LD_METRICS_MAX_TEXT. Thread-safe. */
 int ld_metrics_render_shards(struct ld_metrics *m, const struct ld_snapshot *snap,
-                             const struct ld_shardgroup *g, const struct ld_shardsnap *t,
+                             const struct ld_shardlayout *l, const struct ld_shardsnap *t,
                              int64_t now_ms, char **out, size_t *len);
 
 #endif

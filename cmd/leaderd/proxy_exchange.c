@@ -54,12 +54,12 @@ void ld_pxe_wake(struct ld_pxe_hub *h)
 void ld_pxe_view_take(struct ld_pxe_hub *h, struct ld_pxe_view *v)
 {
     v->shards = NULL;
-    if (h->st->group)
+    if (h->st->layout)
         v->shards = ld_state_read_shards(h->st, &v->snap);
     else
         ld_state_read(h->st, &v->snap);
     v->v = (struct ld_proxy_view){
-        .snap = &v->snap, .group = h->st->group, .shards = v->shards};
+        .snap = &v->snap, .layout = h->st->layout, .shards = v->shards};
 }
 
 void ld_pxe_view_drop(struct ld_pxe_view *v)

@@ -184,8 +184,8 @@ static void refuse_single(const struct ld_proxy_view *v, struct ld_proxy_verdict
 static void refuse_shard(const struct ld_proxy_view *v, uint32_t shard,
                          struct ld_proxy_verdict *out)
 {
-    const char *id = ld_shardgroup_shard_id(v->group, shard);
-    const char *lease = ld_shardgroup_shard_lease(v->group, shard);
+    const char *id = v->layout->shards[shard].id;
+    const char *lease = v->layout->shards[shard].lease;
     const struct ld_shard_entry *e =
         v->shards && shard < v->shards->n_shards ? &v->shards->shards[shard] : NULL;
     out->refused = true;
@@ -212,7 +212,7 @@ static void refuse_shard(const struct ld_proxy_view *v, uint32_t shard,
 
 static bool leads(const struct ld_proxy_view *v, uint32_t shard, int64_t now_ms)
 {
-    if (!v->group)
+    if (!v->layout)
         return ld_snapshot_is_leader(v->snap, now_ms);
     return v->shards && shard < v->shards->n_shards &&
            ld_shard_entry_is_leader(&v->shards->shards[shard], now_ms);
@@ -239,23 +239,22 @@ void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view 
     if (ld_proxy_is_read(req->method))
         return;
     out->write = true;
-    if (v->group) {
+    if (v->layout) {
         if (!req->shard || !req->shard[0]) {
             answer(out, 400, "BadRequest",
                    "leaderd runs a shard group: a write through its API proxy must name "
                    "its shard in the " LD_PROXY_SHARD_HEADER " header");
             return;
         }
-        if (!ld_shardgroup_find(v->group, req->shard, &out->shard)) {
+        if (!ld_shardlayout_find(v->layout, req->shard, &out->shard)) {
             answer(out, 404, "NotFound", "no shard \"%s\" in the shard group %s",
-                   shown(req->shard, quoted, sizeof(quoted)),
-                   ld_shardgroup_name(v->group));
+                   shown(req->shard, quoted, sizeof(quoted)), v->layout->name);
             return;
         }
     }
     if (leads(v, out->shard, now_ms))
         return;
-    if (v->group)
+    if (v->layout)
         refuse_shard(v, out->shard, out);
     else
         refuse_single(v, out);
@@ -424,15 +423,15 @@ static bool seg_is(const struct path_segs *ps, size_t i, const char *s)
 
 /* True when the Lease named by segment 6 of ps is one of the shard group's:
  * a shard Lease, or any replica's member Lease. */
-static bool group_lease(const struct path_segs *ps, const struct ld_shardgroup *g)
+static bool group_lease(const struct path_segs *ps, const struct ld_shardlayout *l)
 {
-    const char *group = ld_shardgroup_name(g);
+    const char *group = l->name;
     size_t glen = strlen(group), ilen = strlen(MEMBER_INFIX);
     if (ps->len[6] > glen + ilen && memcmp(ps->seg[6], group, glen) == 0 &&
         memcmp(ps->seg[6] + glen, MEMBER_INFIX, ilen) == 0)
         return true;
-    for (uint32_t s = 0; s < ld_shardgroup_count(g); s++)
-        if (seg_is(ps, 6, ld_shardgroup_shard_lease(g, s)))
+    for (uint32_t s = 0; s < l->n_shards; s++)
+        if (seg_is(ps, 6, l->shards[s].lease))
             return true;
     return false;
 }
@@ -453,14 +452,13 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
     if (ps->n == 6) {
         if (strcmp(req->method, "DELETE") != 0)
             return false;
-        if (v->group)
+        if (v->layout)
             answer(
                 out, 403, "Forbidden",
                 "write refused by leaderd: deleting the Leases of namespace %.*s would "
                 "delete those of the shard group %s that %s (this replica) belongs "
                 "to; only leaderd writes them",
-                (int)(slash - s->lease), s->lease, ld_shardgroup_name(v->group),
-                s->identity);
+                (int)(slash - s->lease), s->lease, v->layout->name, s->identity);
         else
             answer(
                 out, 403, "Forbidden",
@@ -469,15 +467,14 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
                 (int)(slash - s->lease), s->lease, s->lease, s->identity);
         return true;
     }
-    if (v->group) {
-        if (!group_lease(ps, v->group))
+    if (v->layout) {
+        if (!group_lease(ps, v->layout))
             return false;
         answer(out, 403, "Forbidden",
                "write refused by leaderd: the Lease %.*s/%s belongs to the shard group "
                "%s that %s (this replica) belongs to; only leaderd writes it",
                (int)(slash - s->lease), s->lease,
-               shown(ps->seg[6], quoted, sizeof(quoted)), ld_shardgroup_name(v->group),
-               s->identity);
+               shown(ps->seg[6], quoted, sizeof(quoted)), v->layout->name, s->identity);
         return true;
     }
     if (!seg_is(ps, 6, slash + 1))
@@ -558,7 +555,7 @@ bool ld_proxy_still_leads(const struct ld_proxy_verdict *passed,
         memset(refusal, 0, sizeof(*refusal));
         refusal->write = true;
         refusal->shard = passed->shard;
-        if (v->group)
+        if (v->layout)
             refuse_shard(v, passed->shard, refusal);
         else
             refuse_single(v, refusal);
@@ -569,7 +566,7 @@ bool ld_proxy_still_leads(const struct ld_proxy_verdict *passed,
 int64_t ld_proxy_lead_until(const struct ld_proxy_verdict *passed,
                             const struct ld_proxy_view *v)
 {
-    if (!v->group)
+    if (!v->layout)
         return v->snap->leading ? v->snap->lead_until_ms : INT64_MIN;
     if (!v->shards || passed->shard >= v->shards->n_shards ||
         !v->shards->shards[passed->shard].leading)

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shardgroup.h"
+#include "shardlayout.h"
 #include "shardsnap.h"
 #include "state.h"
 
@@ -62,12 +62,12 @@ struct ld_proxy_policy {
     bool impersonation; /* --api-proxy-impersonation: Impersonate-* headers pass */
 };
 
-/* The leadership to judge by (borrowed). group NULL: single-Lease mode;
+/* The leadership to judge by (borrowed). layout NULL: single-Lease mode;
  * else shards is the latest table (NULL before the first publish: nothing
  * is owned). */
 struct ld_proxy_view {
     const struct ld_snapshot *snap;
-    const struct ld_shardgroup *group;
+    const struct ld_shardlayout *layout;
     const struct ld_shardsnap *shards;
 };
 

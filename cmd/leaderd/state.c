@@ -48,11 +48,6 @@ void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next)
     ld_state_publish_shards(st, next, NULL);
 }
 
-void ld_state_set_group(struct ld_state *st, const struct ld_shardgroup *group)
-{
-    st->group = group;
-}
-
 void ld_state_set_layout(struct ld_state *st, struct ld_shardlayout *layout)
 {
     ld_shardlayout_unref(st->layout);

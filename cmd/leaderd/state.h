@@ -20,9 +20,6 @@
 #include "lease.h"
 #include "shardlayout.h"
 #include "shardsnap.h"
-/* Only for metrics.c, which reaches the group's getters through this
- * header while /metrics still names shard Leases from the group. */
-#include "shardgroup.h"
 
 struct ld_snapshot {
     char lease[512]; /* "NAMESPACE/NAME", set once at start */
@@ -85,11 +82,6 @@ struct ld_state {
      * loop's heartbeat, health and "observed" (the whole group). */
     struct ld_shardlayout *layout;
     struct ld_shardsnap *shards;
-    /* Shard mode only: the group itself (borrowed, set before any thread
-     * starts), for the readers that still take names from it, the API
-     * proxy's write gate and /metrics, through the getters shardgroup.h
-     * allows from any thread. */
-    const struct ld_shardgroup *group;
     struct ld_state_listener *listeners;
     struct ld_resign_channel resign; /* under mu */
 };
@@ -104,10 +96,6 @@ void ld_state_read(struct ld_state *st, struct ld_snapshot *out);
 /* Replaces the snapshot's dynamic fields with those of next (lease and
  * identity are kept), then calls every listener. */
 void ld_state_publish(struct ld_state *st, const struct ld_snapshot *next);
-
-/* Shard mode: sets the group (borrowed; see struct ld_state) before any
- * thread uses st. */
-void ld_state_set_group(struct ld_state *st, const struct ld_shardgroup *group);
 
 /* Shard mode: takes a reference to layout (the group's, see struct
  * ld_state; released by ld_state_destroy) before any thread uses st. */

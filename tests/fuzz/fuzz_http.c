@@ -389,7 +389,8 @@ static void fuzz_shard_mode(const char *method, const char *path, const char *ke
     struct ld_shardsnap *t = build_table(&rest, &nrest, now_ms);
     struct ld_http_shard_request rq = {method, path, key, strlen(key)};
     observe_all(m, rest, nrest);
-    FUZZ_CHECK(ld_http_route_shards(&rq, g, snap, t, m, now_ms, &reply) == 0);
+    FUZZ_CHECK(ld_http_route_shards(&rq, ld_shardgroup_layout(g), snap, t, m, now_ms,
+                                    &reply) == 0);
     check_shard_reply(method, path, key, &reply, g, snap, t, now_ms);
     ld_http_reply_clear(&reply);
     ld_shardsnap_unref(t);

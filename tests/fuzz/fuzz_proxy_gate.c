@@ -26,7 +26,7 @@
 
 #include <jansson.h>
 
-#include "shardgroup.h"
+#include "shardlayout.h"
 
 #include "../../cmd/leaderd/proxy_gate.h"
 
@@ -34,18 +34,15 @@
 #define PORT 8001
 #define MAX_HEADERS 16
 
-static struct ld_shardgroup *group;
+static struct ld_shardlayout *group;
 
 /* libFuzzer fixes the signature. */
 /* NOLINTNEXTLINE(readability-non-const-parameter) */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    struct ld_errinfo err;
-    struct ld_shardgroup_config gc = {
-        .name = "grp", .identity = "me", .n_shards = 3, .lease_duration_ms = 4000};
     (void)argc;
     (void)argv;
-    group = ld_shardgroup_new(&gc, &err);
+    group = ld_shardlayout_new("grp", NULL, 3);
     if (!group)
         abort();
     return 0;
@@ -245,7 +242,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (shards && !table)
         abort();
     struct ld_proxy_view view = {
-        .snap = &s, .group = shards ? group : NULL, .shards = table};
+        .snap = &s, .layout = shards ? group : NULL, .shards = table};
     struct ld_proxy_policy pol = {.port = PORT, .impersonation = (knobs & 0x04) != 0};
 
     struct ld_proxy_verdict v, again;

@@ -119,7 +119,7 @@ static int route(const char *method, const char *path, const char *key, size_t k
                  struct ld_http_reply *out)
 {
     struct ld_http_shard_request rq = {method, path, key, key_len};
-    return ld_http_route_shards(&rq, ld_shardgroup_layout(g), snap, t, m, g, now, out);
+    return ld_http_route_shards(&rq, ld_shardgroup_layout(g), snap, t, m, now, out);
 }
 
 /* ---- plain functions ---- */
@@ -602,12 +602,15 @@ START_TEST(metrics_in_shard_mode)
     /* Judged at render time; no table yet is all zeros. */
     char *text = NULL;
     size_t len = 0;
-    ck_assert_int_eq(ld_metrics_render_shards(&m, &snap, g, t, now + 10000, &text, &len),
+    ck_assert_int_eq(ld_metrics_render_shards(&m, &snap, ld_shardgroup_layout(g), t,
+                                              now + 10000, &text, &len),
                      0);
     ck_assert(has_line(text, "leader_election_master_status{name=\"demo-0\"} 0"));
     ck_assert(has_line(text, "leaderd_shards_owned 0"));
     free(text);
-    ck_assert_int_eq(ld_metrics_render_shards(&m, &snap, g, NULL, now, &text, &len), 0);
+    ck_assert_int_eq(ld_metrics_render_shards(&m, &snap, ld_shardgroup_layout(g), NULL,
+                                              now, &text, &len),
+                     0);
     ck_assert(has_line(text, "leaderd_shards_owned 0"));
     ck_assert(has_line(text, "leaderd_shard_members 0"));
     ck_assert_int_eq(count_prefix(text, "leader_election_master_status{"), 3);
@@ -655,7 +658,7 @@ START_TEST(largest_group)
     struct ld_shardsnap *t =
         ld_shardsnap_new(true, e, LD_SHARDGROUP_MAX_SHARDS, (const char *const *)ptrs, 1);
     ck_assert_ptr_nonnull(t);
-    ck_assert_int_eq(ld_metrics_render_shards(&m, &snap, g, t, now, &text, &len), 0);
+    ck_assert_int_eq(ld_metrics_render_shards(&m, &snap, l, t, now, &text, &len), 0);
     ck_assert_int_eq(count_prefix(text, "leader_election_master_status{"),
                      LD_SHARDGROUP_MAX_SHARDS);
     ck_assert(has_line(text, "leaderd_shards_owned 512"));
@@ -740,7 +743,6 @@ static void setup(void)
     char err[256];
     ld_state_init(&st, "ns/demo", "me", STALE_MS);
     grp = new_group(NULL, 3);
-    ld_state_set_group(&st, grp);
     ld_state_set_layout(&st, ld_shardgroup_layout(grp));
     ld_metrics_init(&met);
     srv = ld_http_start("127.0.0.1", 0, &st, &met, err, sizeof(err));
@@ -1212,7 +1214,6 @@ START_TEST(server_largest_table)
     ld_shardgroup_free(grp);
     ld_state_init(&st, "ns/demo", "me", STALE_MS);
     grp = new_group(NULL, LD_SHARDGROUP_MAX_SHARDS);
-    ld_state_set_group(&st, grp);
     ld_state_set_layout(&st, ld_shardgroup_layout(grp));
     char err[256];
     srv = ld_http_start("127.0.0.1", 0, &st, &met, err, sizeof(err));

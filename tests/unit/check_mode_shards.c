@@ -118,7 +118,7 @@ static struct replica *add_replica(void)
     };
     r->mode = ld_mode_shards_new(&mc, &err);
     ck_assert_msg(r->mode != NULL, "ld_mode_shards_new: %s", err.msg);
-    ld_state_set_group(&r->state, ld_mode_shards_group(r->mode));
+    ld_state_set_layout(&r->state, ld_shardgroup_layout(ld_mode_shards_group(r->mode)));
     struct ld_shell_config c = {
         .kube = r->kube,
         .state = &r->state,

@@ -28,6 +28,7 @@
 #include "../../cmd/leaderd/proxy_gate.h"
 #include "../../cmd/leaderd/state.h"
 #include "clock.h"
+#include "shardgroup.h"
 #include "support/fake_http.h"
 #include "support/run_suite.h"
 
@@ -325,7 +326,8 @@ START_TEST(shard_writes_need_the_header_and_the_shard)
     struct ld_snapshot s;
     struct ld_proxy_verdict v;
     snap_init(&s, "", false);
-    struct ld_proxy_view view = {.snap = &s, .group = g, .shards = t};
+    struct ld_proxy_view view = {
+        .snap = &s, .layout = ld_shardgroup_layout(g), .shards = t};
     struct ld_proxy_req r = req("PATCH", "/x");
 
     ld_proxy_decide(&r, &view, NOW, &v);
@@ -394,11 +396,11 @@ START_TEST(shard_decision_follows_publishes)
     struct ld_snapshot s, out;
     struct ld_proxy_verdict v;
     ld_state_init(&st, "ns/grp", "me", 0);
-    ld_state_set_group(&st, g);
+    ld_state_set_layout(&st, ld_shardgroup_layout(g));
     snap_init(&s, "", false);
     ld_state_publish_shards(&st, &s, table3());
     struct ld_shardsnap *t = ld_state_read_shards(&st, &out);
-    struct ld_proxy_view view = {.snap = &out, .group = st.group, .shards = t};
+    struct ld_proxy_view view = {.snap = &out, .layout = st.layout, .shards = t};
     struct ld_proxy_req r = req("POST", "/x");
     r.shard = "0";
     ld_proxy_decide(&r, &view, NOW, &v);

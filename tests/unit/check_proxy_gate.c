@@ -466,12 +466,9 @@ START_TEST(quoted_client_bytes_keep_the_body_json)
     ck_assert_ptr_nonnull(body);
     free(body);
     /* The same for an unknown shard's 404. */
-    struct ld_errinfo err;
-    struct ld_shardgroup_config gc = {
-        .name = "grp", .identity = "me", .n_shards = 1, .lease_duration_ms = 4000};
-    struct ld_shardgroup *g = ld_shardgroup_new(&gc, &err);
+    struct ld_shardlayout *g = ld_shardlayout_new("grp", NULL, 1);
     ck_assert_ptr_nonnull(g);
-    struct ld_proxy_view view = {.snap = &s, .group = g};
+    struct ld_proxy_view view = {.snap = &s, .layout = g};
     r = req("POST", "/api/v1/namespaces/a/configmaps");
     r.shard = "\xc3\x28";
     ld_proxy_judge(&r, &pol, &view, NOW, &v);
@@ -488,23 +485,17 @@ START_TEST(quoted_client_bytes_keep_the_body_json)
     body = ld_proxy_status_json(v.status, v.reason, v.message);
     ck_assert_ptr_nonnull(body);
     free(body);
-    ld_shardgroup_free(g);
+    ld_shardlayout_unref(g);
 }
 END_TEST
 
 /* ---- shard mode ---- */
 
-static struct ld_shardgroup *group_of(const char *const *names, uint32_t n)
+static struct ld_shardlayout *group_of(const char *const *names, uint32_t n)
 {
-    struct ld_errinfo err;
-    struct ld_shardgroup_config gc = {.name = "grp",
-                                      .identity = "me",
-                                      .names = names,
-                                      .n_shards = n,
-                                      .lease_duration_ms = 4000};
-    struct ld_shardgroup *g = ld_shardgroup_new(&gc, &err);
-    ck_assert_msg(g != NULL, "%s", err.msg);
-    return g;
+    struct ld_shardlayout *l = ld_shardlayout_new("grp", names, n);
+    ck_assert_ptr_nonnull(l);
+    return l;
 }
 
 /* Shard 0 ours until NOW + 500; the others held by "other". */
@@ -524,7 +515,7 @@ static struct ld_shardsnap *table_of(uint32_t n)
 START_TEST(shard_group_leases_get_403)
 {
     static const char *const named[] = {"eu", "us"};
-    struct ld_shardgroup *numbered = group_of(NULL, 3), *by_name = group_of(named, 2);
+    struct ld_shardlayout *numbered = group_of(NULL, 3), *by_name = group_of(named, 2);
     struct ld_shardsnap *t3 = table_of(3), *t2 = table_of(2);
     struct ld_snapshot s;
     struct ld_proxy_verdict v;
@@ -532,8 +523,8 @@ START_TEST(shard_group_leases_get_403)
     memset(&s, 0, sizeof(s));
     snprintf(s.lease, sizeof(s.lease), "ns/grp");
     snprintf(s.identity, sizeof(s.identity), "me");
-    struct ld_proxy_view views[] = {{.snap = &s, .group = numbered, .shards = t3},
-                                    {.snap = &s, .group = by_name, .shards = t2}};
+    struct ld_proxy_view views[] = {{.snap = &s, .layout = numbered, .shards = t3},
+                                    {.snap = &s, .layout = by_name, .shards = t2}};
     static const char *const refused[2][6] = {
         {"grp-0", "grp-1", "grp-2", "grp-member-me", "grp-member-other", "grp-%30"},
         {"grp-eu", "grp-us", "grp-member-me", "grp-member-x", "grp-%65u",
@@ -577,8 +568,8 @@ START_TEST(shard_group_leases_get_403)
     }
     ld_shardsnap_unref(t3);
     ld_shardsnap_unref(t2);
-    ld_shardgroup_free(numbered);
-    ld_shardgroup_free(by_name);
+    ld_shardlayout_unref(numbered);
+    ld_shardlayout_unref(by_name);
 }
 END_TEST
 
