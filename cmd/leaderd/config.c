@@ -50,15 +50,7 @@ enum opt_id {
     OPT_ALL
 };
 
-struct opt {
-    const char *flag; /* with the leading "--" */
-    const char *env;  /* NULL for --help and --version */
-    const char *metavar;
-    const char *def; /* shown in --help; NULL when there is no plain default */
-    const char *help;
-};
-
-static const struct opt opts[OPT_ALL] = {
+static const struct ld_config_option opts[OPT_ALL] = {
     [OPT_LEASE_NAME] = {"--lease-name", "LEADERD_LEASE_NAME", "NAME", NULL,
                         "the Lease object (coordination.k8s.io/v1) to contend for; "
                         "required"},
@@ -201,7 +193,7 @@ static void print_help(void)
            "beats its variable. Durations are Go-style: 15s, 500ms, 1m30s.\n\n"
            "Flags:\n");
     for (int i = 0; i < OPT_ALL; i++) {
-        const struct opt *o = &opts[i];
+        const struct ld_config_option *o = &opts[i];
         if (o->metavar)
             printf("  %s %s\n", o->flag, o->metavar);
         else
@@ -1069,6 +1061,16 @@ const char *ld_config_env_name(size_t i)
         return opts[i].env;
     i -= OPT_COUNT;
     return i < sizeof(fallbacks) / sizeof(fallbacks[0]) ? fallbacks[i] : NULL;
+}
+
+size_t ld_config_option_count(void)
+{
+    return OPT_ALL;
+}
+
+const struct ld_config_option *ld_config_option(size_t i)
+{
+    return i < OPT_ALL ? &opts[i] : NULL;
 }
 
 void ld_config_clear(struct ld_config *cfg)

@@ -107,6 +107,25 @@ int ld_config_load(struct ld_config *cfg, char *err, size_t errlen);
  * from an environment that says nothing. */
 const char *ld_config_env_name(size_t i);
 
+/* One row of the table of flags that --help prints, for whatever renders
+ * it elsewhere (tools/gen-man.c writes the man page's OPTIONS from it).
+ * help is lower-case prose without a final full stop; a newline followed
+ * by spaces in it breaks --help's lines and reads as one space elsewhere. */
+struct ld_config_option {
+    const char *flag;    /* with the leading "--" */
+    const char *env;     /* its variable; NULL for --help and --version */
+    const char *metavar; /* the value's name; NULL when the flag takes none */
+    const char *def;     /* NULL when there is no plain default (help says why) */
+    const char *help;
+};
+
+/* The number of rows of the table: every flag leaderd accepts. */
+size_t ld_config_option_count(void);
+
+/* Row i in --help's order, or NULL when i is past the last one. Static:
+ * never freed, valid for the life of the process. */
+const struct ld_config_option *ld_config_option(size_t i);
+
 /* Frees what cfg owns and leaves it zeroed (safe to clear twice). */
 void ld_config_clear(struct ld_config *cfg);
 
