@@ -52,26 +52,27 @@ enum opt_id {
 
 static const struct ld_config_option opts[OPT_ALL] = {
     [OPT_LEASE_NAME] = {"--lease-name", "LEADERD_LEASE_NAME", "NAME", NULL,
-                        "the Lease object (coordination.k8s.io/v1) to contend for; "
-                        "required"},
+                        "the Lease object (coordination.k8s.io/v1) to contend for,\n"
+                        "        a DNS-1123 subdomain; required"},
     [OPT_NAMESPACE] = {"--namespace", "LEADERD_NAMESPACE", "NS", NULL,
                        "namespace of the Lease; default $POD_NAMESPACE, else the\n"
                        "        service-account namespace file, else the kubeconfig\n"
                        "        context's namespace, else \"default\""},
     [OPT_IDENTITY] = {"--identity", "LEADERD_IDENTITY", "ID", NULL,
-                      "this replica's holderIdentity; default $POD_NAME, else the "
-                      "host name"},
+                      "this replica's holderIdentity, unique to each process;\n"
+                      "        default $POD_NAME, else the host name"},
     [OPT_LEASE_DURATION] = {"--lease-duration", "LEADERD_LEASE_DURATION", "D", "15s",
-                            "leaseDurationSeconds written into the Lease; how long\n"
-                            "        standbys wait after the last observed change"},
+                            "how long standbys wait after the last observed change\n"
+                            "        (the Lease's leaseDurationSeconds): whole seconds,\n"
+                            "        more than renew-deadline"},
     [OPT_RENEW_DEADLINE] = {"--renew-deadline", "LEADERD_RENEW_DEADLINE", "D", "10s",
-                            "a leader that has not renewed for this long stops "
-                            "claiming leadership"},
+                            "a leader that has not renewed for this long stops\n"
+                            "        claiming leadership; more than 1.2 x retry-period"},
     [OPT_RETRY_PERIOD] = {"--retry-period", "LEADERD_RETRY_PERIOD", "D", "2s",
                           "time between attempts to acquire or renew (at least 1s)"},
     [OPT_LISTEN] = {"--listen", "LEADERD_LISTEN", "ADDR:PORT", "0.0.0.0:4040",
-                    "the HTTP server; \":4040\" means all interfaces, IPv6 as "
-                    "[::1]:4040"},
+                    "the HTTP server's address; \":4040\" means all interfaces,\n"
+                    "        IPv6 as [::1]:4040"},
     [OPT_KUBECONFIG] = {"--kubeconfig", "LEADERD_KUBECONFIG", "PATH", NULL,
                         "kubeconfig file (current context); default $KUBECONFIG\n"
                         "        (its first entry), else the in-cluster config"},
@@ -80,7 +81,8 @@ static const struct ld_config_option opts[OPT_ALL] = {
                              "on SIGTERM/SIGINT a leader gives the Lease up before\n"
                              "        exiting (true/false, 1/0, yes/no)"},
     [OPT_LOG_FORMAT] = {"--log-format", "LEADERD_LOG_FORMAT", "text|json", "text",
-                        "log line format on stderr"},
+                        "format of the log lines on stderr: plain text, or one\n"
+                        "        JSON object a line"},
     [OPT_LOG_LEVEL] = {"--log-level", "LEADERD_LOG_LEVEL", "LEVEL", "info",
                        "lowest level logged: debug, info, warn, error"},
     [OPT_SA_DIR] = {"--service-account-dir", "LEADERD_SERVICE_ACCOUNT_DIR", "DIR",
@@ -90,8 +92,9 @@ static const struct ld_config_option opts[OPT_ALL] = {
     [OPT_CHILD_GRACE] =
         {"--child-grace", "LEADERD_CHILD_GRACE", "D", NULL,
          "with a command after --: how long after leadership ended\n"
-         "        its process group may live before SIGKILL; default half\n"
-         "        of lease-duration - renew-deadline"},
+         "        its process group may live before SIGKILL; more than 0\n"
+         "        and less than lease-duration - renew-deadline, default\n"
+         "        half of that"},
     [OPT_POD_LABEL] = {"--pod-label", "LEADERD_POD_LABEL", "KEY", NULL,
                        "label this replica's Pod (--identity) KEY: \"true\" while\n"
                        "        leading, \"false\" otherwise; a new leader first sets\n"
@@ -101,8 +104,8 @@ static const struct ld_config_option opts[OPT_ALL] = {
                     "        and stop of leading"},
     [OPT_RESIGN_COOLDOWN] = {"--resign-cooldown", "LEADERD_RESIGN_COOLDOWN", "D", NULL,
                              "after POST /resign (or a preferredHolder hand-over),\n"
-                             "        how long this replica does not contend; default\n"
-                             "        lease-duration"},
+                             "        how long this replica does not contend (0s: it\n"
+                             "        contends again at once); default lease-duration"},
     [OPT_SHARDS] =
         {"--shards", "LEADERD_SHARDS", "N|a,b,c", NULL,
          "run a shard group named --lease-name: N numbered shards\n"
