@@ -1,0 +1,47 @@
+# The man page leaderd(8), docs/leaderd.8: written by tools/gen-man.c from
+# the template docs/leaderd.8.in and the table of flags in
+# cmd/leaderd/config.c (the one --help prints), and committed, so that
+# `man ./docs/leaderd.8` works in a fresh checkout.
+#
+#   make man          regenerates docs/leaderd.8 (also `make docs/leaderd.8`);
+#                     commit the result with the change that made it
+#   make man-check    fails when docs/leaderd.8 is not what `make man` would
+#                     write, or when `mandoc -T lint` finds a fault in it;
+#                     `make lint` runs it
+
+MAN_PAGE := docs/leaderd.8
+MAN_IN   := docs/leaderd.8.in
+MAN_GEN  := $(B)/tools/gen-man
+
+.PHONY: man man-check
+
+$(MAN_GEN): $(call obj,$(B),tools/gen-man.c) $(B)/libleaderd-daemon.a $(B)/libleaderd.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# Written whole or not at all: a failing generator leaves the page as it was.
+$(MAN_PAGE): $(MAN_IN) $(MAN_GEN)
+	$(MAN_GEN) $(MAN_IN) > $(B)/leaderd.8.new
+	mv $(B)/leaderd.8.new $@
+
+man: $(MAN_PAGE)
+
+$(B)/.man-deps: tools/deps.sh
+	@bash tools/deps.sh --as man-check mandoc
+	@mkdir -p $(B) && touch $@
+
+man-check: $(MAN_GEN) $(B)/.man-deps
+	@$(MAN_GEN) $(MAN_IN) > $(B)/leaderd.8.check
+	@if ! cmp -s $(MAN_PAGE) $(B)/leaderd.8.check; then \
+	    diff -u $(MAN_PAGE) $(B)/leaderd.8.check | head -n 60 >&2; \
+	    echo "man-check: $(MAN_PAGE) is out of date with $(MAN_IN) and" \
+	        "cmd/leaderd/config.c (- committed, + generated): run 'make man'" \
+	        "and commit it" >&2; \
+	    exit 1; \
+	fi
+	@mandoc -T lint -W warning $(MAN_PAGE) >&2 || \
+	    { echo "man-check: mandoc -T lint found the faults above in $(MAN_PAGE)" >&2; \
+	      exit 1; }
+	@echo "man-check: ok ($(MAN_PAGE) matches $(MAN_IN) and the flags; mandoc -T lint clean)"
+
+lint: man-check
