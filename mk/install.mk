@@ -2,8 +2,9 @@
 #
 #   make install     $(PREFIX)/bin/leaderd, $(PREFIX)/lib/libleaderd.a, the
 #                    headers of include/leaderd/ in $(PREFIX)/include/leaderd/,
-#                    $(PREFIX)/lib/pkgconfig/leaderd.pc, and the man pages of
-#                    docs/*.1 in $(PREFIX)/share/man/man1/
+#                    $(PREFIX)/lib/pkgconfig/leaderd.pc, and the man page
+#                    leaderd(8), docs/leaderd.8 (mk/man.mk), in
+#                    $(PREFIX)/share/man/man8/
 #   make uninstall   removes exactly those files (and the leaderd/ header directory)
 #   make examples    installs into $(B)/example-root (PREFIX=/usr) and builds
 #                    examples/*.c there with pkg-config alone, so a header or a
@@ -25,7 +26,9 @@ MANDIR     ?= $(PREFIX)/share/man
 INSTALL    ?= install
 
 PUB_HDR    := $(wildcard include/leaderd/*.h)
-MAN1       := $(wildcard docs/*.1)
+# The committed page, not a rule's target: installing never regenerates it
+# in the source tree.
+MAN8       := docs/leaderd.8
 EXAMPLES   := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 EXAMPLE_ROOT := $(abspath $(B)/example-root)
 
@@ -64,16 +67,14 @@ install: $(B)/libleaderd.a $(B)/leaderd.pc $(B)/leaderd
 	$(INSTALL) -m 644 $(B)/libleaderd.a $(DESTDIR)$(LIBDIR)/libleaderd.a
 	$(INSTALL) -m 644 $(PUB_HDR) $(DESTDIR)$(INCLUDEDIR)/leaderd/
 	$(INSTALL) -m 644 $(B)/leaderd.pc $(DESTDIR)$(PCDIR)/leaderd.pc
-ifneq ($(MAN1),)
-	$(INSTALL) -d -m 755 $(DESTDIR)$(MANDIR)/man1
-	$(INSTALL) -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
-endif
+	$(INSTALL) -d -m 755 $(DESTDIR)$(MANDIR)/man8
+	$(INSTALL) -m 644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/leaderd
 	rm -f $(DESTDIR)$(LIBDIR)/libleaderd.a $(DESTDIR)$(PCDIR)/leaderd.pc
 	rm -f $(addprefix $(DESTDIR)$(INCLUDEDIR)/leaderd/,$(notdir $(PUB_HDR)))
-	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/leaderd 2>/dev/null
 
 # A fresh root each time, so a header removed from include/leaderd/ is gone

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make check-install` (run by `make lint`): installs into a temporary root
 # (DESTDIR, PREFIX=/usr/local) and checks what a user of the library gets:
-#   - the binary, the archive, leaderd.pc, the man pages of docs/*.1, and
+#   - the binary, the archive, leaderd.pc, the man page leaderd(8) as
+#     committed in docs/leaderd.8, and
 #     exactly the headers of include/leaderd/ (none of lib/'s internals);
 #   - every installed header includes only installed headers, and compiles
 #     on its own as <leaderd/NAME.h>;
@@ -43,10 +44,11 @@ fi
 [ -f "$root/lib/pkgconfig/leaderd.pc" ] || fail "missing lib/pkgconfig/leaderd.pc"
 grep -qx 'Cflags: -I${includedir}' "$root/lib/pkgconfig/leaderd.pc" ||
     fail "leaderd.pc: Cflags is not -I\${includedir} (programs include <leaderd/...>)"
-for man in docs/*.1; do
-    [ -e "$man" ] || continue
-    [ -f "$root/share/man/man1/${man##*/}" ] || fail "missing share/man/man1/${man##*/}"
-done
+if [ ! -f "$root/share/man/man8/leaderd.8" ]; then
+    fail "missing share/man/man8/leaderd.8"
+elif ! cmp -s docs/leaderd.8 "$root/share/man/man8/leaderd.8"; then
+    fail "share/man/man8/leaderd.8 differs from docs/leaderd.8"
+fi
 
 # Exactly the public headers, and nothing else anywhere under include/.
 (cd include && find leaderd -type f | sort) >"$tmp/want"
