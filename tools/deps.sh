@@ -19,7 +19,7 @@ done
 case ${1:-build} in
 build | test)
     want=(build-essential pkg-config libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev
-          libyaml-dev libssl-dev check openssl curl python3 valgrind) ;;
+          libyaml-dev libssl-dev check openssl curl python3 valgrind groff-base) ;;
 *) want=("$@") ;;
 esac
 missing=()
