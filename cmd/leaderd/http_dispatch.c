@@ -14,8 +14,8 @@
 #include "clock.h"
 #include "http_conn.h"
 #include "http_hold.h"
-#include "http_listen.h"
 #include "http_route.h"
+#include "http_server.h"
 #include "http_shards.h"
 
 /* *con_cls of a plain request after the first handler call. */

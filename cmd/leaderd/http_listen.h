@@ -3,44 +3,16 @@
  * listening socket, starting and stopping libmicrohttpd together with the
  * held requests (http_hold) and the connection bookkeeping (http_conn),
  * and its counters. It implements ld_http_start, ld_http_start_opts,
- * ld_http_stop, ld_http_port and ld_http_get_stats of http.h; this header
- * defines the server object that the request dispatch (http_dispatch)
- * reads.
+ * ld_http_stop, ld_http_port and ld_http_get_stats of http.h, building
+ * the server object of http_server.h.
  */
 #ifndef LEADERD_HTTP_LISTEN_H
 #define LEADERD_HTTP_LISTEN_H
 
 #include <stdint.h>
 
-#include <microhttpd.h>
-
 #include "http.h"
-#include "http_conn.h"
-#include "http_hold.h"
-#include "metrics.h"
-#include "state.h"
-
-/* Effective limits: struct ld_http_options with its defaults applied and
- * capped as ld_http_start_opts describes. */
-struct ld_http_limits {
-    unsigned int max_conns;
-    unsigned int evict_at; /* idle connections are closed past this many open */
-    unsigned int max_held, max_subs;
-    int64_t heartbeat_ms, max_wait_ms;
-};
-
-/* The server. ld_http_start_opts builds it and ld_http_stop frees it; in
- * between nothing here changes, so MHD's thread reads it without a lock
- * (holds and conns guard their own state). */
-struct ld_http {
-    struct MHD_Daemon *daemon;   /* owned */
-    struct ld_state *st;         /* borrowed */
-    struct ld_metrics *m;        /* borrowed; may be NULL */
-    struct ld_http_holds *holds; /* owned */
-    struct ld_http_conns *conns; /* owned */
-    struct ld_http_limits lim;
-    int port;
-};
+#include "http_server.h"
 
 /* Opens a non-blocking listening socket for host:port as ld_http_start
  * describes (host "" = all interfaces, dual stack when possible; a name is

@@ -1,0 +1,41 @@
+/*
+ * http_server: the sidecar HTTP server's object and the limits it runs
+ * with. http_listen builds and frees it; the request dispatch
+ * (http_dispatch) reads it. Its own header so that both depend on it and
+ * neither on the other.
+ */
+#ifndef LEADERD_HTTP_SERVER_H
+#define LEADERD_HTTP_SERVER_H
+
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "http_conn.h"
+#include "http_hold.h"
+#include "metrics.h"
+#include "state.h"
+
+/* Effective limits: struct ld_http_options with its defaults applied and
+ * capped as ld_http_start_opts describes. */
+struct ld_http_limits {
+    unsigned int max_conns;
+    unsigned int evict_at; /* idle connections are closed past this many open */
+    unsigned int max_held, max_subs;
+    int64_t heartbeat_ms, max_wait_ms;
+};
+
+/* The server. ld_http_start_opts builds it and ld_http_stop frees it; in
+ * between nothing here changes, so MHD's thread reads it without a lock
+ * (holds and conns guard their own state). */
+struct ld_http {
+    struct MHD_Daemon *daemon;   /* owned */
+    struct ld_state *st;         /* borrowed */
+    struct ld_metrics *m;        /* borrowed; may be NULL */
+    struct ld_http_holds *holds; /* owned */
+    struct ld_http_conns *conns; /* owned */
+    struct ld_http_limits lim;
+    int port;
+};
+
+#endif
