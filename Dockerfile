@@ -14,18 +14,18 @@
 
 # The exact Debian source packages rebuilt below. A security update in Debian replaces
 # the version on the mirror; the build then stops at `apt-get source` and these lines
-# are bumped deliberately (README, "What the image is built from").
+# are bumped deliberately (docs/image.md, "What the image is built from").
 ARG CURL_VERSION=7.88.1-10+deb12u15
 ARG MHD_VERSION=0.9.75-6
 ARG OPENSSL_VERSION=3.0.22-1~deb12u2
 ARG ZLIB_VERSION=1:1.2.13.dfsg-1
 ARG JANSSON_VERSION=2.14-2
 ARG LIBYAML_VERSION=0.2.5-1
-# musl: 0.7 MiB less resident than glibc in steady state (README, "Memory footprint").
+# musl: 0.7 MiB less resident than glibc in steady state (docs/design/memory.md).
 ARG LIBC=musl
 # debian: Debian's source package with its patches (security fixes included) applied.
 # upstream: only the upstream tarball of that version, for a mirror that lacks the
-# Debian part (this project's own build machines: see README); it misses the fixes
+# Debian part (this project's own build machines: see docs/image.md); it misses the fixes
 # Debian adds on top of the upstream release.
 ARG OPENSSL_SOURCE=debian
 

@@ -4,7 +4,7 @@
 
 IMAGE      ?= localhost/leaderd:$(VERSION)
 IMAGE_DIR  ?= $(B)/image
-# LIBC=musl: the static binary against musl (README, "Memory footprint").
+# LIBC=musl: the static binary against musl (docs/design/memory.md).
 LIBC       ?= glibc
 IMAGE_DEP  ?= $(if $(filter musl,$(LIBC)),/opt/dep-musl,/opt/dep)
 IMAGE_BASE := docker.io/library/debian:bookworm-slim
@@ -16,7 +16,7 @@ DOCKERFILELINT = $(B)/tools/node_modules/.bin/dockerfilelint
 # image links against musl (LIBC=musl, in $(B)/static-musl). -static-pie keeps
 # ASLR; the objects are the normal -fPIE ones. The rebuilt archives and leaderd's own
 # objects have a section per function and object, so --gc-sections drops what nothing
-# references (README, "Figures": what each step saved).
+# references (docs/benchmarks.md, "Memory footprint": what each step saved).
 OPENSSL_PKG_PATH = $(IMAGE_DEP)/openssl/lib/pkgconfig
 STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/mhd/lib/pkgconfig:$(OPENSSL_PKG_PATH)
 # glibc: Debian's jansson, libyaml and zlib from the system's .pc files. musl:
@@ -75,7 +75,7 @@ image-lint: $(B)/.image-tools
 	$(DOCKERFILELINT) Dockerfile
 
 # OpenSSL from Debian's whole source package (its patches applied) when the mirror
-# serves it, else from the upstream tarball alone, with a warning (see README).
+# serves it, else from the upstream tarball alone, with a warning (see docs/image.md).
 OPENSSL_PIN          = $(shell sed -n 's/^ARG OPENSSL_VERSION=//p' Dockerfile)
 IMAGE_OPENSSL_SOURCE ?= $(shell tools/image/openssl-source.sh '$(OPENSSL_PIN)')
 

@@ -1,5 +1,5 @@
 /*
- * shardgroup: the decision part of a shard group (CONTRACT.md "Sharding"),
+ * shardgroup: the decision part of a shard group (docs/design/shards.md),
  * so that the daemon around the election host stays thin glue. Pure: no
  * I/O, no clock (every call that judges time takes now_ms, local
  * monotonic), no threads.

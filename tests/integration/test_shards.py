@@ -1,4 +1,4 @@
-"""Integration tests of shard mode (`--shards`, CONTRACT.md "Sharding"): real
+"""Integration tests of shard mode (`--shards`, docs/design/shards.md): real
 leaderd replicas over HTTPS against the bundled API server, 2 to 5 replicas
 and 3 to 64 shards. Balance, stability, a join, a graceful leave, a crash, a
 join while the crashed member's Lease lingers, a partition of one replica
@@ -47,7 +47,7 @@ GROUP = "grp"
 LEASE = FAST["lease_duration"]
 RENEW = FAST["renew_deadline"]
 RETRY = FAST["retry_period"]
-# The contract's bounds (CONTRACT.md "Sharding"):
+# The bounds a shard group promises (docs/design/shards.md):
 BALANCE_BOUND = LEASE + 4 * RETRY     # membership stable -> balanced
 GIVEN_BACK_BOUND = RETRY + 1.0        # a released shard is owned again
 DEAD_BOUND = LEASE + 2 * RETRY + 1.0  # a dead member's shards are owned again

@@ -574,7 +574,7 @@ START_TEST(shards_values)
 }
 END_TEST
 
-/* CONTRACT.md: the listed names are DNS-1123 labels, which may start with
+/* docs/guides/sharding.md: the listed names are DNS-1123 labels, which may start with
  * a digit ("1a", "2b"); a list is names whatever its first character. */
 START_TEST(shards_names_may_start_with_a_digit)
 {
