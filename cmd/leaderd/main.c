@@ -280,7 +280,7 @@ static void make_lease_mode(struct daemon *d, struct ld_shell_mode *mode)
 /* The shell with its mode's elections. */
 static enum ld_err start_election(struct daemon *d, struct ld_errinfo *err)
 {
-    struct ld_shell_mode mode;
+    struct ld_shell_mode mode = {0};
     if (d->cfg.n_shards > 0) {
         enum ld_err rc = make_shards_mode(d, &mode, err);
         if (rc != LD_OK)
