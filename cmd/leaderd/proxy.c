@@ -6,9 +6,10 @@
  * exchange and the hub between them) proxy_exchange.[ch].
  *
  * Two threads serve every connection. MHD's polling thread reads a
- * request (headers, then the body into memory, at most LD_PROXY_MAX_BODY)
- * and judges it; a request to forward is handed to the upstream thread
- * and its connection suspended. The upstream thread, which owns every
+ * request (headers, then the body into memory, at most LD_PROXY_MAX_BODY,
+ * within the body deadline) and judges it; a request to forward is handed
+ * to the upstream thread (at most LD_PROXY_MAX_EXCHANGES at once, watches
+ * aside) and its connection suspended. The upstream thread, which owns every
  * easy handle, resumes the connection once the upstream's headers are in
  * (or the exchange failed or was cut) and relays the body through a small
  * buffer per exchange. MHD's content reader drains that buffer; when it
