@@ -38,7 +38,7 @@ MERGE = "application/merge-patch+json"
 CLONE_NEWNET = 0x40000000
 # A write this large leaves in TCP segments of several KiB, which the
 # partition drops; leaderd's renewals and the test's calls to the API
-# server stay under PARTITION_BIT's size and pass.
+# server stay under the size PARTITION_BITS give and pass.
 QUEUED_BYTES = 40000
 PARTITION_BITS = (12, 13, 14, 15)  # an IPv4 total length of 4096 bytes or more
 # How long a cut write is watched for after the network heals: TCP's

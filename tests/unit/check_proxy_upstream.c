@@ -58,7 +58,7 @@ struct upstream {
  * returns its method's first letter or 0 at the end of the connection. */
 static char up_read_request(int fd)
 {
-    char buf[8192];
+    char buf[8192] = "";
     size_t len = 0;
     char *end = NULL;
     while (!(end = memmem(buf, len, "\r\n\r\n", 4))) {
@@ -147,14 +147,20 @@ static void *up_accept(void *arg)
 {
     struct upstream *u = arg;
     for (;;) {
-        int fd = accept4(u->lfd, NULL, NULL, SOCK_CLOEXEC);
+        struct sockaddr_in peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(u->lfd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
         if (fd < 0)
             return NULL; /* the listener was shut down */
         struct up_conn *c = malloc(sizeof(*c));
+        if (!c) {
+            close(fd);
+            continue;
+        }
         pthread_mutex_lock(&u->mu);
         /* Past its room the upstream drops the connection: the proxy's
          * client then gets a 502 the test does not expect. */
-        if (c && u->nconns < UP_CONNS) {
+        if (u->nconns < UP_CONNS) {
             *c = (struct up_conn){.u = u, .fd = fd, .i = u->nconns};
             u->fds[u->nconns] = fd;
             if (pthread_create(&u->threads[u->nconns], NULL, up_serve, c) == 0) {
