@@ -292,16 +292,23 @@ static void rig_stop(struct rig *r)
     ld_state_destroy(&r->st);
 }
 
-/* A client socket to the proxy that sent request; the caller closes it. */
+/* A client socket to the proxy that sent request, its "Host: x" line
+ * naming the proxy (the gate answers only requests addressed to it); the
+ * caller closes it. */
 static int client_send(int port, const char *request)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    char text[512];
+    const char *host = strstr(request, "Host: x\r\n");
+    ck_assert_ptr_nonnull(host);
+    int len = snprintf(text, sizeof(text), "%.*sHost: 127.0.0.1:%d\r\n%s",
+                       (int)(host - request), request, port, host + 9);
+    ck_assert(len > 0 && (size_t)len < sizeof(text));
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    size_t len = strlen(request);
-    ck_assert_int_eq(send(fd, request, len, MSG_NOSIGNAL), (ssize_t)len);
+    ck_assert_int_eq(send(fd, text, (size_t)len, MSG_NOSIGNAL), len);
     return fd;
 }
 
