@@ -31,15 +31,27 @@
 #include "metrics.h"
 #include "state.h"
 
-/* A zero field means the sidecar HTTP server's default: LD_HTTP_MAX_CONNECTIONS
- * (capped by RLIMIT_NOFILE as ld_http_start_opts says) and
- * LD_HTTP_IDLE_TIMEOUT_S of http.h. */
+/* Exchanges with the API server that run at once, watches aside (they run
+ * as long as their client wants; kube-apiserver's own in-flight limit
+ * leaves them out too): past it a request is answered 429 with
+ * Retry-After: 1. */
+#define LD_PROXY_MAX_EXCHANGES 64
+
+/* How long a request's body may take to arrive, from its headers on:
+ * past it the request is answered 408, however steadily the body
+ * trickles in. */
+#define LD_PROXY_BODY_TIMEOUT_MS 30000
+
+/* A zero number means its default: the sidecar HTTP server's
+ * LD_HTTP_MAX_CONNECTIONS (capped by RLIMIT_NOFILE as ld_http_start_opts
+ * says) and LD_HTTP_IDLE_TIMEOUT_S of http.h, and LD_PROXY_BODY_TIMEOUT_MS. */
 struct ld_proxy_options {
     unsigned int max_connections;
     unsigned int idle_timeout_s;
     /* --api-proxy-impersonation: Impersonate-* headers are forwarded instead
      * of answered 403 (see ld_proxy_judge). */
     bool impersonation;
+    unsigned int body_timeout_ms;
 };
 
 struct ld_proxy;
