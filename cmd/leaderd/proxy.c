@@ -9,7 +9,7 @@
  * request (headers, then the body into memory, at most LD_PROXY_MAX_BODY,
  * within the body deadline) and judges it; a request to forward is handed
  * to the upstream thread (at most LD_PROXY_MAX_EXCHANGES at once, watches
- * aside) and its connection suspended. The upstream thread, which owns every
+ * included) and its connection suspended. The upstream thread, which owns every
  * easy handle, resumes the connection once the upstream's headers are in
  * (or the exchange failed or was cut) and relays the body through a small
  * buffer per exchange. MHD's content reader drains that buffer; when it
@@ -374,49 +374,9 @@ static bool append_header(struct ld_pxe *q, const char *line)
     return l != NULL;
 }
 
-/* True for "true", "1" and the other spellings kube-apiserver reads as
- * true (Go's strconv.ParseBool). */
-static bool query_true(const char *v, size_t n)
-{
-    static const char *const yes[] = {"1", "t", "T", "true", "TRUE", "True"};
-    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
-        if (strlen(yes[i]) == n && strncmp(v, yes[i], n) == 0)
-            return true;
-    return false;
-}
-
-/* A watch: a GET with ?watch=true, or of a path under /api/v1/watch/ or
- * /apis/GROUP/VERSION/watch/ (the older form). */
-static bool is_watch(const char *method, const char *target)
-{
-    if (strcmp(method, "GET") != 0)
-        return false;
-    const char *query = strchr(target, '?');
-    size_t plen = query ? (size_t)(query - target) : strlen(target);
-    if (plen > 14 && strncmp(target, "/api/v1/watch/", 14) == 0)
-        return true;
-    if (plen > 6 && strncmp(target, "/apis/", 6) == 0) {
-        const char *group = target + 6;
-        const char *version = memchr(group, '/', plen - 6);
-        const char *rest =
-            version ? memchr(version + 1, '/', plen - (size_t)(version + 1 - target))
-                    : NULL;
-        if (rest && (size_t)(rest - target) + 7 < plen &&
-            strncmp(rest, "/watch/", 7) == 0)
-            return true;
-    }
-    for (const char *p = query; p && *p; p = strchr(p + 1, '&')) {
-        const char *name = p + 1;
-        size_t len = strcspn(name, "&");
-        if (len > 6 && strncmp(name, "watch=", 6) == 0 && query_true(name + 6, len - 6))
-            return true;
-    }
-    return false;
-}
-
 /* Queues q for the upstream thread and suspends its connection until the
  * answer's headers are in (or the exchange ended). Past
- * LD_PROXY_MAX_EXCHANGES running at once (watches aside) it answers 429
+ * LD_PROXY_MAX_EXCHANGES running at once (watches too) it answers 429
  * instead. */
 static enum MHD_Result hand_over(struct ld_pxe *q)
 {
@@ -438,18 +398,16 @@ static enum MHD_Result hand_over(struct ld_pxe *q)
                               "leaderd's API proxy is stopping");
         return answer_status(q, &v);
     }
-    if (!is_watch(q->method, q->target)) {
-        if (hub->exchanges >= LD_PROXY_MAX_EXCHANGES) {
-            pthread_mutex_unlock(&hub->mu);
-            ld_pxe_verdict_printf(&v, 429, "TooManyRequests",
-                                  "leaderd's API proxy has %d requests in flight to the "
-                                  "API server; retry",
-                                  LD_PROXY_MAX_EXCHANGES);
-            return answer_status(q, &v);
-        }
-        hub->exchanges++;
-        q->counted = true;
+    if (hub->exchanges >= LD_PROXY_MAX_EXCHANGES) {
+        pthread_mutex_unlock(&hub->mu);
+        ld_pxe_verdict_printf(&v, 429, "TooManyRequests",
+                              "leaderd's API proxy has %d requests in flight to the "
+                              "API server; retry",
+                              LD_PROXY_MAX_EXCHANGES);
+        return answer_status(q, &v);
     }
+    hub->exchanges++;
+    q->counted = true;
     /* From here the request may take as long as the upstream does (a
      * slow write, a watch): MHD's idle timeout is for silent clients. */
     MHD_set_connection_option(q->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);

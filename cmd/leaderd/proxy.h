@@ -31,10 +31,10 @@
 #include "metrics.h"
 #include "state.h"
 
-/* Exchanges with the API server that run at once, watches aside (they run
- * as long as their client wants; kube-apiserver's own in-flight limit
- * leaves them out too): past it a request is answered 429 with
- * Retry-After: 1. */
+/* Exchanges with the API server that run at once, watches included (each
+ * holds an upstream connection for as long as it runs): past it a request
+ * is answered 429 with Retry-After: 1, so one app cannot hold an unbounded
+ * number of leaderd's connections to the API server. */
 #define LD_PROXY_MAX_EXCHANGES 64
 
 /* How long a request's body may take to arrive, from its headers on:
