@@ -446,18 +446,22 @@ END_TEST
 
 START_TEST(exit_status_survives_orphans_dying_with_the_child)
 {
-    /* Forty orphans end at about the moment the child does, so their
-     * zombies and the child's come to the supervisor together. */
-    static char *const argv[] = {
-        "/bin/sh", "-c", "for i in $(seq 40); do (sleep 0.1 &); done; sleep 0.1; exit 7",
-        NULL};
+    /* Sixty-four orphans (their subshells are gone) are killed together;
+     * the child exits the moment the supervisor has reaped the first, while
+     * it still reaps the rest. */
+    static const char race[] =
+        ": > $0; for i in $(seq 64); do (sleep 1000 & echo $! >> $0); "
+        "done; read p < $0; kill $(cat $0); "
+        "while [ -e /proc/$p ]; do :; done; exit 7";
+    char *const argv[] = {"/bin/sh", "-c", (char *)race, journal, NULL};
     struct ld_supervisor s;
     if (!spawn_contained(_i, argv, 200, &s))
         return;
     for (int round = 0; round < 20; round++) {
         ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
         int status = exited(&s, LD_SUP_EXITED, 5000);
-        ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 7);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 7,
+                      "round %d: status %#x", round, status);
     }
     ld_supervisor_close(&s);
 }
