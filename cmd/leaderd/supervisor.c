@@ -39,10 +39,13 @@
 /* Orphans reaped per wake-up; more wait for the next SIGCHLD. */
 #define SUP_REAP_MAX 64
 #define TERM_ENV_LEN 40
-/* While the command is being killed, how often its processes are looked
- * for again: one forked between a look and its SIGKILL is caught by the
- * next, and a grandchild's end wakes nobody. */
+/* While the command is being killed its processes are looked for again,
+ * first after SUP_RESCAN_MS, then at twice the last wait up to
+ * SUP_RESCAN_MAX_MS: one forked between a look and its SIGKILL is caught by
+ * the next, a grandchild's end wakes nobody, and one stuck in the kernel
+ * should not cost a scan of /proc every few milliseconds. */
 #define SUP_RESCAN_MS 20
+#define SUP_RESCAN_MAX_MS 1000
 /* Processes looked at per scan of /proc (only those started after the
  * scanning process); more are not followed. */
 #define SUP_PROC_MAX 4096
@@ -341,6 +344,7 @@ struct sup {
     bool reaped;        /* the child itself was reaped, its status kept... */
     int status;         /* ...here, until nothing of the command is left */
     bool killing;       /* SIGKILL the command until none of it is left */
+    int64_t rescan_ms;  /* the next wait before looking for it again */
     bool reap_again;    /* more zombies than one look takes were waiting */
     struct ld_sup_policy policy;
 };
@@ -392,6 +396,7 @@ static bool forwardable(int sig)
 static void start_killing(struct sup *s)
 {
     s->killing = true;
+    s->rescan_ms = SUP_RESCAN_MS;
     signal_command(s, SIGKILL);
 }
 
@@ -555,14 +560,18 @@ static void enforce(struct sup *s, int64_t now, int64_t *wake)
         if (act == LD_SUP_TERM)
             pass_signal(s, SIGTERM);
         else
-            s->killing = true;
+            start_killing(s);
     }
     if (!s->killing)
         return;
     signal_command(s, SIGKILL);
     finish_if_gone(s);
-    if (s->killing && *wake > now + SUP_RESCAN_MS)
-        *wake = now + SUP_RESCAN_MS;
+    if (!s->killing)
+        return;
+    if (*wake > now + s->rescan_ms)
+        *wake = now + s->rescan_ms;
+    s->rescan_ms =
+        s->rescan_ms * 2 < SUP_RESCAN_MAX_MS ? s->rescan_ms * 2 : SUP_RESCAN_MAX_MS;
 }
 
 static void __attribute__((noreturn)) supervise(struct sup *s)

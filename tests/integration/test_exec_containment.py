@@ -6,6 +6,7 @@ before the next leader's command starts, after SIGTERM and after POST
 /resign; when the supervisor itself is killed, leaderd kills them all and
 writes no release, so the Lease keeps its holder until it expires."""
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -105,6 +106,10 @@ class ExecContainment(unittest.TestCase):
         for pid in pids:
             self.assertTrue(ec.alive(pid))
         wait_until(leader.is_leader, 5, what=f"{identity} to report leading")
+        # One line at start says how the command is kept together.
+        said = re.findall(r"containment: (?:cgroup v2 \(/\S+\)|process tree \(subreaper\))$",
+                          leader.log(), re.M)
+        self.assertEqual(len(said), 1, leader.log())
         return leader, pids
 
     def assert_next_command_saw_none(self, old_identity, timeout):
