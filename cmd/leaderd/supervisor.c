@@ -239,13 +239,10 @@ static bool is_mine(pid_t pid, size_t n_mine)
     return false;
 }
 
-struct dirent64_raw {
-    uint64_t ino;
-    int64_t off;
-    unsigned short reclen;
-    unsigned char type;
-    char name[];
-};
+/* Where a getdents64 record keeps its length and its name: after d_ino and
+ * d_off (8 bytes each), then d_reclen (2) and d_type (1). */
+#define DIRENT_RECLEN_AT 16
+#define DIRENT_NAME_AT 19
 
 /* Every process that descends from root (not root itself), by walking the
  * parent links of every process started no earlier than root, into mine;
@@ -253,7 +250,7 @@ struct dirent64_raw {
 static size_t scan_descendants(pid_t root)
 {
     struct proc_entry self;
-    uint64_t words[512]; /* getdents64 wants its records aligned */
+    uint64_t words[512]; /* getdents64 wants its buffer aligned */
     size_t n = 0, n_mine = 0;
     int dir =
         read_stat(root, &self) ? open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
@@ -264,10 +261,12 @@ static size_t scan_descendants(pid_t root)
         if (got <= 0)
             break;
         for (long at = 0; at < got;) {
-            const struct dirent64_raw *d = (const void *)((char *)words + at);
-            const char *p = d->name;
+            const char *rec = (const char *)words + at;
+            unsigned short reclen;
+            memcpy(&reclen, rec + DIRENT_RECLEN_AT, sizeof(reclen));
+            const char *p = rec + DIRENT_NAME_AT;
             pid_t pid = (pid_t)take_number(&p);
-            at += d->reclen;
+            at += reclen;
             if (*p == '\0' && pid > 0 && pid != root && n < SUP_PROC_MAX &&
                 read_stat(pid, &proc_table[n]) && proc_table[n].start >= self.start)
                 n++;
