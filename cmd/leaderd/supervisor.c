@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,7 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/vfs.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +48,9 @@
 /* Processes looked at per scan of /proc (only those started after the
  * scanning process); more are not followed. */
 #define SUP_PROC_MAX 4096
+/* statfs's f_type of a cgroup v2 mount; not every libc's headers bring
+ * <linux/magic.h>. */
+#define CGROUP2_MAGIC 0x63677270
 
 /* ---- policy -------------------------------------------------------------- */
 
@@ -733,7 +735,7 @@ static char *make_cgroup(const char *mount)
     struct statfs fs;
     char *own = NULL, *dir = NULL, *kill_path = NULL;
     bool made = false, ok = false;
-    if (statfs(mount, &fs) != 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
+    if (statfs(mount, &fs) != 0 || fs.f_type != CGROUP2_MAGIC)
         goto out;
     own = own_cgroup();
     if (!own ||

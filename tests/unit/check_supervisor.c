@@ -15,18 +15,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/vfs.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <linux/magic.h>
 
 #include "../../cmd/leaderd/supervisor.h"
 #include "log.h"
 #include "support/run_suite.h"
 
 #define GRACE 500
+/* statfs's f_type of a cgroup v2 mount. */
+#define CGROUP2_MAGIC 0x63677270
 
 /* Runs the policy at now until nothing more is due; returns what was due,
  * TERM and KILL as bits, and the next wake time in *wake. */
@@ -302,7 +302,7 @@ static const char *cgroup_v2_mount(void)
     static const char *const candidates[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
     for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
         struct statfs fs;
-        if (statfs(candidates[i], &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC &&
+        if (statfs(candidates[i], &fs) == 0 && fs.f_type == CGROUP2_MAGIC &&
             access(candidates[i], W_OK) == 0)
             return candidates[i];
     }
