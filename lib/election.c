@@ -252,14 +252,15 @@ static int64_t silence_check_ms(const struct ld_election *e, int64_t now_ms)
 }
 
 /* Whether a failed write may still land. Only a request never sent (no
- * connection, a local failure) or a rejection the server gives before
- * applying anything proves it will not; a timeout, a lost connection, a
- * cancellation mid-flight or a 5xx (an etcd timeout, a proxy's 504) proves
- * nothing. */
+ * connection, a time that ran out before the transport sent it, a local
+ * failure) or a rejection the server gives before applying anything proves
+ * it will not; a timeout, a lost connection, a cancellation mid-flight or
+ * a 5xx (an etcd timeout, a proxy's 504) proves nothing. */
 static bool may_have_landed(enum ld_err rc)
 {
     switch (rc) {
     case LD_ECONNECT:
+    case LD_ENOTSENT:
     case LD_ENOMEM:
     case LD_EINVAL:
     case LD_EIO:

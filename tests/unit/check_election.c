@@ -1503,10 +1503,10 @@ START_TEST(unanswered_write_counts_the_replica_out_for_a_lease_duration)
 }
 END_TEST
 
-/* A write that could not even connect was never sent: it cannot land
- * late, so a replica back from a short API outage takes its own record
- * back at once rather than after a lease duration. */
-START_TEST(connect_failures_do_not_count_a_replica_out)
+/* A replica loses leadership to requests that all fail with fault until
+ * it no longer leads; returns how long after they heal it leads again, and
+ * checks that nobody else took the Lease meanwhile. */
+static int64_t back_after_failures(enum ld_err fault)
 {
     gray_watching = false;
     struct gray gs[1];
@@ -1516,7 +1516,7 @@ START_TEST(connect_failures_do_not_count_a_replica_out)
     for (int64_t now = 0; now < 60000 && again < 0; now += 10) {
         if (now == 10000) {
             term = api.lease.spec.transitions;
-            api.fail_with = LD_ECONNECT;
+            api.fail_with = fault;
         }
         if (api.fail_with != LD_OK && !ld_election_is_leader(gs[0].e, now)) {
             api.fail_with = LD_OK;
@@ -1526,10 +1526,30 @@ START_TEST(connect_failures_do_not_count_a_replica_out)
             again = now;
     }
     ck_assert_int_gt(heal, 0);
-    ck_assert_int_ge(again, heal);
-    ck_assert_int_le(again, heal + 2 * 2400);
+    ck_assert_msg(again >= heal, "never led again");
     ck_assert_int_eq(api.lease.spec.transitions, term);
     gray_clear();
+    return again - heal;
+}
+
+/* A write that could not even connect was never sent: it cannot land
+ * late, so a replica back from a short API outage takes its own record
+ * back at once rather than after a lease duration. */
+START_TEST(connect_failures_do_not_count_a_replica_out)
+{
+    ck_assert_int_le(back_after_failures(LD_ECONNECT), 2 * 2400);
+}
+END_TEST
+
+/* Nor can one whose time ran out while it waited for the transport to
+ * send it, unlike one that timed out unanswered: that one may still land,
+ * so the replica sits out a lease duration before writing again. */
+START_TEST(writes_expired_unsent_do_not_count_a_replica_out)
+{
+    ck_assert_int_le(back_after_failures(LD_ENOTSENT), 2 * 2400);
+    fake_api_clear(&api);
+    fake_api_init(&api);
+    ck_assert_int_gt(back_after_failures(LD_ETIMEOUT), G_LEASE - G_RENEW);
 }
 END_TEST
 
@@ -1982,6 +2002,7 @@ static Suite *election_suite(void)
     tcase_add_loop_test(sim, late_writes_of_a_deposed_leader_do_not_keep_the_lease, 0, 2);
     tcase_add_loop_test(sim, leadership_returns_after_a_slowdown_of_the_whole_api, 0, 2);
     tcase_add_test(sim, connect_failures_do_not_count_a_replica_out);
+    tcase_add_test(sim, writes_expired_unsent_do_not_count_a_replica_out);
     tcase_add_test(sim, read_answered_after_the_deadline_sends_no_write);
     tcase_add_test(sim, unanswered_write_counts_the_replica_out_for_a_lease_duration);
     suite_add_tcase(s, sim);
