@@ -589,6 +589,11 @@ const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *s)
     return s->group;
 }
 
+size_t ld_mode_shards_election(uint32_t shard)
+{
+    return shard_index(shard);
+}
+
 void ld_mode_shards_free(struct ld_mode_shards *s)
 {
     if (!s)
