@@ -423,7 +423,7 @@ static bool holding_release(struct hel *el, struct ld_now now)
         return false;
     }
     publish(el, now.mono_ms);
-    bool held = release_held_back(el, now.mono_ms);
+    bool held = !el->abandon && release_held_back(el, now.mono_ms);
     if (el->abandon) {
         el->abandon = false;
         ld_election_abandon_release(el->e, now);
@@ -772,10 +772,10 @@ static int64_t next_wake(const struct ld_host *h, int64_t now_ms)
                 at = st.lead_until_ms;
             continue;
         }
-        if (el->wake_at_ms < at && !release_held_back(el, now_ms))
-            at = el->wake_at_ms;
         if (el->abandon)
-            at = now_ms;
+            at = now_ms; /* given up: the next pass ends it */
+        else if (el->wake_at_ms < at && !release_held_back(el, now_ms))
+            at = el->wake_at_ms;
         if (el->auth_failing_since_ms && !h->stopping && probe_at(h, el) < at)
             at = probe_at(h, el);
     }

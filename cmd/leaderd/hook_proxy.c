@@ -27,7 +27,6 @@ struct key {
 struct ld_hook_proxy {
     int fd;
     uint32_t n;
-    atomic_bool signalled; /* fd was written and not read since */
     struct key keys[];
 };
 
@@ -46,7 +45,6 @@ struct ld_hook_proxy *ld_hook_proxy_new(uint32_t n_keys)
         atomic_init(&hp->keys[i].in_flight, 0);
         atomic_init(&hp->keys[i].waited, false);
     }
-    atomic_init(&hp->signalled, false);
     hp->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (hp->fd < 0) {
         free(hp);
@@ -79,11 +77,8 @@ void ld_hook_proxy_ended(struct ld_hook_proxy *hp, uint32_t key)
     if (!hp || key >= hp->n)
         return;
     struct key *k = &hp->keys[key];
-    if (atomic_fetch_sub(&k->in_flight, 1) != 1 || !atomic_exchange(&k->waited, false))
-        return;
-    /* The fd first: a reader that finds the flag set finds it readable. */
-    (void)!eventfd_write(hp->fd, 1);
-    atomic_store(&hp->signalled, true);
+    if (atomic_fetch_sub(&k->in_flight, 1) == 1 && atomic_exchange(&k->waited, false))
+        (void)!eventfd_write(hp->fd, 1);
 }
 
 static bool on_publish(void *ctx, const struct ld_election_status *st, int64_t now_ms)
@@ -105,24 +100,22 @@ static bool holds_release(void *ctx, int64_t now_ms)
     return false;
 }
 
-/* One eventfd serves every key: the first hook asked reads it, and the
- * host's next pass asks every held release again anyway. */
+/* One eventfd serves every key, read by key 0's hook alone: the host's
+ * next pass asks every held release again anyway. */
 static bool take_wake(void *ctx)
 {
-    struct ld_hook_proxy *hp = ((struct key *)ctx)->hp;
     eventfd_t n;
-    if (!atomic_exchange(&hp->signalled, false))
-        return false;
-    (void)!eventfd_read(hp->fd, &n);
-    return true;
+    return eventfd_read(((struct key *)ctx)->hp->fd, &n) == 0;
 }
 
 struct ld_hook ld_hook_proxy_bind(struct ld_hook_proxy *hp, uint32_t key, size_t election)
 {
-    return (struct ld_hook){.ctx = &hp->keys[key < hp->n ? key : 0],
+    if (key >= hp->n)
+        key = 0;
+    return (struct ld_hook){.ctx = &hp->keys[key],
                             .election = election,
                             .on_publish = on_publish,
                             .holds_release = holds_release,
                             .hold = LD_HOOK_HOLD_SAFETY,
-                            .take_wake = take_wake};
+                            .take_wake = key == 0 ? take_wake : NULL};
 }

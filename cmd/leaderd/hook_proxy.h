@@ -31,9 +31,11 @@ void ld_hook_proxy_free(struct ld_hook_proxy *hp); /* NULL-safe */
  * key whose release is held has ended. */
 int ld_hook_proxy_fd(const struct ld_hook_proxy *hp);
 
-/* The hook of key, bound to election (hp borrowed: it must outlive the
- * shell). Its release hold is a safety hold: true while a write of key is
- * counted. Its take_wake reads the eventfd. */
+/* The hook of key (an unknown key is taken as 0), bound to election (hp
+ * borrowed: it must outlive the shell). Its release hold is a safety hold:
+ * true while a write of key is counted. Key 0's hook reads the eventfd
+ * (its take_wake) for every key: bind key 0 whenever the fd is in the
+ * wake set. */
 struct ld_hook ld_hook_proxy_bind(struct ld_hook_proxy *hp, uint32_t key,
                                   size_t election);
 
