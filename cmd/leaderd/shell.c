@@ -181,8 +181,8 @@ static int64_t next_publish(void *ctx, size_t index, int64_t now)
             at = w;
     }
     /* The end of a hold is a publish too. */
-    int64_t ends[2] = {sh->stopping ? sh->hold_until_ms : INT64_MAX,
-                       safety_until(sh, sl)};
+    const int64_t ends[2] = {sh->stopping ? sh->hold_until_ms : INT64_MAX,
+                             safety_until(sh, sl)};
     for (size_t i = 0; i < 2; i++) {
         if (now < ends[i] && ends[i] < at)
             at = ends[i];

@@ -142,13 +142,18 @@ static void rig_stop(struct rig *r)
 struct call {
     const char *base, *method;
     long status;
+    char resp[1024]; /* the answer's body, cut short */
+    size_t resp_len;
 };
 
-static size_t discard(char *b, size_t size, size_t n, void *ud)
+static size_t call_body(char *b, size_t size, size_t n, void *ud)
 {
-    (void)b;
-    (void)ud;
-    return size * n;
+    struct call *c = ud;
+    size_t len = size * n, room = sizeof(c->resp) - 1 - c->resp_len;
+    memcpy(c->resp + c->resp_len, b, len < room ? len : room);
+    c->resp_len += len < room ? len : room;
+    c->resp[c->resp_len] = '\0';
+    return len;
 }
 
 static void *call_run(void *arg)
@@ -165,7 +170,8 @@ static void *call_run(void *arg)
     else
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, "{}");
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, call_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 20000L);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_perform(e);
@@ -194,6 +200,7 @@ START_TEST(a_write_held_upstream_holds_until_its_cut)
     ck_assert(!holds(&r.hook));
     pthread_join(t, NULL);
     ck_assert_int_eq(c.status, 503);
+    ck_assert_ptr_nonnull(strstr(c.resp, "cut"));
     rig_stop(&r);
 }
 END_TEST

@@ -368,11 +368,13 @@ END_TEST
 
 /* What a hook of one shard found published when the shell asked it about
  * that shard's release. */
-static struct {
+struct probe {
     struct ld_state *state;
     int asked;
     int asked_while_published_leading;
-} probe;
+};
+
+static struct probe probe;
 
 static bool probe_on_publish(void *ctx, const struct ld_election_status *st,
                              int64_t now_ms)
