@@ -186,7 +186,7 @@ struct ld_hook ld_hook_child_bind(struct ld_hook_child *c, size_t election)
                             .on_publish = on_publish,
                             .on_signal = on_signal,
                             .holds_release = holds_release,
-                            .holds_resignation = true};
+                            .hold = LD_HOOK_HOLD_SAFETY};
 }
 
 int ld_hook_child_exit_status(const struct ld_hook_child *c)

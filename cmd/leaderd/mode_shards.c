@@ -151,6 +151,8 @@ static bool entry_update(struct slot *sl, struct ld_shard_entry *e,
     return true;
 }
 
+static void publish(struct ld_mode_shards *s, int64_t now_ms);
+
 static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
@@ -164,12 +166,18 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
     if (ld_shardgroup_observe_shard(s->group, k, &v->status) != LD_OK)
         ld_log(LD_LOG_WARN, "shard %s: out of memory for its observation",
                ld_shardgroup_shard_id(s->group, k));
+    bool led = s->entries[k].leading;
     if (entry_update(sl, &s->entries[k], &v->status))
         s->table_changed = true;
     if (v->transitions_seen != sl->transitions_seen) {
         sl->transitions_seen = v->transitions_seen;
         s->table_changed = true;
     }
+    /* A shard that stops leading is published now, not after the pass: the
+     * API write gate must refuse its writes before the shell asks whether
+     * its release waits for the writes in flight (hook_proxy.h). */
+    if (led && !s->entries[k].leading)
+        publish(s, now_ms);
 }
 
 static void on_event(void *ctx, size_t index, const struct ld_event *ev, int64_t now_ms)
@@ -587,6 +595,11 @@ struct ld_shell_mode ld_mode_shards(struct ld_mode_shards *s)
 const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *s)
 {
     return s->group;
+}
+
+size_t ld_mode_shards_election(uint32_t shard)
+{
+    return shard_index(shard);
 }
 
 void ld_mode_shards_free(struct ld_mode_shards *s)

@@ -20,6 +20,7 @@
 #define LEADERD_MODE_SHARDS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "clock.h"
@@ -68,6 +69,10 @@ struct ld_shell_mode ld_mode_shards(struct ld_mode_shards *s);
 
 /* The group, for its layout (borrowed; valid until ld_mode_shards_free). */
 const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *s);
+
+/* The shell's election index of shard (its index in the group), for
+ * binding a hook to it. */
+size_t ld_mode_shards_election(uint32_t shard);
 
 void ld_mode_shards_free(struct ld_mode_shards *s); /* NULL-safe */
 

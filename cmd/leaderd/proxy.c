@@ -729,6 +729,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
         return NULL;
     }
     int hub_rc = ld_pxe_hub_init(&p->hub, st, m);
+    p->hub.writes = opts ? opts->writes : NULL;
     struct ld_http_options ho = {.max_connections = proxy_max_connections(opts)};
     ld_http_limits_of(&ho, &lim);
     p->idle_s =

@@ -52,9 +52,13 @@ struct ld_proxy_options {
      * of answered 403 (see ld_proxy_judge). */
     bool impersonation;
     unsigned int body_timeout_ms;
+    /* Counts the writes in flight for the shell's release hold
+     * (hook_proxy.h); borrowed, outlives the proxy; NULL: not counted. */
+    struct ld_hook_proxy *writes;
 };
 
 struct ld_proxy;
+struct ld_hook_proxy;
 
 /* Starts the proxy on host:port (host a loopback address literal, or
  * "localhost" for 127.0.0.1; port 0 picks a free one, see ld_proxy_port)

@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 #include <microhttpd.h>
 
+#include "hook_proxy.h"
 #include "metrics.h"
 #include "proxy_gate.h"
 #include "state.h"
@@ -62,7 +63,8 @@ struct ld_pxe {
     long status;
     struct curl_slist *rhdrs; /* response header lines, "Name: value" */
     size_t blocked;           /* the piece curl holds while paused */
-    bool sent; /* a write: it went (or was about to go) out; read once done */
+    bool sent;      /* a write: it went (or was about to go) out; read once done */
+    bool in_flight; /* a write in hub->writes: sent, not answered or cut */
     /* Under hub->mu. */
     int refs;
     struct ld_pxe *in_next, *todo_next, *wake_next; /* in hub->incoming, todo, wakes */
@@ -83,7 +85,10 @@ struct ld_pxe_hub {
     struct ld_state *st;  /* borrowed */
     struct ld_metrics *m; /* borrowed */
     CURLM *multi;         /* the upstream thread's; curl_multi_wakeup from any */
-    int epfd;             /* suspended clients' sockets, for hang-ups */
+    /* Counts the writes in flight for the release hold; set before the
+     * threads start, NULL when nobody counts. */
+    struct ld_hook_proxy *writes;
+    int epfd; /* suspended clients' sockets, for hang-ups */
     pthread_mutex_t mu;
     /* Under mu. */
     struct ld_pxe *incoming, *incoming_tail; /* handed over, not started */

@@ -95,6 +95,16 @@ static void run_wakes(struct ld_proxy_upstream *u)
     pthread_mutex_unlock(&hub->mu);
 }
 
+/* A write in flight got the beginning of its answer (the server has
+ * decided) or ended: it holds no release any more. */
+static void uncount(struct ld_pxe *q)
+{
+    if (!q->in_flight)
+        return;
+    q->in_flight = false;
+    ld_hook_proxy_ended(q->hub->writes, q->verdict.shard);
+}
+
 static size_t on_header(char *b, size_t size, size_t n, void *ud)
 {
     struct ld_pxe *q = ud;
@@ -114,6 +124,7 @@ static size_t on_header(char *b, size_t size, size_t n, void *ud)
         m--;
     if (m == 0) {
         if (q->status >= 200) {
+            uncount(q);
             pthread_mutex_lock(&q->hub->mu);
             q->headers_done = true;
             wake_later_locked(q);
@@ -226,6 +237,7 @@ static void finish_refs(struct ld_proxy_upstream *u, struct ld_pxe *q,
     if (q->easy)
         curl_easy_cleanup(q->easy);
     q->easy = NULL;
+    uncount(q);
     ld_transport_curl_free_headers(q->hdrs);
     q->hdrs = NULL;
     pthread_mutex_lock(&u->hub->mu);
@@ -354,6 +366,12 @@ static void start(struct ld_proxy_upstream *u, struct ld_pxe *q, bool stopping)
         return;
     }
     q->added = true;
+    if (q->verdict.write && u->hub->writes) {
+        /* Before on_prereq's last look at the leadership (see
+         * ld_hook_proxy_sent). */
+        q->in_flight = true;
+        ld_hook_proxy_sent(u->hub->writes, q->verdict.shard);
+    }
     q->prev = NULL;
     q->next = u->running;
     if (u->running)

@@ -5,8 +5,10 @@
  * on the fake's clock and taking turns as processes would. Who owns which
  * shard is read from the API's store, never from the replicas' own word:
  * the replicas share the shards evenly and keep them, a SIGTERM gives back
- * every shard and deletes the member Lease with preconditions, and the
- * members still find each other by listing while the watch is down.
+ * every shard and deletes the member Lease with preconditions, the
+ * members still find each other by listing while the watch is down, and a
+ * shard's step-down is in the published table before the shell asks
+ * whether its release must wait.
  */
 #include <check.h>
 #include <signal.h>
@@ -364,6 +366,68 @@ START_TEST(members_are_listed_while_the_watch_is_down)
 }
 END_TEST
 
+/* What a hook of one shard found published when the shell asked it about
+ * that shard's release. */
+struct probe {
+    struct ld_state *state;
+    int asked;
+    int asked_while_published_leading;
+};
+
+static struct probe probe;
+
+static bool probe_on_publish(void *ctx, const struct ld_election_status *st,
+                             int64_t now_ms)
+{
+    (void)ctx;
+    (void)st;
+    (void)now_ms;
+    return false;
+}
+
+static bool probe_holds_release(void *ctx, int64_t now_ms)
+{
+    struct ld_snapshot snap;
+    (void)ctx;
+    (void)now_ms;
+    struct ld_shardsnap *t = ld_state_read_shards(probe.state, &snap);
+    probe.asked++;
+    if (t && t->shards[0].leading)
+        probe.asked_while_published_leading++;
+    ld_shardsnap_unref(t);
+    return false;
+}
+
+static bool owns_shard_0(void)
+{
+    return strcmp(holder_of(ld_shardgroup_shard_lease(group(), 0)), "r0") == 0;
+}
+
+/* The API write gate reads the published table: it must refuse the
+ * shard's writes before the shell decides whether the release waits for
+ * the ones in flight. */
+START_TEST(a_shards_step_down_is_published_before_its_release_is_asked)
+{
+    struct ld_errinfo err;
+    struct replica *r = add_replica();
+    probe.state = &r->state;
+    probe.asked = probe.asked_while_published_leading = 0;
+    struct ld_hook h = {.election = ld_mode_shards_election(0),
+                        .on_publish = probe_on_publish,
+                        .holds_release = probe_holds_release,
+                        .hold = LD_HOOK_HOLD_SAFETY};
+    ck_assert_int_eq(ld_shell_add_hook(r->sh, &h, &err), LD_OK);
+    ck_assert(run_until(owns_shard_0, 60000));
+    ld_shell_stop(r->sh, SIGTERM);
+    for (int i = 0; i < 10000 && !r->done; i++)
+        turn_all();
+    ck_assert(r->done);
+    ck_assert_int_gt(probe.asked, 0);
+    ck_assert_int_eq(probe.asked_while_published_leading, 0);
+    ck_assert_str_eq(holder_of(ld_shardgroup_shard_lease(group(), 0)), "");
+}
+END_TEST
+
 static Suite *mode_shards_suite(void)
 {
     Suite *s = suite_create("mode_shards");
@@ -373,6 +437,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, three_replicas_share_the_shards_evenly_and_keep_them);
     tcase_add_test(tc, sigterm_releases_every_shard_and_deletes_the_member_lease);
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
+    tcase_add_test(tc, a_shards_step_down_is_published_before_its_release_is_asked);
     suite_add_tcase(s, tc);
     return s;
 }
