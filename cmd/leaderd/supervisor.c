@@ -895,7 +895,9 @@ int ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms)
                 kill(mine[i], SIGKILL);
         }
         bool children = reap_children(s);
-        gone = events >= 0 ? !cgroup_populated(events) : !children;
+        /* The supervisor is outside the command's cgroup: its zombie is
+         * waited for too (a SIGKILL under load is delivered late). */
+        gone = events >= 0 ? !cgroup_populated(events) && s->pid < 0 : !children;
         if (gone || ld_mono_ms() >= until)
             break;
         poll(NULL, 0, SUP_RESCAN_MS);
