@@ -48,7 +48,7 @@ RUN sed -e 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sourc
         > /etc/apt/sources.list.d/debian-src.sources \
     && apt-get update \
     && apt-get install -y --no-install-recommends \
-        gcc libc6-dev make perl pkg-config dpkg-dev xz-utils ca-certificates cmake \
+        gcc g++ libc6-dev make perl pkg-config dpkg-dev xz-utils ca-certificates cmake \
         libjansson-dev libyaml-dev zlib1g-dev \
     && mkdir -p /usr/src/dep \
     && cd /usr/src/dep \

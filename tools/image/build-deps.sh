@@ -114,7 +114,9 @@ fi
 # nghttp2: the library only (no tools, no documentation): HTTP/2 framing and
 # HPACK for libcurl, so many round trips share one connection to the API server
 # instead of queueing behind HTTP/1.1's few. With CMake (a build dependency for
-# glibc too now): Debian's source carries no generated configure.
+# glibc too now): Debian's source carries no generated configure. Its project()
+# also looks for a C++ compiler (g++ in the build stage), though the library is
+# C and none is run.
 if [ ! -f "$prefix/nghttp2/lib/libnghttp2.a" ]; then
     rm -rf "$src/build-nghttp2"
     cmake -S "$(ls -d "$src"/nghttp2-*/ | head -n 1)" -B "$src/build-nghttp2" \
