@@ -274,6 +274,9 @@ static void make_lease_mode(struct daemon *d, struct ld_shell_mode *mode)
                 .release_on_exit = d->cfg.release_on_exit,
                 .seed = jitter_seed(d->cfg.identity),
                 .handover_cooldown_ms = d->cfg.resign_cooldown_ms,
+                /* Our old self's command may outlive it (leaderd restarted
+                 * in place): its deadline ends it before the record expires. */
+                .distrust_own_record_at_start = d->cfg.command != NULL,
             },
     };
     ld_mode_lease_init(&d->lease_mode, &mc);
