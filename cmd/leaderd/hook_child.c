@@ -169,13 +169,20 @@ static bool holds_release(void *ctx, int64_t now_ms)
 static bool on_signal(void *ctx, int signo)
 {
     struct ld_hook_child *c = ctx;
+    if (signo != SIGTERM && signo != SIGINT) {
+        /* Meant for the command (a reload, a dump): leaderd goes on. */
+        if (!c->alive)
+            return false;
+        ld_log(LD_LOG_INFO, "passing signal %d to command %s", signo, c->name);
+        send_or_log(c, LD_SUP_SIGNAL, signo, 0);
+        return true;
+    }
     c->signalled = true; /* no new child from here on */
     if (!c->alive)
         return false;
     ld_log(LD_LOG_INFO, "passing signal %d to command %s; it ends leaderd when it exits",
            signo, c->name);
     send_or_log(c, LD_SUP_SIGNAL, signo, 0);
-    c->signalled = true;
     return true;
 }
 
