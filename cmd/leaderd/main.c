@@ -147,7 +147,7 @@ static enum ld_err start_child(struct daemon *d, struct ld_errinfo *err)
         .identity = d->cfg.identity,
         .grace_ms = d->cfg.child_grace_ms,
     };
-    enum ld_err rc = ld_hook_child_init(&d->child, &sc, err);
+    enum ld_err rc = ld_hook_child_init(&d->child, &sc, &d->metrics, err);
     d->child_ready = rc == LD_OK;
     return rc;
 }
