@@ -6,9 +6,9 @@
  * on to every process of the command, counts the command's starts and ends
  * (metrics.h), reaps zombies (leaderd may be a container's PID 1), and
  * decides when leaderd itself should end: when the child exits while
- * leading, or once it has ended after a stop signal passed on. Enforcement does
- * not live here: a paused or dead leaderd cannot kill, so the supervisor
- * process keeps the deadline (see supervisor.h).
+ * leading, or once it has ended after a stop signal passed on. Enforcement
+ * does not live here: a paused or dead leaderd cannot kill, so the
+ * supervisor process keeps the deadline (see supervisor.h).
  */
 #ifndef LEADERD_HOOK_CHILD_H
 #define LEADERD_HOOK_CHILD_H

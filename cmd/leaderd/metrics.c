@@ -450,7 +450,7 @@ void ld_metrics_child_started(struct ld_metrics *m)
 
 void ld_metrics_child_exited(struct ld_metrics *m, enum ld_metrics_child_exit reason)
 {
-    if (!m || reason < 0 || reason >= LD_METRICS_CHILD_EXIT_REASONS)
+    if (!m || (unsigned)reason >= LD_METRICS_CHILD_EXIT_REASONS)
         return;
     pthread_mutex_lock(&m->mu);
     m->child.exits[reason]++;

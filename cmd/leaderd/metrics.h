@@ -2,8 +2,8 @@
  * metrics: counters for the Kubernetes API requests leaderd makes, and the
  * Prometheus text exposition (format 0.0.4) of those plus the election
  * state taken from a struct ld_snapshot. The daemon's consumers (the exec
- * child, --pod-label, --events, --api-proxy) count their own news here. Thread-safe: one
- * mutex.
+ * child, --pod-label, --events, --api-proxy) count their own news here.
+ * Thread-safe: one mutex.
  */
 #ifndef LEADERD_METRICS_H
 #define LEADERD_METRICS_H
@@ -43,7 +43,7 @@ struct ld_metrics_proxy {
  * reason label). */
 enum ld_metrics_child_exit {
     LD_METRICS_CHILD_EXITED = 0, /* it exited by itself */
-    LD_METRICS_CHILD_SIGNALED,   /* a signal ended it, not one of leadership's end */
+    LD_METRICS_CHILD_SIGNALED,   /* a signal ended it, not leadership's end */
     LD_METRICS_CHILD_DEADLINE,   /* the supervisor ended it: leadership was over */
     LD_METRICS_CHILD_EXIT_REASONS,
 };
