@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
 #include "lease.h"
 #include "metrics.h"
 #include "state.h"
@@ -54,10 +55,13 @@ struct ld_http_options {
  * ld_http_port) and serves from an internal thread, with a second thread
  * that resumes held requests (it listens to st's publishes). st and m are
  * borrowed and must outlive the server. Returns a new server (stop with
- * ld_http_stop) or NULL with one line in err, e.g. "listen 0.0.0.0:4040:
- * Address already in use". Same as ld_http_start_opts with the defaults. */
+ * ld_http_stop) or NULL with err (caller-owned, may be NULL) set: its code
+ * LD_EINVAL for a port out of range or a host that does not resolve,
+ * LD_ENOMEM, or LD_EIO when the system refused the socket, the bind (e.g.
+ * "listen 0.0.0.0:4040: Address already in use") or a thread, or no
+ * resolver answered; its msg one line. Same as ld_http_start_opts with the defaults. */
 struct ld_http *ld_http_start(const char *host, int port, struct ld_state *st,
-                              struct ld_metrics *m, char *err, size_t errlen);
+                              struct ld_metrics *m, struct ld_errinfo *err);
 
 /* ld_http_start with limits (opts NULL or zero fields = the defaults;
  * opts is read during the call only). The connection limit is also kept
@@ -70,8 +74,8 @@ struct ld_http *ld_http_start(const char *host, int port, struct ld_state *st,
  * one. Errors as ld_http_start. */
 struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *st,
                                    struct ld_metrics *m,
-                                   const struct ld_http_options *opts, char *err,
-                                   size_t errlen);
+                                   const struct ld_http_options *opts,
+                                   struct ld_errinfo *err);
 
 /* Stops serving, closes the socket and frees h. Held long-polls are
  * answered and /watch streams get the last published state and end (it

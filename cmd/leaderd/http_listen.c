@@ -63,7 +63,19 @@ static int bind_listen(const struct sockaddr *sa, socklen_t salen, bool dual_sta
     return fd;
 }
 
-int ld_http_open_listener(const char *host, int port, char *err, size_t errlen)
+/* The code of a getaddrinfo failure: a name that does not resolve is the
+ * caller's to fix; running out of memory or a resolver that did not answer
+ * is the system's. */
+static enum ld_err gai_code(int gai)
+{
+    if (gai == EAI_MEMORY)
+        return LD_ENOMEM;
+    if (gai == EAI_AGAIN || gai == EAI_SYSTEM)
+        return LD_EIO;
+    return LD_EINVAL;
+}
+
+int ld_http_open_listener(const char *host, int port, struct ld_errinfo *err)
 {
     int e = 0;
     int fd = -1;
@@ -95,8 +107,8 @@ int ld_http_open_listener(const char *host, int port, char *err, size_t errlen)
         snprintf(portstr, sizeof(portstr), "%d", port);
         int gai = getaddrinfo(host, portstr, &hints, &res);
         if (gai != 0) {
-            snprintf(err, errlen, "listen %s%s%s:%d: %s", v6 ? "[" : "", shown,
-                     v6 ? "]" : "", port, gai_strerror(gai));
+            ld_errinfo_set(err, gai_code(gai), "listen %s%s%s:%d: %s", v6 ? "[" : "",
+                           shown, v6 ? "]" : "", port, gai_strerror(gai));
             return -1;
         }
         e = EADDRNOTAVAIL;
@@ -105,8 +117,8 @@ int ld_http_open_listener(const char *host, int port, char *err, size_t errlen)
         freeaddrinfo(res);
     }
     if (fd < 0)
-        snprintf(err, errlen, "listen %s%s%s:%d: %s", v6 ? "[" : "", shown, v6 ? "]" : "",
-                 port, strerror(e));
+        ld_errinfo_set(err, e == ENOMEM ? LD_ENOMEM : LD_EIO, "listen %s%s%s:%d: %s",
+                       v6 ? "[" : "", shown, v6 ? "]" : "", port, strerror(e));
     return fd;
 }
 
@@ -155,38 +167,39 @@ void ld_http_limits_of(const struct ld_http_options *o, struct ld_http_limits *l
 
 struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *st,
                                    struct ld_metrics *m,
-                                   const struct ld_http_options *opts, char *err,
-                                   size_t errlen)
+                                   const struct ld_http_options *opts,
+                                   struct ld_errinfo *err)
 {
     static const struct ld_http_options defaults;
-    char scratch[1];
+    struct ld_errinfo part; /* what a part of the server said */
     struct ld_http *h = NULL;
     int fd = -1;
-    if (!err || errlen == 0) {
-        err = scratch;
-        errlen = sizeof(scratch);
-    }
-    err[0] = '\0';
     if (port < 0 || port > 65535) {
-        snprintf(err, errlen, "listen: port %d out of range", port);
+        ld_errinfo_set(err, LD_EINVAL, "listen: port %d out of range", port);
         goto fail;
     }
     h = calloc(1, sizeof(*h));
     if (!h) {
-        snprintf(err, errlen, "http: out of memory");
+        ld_errinfo_set(err, LD_ENOMEM, "http: out of memory");
         goto fail;
     }
     h->st = st;
     h->m = m;
     ld_http_limits_of(opts ? opts : &defaults, &h->lim);
+    /* The held requests and the connections report a line of text: the
+     * system refused them a resource (memory, a descriptor, a thread). */
     h->holds = ld_http_holds_start(st, h->lim.heartbeat_ms, h->lim.max_held,
-                                   h->lim.max_subs, err, errlen);
-    if (!h->holds)
+                                   h->lim.max_subs, part.msg, sizeof(part.msg));
+    if (!h->holds) {
+        ld_errinfo_set(err, LD_EIO, "%s", part.msg);
         goto fail;
-    h->conns = ld_http_conns_new(h->lim.evict_at, err, errlen);
-    if (!h->conns)
+    }
+    h->conns = ld_http_conns_new(h->lim.evict_at, part.msg, sizeof(part.msg));
+    if (!h->conns) {
+        ld_errinfo_set(err, LD_EIO, "%s", part.msg);
         goto fail;
-    fd = ld_http_open_listener(host, port, err, errlen);
+    }
+    fd = ld_http_open_listener(host, port, err);
     if (fd < 0)
         goto fail;
     h->port = ld_http_bound_port(fd);
@@ -203,7 +216,7 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
         MHD_OPTION_NOTIFY_CONNECTION, ld_http_conns_notify, h->conns,
         MHD_OPTION_THREAD_STACK_SIZE, (size_t)LD_THREAD_STACK, MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(err, errlen, "http: cannot start the server on port %d", h->port);
+        ld_errinfo_set(err, LD_EIO, "http: cannot start the server on port %d", h->port);
         goto fail;
     }
     return h;
@@ -219,9 +232,9 @@ fail:
 }
 
 struct ld_http *ld_http_start(const char *host, int port, struct ld_state *st,
-                              struct ld_metrics *m, char *err, size_t errlen)
+                              struct ld_metrics *m, struct ld_errinfo *err)
 {
-    return ld_http_start_opts(host, port, st, m, NULL, err, errlen);
+    return ld_http_start_opts(host, port, st, m, NULL, err);
 }
 
 void ld_http_stop(struct ld_http *h)

@@ -16,9 +16,11 @@
 
 /* Opens a non-blocking listening socket for host:port as ld_http_start
  * describes (host "" = all interfaces, dual stack when possible; a name is
- * resolved). Returns the fd, or -1 with one line in err ("listen
- * HOST:PORT: reason"). Also for the API proxy's listener. */
-int ld_http_open_listener(const char *host, int port, char *err, size_t errlen);
+ * resolved). Returns the fd, or -1 with err (may be NULL) set to
+ * "listen HOST:PORT: reason": LD_EINVAL when the host does not resolve,
+ * LD_ENOMEM, LD_EIO when the socket, bind or listen failed. Also for the
+ * API proxy's listener. */
+int ld_http_open_listener(const char *host, int port, struct ld_errinfo *err);
 
 /* Fills lim from o (zero fields: the defaults), capped by RLIMIT_NOFILE as
  * it stands now. Also for the API proxy, which runs with the same limits. */

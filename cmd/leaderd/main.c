@@ -315,13 +315,10 @@ static enum ld_err start_election(struct daemon *d, struct ld_errinfo *err)
 
 static enum ld_err start_http(struct daemon *d, struct ld_errinfo *err)
 {
-    char msg[sizeof(err->msg)];
     raise_fd_limit();
     d->http = ld_http_start(d->cfg.listen_host, d->cfg.listen_port, &d->state,
-                            &d->metrics, msg, sizeof(msg));
-    if (!d->http)
-        return ld_errinfo_set(err, LD_EIO, "%s", msg);
-    return LD_OK;
+                            &d->metrics, err);
+    return d->http ? LD_OK : err->code;
 }
 
 /* The API write gate, after the HTTP server: it reads the same state. Its
@@ -329,7 +326,6 @@ static enum ld_err start_http(struct daemon *d, struct ld_errinfo *err)
  * joins the shell's wake set. */
 static enum ld_err start_proxy(struct daemon *d, struct ld_errinfo *err)
 {
-    char msg[sizeof(err->msg)];
     if (!d->cfg.api_proxy_host)
         return LD_OK;
     d->proxy_writes = ld_hook_proxy_new(d->cfg.n_shards > 0 ? d->cfg.n_shards : 1);
@@ -342,9 +338,9 @@ static enum ld_err start_proxy(struct daemon *d, struct ld_errinfo *err)
     struct ld_proxy_options po = {.impersonation = d->cfg.api_proxy_impersonation,
                                   .writes = d->proxy_writes};
     d->proxy = ld_proxy_start(d->cfg.api_proxy_host, d->cfg.api_proxy_port, &d->cfg.kube,
-                              &d->state, &d->metrics, &po, msg, sizeof(msg));
+                              &d->state, &d->metrics, &po, err);
     if (!d->proxy)
-        return ld_errinfo_set(err, LD_EIO, "%s", msg);
+        return err->code;
     ld_log(LD_LOG_INFO, "api proxy listening on %s%s%s:%d",
            strchr(d->cfg.api_proxy_host, ':') ? "[" : "", d->cfg.api_proxy_host,
            strchr(d->cfg.api_proxy_host, ':') ? "]" : "", ld_proxy_port(d->proxy));

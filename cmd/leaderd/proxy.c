@@ -664,13 +664,13 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* The loopback address the configuration checked; "localhost" is bound
  * as 127.0.0.1, not as whatever the resolver says first. */
-static int open_loopback(const char *host, int port, char *err, size_t errlen)
+static int open_loopback(const char *host, int port, struct ld_errinfo *err)
 {
-    char inner[256];
+    struct ld_errinfo inner;
     const char *h = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
-    int fd = ld_http_open_listener(h, port, inner, sizeof(inner));
+    int fd = ld_http_open_listener(h, port, &inner);
     if (fd < 0)
-        snprintf(err, errlen, "api-proxy: %s", inner);
+        ld_errinfo_set(err, inner.code, "api-proxy: %s", inner.msg);
     return fd;
 }
 
@@ -708,24 +708,19 @@ static unsigned int proxy_max_connections(const struct ld_proxy_options *opts)
 struct ld_proxy *ld_proxy_start(const char *host, int port,
                                 const struct ld_kube_config *kube, struct ld_state *st,
                                 struct ld_metrics *m, const struct ld_proxy_options *opts,
-                                char *err, size_t errlen)
+                                struct ld_errinfo *err)
 {
     struct ld_proxy *p = NULL;
     struct ld_http_limits lim;
     int fd = -1;
-    char scratch[1];
-    if (!err || errlen == 0) {
-        err = scratch;
-        errlen = sizeof(scratch);
-    }
-    err[0] = '\0';
+    char unshown[64];
     if (!host || port < 0 || port > 65535) {
-        snprintf(err, errlen, "api-proxy: bad address");
+        ld_errinfo_set(err, LD_EINVAL, "api-proxy: bad address");
         return NULL;
     }
     p = calloc(1, sizeof(*p));
     if (!p) {
-        snprintf(err, errlen, "api-proxy: out of memory");
+        ld_errinfo_set(err, LD_ENOMEM, "api-proxy: out of memory");
         return NULL;
     }
     int hub_rc = ld_pxe_hub_init(&p->hub, st, m);
@@ -737,15 +732,17 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     p->impersonation = opts && opts->impersonation;
     p->body_timeout_ms =
         opts && opts->body_timeout_ms ? opts->body_timeout_ms : LD_PROXY_BODY_TIMEOUT_MS;
-    p->up = ld_proxy_upstream_new(&p->hub, kube, err, errlen);
+    p->up = ld_proxy_upstream_new(&p->hub, kube, err);
     if (!p->up)
         goto fail;
-    p->conns = ld_http_conns_new(lim.evict_at, err, errlen);
+    /* The connections' own line (out of memory, no mutex) is not shown:
+     * either way the system refused the proxy a resource. */
+    p->conns = ld_http_conns_new(lim.evict_at, unshown, sizeof(unshown));
     if (!p->conns || hub_rc != 0) {
-        snprintf(err, errlen, "api-proxy: cannot set up the upstream side");
+        ld_errinfo_set(err, LD_EIO, "api-proxy: cannot set up the upstream side");
         goto fail;
     }
-    fd = open_loopback(host, port, err, errlen);
+    fd = open_loopback(host, port, err);
     if (fd < 0)
         goto fail;
     p->port = ld_http_bound_port(fd);
@@ -753,7 +750,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     ld_state_listen(st, &p->listener);
     p->listening = true;
     if (ld_proxy_upstream_start(p->up) != 0) {
-        snprintf(err, errlen, "api-proxy: cannot start the upstream thread");
+        ld_errinfo_set(err, LD_EIO, "api-proxy: cannot start the upstream thread");
         goto fail;
     }
     p->daemon = MHD_start_daemon(
@@ -767,7 +764,8 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
         p, MHD_OPTION_NOTIFY_CONNECTION, ld_http_conns_notify, p->conns,
         MHD_OPTION_THREAD_STACK_SIZE, (size_t)LD_THREAD_STACK, MHD_OPTION_END);
     if (!p->daemon) {
-        snprintf(err, errlen, "api-proxy: cannot start the server on port %d", p->port);
+        ld_errinfo_set(err, LD_EIO, "api-proxy: cannot start the server on port %d",
+                       p->port);
         goto fail;
     }
     return p;

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "err.h"
 #include "kubeconfig.h"
 #include "metrics.h"
 #include "state.h"
@@ -65,11 +66,15 @@ struct ld_hook_proxy;
  * for the API server and credentials of kube (copied). st and m are
  * borrowed and must outlive the proxy; opts may be NULL (defaults) and is
  * read during the call only. curl_global_init must have run. Returns a new
- * proxy (stop with ld_proxy_stop) or NULL with one line in err. */
+ * proxy (stop with ld_proxy_stop) or NULL with err (caller-owned, may be
+ * NULL) set, its msg one line starting "api-proxy: ": LD_EINVAL for a bad
+ * address, LD_ENOMEM, the transport's code when kube's credentials or CA
+ * cannot be loaded, LD_EIO when the system refused the listener (as
+ * ld_http_open_listener says), a thread or the server. */
 struct ld_proxy *ld_proxy_start(const char *host, int port,
                                 const struct ld_kube_config *kube, struct ld_state *st,
                                 struct ld_metrics *m, const struct ld_proxy_options *opts,
-                                char *err, size_t errlen);
+                                struct ld_errinfo *err);
 
 /* Cuts every exchange in flight, closes the listener and frees p. NULL-safe. */
 void ld_proxy_stop(struct ld_proxy *p);

@@ -38,7 +38,6 @@
 #include "proxy_upstream.h"
 
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -531,18 +530,18 @@ static void *upstream_main(void *arg)
 
 struct ld_proxy_upstream *ld_proxy_upstream_new(struct ld_pxe_hub *hub,
                                                 const struct ld_kube_config *kube,
-                                                char *err, size_t errlen)
+                                                struct ld_errinfo *err)
 {
     struct ld_errinfo ei;
     struct ld_proxy_upstream *u = calloc(1, sizeof(*u));
     if (!u) {
-        snprintf(err, errlen, "api-proxy: out of memory");
+        ld_errinfo_set(err, LD_ENOMEM, "api-proxy: out of memory");
         return NULL;
     }
     u->hub = hub;
     u->tr = ld_transport_curl_new(kube, &ei);
     if (!u->tr) {
-        snprintf(err, errlen, "api-proxy: %s", ei.msg);
+        ld_errinfo_set(err, ei.code, "api-proxy: %s", ei.msg);
         free(u);
         return NULL;
     }

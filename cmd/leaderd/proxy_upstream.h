@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "err.h"
 #include "kubeconfig.h"
 #include "proxy_exchange.h"
 
@@ -20,10 +21,12 @@ struct ld_proxy_upstream;
 /* A new upstream side for hub (borrowed, must outlive it) with its own
  * transport to the API server and credentials of kube (copied); the
  * thread is not started yet. Returns it (free with
- * ld_proxy_upstream_free) or NULL with one line in err. */
+ * ld_proxy_upstream_free) or NULL with err (may be NULL) set: LD_ENOMEM,
+ * or the transport's code (LD_ECONFIG: kube's files or URL), its msg
+ * starting "api-proxy: ". */
 struct ld_proxy_upstream *ld_proxy_upstream_new(struct ld_pxe_hub *hub,
                                                 const struct ld_kube_config *kube,
-                                                char *err, size_t errlen);
+                                                struct ld_errinfo *err);
 
 /* Starts the thread (the hub set up by ld_pxe_hub_init); it runs until
  * ld_proxy_upstream_stop. Returns 0 or the pthread error. */

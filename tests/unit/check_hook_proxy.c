@@ -110,7 +110,7 @@ static void publish(struct rig *r, bool leading)
 static void rig_start(struct rig *r)
 {
     struct ld_kube_config kc;
-    char err[256];
+    struct ld_errinfo err;
     memset(r, 0, sizeof(*r));
     r->fake = fake_http_start(NULL, NULL);
     ck_assert_ptr_nonnull(r->fake);
@@ -124,8 +124,8 @@ static void rig_start(struct rig *r)
     ck_assert_ptr_nonnull(r->hp);
     r->hook = ld_hook_proxy_bind(r->hp, 0, 0);
     struct ld_proxy_options po = {.writes = r->hp};
-    r->proxy = ld_proxy_start("127.0.0.1", 0, &kc, &r->st, &r->m, &po, err, sizeof(err));
-    ck_assert_msg(r->proxy != NULL, "%s", err);
+    r->proxy = ld_proxy_start("127.0.0.1", 0, &kc, &r->st, &r->m, &po, &err);
+    ck_assert_msg(r->proxy != NULL, "%s", err.msg);
     ld_kube_config_clear(&kc);
     snprintf(r->base, sizeof(r->base), "http://127.0.0.1:%d", ld_proxy_port(r->proxy));
 }

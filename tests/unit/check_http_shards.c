@@ -740,13 +740,13 @@ static const char *const two_members[] = {"me", "other"};
 
 static void setup(void)
 {
-    char err[256];
+    struct ld_errinfo err;
     ld_state_init(&st, "ns/demo", "me", STALE_MS);
     grp = new_group(NULL, 3);
     ld_state_set_layout(&st, ld_shardgroup_layout(grp));
     ld_metrics_init(&met);
-    srv = ld_http_start("127.0.0.1", 0, &st, &met, err, sizeof(err));
-    ck_assert_msg(srv != NULL, "start: %s", err);
+    srv = ld_http_start("127.0.0.1", 0, &st, &met, &err);
+    ck_assert_msg(srv != NULL, "start: %s", err.msg);
     port = ld_http_port(srv);
 }
 
@@ -1215,9 +1215,9 @@ START_TEST(server_largest_table)
     ld_state_init(&st, "ns/demo", "me", STALE_MS);
     grp = new_group(NULL, LD_SHARDGROUP_MAX_SHARDS);
     ld_state_set_layout(&st, ld_shardgroup_layout(grp));
-    char err[256];
-    srv = ld_http_start("127.0.0.1", 0, &st, &met, err, sizeof(err));
-    ck_assert_msg(srv != NULL, "start: %s", err);
+    struct ld_errinfo err;
+    srv = ld_http_start("127.0.0.1", 0, &st, &met, &err);
+    ck_assert_msg(srv != NULL, "start: %s", err.msg);
     port = ld_http_port(srv);
 
     for (int i = 0; i < LD_SHARDGROUP_MAX_SHARDS; i++)

@@ -9,6 +9,7 @@
  * publish and by time alone.
  */
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -488,7 +489,7 @@ static void rig_publish(struct rig *r, int64_t lead_ms)
 static void rig_start_with(struct rig *r, const char *token_file)
 {
     struct ld_kube_config kc;
-    char err[256];
+    struct ld_errinfo err;
     memset(r, 0, sizeof(*r));
     r->fake = fake_http_start(NULL, NULL);
     ck_assert_ptr_nonnull(r->fake);
@@ -501,8 +502,8 @@ static void rig_start_with(struct rig *r, const char *token_file)
     ld_state_init(&r->st, "ns/lease", "me", 0);
     ld_metrics_init(&r->m);
     rig_publish(r, 60000);
-    r->proxy = ld_proxy_start("127.0.0.1", 0, &kc, &r->st, &r->m, NULL, err, sizeof(err));
-    ck_assert_msg(r->proxy != NULL, "%s", err);
+    r->proxy = ld_proxy_start("127.0.0.1", 0, &kc, &r->st, &r->m, NULL, &err);
+    ck_assert_msg(r->proxy != NULL, "%s", err.msg);
     ld_kube_config_clear(&kc);
     snprintf(r->base, sizeof(r->base), "http://127.0.0.1:%d", ld_proxy_port(r->proxy));
 }
@@ -1017,6 +1018,45 @@ START_TEST(proxy_empty_answers_and_early_413)
 }
 END_TEST
 
+/* A failed start says why, with a code the daemon can act on: a bad
+ * address is the caller's to fix, credentials that cannot be read are the
+ * configuration's, a port in use is the system's refusal. */
+START_TEST(proxy_start_reports_its_errors)
+{
+    struct rig r;
+    struct ld_kube_config kc;
+    struct ld_errinfo err;
+    rig_start(&r);
+    ld_kube_config_init(&kc);
+    kc.server = strdup(fake_http_url(r.fake));
+    kc.token = strdup("leaderd-token");
+
+    ck_assert_ptr_null(ld_proxy_start("127.0.0.1", 70000, &kc, &r.st, &r.m, NULL, &err));
+    ck_assert_int_eq(err.code, LD_EINVAL);
+    ck_assert_str_eq(err.msg, "api-proxy: bad address");
+
+    int port = ld_proxy_port(r.proxy);
+    ck_assert_ptr_null(ld_proxy_start("127.0.0.1", port, &kc, &r.st, &r.m, NULL, &err));
+    ck_assert_int_eq(err.code, LD_EIO);
+    char want[96];
+    snprintf(want, sizeof(want), "api-proxy: listen 127.0.0.1:%d: %s", port,
+             strerror(EADDRINUSE));
+    ck_assert_str_eq(err.msg, want);
+
+    kc.token_file = strdup("/nonexistent/leaderd-token");
+    free(kc.token);
+    kc.token = NULL;
+    ck_assert_ptr_null(ld_proxy_start("127.0.0.1", 0, &kc, &r.st, &r.m, NULL, &err));
+    ck_assert_int_eq(err.code, LD_ECONFIG);
+    ck_assert_msg(strncmp(err.msg, "api-proxy: ", 11) == 0, "%s", err.msg);
+
+    /* A caller may not want the detail. */
+    ck_assert_ptr_null(ld_proxy_start(NULL, 0, &kc, &r.st, &r.m, NULL, NULL));
+    ld_kube_config_clear(&kc);
+    rig_stop(&r);
+}
+END_TEST
+
 static Suite *proxy_suite(void)
 {
     Suite *s = suite_create("proxy");
@@ -1044,6 +1084,7 @@ static Suite *proxy_suite(void)
     tcase_add_test(tp, proxy_streams_reads);
     tcase_add_test(tp, proxy_empty_answers_and_early_413);
     tcase_add_test(tp, proxy_follows_token_rotation);
+    tcase_add_test(tp, proxy_start_reports_its_errors);
     suite_add_tcase(s, tp);
     return s;
 }

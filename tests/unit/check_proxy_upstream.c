@@ -268,7 +268,8 @@ static void rig_publish(struct rig *r, bool leading)
 static void rig_start(struct rig *r, const struct ld_proxy_options *opts)
 {
     struct ld_kube_config kc;
-    char err[256], url[64];
+    struct ld_errinfo err;
+    char url[64];
     memset(r, 0, sizeof(*r));
     up_start(&r->up);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", r->up.port);
@@ -278,8 +279,8 @@ static void rig_start(struct rig *r, const struct ld_proxy_options *opts)
     ld_state_init(&r->st, "ns/lease", "me", 0);
     ld_metrics_init(&r->m);
     rig_publish(r, true);
-    r->proxy = ld_proxy_start("127.0.0.1", 0, &kc, &r->st, &r->m, opts, err, sizeof(err));
-    ck_assert_msg(r->proxy != NULL, "%s", err);
+    r->proxy = ld_proxy_start("127.0.0.1", 0, &kc, &r->st, &r->m, opts, &err);
+    ck_assert_msg(r->proxy != NULL, "%s", err.msg);
     ld_kube_config_clear(&kc);
     r->port = ld_proxy_port(r->proxy);
 }

@@ -17,11 +17,11 @@ const int64_t rig_renewed_us = INT64_C(1767225600123456);
 
 void rig_setup(void)
 {
-    char err[256];
+    struct ld_errinfo err;
     ld_state_init(&rig.st, "ns/demo", "me", RIG_STALE_MS);
     ld_metrics_init(&rig.met);
-    rig.srv = ld_http_start("127.0.0.1", 0, &rig.st, &rig.met, err, sizeof(err));
-    ck_assert_msg(rig.srv != NULL, "start: %s", err);
+    rig.srv = ld_http_start("127.0.0.1", 0, &rig.st, &rig.met, &err);
+    ck_assert_msg(rig.srv != NULL, "start: %s", err.msg);
     rig.port = ld_http_port(rig.srv);
     ck_assert_int_gt(rig.port, 0);
     ck_assert_int_eq(rig_microtime_us("2026-01-01T00:00:00.123456Z"), rig_renewed_us);
@@ -63,10 +63,9 @@ void rig_base_snapshot(struct ld_snapshot *s)
 
 struct ld_http *rig_start_with(const struct ld_http_options *o)
 {
-    char err[256];
-    struct ld_http *h =
-        ld_http_start_opts("127.0.0.1", 0, &rig.st, &rig.met, o, err, sizeof(err));
-    ck_assert_msg(h != NULL, "start: %s", err);
+    struct ld_errinfo err;
+    struct ld_http *h = ld_http_start_opts("127.0.0.1", 0, &rig.st, &rig.met, o, &err);
+    ck_assert_msg(h != NULL, "start: %s", err.msg);
     return h;
 }
 
