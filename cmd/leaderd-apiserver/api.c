@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "buf.h"
 #include "control.h"
 #include "discovery.h"
 #include "events.h"
@@ -25,9 +26,8 @@
 #define CORE_PREFIX "/api/v1/"
 
 struct req {
-    char *body;
-    size_t len, cap;
-    bool too_big;
+    struct ld_buf body; /* at most AS_MAX_BODY */
+    bool too_big;       /* it was longer: read and dropped, answered 413 */
 };
 
 enum route_kind { R_UNKNOWN, R_DISCOVERY, R_ALL, R_COLLECTION, R_ITEM, R_PODS, R_EVENTS };
@@ -460,7 +460,7 @@ static bool json_body(struct MHD_Connection *c, struct as_reply *r)
 static json_t *parse_body(const struct route *rt, const struct req *rq,
                           struct as_reply *r)
 {
-    json_t *in = as_decode_text(rt->res->kind, rq->body ? rq->body : "", rq->len, r);
+    json_t *in = as_decode_text(rt->res->kind, rq->body.data, rq->body.len, r);
     json_t *obj = in ? rt->res->normalize(in, r) : NULL;
     json_decref(in);
     return obj;
@@ -522,7 +522,7 @@ static void handle_write(struct MHD_Connection *c, struct as_api *api,
                             NULL);
             break;
         }
-        patch = json_loadb(rq->body ? rq->body : "", rq->len, JSON_ALLOW_NUL, &jerr);
+        patch = json_loadb(rq->body.data, rq->body.len, JSON_ALLOW_NUL, &jerr);
         if (!patch) {
             char msg[300];
             snprintf(msg, sizeof msg, "error decoding patch: %s", jerr.text);
@@ -536,9 +536,9 @@ static void handle_write(struct MHD_Connection *c, struct as_api *api,
         /* Preconditions are pointers in DeleteOptions: a present "" still
          * has to match. */
         const char *pre_uid = NULL, *pre_rv = NULL;
-        if (rq->len > 0) {
+        if (rq->body.len > 0) {
             json_error_t jerr;
-            patch = json_loadb(rq->body, rq->len, 0, &jerr);
+            patch = json_loadb(rq->body.data, rq->body.len, 0, &jerr);
             json_t *pre = json_object_get(patch, "preconditions");
             json_t *puid = json_object_get(pre, "uid");
             json_t *prv = json_object_get(pre, "resourceVersion");
@@ -624,8 +624,7 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
                             NULL);
         else if (strncmp(url, "/_control/pods", 14) == 0 &&
                  (url[14] == '\0' || url[14] == '/'))
-            as_pods_control(api->pods, method, url + 14, rq->body ? rq->body : "",
-                            rq->len, &r);
+            as_pods_control(api->pods, method, url + 14, rq->body.data, rq->body.len, &r);
         else {
             struct as_control_query q = {.since = arg(c, "since"),
                                          .stamp = arg(c, "stamp")};
@@ -633,7 +632,7 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
                                          .faults = api->faults,
                                          .stats = api->stats,
                                          .auth = api->auth};
-            as_control(&ctl, method, url + 9, rq->body ? rq->body : "", rq->len, &q, &r);
+            as_control(&ctl, method, url + 9, rq->body.data, rq->body.len, &q, &r);
         }
         ret = send_reply(c, &r);
         as_reply_clear(&r);
@@ -677,14 +676,14 @@ static enum MHD_Result dispatch(struct as_api *api, struct MHD_Connection *c,
                                      .ctype = header(c, "Content-Type"),
                                      .selector = arg(c, "labelSelector"),
                                      .client = cname ? cname : AS_ADMIN,
-                                     .body = rq->body,
-                                     .len = rq->len};
+                                     .body = rq->body.data,
+                                     .len = rq->body.len};
         as_pods_serve(api->pods, &pr, &r);
         break;
     }
     case R_EVENTS:
-        as_events_serve(api->events, method, rt.ns, rt.name[0] ? rt.name : NULL, rq->body,
-                        rq->len, &r);
+        as_events_serve(api->events, method, rt.ns, rt.name[0] ? rt.name : NULL,
+                        rq->body.data, rq->body.len, &r);
         break;
     case R_UNKNOWN:
         as_reply_status(&r, 404, "NotFound",
@@ -776,6 +775,7 @@ enum MHD_Result as_api_access(void *cls, struct MHD_Connection *conn, const char
         rq = calloc(1, sizeof *rq);
         if (!rq)
             return MHD_NO;
+        ld_buf_init(&rq->body, AS_MAX_BODY);
         *con_cls = rq;
         return MHD_YES;
     }
@@ -784,28 +784,13 @@ enum MHD_Result as_api_access(void *cls, struct MHD_Connection *conn, const char
         *upload_data_size = 0;
         if (rq->too_big)
             return MHD_YES;
-        if (n > AS_MAX_BODY - rq->len) {
+        enum ld_err rc = ld_buf_append(&rq->body, upload_data, n);
+        if (rc == LD_ETOOBIG) {
             /* Keep reading (and discarding) so the 413 can be answered. */
             rq->too_big = true;
-            free(rq->body);
-            rq->body = NULL;
-            rq->len = rq->cap = 0;
-            return MHD_YES;
+            ld_buf_free(&rq->body);
         }
-        if (rq->len + n + 1 > rq->cap) {
-            size_t ncap = rq->cap ? rq->cap : 4096;
-            while (ncap < rq->len + n + 1)
-                ncap *= 2;
-            char *nb = realloc(rq->body, ncap);
-            if (!nb)
-                return MHD_NO;
-            rq->body = nb;
-            rq->cap = ncap;
-        }
-        memcpy(rq->body + rq->len, upload_data, n);
-        rq->len += n;
-        rq->body[rq->len] = '\0';
-        return MHD_YES;
+        return rc == LD_OK || rc == LD_ETOOBIG ? MHD_YES : MHD_NO;
     }
     return dispatch(api, conn, url, method, rq);
 }
@@ -819,7 +804,7 @@ void as_api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)toe;
     if (!rq)
         return;
-    free(rq->body);
+    ld_buf_free(&rq->body);
     free(rq);
     *con_cls = NULL;
 }

@@ -444,7 +444,7 @@ static enum MHD_Result on_resumed(struct ld_pxe *q)
     return answer_failure(q);
 }
 
-/* Reads a body piece into q->body, or drops it for an answer already
+/* Appends a body piece to q->body, or drops it for an answer already
  * decided. */
 static enum MHD_Result take_body(struct ld_pxe *q, const char *upload, size_t n)
 {
@@ -457,10 +457,23 @@ static enum MHD_Result take_body(struct ld_pxe *q, const char *upload, size_t n)
         q->dropped += n;
         return q->dropped > DROP_LIMIT ? MHD_NO : MHD_YES;
     }
-    if (n > LD_PROXY_MAX_BODY - q->len) {
-        pthread_mutex_lock(&hub->mu);
+    /* The budget counts what bodies hold (their capacity): an append that
+     * grew the buffer charges the growth, and a body that takes the sum
+     * past the budget is dropped, which gives all of its share back. */
+    size_t had = q->body.cap;
+    enum ld_err rc = ld_buf_append(&q->body, upload, n);
+    if (rc == LD_ENOMEM)
+        return MHD_NO; /* nothing grew: nothing to charge */
+    if (rc == LD_OK && q->body.cap == had)
+        return MHD_YES;
+    pthread_mutex_lock(&hub->mu);
+    hub->body_bytes += q->body.cap - had;
+    bool room = rc == LD_OK && hub->body_bytes <= BODY_BUDGET;
+    if (!room)
         ld_pxe_body_drop_locked(q);
-        pthread_mutex_unlock(&hub->mu);
+    pthread_mutex_unlock(&hub->mu);
+    if (rc == LD_ETOOBIG) {
+        /* Past LD_PROXY_MAX_BODY: judged as a request that says so. */
         struct ld_proxy_req r = {.method = q->method,
                                  .has_length = true,
                                  .content_length = (uint64_t)LD_PROXY_MAX_BODY + 1};
@@ -468,41 +481,11 @@ static enum MHD_Result take_body(struct ld_pxe *q, const char *upload, size_t n)
         ld_pxe_view_take(q->hub, &h);
         ld_proxy_decide(&r, &h.v, ld_mono_ms(), &q->verdict);
         ld_pxe_view_drop(&h);
-        return MHD_YES;
+    } else if (!room) {
+        ld_pxe_verdict_printf(&q->verdict, 429, "TooManyRequests",
+                              "leaderd's API proxy holds too many request bodies at "
+                              "once; retry");
     }
-    if (q->len + n > q->cap) {
-        size_t ncap = q->cap ? q->cap : 16 * 1024;
-        while (ncap < q->len + n)
-            ncap *= 2;
-        if (ncap > LD_PROXY_MAX_BODY)
-            ncap = LD_PROXY_MAX_BODY;
-        size_t more = ncap - q->cap;
-        pthread_mutex_lock(&hub->mu);
-        bool room = hub->body_bytes + more <= BODY_BUDGET;
-        if (room)
-            hub->body_bytes += more;
-        else
-            ld_pxe_body_drop_locked(q);
-        pthread_mutex_unlock(&hub->mu);
-        if (!room) {
-            ld_pxe_verdict_printf(
-                &q->verdict, 429, "TooManyRequests",
-                "leaderd's API proxy holds too many request bodies at once; "
-                "retry");
-            return MHD_YES;
-        }
-        char *nb = realloc(q->body, ncap);
-        if (!nb) {
-            pthread_mutex_lock(&hub->mu);
-            hub->body_bytes -= more;
-            pthread_mutex_unlock(&hub->mu);
-            return MHD_NO;
-        }
-        q->body = nb;
-        q->cap = ncap;
-    }
-    memcpy(q->body + q->len, upload, n);
-    q->len += n;
     return MHD_YES;
 }
 
@@ -566,6 +549,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     q->mc = c;
     q->fd = -1;
     q->refs = 1; /* MHD's side */
+    ld_buf_init(&q->body, LD_PROXY_MAX_BODY);
     q->target = strdup(uri ? uri : "");
     if (!q->target) {
         free(q);

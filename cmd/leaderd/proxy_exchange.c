@@ -82,10 +82,8 @@ void ld_pxe_verdict_printf(struct ld_proxy_verdict *v, unsigned int status,
 
 void ld_pxe_body_drop_locked(struct ld_pxe *q)
 {
-    q->hub->body_bytes -= q->cap;
-    free(q->body);
-    q->body = NULL;
-    q->len = q->cap = 0;
+    q->hub->body_bytes -= q->body.cap;
+    ld_buf_free(&q->body);
 }
 
 static void pxe_free(struct ld_pxe *q)

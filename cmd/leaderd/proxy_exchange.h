@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 #include <microhttpd.h>
 
+#include "buf.h"
 #include "hook_proxy.h"
 #include "metrics.h"
 #include "proxy_gate.h"
@@ -46,8 +47,7 @@ struct ld_pxe {
     bool started, handed, timeout_off;
     bool hdrs_failed; /* a request header could not be copied (out of memory) */
     struct ld_proxy_verdict verdict;
-    char *body;
-    size_t len, cap;
+    struct ld_buf body;  /* at most LD_PROXY_MAX_BODY; its cap is in hub->body_bytes */
     size_t dropped;      /* bytes of a refused body read and thrown away */
     int64_t body_due_ms; /* monotonic: the whole body by then, or 408 */
     int fd;              /* the client's socket, -1 when MHD does not tell */

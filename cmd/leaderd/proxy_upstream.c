@@ -325,10 +325,10 @@ static CURLcode setup_easy(struct ld_pxe *q)
     } else if (strcmp(q->method, "HEAD") == 0) {
         SETOPT(CURLOPT_NOBODY, 1L);
     } else {
-        if (q->len > 0 || strcmp(q->method, "POST") == 0 ||
+        if (q->body.len > 0 || strcmp(q->method, "POST") == 0 ||
             strcmp(q->method, "PUT") == 0 || strcmp(q->method, "PATCH") == 0) {
-            SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->len);
-            SETOPT(CURLOPT_POSTFIELDS, q->body ? q->body : "");
+            SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body.len);
+            SETOPT(CURLOPT_POSTFIELDS, q->body.data);
         }
         SETOPT(CURLOPT_CUSTOMREQUEST, q->method);
     }
