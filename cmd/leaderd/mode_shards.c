@@ -29,10 +29,18 @@
  * other members' renewals. */
 #define JOIN_SETTLE_MS 1000
 
+/* One shard: its write in flight, its entry's strings, its Event hook's
+ * view of it. */
 struct slot {
     char *leader; /* owned; the shard's entry points here */
-    bool contending;
+    bool writing;
+    bool releasing; /* the write in flight is a release */
+    ld_kube_call call;
+    uint64_t term_sent;  /* the member term the write was sent in */
+    char *rv_before;     /* owned; the record it was sent on, NULL for a create */
+    int64_t next_try_ms; /* after a failed write, not before */
     int64_t transitions_seen;
+    bool was_claimed; /* at the last publish, for the log and the counts */
 };
 
 struct ld_mode_shards {
@@ -48,21 +56,22 @@ struct ld_mode_shards {
      * still shows a shard this replica has since given back. */
     struct ld_shardsnap *unknown;
     struct ld_hook_events *events; /* one per shard with --events, else NULL */
+    struct ld_hook *event_hooks;   /* their hooks, driven from here */
     uint32_t n;
 
-    bool inputs_changed;     /* a publish or member event since the last assignment */
+    bool inputs_changed;     /* news since the last assignment */
     bool table_changed;      /* a shard's entry changed since the last table */
-    int64_t reassess_at_ms;  /* a member or holder expires then */
+    int64_t reassess_at_ms;  /* something expires then */
     int64_t heartbeat_at_ms; /* the last publish of the snapshot */
 
     char health[256];
     bool member_observed;
     bool member_live;             /* our member election led at its last publish */
-    int64_t contend_after_ms;     /* no claims before: see observe_member */
+    int64_t contend_after_ms;     /* no takes before: see observe_member */
     char *member_uid, *member_rv; /* of our member Lease as last seen */
 
-    /* While the group's watch is down (or not yet up) other members can
-     * only be seen by listing the group, every retry period. */
+    /* The group is listed on joining, while its watch is down (every retry
+     * period), and when a takeover needs one consistent snapshot. */
     bool watch_healthy;
     bool listing;
     ld_kube_call list_call;
@@ -70,18 +79,17 @@ struct ld_mode_shards {
     int64_t list_started_ms;
     int64_t live_since_ms; /* our member election's current term of leading */
     bool join_list;        /* a list since then would settle the join */
+    bool want_read;        /* a takeover waits for a list */
+    int64_t next_read_ms;  /* such lists are at most this often */
+
+    bool evicting; /* one eviction at a time */
+    ld_kube_call evict_call;
+    char *evict_rv; /* owned; the member record it was sent on */
 
     bool stopping;
     bool deleting;        /* the member Lease's DELETE is in flight */
     bool member_released; /* our member election wrote its release */
 };
-
-static size_t shard_index(uint32_t s)
-{
-    return (size_t)s + 1;
-}
-
-/* ---- what the elections say ---------------------------------------------- */
 
 static void set_str(char **dst, const char *v)
 {
@@ -96,20 +104,21 @@ static void set_str(char **dst, const char *v)
     *dst = copy;
 }
 
+/* ---- what the member election and the watch say -------------------------- */
+
 static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *v,
                            int64_t now_ms)
 {
-    ld_shardgroup_observe_own(s->group, &v->status);
+    ld_shardgroup_observe_own(s->group, &v->status, now_ms);
     if (s->member_observed != v->status.observed)
         s->table_changed = true; /* the table's "observed" depends on it */
     s->member_observed = v->status.observed;
     s->watch_healthy = v->status.watching;
-    /* Claiming before the other members are known would take shards on the
-     * belief that this replica is alone, only to give them back: churn, not
-     * danger (each shard is still one Lease). So on joining, the group is
-     * listed at once and nothing is claimed until that answer is in; if the
-     * list fails, the other members' renewals (every retry period) will
-     * have shown them through the watch a retry period later. */
+    /* Taking shards before the other members are known would take them on
+     * the belief that this replica is alone, only to give them back:
+     * churn, not danger. So on joining, the group is listed at once and
+     * nothing is taken until that answer is in (and the others' renewals
+     * have been seen to change, a retry period later). */
     bool live = ld_leads_at(v->status.leading, v->status.lead_until_ms, now_ms);
     if (live && !s->member_live) {
         s->live_since_ms = now_ms;
@@ -125,68 +134,60 @@ static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *
     ld_health_describe(v, s->c.renew_deadline_ms, now_ms, s->health, sizeof(s->health));
 }
 
-/* True when the entry shows something new to a reader. */
-static bool entry_update(struct slot *sl, struct ld_shard_entry *e,
-                         const struct ld_election_status *st)
-{
-    struct ld_shard_entry next = {
-        .term = st->term,
-        .observed = st->observed,
-        .leading = st->leading,
-        .lead_until_ms = st->lead_until_ms,
-        .has_renewed_at = st->has_renew_time,
-        .renewed_at_us = st->renew_time_us,
-        .last_renew_wall_us = st->last_renew_wall_us,
-    };
-    bool same_leader = sl->leader && strcmp(sl->leader, st->leader) == 0;
-    if (same_leader && e->term == next.term && e->observed == next.observed &&
-        e->leading == next.leading && e->lead_until_ms == next.lead_until_ms &&
-        e->has_renewed_at == next.has_renewed_at &&
-        e->renewed_at_us == next.renewed_at_us &&
-        e->last_renew_wall_us == next.last_renew_wall_us)
-        return false;
-    set_str(&sl->leader, st->leader);
-    next.leader = sl->leader ? sl->leader : "";
-    *e = next;
-    return true;
-}
-
 static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
     s->inputs_changed = true;
-    if (v->index == MEMBER) {
+    if (v->index == MEMBER)
         observe_member(s, v, now_ms);
-        return;
-    }
-    uint32_t k = (uint32_t)(v->index - 1);
-    struct slot *sl = &s->slots[k];
-    if (ld_shardgroup_observe_shard(s->group, k, &v->status) != LD_OK)
-        ld_log(LD_LOG_WARN, "shard %s: out of memory for its observation",
-               ld_shardgroup_shard_id(s->group, k));
-    if (entry_update(sl, &s->entries[k], &v->status))
-        s->table_changed = true;
-    if (v->transitions_seen != sl->transitions_seen) {
-        sl->transitions_seen = v->transitions_seen;
-        s->table_changed = true;
-    }
 }
 
 static void on_event(void *ctx, size_t index, const struct ld_event *ev, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
     (void)now_ms;
-    if (index == MEMBER) {
-        /* Only a Lease this replica held and gave back is its own to
-         * delete: never one it stood back from (an identity conflict). */
-        if (ev->kind == LD_EV_RELEASED)
-            s->member_released = true;
+    if (index != MEMBER)
         return;
-    }
-    if (!s->c.metrics)
-        return;
-    if (ev->kind == LD_EV_STARTED_LEADING && ev->acquire_delay_ms >= 0)
-        ld_metrics_acquire_delay(s->c.metrics, (double)ev->acquire_delay_ms / 1000.0);
+    /* Only a Lease this replica held and gave back is its own to delete:
+     * never one it stood back from (an identity conflict). */
+    if (ev->kind == LD_EV_RELEASED)
+        s->member_released = true;
+    /* Whatever made it stop, the claims of this term end with it. */
+    if (ev->kind == LD_EV_STOPPED_LEADING)
+        ld_shardgroup_break(s->group);
+    s->inputs_changed = true;
+}
+
+/* Whether lease is a member Lease the group counts as incompatible. */
+static bool incompatible(const struct ld_mode_shards *s, const struct ld_lease *lease)
+{
+    size_t n = strlen(ld_shardgroup_name(s->group)) + strlen("-member-");
+    return lease->name && strlen(lease->name) > n &&
+           ld_shardgroup_incompatible(s->group, lease->name + n);
+}
+
+/* Logs a member Lease that has just turned out incompatible (was: it was
+ * known so before). */
+static void note_incompatible(struct ld_mode_shards *s, const struct ld_lease *lease,
+                              bool was)
+{
+    if (!was && incompatible(s, lease))
+        ld_log(LD_LOG_ERROR,
+               "member Lease %s has no %s: \"%s\" annotation: it belongs to an "
+               "incompatible version of leaderd and counts neither live nor dead",
+               lease->name, LD_SHARDGROUP_PROTOCOL, LD_SHARDGROUP_PROTOCOL_VERSION);
+}
+
+static void observe(struct ld_mode_shards *s, const struct ld_lease *lease,
+                    int64_t now_ms)
+{
+    bool was = incompatible(s, lease);
+    enum ld_err rc = ld_shardgroup_observe_lease(s->group, lease, now_ms);
+    if (rc == LD_ETOOBIG)
+        ld_log(LD_LOG_WARN, "lease %s: more than %d members; ignored", lease->name,
+               LD_SHARDGROUP_MAX_MEMBERS);
+    else if (rc == LD_OK)
+        note_incompatible(s, lease, was);
 }
 
 static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t now_ms)
@@ -194,18 +195,190 @@ static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t n
     struct ld_mode_shards *s = ctx;
     if (!ev->lease)
         return;
-    if (ev->type == LD_WATCH_DELETED) {
-        ld_shardgroup_observe_member_deleted(s->group, ev->lease);
-    } else {
-        enum ld_err rc = ld_shardgroup_observe_member(s->group, ev->lease, now_ms);
-        if (rc == LD_ETOOBIG)
-            ld_log(LD_LOG_WARN, "lease %s: more than %d members; ignored",
-                   ev->lease->name, LD_SHARDGROUP_MAX_MEMBERS);
-    }
+    if (ev->type == LD_WATCH_DELETED)
+        ld_shardgroup_observe_deleted(s->group, ev->lease);
+    else
+        observe(s, ev->lease, now_ms);
     s->inputs_changed = true;
 }
 
-/* ---- membership without the watch ---------------------------------------- */
+/* ---- writes -------------------------------------------------------------- */
+
+static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
+
+static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
+                       struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = ctx;
+    int64_t now_ms = ld_clock_mono_ms(&s->clock);
+    uint32_t k = 0;
+    while (k < s->n && !(s->slots[k].writing && s->slots[k].call == call))
+        k++;
+    if (k == s->n)
+        return;
+    struct slot *sl = &s->slots[k];
+    const char *id = ld_shardgroup_shard_id(s->group, k);
+    sl->writing = false;
+    if (rc == LD_OK) {
+        ld_shardgroup_wrote(s->group, k, sl->term_sent, sl->rv_before, lease, now_ms);
+        ld_log(LD_LOG_DEBUG, "shard %s: %s written", id,
+               sl->releasing ? "release" : "claim");
+    } else {
+        ld_shardgroup_write_failed(s->group, k);
+        sl->next_try_ms = now_ms + s->c.retry_period_ms / 2;
+        /* A conflict means someone else wrote first: the watch shows who.
+         * A write without an answer may still land; its record will be
+         * seen, and nothing is claimed on it meanwhile. */
+        ld_log(rc == LD_ECONFLICT || rc == LD_EEXISTS ? LD_LOG_DEBUG : LD_LOG_WARN,
+               "shard %s: %s not written: %s", id, sl->releasing ? "release" : "claim",
+               err && err->msg[0] ? err->msg : ld_strerror(rc));
+    }
+    free(sl->rv_before);
+    sl->rv_before = NULL;
+    s->inputs_changed = true;
+    s->table_changed = true;
+}
+
+/* Starts the write of out for shard k (a create when it has no
+ * resourceVersion). */
+static void start_write(struct ld_mode_shards *s, uint32_t k, struct ld_lease *out,
+                        bool release)
+{
+    struct slot *sl = &s->slots[k];
+    struct ld_errinfo err;
+    enum ld_err rc;
+    char *rv = out->resource_version ? strdup(out->resource_version) : NULL;
+    if (out->resource_version && !rv)
+        return;
+    if (out->resource_version)
+        rc = ld_kube_lease_update_start(s->c.kube, out, s->c.renew_deadline_ms,
+                                        on_written, s, &sl->call, &err);
+    else
+        rc = ld_kube_lease_create_start(s->c.kube, out, s->c.renew_deadline_ms,
+                                        on_written, s, &sl->call, &err);
+    if (rc != LD_OK) {
+        ld_log(LD_LOG_WARN, "shard %s: cannot write: %s",
+               ld_shardgroup_shard_id(s->group, k), err.msg);
+        free(rv);
+        if (release)
+            ld_shardgroup_write_failed(s->group, k);
+        return;
+    }
+    sl->writing = true;
+    sl->releasing = release;
+    sl->term_sent = ld_shardgroup_term(s->group);
+    free(sl->rv_before);
+    sl->rv_before = rv;
+}
+
+static void take(struct ld_mode_shards *s, uint32_t k)
+{
+    struct ld_lease out;
+    ld_lease_init(&out);
+    if (ld_shardgroup_take_lease(s->group, k, s->c.namespace_,
+                                 ld_clock_wall_us(&s->clock), &out) == LD_OK)
+        start_write(s, k, &out, false);
+    ld_lease_clear(&out);
+}
+
+static void release(struct ld_mode_shards *s, uint32_t k)
+{
+    struct ld_lease out;
+    ld_lease_init(&out);
+    ld_shardgroup_give_back(s->group, k);
+    s->table_changed = true;
+    if (ld_shardgroup_release_lease(s->group, k, ld_clock_wall_us(&s->clock), &out) ==
+        LD_OK)
+        start_write(s, k, &out, true);
+    else
+        ld_shardgroup_write_failed(s->group, k);
+    ld_lease_clear(&out);
+}
+
+static void on_evicted(void *ctx, ld_kube_call call, enum ld_err rc,
+                       struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = ctx;
+    (void)call;
+    s->evicting = false;
+    if (rc == LD_OK) {
+        ld_log(LD_LOG_INFO, "member Lease %s evicted: unchanged for its lease duration",
+               lease->name);
+        ld_shardgroup_evicted(s->group, s->evict_rv, lease, ld_clock_mono_ms(&s->clock));
+        s->want_read = true; /* its shards are taken on a fresh list */
+        s->next_read_ms = 0;
+    } else {
+        ld_log(rc == LD_ECONFLICT ? LD_LOG_DEBUG : LD_LOG_WARN,
+               "member eviction not written: %s",
+               err && err->msg[0] ? err->msg : ld_strerror(rc));
+    }
+    free(s->evict_rv);
+    s->evict_rv = NULL;
+    s->inputs_changed = true;
+}
+
+static void evict(struct ld_mode_shards *s, uint32_t k)
+{
+    struct ld_lease out;
+    struct ld_errinfo err;
+    ld_lease_init(&out);
+    if (s->evicting || ld_shardgroup_evict_lease(s->group, k, ld_clock_wall_us(&s->clock),
+                                                 &out) != LD_OK)
+        goto done;
+    s->evict_rv = strdup(out.resource_version);
+    if (!s->evict_rv)
+        goto done;
+    if (ld_kube_lease_update_start(s->c.kube, &out, s->c.renew_deadline_ms, on_evicted, s,
+                                   &s->evict_call, &err) != LD_OK) {
+        ld_log(LD_LOG_WARN, "cannot evict %s: %s", out.name, err.msg);
+        free(s->evict_rv);
+        s->evict_rv = NULL;
+        goto done;
+    }
+    s->evicting = true;
+done:
+    ld_lease_clear(&out);
+}
+
+/* Carries out each shard's step (shardgroup.h); fresh: the view is a list
+ * of the group just answered. */
+static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
+{
+    bool settled = now_ms >= s->contend_after_ms;
+    for (uint32_t k = 0; k < s->n && !s->stopping; k++) {
+        if (s->slots[k].writing || now_ms < s->slots[k].next_try_ms)
+            continue;
+        switch (ld_shardgroup_step(s->group, k, now_ms, fresh)) {
+        case LD_SHARD_TAKE:
+            if (settled)
+                take(s, k);
+            break;
+        case LD_SHARD_READ:
+            if (settled)
+                s->want_read = true;
+            break;
+        case LD_SHARD_EVICT:
+            if (settled)
+                evict(s, k);
+            break;
+        case LD_SHARD_RELEASE:
+            if (!settled)
+                break; /* just joined: a rebalance waits for the others */
+            ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
+                   ld_shardgroup_shard_id(s->group, k),
+                   ld_shardgroup_target(s->group, k) ? ld_shardgroup_target(s->group, k)
+                                                     : "nobody");
+            release(s, k);
+            break;
+        case LD_SHARD_NONE:
+            break;
+        }
+    }
+}
+
+/* ---- listing the group --------------------------------------------------- */
+
+static void assign(struct ld_mode_shards *s, int64_t now_ms);
 
 static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
                       const struct ld_lease *items, size_t n,
@@ -220,29 +393,43 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
                err && err->msg[0] ? err->msg : ld_strerror(rc));
         return;
     }
-    for (size_t i = 0; i < n; i++)
-        ld_shardgroup_observe_member(s->group, &items[i], now_ms);
-    s->inputs_changed = true;
+    bool *was = calloc(n ? n : 1, sizeof(*was));
+    for (size_t i = 0; was && i < n; i++)
+        was[i] = incompatible(s, &items[i]);
+    if (ld_shardgroup_observe_list(s->group, items, n, now_ms) != LD_OK)
+        ld_log(LD_LOG_WARN, "listing the group: not every Lease kept");
+    for (size_t i = 0; was && i < n; i++)
+        note_incompatible(s, &items[i], was[i]);
+    free(was);
+    s->table_changed = true;
     if (s->join_list && s->member_live && s->list_started_ms >= s->live_since_ms) {
         s->join_list = false;
         if (now_ms < s->contend_after_ms)
-            s->contend_after_ms = now_ms; /* every member is known: settled */
+            s->contend_after_ms = now_ms + s->c.retry_period_ms / 2;
     }
+    /* One consistent snapshot: the takeovers that need one go now, before
+     * any other answer can mix newer records with older ones. */
+    s->want_read = false;
+    assign(s, now_ms);
+    act(s, now_ms, true);
 }
 
-/* The watch tells of other members' renewals as they happen; without it
- * (failing, or not started yet) they would expire in this replica's view
- * and it would think itself alone, so the group is listed instead. */
-static void poll_members(struct ld_mode_shards *s, int64_t now_ms)
+/* Without the watch (failing, or not started yet) other members would
+ * expire in this replica's view and it would think itself alone, so the
+ * group is listed instead; a takeover that needs a snapshot lists too. */
+static void poll_group(struct ld_mode_shards *s, int64_t now_ms)
 {
-    if ((s->watch_healthy && !s->join_list) || s->listing || s->stopping ||
-        now_ms < s->next_list_ms)
+    bool due = (!s->watch_healthy || s->join_list) && now_ms >= s->next_list_ms;
+    bool read = s->want_read && now_ms >= s->next_read_ms;
+    if (s->listing || s->stopping || !(due || read))
         return;
     struct ld_errinfo err;
-    s->next_list_ms = now_ms + s->c.retry_period_ms;
-    if (ld_kube_lease_list_start(
-            s->c.kube, s->c.namespace_, ld_shardgroup_member_selector(s->group),
-            s->c.renew_deadline_ms, on_listed, s, &s->list_call, &err) != LD_OK) {
+    if (due)
+        s->next_list_ms = now_ms + s->c.retry_period_ms;
+    s->next_read_ms = now_ms + s->c.retry_period_ms / 2;
+    if (ld_kube_lease_list_start(s->c.kube, s->c.namespace_,
+                                 ld_shardgroup_selector(s->group), s->c.renew_deadline_ms,
+                                 on_listed, s, &s->list_call, &err) != LD_OK) {
         ld_log(LD_LOG_WARN, "cannot list the group's Leases: %s", err.msg);
         return;
     }
@@ -251,26 +438,6 @@ static void poll_members(struct ld_mode_shards *s, int64_t now_ms)
 }
 
 /* ---- decisions, once a pass ---------------------------------------------- */
-
-static void set_contending(struct ld_mode_shards *s, uint32_t k, bool want,
-                           int64_t now_ms)
-{
-    struct slot *sl = &s->slots[k];
-    if (sl->contending == want)
-        return;
-    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_clock_wall_us(&s->clock)};
-    sl->contending = want;
-    ld_election_set_contending(ld_host_election(s->host, shard_index(k)), now, want);
-    ld_host_poke(s->host, shard_index(k));
-    if (want)
-        ld_log(LD_LOG_DEBUG, "shard %s: assigned here; contending",
-               ld_shardgroup_shard_id(s->group, k));
-    else if (ld_shard_entry_is_leader(&s->entries[k], now_ms))
-        ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
-               ld_shardgroup_shard_id(s->group, k),
-               ld_shardgroup_target(s->group, k) ? ld_shardgroup_target(s->group, k)
-                                                 : "nobody");
-}
 
 static void assign(struct ld_mode_shards *s, int64_t now_ms)
 {
@@ -282,11 +449,8 @@ static void assign(struct ld_mode_shards *s, int64_t now_ms)
     }
     s->inputs_changed = false;
     s->reassess_at_ms = next;
-    bool settled = now_ms >= s->contend_after_ms;
-    if (!settled && s->contend_after_ms < s->reassess_at_ms)
+    if (now_ms < s->contend_after_ms && s->contend_after_ms < s->reassess_at_ms)
         s->reassess_at_ms = s->contend_after_ms;
-    for (uint32_t k = 0; k < s->n && !s->stopping; k++)
-        set_contending(s, k, settled && ld_shardgroup_contend(s->group, k), now_ms);
 }
 
 static uint64_t total_transitions(const struct ld_mode_shards *s)
@@ -309,6 +473,61 @@ static bool members_differ(const struct ld_shardsnap *t, const char *const *memb
     return false;
 }
 
+/* Shard k's entry from the group's view: the observed record, and our
+ * claim, which lasts as long as the member election's lead. */
+static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
+{
+    struct slot *sl = &s->slots[k];
+    const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
+    bool claimed = ld_shardgroup_claimed(s->group, k);
+    struct ld_shard_entry next = {
+        .term = rec ? rec->spec.transitions : 0,
+        .observed = ld_shardgroup_shard_observed(s->group, k),
+        .leading = claimed,
+        .lead_until_ms = claimed ? ld_shardgroup_lead_until(s->group) : 0,
+        .has_renewed_at = rec && rec->spec.has_renew,
+        .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
+        .last_renew_wall_us = s->entries[k].last_renew_wall_us,
+    };
+    const char *holder = rec ? rec->spec.holder : "";
+    if (claimed && !sl->was_claimed)
+        next.last_renew_wall_us = ld_clock_wall_us(&s->clock);
+    if (claimed != sl->was_claimed) {
+        ld_log(LD_LOG_INFO, "shard %s: %s", ld_shardgroup_shard_id(s->group, k),
+               claimed ? "claimed" : "no longer claimed");
+        if (claimed && s->c.metrics)
+            ld_metrics_acquire_delay(s->c.metrics, 0);
+    }
+    if (!sl->leader || strcmp(sl->leader, holder) != 0) {
+        if (sl->leader)
+            sl->transitions_seen++;
+        set_str(&sl->leader, holder);
+    }
+    sl->was_claimed = claimed;
+    next.leader = sl->leader ? sl->leader : "";
+    struct ld_shard_entry *e = &s->entries[k];
+    if (e->leader != next.leader || e->term != next.term ||
+        e->observed != next.observed || e->leading != next.leading ||
+        e->lead_until_ms != next.lead_until_ms ||
+        e->has_renewed_at != next.has_renewed_at ||
+        e->renewed_at_us != next.renewed_at_us ||
+        e->last_renew_wall_us != next.last_renew_wall_us ||
+        strcmp(e->leader, next.leader))
+        s->table_changed = true;
+    *e = next;
+    if (s->event_hooks) {
+        struct ld_election_status st = {
+            .observed = next.observed,
+            .leader = next.leader,
+            .term = (int32_t)next.term,
+            .leading = next.leading,
+            .lead_until_ms = next.lead_until_ms,
+            .uid = rec ? rec->uid : NULL,
+        };
+        s->event_hooks[k].on_publish(s->event_hooks[k].ctx, &st, now_ms);
+    }
+}
+
 /* The table of the entries as they are now (a new reference), or NULL
  * when memory runs out: the one place a table is made. */
 static struct ld_shardsnap *make_table(const struct ld_mode_shards *s, bool observed,
@@ -323,6 +542,8 @@ static struct ld_shardsnap *make_table(const struct ld_mode_shards *s, bool obse
 static struct ld_shardsnap *new_table(struct ld_mode_shards *s, int64_t now_ms)
 {
     const char *const *members = NULL;
+    for (uint32_t k = 0; k < s->n; k++)
+        update_entry(s, k, now_ms);
     uint32_t nm = ld_shardgroup_members(s->group, now_ms, &members);
     if (!s->table_changed && !members_differ(s->last, members, nm))
         return NULL;
@@ -358,19 +579,43 @@ static void publish(struct ld_mode_shards *s, int64_t now_ms)
     s->heartbeat_at_ms = now_ms;
 }
 
+static int64_t events_wake(struct ld_mode_shards *s, int64_t now_ms)
+{
+    int64_t at = INT64_MAX;
+    for (uint32_t k = 0; s->event_hooks && k < s->n; k++) {
+        int64_t w = s->event_hooks[k].next_wake_ms(s->event_hooks[k].ctx, now_ms);
+        if (w < at)
+            at = w;
+    }
+    return at;
+}
+
 static int64_t after_pass(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    poll_members(s, now_ms);
     if (s->inputs_changed || now_ms >= s->reassess_at_ms)
         assign(s, now_ms);
+    /* A give-back stops the claim first: the table shows it before the
+     * release is written. */
+    for (uint32_t k = 0; k < s->n && !s->stopping && now_ms >= s->contend_after_ms; k++)
+        if (!s->slots[k].writing && now_ms >= s->slots[k].next_try_ms &&
+            ld_shardgroup_step(s->group, k, now_ms, false) == LD_SHARD_RELEASE)
+            ld_shardgroup_give_back(s->group, k);
     publish(s, now_ms);
+    act(s, now_ms, false);
+    poll_group(s, now_ms);
     int64_t at = s->reassess_at_ms;
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
-    if ((!s->watch_healthy || s->join_list) && !s->listing && !s->stopping &&
-        s->next_list_ms < at)
-        at = s->next_list_ms;
+    int64_t ev = events_wake(s, now_ms);
+    if (ev < at)
+        at = ev;
+    if (!s->listing && !s->stopping) {
+        if ((!s->watch_healthy || s->join_list) && s->next_list_ms < at)
+            at = s->next_list_ms;
+        if (s->want_read && s->next_read_ms < at)
+            at = s->next_read_ms;
+    }
     return at > now_ms ? at : now_ms + 1;
 }
 
@@ -384,24 +629,23 @@ static uint64_t mix(uint64_t seed, uint64_t i)
     return z ^ (z >> 31);
 }
 
-static enum ld_err add_election(struct ld_mode_shards *s, struct ld_shell *sh,
-                                const char *name, const char *metadata, size_t want_index,
-                                struct ld_errinfo *err)
+static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
+                              struct ld_errinfo *err)
 {
     struct ld_election_config ec = {
         .namespace_ = s->c.namespace_,
-        .name = name,
+        .name = ld_shardgroup_member_lease(s->group),
         .identity = s->c.identity,
         .lease_duration_ms = s->c.lease_duration_ms,
         .renew_deadline_ms = s->c.renew_deadline_ms,
         .retry_period_ms = s->c.retry_period_ms,
         .release_on_exit = s->c.release_on_exit,
-        .seed = mix(s->c.seed, want_index),
-        .create_metadata = metadata,
+        .seed = mix(s->c.seed, MEMBER),
+        .create_metadata = ld_shardgroup_member_metadata(s->group),
     };
     size_t index;
     enum ld_err rc = ld_shell_add_election(sh, &ec, &index, err);
-    if (rc == LD_OK && index != want_index)
+    if (rc == LD_OK && index != MEMBER)
         return ld_errinfo_set(err, LD_EINVAL, "election host: unexpected index");
     return rc;
 }
@@ -447,6 +691,11 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
         };
         ld_hook_events_init(&s->events[k], &ec);
     }
+    s->event_hooks = calloc(s->n, sizeof(*s->event_hooks));
+    if (!s->event_hooks)
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    for (uint32_t k = 0; k < s->n; k++)
+        s->event_hooks[k] = ld_hook_events_bind(&s->events[k], MEMBER);
     return LD_OK;
 }
 
@@ -457,41 +706,51 @@ static void host_config(void *ctx, struct ld_host_config *hc)
     hc->log_names = true;
 }
 
-/* Election 0 is the member Lease, 1 + k shard k; with --events each shard's
- * Event hook is bound to its election (a shutdown's release of the shard
- * waits, bounded, for its "stopped leading" Event; nothing holds a
- * rebalance's hand-over, which must be quick). */
+/* Election 0, the only one, is the member Lease: the shard Leases are
+ * written by this mode alone, when their owner changes. */
 static enum ld_err attach(void *ctx, struct ld_shell *sh, struct ld_errinfo *err)
 {
     struct ld_mode_shards *s = ctx;
     s->host = ld_shell_host(sh);
-    enum ld_err rc = add_election(s, sh, ld_shardgroup_member_lease(s->group),
-                                  ld_shardgroup_member_metadata(s->group), MEMBER, err);
-    struct ld_now now = {.mono_ms = ld_clock_mono_ms(&s->clock),
-                         .wall_us = ld_clock_wall_us(&s->clock)};
-    for (uint32_t k = 0; rc == LD_OK && k < s->n; k++) {
-        rc = add_election(s, sh, ld_shardgroup_shard_lease(s->group, k),
-                          ld_shardgroup_shard_metadata(s->group, k), shard_index(k), err);
-        /* Nothing is claimed before the first assignment says so. */
-        if (rc == LD_OK)
-            ld_election_set_contending(ld_host_election(s->host, shard_index(k)), now,
-                                       false);
-    }
-    for (uint32_t k = 0; rc == LD_OK && s->events && k < s->n; k++) {
-        struct ld_hook hook = ld_hook_events_bind(&s->events[k], shard_index(k));
-        rc = ld_shell_add_hook(sh, &hook, err);
-    }
-    return rc;
+    return add_member(s, sh, err);
 }
 
 /* ---- shutting down ------------------------------------------------------- */
 
+/* Every claim ends now; each shard Lease that names this replica is
+ * released (with --release-on-exit), the writes in flight abandoned. */
 static void on_shutdown(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    (void)now_ms;
     ld_log(LD_LOG_INFO, "shutting down: giving back every shard");
     s->stopping = true;
+    if (s->listing)
+        ld_kube_cancel(s->c.kube, s->list_call);
+    s->listing = false;
+    if (s->evicting)
+        ld_kube_cancel(s->c.kube, s->evict_call);
+    s->evicting = false;
+    for (uint32_t k = 0; k < s->n; k++) {
+        struct slot *sl = &s->slots[k];
+        if (sl->writing)
+            ld_kube_cancel(s->c.kube, sl->call);
+        sl->writing = false;
+        ld_shardgroup_give_back(s->group, k);
+        const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
+        if (s->c.release_on_exit && rec &&
+            ld_lease_spec_held_by(&rec->spec, s->c.identity))
+            release(s, k);
+    }
+    s->table_changed = true;
+    publish(s, now_ms);
+}
+
+static bool writes_in_flight(const struct ld_mode_shards *s)
+{
+    for (uint32_t k = 0; k < s->n; k++)
+        if (s->slots[k].writing)
+            return true;
+    return false;
 }
 
 static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
@@ -538,12 +797,22 @@ static void delete_member(struct ld_mode_shards *s)
         ld_kube_cancel(s->c.kube, call);
 }
 
-/* The host returns once every election is done, before another after_pass:
- * the last step-downs are published here. */
+/* The host returns once the member election is done, before another
+ * after_pass: the shards' releases are waited for (bounded), the last
+ * table published, and then the member Lease deleted. */
 static void finish(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    publish(s, now_ms);
+    int64_t until = now_ms + s->c.call_timeout_ms + 1000;
+    int64_t now;
+    while (writes_in_flight(s) && (now = ld_clock_mono_ms(&s->clock)) < until)
+        ld_transport_run(ld_kube_transport(s->c.kube), until - now, -1);
+    for (uint32_t k = 0; k < s->n; k++) {
+        if (s->slots[k].writing)
+            ld_kube_cancel(s->c.kube, s->slots[k].call);
+        s->slots[k].writing = false;
+    }
+    publish(s, ld_clock_mono_ms(&s->clock));
     delete_member(s);
 }
 
@@ -595,11 +864,19 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
         return;
     if (s->listing)
         ld_kube_cancel(s->c.kube, s->list_call);
+    if (s->evicting)
+        ld_kube_cancel(s->c.kube, s->evict_call);
     for (uint32_t k = 0; s->events && k < s->n; k++)
         ld_hook_events_clear(&s->events[k]);
     free(s->events);
-    for (uint32_t k = 0; s->slots && k < s->n; k++)
+    free(s->event_hooks);
+    for (uint32_t k = 0; s->slots && k < s->n; k++) {
+        if (s->slots[k].writing)
+            ld_kube_cancel(s->c.kube, s->slots[k].call);
         free(s->slots[k].leader);
+        free(s->slots[k].rv_before);
+    }
+    free(s->evict_rv);
     free(s->slots);
     free(s->entries);
     ld_shardsnap_unref(s->last);
