@@ -73,6 +73,13 @@ struct ld_mode_shards {
     /* The group is listed on joining, while its watch is down (every retry
      * period), and when a takeover needs one consistent snapshot. */
     bool watch_healthy;
+    /* Our member renewal the watch has not shown yet, and since when: a
+     * stream that stays open but carries nothing (a proxy holding it, a
+     * partition) shows nobody's renewals, ours included. */
+    char *echo_rv;
+    char *shown_rv; /* the last record of ours the watch showed */
+    int64_t echo_since_ms;
+    bool watch_silent;
     bool listing;
     ld_kube_call list_call;
     int64_t next_list_ms;
@@ -83,6 +90,7 @@ struct ld_mode_shards {
     int64_t next_read_ms;  /* such lists are at most this often */
 
     bool evicting; /* one eviction at a time */
+    int64_t next_evict_ms;
     ld_kube_call evict_call;
     char *evict_rv; /* owned; the member record it was sent on */
 
@@ -129,6 +137,15 @@ static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *
     s->member_live = live;
     if (v->status.uid)
         set_str(&s->member_uid, v->status.uid);
+    if (v->status.resource_version && live &&
+        (!s->member_rv || strcmp(s->member_rv, v->status.resource_version) != 0) &&
+        (!s->echo_rv || strcmp(s->echo_rv, v->status.resource_version) != 0) &&
+        (!s->shown_rv || strcmp(s->shown_rv, v->status.resource_version) != 0)) {
+        /* A new record of ours: the watch should show it soon. */
+        if (!s->echo_rv)
+            s->echo_since_ms = now_ms;
+        set_str(&s->echo_rv, v->status.resource_version);
+    }
     if (v->status.resource_version)
         set_str(&s->member_rv, v->status.resource_version);
     ld_health_describe(v, s->c.renew_deadline_ms, now_ms, s->health, sizeof(s->health));
@@ -195,6 +212,15 @@ static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t n
     struct ld_mode_shards *s = ctx;
     if (!ev->lease)
         return;
+    if (ev->lease->resource_version &&
+        strcmp(ev->lease->name, ld_shardgroup_member_lease(s->group)) == 0) {
+        set_str(&s->shown_rv, ev->lease->resource_version);
+        if (s->echo_rv && strcmp(ev->lease->resource_version, s->echo_rv) == 0) {
+            free(s->echo_rv);
+            s->echo_rv = NULL;
+            s->watch_silent = false;
+        }
+    }
     if (ev->type == LD_WATCH_DELETED)
         ld_shardgroup_observe_deleted(s->group, ev->lease);
     else
@@ -226,6 +252,7 @@ static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
     } else {
         ld_shardgroup_write_failed(s->group, k);
         sl->next_try_ms = now_ms + s->c.retry_period_ms / 2;
+        s->want_read = true; /* our view was stale: a list refreshes it */
         /* A conflict means someone else wrote first: the watch shows who.
          * A write without an answer may still land; its record will be
          * seen, and nothing is claimed on it meanwhile. */
@@ -311,6 +338,10 @@ static void on_evicted(void *ctx, ld_kube_call call, enum ld_err rc,
         ld_log(rc == LD_ECONFLICT ? LD_LOG_DEBUG : LD_LOG_WARN,
                "member eviction not written: %s",
                err && err->msg[0] ? err->msg : ld_strerror(rc));
+        /* It renewed after all (our view was stale), or the answer was
+         * lost: look again on a list, and not at once. */
+        s->next_evict_ms = ld_clock_mono_ms(&s->clock) + s->c.retry_period_ms / 2;
+        s->want_read = true;
     }
     free(s->evict_rv);
     s->evict_rv = NULL;
@@ -322,8 +353,9 @@ static void evict(struct ld_mode_shards *s, uint32_t k)
     struct ld_lease out;
     struct ld_errinfo err;
     ld_lease_init(&out);
-    if (s->evicting || ld_shardgroup_evict_lease(s->group, k, ld_clock_wall_us(&s->clock),
-                                                 &out) != LD_OK)
+    if (s->evicting || ld_clock_mono_ms(&s->clock) < s->next_evict_ms ||
+        ld_shardgroup_evict_lease(s->group, k, ld_clock_wall_us(&s->clock), &out) !=
+            LD_OK)
         goto done;
     s->evict_rv = strdup(out.resource_version);
     if (!s->evict_rv)
@@ -419,7 +451,8 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
  * group is listed instead; a takeover that needs a snapshot lists too. */
 static void poll_group(struct ld_mode_shards *s, int64_t now_ms)
 {
-    bool due = (!s->watch_healthy || s->join_list) && now_ms >= s->next_list_ms;
+    bool due = (!s->watch_healthy || s->watch_silent || s->join_list) &&
+               now_ms >= s->next_list_ms;
     bool read = s->want_read && now_ms >= s->next_read_ms;
     if (s->listing || s->stopping || !(due || read))
         return;
@@ -593,6 +626,13 @@ static int64_t events_wake(struct ld_mode_shards *s, int64_t now_ms)
 static int64_t after_pass(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
+    if (s->echo_rv && !s->watch_silent && s->watch_healthy &&
+        now_ms - s->echo_since_ms > 2 * s->c.retry_period_ms) {
+        ld_log(LD_LOG_WARN, "the group's watch has not shown our member renewals "
+                            "for two retry periods; listing the group meanwhile");
+        s->watch_silent = true;
+        s->next_list_ms = now_ms;
+    }
     if (s->inputs_changed || now_ms >= s->reassess_at_ms)
         assign(s, now_ms);
     /* A give-back stops the claim first: the table shows it before the
@@ -611,7 +651,8 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
     if (ev < at)
         at = ev;
     if (!s->listing && !s->stopping) {
-        if ((!s->watch_healthy || s->join_list) && s->next_list_ms < at)
+        if ((!s->watch_healthy || s->watch_silent || s->join_list) &&
+            s->next_list_ms < at)
             at = s->next_list_ms;
         if (s->want_read && s->next_read_ms < at)
             at = s->next_read_ms;
@@ -884,5 +925,7 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
     ld_shardgroup_free(s->group);
     free(s->member_uid);
     free(s->member_rv);
+    free(s->echo_rv);
+    free(s->shown_rv);
     free(s);
 }
