@@ -1,10 +1,10 @@
 /*
  * mode_shards: the shard group on the shell's host (see mode_shards.h).
  *
- * Election 0 is the member Lease, election 1 + s is shard s. Publishes only
- * record what each election says; the decisions wait for the end of the
- * pass (the host's after_pass), so a pass that touched many shards assigns
- * once and builds one table.
+ * Election 0 is the member Lease. Observations go to the group as they
+ * come; the decisions wait for the end of the pass (the host's after_pass),
+ * so a pass that learned much decides once and builds one table. At most
+ * one write per shard, one eviction and one list are in flight at a time.
  */
 #include "mode_shards.h"
 

@@ -1,17 +1,25 @@
 /*
- * mode_shards: the shell's mode (shell.h) for --shards. The shell's host
- * carries this replica's member Lease and one election per shard, all on one watch of the
- * group's label. After every pass the group's decisions (lib/shardgroup.h: who is a live
- * member, who should own which shard) are applied once: a shard assigned here is
- * contended for, a shard assigned elsewhere is given back by a graceful release. The
- * shard table is published for the HTTP server (state.h, shardsnap.h).
+ * mode_shards: the shell's mode (shell.h) for --shards, shard protocol 2
+ * (docs/design/shard-protocol.md). The shell's host carries one election,
+ * this replica's member Lease, renewed every retry period: the group's
+ * only heartbeat. The host's watch of the group's label feeds every other
+ * Lease of the group to the group's view (lib/shardgroup.h); after every
+ * pass the group's decisions are carried out with the host's client, as
+ * compare-and-swap writes: a shard assigned here is taken, a silent
+ * holder's member Lease evicted first, a shard assigned elsewhere given
+ * back (no longer claimed at once, then released). A takeover that rests
+ * on a member Lease naming nobody or gone is made only on a fresh list of
+ * the group. The shard table is published for the HTTP server (state.h,
+ * shardsnap.h).
  *
- * SIGTERM/SIGINT: every shard and the member Lease are released (with
- * --release-on-exit), so the others rebalance at once; then the member
- * Lease is deleted with preconditions, bounded in time, so nothing is left
- * behind. A group watch that is down is made up for by listing the group.
- * With --events every shard has its own Event hook (hook_events.h), bound
- * to its election like any hook.
+ * SIGTERM/SIGINT: every claim ends, every shard Lease that names this
+ * replica and the member Lease are released (with --release-on-exit), so
+ * the others rebalance at once; then the member Lease is deleted with
+ * preconditions, bounded in time, so nothing is left behind. A group
+ * watch that is down, or silent (it has not shown our own renewals for two
+ * retry periods), is made up for by listing the group every retry period.
+ * With --events every shard has its own Event hook (hook_events.h), fed
+ * this replica's claim of the shard.
  *
  * Everything runs on the shell's thread; only the state is shared with the
  * HTTP threads.

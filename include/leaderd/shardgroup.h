@@ -1,36 +1,45 @@
 /*
- * shardgroup: the decision part of a shard group (CONTRACT.md "Sharding"),
- * so that the daemon around the election host stays thin glue. Pure: no
- * I/O, no clock (every call that judges time takes now_ms, local
- * monotonic), no threads.
+ * shardgroup: the decision part of a shard group under protocol 2 (one
+ * heartbeat per replica; docs/design/shard-protocol.md has the rules and
+ * why they never give a shard two owners), so that the daemon's shard mode
+ * stays thin glue that carries out writes. Pure: no I/O, no clock (every
+ * call that judges time takes now_ms, local monotonic), no threads.
  *
  * A group named NAME (the --lease-name) has shards numbered 0..N-1 or
  * named, and one member Lease per replica. This module
  *  - knows the names: shard ID's Lease is "NAME-ID", this replica's member
  *    Lease "NAME-member-IDENTITY"; every Lease carries the label
- *    LD_SHARDGROUP_LABEL=NAME (the host's watch selects the group by it),
- *    a shard Lease also LD_SHARDGROUP_SHARD_LABEL=ID, and the member Lease,
- *    when a Pod uid is given, an ownerReference to the Pod (apiVersion v1,
- *    kind Pod, name IDENTITY) so the garbage collector removes it after a
- *    crash. ld_shardgroup_new validates every name and says which is bad.
- *  - keeps the member table from watch observations. Another replica is a
- *    live member while its member Lease names it as holder and is
- *    unexpired by election.c's rule: the last change of the record this
- *    process saw plus the record's own leaseDurationSeconds (the group's
- *    lease duration when it has none). Live at now means now < that expiry.
- *    This replica is a live member while its own member election leads
- *    (ld_election_is_leader), never because of what the watch says.
+ *    LD_SHARDGROUP_LABEL=NAME (the host's watch selects the group by it)
+ *    and the annotation LD_SHARDGROUP_PROTOCOL, a shard Lease also
+ *    LD_SHARDGROUP_SHARD_LABEL=ID, and the member Lease, when a Pod uid is
+ *    given, an ownerReference to the Pod (apiVersion v1, kind Pod, name
+ *    IDENTITY) so the garbage collector removes it after a crash.
+ *    ld_shardgroup_new validates every name and says which is bad.
+ *  - keeps the view: every member record and shard record of the group as
+ *    observed (watch events, lists, answers to our own writes). Another
+ *    replica is a live member while its member Lease carries the protocol
+ *    annotation, names it as holder, has been seen to change at least once,
+ *    and is unexpired by election.c's rule: the last change of the record
+ *    this process saw plus the record's own leaseDurationSeconds. This
+ *    replica is a live member while its own member election leads, never
+ *    because of what the watch says.
+ *  - keeps the claims: shard S is claimed while the member election leads,
+ *    the last write of S succeeded, named us and was sent in the current
+ *    member term (a counter that any break of the member leadership
+ *    advances), and S is not being given back.
  *  - computes the assignment (shardassign.h) from the sorted live members
- *    and the shards' observed holders (a holder counts while its record is
- *    valid, holder_valid_until_ms), says per shard whether this replica
- *    should contend (its target is this replica), and when the inputs can
- *    next change with no news (a member's or a holder's expiry), so the
- *    caller can wake then.
- *  - gives what /shards shows: live members, the shards owned at now, per
- *    shard its Lease name, and for numbered shards range and selector
- *    (shardrange.h) and the shard of a key. The names and ranges live in
- *    the group's layout (shardlayout.h), which readers on other threads
- *    take a reference to instead of reading the group.
+ *    and the shards' observed holders, and per shard the step to take
+ *    (ld_shardgroup_step: take, evict the holder's member Lease, give back,
+ *    or wait for a list), with the records to write for each; and when the
+ *    inputs next change with no news (an expiry), so the caller can wake.
+ *  - gives what /shards shows: live members, the shards claimed at now, per
+ *    shard its Lease name and observed record, and for numbered shards
+ *    range and selector (shardrange.h) and the shard of a key. The names
+ *    and ranges live in the group's layout (shardlayout.h), which readers
+ *    on other threads take a reference to instead of reading the group.
+ *
+ * spec.preferredHolder on a shard Lease is ignored (kept as written): the
+ * assignment alone says who should own a shard.
  *
  * Threads: the name getters, ld_shardgroup_layout, ld_shardgroup_find,
  * ld_shardgroup_range and ld_shardgroup_shard_of_key read only what

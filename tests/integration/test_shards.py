@@ -1,4 +1,5 @@
-"""Integration tests of shard mode (`--shards`, CONTRACT.md "Sharding"): real
+"""Integration tests of shard mode (`--shards`, protocol 2: see
+docs/design/shard-protocol.md): real
 leaderd replicas over HTTPS against the bundled API server, 2 to 5 replicas
 and 3 to 64 shards. Balance, stability, a join, a graceful leave, a crash, a
 join while the crashed member's Lease lingers, a partition of one replica
@@ -19,9 +20,9 @@ nothing; what is provable is:
   2. a claim of S with term T by replica X is never judged after a claim of S
      with a newer term T' > T by another replica Y was answered: if X's
      request left (t0) after Y's answer was read (t1'), X claimed an old term
-     while the new holder already led. A newer holder only acquires once the
-     old one has released or its record expired, by which time the old one
-     has stopped claiming (renew-deadline < lease-duration).
+     while the new holder already led. A newer holder only takes a shard once
+     the old one has released it, or the old one's member Lease was evicted
+     or released, by which time the old one has stopped claiming.
   3. per replica and shard, the term never goes down.
 The moves of an owner are counted from the API server's write log (every
 successful write of a shard Lease with its holder), not from polls, so a
@@ -47,7 +48,7 @@ GROUP = "grp"
 LEASE = FAST["lease_duration"]
 RENEW = FAST["renew_deadline"]
 RETRY = FAST["retry_period"]
-# The contract's bounds (CONTRACT.md "Sharding"):
+# The contract's bounds:
 BALANCE_BOUND = LEASE + 4 * RETRY     # membership stable -> balanced
 GIVEN_BACK_BOUND = RETRY + 1.0        # a released shard is owned again
 DEAD_BOUND = LEASE + 2 * RETRY + 1.0  # a dead member's shards are owned again
