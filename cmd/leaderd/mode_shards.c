@@ -39,6 +39,9 @@ struct slot {
     uint64_t term_sent;  /* the member term the write was sent in */
     char *rv_before;     /* owned; the record it was sent on, NULL for a create */
     int64_t next_try_ms; /* after a failed write, not before */
+    /* Since when this replica may take the shard (or evict its holder)
+     * without having it; INT64_MAX when it may not or has it. */
+    int64_t wanted_since_ms;
     int64_t transitions_seen;
     bool was_claimed; /* at the last publish, for the log and the counts */
 };
@@ -65,6 +68,10 @@ struct ld_mode_shards {
     int64_t heartbeat_at_ms; /* the last publish of the snapshot */
 
     char health[256];
+    /* Why this replica stepped out of the group (a shard assigned here
+     * stayed unowned), shown by /healthz until stuck_until_ms. */
+    char stuck[256];
+    int64_t stuck_until_ms;
     bool member_observed;
     bool member_live;             /* our member election led at its last publish */
     int64_t contend_after_ms;     /* no takes before: see observe_member */
@@ -378,9 +385,17 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
 {
     bool settled = now_ms >= s->contend_after_ms;
     for (uint32_t k = 0; k < s->n && !s->stopping; k++) {
-        if (s->slots[k].writing || now_ms < s->slots[k].next_try_ms)
+        struct slot *sl = &s->slots[k];
+        if (sl->writing || now_ms < sl->next_try_ms)
             continue;
-        switch (ld_shardgroup_step(s->group, k, now_ms, fresh)) {
+        enum ld_shard_step step = ld_shardgroup_step(s->group, k, now_ms, fresh);
+        bool wanted = settled && (step == LD_SHARD_TAKE || step == LD_SHARD_READ ||
+                                  step == LD_SHARD_EVICT);
+        if (!wanted)
+            sl->wanted_since_ms = INT64_MAX;
+        else if (sl->wanted_since_ms == INT64_MAX)
+            sl->wanted_since_ms = now_ms;
+        switch (step) {
         case LD_SHARD_TAKE:
             if (settled)
                 take(s, k);
@@ -406,6 +421,43 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
             break;
         }
     }
+}
+
+/* A shard this replica may take but has not owned for a lease duration
+ * (its writes refused, say) would stay unowned as long as the others count
+ * this replica live and leave the shard to it: it steps out of the group
+ * (its member election resigns, so its member Lease names nobody and the
+ * others take its quota at once) for a lease duration, and /healthz says
+ * why. Returns when to look again. */
+static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
+{
+    int64_t next = INT64_MAX;
+    uint32_t stuck = s->n;
+    for (uint32_t k = 0; k < s->n; k++) {
+        int64_t since = s->slots[k].wanted_since_ms;
+        if (since == INT64_MAX)
+            continue;
+        if (now_ms - since >= s->c.lease_duration_ms && stuck == s->n)
+            stuck = k;
+        else if (since + s->c.lease_duration_ms < next)
+            next = since + s->c.lease_duration_ms;
+    }
+    if (stuck == s->n || s->stopping || !s->member_live)
+        return next;
+    snprintf(s->stuck, sizeof(s->stuck),
+             "shard %s is assigned here but has not been owned for %lld s; "
+             "out of the group for %lld s",
+             ld_shardgroup_shard_id(s->group, stuck),
+             (long long)(s->c.lease_duration_ms / 1000),
+             (long long)(s->c.lease_duration_ms / 1000));
+    ld_log(LD_LOG_ERROR, "%s", s->stuck);
+    s->stuck_until_ms = now_ms + 2 * s->c.lease_duration_ms;
+    for (uint32_t k = 0; k < s->n; k++)
+        s->slots[k].wanted_since_ms = INT64_MAX;
+    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_clock_wall_us(&s->clock)};
+    ld_election_resign(ld_host_election(s->host, MEMBER), now, s->c.lease_duration_ms);
+    ld_host_wake(s->host, MEMBER);
+    return s->stuck_until_ms;
 }
 
 /* ---- listing the group --------------------------------------------------- */
@@ -528,8 +580,9 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
     if (claimed != sl->was_claimed) {
         ld_log(LD_LOG_INFO, "shard %s: %s", ld_shardgroup_shard_id(s->group, k),
                claimed ? "claimed" : "no longer claimed");
-        if (claimed && s->c.metrics)
-            ld_metrics_acquire_delay(s->c.metrics, 0);
+        if (claimed && s->c.metrics && sl->wanted_since_ms != INT64_MAX)
+            ld_metrics_acquire_delay(s->c.metrics,
+                                     (double)(now_ms - sl->wanted_since_ms) / 1000.0);
     }
     if (!sl->leader || strcmp(sl->leader, holder) != 0) {
         if (sl->leader)
@@ -607,7 +660,8 @@ static void publish(struct ld_mode_shards *s, int64_t now_ms)
     snap.observed = s->member_observed && ld_shardgroup_observed(s->group);
     snap.heartbeat_ms = now_ms;
     snap.transitions_seen = (int64_t)total_transitions(s);
-    snprintf(snap.health_error, sizeof(snap.health_error), "%s", s->health);
+    snprintf(snap.health_error, sizeof(snap.health_error), "%s",
+             !s->health[0] && now_ms < s->stuck_until_ms ? s->stuck : s->health);
     ld_state_publish_shards(s->c.state, &snap, table);
     s->heartbeat_at_ms = now_ms;
 }
@@ -644,7 +698,11 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
     publish(s, now_ms);
     act(s, now_ms, false);
     poll_group(s, now_ms);
-    int64_t at = s->reassess_at_ms;
+    int64_t at = check_stuck(s, now_ms);
+    if (s->reassess_at_ms < at)
+        at = s->reassess_at_ms;
+    if (now_ms < s->stuck_until_ms && s->stuck_until_ms < at)
+        at = s->stuck_until_ms; /* /healthz recovers then */
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
     int64_t ev = events_wake(s, now_ms);
@@ -710,8 +768,10 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
     s->entries = calloc(s->n, sizeof(*s->entries));
     if (!s->slots || !s->entries)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    for (uint32_t k = 0; k < s->n; k++)
+    for (uint32_t k = 0; k < s->n; k++) {
         s->entries[k].leader = "";
+        s->slots[k].wanted_since_ms = INT64_MAX;
+    }
     s->unknown = make_table(s, false, NULL, 0);
     if (!s->unknown)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");

@@ -15,6 +15,7 @@
 
 #include "../../cmd/leaderd/metrics.h"
 #include "../../cmd/leaderd/mode_shards.h"
+#include "../../cmd/leaderd/shardsnap.h"
 #include "../../cmd/leaderd/shell.h"
 #include "../../cmd/leaderd/state.h"
 #include "kube.h"
@@ -362,6 +363,51 @@ START_TEST(members_are_listed_while_the_watch_is_down)
 }
 END_TEST
 
+static bool r0_holds_all(void)
+{
+    return owned_by("r0") == N_SHARDS;
+}
+
+static bool r0_gave_back(void)
+{
+    return owned_by("r0") == N_SHARDS / 2;
+}
+
+/* A replica whose shard writes are all refused (RBAC, say) while its
+ * member Lease renews would keep its quota unowned for ever: after a lease
+ * duration it steps out of the group, says why on /healthz, and the other
+ * takes everything. */
+START_TEST(a_replica_that_cannot_own_its_shards_steps_out)
+{
+    add_replica();
+    add_replica();
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        const char *lease = ld_shardgroup_shard_lease(group(), k);
+        struct ft_fault refused = {.kind = FT_STATUS, .status = 403, .count = -1};
+        ft_fault_add_for(fx.ft, 1, lease, "PUT", refused);
+        ft_fault_add_for(fx.ft, 1, lease, "POST", refused);
+    }
+    /* Once r0 counts r1, it gives r1's quota back; r1 cannot take it. */
+    ck_assert(run_until(r0_gave_back, 2 * LEASE_MS));
+    int64_t t = now();
+    ck_assert_int_eq(owned_by("r1"), 0);
+    ck_assert_msg(run_until(r0_holds_all, 3 * LEASE_MS), "r0 holds %d", owned_by("r0"));
+    ck_assert_int_ge(now() - t, LEASE_MS);
+    struct ld_snapshot snap;
+    ld_state_read(&fx.r[1].state, &snap);
+    ck_assert_msg(strstr(snap.health_error, "has not been owned") != NULL, "%s",
+                  snap.health_error);
+    ck_assert_str_eq(
+        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "");
+    /* r0's own table shows it alone, owning every shard. */
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    ck_assert_uint_eq(table->n_members, 1);
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        ck_assert(ld_shard_entry_is_leader(&table->shards[k], now()));
+    ld_shardsnap_unref(table);
+}
+END_TEST
+
 static Suite *mode_shards_suite(void)
 {
     Suite *s = suite_create("mode_shards");
@@ -371,6 +417,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, three_replicas_share_the_shards_evenly_and_keep_them);
     tcase_add_test(tc, sigterm_releases_every_shard_and_deletes_the_member_lease);
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
+    tcase_add_test(tc, a_replica_that_cannot_own_its_shards_steps_out);
     suite_add_tcase(s, tc);
     return s;
 }

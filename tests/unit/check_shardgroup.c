@@ -1028,7 +1028,7 @@ static void step(struct world *w)
         if (!w->r[i].running)
             continue;
         if (strcmp(m->holder, w->r[i].id) != 0) { /* evicted: taken back */
-            snprintf(m->holder, sizeof(m->holder), "%s", w->r[i].id);
+            memcpy(m->holder, w->r[i].id, sizeof(m->holder));
             m->transitions++;
         }
         m->exists = true;
