@@ -923,6 +923,18 @@ enum ld_shard_step ld_shardgroup_step(const struct ld_shardgroup *g, uint32_t s,
     return step_foreign(g, sh, now_ms, fresh);
 }
 
+const struct ld_lease *ld_shardgroup_long_expired(const struct ld_shardgroup *g,
+                                                  int64_t now_ms)
+{
+    for (uint32_t i = 0; i < g->n_members; i++) {
+        const struct member *m = &g->members[i];
+        if (m->compatible && m->rec.uid && m->rec.resource_version &&
+            now_ms - member_expiry(g, m) >= 10 * g->lease_duration_ms)
+            return &m->rec;
+    }
+    return NULL;
+}
+
 /* ---- writes -------------------------------------------------------------- */
 
 /* Merges the labels and annotations of the metadata JSON md into l's

@@ -101,6 +101,11 @@ struct ld_mode_shards {
     ld_kube_call evict_call;
     char *evict_rv; /* owned; the member record it was sent on */
 
+    /* The deletion of another member's long-expired Lease in flight. */
+    bool cleaning;
+    ld_kube_call clean_call;
+    int64_t next_clean_ms;
+
     bool stopping;
     bool deleting;        /* the member Lease's DELETE is in flight */
     bool member_released; /* our member election wrote its release */
@@ -460,6 +465,45 @@ static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
     return s->stuck_until_ms;
 }
 
+static void on_cleaned(void *ctx, ld_kube_call call, enum ld_err rc,
+                       struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = ctx;
+    (void)call;
+    (void)lease;
+    s->cleaning = false;
+    if (rc != LD_OK && rc != LD_ENOTFOUND && rc != LD_ECONFLICT)
+        ld_log(LD_LOG_WARN, "a long-expired member Lease was not deleted: %s",
+               err && err->msg[0] ? err->msg : ld_strerror(rc));
+}
+
+/* Member Leases that outlived their replicas (no ownerReference, or no
+ * garbage collector) are deleted by a live member once they have been
+ * expired for ten lease durations, with preconditions (uid and
+ * resourceVersion) so that a Lease renewed or made anew meanwhile stays;
+ * one at a time, at most one a retry period. The watch's DELETED takes it
+ * out of the view. */
+static void clean_up(struct ld_mode_shards *s, int64_t now_ms)
+{
+    if (s->cleaning || s->stopping || now_ms < s->next_clean_ms ||
+        !ld_shardgroup_leads(s->group, now_ms))
+        return;
+    const struct ld_lease *old = ld_shardgroup_long_expired(s->group, now_ms);
+    if (!old)
+        return;
+    struct ld_errinfo err;
+    s->next_clean_ms = now_ms + s->c.retry_period_ms;
+    ld_log(LD_LOG_INFO, "member Lease %s expired %lld s ago or more; deleting it",
+           old->name, (long long)(10 * s->c.lease_duration_ms / 1000));
+    if (ld_kube_lease_delete_start(s->c.kube, s->c.namespace_, old->name, old->uid,
+                                   old->resource_version, s->c.renew_deadline_ms,
+                                   on_cleaned, s, &s->clean_call, &err) != LD_OK) {
+        ld_log(LD_LOG_WARN, "cannot delete member Lease %s: %s", old->name, err.msg);
+        return;
+    }
+    s->cleaning = true;
+}
+
 /* ---- listing the group --------------------------------------------------- */
 
 static void assign(struct ld_mode_shards *s, int64_t now_ms);
@@ -698,6 +742,7 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
     publish(s, now_ms);
     act(s, now_ms, false);
     poll_group(s, now_ms);
+    clean_up(s, now_ms);
     int64_t at = check_stuck(s, now_ms);
     if (s->reassess_at_ms < at)
         at = s->reassess_at_ms;
@@ -831,6 +876,9 @@ static void on_shutdown(void *ctx, int64_t now_ms)
     if (s->evicting)
         ld_kube_cancel(s->c.kube, s->evict_call);
     s->evicting = false;
+    if (s->cleaning)
+        ld_kube_cancel(s->c.kube, s->clean_call);
+    s->cleaning = false;
     for (uint32_t k = 0; k < s->n; k++) {
         struct slot *sl = &s->slots[k];
         if (sl->writing)
@@ -967,6 +1015,8 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
         ld_kube_cancel(s->c.kube, s->list_call);
     if (s->evicting)
         ld_kube_cancel(s->c.kube, s->evict_call);
+    if (s->cleaning)
+        ld_kube_cancel(s->c.kube, s->clean_call);
     for (uint32_t k = 0; s->events && k < s->n; k++)
         ld_hook_events_clear(&s->events[k]);
     free(s->events);

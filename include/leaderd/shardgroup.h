@@ -244,6 +244,13 @@ enum ld_shard_step {
 enum ld_shard_step ld_shardgroup_step(const struct ld_shardgroup *g, uint32_t s,
                                       int64_t now_ms, bool fresh);
 
+/* Another replica's member record that carries the protocol annotation and
+ * has been expired (by the local rule) for ten lease durations at now_ms:
+ * any live member may delete it, with preconditions. NULL when there is
+ * none. Borrowed; valid until the next observation. */
+const struct ld_lease *ld_shardgroup_long_expired(const struct ld_shardgroup *g,
+                                                  int64_t now_ms);
+
 /* ---- writes ---- */
 
 /* The Lease to write to take shard s (out cleared first; caller clears

@@ -408,6 +408,51 @@ START_TEST(a_replica_that_cannot_own_its_shards_steps_out)
 }
 END_TEST
 
+/* A replica that dies (is no longer run) is evicted and its shards taken;
+ * its member Lease, expired for ten lease durations, is then deleted by
+ * the survivor with preconditions. */
+START_TEST(a_dead_members_lease_is_evicted_then_deleted)
+{
+    add_replica();
+    add_replica();
+    ck_assert(run_until(balanced, 60000));
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode));
+    int64_t t = now();
+    fx.r[1].done = true; /* never run again: a crash */
+    ck_assert_msg(run_until(r0_holds_all, LEASE_MS + 3 * RETRY_MS), "r0 holds %d",
+                  owned_by("r0"));
+    ck_assert_int_ge(now() - t, LEASE_MS - RETRY_MS);
+    struct ld_lease l;
+    ck_assert_int_eq(ft_lease_get(fx.ft, member, &l), LD_OK);
+    ck_assert_str_eq(l.spec.holder, "");
+    ld_lease_clear(&l);
+    size_t evictions = 0;
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *rec = ft_record(fx.ft, i);
+        evictions += strcmp(rec->name, member) == 0 && rec->client == 0 &&
+                     strcmp(rec->verb, "PUT") == 0 && rec->status == 200 &&
+                     strstr(rec->body, "\"leaderd.io/evicted-by\":\"r0\"") != NULL;
+    }
+    ck_assert_uint_eq(evictions, 1);
+    /* Ten lease durations after it expired, it is deleted. */
+    run_for(10 * LEASE_MS + 2 * RETRY_MS);
+    ck_assert_str_eq(holder_of(member), "(absent)");
+    size_t deletes = 0;
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *rec = ft_record(fx.ft, i);
+        if (strcmp(rec->verb, "DELETE") != 0)
+            continue;
+        deletes++;
+        ck_assert_str_eq(rec->name, member);
+        ck_assert_int_eq(rec->client, 0);
+        ck_assert_ptr_nonnull(strstr(rec->body, "\"preconditions\""));
+        ck_assert_ptr_nonnull(strstr(rec->body, "\"uid\""));
+    }
+    ck_assert_uint_eq(deletes, 1);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+}
+END_TEST
+
 static Suite *mode_shards_suite(void)
 {
     Suite *s = suite_create("mode_shards");
@@ -418,6 +463,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, sigterm_releases_every_shard_and_deletes_the_member_lease);
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
     tcase_add_test(tc, a_replica_that_cannot_own_its_shards_steps_out);
+    tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);
     suite_add_tcase(s, tc);
     return s;
 }

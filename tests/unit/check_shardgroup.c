@@ -514,6 +514,31 @@ END_TEST
  * it was before the deletion. A metadata.uid, once deleted, never comes
  * back, so that record is stale: it must not revive the member for a whole
  * lease duration (its shards would wait for a replica that has left). */
+/* A member Lease left behind (a crash without an ownerReference) may be
+ * deleted once it has been expired for ten lease durations; one without
+ * the protocol annotation is never touched. */
+START_TEST(long_expired_members_are_found)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    struct ld_lease l;
+
+    observe(g, "b", "b", 10, 1, 1000); /* expires at 11000 */
+    lease_record(&l, "web-member-old", "old", 10, 1, "u", false);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, 0), LD_OK);
+    ld_lease_clear(&l);
+    ck_assert_ptr_null(ld_shardgroup_long_expired(g, 11000 + 10 * DURATION_MS - 1));
+    const struct ld_lease *old = ld_shardgroup_long_expired(g, 11000 + 10 * DURATION_MS);
+    ck_assert_ptr_nonnull(old);
+    ck_assert_str_eq(old->name, "web-member-b");
+    ck_assert_str_eq(old->uid, "uid-1");
+    ck_assert_str_eq(old->resource_version, "1");
+    /* A renewal seen meanwhile starts it over. */
+    observe(g, "b", "b", 10, 2, 50000);
+    ck_assert_ptr_null(ld_shardgroup_long_expired(g, 11000 + 10 * DURATION_MS));
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 START_TEST(a_deleted_member_is_not_revived_by_a_stale_list)
 {
     struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
@@ -1242,6 +1267,7 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members, a_member_drops_out_exactly_at_its_expiry);
     tcase_add_test(members, deleted_members_leave_and_stale_deletes_do_not);
     tcase_add_test(members, a_deleted_member_is_not_revived_by_a_stale_list);
+    tcase_add_test(members, long_expired_members_are_found);
     tcase_add_test(members, a_full_table_gives_a_stale_member_up_for_a_new_one);
     tcase_add_test(members, our_own_member_counts_only_while_we_hold_it);
     tcase_add_test(members, a_claim_needs_a_write_in_the_current_member_term);
