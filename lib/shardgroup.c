@@ -628,6 +628,7 @@ static void shard_absent(struct shard *sh)
     sh->present = false;
     sh->observed = true;
     sh->claimed = false;
+    sh->giving_back = false;
 }
 
 static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
@@ -644,16 +645,64 @@ static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
     sh->present = true;
     sh->observed = true;
     sh->mark = true;
-    /* Someone else's record ends our claim, whatever the term. */
-    if (!names_us(g, sh))
+    /* Someone else's record ends our claim, whatever the term, and leaves
+     * nothing to give back. */
+    if (!names_us(g, sh)) {
         sh->claimed = false;
+        sh->giving_back = false;
+    }
     return LD_OK;
+}
+
+/* Whether resourceVersion a is newer than b, when both are decimal
+ * numbers, as the API server's are (an etcd revision); false when either
+ * is not, when the caller then takes the list's word. */
+static bool rv_newer(const char *a, const char *b)
+{
+    size_t la = a ? strlen(a) : 0, lb = b ? strlen(b) : 0;
+    if (la == 0 || lb == 0 || la > 19 || lb > 19 || strspn(a, "0123456789") != la ||
+        strspn(b, "0123456789") != lb)
+        return false;
+    return la != lb ? la > lb : strcmp(a, b) > 0;
+}
+
+/* The record of the same object the view holds now, or NULL. */
+static const struct ld_lease *held_record(struct ld_shardgroup *g,
+                                          const struct ld_lease *item)
+{
+    const struct ld_lease *rec = NULL;
+    struct shard *sh = shard_named(g, item->name, NULL);
+    const char *identity = sh ? NULL : member_identity(g, item->name);
+    struct member *m = identity ? find_member(g, identity) : NULL;
+    if (sh && sh->present)
+        rec = &sh->rec;
+    else if (m)
+        rec = &m->rec;
+    if (!rec || !rec->uid || !item->uid || strcmp(rec->uid, item->uid) != 0)
+        return NULL;
+    return rec;
 }
 
 enum ld_err ld_shardgroup_observe_lease(struct ld_shardgroup *g,
                                         const struct ld_lease *lease, int64_t now_ms)
 {
-    struct shard *sh = lease ? shard_named(g, lease->name, NULL) : NULL;
+    if (!lease)
+        return LD_OK;
+    struct shard *sh = shard_named(g, lease->name, NULL);
+    /* A record older than the one held (a list answered after the watch
+     * showed a newer one, so its snapshot is older) keeps the newer one:
+     * the newer of two consistent views of one history, object by object,
+     * is still one consistent view. It still counts as listed. */
+    const struct ld_lease *rec = held_record(g, lease);
+    if (rec && rv_newer(rec->resource_version, lease->resource_version)) {
+        const char *identity = sh ? NULL : member_identity(g, lease->name);
+        struct member *m = identity ? find_member(g, identity) : NULL;
+        if (sh)
+            sh->mark = true;
+        if (m)
+            m->mark = true;
+        return LD_OK;
+    }
     if (sh)
         return observe_shard(g, sh, lease);
     return ld_shardgroup_observe_member(g, lease, now_ms);

@@ -241,6 +241,7 @@ static enum ld_err make_shards_mode(struct daemon *d, struct ld_shell_mode *mode
         .renew_deadline_ms = d->cfg.renew_deadline_ms,
         .retry_period_ms = d->cfg.retry_period_ms,
         .release_on_exit = d->cfg.release_on_exit,
+        .drain_ms = d->cfg.shard_drain_ms,
         .seed = jitter_seed(d->cfg.identity),
         .events = d->cfg.events,
         .call_timeout_ms = HOOK_CALL_TIMEOUT_MS,

@@ -42,6 +42,10 @@ struct slot {
     /* Since when this replica may take the shard (or evict its holder)
      * without having it; INT64_MAX when it may not or has it. */
     int64_t wanted_since_ms;
+    /* Being given back: its release waits until then, or until the app
+     * said it drained the shard (drained); INT64_MAX when not. */
+    int64_t drain_until_ms;
+    bool drained;
     int64_t transitions_seen;
     bool was_claimed; /* at the last publish, for the log and the counts */
 };
@@ -107,8 +111,9 @@ struct ld_mode_shards {
     int64_t next_clean_ms;
 
     bool stopping;
+    bool led_at_stop;     /* our member election led when the shutdown began */
     bool deleting;        /* the member Lease's DELETE is in flight */
-    bool member_released; /* our member election wrote its release */
+    bool member_released; /* we wrote the member Lease's release */
 };
 
 static void set_str(char **dst, const char *v)
@@ -177,10 +182,6 @@ static void on_event(void *ctx, size_t index, const struct ld_event *ev, int64_t
     (void)now_ms;
     if (index != MEMBER)
         return;
-    /* Only a Lease this replica held and gave back is its own to delete:
-     * never one it stood back from (an identity conflict). */
-    if (ev->kind == LD_EV_RELEASED)
-        s->member_released = true;
     /* Whatever made it stop, the claims of this term end with it. */
     if (ev->kind == LD_EV_STOPPED_LEADING)
         ld_shardgroup_break(s->group);
@@ -242,6 +243,39 @@ static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t n
 
 /* ---- writes -------------------------------------------------------------- */
 
+/* Starts giving shard k back: the claim ends now (the next table shows
+ * it), and the release waits for the drain. */
+static void begin_give_back(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
+{
+    struct slot *sl = &s->slots[k];
+    ld_shardgroup_give_back(s->group, k);
+    s->table_changed = true;
+    if (sl->drain_until_ms != INT64_MAX)
+        return;
+    sl->drain_until_ms = now_ms + s->c.drain_ms;
+    sl->drained = false;
+    ld_state_drain_set(s->c.state, k, true);
+}
+
+static void end_drain(struct ld_mode_shards *s, uint32_t k)
+{
+    struct slot *sl = &s->slots[k];
+    if (sl->drain_until_ms == INT64_MAX)
+        return;
+    sl->drain_until_ms = INT64_MAX;
+    sl->drained = false;
+    ld_state_drain_set(s->c.state, k, false);
+}
+
+/* Whether shard k's drain is over: its time is up, or the app said so. */
+static bool drain_over(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
+{
+    struct slot *sl = &s->slots[k];
+    if (ld_state_drained_take(s->c.state, k))
+        sl->drained = true;
+    return sl->drained || now_ms >= sl->drain_until_ms;
+}
+
 static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
 
 static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
@@ -259,6 +293,8 @@ static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
     sl->writing = false;
     if (rc == LD_OK) {
         ld_shardgroup_wrote(s->group, k, sl->term_sent, sl->rv_before, lease, now_ms);
+        if (sl->releasing)
+            end_drain(s, k);
         ld_log(LD_LOG_DEBUG, "shard %s: %s written", id,
                sl->releasing ? "release" : "claim");
     } else {
@@ -396,6 +432,8 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
         enum ld_shard_step step = ld_shardgroup_step(s->group, k, now_ms, fresh);
         bool wanted = settled && (step == LD_SHARD_TAKE || step == LD_SHARD_READ ||
                                   step == LD_SHARD_EVICT);
+        if (step != LD_SHARD_RELEASE)
+            end_drain(s, k); /* not (or no longer) being given back */
         if (!wanted)
             sl->wanted_since_ms = INT64_MAX;
         else if (sl->wanted_since_ms == INT64_MAX)
@@ -416,6 +454,9 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
         case LD_SHARD_RELEASE:
             if (!settled)
                 break; /* just joined: a rebalance waits for the others */
+            begin_give_back(s, k, now_ms);
+            if (!drain_over(s, k, now_ms))
+                break;
             ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
                    ld_shardgroup_shard_id(s->group, k),
                    ld_shardgroup_target(s->group, k) ? ld_shardgroup_target(s->group, k)
@@ -724,6 +765,7 @@ static int64_t events_wake(struct ld_mode_shards *s, int64_t now_ms)
 static int64_t after_pass(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
+    ld_state_resign_drain(s->c.state); /* POST /shards/ID/drained's wake-up */
     if (s->echo_rv && !s->watch_silent && s->watch_healthy &&
         now_ms - s->echo_since_ms > 2 * s->c.retry_period_ms) {
         ld_log(LD_LOG_WARN, "the group's watch has not shown our member renewals "
@@ -738,7 +780,7 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
     for (uint32_t k = 0; k < s->n && !s->stopping && now_ms >= s->contend_after_ms; k++)
         if (!s->slots[k].writing && now_ms >= s->slots[k].next_try_ms &&
             ld_shardgroup_step(s->group, k, now_ms, false) == LD_SHARD_RELEASE)
-            ld_shardgroup_give_back(s->group, k);
+            begin_give_back(s, k, now_ms);
     publish(s, now_ms);
     act(s, now_ms, false);
     poll_group(s, now_ms);
@@ -748,6 +790,9 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
         at = s->reassess_at_ms;
     if (now_ms < s->stuck_until_ms && s->stuck_until_ms < at)
         at = s->stuck_until_ms; /* /healthz recovers then */
+    for (uint32_t k = 0; k < s->n; k++)
+        if (s->slots[k].drain_until_ms < at)
+            at = s->slots[k].drain_until_ms;
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
     int64_t ev = events_wake(s, now_ms);
@@ -783,7 +828,8 @@ static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
         .lease_duration_ms = s->c.lease_duration_ms,
         .renew_deadline_ms = s->c.renew_deadline_ms,
         .retry_period_ms = s->c.retry_period_ms,
-        .release_on_exit = s->c.release_on_exit,
+        /* The mode releases it itself, after the shards' releases. */
+        .release_on_exit = false,
         .seed = mix(s->c.seed, MEMBER),
         .create_metadata = ld_shardgroup_member_metadata(s->group),
     };
@@ -816,6 +862,7 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
     for (uint32_t k = 0; k < s->n; k++) {
         s->entries[k].leader = "";
         s->slots[k].wanted_since_ms = INT64_MAX;
+        s->slots[k].drain_until_ms = INT64_MAX;
     }
     s->unknown = make_table(s, false, NULL, 0);
     if (!s->unknown)
@@ -870,6 +917,7 @@ static void on_shutdown(void *ctx, int64_t now_ms)
     struct ld_mode_shards *s = ctx;
     ld_log(LD_LOG_INFO, "shutting down: giving back every shard");
     s->stopping = true;
+    s->led_at_stop = ld_shardgroup_leads(s->group, now_ms);
     if (s->listing)
         ld_kube_cancel(s->c.kube, s->list_call);
     s->listing = false;
@@ -888,10 +936,34 @@ static void on_shutdown(void *ctx, int64_t now_ms)
         const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
         if (s->c.release_on_exit && rec &&
             ld_lease_spec_held_by(&rec->spec, s->c.identity))
-            release(s, k);
+            begin_give_back(s, k, now_ms);
+        else
+            end_drain(s, k);
     }
     s->table_changed = true;
     publish(s, now_ms);
+}
+
+/* A graceful exit's releases: each shard whose drain is over is released
+ * now. Returns the earliest end of a drain still running, INT64_MAX when
+ * none is. */
+static int64_t exit_releases(struct ld_mode_shards *s, int64_t now_ms)
+{
+    int64_t next = INT64_MAX;
+    for (uint32_t k = 0; k < s->n; k++) {
+        struct slot *sl = &s->slots[k];
+        if (sl->drain_until_ms == INT64_MAX || sl->writing)
+            continue;
+        if (!drain_over(s, k, now_ms)) {
+            if (sl->drain_until_ms < next)
+                next = sl->drain_until_ms;
+            continue;
+        }
+        release(s, k);
+        if (!sl->writing)
+            end_drain(s, k); /* could not even start: nothing to wait for */
+    }
+    return next;
 }
 
 static bool writes_in_flight(const struct ld_mode_shards *s)
@@ -918,9 +990,49 @@ static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
                err && err->msg[0] ? err->msg : "error");
 }
 
+/* The member Lease's release, once the shards' are written: a
+ * compare-and-swap of the Lease as read now, only while it still names
+ * this replica (not after an eviction, nor one it stood back from for an
+ * identity conflict: it did not lead then), with --release-on-exit. Blocks,
+ * bounded by the client's timeout. */
+static void release_member(struct ld_mode_shards *s)
+{
+    struct ld_lease cur, out;
+    struct ld_errinfo err;
+    ld_lease_init(&cur);
+    ld_lease_init(&out);
+    if (!s->c.release_on_exit || !s->led_at_stop)
+        return;
+    const char *name = ld_shardgroup_member_lease(s->group);
+    enum ld_err rc = ld_kube_lease_get(s->c.kube, s->c.namespace_, name, &cur, &err);
+    if (rc == LD_OK && !ld_lease_spec_held_by(&cur.spec, s->c.identity))
+        goto done; /* evicted meanwhile: no longer ours */
+    if (rc == LD_OK)
+        rc = ld_lease_spec_set_holder(&cur.spec, "");
+    if (rc == LD_OK) {
+        int64_t wall = ld_clock_wall_us(&s->clock);
+        cur.spec.duration_s = 1;
+        cur.spec.has_acquire = cur.spec.has_renew = true;
+        cur.spec.acquire_us = cur.spec.renew_us = wall;
+        rc = ld_kube_lease_update(s->c.kube, &cur, &out, &err);
+    }
+    if (rc != LD_OK) {
+        ld_log(LD_LOG_WARN, "member Lease %s not released: %s", name,
+               rc == LD_ENOMEM ? "out of memory" : err.msg);
+        goto done;
+    }
+    ld_log(LD_LOG_INFO, "member Lease %s released", name);
+    s->member_released = true;
+    set_str(&s->member_uid, out.uid);
+    set_str(&s->member_rv, out.resource_version);
+done:
+    ld_lease_clear(&cur);
+    ld_lease_clear(&out);
+}
+
 /* The member Lease is deleted once every release was written (its own
- * release went out with the shards', which is when the others stop counting
- * this replica); only when this replica released it (so not with
+ * release went out after the shards', which is when the others stop
+ * counting this replica); only when this replica released it (so not with
  * --release-on-exit=false, nor after standing back from another process of
  * its identity), and with preconditions that keep a Lease someone else
  * wrote since (a new Pod of the same name). Bounded by call_timeout_ms. */
@@ -952,16 +1064,27 @@ static void delete_member(struct ld_mode_shards *s)
 static void finish(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    int64_t until = now_ms + s->c.call_timeout_ms + 1000;
+    int64_t until = now_ms + s->c.drain_ms + s->c.call_timeout_ms + 1000;
     int64_t now;
-    while (writes_in_flight(s) && (now = ld_clock_mono_ms(&s->clock)) < until)
-        ld_transport_run(ld_kube_transport(s->c.kube), until - now, -1);
+    while ((now = ld_clock_mono_ms(&s->clock)) < until) {
+        int64_t next = exit_releases(s, now);
+        if (next == INT64_MAX && !writes_in_flight(s))
+            break;
+        if (next > until)
+            next = until;
+        /* The drain channel's eventfd ends the wait for a drained shard. */
+        ld_transport_run(ld_kube_transport(s->c.kube), next > now ? next - now : 0,
+                         ld_state_resign_fd(s->c.state));
+        ld_state_resign_drain(s->c.state);
+    }
     for (uint32_t k = 0; k < s->n; k++) {
         if (s->slots[k].writing)
             ld_kube_cancel(s->c.kube, s->slots[k].call);
         s->slots[k].writing = false;
+        end_drain(s, k);
     }
     publish(s, ld_clock_mono_ms(&s->clock));
+    release_member(s);
     delete_member(s);
 }
 
@@ -990,7 +1113,9 @@ struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cf
     s->c = *cfg;
     s->clock = ld_clock_or_real(cfg->clock);
     s->reassess_at_ms = INT64_MAX;
-    if (make_group(s, err) != LD_OK) {
+    if (make_group(s, err) != LD_OK ||
+        (ld_state_drain_enable(cfg->state, s->n) != 0 &&
+         ld_errinfo_set(err, LD_ENOMEM, "out of memory") != LD_OK)) {
         ld_mode_shards_free(s);
         return NULL;
     }

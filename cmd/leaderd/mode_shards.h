@@ -12,10 +12,15 @@
  * the group. The shard table is published for the HTTP server (state.h,
  * shardsnap.h).
  *
- * SIGTERM/SIGINT: every claim ends, every shard Lease that names this
- * replica and the member Lease are released (with --release-on-exit), so
- * the others rebalance at once; then the member Lease is deleted with
- * preconditions, bounded in time, so nothing is left behind. A group
+ * A give-back ends the claim at once (the table shows it), then waits
+ * drain_ms, or until POST /shards/ID/drained says the app has stopped (the
+ * state's drain channel), and then writes the release.
+ *
+ * SIGTERM/SIGINT: every claim ends; after the same drain every shard Lease
+ * that names this replica is released, then the member Lease (with
+ * --release-on-exit), so the others rebalance at once; then the member
+ * Lease is deleted with preconditions, bounded in time, so nothing is left
+ * behind. A group
  * watch that is down, or silent (it has not shown our own renewals for two
  * retry periods), is made up for by listing the group every retry period.
  * With --events every shard has its own Event hook (hook_events.h), fed
@@ -54,6 +59,9 @@ struct ld_mode_shards_config {
     int64_t renew_deadline_ms;
     int64_t retry_period_ms;
     bool release_on_exit;
+    /* --shard-drain: a shard given back stays unclaimed this long before
+     * its release is written (less when the app says it drained it). */
+    int64_t drain_ms;
     uint64_t seed;           /* jitter; each election gets its own from it */
     bool events;             /* --events: an Event per shard transition */
     int64_t call_timeout_ms; /* for the Events and the member Lease's deletion */

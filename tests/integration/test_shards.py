@@ -588,6 +588,76 @@ class Heartbeat(ShardBase):
         self.assertTrue(retakes, log)
 
 
+def post(replica, path, timeout=2.0):
+    """(status, decoded JSON or None) of one POST without a body."""
+    conn = http.client.HTTPConnection("127.0.0.1", replica.port, timeout=timeout)
+    try:
+        conn.request("POST", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        status = resp.status
+    finally:
+        conn.close()
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, None
+
+
+class Drain(ShardBase):
+    """--shard-drain: a shard given back is no longer claimed at once, and
+    its release waits for the drain or for POST /shards/ID/drained."""
+
+    n_shards = 6
+    DRAIN = RENEW - 0.5
+
+    def test_give_back_drains_or_is_cut_short(self):
+        extra = ["--shard-drain", f"{int(self.DRAIN * 1000)}ms"]
+        r1 = self.start("r1", extra=extra)
+        self.wait_balanced()
+        self.assertEqual(post(r1, "/shards/99/drained")[0], 404)
+        self.assertEqual(post(r1, "/shards/member-r1/drained")[0], 404)
+        status, doc = post(r1, "/shards/0/drained")
+        self.assertEqual(status, 409, doc)  # claimed, not being given back
+        seq = self.log_seq()
+        self.start("r2", extra=extra)
+        # r1 stops claiming half the shards while their Leases still name it.
+        ended = {}
+
+        def giving_back(snap):
+            rep = snap.get("r1")
+            if not rep or rep.status != 200:
+                return None
+            held = self.holders()
+            now = time.monotonic()
+            for e in rep.doc["shards"]:
+                if not e["is_leader"] and held.get(e["shard"]) == "r1":
+                    ended.setdefault(e["shard"], now)
+            return len(ended) == self.n_shards // 2 or None
+        self.watch.until(giving_back, BALANCE_BOUND + SCHED_SLACK, "r1 to give back half")
+        cut = sorted(ended)[0]
+        status, doc = post(r1, f"/shards/{cut}/drained")
+        self.assertEqual(status, 200, doc)
+        self.assertEqual(doc, {"shard": cut, "drained": True})
+        t_post = time.monotonic()
+        self.wait_balanced(bound=BALANCE_BOUND * GRACE)
+        log = self.api.write_log(seq)
+
+        def released_at(shard):
+            name = f"{GROUP}-{shard}"
+            rel = [e for e in log if e["name"] == name and e["client"] == "r1"
+                   and not e.get("holderIdentity")]
+            self.assertTrue(rel, shard)
+            return rel[0]["mono_ms"] / 1000.0
+        # The one drained by the app went at once, the others after the drain.
+        first_end = min(ended.values())
+        spread = max(released_at(s) for s in ended if s != cut) - released_at(cut)
+        print(f"\n  drain {self.DRAIN:.1f}s: the app's word released shard {cut} "
+              f"{spread:.2f}s before the others")
+        self.assertGreater(spread, self.DRAIN / 2)
+        self.assertLess(t_post - first_end, self.DRAIN)
+
+
 class Endpoints(ShardBase):
     """Two replicas, 64 shards, POD_UID set: the HTTP contract and the Lease
     records."""

@@ -52,6 +52,7 @@ static struct {
     struct ld_clock clock;
     struct replica r[MAX_REPLICAS];
     size_t n;
+    int64_t drain_ms; /* for the replicas added from now on */
 } fx;
 
 static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
@@ -114,6 +115,7 @@ static struct replica *add_replica(void)
         .renew_deadline_ms = RENEW_MS,
         .retry_period_ms = RETRY_MS,
         .release_on_exit = true,
+        .drain_ms = fx.drain_ms,
         .seed = 17 + fx.n,
         .call_timeout_ms = CALL_TIMEOUT_MS,
     };
@@ -453,6 +455,107 @@ START_TEST(a_dead_members_lease_is_evicted_then_deleted)
 }
 END_TEST
 
+#define DRAIN_MS 3000
+
+/* Shards r0's table shows it claiming now. */
+static int claimed_by_r0(void)
+{
+    int n = 0;
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    for (uint32_t k = 0; table && k < N_SHARDS; k++)
+        n += ld_shard_entry_is_leader(&table->shards[k], now());
+    ld_shardsnap_unref(table);
+    return n;
+}
+
+static int want_r0_claims;
+static bool r0_claims_fewer(void)
+{
+    return claimed_by_r0() < want_r0_claims;
+}
+
+static int want_r0_holds;
+static bool r0_holds(void)
+{
+    return owned_by("r0") == want_r0_holds;
+}
+
+/* A give-back ends the claim at once, and the release follows the drain
+ * (or the app's word, POST /shards/ID/drained, whichever is first); a
+ * graceful exit drains first too. */
+START_TEST(a_give_back_waits_for_the_drain_or_the_app)
+{
+    fx.drain_ms = DRAIN_MS;
+    add_replica();
+    want_r0_holds = N_SHARDS;
+    ck_assert(run_until(r0_holds, 30000));
+    ck_assert(run_until(balanced, 30000));
+    /* r1 joins: r0 stops claiming half, and the Leases still name it until
+     * the drain is over. */
+    add_replica();
+    want_r0_claims = N_SHARDS;
+    ck_assert(run_until(r0_claims_fewer, 30000));
+    int64_t t = now();
+    ck_assert_int_eq(claimed_by_r0(), N_SHARDS / 2);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+    want_r0_holds = N_SHARDS / 2;
+    ck_assert(run_until(r0_holds, 2 * DRAIN_MS));
+    ck_assert_int_ge(now() - t, DRAIN_MS - STEP_MS * MAX_REPLICAS);
+    ck_assert_int_le(now() - t, DRAIN_MS + 500);
+    ck_assert(run_until(balanced, 30000));
+
+    /* r2 joins: the app says at once that it drained what r0 gives back. */
+    add_replica();
+    want_r0_claims = N_SHARDS / 2;
+    ck_assert(run_until(r0_claims_fewer, 30000));
+    t = now();
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    int posted = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        bool claims = ld_shard_entry_is_leader(&table->shards[k], now());
+        bool holds = strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r0") == 0;
+        /* Only a shard being given back takes the word (else 409). */
+        ck_assert(ld_state_drained_post(&fx.r[0].state, k) == (holds && !claims));
+        posted += holds && !claims;
+    }
+    ld_shardsnap_unref(table);
+    ck_assert_int_eq(posted, N_SHARDS / 2 - N_SHARDS / 3);
+    want_r0_holds = N_SHARDS / 3;
+    ck_assert(run_until(r0_holds, DRAIN_MS));
+    ck_assert_int_le(now() - t, 500);
+    ck_assert(run_until(balanced, 30000));
+
+    /* SIGTERM: claims end at once, releases after the drain, then the
+     * member Lease's release. */
+    struct replica *r2 = &fx.r[2];
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->mode));
+    t = now();
+    ld_shell_stop(r2->sh, SIGTERM);
+    turn_all();
+    struct ld_shardsnap *t2 = ld_state_read_shards(&r2->state, NULL);
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        ck_assert(!ld_shard_entry_is_leader(&t2->shards[k], now()));
+    ld_shardsnap_unref(t2);
+    for (int i = 0; i < 10000 && !r2->done; i++)
+        turn_all();
+    ck_assert(r2->done);
+    int64_t last_shard = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        const struct ft_record *rel =
+            release_of(ld_shardgroup_shard_lease(group(), k), 2, t);
+        if (!rel)
+            continue;
+        ck_assert_int_ge(rel->at_ms - t, DRAIN_MS - STEP_MS);
+        last_shard = rel->at_ms > last_shard ? rel->at_ms : last_shard;
+    }
+    ck_assert_int_gt(last_shard, 0);
+    const struct ft_record *mrel = release_of(member, 2, t);
+    ck_assert_ptr_nonnull(mrel);
+    ck_assert_int_ge(mrel->at_ms, last_shard);
+    ck_assert_str_eq(holder_of(member), "(absent)");
+}
+END_TEST
+
 static Suite *mode_shards_suite(void)
 {
     Suite *s = suite_create("mode_shards");
@@ -464,6 +567,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
     tcase_add_test(tc, a_replica_that_cannot_own_its_shards_steps_out);
     tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);
+    tcase_add_test(tc, a_give_back_waits_for_the_drain_or_the_app);
     suite_add_tcase(s, tc);
     return s;
 }

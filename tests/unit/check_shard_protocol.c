@@ -5,10 +5,12 @@
  * client, state and shell, share one in-memory Lease API
  * (support/fake_transport) on its fake clock, for simulated minutes per
  * seed, while a random schedule pauses replicas (not run at all for up to
- * two lease durations, as a stopped process), lags every watch, slows
- * requests, delays writes past their timeout so that they land late,
- * partitions a replica from the API, kills replicas and starts them again,
- * and stops some gracefully.
+ * two lease durations, as a stopped process), lags every watch (up to two
+ * lease durations), makes a replica's lists hang while its writes go
+ * through (so that its view goes stale while it leads), slows requests, delays writes
+ * past their timeout so that they land late, partitions a replica from the API, kills
+ * replicas and starts them again, stops some gracefully, and gives back shards after a
+ * random drain that the app sometimes cuts short (POST /shards/ID/drained).
  *
  * After every turn of every replica, at the common fake time, every shard
  * is claimed by at most one replica, judged as /shards judges it (the
@@ -46,7 +48,7 @@
 #define STEP_MS 20
 #define CHAOS_MS (4 * 60 * 1000)
 #define SETTLE_MS (LEASE_MS + 4 * RETRY_MS + 30000)
-#define SEEDS 12
+#define SEEDS 16
 /* Clients of the fake one run may use: one per start of a replica. */
 #define MAX_STARTS 28
 
@@ -72,8 +74,10 @@ static struct {
     int clients; /* made so far */
     uint64_t rng;
     uint64_t seed;
+    int64_t drain_ms; /* --shard-drain of this seed's replicas */
     /* What the schedules did, over every seed. */
-    unsigned pauses, kills, restarts, stops, late_writes, partitions, checks;
+    unsigned pauses, kills, restarts, stops, late_writes, partitions, blind, drained,
+        checks;
 } fx;
 
 static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
@@ -131,6 +135,7 @@ static void start(struct replica *r)
         .renew_deadline_ms = RENEW_MS,
         .retry_period_ms = RETRY_MS,
         .release_on_exit = true,
+        .drain_ms = fx.drain_ms,
         .seed = fx.seed * 131 + (uint64_t)fx.clients,
         .call_timeout_ms = CALL_TIMEOUT_MS,
     };
@@ -178,6 +183,7 @@ static void setup_seed(uint64_t seed)
     fx.rng = seed * 7919;
     fx.clients = 0;
     fx.n = (size_t)between(3, MAX_REPLICAS);
+    fx.drain_ms = chance(300) ? 0 : between(1, RENEW_MS - 1);
     for (size_t i = 0; i < fx.n; i++) {
         memset(&fx.r[i], 0, sizeof(fx.r[i]));
         snprintf(fx.r[i].id, sizeof(fx.r[i].id), "r%u", (unsigned)i);
@@ -305,7 +311,7 @@ static void disturb(void)
         fx.restarts++;
     }
     if (chance(60))
-        ft_set_watch_latency_ms(fx.ft, chance(300) ? between(1000, 2 * RENEW_MS)
+        ft_set_watch_latency_ms(fx.ft, chance(400) ? between(1000, 2 * LEASE_MS)
                                                    : between(1, 500));
     if (chance(60))
         ft_set_latency_ms(fx.ft, between(1, 400));
@@ -316,6 +322,19 @@ static void disturb(void)
                                            .delay_ms = between(6000, 14000),
                                            .count = 1});
         fx.late_writes++;
+    }
+    if (chance(300) && (r = pick(true)) != NULL && !r->stopping &&
+        ld_state_drained_post(&r->state, (uint32_t)between(0, N_SHARDS - 1)))
+        fx.drained++; /* the app cut a drain short */
+    if (chance(30) && (r = pick(true)) != NULL) {
+        /* Its reads alone hang (its writes go through): with a lagging
+         * watch its view of the others goes stale while it still leads. */
+        ft_fault_add_for(
+            fx.ft, r->client, NULL, "LIST",
+            (struct ft_fault){.kind = FT_HANG,
+                              .count = -1,
+                              .until_ms = now() + between(1000, 2 * LEASE_MS)});
+        fx.blind++;
     }
     if (chance(20) && (r = pick(true)) != NULL) {
         ft_fault_add_for(
@@ -398,6 +417,8 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
     ck_assert_uint_ge(fx.stops, 3);
     ck_assert_uint_ge(fx.late_writes, 50);
     ck_assert_uint_ge(fx.partitions, 20);
+    ck_assert_uint_ge(fx.drained, 3);
+    ck_assert_uint_ge(fx.blind, 20);
 }
 END_TEST
 

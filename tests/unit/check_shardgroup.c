@@ -665,6 +665,41 @@ START_TEST(a_claim_needs_a_write_in_the_current_member_term)
 }
 END_TEST
 
+/* A record older than the one held (a list answered after the watch showed
+ * a newer one, or events that came out of order) changes nothing; a
+ * give-back ends when the shard turns out to be someone else's. */
+START_TEST(older_records_are_ignored_and_give_backs_end_with_the_shard)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 2, NULL);
+    own(g, true, 100000);
+    shard_record(g, 0, "b", 500, 0);
+    shard_record(g, 0, "a", 400, 0);
+    ck_assert_str_eq(ld_shardgroup_record(g, 0)->spec.holder, "b");
+    ck_assert_str_eq(ld_shardgroup_record(g, 0)->resource_version, "500");
+    renewing(g, "b", "b", 10, 20, 0);
+    observe(g, "b", "", 1, 10, 0); /* older than the held 20 */
+    ck_assert_str_eq(members_at(g, 0), "a,b");
+    /* A list keeps the newer too, and still counts the object as listed. */
+    struct ld_lease items[2];
+    lease_record(&items[0], "web-0", "a", 10, 450, "uid-s", true);
+    member_record(&items[1], "web", "b", "b", 10, 15, "uid-1");
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 2, 0), LD_OK);
+    ld_lease_clear(&items[0]);
+    ld_lease_clear(&items[1]);
+    ck_assert_str_eq(ld_shardgroup_record(g, 0)->spec.holder, "b");
+    ck_assert_str_eq(members_at(g, 0), "a,b");
+    ck_assert_ptr_null(ld_shardgroup_record(g, 1)); /* not listed: absent */
+    /* Shard 1 ours and being given back, then seen taken by b. */
+    shard_record(g, 1, "a", 600, 0);
+    ld_shardgroup_give_back(g, 1);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 1, 0, false), LD_SHARD_RELEASE);
+    shard_record(g, 1, "b", 700, 0);
+    ck_assert_int_eq(ld_shardgroup_step(g, 1, 0, false), LD_SHARD_NONE);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 START_TEST(a_member_counts_once_seen_to_change_and_only_with_the_protocol)
 {
     struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
@@ -1274,6 +1309,7 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members,
                    a_member_counts_once_seen_to_change_and_only_with_the_protocol);
     tcase_add_test(members, shards_are_taken_only_on_the_rules);
+    tcase_add_test(members, older_records_are_ignored_and_give_backs_end_with_the_shard);
     tcase_add_test(members, writes_are_compare_and_swap_with_the_contract_fields);
     suite_add_tcase(s, members);
     TCase *group = tcase_create("group");
