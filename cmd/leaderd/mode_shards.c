@@ -677,13 +677,12 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
     sl->was_claimed = claimed;
     next.leader = sl->leader ? sl->leader : "";
     struct ld_shard_entry *e = &s->entries[k];
-    if (e->leader != next.leader || e->term != next.term ||
+    if (strcmp(e->leader, next.leader) != 0 || e->term != next.term ||
         e->observed != next.observed || e->leading != next.leading ||
         e->lead_until_ms != next.lead_until_ms ||
         e->has_renewed_at != next.has_renewed_at ||
         e->renewed_at_us != next.renewed_at_us ||
-        e->last_renew_wall_us != next.last_renew_wall_us ||
-        strcmp(e->leader, next.leader))
+        e->last_renew_wall_us != next.last_renew_wall_us)
         s->table_changed = true;
     *e = next;
     if (s->event_hooks) {

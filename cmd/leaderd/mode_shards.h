@@ -77,15 +77,15 @@ struct ld_mode_shards;
 struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cfg,
                                           struct ld_errinfo *err);
 
-/* m as a mode for ld_shell_new (m must outlive the shell). Its finish
+/* s as a mode for ld_shell_new (s must outlive the shell). Its finish
  * publishes the last step-downs and deletes the member Lease (bounded by
  * call_timeout_ms). */
-struct ld_shell_mode ld_mode_shards(struct ld_mode_shards *m);
+struct ld_shell_mode ld_mode_shards(struct ld_mode_shards *s);
 
 /* The group, for ld_state_set_group (borrowed; valid until
  * ld_mode_shards_free). */
-const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *m);
+const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *s);
 
-void ld_mode_shards_free(struct ld_mode_shards *m); /* NULL-safe */
+void ld_mode_shards_free(struct ld_mode_shards *s); /* NULL-safe */
 
 #endif

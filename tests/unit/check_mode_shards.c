@@ -196,6 +196,8 @@ static bool balanced(void)
     int running = 0, held = 0;
     for (size_t i = 0; i < fx.n; i++)
         running += !fx.r[i].done;
+    if (running == 0)
+        return false;
     for (size_t i = 0; i < fx.n; i++) {
         int own = owned_by(fx.r[i].id);
         if (own != (fx.r[i].done ? 0 : N_SHARDS / running))
