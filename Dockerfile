@@ -14,24 +14,26 @@
 
 # The exact Debian source packages rebuilt below. A security update in Debian replaces
 # the version on the mirror; the build then stops at `apt-get source` and these lines
-# are bumped deliberately (README, "What the image is built from").
+# are bumped deliberately (docs/image.md, "What the image is built from").
 ARG CURL_VERSION=7.88.1-10+deb12u15
+ARG NGHTTP2_VERSION=1.52.0-1+deb12u3
 ARG MHD_VERSION=0.9.75-6
 ARG OPENSSL_VERSION=3.0.22-1~deb12u2
 ARG ZLIB_VERSION=1:1.2.13.dfsg-1
 ARG JANSSON_VERSION=2.14-2
 ARG LIBYAML_VERSION=0.2.5-1
-# musl: 0.7 MiB less resident than glibc in steady state (README, "Memory footprint").
+# musl: 0.7 MiB less resident than glibc in steady state (docs/design/memory.md).
 ARG LIBC=musl
 # debian: Debian's source package with its patches (security fixes included) applied.
 # upstream: only the upstream tarball of that version, for a mirror that lacks the
-# Debian part (this project's own build machines: see README); it misses the fixes
+# Debian part (this project's own build machines: see docs/image.md); it misses the fixes
 # Debian adds on top of the upstream release.
 ARG OPENSSL_SOURCE=debian
 
 # ---- toolchain and pinned sources ----
 FROM debian:bookworm-slim AS toolchain
 ARG CURL_VERSION
+ARG NGHTTP2_VERSION
 ARG MHD_VERSION
 ARG OPENSSL_VERSION
 ARG OPENSSL_SOURCE
@@ -46,11 +48,12 @@ RUN sed -e 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sourc
         > /etc/apt/sources.list.d/debian-src.sources \
     && apt-get update \
     && apt-get install -y --no-install-recommends \
-        gcc libc6-dev make perl pkg-config dpkg-dev xz-utils ca-certificates \
+        gcc g++ libc6-dev make perl pkg-config dpkg-dev xz-utils ca-certificates cmake \
         libjansson-dev libyaml-dev zlib1g-dev \
     && mkdir -p /usr/src/dep \
     && cd /usr/src/dep \
-    && apt-get source --only-source "curl=${CURL_VERSION}" "libmicrohttpd=${MHD_VERSION}" \
+    && apt-get source --only-source "curl=${CURL_VERSION}" "nghttp2=${NGHTTP2_VERSION}" \
+        "libmicrohttpd=${MHD_VERSION}" \
     && if [ "${OPENSSL_SOURCE}" = upstream ]; then \
            apt-get source --only-source --tar-only "openssl=${OPENSSL_VERSION}" \
            && tar -xzf openssl_*.orig.tar.gz; \
@@ -58,22 +61,23 @@ RUN sed -e 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sourc
            apt-get source --only-source "openssl=${OPENSSL_VERSION}"; \
        fi \
     && if [ "${LIBC}" = musl ]; then \
-           apt-get install -y --no-install-recommends musl-tools musl-dev cmake \
+           apt-get install -y --no-install-recommends musl-tools musl-dev \
            && mkdir -p /usr/src/dep-musl \
-           && cp -a /usr/src/dep/curl-*/ /usr/src/dep/libmicrohttpd-*/ /usr/src/dep/openssl-*/ \
-                /usr/src/dep-musl/ \
+           && cp -a /usr/src/dep/curl-*/ /usr/src/dep/nghttp2-*/ /usr/src/dep/libmicrohttpd-*/ \
+                /usr/src/dep/openssl-*/ /usr/src/dep-musl/ \
            && cd /usr/src/dep-musl \
            && apt-get source --only-source "zlib=${ZLIB_VERSION}" "jansson=${JANSSON_VERSION}" \
                 "libyaml=${LIBYAML_VERSION}"; \
        fi \
     && rm -rf /var/lib/apt/lists/*
 
-# ---- static OpenSSL, libcurl and libmicrohttpd under /opt/dep ----
+# ---- static OpenSSL, nghttp2, libcurl and libmicrohttpd under /opt/dep ----
 FROM toolchain AS deps
 # What each library keeps and leaves out, and why, is in the script (the same one
 # `make static-deps` runs outside an image build): a TLS 1.2/1.3 client of an API
 # server (RSA, ECDSA, X25519, client certificates) over OpenSSL; libcurl for HTTP(S)
-# only; libmicrohttpd without HTTPS. Everything -Os with a section per function.
+# only, HTTP/2 through nghttp2's library; libmicrohttpd without HTTPS. Everything
+# -Os with a section per function.
 # glibc's under /opt/dep (the unit tests), musl's under /opt/dep-musl (the ARG is
 # in every RUN's environment, hence the explicit LIBC=glibc).
 ARG LIBC
@@ -108,6 +112,7 @@ RUN make -j"$(nproc)" static LIBC="${LIBC}" \
 # ---- final image ----
 FROM scratch
 ARG CURL_VERSION
+ARG NGHTTP2_VERSION
 ARG MHD_VERSION
 ARG OPENSSL_VERSION
 ARG OPENSSL_SOURCE
@@ -117,6 +122,7 @@ LABEL org.opencontainers.image.title="leaderd" \
       org.opencontainers.image.version="0.1.0" \
       org.opencontainers.image.base.name="scratch" \
       io.leaderd.curl-source="curl ${CURL_VERSION} (Debian bookworm)" \
+      io.leaderd.nghttp2-source="nghttp2 ${NGHTTP2_VERSION} (Debian bookworm-security)" \
       io.leaderd.microhttpd-source="libmicrohttpd ${MHD_VERSION} (Debian bookworm)" \
       io.leaderd.openssl-source="openssl ${OPENSSL_VERSION} (Debian bookworm-security, ${OPENSSL_SOURCE} source)" \
       io.leaderd.libc="${LIBC}"

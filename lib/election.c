@@ -252,14 +252,15 @@ static int64_t silence_check_ms(const struct ld_election *e, int64_t now_ms)
 }
 
 /* Whether a failed write may still land. Only a request never sent (no
- * connection, a local failure) or a rejection the server gives before
- * applying anything proves it will not; a timeout, a lost connection, a
- * cancellation mid-flight or a 5xx (an etcd timeout, a proxy's 504) proves
- * nothing. */
+ * connection, a time that ran out before the transport sent it, a local
+ * failure) or a rejection the server gives before applying anything proves
+ * it will not; a timeout, a lost connection, a cancellation mid-flight or
+ * a 5xx (an etcd timeout, a proxy's 504) proves nothing. */
 static bool may_have_landed(enum ld_err rc)
 {
     switch (rc) {
     case LD_ECONNECT:
+    case LD_ENOTSENT:
     case LD_ENOMEM:
     case LD_EINVAL:
     case LD_EIO:
@@ -772,6 +773,42 @@ void ld_election_set_contending(struct ld_election *e, struct ld_now now, bool c
         e->next_attempt_ms = INT64_MIN;
 }
 
+/* The resignations an engine begins by itself: a hand-over that
+ * spec.preferredHolder asks for, a Lease given back while not contending. */
+static bool begin_due_resignation(struct ld_election *e, int64_t now_ms)
+{
+    if (e->stopping || e->resigning)
+        return false;
+    if (e->phase == PH_IDLE && handover_asked(e, now_ms)) {
+        begin_resign(e, now_ms, e->handover_cooldown_ms, LD_STOP_PREFERRED_HOLDER);
+        return true;
+    }
+    if (e->not_contending && ld_election_is_leader(e, now_ms)) {
+        begin_resign(e, now_ms, 0, LD_STOP_NOT_CONTENDING);
+        return true;
+    }
+    return false;
+}
+
+bool ld_election_resign_due(struct ld_election *e, struct ld_now now)
+{
+    return e->phase != PH_DONE && begin_due_resignation(e, now.mono_ms);
+}
+
+void ld_election_abandon_release(struct ld_election *e, struct ld_now now)
+{
+    if (e->phase == PH_DONE)
+        return;
+    if (e->stopping) {
+        /* What next_release_step would have written, had it been let. */
+        if (e->release_on_exit && holder_is_me(e) && e->wrote_once)
+            push_event(e, LD_EV_RELEASE_FAILED, LD_STOP_SHUTDOWN);
+        done(e);
+    } else if (e->resigning) {
+        finish_resign(e, now.mono_ms, false);
+    }
+}
+
 bool ld_election_resign(struct ld_election *e, struct ld_now now, int64_t cooldown_ms)
 {
     if (e->stopping || e->resigning || !ld_election_is_leader(e, now.mono_ms))
@@ -821,11 +858,7 @@ struct ld_action ld_election_next(struct ld_election *e, struct ld_now now)
         step_down(e, LD_STOP_RENEW_DEADLINE);
     if (e->stopping)
         return next_release_step(e, now);
-    if (!e->resigning && e->phase == PH_IDLE && handover_asked(e, now.mono_ms))
-        begin_resign(e, now.mono_ms, e->handover_cooldown_ms, LD_STOP_PREFERRED_HOLDER);
-    if (!e->resigning && !e->stopping && e->not_contending &&
-        ld_election_is_leader(e, now.mono_ms))
-        begin_resign(e, now.mono_ms, 0, LD_STOP_NOT_CONTENDING);
+    begin_due_resignation(e, now.mono_ms);
     struct ld_action a;
     if (e->resigning && next_resign_step(e, now, &a))
         return a;

@@ -32,6 +32,7 @@ static const char *const err_names[] = {
     [LD_ECONFIG] = "configuration error",
     [LD_EEOF] = "end of stream",
     [LD_ECONNECT] = "could not connect",
+    [LD_ENOTSENT] = "timeout before sending",
 };
 
 const char *ld_strerror(enum ld_err code)

@@ -61,6 +61,7 @@ struct hel {
     bool idle;
     bool done;
     bool release_held; /* the caller held its release at the last pass */
+    bool abandon;      /* ld_host_abandon_release: give the release up */
     bool first_leader_seen;
     int64_t transitions_seen;
     enum ld_err last_logged_err; /* a run of one failure is logged once */
@@ -409,12 +410,26 @@ static bool release_held_back(const struct hel *el, int64_t now_ms)
     return release_pending(el) && el->ops.holds_release(el->ops.ctx, el->index, now_ms);
 }
 
-static bool holding_release(struct hel *el, int64_t now_ms)
+/* A resignation the engine would begin by itself (a hand-over, a Lease
+ * given back) begins here, before its release is asked for, so that the
+ * caller can hold that release as any other. A release the caller gave up
+ * is never written: the engine ends it now and the election steps on. */
+static bool holding_release(struct hel *el, struct ld_now now)
 {
-    if (!release_pending(el))
+    if (el->ops.holds_release && ld_election_resign_due(el->e, now))
+        el->due = true;
+    if (!release_pending(el)) {
+        el->abandon = false; /* nothing left to give up */
         return false;
-    publish(el, now_ms);
-    return release_held_back(el, now_ms);
+    }
+    publish(el, now.mono_ms);
+    bool held = !el->abandon && release_held_back(el, now.mono_ms);
+    if (el->abandon) {
+        el->abandon = false;
+        ld_election_abandon_release(el->e, now);
+        return false;
+    }
+    return held;
 }
 
 /* One round over the engines that are due. */
@@ -436,7 +451,7 @@ static void pass(struct ld_host *h)
             }
             continue;
         }
-        if (holding_release(el, now.mono_ms)) {
+        if (holding_release(el, now)) {
             el->due = false;
             el->release_held = true;
             continue;
@@ -757,7 +772,9 @@ static int64_t next_wake(const struct ld_host *h, int64_t now_ms)
                 at = st.lead_until_ms;
             continue;
         }
-        if (el->wake_at_ms < at && !release_held_back(el, now_ms))
+        if (el->abandon)
+            at = now_ms; /* given up: the next pass ends it */
+        else if (el->wake_at_ms < at && !release_held_back(el, now_ms))
             at = el->wake_at_ms;
         if (el->auth_failing_since_ms && !h->stopping && probe_at(h, el) < at)
             at = probe_at(h, el);
@@ -972,6 +989,14 @@ void ld_host_shutdown(struct ld_host *h)
 bool ld_host_done(const struct ld_host *h)
 {
     return h && h->stopping && h->n_done == h->n;
+}
+
+void ld_host_abandon_release(struct ld_host *h, size_t index)
+{
+    if (!h || index >= h->n || h->els[index]->done)
+        return;
+    h->els[index]->abandon = true;
+    h->els[index]->due = true;
 }
 
 void ld_host_poke(struct ld_host *h, size_t index)

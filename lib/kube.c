@@ -290,18 +290,23 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
 
 /* Sends c's request with what is left of its timeout: the retry after a
  * 401 gets no new one, since the caller bounded the whole call (a renewal
- * by its deadline). */
+ * by its deadline). A Lease written here (a body, and a Lease wanted back)
+ * is always an election's own: the host's engines are the only writers of
+ * Leases through this client, and their renewals, acquisitions and releases
+ * must not queue behind reads, so they go as heartbeats. */
 static enum ld_err submit_exchange(struct acall *c, struct ld_errinfo *err)
 {
     int64_t left = c->timeout_ms - (ld_mono_ms() - c->started_ms);
     if (left < 1)
         return ld_errinfo_set(err, LD_ETIMEOUT, "%s %s: no time left within %lld ms",
                               c->verb, c->rel, (long long)c->timeout_ms);
-    struct ld_http_request req = {.verb = c->verb,
-                                  .path = c->full,
-                                  .body = c->body,
-                                  .body_len = c->body ? strlen(c->body) : 0,
-                                  .timeout_ms = left};
+    struct ld_http_request req = {
+        .verb = c->verb,
+        .path = c->full,
+        .body = c->body,
+        .body_len = c->body ? strlen(c->body) : 0,
+        .timeout_ms = left,
+        .priority = c->body && c->want_name[0] ? LD_PRIO_HEARTBEAT : LD_PRIO_NORMAL};
     return ld_transport_submit(c->k->t, &req, on_acall_done, c, &c->hid, err);
 }
 

@@ -68,8 +68,8 @@ struct token_stamp {
 
 /* One exchange: in its transport's list from submit until its done callback
  * has returned or it was canceled. A round trip waits in the list, without
- * an easy handle, until one of LD_TRANSPORT_CURL_MAX_ACTIVE places is free
- * (see add_queued); the request is kept here until then. */
+ * an easy handle, until a place in curl is free for it (see add_queued);
+ * the request is kept here until then. */
 struct xfer {
     struct xfer *next, *prev;
     struct tcurl *owner;
@@ -82,9 +82,11 @@ struct xfer {
     char *req_body; /* NULL when the request has none; freed once curl copied it */
     size_t req_body_len;
     bool stream;
-    bool added;    /* in the multi handle */
-    bool finished; /* over (result says how); its callback is due */
-    bool dead;     /* canceled while curl was calling us; freed after */
+    bool heartbeat; /* a round trip of LD_PRIO_HEARTBEAT */
+    bool added;     /* in the multi handle */
+    bool unsent;    /* its time ran out before curl had it */
+    bool finished;  /* over (result says how); its callback is due */
+    bool dead;      /* canceled while curl was calling us; freed after */
     CURLcode result;
     ld_http_done_fn done;
     ld_http_data_fn data;
@@ -584,6 +586,9 @@ static void finish_result(struct tcurl *t, struct xfer *x, struct ld_http_result
         long version = 0;
         if (curl_easy_getinfo(x->easy, CURLINFO_HTTP_VERSION, &version) == CURLE_OK)
             t->multiplexed = version == CURL_HTTP_VERSION_2_0;
+    } else if (res == CURLE_OPERATION_TIMEDOUT && x->unsent) {
+        ld_errinfo_set(&r->err, LD_ENOTSENT, "%s: %s (timeout %lld ms)", x->label,
+                       WAIT_EXPIRED, (long long)x->timeout_ms);
     } else if (res == CURLE_OPERATION_TIMEDOUT) {
         ld_errinfo_set(&r->err, LD_ETIMEOUT, "%s: no answer within %lld ms%s%s", x->label,
                        (long long)x->timeout_ms, x->errbuf[0] ? ": " : "", x->errbuf);
@@ -672,13 +677,51 @@ static CURLcode xfer_prepare(struct tcurl *t, struct xfer *x, int64_t now)
     return CURLE_OK;
 }
 
-/* Hands waiting exchanges to curl in submit order: every stream (each holds
- * its place for its whole life), round trips while fewer than the cap are
- * in curl. A round trip curl holds costs an easy handle and its buffers
- * even while it only waits for a connection, so a host of many elections
- * would otherwise keep one per election at every burst. Over HTTP/1.1
- * each one in curl takes a connection of its own (see
- * LD_TRANSPORT_CURL_H1_ACTIVE); over HTTP/2 they multiplex on one. */
+/* Ends x, still waiting, as timed out before it was sent. */
+static void expire_unsent(struct xfer *x)
+{
+    x->finished = true;
+    x->unsent = true;
+    x->result = CURLE_OPERATION_TIMEDOUT;
+}
+
+/* Gives waiting x to curl, or ends it when that fails or its time ran out
+ * while it waited (the host ran late): its owner counts it timed out, so
+ * it must not be sent now with curl's least timeout, which a fast server
+ * could still beat. Returns whether curl has it. */
+static bool hand_over(struct tcurl *t, struct xfer *x, int64_t now)
+{
+    if (x->deadline_ns - now < 1000000) {
+        expire_unsent(x);
+        return false;
+    }
+    CURLcode c = xfer_prepare(t, x, now);
+    CURLMcode mc = c == CURLE_OK ? curl_multi_add_handle(t->multi, x->easy) : CURLM_OK;
+    if (c == CURLE_OK && mc == CURLM_OK) {
+        x->added = true;
+        return true;
+    }
+    x->finished = true;
+    if (c != CURLE_OK) {
+        x->result = c;
+        snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_easy_strerror(c));
+    } else {
+        x->result = mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
+        snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_multi_strerror(mc));
+    }
+    return false;
+}
+
+/* Hands waiting exchanges to curl: every stream (each holds its place for
+ * its whole life), then heartbeats, then normal round trips, each in
+ * submit order, while fewer round trips than the cap are in curl. A round
+ * trip curl holds costs an easy handle and its buffers even while it only
+ * waits for a connection, so a host of many elections would otherwise keep
+ * one per election at every burst. Over HTTP/1.1 each one in curl takes a
+ * connection of its own (see LD_TRANSPORT_CURL_H1_ACTIVE); over HTTP/2
+ * they multiplex on one. Normal round trips stop short of the cap by
+ * LD_TRANSPORT_CURL_HEARTBEAT_LANES: however many of them hang, a renewal
+ * still finds a place, and over HTTP/1.1 a connection. */
 static void add_queued(struct tcurl *t)
 {
     size_t cap =
@@ -687,36 +730,17 @@ static void add_queued(struct tcurl *t)
     for (const struct xfer *x = t->head; x; x = x->next)
         active += x->added && !x->stream && !x->finished && !x->dead;
     int64_t now = ld_mono_ns();
-    for (struct xfer *x = t->head; x; x = x->next) {
-        if (x->added || x->finished || x->dead)
-            continue;
-        if (!x->stream && active >= cap)
-            continue;
-        /* Its time ran out while it waited (the host ran late): its owner
-         * counts it timed out, so it must not be sent now with curl's
-         * least timeout, which a fast server could still beat. */
-        if (x->deadline_ns - now < 1000000) {
-            x->finished = true;
-            x->result = CURLE_OPERATION_TIMEDOUT;
-            snprintf(x->errbuf, sizeof(x->errbuf), "%s", WAIT_EXPIRED);
-            continue;
-        }
-        CURLcode c = xfer_prepare(t, x, now);
-        CURLMcode mc =
-            c == CURLE_OK ? curl_multi_add_handle(t->multi, x->easy) : CURLM_OK;
-        if (c == CURLE_OK && mc == CURLM_OK) {
-            x->added = true;
-            active += !x->stream;
-            continue;
-        }
-        x->finished = true;
-        if (c != CURLE_OK) {
-            x->result = c;
-            snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_easy_strerror(c));
-        } else {
-            x->result =
-                mc == CURLM_OUT_OF_MEMORY ? CURLE_OUT_OF_MEMORY : CURLE_FAILED_INIT;
-            snprintf(x->errbuf, sizeof(x->errbuf), "%s", curl_multi_strerror(mc));
+    for (int pass = 0; pass < 2; pass++) {
+        bool urgent = pass == 0;
+        size_t limit = urgent ? cap : cap - LD_TRANSPORT_CURL_HEARTBEAT_LANES;
+        for (struct xfer *x = t->head; x; x = x->next) {
+            if (x->added || x->finished || x->dead ||
+                (x->stream || x->heartbeat) != urgent)
+                continue;
+            if (!x->stream && active >= limit)
+                continue;
+            if (hand_over(t, x, now))
+                active += !x->stream;
         }
     }
 }
@@ -767,10 +791,13 @@ static void expire(struct tcurl *t, int64_t now)
     for (struct xfer *x = t->head; x; x = x->next) {
         if (x->finished || x->dead || now < x->deadline_ns)
             continue;
+        if (!x->added) {
+            expire_unsent(x);
+            continue;
+        }
         x->finished = true;
         x->result = CURLE_OPERATION_TIMEDOUT;
-        snprintf(x->errbuf, sizeof(x->errbuf), "%s",
-                 x->added ? "curl did not end it in time" : WAIT_EXPIRED);
+        snprintf(x->errbuf, sizeof(x->errbuf), "%s", "curl did not end it in time");
     }
 }
 
@@ -841,6 +868,7 @@ static enum ld_err xfer_start(struct tcurl *t, const struct ld_http_request *req
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
     x->owner = t;
     x->stream = stream;
+    x->heartbeat = !stream && req->priority == LD_PRIO_HEARTBEAT;
     x->data = data;
     x->done = done;
     x->ctx = ctx;

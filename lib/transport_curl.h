@@ -12,9 +12,13 @@
  * carries one exchange at a time. At most LD_TRANSPORT_CURL_H1_ACTIVE
  * round trips (LD_TRANSPORT_CURL_MAX_ACTIVE once an answer came over
  * HTTP/2) are in curl at once (streams do not count and always go in at
- * once); the others wait in submit order, holding only their request, not
- * an easy handle and its buffers. A waiting exchange's timeout counts the
- * wait, and one that ends there was never sent (LD_ETIMEOUT). A stream
+ * once); the others wait, holding only their request, not an easy handle
+ * and its buffers. Heartbeats (LD_PRIO_HEARTBEAT) go first, then normal
+ * round trips, each in submit order, and normal ones never take the last
+ * LD_TRANSPORT_CURL_HEARTBEAT_LANES places: renewals keep a lane (over
+ * HTTP/1.1 a connection) that hung reads cannot fill. A waiting exchange's
+ * timeout counts the wait, and one that ends there was never sent
+ * (LD_ENOTSENT). A stream
  * holds its connection for its whole life, so with HTTP/1.1 every open
  * stream leaves one connection fewer for round trips. Canceling an
  * exchange in flight closes its HTTP/1.1 connection (an HTTP/2 one only
@@ -46,9 +50,13 @@
 #define LD_TRANSPORT_CURL_MAX_ACTIVE 16
 /* The same over HTTP/1.1, and until the first answer shows the protocol:
  * each needs a connection of its own, and every TLS connection costs about
- * 50 KB. Two, with a watch, is three connections, as a single Lease uses;
- * one hung request still leaves a lane to the others. */
-#define LD_TRANSPORT_CURL_H1_ACTIVE 2
+ * 50 KB (paid only while used: a single Lease has one request at a time).
+ * Three, with a watch, is the pool's four connections: two for normal
+ * requests, so one hung request still leaves a lane to the others, and one
+ * kept for heartbeats. */
+#define LD_TRANSPORT_CURL_H1_ACTIVE 3
+/* Places of the cap (either one) that only heartbeats take. */
+#define LD_TRANSPORT_CURL_HEARTBEAT_LANES 1
 /* Timeout of a request that gives none. */
 #define LD_TRANSPORT_CURL_DEFAULT_TIMEOUT_MS 5000
 

@@ -4,21 +4,22 @@
 
 IMAGE      ?= localhost/leaderd:$(VERSION)
 IMAGE_DIR  ?= $(B)/image
-# LIBC=musl: the static binary against musl (README, "Memory footprint").
+# LIBC=musl: the static binary against musl (docs/design/memory.md).
 LIBC       ?= glibc
 IMAGE_DEP  ?= $(if $(filter musl,$(LIBC)),/opt/dep-musl,/opt/dep)
 IMAGE_BASE := docker.io/library/debian:bookworm-slim
 CTR         = LEADERD_IMAGE_DIR=$(IMAGE_DIR) tools/image/ctr.sh
 DOCKERFILELINT = $(B)/tools/node_modules/.bin/dockerfilelint
 
-# Static link against OpenSSL, libcurl and libmicrohttpd rebuilt under $(IMAGE_DEP)
-# (only .a there) plus, for glibc, Debian's static jansson, libyaml and zlib; the
-# image links against musl (LIBC=musl, in $(B)/static-musl). -static-pie keeps
-# ASLR; the objects are the normal -fPIE ones. The rebuilt archives and leaderd's own
-# objects have a section per function and object, so --gc-sections drops what nothing
-# references (README, "Figures": what each step saved).
+# Static link against OpenSSL, nghttp2, libcurl and libmicrohttpd rebuilt under
+# $(IMAGE_DEP) (only .a there) plus, for glibc, Debian's static jansson, libyaml
+# and zlib; the image links against musl (LIBC=musl, in $(B)/static-musl).
+# -static-pie keeps ASLR; the objects are the normal -fPIE ones. The rebuilt
+# archives and leaderd's own objects have a section per function and object, so
+# --gc-sections drops what nothing references (docs/benchmarks.md, "Memory
+# footprint": what each step saved).
 OPENSSL_PKG_PATH = $(IMAGE_DEP)/openssl/lib/pkgconfig
-STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/mhd/lib/pkgconfig:$(OPENSSL_PKG_PATH)
+STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/nghttp2/lib/pkgconfig:$(IMAGE_DEP)/mhd/lib/pkgconfig:$(OPENSSL_PKG_PATH)
 # glibc: Debian's jansson, libyaml and zlib from the system's .pc files. musl:
 # only the prefix's (build-deps.sh built all six there; PKG_CONFIG_PATH, searched
 # first, may name glibc builds), through its compiler.
@@ -26,13 +27,14 @@ ifeq ($(LIBC),musl)
 STATIC_DIR = $(B)/static-musl
 STATIC_PKG = PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$(STATIC_PKG_PATH):$(IMAGE_DEP)/jansson/lib/pkgconfig:$(IMAGE_DEP)/libyaml/lib/pkgconfig:$(IMAGE_DEP)/zlib/lib/pkgconfig
 STATIC_CC  = CC=$(IMAGE_DEP)/musl/bin/cc
-# libcurl.pc says -lz without zlib's directory.
-STATIC_PKGS = $(PKGS) zlib
+# libcurl.pc says -lz and -lnghttp2 without their directories.
+STATIC_PKGS = $(PKGS) zlib libnghttp2
 else
 STATIC_DIR = $(B)/static
 STATIC_PKG = PKG_CONFIG_PATH=$(STATIC_PKG_PATH)
 STATIC_CC  =
-STATIC_PKGS = $(PKGS)
+# libcurl.pc says -lnghttp2 without its directory.
+STATIC_PKGS = $(PKGS) libnghttp2
 endif
 
 .PHONY: static image-unit image image-base image-lint image-test deploy-test
@@ -46,11 +48,11 @@ static:
 
 # Unit tests with the rebuilt libcurl and OpenSSL (static archives) and Debian's
 # libmicrohttpd, whose HTTPS the tests' fake API server needs. Leaves $(B)/unit/passed.
-UNIT_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(OPENSSL_PKG_PATH)
+UNIT_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/nghttp2/lib/pkgconfig:$(OPENSSL_PKG_PATH)
 image-unit:
 	@mkdir -p $(B)/unit && touch $(B)/unit/.deps && rm -f $(B)/unit/passed
 	PKG_CONFIG_PATH=$(UNIT_PKG_PATH) $(MAKE) --no-print-directory B=$(B)/unit \
-	    PKG_LIBS="$$(PKG_CONFIG_PATH=$(UNIT_PKG_PATH) pkg-config --static --libs libcurl) \
+	    PKG_LIBS="$$(PKG_CONFIG_PATH=$(UNIT_PKG_PATH) pkg-config --static --libs libcurl libnghttp2) \
 	              $$(PKG_CONFIG_PATH=$(UNIT_PKG_PATH) pkg-config --libs $(filter-out libcurl,$(PKGS))) \
 	              -lpthread" \
 	    unit
@@ -75,7 +77,7 @@ image-lint: $(B)/.image-tools
 	$(DOCKERFILELINT) Dockerfile
 
 # OpenSSL from Debian's whole source package (its patches applied) when the mirror
-# serves it, else from the upstream tarball alone, with a warning (see README).
+# serves it, else from the upstream tarball alone, with a warning (see docs/image.md).
 OPENSSL_PIN          = $(shell sed -n 's/^ARG OPENSSL_VERSION=//p' Dockerfile)
 IMAGE_OPENSSL_SOURCE ?= $(shell tools/image/openssl-source.sh '$(OPENSSL_PIN)')
 

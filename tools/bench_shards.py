@@ -15,7 +15,7 @@ shards whose holder differs between the balanced tables before and after.
 
 Balanced: every shard Lease is held by a live replica (one not signalled)
 and every live replica holds floor(N/M) or ceil(N/M) of them. The goals
-(CONTRACT.md "Sharding", issue 9) are printed next to the figures."""
+(docs/design/shards.md, issue 9) are printed next to the figures."""
 import http.client
 import json
 import math

@@ -19,7 +19,8 @@ done
 case ${1:-build} in
 build | test)
     want=(build-essential pkg-config libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev
-          libyaml-dev libssl-dev check openssl curl python3 valgrind groff-base) ;;
+          libyaml-dev libssl-dev check openssl curl python3 valgrind groff-base
+          nghttp2-proxy) ;;
 *) want=("$@") ;;
 esac
 missing=()

@@ -68,9 +68,19 @@ def modules(files):
     return out
 
 
+def program_of(path):
+    """"cmd/NAME" for a file of a program's folders, None for the library."""
+    parts = path.split("/")
+    return "/".join(parts[:2]) if parts[0] == "cmd" and len(parts) > 2 else None
+
+
 def resolve(inc, src, folders, known):
-    """The file of known that `#include "inc"` in src names, or None."""
-    for d in [os.path.dirname(src)] + folders:
+    """The file of known that `#include "inc"` in src names, or None: its own
+    folder first, then the library's, then its own program's (a program
+    never sees another's headers, whose names may repeat: pods.h)."""
+    own = program_of(src)
+    seen = [d for d in folders if program_of(d + "/x") in (None, own)]
+    for d in [os.path.dirname(src)] + seen:
         path = os.path.normpath(os.path.join(d, inc))
         if path in known:
             return path

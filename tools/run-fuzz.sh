@@ -128,7 +128,7 @@ deep_target() {
     for d in "$seeds" "$regs"; do [ -d "$d" ] && dirs+=("$d"); done
     [ "${FUZZ_DEEP_SECONDS:-0}" -gt 0 ] && dict+=("-max_total_time=$FUZZ_DEEP_SECONDS")
     # tests/fuzz/<target>.max_len bounds a target's inputs where their size
-    # costs executions without adding features (see the README's table).
+    # costs executions without adding features (see docs/benchmarks.md, "Fuzzing").
     [ -f "tests/fuzz/$t.max_len" ] && dict+=("-max_len=$(cat "tests/fuzz/$t.max_len")")
     "$bin" -runs="$runs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
         -artifact_prefix="$art/" "${dict[@]}" "$scratch" "${dirs[@]}" >"$log" 2>&1

@@ -93,9 +93,10 @@ static const struct ld_config_option opts[OPT_ALL] = {
     [OPT_CHILD_GRACE] =
         {"--child-grace", "LEADERD_CHILD_GRACE", "D", NULL,
          "with a command after --: how long after leadership ended\n"
-         "        its process group may live before SIGKILL; more than 0\n"
-         "        and less than lease-duration - renew-deadline, default\n"
-         "        half of that"},
+         "        its processes may live before SIGKILL; more than 0 and\n"
+         "        less than lease-duration - renew-deadline, leaving at\n"
+         "        least max(250ms, lease-duration / 10) of that; default\n"
+         "        half of it"},
     [OPT_POD_LABEL] = {"--pod-label", "LEADERD_POD_LABEL", "KEY", NULL,
                        "label this replica's Pod (--identity) KEY: \"true\" while\n"
                        "        leading, \"false\" otherwise; a new leader first sets\n"
@@ -593,29 +594,56 @@ static void config_init(struct ld_config *cfg)
     cfg->log_level = LD_LOG_INFO;
 }
 
-/* The child's group must be gone before another replica may acquire: that
- * is lease-duration after the leader's last write was observed, and the
- * group lives until renew-deadline + child-grace after that write began.
- * Checked with or without a command, so a bad value never waits for the
- * day a command is added. */
+/* The least time left between the command's latest SIGKILL and the
+ * earliest takeover by another replica: a starved supervisor, a slow kill
+ * or a clock read late must still end the command first. */
+static int64_t child_margin_floor_ms(const struct ld_config *cfg)
+{
+    int64_t tenth = cfg->lease_duration_ms / 10;
+    return tenth > 250 ? tenth : 250;
+}
+
+/* The command must be gone before another replica may acquire: that is
+ * lease-duration after the leader's last write was observed, and the
+ * command lives until renew-deadline + child-grace after that write began;
+ * what is left must be at least child_margin_floor_ms. An explicit value
+ * is checked with or without a command, so a bad value never waits for the
+ * day a command is added; the default only matters with a command. */
 static int validate_child_grace(struct ld_config *cfg, const struct raw *r, char *err,
                                 size_t errlen)
 {
-    char a[128], da[32], db[32];
+    char a[128], da[32], db[32], dc[32];
     int64_t margin = cfg->lease_duration_ms - cfg->renew_deadline_ms;
-    if (!r->val[OPT_CHILD_GRACE]) {
+    bool given = r->val[OPT_CHILD_GRACE] != NULL;
+    if (!given) {
         cfg->child_grace_ms = margin / 2;
-        return 0;
+    } else {
+        if (parse_duration(r, OPT_CHILD_GRACE, &cfg->child_grace_ms, err, errlen))
+            return 2;
+        if (cfg->child_grace_ms <= 0 || cfg->child_grace_ms >= margin)
+            return fail(
+                err, errlen,
+                "leaderd: %s: must be greater than 0 and less than lease-duration "
+                "- renew-deadline (%s), got %s",
+                who(r, OPT_CHILD_GRACE, a, sizeof(a)),
+                ld_duration_format(margin, db, sizeof(db)),
+                ld_duration_format(cfg->child_grace_ms, da, sizeof(da)));
     }
-    if (parse_duration(r, OPT_CHILD_GRACE, &cfg->child_grace_ms, err, errlen))
-        return 2;
-    if (cfg->child_grace_ms <= 0 || cfg->child_grace_ms >= margin)
-        return fail(err, errlen,
-                    "leaderd: %s: must be greater than 0 and less than lease-duration - "
-                    "renew-deadline (%s), got %s",
-                    who(r, OPT_CHILD_GRACE, a, sizeof(a)),
-                    ld_duration_format(margin, db, sizeof(db)),
-                    ld_duration_format(cfg->child_grace_ms, da, sizeof(da)));
+    int64_t left = margin - cfg->child_grace_ms, floor_ms = child_margin_floor_ms(cfg);
+    if ((given || r->command) && left < floor_ms) {
+        if (given)
+            who(r, OPT_CHILD_GRACE, a, sizeof(a));
+        else
+            snprintf(a, sizeof(a), "--child-grace (default: half of %s)",
+                     ld_duration_format(margin, dc, sizeof(dc)));
+        return fail(
+            err, errlen,
+            "leaderd: %s leaves %s between the command's SIGKILL and the earliest "
+            "takeover (lease-duration - renew-deadline - child-grace); at least %s "
+            "is needed (the larger of 250ms and lease-duration / 10)",
+            a, ld_duration_format(left, da, sizeof(da)),
+            ld_duration_format(floor_ms, db, sizeof(db)));
+    }
     return 0;
 }
 

@@ -3,7 +3,8 @@
  * leadership (the exec child, the Pod label, Events: hook_*.h). A hook is
  * bound to one election of the shell (shell.h) and sees that election's
  * every publish; the shell also asks it, through the same interface,
- * whether it still holds leadership in a way the release must wait for.
+ * whether it still holds leadership in a way the release must wait for,
+ * and of which kind that hold is (enum ld_hook_hold).
  */
 #ifndef LEADERD_HOOK_H
 #define LEADERD_HOOK_H
@@ -13,6 +14,24 @@
 #include <stdint.h>
 
 #include "election.h"
+
+/* What a hook's release hold (holds_release) is for, which decides which
+ * releases it holds and what happens when it outlasts its bound. */
+enum ld_hook_hold {
+    /* Something that should be finished before another replica leads but
+     * need not be (a Pod label not yet "false", an Event not yet
+     * recorded): it holds only a shutdown's release, for at most the
+     * shell's courtesy bound (shell.h), and the release is written then
+     * regardless. */
+    LD_HOOK_HOLD_COURTESY = 0,
+    /* Something another leader must never overlap (a command not yet gone,
+     * an API write sent and not yet answered or cut): it holds every
+     * release, a shutdown's and a resignation's (POST /resign, a
+     * preferredHolder hand-over, a shard given back), for at most the
+     * renew deadline from the step-down; a release still held then is
+     * given up, never written, and the Lease expires by itself. */
+    LD_HOOK_HOLD_SAFETY,
+};
 
 /* Every call is made on the shell's thread; none may block. Only
  * on_publish is required. */
@@ -29,15 +48,16 @@ struct ld_hook {
      * its own in flight); INT64_MAX for never. May be NULL. */
     int64_t (*next_wake_ms)(void *ctx, int64_t now_ms);
     /* The release hold: true while the hook still holds leadership in a way
-     * the release must wait for (a Pod label not yet "false", an Event not
-     * yet recorded, a command not yet gone). A shutdown's release waits
-     * while any hook of its election says so, but never longer than the
-     * shell's bound (shell.h), then goes ahead regardless. May be NULL. */
+     * the release must wait for; hold says which releases it holds and
+     * how long. Asked once the engine stepped down and before its release
+     * is written, at every pass meanwhile. May be NULL. */
     bool (*holds_release)(void *ctx, int64_t now_ms);
-    /* Whether holds_release also holds a resignation's release (POST
-     * /resign, a preferredHolder hand-over): only what safety needs (the
-     * exec child gone first) should delay a hand-over. */
-    bool holds_resignation;
+    enum ld_hook_hold hold;
+    /* For a hook with an fd of its own in the shell's wake set (shell.h):
+     * called whenever that set ended a wait, it consumes what the fd says
+     * (the fd would end every later wait otherwise) and returns true when
+     * its election should be published now. May be NULL. */
+    bool (*take_wake)(void *ctx);
 };
 
 #endif

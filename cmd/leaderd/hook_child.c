@@ -9,12 +9,16 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "lead.h"
 #include "log.h"
 
 /* Zombies reaped per pass; more wait for the next one. */
 #define REAP_MAX 64
+/* How long leaderd waits for the command's processes after its supervisor
+ * died: SIGKILL takes milliseconds, unless a process is stuck in the kernel. */
+#define RECLAIM_MS 2000
 
 enum ld_err ld_hook_child_init(struct ld_hook_child *c,
                                const struct ld_supervisor_config *cfg,
@@ -65,17 +69,27 @@ static void on_exited(struct ld_hook_child *c, const struct ld_sup_msg *m)
         finish(c, status_code(m->arg));
 }
 
-/* The child is started with the supervisor as its death signal's parent,
- * so it does not outlive it. The process is reaped later (reap_zombies or
- * ld_hook_child_close); waiting for it here would stall the shell. */
+/* Without its supervisor nothing enforces the command's deadline or reports
+ * its end. With no command running leaderd just ends. Otherwise it kills
+ * every process of the command itself and exits without a release: the
+ * Lease expires as after a crash, and no release can let another replica
+ * start its command while one of ours might still run. */
 static void lost_supervisor(struct ld_hook_child *c)
 {
     if (c->done && !c->alive)
         return;
-    ld_log(LD_LOG_ERROR, "the command's supervisor is gone (its child dies with it); "
-                         "shutting down");
-    c->alive = false;
-    finish(c, 1);
+    if (!c->alive) {
+        ld_log(LD_LOG_ERROR, "the command's supervisor is gone; shutting down");
+        finish(c, 1);
+        return;
+    }
+    ld_log(LD_LOG_ERROR,
+           "the command's supervisor is gone: killing command %s and exiting "
+           "without releasing the Lease",
+           c->name);
+    if (ld_supervisor_reclaim(&c->sup, RECLAIM_MS) != 0)
+        ld_log(LD_LOG_ERROR, "some processes of command %s may still run", c->name);
+    _exit(1);
 }
 
 static void take_news(struct ld_hook_child *c)
@@ -146,8 +160,9 @@ static bool on_publish(void *ctx, const struct ld_election_status *st, int64_t n
 
 static bool holds_release(void *ctx, int64_t now_ms)
 {
-    const struct ld_hook_child *c = ctx;
+    struct ld_hook_child *c = ctx;
     (void)now_ms;
+    take_news(c); /* a supervisor lost now must not be followed by a release */
     return c->alive && c->stop_sent;
 }
 
@@ -171,7 +186,7 @@ struct ld_hook ld_hook_child_bind(struct ld_hook_child *c, size_t election)
                             .on_publish = on_publish,
                             .on_signal = on_signal,
                             .holds_release = holds_release,
-                            .holds_resignation = true};
+                            .hold = LD_HOOK_HOLD_SAFETY};
 }
 
 int ld_hook_child_exit_status(const struct ld_hook_child *c)

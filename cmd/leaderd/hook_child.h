@@ -47,12 +47,14 @@ int ld_hook_child_fd(const struct ld_hook_child *c);
  * c must outlive the shell). Its publish takes the supervisor's news, reaps
  * zombies, and starts, extends or stops the child to match leadership,
  * asking the shell to end when leaderd should release and end. Its release
- * hold: a child that was told leadership ended and has not exited yet holds
- * every release, a resignation's too, or another replica could start its
- * child while this one still runs (the supervisor kills it within
- * child-grace). SIGTERM/SIGINT are forwarded to a running child's group and
- * taken over (the shell keeps renewing until the child has exited); with no
- * child running the shell shuts down at once. */
+ * hold is a safety hold (hook.h): a child that was told leadership ended
+ * and has not exited yet holds every release, a resignation's too, or
+ * another replica could start its child while this one still runs; one
+ * still running at the renew deadline after the step-down (child-grace
+ * longer than that) means no release at all. SIGTERM/SIGINT are
+ * forwarded to a running child's group and taken over (the shell keeps
+ * renewing until the child has exited); with no child running the shell
+ * shuts down at once. */
 struct ld_hook ld_hook_child_bind(struct ld_hook_child *c, size_t election);
 
 /* leaderd's exit status: the child's (128 + signal number when a signal

@@ -96,8 +96,9 @@ void ld_hook_events_init(struct ld_hook_events *h,
 void ld_hook_events_clear(struct ld_hook_events *h); /* cancels a call in flight */
 
 /* The hook of election (see struct ld_hook), with h as its ctx (borrowed:
- * h must outlive the shell). Its release hold: an Event still waiting to be
- * recorded holds a shutdown's release (not a resignation's). */
+ * h must outlive the shell). Its release hold, a courtesy hold (hook.h):
+ * an Event still waiting to be recorded holds a shutdown's release (not a
+ * resignation's). */
 struct ld_hook ld_hook_events_bind(struct ld_hook_events *h, size_t election);
 
 #endif

@@ -280,5 +280,6 @@ struct ld_hook ld_hook_podlabel_bind(struct ld_hook_podlabel *h, size_t election
                             .election = election,
                             .on_publish = on_publish,
                             .next_wake_ms = next_wake,
-                            .holds_release = holds_release};
+                            .holds_release = holds_release,
+                            .hold = LD_HOOK_HOLD_COURTESY};
 }

@@ -129,8 +129,9 @@ void ld_hook_podlabel_init(struct ld_hook_podlabel *h,
 void ld_hook_podlabel_clear(struct ld_hook_podlabel *h);
 
 /* The hook of election (see struct ld_hook), with h as its ctx (borrowed:
- * h must outlive the shell). Its release hold: while our Pod may still say
- * "true", a shutdown's release waits (not a resignation's). */
+ * h must outlive the shell). Its release hold, a courtesy hold (hook.h):
+ * while our Pod may still say "true", a shutdown's release waits (not a
+ * resignation's). */
 struct ld_hook ld_hook_podlabel_bind(struct ld_hook_podlabel *h, size_t election);
 
 #endif

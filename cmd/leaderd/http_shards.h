@@ -1,6 +1,6 @@
 /*
  * http_shards: what the HTTP server says in shard mode (--shards, see
- * CONTRACT.md "Sharding"), as plain functions of the group, the snapshot,
+ * docs/http-api.md, "Shard mode"), as plain functions of the group, the snapshot,
  * a shard table and a time (no socket, no thread, no server state): the
  * shard-mode route table, the /shards, /shards/ID and /shard?key=K bodies,
  * the "shards" /watch event and the resolution of a request to its shard.

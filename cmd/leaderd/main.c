@@ -25,6 +25,7 @@
 #include "hook_child.h"
 #include "hook_events.h"
 #include "hook_podlabel.h"
+#include "hook_proxy.h"
 #include "http.h"
 #include "kube.h"
 #include "leaseref.h"
@@ -48,7 +49,8 @@ struct daemon {
     bool child_ready;
     struct ld_hook_child child;
     int wake_fd; /* what ends the shell's waits: an epoll set of signal_fd,
-                    the child's channel and the resign channel's eventfd */
+                    the child's channel, the resign channel's eventfd and,
+                    with --api-proxy, its writes' (hook_proxy.h) */
     bool curl_ready;
     struct ld_kube *kube;
     bool state_ready;
@@ -58,7 +60,8 @@ struct daemon {
     struct ld_mode_shards *shards; /* --shards: the mode instead of lease_mode */
     struct ld_shell *shell;
     struct ld_http *http;
-    struct ld_proxy *proxy; /* --api-proxy; NULL when unset */
+    struct ld_proxy *proxy;             /* --api-proxy; NULL when unset */
+    struct ld_hook_proxy *proxy_writes; /* its writes in flight, for the releases */
     bool podlabel_ready;
     struct ld_hook_podlabel podlabel;
     bool events_ready;
@@ -281,7 +284,7 @@ static void make_lease_mode(struct daemon *d, struct ld_shell_mode *mode)
 /* The shell with its mode's elections. */
 static enum ld_err start_election(struct daemon *d, struct ld_errinfo *err)
 {
-    struct ld_shell_mode mode;
+    struct ld_shell_mode mode = {0};
     if (d->cfg.n_shards > 0) {
         enum ld_err rc = make_shards_mode(d, &mode, err);
         if (rc != LD_OK)
@@ -316,13 +319,23 @@ static enum ld_err start_http(struct daemon *d, struct ld_errinfo *err)
     return LD_OK;
 }
 
-/* The API write gate, after the HTTP server: it reads the same state. */
+/* The API write gate, after the HTTP server: it reads the same state. Its
+ * writes in flight hold the releases (hook_proxy.h): their count's eventfd
+ * joins the shell's wake set. */
 static enum ld_err start_proxy(struct daemon *d, struct ld_errinfo *err)
 {
     char msg[sizeof(err->msg)];
-    struct ld_proxy_options po = {.impersonation = d->cfg.api_proxy_impersonation};
     if (!d->cfg.api_proxy_host)
         return LD_OK;
+    d->proxy_writes = ld_hook_proxy_new(d->cfg.n_shards > 0 ? d->cfg.n_shards : 1);
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (d->proxy_writes)
+        ev.data.fd = ld_hook_proxy_fd(d->proxy_writes);
+    if (!d->proxy_writes || epoll_ctl(d->wake_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0)
+        return ld_errinfo_set(err, LD_EIO, "api-proxy: cannot set up its wake-ups: %s",
+                              strerror(errno));
+    struct ld_proxy_options po = {.impersonation = d->cfg.api_proxy_impersonation,
+                                  .writes = d->proxy_writes};
     d->proxy = ld_proxy_start(d->cfg.api_proxy_host, d->cfg.api_proxy_port, &d->cfg.kube,
                               &d->state, &d->metrics, &po, msg, sizeof(msg));
     if (!d->proxy)
@@ -333,14 +346,23 @@ static enum ld_err start_proxy(struct daemon *d, struct ld_errinfo *err)
     return LD_OK;
 }
 
+/* The API write gate's hook (the one Lease's; not yet bound to shards). */
+static enum ld_err start_proxy_hooks(struct daemon *d, struct ld_errinfo *err)
+{
+    if (!d->proxy_writes || d->shards)
+        return LD_OK;
+    struct ld_hook h = ld_hook_proxy_bind(d->proxy_writes, 0, LD_MODE_LEASE_ELECTION);
+    return ld_shell_add_hook(d->shell, &h, err);
+}
+
 /* The one Lease's hooks, in the order they see each publish (shard mode
- * binds its own, per shard). */
+ * binds its own, per shard), and the API write gate's. */
 static enum ld_err start_hooks(struct daemon *d, struct ld_errinfo *err)
 {
     struct ld_hook hooks[3];
     size_t n = 0;
     if (d->shards)
-        return LD_OK;
+        return start_proxy_hooks(d, err);
     if (d->child_ready)
         hooks[n++] = ld_hook_child_bind(&d->child, LD_MODE_LEASE_ELECTION);
     if (d->cfg.pod_label) {
@@ -377,7 +399,7 @@ static enum ld_err start_hooks(struct daemon *d, struct ld_errinfo *err)
         if (rc != LD_OK)
             return rc;
     }
-    return LD_OK;
+    return start_proxy_hooks(d, err);
 }
 
 /* Start-up, in order, and leaderd's exit status when a step fails: 2 for
@@ -400,6 +422,7 @@ static void teardown(struct daemon *d)
     if (d->events_ready)
         ld_hook_events_clear(&d->events);
     ld_proxy_stop(d->proxy);
+    ld_hook_proxy_free(d->proxy_writes);
     ld_http_stop(d->http);
     if (d->state_ready)
         ld_state_destroy(&d->state);

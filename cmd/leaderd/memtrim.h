@@ -12,7 +12,7 @@
  * own descriptor and TLS: the resident pages of each thread's stack mapping
  * (/proc/PID/smaps) after wrk on /leader and /metrics, 20 /watch streams,
  * long-polls, malformed and oversized requests, at --log-level debug (see
- * README, "Memory footprint"). Six times that, rounded up. */
+ * docs/design/memory.md, "Thread stacks"). Six times that, rounded up. */
 #define LD_THREAD_STACK (128 * 1024)
 
 /* Free heap above this many bytes is handed back to the kernel: at once when

@@ -33,6 +33,7 @@
 #define LEADERD_MODE_SHARDS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "clock.h"

@@ -6,9 +6,10 @@
  * exchange and the hub between them) proxy_exchange.[ch].
  *
  * Two threads serve every connection. MHD's polling thread reads a
- * request (headers, then the body into memory, at most LD_PROXY_MAX_BODY)
- * and judges it; a request to forward is handed to the upstream thread
- * and its connection suspended. The upstream thread, which owns every
+ * request (headers, then the body into memory, at most LD_PROXY_MAX_BODY,
+ * within the body deadline) and judges it; a request to forward is handed
+ * to the upstream thread (at most LD_PROXY_MAX_EXCHANGES at once, watches
+ * included) and its connection suspended. The upstream thread, which owns every
  * easy handle, resumes the connection once the upstream's headers are in
  * (or the exchange failed or was cut) and relays the body through a small
  * buffer per exchange. MHD's content reader drains that buffer; when it
@@ -43,6 +44,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -84,6 +86,7 @@ struct ld_proxy {
     struct ld_state_listener listener;
     bool listening;
     unsigned int idle_s;
+    unsigned int body_timeout_ms;
     int port;
     bool impersonation; /* ld_proxy_options.impersonation */
 };
@@ -315,10 +318,20 @@ static enum MHD_Result answer_failure(struct ld_pxe *q)
         ld_pxe_view_drop(&h);
         return answer_status(q, &v);
     }
-    ld_pxe_verdict_printf(&v, 502, "InternalError",
-                          "leaderd's API proxy: the API server did not answer: %s%s%s",
-                          curl_easy_strerror(q->result), q->errbuf[0] ? ": " : "",
-                          q->errbuf);
+    if (q->verdict.write && q->sent)
+        /* Sent once and never again (proxy_upstream.c): the client decides
+         * whether to retry, after reading what the API server holds. */
+        ld_pxe_verdict_printf(&v, 502, "InternalError",
+                              "leaderd's API proxy: the connection to the API server "
+                              "failed after the write was sent (%s%s%s); it may or may "
+                              "not have been applied",
+                              curl_easy_strerror(q->result), q->errbuf[0] ? ": " : "",
+                              q->errbuf);
+    else
+        ld_pxe_verdict_printf(
+            &v, 502, "InternalError",
+            "leaderd's API proxy: the API server did not answer: %s%s%s",
+            curl_easy_strerror(q->result), q->errbuf[0] ? ": " : "", q->errbuf);
     return answer_status(q, &v);
 }
 
@@ -362,7 +375,9 @@ static bool append_header(struct ld_pxe *q, const char *line)
 }
 
 /* Queues q for the upstream thread and suspends its connection until the
- * answer's headers are in (or the exchange ended). */
+ * answer's headers are in (or the exchange ended). Past
+ * LD_PROXY_MAX_EXCHANGES running at once (watches too) it answers 429
+ * instead. */
 static enum MHD_Result hand_over(struct ld_pxe *q)
 {
     struct ld_pxe_hub *hub = q->hub;
@@ -383,6 +398,16 @@ static enum MHD_Result hand_over(struct ld_pxe *q)
                               "leaderd's API proxy is stopping");
         return answer_status(q, &v);
     }
+    if (hub->exchanges >= LD_PROXY_MAX_EXCHANGES) {
+        pthread_mutex_unlock(&hub->mu);
+        ld_pxe_verdict_printf(&v, 429, "TooManyRequests",
+                              "leaderd's API proxy has %d requests in flight to the "
+                              "API server; retry",
+                              LD_PROXY_MAX_EXCHANGES);
+        return answer_status(q, &v);
+    }
+    hub->exchanges++;
+    q->counted = true;
     /* From here the request may take as long as the upstream does (a
      * slow write, a watch): MHD's idle timeout is for silent clients. */
     MHD_set_connection_option(q->mc, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
@@ -481,6 +506,57 @@ static enum MHD_Result take_body(struct ld_pxe *q, const char *upload, size_t n)
     return MHD_YES;
 }
 
+/* Whether q's body missed its deadline (MHD's idle timeout bounds only
+ * the silence between two pieces, not a trickle); a request not answered
+ * otherwise yet gets the 408, and its body is dropped. */
+static bool body_late(struct ld_pxe *q, unsigned int timeout_ms)
+{
+    if (ld_mono_ms() < q->body_due_ms)
+        return false;
+    if (!q->verdict.status) {
+        pthread_mutex_lock(&q->hub->mu);
+        ld_pxe_body_drop_locked(q);
+        pthread_mutex_unlock(&q->hub->mu);
+        ld_pxe_verdict_printf(&q->verdict, 408, "Timeout",
+                              "leaderd's API proxy: the request body did not arrive "
+                              "within %u ms",
+                              timeout_ms);
+    }
+    return true;
+}
+
+/* Answers q's verdict while its body is still arriving, and closes the
+ * connection: MHD 0.9.75 queues a response only once the request has been
+ * read whole, so the answer is written to the client's socket here, on
+ * MHD's own thread, before MHD_NO has MHD close it. */
+static enum MHD_Result answer_mid_body(struct ld_pxe *q)
+{
+    const struct ld_proxy_verdict *v = &q->verdict;
+    char *body = ld_proxy_status_json(v->status, v->reason, v->message);
+    char *text = NULL;
+    int n = -1;
+    if (body && q->fd >= 0)
+        n = asprintf(&text,
+                     "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+                     "Cache-Control: no-cache, private\r\n%sConnection: close\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     v->status, MHD_get_reason_phrase_for(v->status),
+                     v->status == 429 ? "Retry-After: 1\r\n" : "", strlen(body), body);
+    if (n > 0) {
+        /* The socket's buffer is empty: an answer this small fits. */
+        if (send(q->fd, text, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n)
+            ld_metrics_proxy_request(q->hub->m, q->method, (long)v->status);
+        shutdown(q->fd, SHUT_WR);
+    }
+    if (v->refused)
+        ld_metrics_proxy_refused(q->hub->m);
+    ld_log(LD_LOG_INFO, "api proxy: answered %s %.200s %u before its body was read: %s",
+           q->method, q->target, v->status, v->message);
+    free(text);
+    free(body);
+    return MHD_NO;
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
     struct ld_pxe *q = calloc(1, sizeof(*q));
@@ -514,6 +590,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         q->mc = c;
         q->method = method;
         q->fd = ld_http_conn_fd(c);
+        q->body_due_ms = ld_mono_ms() + p->body_timeout_ms;
         ld_http_conns_busy(p->conns, c);
         decide(p, q, version);
         /* A client waiting for "100 Continue" before it sends the body
@@ -526,8 +603,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size > 0) {
         size_t n = *upload_size;
         *upload_size = 0;
+        if (body_late(q, p->body_timeout_ms))
+            return answer_mid_body(q);
         return take_body(q, upload, n);
     }
+    if (body_late(q, p->body_timeout_ms))
+        return answer_status(q, &q->verdict);
     /* The request has been read: a write is judged again. */
     if (!q->verdict.status && q->verdict.write)
         decide(p, q, version);
@@ -648,11 +729,14 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
         return NULL;
     }
     int hub_rc = ld_pxe_hub_init(&p->hub, st, m);
+    p->hub.writes = opts ? opts->writes : NULL;
     struct ld_http_options ho = {.max_connections = proxy_max_connections(opts)};
     ld_http_limits_of(&ho, &lim);
     p->idle_s =
         opts && opts->idle_timeout_s ? opts->idle_timeout_s : LD_HTTP_IDLE_TIMEOUT_S;
     p->impersonation = opts && opts->impersonation;
+    p->body_timeout_ms =
+        opts && opts->body_timeout_ms ? opts->body_timeout_ms : LD_PROXY_BODY_TIMEOUT_MS;
     p->up = ld_proxy_upstream_new(&p->hub, kube, err, errlen);
     if (!p->up)
         goto fail;

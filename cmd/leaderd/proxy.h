@@ -31,18 +31,34 @@
 #include "metrics.h"
 #include "state.h"
 
-/* A zero field means the sidecar HTTP server's default: LD_HTTP_MAX_CONNECTIONS
- * (capped by RLIMIT_NOFILE as ld_http_start_opts says) and
- * LD_HTTP_IDLE_TIMEOUT_S of http.h. */
+/* Exchanges with the API server that run at once, watches included (each
+ * holds an upstream connection for as long as it runs): past it a request
+ * is answered 429 with Retry-After: 1, so one app cannot hold an unbounded
+ * number of leaderd's connections to the API server. */
+#define LD_PROXY_MAX_EXCHANGES 64
+
+/* How long a request's body may take to arrive, from its headers on:
+ * past it the request is answered 408, however steadily the body
+ * trickles in. */
+#define LD_PROXY_BODY_TIMEOUT_MS 30000
+
+/* A zero number means its default: the sidecar HTTP server's
+ * LD_HTTP_MAX_CONNECTIONS (capped by RLIMIT_NOFILE as ld_http_start_opts
+ * says) and LD_HTTP_IDLE_TIMEOUT_S of http.h, and LD_PROXY_BODY_TIMEOUT_MS. */
 struct ld_proxy_options {
     unsigned int max_connections;
     unsigned int idle_timeout_s;
     /* --api-proxy-impersonation: Impersonate-* headers are forwarded instead
      * of answered 403 (see ld_proxy_judge). */
     bool impersonation;
+    unsigned int body_timeout_ms;
+    /* Counts the writes in flight for the shell's release hold
+     * (hook_proxy.h); borrowed, outlives the proxy; NULL: not counted. */
+    struct ld_hook_proxy *writes;
 };
 
 struct ld_proxy;
+struct ld_hook_proxy;
 
 /* Starts the proxy on host:port (host a loopback address literal, or
  * "localhost" for 127.0.0.1; port 0 picks a free one, see ld_proxy_port)

@@ -24,6 +24,7 @@
 #include <curl/curl.h>
 #include <microhttpd.h>
 
+#include "hook_proxy.h"
 #include "metrics.h"
 #include "proxy_gate.h"
 #include "state.h"
@@ -47,8 +48,9 @@ struct ld_pxe {
     struct ld_proxy_verdict verdict;
     char *body;
     size_t len, cap;
-    size_t dropped; /* bytes of a refused body read and thrown away */
-    int fd;         /* the client's socket, -1 when MHD does not tell */
+    size_t dropped;      /* bytes of a refused body read and thrown away */
+    int64_t body_due_ms; /* monotonic: the whole body by then, or 408 */
+    int fd;              /* the client's socket, -1 when MHD does not tell */
     /* The upstream thread only (hdrs is built by MHD's side before the
      * hand-over; status and rhdrs are read by it once headers_done is set,
      * result and errbuf once done is, both under hub->mu). */
@@ -61,6 +63,8 @@ struct ld_pxe {
     long status;
     struct curl_slist *rhdrs; /* response header lines, "Name: value" */
     size_t blocked;           /* the piece curl holds while paused */
+    bool sent;      /* a write: it went (or was about to go) out; read once done */
+    bool in_flight; /* a write in hub->writes: sent, not answered or cut */
     /* Under hub->mu. */
     int refs;
     struct ld_pxe *in_next, *todo_next, *wake_next; /* in hub->incoming, todo, wakes */
@@ -68,7 +72,8 @@ struct ld_pxe {
     bool in_todo, want_unpause;
     bool suspended, polled; /* polled: in hub->epfd for hang-ups */
     bool headers_done, done, paused, refused_prereq;
-    bool gone; /* the client hung up or MHD ended the request */
+    bool gone;    /* the client hung up or MHD ended the request */
+    bool counted; /* one of hub->exchanges until done */
     enum ld_pxe_cut cut;
     struct ld_proxy_verdict fail; /* status != 0: the answer to a failed start */
     char *buf;                    /* the relay buffer, NULL while empty */
@@ -80,13 +85,17 @@ struct ld_pxe_hub {
     struct ld_state *st;  /* borrowed */
     struct ld_metrics *m; /* borrowed */
     CURLM *multi;         /* the upstream thread's; curl_multi_wakeup from any */
-    int epfd;             /* suspended clients' sockets, for hang-ups */
+    /* Counts the writes in flight for the release hold; set before the
+     * threads start, NULL when nobody counts. */
+    struct ld_hook_proxy *writes;
+    int epfd; /* suspended clients' sockets, for hang-ups */
     pthread_mutex_t mu;
     /* Under mu. */
     struct ld_pxe *incoming, *incoming_tail; /* handed over, not started */
-    struct ld_pxe *todo;  /* to serve: an unpause asked for, a client gone */
-    struct ld_pxe *wakes; /* the upstream thread's: connections to resume */
-    size_t body_bytes;    /* what every exchange's body holds (their cap) */
+    struct ld_pxe *todo;    /* to serve: an unpause asked for, a client gone */
+    struct ld_pxe *wakes;   /* the upstream thread's: connections to resume */
+    size_t body_bytes;      /* what every exchange's body holds (their cap) */
+    unsigned int exchanges; /* handed over, counted, not done (proxy.c's cap) */
     bool stopping;
 };
 

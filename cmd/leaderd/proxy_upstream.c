@@ -23,6 +23,14 @@
  * removed, which closes its upstream connection). Once the answer has
  * begun the server has decided, and the answer is relayed whole.
  *
+ * A write is sent at most once: on a connection of its own (never one
+ * from the pool, never put back in it), so libcurl has no dead reused
+ * connection to retry it from, and a failure after it may have gone out
+ * is answered 502 instead. Its socket lingers 0 from the moment it exists,
+ * so any close of it (a cut, the stop, leaderd's exit or death) resets the
+ * connection and whatever of the request the kernel still queued is
+ * dropped, never delivered late.
+ *
  * curl_multi_poll waits on the hub's epfd too, where MHD's side registers
  * the sockets of suspended clients for EPOLLRDHUP: a client that hangs up
  * while it waits cuts its exchange at once.
@@ -34,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include "clock.h"
 #include "log.h"
@@ -86,6 +95,16 @@ static void run_wakes(struct ld_proxy_upstream *u)
     pthread_mutex_unlock(&hub->mu);
 }
 
+/* A write in flight got the beginning of its answer (the server has
+ * decided) or ended: it holds no release any more. */
+static void uncount(struct ld_pxe *q)
+{
+    if (!q->in_flight)
+        return;
+    q->in_flight = false;
+    ld_hook_proxy_ended(q->hub->writes, q->verdict.shard);
+}
+
 static size_t on_header(char *b, size_t size, size_t n, void *ud)
 {
     struct ld_pxe *q = ud;
@@ -105,6 +124,7 @@ static size_t on_header(char *b, size_t size, size_t n, void *ud)
         m--;
     if (m == 0) {
         if (q->status >= 200) {
+            uncount(q);
             pthread_mutex_lock(&q->hub->mu);
             q->headers_done = true;
             wake_later_locked(q);
@@ -171,12 +191,30 @@ static int on_prereq(void *ud, char *ip, char *local_ip, int port, int local_por
     ld_pxe_view_take(q->hub, &h);
     bool ok = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), NULL);
     ld_pxe_view_drop(&h);
-    if (ok)
+    if (ok) {
+        q->sent = true;
         return CURL_PREREQFUNC_OK;
+    }
     pthread_mutex_lock(&q->hub->mu);
     q->refused_prereq = true;
     pthread_mutex_unlock(&q->hub->mu);
     return CURL_PREREQFUNC_ABORT;
+}
+
+/* A write's socket, as soon as it exists: closing it resets the
+ * connection (RST) instead of ending it gracefully, so bytes of the
+ * request still queued in the kernel are thrown away rather than
+ * delivered to the API server later, whoever closes it: a cut, the
+ * proxy's stop, or the kernel when leaderd exits or is killed. */
+static int on_write_socket(void *ud, curl_socket_t fd, curlsocktype purpose)
+{
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    (void)ud;
+    if (purpose != CURLSOCKTYPE_IPCXN)
+        return CURL_SOCKOPT_OK;
+    if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)) != 0)
+        return CURL_SOCKOPT_ERROR;
+    return CURL_SOCKOPT_OK;
 }
 
 /* Ends q's exchange (removing its handle closes an upstream connection it
@@ -199,12 +237,17 @@ static void finish_refs(struct ld_proxy_upstream *u, struct ld_pxe *q,
     if (q->easy)
         curl_easy_cleanup(q->easy);
     q->easy = NULL;
+    uncount(q);
     ld_transport_curl_free_headers(q->hdrs);
     q->hdrs = NULL;
     pthread_mutex_lock(&u->hub->mu);
     /* curl is done with it: the budget need not wait for the answer. */
     ld_pxe_body_drop_locked(q);
     q->done = true;
+    if (q->counted) {
+        q->counted = false;
+        u->hub->exchanges--;
+    }
     if (q->cut == LD_PXE_CUT_NONE)
         q->cut = why;
     ld_pxe_resume_locked(q);
@@ -269,6 +312,14 @@ static CURLcode setup_easy(struct ld_pxe *q)
     if (q->verdict.write) {
         SETOPT(CURLOPT_PREREQFUNCTION, on_prereq);
         SETOPT(CURLOPT_PREREQDATA, q);
+        /* A write goes out at most once. libcurl sends a request again on
+         * a new connection when a reused one turns out dead before any
+         * byte of the answer, which for a write the API server may have
+         * applied would be a second write; on a connection of its own,
+         * closed after it, there is nothing to retry. */
+        SETOPT(CURLOPT_FRESH_CONNECT, 1L);
+        SETOPT(CURLOPT_FORBID_REUSE, 1L);
+        SETOPT(CURLOPT_SOCKOPTFUNCTION, on_write_socket);
     }
     if (strcmp(q->method, "GET") == 0) {
         SETOPT(CURLOPT_HTTPGET, 1L);
@@ -315,6 +366,12 @@ static void start(struct ld_proxy_upstream *u, struct ld_pxe *q, bool stopping)
         return;
     }
     q->added = true;
+    if (q->verdict.write && u->hub->writes) {
+        /* Before on_prereq's last look at the leadership (see
+         * ld_hook_proxy_sent). */
+        q->in_flight = true;
+        ld_hook_proxy_sent(u->hub->writes, q->verdict.shard);
+    }
     q->prev = NULL;
     q->next = u->running;
     if (u->running)

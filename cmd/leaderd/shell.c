@@ -28,7 +28,10 @@
 struct slot {
     struct ld_hook *hooks; /* owned array of n */
     size_t n;
-    int64_t resign_hold_until_ms; /* a resignation's release waits until then */
+    /* When it last stopped leading on purpose (a shutdown, a resignation),
+     * INT64_MAX while no such step-down is in force: the safety holds of
+     * its release end a renew deadline later. */
+    int64_t step_down_ms;
 };
 
 struct ld_shell {
@@ -40,7 +43,7 @@ struct ld_shell {
     size_t n_slots, cap_slots;
 
     bool stopping;
-    int64_t hold_until_ms; /* a shutdown's releases wait for hooks until then */
+    int64_t hold_until_ms; /* a shutdown's courtesy holds end then */
     int64_t trim_at_ms;    /* the next look at free heap after a pass */
     bool finished;         /* the mode finished after the host was done */
 
@@ -113,6 +116,11 @@ static void begin_shutdown(struct ld_shell *sh, int64_t now)
         hold = LD_SHELL_RELEASE_HOLD_MAX_MS;
     sh->stopping = true;
     sh->hold_until_ms = now + hold;
+    /* A resignation under way keeps the bound of its own step-down. */
+    for (size_t e = 0; e < sh->n_slots; e++) {
+        if (sh->slots[e].step_down_ms > now)
+            sh->slots[e].step_down_ms = now;
+    }
     if (sh->mode.ops->on_shutdown)
         sh->mode.ops->on_shutdown(sh->mode.ctx, now);
     ld_host_shutdown(sh->host);
@@ -136,11 +144,11 @@ void ld_shell_stop(struct ld_shell *sh, int signo)
         begin_shutdown(sh, now_ms(sh));
 }
 
-/* The end of the release hold that applies to election slot at this
- * moment: a shutdown's, else a resignation's. */
-static int64_t hold_until(const struct ld_shell *sh, const struct slot *sl)
+/* Until when a safety hold may hold the release of election slot. */
+static int64_t safety_until(const struct ld_shell *sh, const struct slot *sl)
 {
-    return sh->stopping ? sh->hold_until_ms : sl->resign_hold_until_ms;
+    return sl->step_down_ms == INT64_MAX ? INT64_MAX
+                                         : sl->step_down_ms + sh->c.renew_deadline_ms;
 }
 
 /* ---- the host's callbacks ------------------------------------------------ */
@@ -172,41 +180,70 @@ static int64_t next_publish(void *ctx, size_t index, int64_t now)
         if (w < at)
             at = w;
     }
-    int64_t until = hold_until(sh, sl);
-    if (now < until && until < at)
-        at = until; /* the end of a hold is a publish too */
+    /* The end of a hold is a publish too. */
+    const int64_t ends[2] = {sh->stopping ? sh->hold_until_ms : INT64_MAX,
+                             safety_until(sh, sl)};
+    for (size_t i = 0; i < 2; i++) {
+        if (now < ends[i] && ends[i] < at)
+            at = ends[i];
+    }
     return at;
 }
 
-/* The one release hold: true while a hook of the election still holds
- * leadership, bounded by the hold that applies (see hold_until). */
+/* The one release hold, asked by the host during a shutdown or a
+ * resignation: true while a hook of the election still holds leadership
+ * within its bound (hook.h). A safety hold still held at its bound gives
+ * the release up: no release is better than one another leader could
+ * overlap. Every hook is asked (none is skipped because another holds): a
+ * hook may arrange to wake the shell when its hold ends. */
 static bool holds_release(void *ctx, size_t index, int64_t now)
 {
-    const struct ld_shell *sh = ctx;
-    const struct slot *sl = &sh->slots[index];
-    if (now >= hold_until(sh, sl))
-        return false;
+    struct ld_shell *sh = ctx;
+    struct slot *sl = &sh->slots[index];
+    bool courtesy = false, safety = false;
+    if (sl->step_down_ms == INT64_MAX)
+        sl->step_down_ms = now; /* not seen stepping down: count from here */
     for (size_t i = 0; i < sl->n; i++) {
         const struct ld_hook *h = &sl->hooks[i];
-        if (h->holds_release && (sh->stopping || h->holds_resignation) &&
-            h->holds_release(h->ctx, now))
-            return true;
+        if (!h->holds_release)
+            continue;
+        if (h->hold == LD_HOOK_HOLD_SAFETY)
+            safety |= h->holds_release(h->ctx, now);
+        else if (sh->stopping && now < sh->hold_until_ms)
+            courtesy |= h->holds_release(h->ctx, now);
     }
-    return false;
+    if (safety && now >= safety_until(sh, sl)) {
+        ld_log(LD_LOG_WARN,
+               "the release waited %lld ms for what must end before another leader "
+               "starts (the command, API writes in flight) and is given up",
+               (long long)(now - sl->step_down_ms));
+        ld_host_abandon_release(sh->host, index);
+        return false;
+    }
+    return safety || courtesy;
+}
+
+/* A step-down on purpose, after which a release follows. */
+static bool on_purpose(enum ld_stop_reason r)
+{
+    return r == LD_STOP_SHUTDOWN || r == LD_STOP_RESIGNED ||
+           r == LD_STOP_PREFERRED_HOLDER || r == LD_STOP_NOT_CONTENDING;
 }
 
 static void on_event(void *ctx, size_t index, const struct ld_event *ev)
 {
     struct ld_shell *sh = ctx;
+    struct slot *sl = &sh->slots[index];
     int64_t now = now_ms(sh);
-    bool resigned =
-        ev->reason == LD_STOP_RESIGNED || ev->reason == LD_STOP_PREFERRED_HOLDER;
     if (sh->mode.ops->on_event)
         sh->mode.ops->on_event(sh->mode.ctx, index, ev, now);
-    /* The engine gives a resignation's release up renew-deadline after it
-     * began (the Lease then expires by itself): no hold needs to be longer. */
-    if (ev->kind == LD_EV_STOPPED_LEADING && resigned)
-        sh->slots[index].resign_hold_until_ms = now + sh->c.renew_deadline_ms;
+    if (ev->kind == LD_EV_STOPPED_LEADING && on_purpose(ev->reason) &&
+        now < sl->step_down_ms)
+        sl->step_down_ms = now;
+    else if (ev->kind == LD_EV_STARTED_LEADING ||
+             (!sh->stopping &&
+              (ev->kind == LD_EV_RELEASED || ev->kind == LD_EV_RELEASE_FAILED)))
+        sl->step_down_ms = INT64_MAX; /* the resignation is over */
     if (!sh->mode.ops->takes_resignations || index != 0 || !sh->resign_busy)
         return;
     /* A shutdown's release during a resignation serves it too. */
@@ -274,7 +311,7 @@ enum ld_err ld_shell_add_election(struct ld_shell *sh,
         return rc;
     if (*index != sh->n_slots)
         return ld_errinfo_set(err, LD_EINVAL, "election host: unexpected index");
-    sh->slots[sh->n_slots++] = (struct slot){0};
+    sh->slots[sh->n_slots++] = (struct slot){.step_down_ms = INT64_MAX};
     return LD_OK;
 }
 
@@ -361,7 +398,7 @@ int ld_shell_signalfd_take(void *ctx)
 }
 
 /* The wake fd ended a wait: a stop signal, a POST /resign, or a hook's
- * news (the exec child's channel). */
+ * news (the exec child's channel, a hook's own fd). */
 static void take_news(struct ld_shell *sh)
 {
     if (sh->c.signals.take)
@@ -370,6 +407,13 @@ static void take_news(struct ld_shell *sh)
         resign_take(sh);
     if (sh->mode.ops->takes_resignations || (sh->n_slots > 0 && sh->slots[0].n > 0))
         ld_host_poke(sh->host, 0); /* its publish takes the hooks' news */
+    for (size_t e = 0; e < sh->n_slots; e++) {
+        for (size_t i = 0; i < sh->slots[e].n; i++) {
+            const struct ld_hook *h = &sh->slots[e].hooks[i];
+            if (h->take_wake && h->take_wake(h->ctx))
+                ld_host_poke(sh->host, e);
+        }
+    }
 }
 
 bool ld_shell_turn(struct ld_shell *sh, int64_t max_wait_ms)
@@ -377,10 +421,8 @@ bool ld_shell_turn(struct ld_shell *sh, int64_t max_wait_ms)
     if (sh->finished)
         return true;
     if (!ld_host_done(sh->host)) {
-        /* Once stopping, the release is bounded by the engine and nothing
-         * the fd says could change it. */
-        int fd = sh->stopping ? -1 : sh->c.wake_fd;
-        enum ld_err rc = ld_host_run(sh->host, max_wait_ms, fd);
+        /* Also while stopping: a hook's news may end a release hold. */
+        enum ld_err rc = ld_host_run(sh->host, max_wait_ms, sh->c.wake_fd);
         ld_memtrim_idle(); /* also when no pass came for a while */
         if (rc == LD_ECANCELED)
             take_news(sh);

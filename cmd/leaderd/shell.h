@@ -29,8 +29,10 @@
 #include "metrics.h"
 #include "state.h"
 
-/* A shutdown's release waits for the hooks that hold it at most this long,
- * and never longer than half the renew deadline. */
+/* A shutdown's release waits for the courtesy holds of hooks (hook.h) at
+ * most this long, and never longer than half the renew deadline. Safety
+ * holds hold any release for at most the renew deadline from the
+ * step-down; one still held then is given up (ld_host_abandon_release). */
 #define LD_SHELL_RELEASE_HOLD_MAX_MS 2000
 
 struct ld_shell;
@@ -92,7 +94,8 @@ struct ld_shell_config {
     int64_t resign_cooldown_ms; /* after POST /resign, how long to stay out */
     /* Ends a wait (never read): readable when a stop signal is pending, a
      * POST /resign came, or a hook has news (an epoll set of those fds in
-     * the daemon). -1: none. */
+     * the daemon; see struct ld_hook's take_wake). Watched while stopping
+     * too. -1: none. */
     int wake_fd;
     struct ld_shell_signals signals; /* take may be NULL: no signals */
 };
@@ -129,9 +132,10 @@ struct ld_host *ld_shell_host(struct ld_shell *sh);
 
 /* A stop signal (0: none): every hook's on_signal is offered it; unless
  * one takes it over, the shutdown begins: the host steps every election
- * down, and each release waits, for at most
- * min(LD_SHELL_RELEASE_HOLD_MAX_MS, renew deadline / 2), while a hook of
- * its election holds it. Ignored once stopping. */
+ * down, and each release waits while a hook of its election holds it: a
+ * courtesy hold for at most min(LD_SHELL_RELEASE_HOLD_MAX_MS, renew
+ * deadline / 2), a safety hold for at most the renew deadline, after
+ * which that release is not written at all. Ignored once stopping. */
 void ld_shell_stop(struct ld_shell *sh, int signo);
 
 /* Runs the host for at most max_wait_ms (a wake fd ends it early: stop

@@ -3,6 +3,8 @@
  * clock. After the fork the supervisor only makes system calls and touches
  * memory it owns: leaderd had one thread when it forked, but keeping to
  * async-signal-safe calls means no lock of the parent's can ever matter.
+ * That is why /proc and the cgroup files are read with plain read(2) and
+ * getdents64(2) into fixed buffers.
  */
 #include "supervisor.h"
 
@@ -16,10 +18,14 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "log.h"
 
 /* glibc's; musl's <sys/wait.h> has no such macro. */
 #ifndef W_EXITCODE
@@ -32,6 +38,19 @@
 /* Orphans reaped per wake-up; more wait for the next SIGCHLD. */
 #define SUP_REAP_MAX 64
 #define TERM_ENV_LEN 40
+/* While the command is being killed its processes are looked for again,
+ * first after SUP_RESCAN_MS, then at twice the last wait up to
+ * SUP_RESCAN_MAX_MS: one forked between a look and its SIGKILL is caught by
+ * the next, a grandchild's end wakes nobody, and one stuck in the kernel
+ * should not cost a scan of /proc every few milliseconds. */
+#define SUP_RESCAN_MS 20
+#define SUP_RESCAN_MAX_MS 1000
+/* Processes looked at per scan of /proc (only those started after the
+ * scanning process); more are not followed. */
+#define SUP_PROC_MAX 4096
+/* statfs's f_type of a cgroup v2 mount; not every libc's headers bring
+ * <linux/magic.h>. */
+#define CGROUP2_MAGIC 0x63677270
 
 /* ---- policy -------------------------------------------------------------- */
 
@@ -93,50 +112,243 @@ enum ld_sup_act ld_sup_policy_due(struct ld_sup_policy *p, int64_t now_ms,
     return LD_SUP_KILL;
 }
 
-/* ---- the supervisor process ---------------------------------------------- */
+/* ---- text without stdio --------------------------------------------------- */
 
-struct sup {
-    int fd;      /* channel to leaderd; -1 once it closed */
-    int sig_fd;  /* SIGCHLD, and SIGTERM as the parent-death signal */
-    pid_t owner; /* leaderd */
-    char *const *command;
-    char **envp;    /* environ plus our three variables; the last is the term */
-    char *term_env; /* "LEADERD_TERM=..." buffer inside envp */
-    pid_t child;    /* -1 when none */
-    struct ld_sup_policy policy;
-};
-
-/* snprintf is not async-signal-safe; terms are small non-negative numbers. */
-static void format_term(char *buf, size_t len, int32_t term)
+/* Appends s to buf (len bytes, kept NUL-terminated); returns the new length. */
+static size_t append(char *buf, size_t len, size_t at, const char *s)
 {
-    static const char prefix[] = "LEADERD_TERM=";
-    char digits[16];
+    while (*s && at + 1 < len)
+        buf[at++] = *s++;
+    buf[at] = '\0';
+    return at;
+}
+
+static size_t append_num(char *buf, size_t len, size_t at, unsigned long long v)
+{
+    char digits[24];
     size_t n = 0;
-    uint32_t v = term < 0 ? 0 : (uint32_t)term;
     do {
         digits[n++] = (char)('0' + v % 10);
         v /= 10;
-    } while (v && n < sizeof(digits));
-    size_t at = sizeof(prefix) - 1;
-    memcpy(buf, prefix, at);
+    } while (v);
     while (n > 0 && at + 1 < len)
         buf[at++] = digits[--n];
     buf[at] = '\0';
+    return at;
 }
 
-/* One line on stderr in one write, built without stdio. */
+static void format_term(char *buf, size_t len, int32_t term)
+{
+    append_num(buf, len, append(buf, len, 0, "LEADERD_TERM="),
+               term < 0 ? 0 : (unsigned long long)term);
+}
+
+/* One line on stderr in one write. */
 static void say(const char *a, const char *b)
 {
     char line[512];
-    size_t n = 0;
-    for (const char *p = a; *p && n + 2 < sizeof(line); p++)
-        line[n++] = *p;
-    for (const char *p = b; *p && n + 2 < sizeof(line); p++)
-        line[n++] = *p;
+    size_t n = append(line, sizeof(line) - 1, append(line, sizeof(line) - 1, 0, a), b);
     line[n++] = '\n';
     if (write(STDERR_FILENO, line, n) < 0)
         return; /* nowhere left to say it */
 }
+
+static unsigned long long take_number(const char **p)
+{
+    unsigned long long v = 0;
+    while (**p == ' ')
+        (*p)++;
+    for (; **p >= '0' && **p <= '9'; (*p)++)
+        v = v * 10 + (unsigned)(**p - '0');
+    return v;
+}
+
+static void skip_field(const char **p)
+{
+    while (**p == ' ')
+        (*p)++;
+    while (**p && **p != ' ')
+        (*p)++;
+}
+
+/* Writes text into the file name below the directory dir; 0 or -1. */
+static int write_file(int dir, const char *name, const char *text)
+{
+    int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(text);
+    int rc = write(fd, text, len) == (ssize_t)len ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+/* ---- the command's processes ---------------------------------------------- */
+
+struct proc_entry {
+    pid_t pid;
+    pid_t ppid;
+    pid_t pgid;
+    unsigned long long start; /* clock ticks after boot */
+};
+
+/* One scan's processes, and which of them belong to the command. Only one
+ * thread ever scans: the supervisor, or leaderd's loop once the supervisor
+ * is gone. */
+static struct proc_entry proc_table[SUP_PROC_MAX];
+static pid_t mine[SUP_PROC_MAX];
+
+/* Fills e from /proc/PID/stat; false when the process is gone. */
+static bool read_stat(pid_t pid, struct proc_entry *e)
+{
+    char path[48];
+    char buf[512];
+    append(path, sizeof(path),
+           append_num(path, sizeof(path), append(path, sizeof(path), 0, "/proc/"),
+                      (unsigned long long)pid),
+           "/stat");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    /* The name in parentheses may hold anything: the fields follow the
+     * last ')'. After it: state, ppid, pgrp, 16 more, then starttime. */
+    const char *p = NULL;
+    for (ssize_t i = n - 1; i >= 0 && !p; i--)
+        if (buf[i] == ')')
+            p = buf + i + 1;
+    if (!p)
+        return false;
+    skip_field(&p);
+    e->pid = pid;
+    e->ppid = (pid_t)take_number(&p);
+    e->pgid = (pid_t)take_number(&p);
+    for (int i = 0; i < 16; i++)
+        skip_field(&p);
+    e->start = take_number(&p);
+    return true;
+}
+
+static bool is_mine(pid_t pid, size_t n_mine)
+{
+    for (size_t i = 0; i < n_mine; i++)
+        if (mine[i] == pid)
+            return true;
+    return false;
+}
+
+/* Where a getdents64 record keeps its length and its name: after d_ino and
+ * d_off (8 bytes each), then d_reclen (2) and d_type (1). */
+#define DIRENT_RECLEN_AT 16
+#define DIRENT_NAME_AT 19
+
+/* Every process that descends from root (not root itself), by walking the
+ * parent links of every process started no earlier than root, into mine;
+ * returns how many. */
+static size_t scan_descendants(pid_t root)
+{
+    struct proc_entry self;
+    uint64_t words[512]; /* getdents64 wants its buffer aligned */
+    size_t n = 0, n_mine = 0;
+    int dir =
+        read_stat(root, &self) ? open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (dir < 0)
+        return 0;
+    for (;;) {
+        long got = syscall(SYS_getdents64, dir, words, sizeof(words));
+        if (got <= 0)
+            break;
+        for (long at = 0; at < got;) {
+            const char *rec = (const char *)words + at;
+            unsigned short reclen;
+            memcpy(&reclen, rec + DIRENT_RECLEN_AT, sizeof(reclen));
+            const char *p = rec + DIRENT_NAME_AT;
+            pid_t pid = (pid_t)take_number(&p);
+            at += reclen;
+            if (*p == '\0' && pid > 0 && pid != root && n < SUP_PROC_MAX &&
+                read_stat(pid, &proc_table[n]) && proc_table[n].start >= self.start)
+                n++;
+        }
+    }
+    close(dir);
+    /* Each pass marks at least the next generation, or ends the search. */
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t i = 0; i < n; i++) {
+            pid_t pid = proc_table[i].pid;
+            pid_t parent = proc_table[i].ppid;
+            if ((parent == root || is_mine(parent, n_mine)) && !is_mine(pid, n_mine)) {
+                mine[n_mine++] = pid;
+                grew = true;
+            }
+        }
+    }
+    return n_mine;
+}
+
+/* Every process in the cgroup whose directory is dir, into mine; returns
+ * how many. */
+static size_t scan_cgroup(int dir)
+{
+    char buf[4096];
+    size_t n_mine = 0;
+    unsigned long long pid = 0;
+    int fd = openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t got;
+    while ((got = read(fd, buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < got; i++) {
+            if (buf[i] >= '0' && buf[i] <= '9') {
+                pid = pid * 10 + (unsigned)(buf[i] - '0');
+            } else {
+                if (pid > 0 && n_mine < SUP_PROC_MAX)
+                    mine[n_mine++] = (pid_t)pid;
+                pid = 0;
+            }
+        }
+    }
+    close(fd);
+    return n_mine;
+}
+
+/* Whether the cgroup whose cgroup.events is open as fd has a process in
+ * it (or in a cgroup below). Reading also rearms poll's POLLPRI. */
+static bool cgroup_populated(int fd)
+{
+    char buf[256];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0)
+        return true; /* unknown: go on waiting */
+    buf[n] = '\0';
+    const char *p = strstr(buf, "populated ");
+    return !p || p[10] != '0';
+}
+
+/* ---- the supervisor process ---------------------------------------------- */
+
+struct sup {
+    int fd;      /* channel to leaderd; -1 once it closed */
+    int sig_fd;  /* SIGCHLD, SIGTERM as the parent-death signal, the rest to pass on */
+    pid_t owner; /* leaderd */
+    char *const *command;
+    char **envp;        /* environ plus our three variables; the last is the term */
+    char *term_env;     /* "LEADERD_TERM=..." buffer inside envp */
+    const char *cgroup; /* the command's cgroup directory; NULL: the process tree */
+    int cg_dir;         /* it, open; -1 without */
+    int cg_events;      /* its cgroup.events, polled for POLLPRI; -1 without */
+    pid_t child;        /* the command's first process; -1 when no command runs */
+    bool reaped;        /* the child itself was reaped, its status kept... */
+    int status;         /* ...here, until nothing of the command is left */
+    bool killing;       /* SIGKILL the command until none of it is left */
+    int64_t rescan_ms;  /* the next wait before looking for it again */
+    bool reap_again;    /* more zombies than one look takes were waiting */
+    struct ld_sup_policy policy;
+};
 
 static void send_msg(struct sup *s, enum ld_sup_kind kind, int32_t arg, int64_t value)
 {
@@ -145,15 +357,115 @@ static void send_msg(struct sup *s, enum ld_sup_kind kind, int32_t arg, int64_t 
         (void)send(s->fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/* In the new child, before exec: its own group, default signal state, and
- * death with the supervisor, so an enforcer that is killed takes the child
- * along instead of leaving it unsupervised. */
+/* Sends sig to every process of the command, once each: the child's group
+ * at once while its zombie still reserves the group's id, then every other
+ * process found in the cgroup or below the supervisor. SIGKILL with a cgroup
+ * is cgroup.kill, which no fork can race. */
+static void signal_command(struct sup *s, int sig)
+{
+    bool group = !s->reaped;
+    if (s->child <= 0)
+        return;
+    if (group)
+        kill(-s->child, sig);
+    if (sig == SIGKILL && s->cg_dir >= 0 &&
+        write_file(s->cg_dir, "cgroup.kill", "1") == 0)
+        return;
+    size_t n = s->cg_dir >= 0 ? scan_cgroup(s->cg_dir) : scan_descendants(getpid());
+    for (size_t i = 0; i < n; i++) {
+        struct proc_entry e;
+        if (group && read_stat(mine[i], &e) && e.pgid == s->child)
+            continue;
+        kill(mine[i], sig);
+    }
+}
+
+/* A stopped process acts on SIGTERM only once continued. */
+static void pass_signal(struct sup *s, int sig)
+{
+    signal_command(s, sig);
+    if (sig == SIGTERM)
+        signal_command(s, SIGCONT);
+}
+
+static bool forwardable(int sig)
+{
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT ||
+           sig == SIGUSR1 || sig == SIGUSR2;
+}
+
+static void start_killing(struct sup *s)
+{
+    s->killing = true;
+    s->rescan_ms = SUP_RESCAN_MS;
+    signal_command(s, SIGKILL);
+}
+
+/* Nothing of the command is left: the child was reaped, and the cgroup is
+ * empty or, as subreaper, the supervisor has no child at all. */
+static bool command_gone(struct sup *s)
+{
+    if (!s->reaped)
+        return false;
+    if (s->cg_events >= 0)
+        return !cgroup_populated(s->cg_events);
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    return waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 && errno == ECHILD;
+}
+
+/* The end is reported once, with the child's own status, when all is gone. */
+static void finish_if_gone(struct sup *s)
+{
+    if (s->child <= 0 || !command_gone(s))
+        return;
+    send_msg(s, s->policy.term_sent ? LD_SUP_STOPPED : LD_SUP_EXITED, s->status,
+             s->child);
+    s->child = -1;
+    s->reaped = false;
+    s->killing = false;
+    ld_sup_policy_exited(&s->policy);
+}
+
+/* Every zombie is looked at first and then reaped by its pid, so the
+ * child's status can never go to an orphan's wait. When the child ended on
+ * its own, the rest of the command is killed before its zombie (which keeps
+ * the group's id from reuse) is reaped: nothing of the child outlives it. */
+static void reap(struct sup *s)
+{
+    int i = 0;
+    for (; i < SUP_REAP_MAX; i++) {
+        siginfo_t si;
+        memset(&si, 0, sizeof(si));
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0)
+            break;
+        if (si.si_pid != s->child || s->reaped) {
+            waitpid(si.si_pid, NULL, WNOHANG);
+            continue;
+        }
+        if (!s->policy.term_sent)
+            start_killing(s);
+        if (waitpid(s->child, &s->status, 0) == s->child)
+            s->reaped = true;
+    }
+    s->reap_again = i == SUP_REAP_MAX;
+    finish_if_gone(s);
+}
+
+/* In the new child, before exec: its own group, its cgroup, default signal
+ * state, and death with the supervisor (leaderd then kills what is left;
+ * see ld_supervisor_reclaim). The move into the cgroup comes before any of
+ * the command's code runs, so nothing it starts can be outside. */
 static void exec_child(struct sup *s)
 {
     sigset_t none;
     sigemptyset(&none);
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (s->cg_dir >= 0 && write_file(s->cg_dir, "cgroup.procs", "0") != 0) {
+        say("leaderd: cannot move the command into its cgroup: ", s->command[0]);
+        _exit(126);
+    }
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, NULL);
     execvpe(s->command[0], s->command, s->envp);
@@ -167,7 +479,7 @@ static void exec_child(struct sup *s)
 static void start_child(struct sup *s, int32_t term, int64_t deadline_ms)
 {
     if (s->child > 0)
-        return; /* leaderd starts one only after the last one's exit */
+        return; /* leaderd starts one only after the last one is gone */
     format_term(s->term_env, TERM_ENV_LEN, term);
     pid_t pid = fork();
     if (pid == 0)
@@ -180,33 +492,9 @@ static void start_child(struct sup *s, int32_t term, int64_t deadline_ms)
     /* Also here, so no signal to the group can precede the child's own call. */
     setpgid(pid, pid);
     s->child = pid;
+    s->reaped = false;
+    s->killing = false;
     ld_sup_policy_started(&s->policy, deadline_ms);
-}
-
-/* The child's zombie keeps its pid, and so its group id, reserved: the rest
- * of the group is killed before the zombie is reaped, so the signal cannot
- * reach a recycled group. Nothing of the group outlives its leader. */
-static void reap(struct sup *s)
-{
-    if (s->child > 0) {
-        siginfo_t si;
-        memset(&si, 0, sizeof(si));
-        if (waitid(P_PID, (id_t)s->child, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-            si.si_pid == s->child) {
-            int status = 0;
-            kill(-s->child, SIGKILL);
-            waitpid(s->child, &status, 0);
-            send_msg(s, s->policy.term_sent ? LD_SUP_STOPPED : LD_SUP_EXITED, status,
-                     s->child);
-            s->child = -1;
-            ld_sup_policy_exited(&s->policy);
-        }
-    }
-    for (int i = 0; i < SUP_REAP_MAX; i++) {
-        pid_t other = waitpid(-1, NULL, WNOHANG);
-        if (other <= 0 || other == s->child)
-            break;
-    }
 }
 
 static void orphaned(struct sup *s)
@@ -239,8 +527,8 @@ static void take_message(struct sup *s)
         ld_sup_policy_ended(&s->policy, ld_mono_ms());
         break;
     case LD_SUP_SIGNAL:
-        if (s->child > 0 && (m.arg == SIGTERM || m.arg == SIGINT))
-            kill(-s->child, m.arg);
+        if (forwardable(m.arg))
+            pass_signal(s, m.arg);
         break;
     default:
         break;
@@ -254,23 +542,37 @@ static void take_signals(struct sup *s)
         if (read(s->sig_fd, &si, sizeof(si)) != (ssize_t)sizeof(si))
             break;
         /* SIGTERM from anyone but the kernel's parent-death notice is
-         * ignored: leaderd forwards what the child should get. */
+         * ignored: leaderd forwards what should end the child. The others
+         * watched are passed on as they come. */
         if (si.ssi_signo == SIGTERM && getppid() != s->owner)
             orphaned(s);
+        else if (si.ssi_signo != SIGTERM && si.ssi_signo != SIGCHLD)
+            pass_signal(s, (int)si.ssi_signo);
     }
     reap(s);
 }
 
 static void enforce(struct sup *s, int64_t now, int64_t *wake)
 {
-    enum ld_sup_act act;
     for (int i = 0; i < 3; i++) {
-        act = ld_sup_policy_due(&s->policy, now, wake);
+        enum ld_sup_act act = ld_sup_policy_due(&s->policy, now, wake);
         if (act == LD_SUP_NOTHING)
             break;
-        if (s->child > 0)
-            kill(-s->child, act == LD_SUP_TERM ? SIGTERM : SIGKILL);
+        if (act == LD_SUP_TERM)
+            pass_signal(s, SIGTERM);
+        else
+            start_killing(s);
     }
+    if (!s->killing)
+        return;
+    signal_command(s, SIGKILL);
+    finish_if_gone(s);
+    if (!s->killing)
+        return;
+    if (*wake > now + s->rescan_ms)
+        *wake = now + s->rescan_ms;
+    s->rescan_ms =
+        s->rescan_ms * 2 < SUP_RESCAN_MAX_MS ? s->rescan_ms * 2 : SUP_RESCAN_MAX_MS;
 }
 
 static void __attribute__((noreturn)) supervise(struct sup *s)
@@ -279,18 +581,28 @@ static void __attribute__((noreturn)) supervise(struct sup *s)
         int64_t now = ld_mono_ms();
         int64_t wake;
         enforce(s, now, &wake);
-        if (s->fd < 0 && s->child <= 0)
+        if (s->fd < 0 && s->child <= 0) {
+            if (s->cgroup)
+                rmdir(s->cgroup);
             _exit(0);
+        }
         int64_t delay = wake == INT64_MAX ? SUP_MAX_WAIT_MS : wake - now;
         if (delay > SUP_MAX_WAIT_MS)
             delay = SUP_MAX_WAIT_MS;
-        struct pollfd p[2] = {{.fd = s->sig_fd, .events = POLLIN},
+        if (s->reap_again)
+            delay = 0;
+        struct pollfd p[3] = {{.fd = s->sig_fd, .events = POLLIN},
+                              {.fd = s->cg_events, .events = POLLPRI},
                               {.fd = s->fd, .events = POLLIN}};
-        if (poll(p, s->fd >= 0 ? 2 : 1, (int)delay) <= 0)
+        if (poll(p, s->fd >= 0 ? 3 : 2, (int)delay) < 0)
             continue;
-        if (p[0].revents)
+        if (p[0].revents || s->reap_again)
             take_signals(s);
-        if (s->fd >= 0 && p[1].revents)
+        if (p[1].revents) {
+            cgroup_populated(s->cg_events); /* rearms the notice */
+            finish_if_gone(s);
+        }
+        if (s->fd >= 0 && p[2].revents)
             take_message(s);
     }
 }
@@ -305,16 +617,16 @@ static void __attribute__((noreturn)) run_supervisor(struct sup *s)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGQUIT);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     setpgid(0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    sigset_t watched;
-    sigemptyset(&watched);
-    sigaddset(&watched, SIGCHLD);
-    sigaddset(&watched, SIGTERM);
-    s->sig_fd = signalfd(-1, &watched, SFD_NONBLOCK | SFD_CLOEXEC);
+    /* SIGINT stays blocked and unread: leaderd decides what it means. */
+    sigdelset(&set, SIGINT);
+    s->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     if (s->sig_fd < 0)
         _exit(1);
     /* leaderd may have died before the death signal was armed. */
@@ -372,23 +684,120 @@ static void free_environment(char **envp)
     free(envp);
 }
 
+/* ---- containment, chosen in leaderd before the fork ------------------------ */
+
+/* The caller's cgroup v2 path below the mount ("" for its root), from
+ * /proc/self/cgroup; new, free with free; NULL when there is none. */
+static char *own_cgroup(void)
+{
+    char *line = NULL, *path = NULL;
+    size_t cap = 0;
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return NULL;
+    while (!path && getline(&line, &cap, f) > 0) {
+        if (strncmp(line, "0::/", 4) != 0)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        path = strdup(strcmp(line, "0::/") == 0 ? "" : line + 3);
+    }
+    free(line);
+    fclose(f);
+    return path;
+}
+
+/* Whether a process can be moved into the cgroup dir: a probe process
+ * tries it on itself (delegation rules are the kernel's to judge). */
+static bool can_enter(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(write(fd, "0", 1) == 1 ? 0 : 1);
+    close(fd);
+    int status = 0;
+    pid_t got = -1;
+    for (int i = 0; pid > 0 && got < 0 && i < 16; i++)
+        got = waitpid(pid, &status, 0);
+    return got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* A new cgroup for the command below the caller's own, when cgroup v2 is
+ * mounted at mount and the cgroup can be killed as a whole and entered;
+ * returns its path (new, free with free), else NULL. */
+static char *make_cgroup(const char *mount)
+{
+    static unsigned serial; /* tests run several supervisors in one process */
+    struct statfs fs;
+    char *own = NULL, *dir = NULL, *kill_path = NULL;
+    bool made = false, ok = false;
+    if (statfs(mount, &fs) != 0 || fs.f_type != CGROUP2_MAGIC)
+        goto out;
+    own = own_cgroup();
+    if (!own ||
+        asprintf(&dir, "%s%s/leaderd-%ld-%u", mount, own, (long)getpid(), serial++) < 0) {
+        dir = NULL;
+        goto out;
+    }
+    /* A leftover of an earlier process with our pid goes if it is empty. */
+    if (mkdir(dir, 0755) != 0 &&
+        !(errno == EEXIST && rmdir(dir) == 0 && mkdir(dir, 0755) == 0))
+        goto out;
+    made = true;
+    if (asprintf(&kill_path, "%s/cgroup.kill", dir) < 0) {
+        kill_path = NULL;
+        goto out;
+    }
+    ok = access(kill_path, W_OK) == 0 && can_enter(dir);
+out:
+    if (!ok && made)
+        rmdir(dir);
+    if (!ok) {
+        free(dir);
+        dir = NULL;
+    }
+    free(kill_path);
+    free(own);
+    return dir;
+}
+
 int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_config *cfg)
 {
     int sv[2] = {-1, -1};
-    int rc = -1;
+    int rc = -1, saved;
     struct sup sup;
     memset(&sup, 0, sizeof(sup));
+    sup.cg_dir = -1;
+    sup.cg_events = -1;
     s->pid = -1;
     s->fd = -1;
+    s->cgroup = NULL;
     sup.envp = child_environment(cfg, &sup.term_env);
     if (!sup.envp) {
         errno = ENOMEM;
         goto out;
     }
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    s->cgroup = make_cgroup(cfg->cgroup_mount ? cfg->cgroup_mount : "/sys/fs/cgroup");
+    if (s->cgroup) {
+        sup.cg_dir = open(s->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sup.cg_dir >= 0)
+            sup.cg_events = openat(sup.cg_dir, "cgroup.events", O_RDONLY | O_CLOEXEC);
+        if (sup.cg_events < 0)
+            goto out;
+        ld_log(LD_LOG_INFO, "containment: cgroup v2 (%s)", s->cgroup);
+    } else {
+        ld_log(LD_LOG_INFO, "containment: process tree (subreaper)");
+    }
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         goto out;
     sup.owner = getpid();
     sup.command = cfg->command;
+    sup.cgroup = s->cgroup;
     sup.child = -1;
     ld_sup_policy_init(&sup.policy, cfg->grace_ms);
     pid_t pid = fork();
@@ -409,12 +818,23 @@ int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_conf
     sv[0] = -1;
     rc = 0;
 out:
+    saved = errno;
     if (sv[0] >= 0)
         close(sv[0]);
     if (sv[1] >= 0)
         close(sv[1]);
+    if (sup.cg_events >= 0)
+        close(sup.cg_events);
+    if (sup.cg_dir >= 0)
+        close(sup.cg_dir);
+    if (rc != 0 && s->cgroup) {
+        rmdir(s->cgroup);
+        free(s->cgroup);
+        s->cgroup = NULL;
+    }
     if (sup.envp)
         free_environment(sup.envp);
+    errno = saved;
     return rc;
 }
 
@@ -445,6 +865,55 @@ int ld_supervisor_recv(struct ld_supervisor *s, struct ld_sup_msg *m)
     return -1;
 }
 
+/* Reaps what is waiting; true while the caller still has a child. */
+static bool reap_children(struct ld_supervisor *s)
+{
+    for (int i = 0; i < SUP_REAP_MAX; i++) {
+        pid_t pid = waitpid(-1, NULL, WNOHANG);
+        if (pid < 0)
+            return errno != ECHILD;
+        if (pid == 0)
+            return true;
+        if (pid == s->pid)
+            s->pid = -1;
+    }
+    return true;
+}
+
+int ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms)
+{
+    int64_t until = ld_mono_ms() + timeout_ms;
+    int dir = s->cgroup ? open(s->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    int events = dir >= 0 ? openat(dir, "cgroup.events", O_RDONLY | O_CLOEXEC) : -1;
+    bool gone = false;
+    for (;;) {
+        if (events >= 0) {
+            write_file(dir, "cgroup.kill", "1");
+        } else {
+            size_t n = scan_descendants(getpid());
+            for (size_t i = 0; i < n; i++)
+                kill(mine[i], SIGKILL);
+        }
+        bool children = reap_children(s);
+        /* The supervisor is outside the command's cgroup: its zombie is
+         * waited for too (a SIGKILL under load is delivered late). */
+        gone = events >= 0 ? !cgroup_populated(events) && s->pid < 0 : !children;
+        if (gone || ld_mono_ms() >= until)
+            break;
+        poll(NULL, 0, SUP_RESCAN_MS);
+    }
+    if (events >= 0)
+        close(events);
+    if (dir >= 0)
+        close(dir);
+    if (gone && s->cgroup) {
+        rmdir(s->cgroup);
+        free(s->cgroup);
+        s->cgroup = NULL;
+    }
+    return gone ? 0 : -1;
+}
+
 void ld_supervisor_close(struct ld_supervisor *s)
 {
     if (s->fd >= 0)
@@ -456,4 +925,8 @@ void ld_supervisor_close(struct ld_supervisor *s)
             break;
     }
     s->pid = -1;
+    if (s->cgroup)
+        rmdir(s->cgroup);
+    free(s->cgroup);
+    s->cgroup = NULL;
 }

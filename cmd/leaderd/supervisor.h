@@ -8,12 +8,20 @@
  * over a SOCK_SEQPACKET socketpair in fixed-size messages (struct
  * ld_sup_msg). Deadlines are CLOCK_MONOTONIC milliseconds, a clock both
  * processes share. The supervisor runs in its own process group (so
- * signals for leaderd's group do not reach it), is a child subreaper (so
- * the child's orphans come back to it), starts each child in a new process
- * group, and on its own clock sends the group SIGTERM when leadership ends
- * (at the last deadline, on "stop", or when the channel closes because
- * leaderd died) and SIGKILL grace_ms after that end. It exits once leaderd
- * is gone and no child is left.
+ * signals for leaderd's group do not reach it) and starts each child in a
+ * new process group. On its own clock it sends every process of the
+ * command SIGTERM when leadership ends (at the last deadline, on "stop", or
+ * when the channel closes because leaderd died) and SIGKILL grace_ms after
+ * that end. It exits once leaderd is gone and nothing of the command is
+ * left.
+ *
+ * Containment: "the command" is every process the child started, also
+ * those that left its process group or session (setsid, timeout, a
+ * daemonizing double fork, a job-control shell). Where leaderd may create a
+ * cgroup v2 below its own, the command runs in one of its own and is ended
+ * with cgroup.kill; otherwise the supervisor is a child subreaper and
+ * follows every process descended from it. The command counts as ended
+ * (the child's exit is reported) only once none of its processes is left.
  *
  * The timing rule itself is a pure state machine (struct ld_sup_policy),
  * given messages and times, so it can be tested without processes.
@@ -30,9 +38,12 @@ enum ld_sup_kind {
     LD_SUP_START = 1, /* run the command: arg = term, value = first deadline */
     LD_SUP_DEADLINE,  /* leadership now lasts until value (monotonic ms) */
     LD_SUP_STOP,      /* leadership ended now (or at the deadline, if earlier) */
-    LD_SUP_SIGNAL,    /* send signal arg to the child's group */
+    LD_SUP_SIGNAL,    /* pass signal arg to every process of the command:
+                         SIGTERM (then SIGCONT), SIGINT, SIGHUP, SIGQUIT,
+                         SIGUSR1 or SIGUSR2; others are ignored */
     /* supervisor -> leaderd */
-    LD_SUP_EXITED,  /* the child ended: arg = its wait status, value = its pid */
+    LD_SUP_EXITED,  /* the command ended: arg = the child's own wait status,
+                       value = its pid; no process of the command is left */
     LD_SUP_STOPPED, /* the same, after the supervisor signalled it because
                        leadership ended (deadline, stop, leaderd gone) */
 };
@@ -43,13 +54,13 @@ struct ld_sup_msg {
     int64_t value;
 };
 
-/* ---- the policy: when the child's group gets SIGTERM and SIGKILL ---- */
+/* ---- the policy: when the command gets SIGTERM and SIGKILL ---- */
 
 enum ld_sup_act { LD_SUP_NOTHING, LD_SUP_TERM, LD_SUP_KILL };
 
 struct ld_sup_policy {
     int64_t grace_ms;
-    bool running;        /* a child was started and has not been reaped */
+    bool running;        /* a command was started and is not gone yet */
     int64_t deadline_ms; /* leadership counts until here... */
     int64_t ended_ms;    /* ...or until here, if earlier (INT64_MAX: not ended) */
     bool term_sent;
@@ -65,7 +76,7 @@ void ld_sup_policy_deadline(struct ld_sup_policy *p, int64_t deadline_ms);
 /* Leadership ended at now_ms, or at the deadline if that was earlier ("stop"
  * from leaderd, or leaderd gone). */
 void ld_sup_policy_ended(struct ld_sup_policy *p, int64_t now_ms);
-/* The child was reaped. */
+/* Nothing of the command is left. */
 void ld_sup_policy_exited(struct ld_sup_policy *p);
 /* What is due at now_ms; call again until LD_SUP_NOTHING (both signals may
  * be due at once). *wake_ms is when to ask next (INT64_MAX: only after a
@@ -76,8 +87,10 @@ enum ld_sup_act ld_sup_policy_due(struct ld_sup_policy *p, int64_t now_ms,
 /* ---- the process, seen from leaderd ---- */
 
 struct ld_supervisor {
-    pid_t pid; /* the supervisor process; -1 when none */
-    int fd;    /* leaderd's end of the channel, non-blocking; -1 when none */
+    pid_t pid;    /* the supervisor process; -1 when none */
+    int fd;       /* leaderd's end of the channel, non-blocking; -1 when none */
+    char *cgroup; /* the command's cgroup directory, owned; NULL: the
+                     supervisor contains it as a subreaper */
 };
 
 struct ld_supervisor_config {
@@ -85,10 +98,22 @@ struct ld_supervisor_config {
     const char *lease;    /* LEADERD_LEASE, "NS/NAME" */
     const char *identity; /* LEADERD_IDENTITY */
     int64_t grace_ms;
+    /* Where cgroup v2 is looked for; NULL means /sys/fs/cgroup. Tests point
+     * it elsewhere to choose the containment. */
+    const char *cgroup_mount;
 };
 
 /* Forks the supervisor. Must run while the process has a single thread:
  * the supervisor is a copy of it. Everything in cfg is copied (by fork).
+ *
+ * First it chooses the containment: a new cgroup below the caller's own
+ * when cgroup v2 is mounted at cfg->cgroup_mount and a process may be moved
+ * into it (tried with a short-lived probe process), else the process tree.
+ * It logs which one in one line ("containment: cgroup v2 (PATH)" or
+ * "containment: process tree (subreaper)"). It also makes the calling
+ * process a child subreaper, so that should the supervisor die, what is
+ * left of the command becomes the caller's (see ld_supervisor_reclaim).
+ *
  * Returns 0, or -1 with errno set and s left without a supervisor. */
 int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_config *cfg);
 
@@ -102,9 +127,21 @@ int ld_supervisor_send(struct ld_supervisor *s, enum ld_sup_kind kind, int32_t a
  * closed and -1 then). */
 int ld_supervisor_recv(struct ld_supervisor *s, struct ld_sup_msg *m);
 
-/* Closes the channel, which tells the supervisor leaderd is done, and waits
- * for it to exit (it does once no child is left, at most the child's
- * deadline plus grace later). Safe on a struct without a supervisor. */
+/* For when the supervisor died (ld_supervisor_recv returned -1, or the
+ * caller reaped s->pid) while a command may have been running: nothing
+ * enforces its deadline any more, so the caller ends every process of it
+ * itself, at once with SIGKILL: with cgroup.kill, or, without a cgroup, by
+ * killing every descendant of the caller (the supervisor is gone, so they
+ * are all the command's) and reaping its children, the supervisor's zombie
+ * included (s->pid is -1 then). Blocks for at most timeout_ms. Returns 0
+ * once no process of the command is left (the cgroup is then removed), -1
+ * when some may still be. */
+int ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms);
+
+/* Closes the channel, which tells the supervisor leaderd is done, waits
+ * for it to exit (it does once nothing of the command is left, at most the
+ * deadline plus grace later), and removes the command's cgroup. Safe on a
+ * struct without a supervisor. */
 void ld_supervisor_close(struct ld_supervisor *s);
 
 #endif

@@ -78,7 +78,9 @@ enum ld_event_kind {
                                 when the Lease turned out not to name us any more */
     LD_EV_IDENTITY_CONFLICT, /* someone else writes the Lease under our identity */
     LD_EV_RELEASE_FAILED,    /* a resignation's release was not written (reason
-                                says which resignation; see ld_election_resign) */
+                                says which resignation; see ld_election_resign),
+                                or a shutdown's was given up (LD_STOP_SHUTDOWN;
+                                see ld_election_abandon_release) */
 };
 
 enum ld_stop_reason {
@@ -96,7 +98,7 @@ struct ld_event {
     enum ld_event_kind kind;
     /* STOPPED_LEADING; RELEASED and RELEASE_FAILED of a resignation
      * (LD_STOP_RESIGNED or LD_STOP_PREFERRED_HOLDER; a shutdown's RELEASED
-     * carries LD_STOP_NONE) */
+     * carries LD_STOP_NONE, its given-up release LD_STOP_SHUTDOWN) */
     enum ld_stop_reason reason;
     int32_t term; /* leaseTransitions at the time */
     /* STARTED_LEADING: ms from first seeing the Lease free or expired to
@@ -207,6 +209,25 @@ void ld_election_tick(struct ld_election *e, struct ld_now now);
  * and preferredHolder are written back as read, in renewals and in the
  * release. */
 bool ld_election_resign(struct ld_election *e, struct ld_now now, int64_t cooldown_ms);
+
+/* Begins now a resignation that ld_election_next would begin by itself at
+ * now (a preferredHolder hand-over, giving the Lease back while not
+ * contending), so that a caller that must finish something before the
+ * release learns of the step-down before the release is asked for (see
+ * ld_election_abandon_release). A leader past its renew deadline has
+ * nothing to hand over. Returns whether a resignation began. Not while a
+ * request is outstanding. */
+bool ld_election_resign_due(struct ld_election *e, struct ld_now now);
+
+/* Gives up the release a shutdown or a resignation has not written yet,
+ * for a caller that must not let it be written (what had to end before it
+ * did not end in time): nothing is written. A shutdown is done
+ * (LD_ACT_DONE next; RELEASE_FAILED with LD_STOP_SHUTDOWN when there was a
+ * release of ours to write); a resignation ends with RELEASE_FAILED and the
+ * engine stands by, as when its release could not be written within
+ * renew_deadline. The Lease then expires by itself. No effect when neither
+ * is under way. Not while a request is outstanding. */
+void ld_election_abandon_release(struct ld_election *e, struct ld_now now);
 
 /* Whether this engine tries to hold the Lease (the default) or only
  * observes it, for a caller that decides who should own it (shards). Not

@@ -34,6 +34,7 @@ enum ld_err {
     LD_ECONFIG = 20,       /* configuration is incomplete or inconsistent */
     LD_EEOF = 21,          /* a stream (watch) ended */
     LD_ECONNECT = 22,      /* no connection was made: the request was not sent */
+    LD_ENOTSENT = 23,      /* its time ran out before it was sent: certainly not sent */
 };
 
 /* Detail for one failure. Caller-owned; every field is always a valid C

@@ -68,7 +68,11 @@ struct ld_host_election_ops {
      * before anyone else may lead). The engine has stepped down already;
      * only the release waits, and the election is published meanwhile.
      * The caller bounds how long it says true (a resignation gives up its
-     * release renew_deadline after it began). */
+     * release renew_deadline after it began), and may give the release up
+     * instead (ld_host_abandon_release, also from inside this callback).
+     * With this callback set, a resignation the engine begins by itself (a
+     * preferredHolder hand-over, a Lease given back while not contending)
+     * is held too: it begins at a pass, before its release is asked for. */
     bool (*holds_release)(void *ctx, size_t index, int64_t now_ms);
 };
 
@@ -148,6 +152,15 @@ bool ld_host_done(const struct ld_host *h);
 /* Asks election index to start an attempt at its next pass (an external
  * hint, e.g. a credentials change). */
 void ld_host_wake(struct ld_host *h, size_t index);
+
+/* Gives up the release of election index that a shutdown or a resignation
+ * has not written yet (ld_election_abandon_release at the next pass): it
+ * is never written, and the Lease expires by itself. For a caller whose
+ * holds_release held it for something that did not end in time. May be
+ * called from a callback, holds_release's included; no effect on an
+ * election that is done, or whose release is not pending then (nor on a
+ * release already in flight). */
+void ld_host_abandon_release(struct ld_host *h, size_t index);
 
 /* Publishes election index again at the next pass without changing what
  * its engine does (for a caller whose publish callback has news to take,

@@ -47,6 +47,17 @@
  * ran or it was canceled. Never 0; never reused by one transport. */
 typedef uint64_t ld_http_id;
 
+/* Which round trips go first when more are waiting than an implementation
+ * runs at once. A heartbeat is a write that keeps a claim alive (an
+ * election renewing, acquiring or releasing its own Lease): it is handed on
+ * before any normal request still waiting, and has room of its own that
+ * normal requests never fill, so normal ones that hang cannot delay it.
+ * Streams ignore it. */
+enum ld_http_priority {
+    LD_PRIO_NORMAL = 0,
+    LD_PRIO_HEARTBEAT = 1,
+};
+
 struct ld_http_request {
     const char *verb;         /* "GET", "POST", "PUT", ... */
     const char *path;         /* from the server's base URL on, query included */
@@ -56,14 +67,17 @@ struct ld_http_request {
                                  names its patch type here) */
     int64_t timeout_ms;       /* whole exchange, connect and any wait for a connection
                                  included; <= 0 takes the implementation's default */
+    enum ld_http_priority priority; /* LD_PRIO_NORMAL when left zero */
 };
 
 struct ld_http_result {
     /* LD_OK when an HTTP answer (any status) arrived; otherwise
      * LD_ECONNECT (no connection, or the server failed TLS verification:
      * the request was certainly not sent), LD_ETRANSPORT (reset and other
-     * failures: it may have been), LD_ETIMEOUT, LD_ETOOBIG (status is then
-     * set), LD_ENOMEM. A stream that the server ended is LD_OK. */
+     * failures: it may have been), LD_ETIMEOUT (sent, or perhaps sent, and
+     * no answer in time), LD_ENOTSENT (its time ran out while it waited its
+     * turn: certainly not sent), LD_ETOOBIG (status is then set),
+     * LD_ENOMEM. A stream that the server ended is LD_OK. */
     enum ld_err rc;
     long status;      /* 0 when no HTTP answer arrived */
     const char *body; /* the response body (a stream: only a non-200

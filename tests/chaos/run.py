@@ -101,7 +101,7 @@ def selftest(root):
     reads it; lose_reply_rate must drop the reply of a committed write."""
     import io
     import unittest
-    from apiserver import ApiServer, is_transport_error
+    from leaderd_testing.apiserver import ApiServer, is_transport_error
     problems = []
     stream = io.StringIO()
     suite = unittest.defaultTestLoader.loadTestsFromName("test_checks")

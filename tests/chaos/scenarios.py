@@ -939,7 +939,7 @@ def child_fault(fault, reap, bound):
     return run
 
 
-# ---- shard mode: leaderd --shards N (CONTRACT.md "Sharding") ----
+# ---- shard mode: leaderd --shards N (docs/design/shards.md) ----
 #
 # The cluster runs a group of SHARDS shards; the poller asks /shards, and
 # harness.analyse() applies the single-Lease checks to every shard on its
@@ -1287,7 +1287,7 @@ CHILD_SCENARIOS = [
     ("child-latency-3s", sc_latency, RENEW + CHILD_GRACE, KILL_BOUND, False),
 ]
 
-# ---- the API write gate (leaderd --api-proxy, CONTRACT.md) ----
+# ---- the API write gate (leaderd --api-proxy, docs/guides/write-gate.md) ----
 #
 # A writer merge-patches the Pod and the ConfigMap, in turn, through every
 # replica's proxy every ~20 ms while the leader is SIGKILLed, partitioned or

@@ -5,8 +5,8 @@ file passes yamllint (deploy/.yamllint), and the rendered objects keep their str
 non-root, read-only root filesystem, no privilege escalation, all capabilities
 dropped, seccomp RuntimeDefault, leaderd's probes on the right paths, the Downward
 API identity, RBAC limited to the one Lease (a shard group's Role: exactly the verbs
-the group needs), every leaderd flag and environment variable one the contract
-documents, and the rollout strategy that does not stall when readiness means
+the group needs), every leaderd flag and environment variable named in the user
+documentation, and the rollout strategy that does not stall when readiness means
 leadership. Ends with
 `deploy: N passed, N failed, 0 skipped`.
 
@@ -35,11 +35,14 @@ NAMED_VERBS = {"get", "update", "watch"}
 # for the elections, delete for the member Lease on a graceful exit.
 SHARD_VERBS = {"list", "watch", "get", "create", "update", "delete"}
 # Where the flags and variables the manifests use must be documented: the
-# contract (LEADERD_CONTRACT, else ../shared/CONTRACT.md next to the
-# repository), or the README, which documents it for users, without it.
-CONTRACT_CANDIDATES = [os.environ.get("LEADERD_CONTRACT", ""),
-                       os.path.join(os.path.dirname(REPO), "shared", "CONTRACT.md"),
-                       os.path.join(REPO, "README.md")]
+# user documentation of the repository (the man page, the README and the
+# pages under docs/), or the one file LEADERD_CONTRACT names instead.
+def user_docs():
+    """The paths of the repository's user documentation."""
+    paths = [os.path.join(REPO, "docs", "leaderd.8"), os.path.join(REPO, "README.md")]
+    for top, _, files in os.walk(os.path.join(REPO, "docs")):
+        paths += sorted(os.path.join(top, f) for f in files if f.endswith(".md"))
+    return paths
 
 results = {"passed": 0, "failed": 0}
 
@@ -120,22 +123,26 @@ def check_container_security(name, pod_spec, c):
           cname + ": memory request and limit", str(res))
 
 
-def contract_text():
-    """(path, text) of the first documentation of the contract found."""
-    for path in CONTRACT_CANDIDATES:
-        if path and os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                return path, f.read()
-    return None, ""
+def docs_text():
+    """(where, text): LEADERD_CONTRACT's file when set, else every user
+    document of the repository that exists, joined."""
+    override = os.environ.get("LEADERD_CONTRACT", "")
+    paths = [override] if override else user_docs()
+    found = [p for p in paths if os.path.isfile(p)]
+    texts = []
+    for path in found:
+        with open(path, encoding="utf-8") as f:
+            texts.append(f.read())
+    where = os.path.basename(override) if override else "the documentation"
+    return (where if found else None), "\n".join(texts)
 
 
 def check_documented(cname, c):
     """Every flag in the leaderd container's args and every variable in its env
-    is one the contract names (a flag as `--flag`, a variable by its name)."""
-    path, text = contract_text()
-    if not check(bool(text), cname + ": the contract is readable", str(CONTRACT_CANDIDATES)):
+    is one the documentation names (a flag as `--flag`, a variable by its name)."""
+    where, text = docs_text()
+    if not check(bool(text), cname + ": the documentation is readable"):
         return
-    where = os.path.basename(path)
     for arg in c.get("args", []):
         if not arg.startswith("--"):
             continue

@@ -1,8 +1,9 @@
 """The API write gate (--api-proxy) at scale, against the real binary and the
 bundled API server: the proxy is event-driven (one MHD polling thread, one
-upstream thread), so 200 watches streamed through one replica's proxy all
-get their events while the process's thread count stays what it was with no
-connection, /leader answers meanwhile, and 200 idle keep-alive connections
+upstream thread), so as many watches as the proxy runs at once (64) streamed
+through one replica's proxy all get their events while the process's thread
+count stays what it was with no connection, the next one is answered 429,
+/leader answers meanwhile, and 200 idle keep-alive connections
 cost a bounded few KiB each; a client that hangs up on a quiet watch frees
 its upstream connection at once (not at the next event, not at a timeout);
 and the connection limit works as the sidecar HTTP server's does (a cap of
@@ -23,7 +24,8 @@ from leaderd_testing.cluster import (Replica, closed_by_peer, free_port, proc_st
 
 NS = "default"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % NS
-WATCHES = 200
+# The proxy's exchanges at once, watches included (LD_PROXY_MAX_EXCHANGES).
+WATCHES = 64
 IDLE = 200
 # The sidecar's limits, which the proxy shares (cmd/leaderd/http.h).
 SERVER_CAP = 1024  # LD_HTTP_MAX_CONNECTIONS
@@ -264,7 +266,7 @@ class TestProxyBackPressure(ProxyBase):
 
 class TestProxyScale(ProxyBase):
 
-    def test_200_watches_stream_on_two_threads(self):
+    def test_64_watches_stream_on_two_threads_and_the_next_gets_429(self):
         pid = self.r.proc.pid
         status, _ = self.api.post_lease(NS, {"metadata": {"name": "many"}, "spec": {}},
                                         client="r1")
@@ -281,6 +283,16 @@ class TestProxyScale(ProxyBase):
                 watches.append(open_watch(self.proxy_port, "many", 60))
             opened = time.monotonic() - t0
             self.assertGreaterEqual(server_connections(pid, self.proxy_port), WATCHES)
+            # One more is past the proxy's exchanges at once.
+            conn = http.client.HTTPConnection("127.0.0.1", self.proxy_port, timeout=10)
+            try:
+                conn.request("GET", LEASES + "?watch=1")
+                resp = conn.getresponse()
+                self.assertEqual(resp.status, 429)
+                self.assertEqual(resp.getheader("Retry-After"), "1")
+                self.assertEqual(json.loads(resp.read())["reason"], "TooManyRequests")
+            finally:
+                conn.close()
             busy_threads = threads(pid)
             rss = proc_status(pid, "RssAnon")
             # The sidecar answers at once meanwhile.
@@ -346,10 +358,11 @@ class TestProxyScale(ProxyBase):
         self.assertEqual(self.proxy_get("/version")[0], 200)
 
 
-# A file-descriptor limit far below the connection cap: each proxied
-# request holds two descriptors (the client's and its upstream connection).
-LOW_NOFILE = 300
-LOW_WATCHES = 200
+# A file-descriptor limit far below the connection cap, and low enough that
+# descriptors run out before the proxy's exchanges at once do: each proxied
+# request holds two (the client's and its upstream connection).
+LOW_NOFILE = 160
+LOW_WATCHES = WATCHES
 
 
 class LowFdReplica(Replica):
@@ -393,7 +406,8 @@ class TestProxyLowFdLimit(unittest.TestCase):
                   % (LOW_NOFILE, LOW_WATCHES, served, turned_away, len(failed)))
             self.assertEqual(len(failed), 0,
                              "watches taken in and then failed: %r" % failed[:2])
-            self.assertGreaterEqual(served, 32)
+            self.assertGreaterEqual(served, 20)
+            self.assertGreater(turned_away, 0)
             self.assertTrue(r.is_leader())
         finally:
             for conn, _ in watches:

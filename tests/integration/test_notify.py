@@ -40,7 +40,7 @@ def sanitized(pid):
 class SSEStream:
     """A /watch subscriber on the standard library: http.client decodes the
     chunked stream, lines are grouped into events at blank lines (the same
-    loop as the README recipe)."""
+    loop as the recipe in docs/guides/asking-from-the-app.md)."""
 
     def __init__(self, port, last_id=None, timeout=10.0):
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)

@@ -1,5 +1,5 @@
 """Integration tests of shard mode (`--shards`, protocol 2: see
-docs/design/shard-protocol.md): real
+docs/design/shards.md and docs/design/shard-protocol.md): real
 leaderd replicas over HTTPS against the bundled API server, 2 to 5 replicas
 and 3 to 64 shards. Balance, stability, a join, a graceful leave, a crash, a
 join while the crashed member's Lease lingers, a partition of one replica
@@ -48,7 +48,7 @@ GROUP = "grp"
 LEASE = FAST["lease_duration"]
 RENEW = FAST["renew_deadline"]
 RETRY = FAST["retry_period"]
-# The contract's bounds:
+# The bounds a shard group promises (docs/design/shards.md):
 BALANCE_BOUND = LEASE + 4 * RETRY     # membership stable -> balanced
 GIVEN_BACK_BOUND = RETRY + 1.0        # a released shard is owned again
 DEAD_BOUND = LEASE + 2 * RETRY + 1.0  # a dead member's shards are owned again

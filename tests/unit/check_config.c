@@ -334,6 +334,28 @@ static const struct bad_case bad[] = {
      {"--child-grace (from LEADERD_CHILD_GRACE)"}},
     /* Checked without a command too: the value is wrong either way. */
     {{"--lease-name", "x", "--child-grace", "0s"}, {NULL}, {"--child-grace"}},
+    /* It must leave max(250ms, lease-duration / 10) before a takeover: 1.5s
+     * here, so 4s of the 5s margin is too much, with or without a command. */
+    {{"--lease-name", "x", "--child-grace", "4s", "--", "app"},
+     {NULL},
+     {"--child-grace leaves 1s", "at least 1.5s"}},
+    {{"--lease-name", "x", "--child-grace", "4s"}, {NULL}, {"--child-grace leaves 1s"}},
+    /* The default (half the margin) too, once there is a command. */
+    {{"--lease-name", "x", "--lease-duration", "15s", "--renew-deadline", "14s",
+      "--retry-period", "2s", "--", "app"},
+     {NULL},
+     {"--child-grace (default: half of 1s) leaves 500ms", "at least 1.5s"}},
+    /* The floor is lease-duration / 10, 400ms at 4s: 4s - 3s - 700ms leaves
+     * 300ms. */
+    {{"--lease-name", "x", "--lease-duration", "4s", "--renew-deadline", "3s",
+      "--retry-period", "1s", "--child-grace", "700ms", "--", "app"},
+     {NULL},
+     {"leaves 300ms", "at least 400ms"}},
+    /* And never under 250ms: 2s - 1.5s - 300ms leaves 200ms. */
+    {{"--lease-name", "x", "--lease-duration", "2s", "--renew-deadline", "1500ms",
+      "--retry-period", "1s", "--child-grace", "300ms", "--", "app"},
+     {NULL},
+     {"leaves 200ms", "at least 250ms"}},
     /* --resign-cooldown: a duration >= 0. */
     {{"--lease-name", "x", "--resign-cooldown", "-1s"},
      {NULL},
@@ -574,7 +596,7 @@ START_TEST(shards_values)
 }
 END_TEST
 
-/* CONTRACT.md: the listed names are DNS-1123 labels, which may start with
+/* docs/guides/sharding.md: the listed names are DNS-1123 labels, which may start with
  * a digit ("1a", "2b"); a list is names whatever its first character. */
 START_TEST(shards_names_may_start_with_a_digit)
 {
@@ -745,12 +767,12 @@ START_TEST(child_grace_values)
                                 "--retry-period",
                                 "1s",
                                 "--child-grace",
-                                "999ms",
+                                "600ms",
                                 "--",
                                 "app",
                                 NULL};
     ck_assert_msg(run(&cfg, true, just_under, err) == 0, "%s", err);
-    ck_assert_int_eq(cfg.child_grace_ms, 999);
+    ck_assert_int_eq(cfg.child_grace_ms, 600); /* leaves 400ms, the least */
     ld_config_clear(&cfg);
 
     const char *at_margin[] = {"--lease-name",

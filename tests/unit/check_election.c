@@ -1503,10 +1503,10 @@ START_TEST(unanswered_write_counts_the_replica_out_for_a_lease_duration)
 }
 END_TEST
 
-/* A write that could not even connect was never sent: it cannot land
- * late, so a replica back from a short API outage takes its own record
- * back at once rather than after a lease duration. */
-START_TEST(connect_failures_do_not_count_a_replica_out)
+/* A replica loses leadership to requests that all fail with fault until
+ * it no longer leads; returns how long after they heal it leads again, and
+ * checks that nobody else took the Lease meanwhile. */
+static int64_t back_after_failures(enum ld_err fault)
 {
     gray_watching = false;
     struct gray gs[1];
@@ -1516,7 +1516,7 @@ START_TEST(connect_failures_do_not_count_a_replica_out)
     for (int64_t now = 0; now < 60000 && again < 0; now += 10) {
         if (now == 10000) {
             term = api.lease.spec.transitions;
-            api.fail_with = LD_ECONNECT;
+            api.fail_with = fault;
         }
         if (api.fail_with != LD_OK && !ld_election_is_leader(gs[0].e, now)) {
             api.fail_with = LD_OK;
@@ -1526,10 +1526,30 @@ START_TEST(connect_failures_do_not_count_a_replica_out)
             again = now;
     }
     ck_assert_int_gt(heal, 0);
-    ck_assert_int_ge(again, heal);
-    ck_assert_int_le(again, heal + 2 * 2400);
+    ck_assert_msg(again >= heal, "never led again");
     ck_assert_int_eq(api.lease.spec.transitions, term);
     gray_clear();
+    return again - heal;
+}
+
+/* A write that could not even connect was never sent: it cannot land
+ * late, so a replica back from a short API outage takes its own record
+ * back at once rather than after a lease duration. */
+START_TEST(connect_failures_do_not_count_a_replica_out)
+{
+    ck_assert_int_le(back_after_failures(LD_ECONNECT), 2 * 2400);
+}
+END_TEST
+
+/* Nor can one whose time ran out while it waited for the transport to
+ * send it, unlike one that timed out unanswered: that one may still land,
+ * so the replica sits out a lease duration before writing again. */
+START_TEST(writes_expired_unsent_do_not_count_a_replica_out)
+{
+    ck_assert_int_le(back_after_failures(LD_ENOTSENT), 2 * 2400);
+    fake_api_clear(&api);
+    fake_api_init(&api);
+    ck_assert_int_gt(back_after_failures(LD_ETIMEOUT), G_LEASE - G_RENEW);
 }
 END_TEST
 
@@ -1854,6 +1874,69 @@ START_TEST(preferred_holder_naming_us_or_cleared_keeps_the_leader)
 }
 END_TEST
 
+/* A hand-over begun ahead of the next step, so a caller can hold its
+ * release; given up, nothing is written and the Lease keeps our name. */
+START_TEST(a_due_hand_over_begins_before_the_release_and_can_be_given_up)
+{
+    struct ld_election *e = new_engine("a");
+    settle(e, 0);
+    ck_assert(!ld_election_resign_due(e, at(100))); /* nothing asked */
+    put_preferred("OldestEmulationVersion", "b");
+    watch_store(e, 500);
+    int writes = api.writes_ok;
+    ck_assert(ld_election_resign_due(e, at(500)));
+    ck_assert(!ld_election_is_leader(e, 500));
+    ck_assert(took_event(e, LD_EV_STOPPED_LEADING, LD_STOP_PREFERRED_HOLDER));
+    ck_assert(!ld_election_resign_due(e, at(501))); /* under way already */
+    ld_election_abandon_release(e, at(600));
+    ck_assert(took_event(e, LD_EV_RELEASE_FAILED, LD_STOP_PREFERRED_HOLDER));
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert(!st.resigning);
+    ck_assert_int_ne(ld_election_next(e, at(600)).kind, LD_ACT_UPDATE);
+    ck_assert_int_eq(api.writes_ok, writes);
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+}
+END_TEST
+
+/* A leader given back while not contending: the same, then a standby. */
+START_TEST(a_due_give_back_begins_before_the_release)
+{
+    struct ld_election *e = new_engine("a");
+    settle(e, 0);
+    ld_election_set_contending(e, at(100), false);
+    ck_assert(ld_election_resign_due(e, at(100)));
+    ck_assert(took_event(e, LD_EV_STOPPED_LEADING, LD_STOP_NOT_CONTENDING));
+    /* Let go, its release goes out as ld_election_next would have sent it. */
+    struct ld_action a = ld_election_next(e, at(100));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    ck_assert_str_eq(a.lease->spec.holder, "");
+    ck_assert_int_eq(deliver(e, &a, 101), LD_OK);
+    ck_assert(took_event(e, LD_EV_RELEASED, LD_STOP_NOT_CONTENDING));
+}
+END_TEST
+
+/* A shutdown's release given up: done, with nothing written. */
+START_TEST(a_shutdowns_release_given_up_is_done_unwritten)
+{
+    struct ld_election *e = new_engine("a");
+    settle(e, 0);
+    int writes = api.writes_ok;
+    ld_election_shutdown(e, at(100));
+    ck_assert(took_event(e, LD_EV_STOPPED_LEADING, LD_STOP_SHUTDOWN));
+    ld_election_abandon_release(e, at(200));
+    ck_assert(took_event(e, LD_EV_RELEASE_FAILED, LD_STOP_SHUTDOWN));
+    ck_assert_int_eq(ld_election_next(e, at(200)).kind, LD_ACT_DONE);
+    ck_assert(!ld_election_is_leader(e, 200));
+    ck_assert_int_eq(api.writes_ok, writes);
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    /* Nothing to give up on an engine that is neither. */
+    struct ld_election *f = new_engine("f");
+    ld_election_abandon_release(f, at(0));
+    ck_assert_int_eq(ld_election_next(f, at(0)).kind, LD_ACT_GET);
+}
+END_TEST
+
 /* A preferredHolder too long to keep names someone else; the release
  * leaves its original value in the object. */
 START_TEST(abridged_preferred_holder_hands_over_and_is_kept)
@@ -1973,6 +2056,9 @@ static Suite *election_suite(void)
     tcase_add_test(rs, preferred_holder_seen_by_watch_hands_over_at_the_next_step);
     tcase_add_test(rs, preferred_holder_naming_us_or_cleared_keeps_the_leader);
     tcase_add_test(rs, abridged_preferred_holder_hands_over_and_is_kept);
+    tcase_add_test(rs, a_due_hand_over_begins_before_the_release_and_can_be_given_up);
+    tcase_add_test(rs, a_due_give_back_begins_before_the_release);
+    tcase_add_test(rs, a_shutdowns_release_given_up_is_done_unwritten);
     tcase_add_test(rs, shutdown_during_a_resignation_still_releases_and_ends);
     suite_add_tcase(s, rs);
     TCase *sim = tcase_create("simulation");
@@ -1982,6 +2068,7 @@ static Suite *election_suite(void)
     tcase_add_loop_test(sim, late_writes_of_a_deposed_leader_do_not_keep_the_lease, 0, 2);
     tcase_add_loop_test(sim, leadership_returns_after_a_slowdown_of_the_whole_api, 0, 2);
     tcase_add_test(sim, connect_failures_do_not_count_a_replica_out);
+    tcase_add_test(sim, writes_expired_unsent_do_not_count_a_replica_out);
     tcase_add_test(sim, read_answered_after_the_deadline_sends_no_write);
     tcase_add_test(sim, unanswered_write_counts_the_replica_out_for_a_lease_duration);
     suite_add_tcase(s, sim);

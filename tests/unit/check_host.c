@@ -67,6 +67,7 @@ struct fixture {
     bool drain;
     int drain_fd;
     bool hold_release; /* every election's holds_release says this */
+    bool give_up;      /* ... and, while it holds, gives the release up */
     /* The host's after_pass, when set: what it saw and what it asks. */
     bool with_after_pass;
     int after_calls;
@@ -145,8 +146,9 @@ static void on_event(void *ctx, size_t index, const struct ld_event *ev)
 static bool holds_release(void *ctx, size_t index, int64_t now_ms)
 {
     (void)ctx;
-    (void)index;
     (void)now_ms;
+    if (fx.hold_release && fx.give_up)
+        ld_host_abandon_release(fx.h, index);
     return fx.hold_release;
 }
 
@@ -965,6 +967,53 @@ START_TEST(release_goes_out_when_the_hold_ends)
 }
 END_TEST
 
+/* Given up from inside the hold, a shutdown's release is never written:
+ * the host is done and the Lease keeps our name until it expires. */
+START_TEST(a_release_given_up_is_never_written)
+{
+    new_host(NULL);
+    add("solo");
+    ck_assert(run_until(all_lead, 5 * RETRY_MS));
+    fx.hold_release = true;
+    ld_host_shutdown(fx.h);
+    int64_t t0 = now();
+    run_for(1000);
+    ck_assert(!ld_host_done(fx.h));
+    fx.give_up = true;
+    ck_assert_int_eq(ld_host_run(fx.h, 5000, -1), LD_OK);
+    ck_assert(ld_host_done(fx.h));
+    ck_assert_int_le(now() - t0, 1000 + STEP_MS);
+    ck_assert_int_eq(release_write_ms("solo", t0), -1);
+    ck_assert_str_eq(stored_holder("solo"), "me");
+    ck_assert(!fx.seen[0].leading);
+}
+END_TEST
+
+/* A Lease given back (not contending) is a resignation the engine begins
+ * by itself: its release is held like any other, then goes out. */
+START_TEST(a_give_back_waits_for_the_hold)
+{
+    new_host(NULL);
+    add("solo");
+    ck_assert(run_until(all_lead, 5 * RETRY_MS));
+    fx.hold_release = true;
+    int64_t t0 = now();
+    ld_election_set_contending(ld_host_election(fx.h, 0),
+                               (struct ld_now){.mono_ms = t0, .wall_us = 0}, false);
+    ld_host_poke(fx.h, 0);
+    run_for(1000);
+    ck_assert(!fx.seen[0].leading);
+    ck_assert_int_eq(fx.seen[0].last_stop, LD_STOP_NOT_CONTENDING);
+    ck_assert_int_eq(release_write_ms("solo", t0), -1);
+    ck_assert_str_eq(stored_holder("solo"), "me");
+    fx.hold_release = false;
+    int64_t t1 = now();
+    run_for(STEP_MS);
+    ck_assert_int_eq(release_write_ms("solo", t0), t1);
+    ck_assert_str_eq(stored_holder("solo"), "");
+}
+END_TEST
+
 START_TEST(free_in_flight_runs_no_callbacks)
 {
     new_host("app=grp");
@@ -1587,6 +1636,8 @@ static Suite *host_suite(void)
     tcase_add_test(tc, leader_without_connection_steps_down_and_returns);
     tcase_add_test(tc, shutdown_releases_and_abandons);
     tcase_add_test(tc, release_goes_out_when_the_hold_ends);
+    tcase_add_test(tc, a_release_given_up_is_never_written);
+    tcase_add_test(tc, a_give_back_waits_for_the_hold);
     tcase_add_test(tc, free_in_flight_runs_no_callbacks);
     tcase_add_test(tc, poke_publishes_while_a_request_is_in_flight);
     tcase_add_test(tc, resign_in_flight_published_before_the_answer);

@@ -5,9 +5,11 @@
  * signal source behind an eventfd, POST /resign through the state's resign
  * channel, as in the daemon; nothing sleeps. Each test checks the times of
  * the writes in the API's own log: a stop signal releases the Lease, a
- * hook's hold delays a release and the bound of min(2000 ms, renew
- * deadline / 2) ends it, a resignation is answered "released" or "not
- * leader", and a hook can end the shell or take a signal over.
+ * hook's courtesy hold delays a shutdown's release and the bound of
+ * min(2000 ms, renew deadline / 2) ends it, a safety hold delays any
+ * release for up to the renew deadline and past it no release is written
+ * at all, a resignation is answered "released" or "not leader", and a hook
+ * can end the shell or take a signal over.
  */
 #include <check.h>
 #include <signal.h>
@@ -40,7 +42,9 @@
 /* The hook under test: what it says is set by each test. */
 struct test_hook {
     bool holding;           /* holds_release says this */
-    bool holds_resignation; /* copied into its struct ld_hook */
+    enum ld_hook_hold hold; /* copied into its struct ld_hook */
+    bool quiet;             /* no next_wake_ms: only the wake fd ends a wait */
+    int wakes_taken;        /* take_wake calls */
     bool take_signal;       /* on_signal takes the signal over */
     bool stop;              /* on_publish asks the shell to end */
     bool stop_when_leading; /* ... once it sees leadership */
@@ -175,7 +179,13 @@ static bool hook_on_signal(void *ctx, int signo)
 static int64_t hook_next_wake(void *ctx, int64_t now_ms)
 {
     const struct test_hook *h = ctx;
-    return h->holding ? now_ms + 50 : INT64_MAX;
+    return h->holding && !h->quiet ? now_ms + 50 : INT64_MAX;
+}
+
+static bool hook_take_wake(void *ctx)
+{
+    ((struct test_hook *)ctx)->wakes_taken++;
+    return false;
 }
 
 static bool hook_holds_release(void *ctx, int64_t now_ms)
@@ -272,7 +282,8 @@ static void new_shell(void)
                         .on_signal = hook_on_signal,
                         .next_wake_ms = hook_next_wake,
                         .holds_release = hook_holds_release,
-                        .holds_resignation = fx.hook.holds_resignation};
+                        .hold = fx.hook.hold,
+                        .take_wake = hook_take_wake};
     ck_assert_int_eq(ld_shell_add_hook(fx.sh, &h, &err), LD_OK);
 }
 
@@ -444,6 +455,81 @@ START_TEST(a_holding_hook_delays_the_release_until_it_lets_go)
 }
 END_TEST
 
+/* ---- safety holds ---- */
+
+/* A safety hold outlasts the courtesy bound, up to the renew deadline. */
+START_TEST(a_safety_hold_that_ends_in_time_releases_after_it)
+{
+    fx.with_hook = true;
+    fx.hook.hold = LD_HOOK_HOLD_SAFETY;
+    lead();
+    fx.hook.holding = true;
+    int64_t t = now();
+    send_signal(SIGTERM);
+    run_for(fx.renew_ms - 1000);
+    ck_assert_int_eq(release_write_ms(t), -1);
+    ck_assert(!fx.done);
+    ck_assert(!leading());
+    int64_t let_go = now();
+    fx.hook.holding = false;
+    ck_assert(run_until(done, fx.renew_ms));
+    int64_t r = release_write_ms(t);
+    ck_assert_msg(r >= let_go && r <= let_go + SLACK_MS,
+                  "released at +%lld ms, let go at +%lld ms", (long long)(r - t),
+                  (long long)(let_go - t));
+    ck_assert_str_eq(stored_holder(), "");
+}
+END_TEST
+
+/* Still held at the renew deadline after the step-down: the release is
+ * given up, the Lease keeps our name and expires by itself, and the
+ * shell ends without having written anything after the signal. */
+START_TEST(a_safety_hold_past_the_bound_writes_no_release)
+{
+    fx.with_hook = true;
+    fx.hook.hold = LD_HOOK_HOLD_SAFETY;
+    lead();
+    fx.hook.holding = true; /* for ever */
+    int64_t t = now();
+    send_signal(SIGTERM);
+    ck_assert_msg(run_until(done, 2 * fx.renew_ms), "the shell did not end");
+    ck_assert_msg(now() >= t + fx.renew_ms && now() <= t + fx.renew_ms + SLACK_MS,
+                  "ended at +%lld ms", (long long)(now() - t));
+    ck_assert_int_eq(release_write_ms(t), -1);
+    ck_assert_uint_eq(ft_count(fx.ft, "PUT", LEASE, t), 0);
+    ck_assert_str_eq(stored_holder(), ME);
+    ck_assert(!leading());
+    ck_assert_int_eq(fx.released, 0);
+    ck_assert_int_eq(fx.finishes, 1);
+}
+END_TEST
+
+/* A hook that does not poll: its news on the wake fd ends a shutdown's
+ * hold at once (the wake fd is watched while stopping too). */
+START_TEST(a_hooks_news_ends_a_shutdown_hold_at_once)
+{
+    fx.with_hook = true;
+    fx.hook.hold = LD_HOOK_HOLD_SAFETY;
+    fx.hook.quiet = true;
+    lead();
+    fx.hook.holding = true;
+    int64_t t = now();
+    send_signal(SIGTERM);
+    run_for(3000);
+    ck_assert(!fx.done);
+    int wakes = fx.hook.wakes_taken;
+    int64_t let_go = now();
+    fx.hook.holding = false;
+    wake_for_news();
+    ck_assert(run_until(done, fx.renew_ms));
+    ck_assert_int_gt(fx.hook.wakes_taken, wakes);
+    int64_t r = release_write_ms(t);
+    ck_assert_msg(r >= let_go && r <= let_go + SLACK_MS,
+                  "released at +%lld ms, let go at +%lld ms", (long long)(r - t),
+                  (long long)(let_go - t));
+}
+END_TEST
+
 START_TEST(a_hook_can_take_a_signal_over)
 {
     fx.with_hook = true;
@@ -538,12 +624,12 @@ START_TEST(resign_is_answered_not_leader_on_a_standby)
 }
 END_TEST
 
-/* Only a hook that says so holds a resignation's release (the exec child
- * gone first); the rest hold only a shutdown's. */
-START_TEST(only_a_resignation_holding_hook_delays_a_resignation)
+/* Only a safety hold holds a resignation's release (the exec child gone
+ * first); a courtesy hold holds only a shutdown's. */
+START_TEST(only_a_safety_hold_delays_a_resignation)
 {
     fx.with_hook = true;
-    fx.hook.holds_resignation = true;
+    fx.hook.hold = LD_HOOK_HOLD_SAFETY;
     lead();
     fx.hook.holding = true;
     int64_t t = now();
@@ -559,7 +645,7 @@ START_TEST(only_a_resignation_holding_hook_delays_a_resignation)
 }
 END_TEST
 
-START_TEST(a_shutdown_only_hook_does_not_delay_a_resignation)
+START_TEST(a_courtesy_hold_does_not_delay_a_resignation)
 {
     fx.with_hook = true;
     lead();
@@ -570,6 +656,24 @@ START_TEST(a_shutdown_only_hook_does_not_delay_a_resignation)
     ck_assert_int_eq(ld_state_resign_outcome(&fx.state, ticket), LD_RESIGN_RELEASED);
     int64_t r = release_write_ms(t);
     ck_assert(r >= t && r <= t + SLACK_MS);
+}
+END_TEST
+
+START_TEST(a_safety_hold_past_the_bound_gives_a_resignation_up)
+{
+    fx.with_hook = true;
+    fx.hook.hold = LD_HOOK_HOLD_SAFETY;
+    lead();
+    fx.hook.holding = true;
+    int64_t t = now();
+    ask_resign();
+    ck_assert(run_until(answered, 2 * fx.renew_ms));
+    ck_assert_int_eq(ld_state_resign_outcome(&fx.state, ticket), LD_RESIGN_FAILED);
+    ck_assert_int_ge(now(), t + fx.renew_ms);
+    ck_assert_int_eq(release_write_ms(t), -1);
+    ck_assert_str_eq(stored_holder(), ME);
+    ck_assert(!leading());
+    ck_assert(!fx.done); /* a standby now */
 }
 END_TEST
 
@@ -598,8 +702,12 @@ static Suite *shell_suite(void)
     tcase_add_test(tc, a_hook_asking_to_stop_ends_the_shell);
     tcase_add_test(tc, resign_is_answered_released);
     tcase_add_test(tc, resign_is_answered_not_leader_on_a_standby);
-    tcase_add_test(tc, only_a_resignation_holding_hook_delays_a_resignation);
-    tcase_add_test(tc, a_shutdown_only_hook_does_not_delay_a_resignation);
+    tcase_add_test(tc, only_a_safety_hold_delays_a_resignation);
+    tcase_add_test(tc, a_courtesy_hold_does_not_delay_a_resignation);
+    tcase_add_test(tc, a_safety_hold_that_ends_in_time_releases_after_it);
+    tcase_add_test(tc, a_safety_hold_past_the_bound_writes_no_release);
+    tcase_add_test(tc, a_safety_hold_past_the_bound_gives_a_resignation_up);
+    tcase_add_test(tc, a_hooks_news_ends_a_shutdown_hold_at_once);
     tcase_add_test(tc, a_hook_of_an_unknown_election_is_refused);
     suite_add_tcase(s, tc);
     return s;

@@ -2,7 +2,9 @@
  * Unit tests for cmd/leaderd/supervisor: the deadline policy as a pure
  * function of messages and integer time, then the real process with a
  * shell child, its group, its environment and its end (deadline, stop,
- * leaderd gone).
+ * leaderd gone), then containment: processes that leave the child's group
+ * or session, in both modes (the process tree, and a cgroup v2 where the
+ * machine lets the test make one), with the supervisor alive and killed.
  */
 #include <check.h>
 #include <errno.h>
@@ -13,14 +15,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../../cmd/leaderd/supervisor.h"
+#include "log.h"
 #include "support/run_suite.h"
 
 #define GRACE 500
+/* statfs's f_type of a cgroup v2 mount. */
+#define CGROUP2_MAGIC 0x63677270
 
 /* Runs the policy at now until nothing more is due; returns what was due,
  * TERM and KILL as bits, and the next wake time in *wake. */
@@ -287,6 +293,277 @@ START_TEST(missing_command_is_127)
 }
 END_TEST
 
+/* ---- containment ---- */
+
+/* Where this machine has a cgroup v2 the test may write to: a pure v2
+ * host, or the unified mount of a hybrid one. */
+static const char *cgroup_v2_mount(void)
+{
+    static const char *const candidates[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+        struct statfs fs;
+        if (statfs(candidates[i], &fs) == 0 && fs.f_type == CGROUP2_MAGIC &&
+            access(candidates[i], W_OK) == 0)
+            return candidates[i];
+    }
+    return NULL;
+}
+
+static char logged[256];
+
+static void keep_line(void *ctx, enum ld_log_level level, const char *msg)
+{
+    (void)ctx;
+    (void)level;
+    if (strncmp(msg, "containment: ", 13) == 0)
+        snprintf(logged, sizeof(logged), "%s", msg);
+}
+
+/* Loop index 0: the process tree; 1: a cgroup v2. Returns false (the test
+ * has nothing to check) when the machine offers no cgroup v2 to write. */
+static bool spawn_contained(int mode, char *const *argv, int64_t grace,
+                            struct ld_supervisor *s)
+{
+    const char *mount = mode == 0 ? "/nonexistent" : cgroup_v2_mount();
+    if (!mount)
+        return false;
+    struct ld_supervisor_config cfg = {.command = argv,
+                                       .lease = "ns/lease",
+                                       .identity = "me",
+                                       .grace_ms = grace,
+                                       .cgroup_mount = mount};
+    logged[0] = '\0';
+    ld_log_set_sink(keep_line, NULL, LD_LOG_DEBUG);
+    ck_assert_int_eq(ld_supervisor_spawn(s, &cfg), 0);
+    ld_log_set_sink(NULL, NULL, LD_LOG_ERROR);
+    if (mode == 0) {
+        ck_assert_ptr_null(s->cgroup);
+        ck_assert_str_eq(logged, "containment: process tree (subreaper)");
+    } else {
+        ck_assert_ptr_nonnull(s->cgroup);
+        char want[256];
+        snprintf(want, sizeof(want), "containment: cgroup v2 (%s)", s->cgroup);
+        ck_assert_str_eq(logged, want);
+    }
+    return true;
+}
+
+/* True while pid exists and is not a zombie. */
+static bool running(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *close_paren = strrchr(buf, ')');
+    return close_paren && close_paren[1] == ' ' && close_paren[2] != 'Z';
+}
+
+/* Waits up to timeout_ms for want pids in the journal, one a line; returns
+ * how many were read into pids. */
+static int journal_pids(pid_t *pids, int want, int64_t timeout_ms)
+{
+    int64_t until = now_ms() + timeout_ms;
+    int n = 0;
+    while (n < want && now_ms() < until) {
+        FILE *f = fopen(journal, "r");
+        char line[64];
+        n = 0;
+        while (f && n < want && fgets(line, sizeof(line), f))
+            pids[n++] = (pid_t)strtol(line, NULL, 10);
+        if (f)
+            fclose(f);
+        if (n < want)
+            poll(NULL, 0, 20);
+    }
+    return n;
+}
+
+/* Kills whatever of pids still runs, by pid, and returns how many did. */
+static int survivors(const pid_t *pids, int n)
+{
+    int alive = 0;
+    for (int i = 0; i < n; i++) {
+        if (pids[i] > 0 && running(pids[i])) {
+            alive++;
+            kill(pids[i], SIGKILL);
+        }
+    }
+    return alive;
+}
+
+/* The child records its pid, starts one grandchild in a session of its
+ * own (setsid) and one through a double fork (setsid in a subshell that
+ * exits, the daemon's way), each recording its pid, and waits. */
+static const char escapes[] =
+    "echo $$ >> \"$0\"; "
+    "setsid sh -c 'echo $$ >> \"$0\"; exec sleep 1000' \"$0\" & "
+    "(setsid sh -c 'echo $$ >> \"$0\"; exec sleep 1000' \"$0\" &); "
+    "while :; do sleep 0.05; done";
+
+START_TEST(stop_ends_processes_that_left_the_group)
+{
+    char *const argv[] = {"/bin/sh", "-c", (char *)escapes, journal, NULL};
+    struct ld_supervisor s;
+    if (!spawn_contained(_i, argv, 200, &s))
+        return;
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
+    pid_t pids[3];
+    ck_assert_int_eq(journal_pids(pids, 3, 5000), 3);
+    for (int i = 1; i < 3; i++) {
+        ck_assert(running(pids[i]));
+        ck_assert_int_ne(getpgid(pids[i]), pids[0]); /* out of the child's group */
+    }
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_STOP, 0, 0), 0);
+    exited(&s, LD_SUP_STOPPED, 10000);
+    /* Reported only once none of them is left. */
+    ck_assert_int_eq(survivors(pids, 3), 0);
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+START_TEST(a_daemon_does_not_outlive_its_child)
+{
+    static const char daemonizes[] =
+        "(setsid sh -c 'echo $$ >> \"$0\"; exec sleep 1000' \"$0\" &); "
+        "while [ ! -s \"$0\" ]; do sleep 0.01; done; exit 5";
+    char *const argv[] = {"/bin/sh", "-c", (char *)daemonizes, journal, NULL};
+    struct ld_supervisor s;
+    if (!spawn_contained(_i, argv, 200, &s))
+        return;
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
+    int status = exited(&s, LD_SUP_EXITED, 10000);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 5);
+    pid_t daemon;
+    ck_assert_int_eq(journal_pids(&daemon, 1, 1000), 1);
+    ck_assert_int_eq(survivors(&daemon, 1), 0);
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+START_TEST(exit_status_survives_orphans_dying_with_the_child)
+{
+    /* Sixty-four orphans (their subshells are gone) are killed together;
+     * the child exits the moment the supervisor has reaped the first, while
+     * it still reaps the rest. */
+    static const char race[] =
+        ": > $0; for i in $(seq 64); do (sleep 1000 & echo $! >> $0); "
+        "done; read p < $0; kill $(cat $0); "
+        "while [ -e /proc/$p ]; do :; done; exit 7";
+    char *const argv[] = {"/bin/sh", "-c", (char *)race, journal, NULL};
+    struct ld_supervisor s;
+    if (!spawn_contained(_i, argv, 200, &s))
+        return;
+    for (int round = 0; round < 20; round++) {
+        ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
+        int status = exited(&s, LD_SUP_EXITED, 5000);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 7,
+                      "round %d: status %#x", round, status);
+    }
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+/* Every signal the child should get, from leaderd's message or sent to the
+ * supervisor itself, reaches the child and a grandchild in a session of
+ * its own; each notes "PID SIGNAL". The grandchild is started by setsid's
+ * own fork, not as an asynchronous list: a non-interactive shell starts
+ * those with SIGINT and SIGQUIT ignored, beyond a trap's reach. */
+START_TEST(signals_reach_every_process)
+{
+    static const char traps[] =
+        "for s in HUP INT QUIT USR1 USR2 TERM; do trap \"echo \\$\\$ $s >> $0\" $s; "
+        "done; echo $$ ready >> $0; while :; do sleep 0.05; done";
+    char both[1024];
+    snprintf(both, sizeof(both), "setsid -f sh -c '%s' \"$0\"; %s", traps, traps);
+    char *const argv[] = {"/bin/sh", "-c", both, journal, NULL};
+    struct ld_supervisor s;
+    if (!spawn_contained(_i, argv, 200, &s))
+        return;
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
+    static const struct {
+        int signo;
+        const char *name;
+        bool direct; /* sent to the supervisor process instead of by message */
+    } cases[] = {{SIGHUP, "HUP", false},   {SIGINT, "INT", false},
+                 {SIGQUIT, "QUIT", false}, {SIGUSR1, "USR1", false},
+                 {SIGUSR2, "USR2", true},  {SIGTERM, "TERM", false}};
+    int lines = 2;
+    char text[4096];
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        if (c == 0) {
+            /* Both shells have set their traps. */
+            int64_t until = now_ms() + 5000;
+            int ready = 0;
+            while (ready < 2 && now_ms() < until) {
+                FILE *f = fopen(journal, "r");
+                size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+                if (f)
+                    fclose(f);
+                text[n] = '\0';
+                ready = 0;
+                for (const char *p = text; (p = strstr(p, " ready")); p++)
+                    ready++;
+                if (ready < 2)
+                    poll(NULL, 0, 20);
+            }
+            ck_assert_int_eq(ready, 2);
+        }
+        if (cases[c].direct)
+            ck_assert_int_eq(kill(s.pid, cases[c].signo), 0);
+        else
+            ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_SIGNAL, cases[c].signo, 0), 0);
+        lines += 2;
+        int64_t until = now_ms() + 5000;
+        int got = 0;
+        while (got < lines && now_ms() < until) {
+            FILE *f = fopen(journal, "r");
+            size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+            if (f)
+                fclose(f);
+            text[n] = '\0';
+            got = 0;
+            for (const char *p = text; (p = strchr(p, '\n')); p++)
+                got++;
+            if (got < lines)
+                poll(NULL, 0, 20);
+        }
+        ck_assert_msg(got == lines, "%s reached %d of 2 processes", cases[c].name,
+                      got - lines + 2);
+        char want[32];
+        snprintf(want, sizeof(want), " %s\n", cases[c].name);
+        int seen = 0;
+        for (const char *p = text; (p = strstr(p, want)); p++)
+            seen++;
+        ck_assert_int_eq(seen, 2);
+    }
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_STOP, 0, 0), 0);
+    exited(&s, LD_SUP_STOPPED, 10000);
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+START_TEST(supervisor_death_leaves_nothing)
+{
+    char *const argv[] = {"/bin/sh", "-c", (char *)escapes, journal, NULL};
+    struct ld_supervisor s;
+    if (!spawn_contained(_i, argv, 200, &s))
+        return;
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
+    pid_t pids[3];
+    ck_assert_int_eq(journal_pids(pids, 3, 5000), 3);
+    ck_assert_int_eq(kill(s.pid, SIGKILL), 0);
+    ck_assert_int_eq(ld_supervisor_reclaim(&s, 5000), 0);
+    ck_assert_int_eq(s.pid, -1); /* its zombie was reaped too */
+    ck_assert_ptr_null(s.cgroup);
+    ck_assert_int_eq(survivors(pids, 3), 0);
+    ld_supervisor_close(&s);
+}
+END_TEST
+
 static Suite *supervisor_suite(void)
 {
     Suite *s = suite_create("supervisor");
@@ -307,6 +584,16 @@ static Suite *supervisor_suite(void)
     tcase_add_test(tc, signal_is_passed_to_the_group);
     tcase_add_test(tc, missing_command_is_127);
     suite_add_tcase(s, tc);
+
+    TCase *tk = tcase_create("containment");
+    tcase_add_checked_fixture(tk, setup, teardown);
+    tcase_set_timeout(tk, 60);
+    tcase_add_loop_test(tk, stop_ends_processes_that_left_the_group, 0, 2);
+    tcase_add_loop_test(tk, a_daemon_does_not_outlive_its_child, 0, 2);
+    tcase_add_loop_test(tk, exit_status_survives_orphans_dying_with_the_child, 0, 2);
+    tcase_add_loop_test(tk, signals_reach_every_process, 0, 2);
+    tcase_add_loop_test(tk, supervisor_death_leaves_nothing, 0, 2);
+    suite_add_tcase(s, tk);
     return s;
 }
 

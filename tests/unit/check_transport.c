@@ -3,8 +3,10 @@
  * on 127.0.0.1: exchanges run concurrently (a held one does not delay
  * another, a hung one times out alone), cancel silences a callback, streams
  * arrive in pieces, the pool stays at 4 connections, round trips beyond
- * the cap of those in curl wait their turn (and time out there unsent, as
- * does one whose time ran out before the next run), a
+ * the cap of those in curl wait their turn (and time out there unsent,
+ * LD_ENOTSENT, as does one whose time ran out before the next run),
+ * heartbeats go before waiting normal round trips and keep a lane that
+ * normal ones never fill, a
  * 401 re-reads the token file, bodies are capped, and the wake fd ends a
  * run.
  */
@@ -119,14 +121,31 @@ static void push(const struct fake_http_response *r)
     fake_http_push(fake, r);
 }
 
-static ld_http_id submit(const char *path, int64_t timeout_ms, struct outcome *o)
+static ld_http_id submit_as(const char *path, int64_t timeout_ms,
+                            enum ld_http_priority priority, struct outcome *o)
 {
-    struct ld_http_request req = {.verb = "GET", .path = path, .timeout_ms = timeout_ms};
+    struct ld_http_request req = {
+        .verb = "GET", .path = path, .timeout_ms = timeout_ms, .priority = priority};
     struct ld_errinfo e;
     ld_http_id id = 0;
     ck_assert_int_eq(ld_transport_submit(tr, &req, on_done, o, &id, &e), LD_OK);
     ck_assert(id != 0);
     return id;
+}
+
+static ld_http_id submit(const char *path, int64_t timeout_ms, struct outcome *o)
+{
+    return submit_as(path, timeout_ms, LD_PRIO_NORMAL, o);
+}
+
+/* The path of the k-th request the server saw. */
+static void assert_request_path(int k, const char *path)
+{
+    struct fake_http_request got;
+    ck_assert(fake_http_request_at(fake, k, &got));
+    ck_assert_msg(strcmp(got.path, path) == 0, "request %d: %s, not %s", k, got.path,
+                  path);
+    fake_http_request_clear(&got);
 }
 
 /* Drives the transport until *done_calls of o is at least 1. */
@@ -354,7 +373,7 @@ START_TEST(waiting_round_trip_times_out_unsent)
     run_until_requests(1);
     submit("/late", 300, &late);
     run_until_done(&late);
-    ck_assert_int_eq(late.rc, LD_ETIMEOUT);
+    ck_assert_int_eq(late.rc, LD_ENOTSENT);
     ck_assert_int_eq(late.status, 0);
     for (int i = 0; i < N; i++) {
         run_until_done(&held[i]);
@@ -393,7 +412,7 @@ START_TEST(round_trip_overdue_before_a_run_is_not_sent)
         (void)nanosleep(&ts, NULL);
     }
     run_until_done(&late);
-    ck_assert_int_eq(late.rc, LD_ETIMEOUT);
+    ck_assert_int_eq(late.rc, LD_ENOTSENT);
     ck_assert_int_eq(late.status, 0);
     ck_assert_msg(strstr(late.err, "not sent") != NULL, "%s", late.err);
     submit("/after", 10000, &after);
@@ -404,6 +423,84 @@ START_TEST(round_trip_overdue_before_a_run_is_not_sent)
     ck_assert(fake_http_request_at(fake, 1, &got));
     ck_assert_str_eq(got.path, "/after");
     fake_http_request_clear(&got);
+}
+END_TEST
+
+/* Normal round trips that hang fill every lane they may take; a heartbeat
+ * submitted after them, and after a normal one still waiting, goes out at
+ * once on the lane kept for heartbeats. */
+START_TEST(heartbeat_is_not_delayed_by_hung_normal_requests)
+{
+    enum { HELD = LD_TRANSPORT_CURL_H1_ACTIVE - LD_TRANSPORT_CURL_HEARTBEAT_LANES };
+    struct outcome held[HELD], waiting = {0}, beat = {0};
+    memset(held, 0, sizeof(held));
+    for (int i = 0; i < HELD; i++) {
+        struct fake_http_response r = {.status = 200, .body = "held", .delay_ms = 4000};
+        push(&r);
+    }
+    struct fake_http_response quick = {.status = 200, .body = "beat"};
+    push(&quick);
+    push(&quick);
+    for (int i = 0; i < HELD; i++)
+        submit("/held", 20000, &held[i]);
+    submit("/waiting", 20000, &waiting);
+    run_until_requests(HELD);
+    int64_t t0 = now_ms();
+    submit_as("/beat", 20000, LD_PRIO_HEARTBEAT, &beat);
+    run_until_done(&beat);
+    ck_assert_msg(now_ms() - t0 < 3000, "the heartbeat waited %lld ms",
+                  (long long)(now_ms() - t0));
+    ck_assert_int_eq(beat.rc, LD_OK);
+    ck_assert_str_eq(beat.body, "beat");
+    /* The normal one never took the heartbeats' lane. */
+    ck_assert_int_eq(waiting.done_calls, 0);
+    ck_assert_int_eq(fake_http_request_count(fake), HELD + 1);
+    assert_request_path(HELD, "/beat");
+    for (int i = 0; i < HELD; i++) {
+        run_until_done(&held[i]);
+        ck_assert_int_eq(held[i].rc, LD_OK);
+    }
+    run_until_done(&waiting);
+    ck_assert_int_eq(waiting.rc, LD_OK);
+    assert_request_path(HELD + 1, "/waiting");
+}
+END_TEST
+
+/* With every lane busy, a heartbeat submitted after a waiting normal round
+ * trip still goes out first when a lane frees. */
+START_TEST(waiting_heartbeat_goes_before_waiting_normal_requests)
+{
+    enum { N = LD_TRANSPORT_CURL_H1_ACTIVE };
+    struct outcome busy[N], normal = {0}, beat = {0};
+    memset(busy, 0, sizeof(busy));
+    /* The first to finish frees a normal lane; the others hold theirs. */
+    struct fake_http_response first = {.status = 200, .body = "ok", .delay_ms = 300};
+    push(&first);
+    for (int i = 1; i < N; i++) {
+        struct fake_http_response r = {.status = 200, .body = "ok", .delay_ms = 3000};
+        push(&r);
+    }
+    struct fake_http_response quick = {.status = 200, .body = "ok"};
+    push(&quick);
+    push(&quick);
+    for (int i = 0; i < N - LD_TRANSPORT_CURL_HEARTBEAT_LANES; i++)
+        submit("/busy", 20000, &busy[i]);
+    for (int i = N - LD_TRANSPORT_CURL_HEARTBEAT_LANES; i < N; i++)
+        submit_as("/busy", 20000, LD_PRIO_HEARTBEAT, &busy[i]);
+    run_until_requests(N);
+    submit("/normal", 20000, &normal);
+    submit_as("/beat", 20000, LD_PRIO_HEARTBEAT, &beat);
+    run_until_done(&beat);
+    ck_assert_int_eq(beat.rc, LD_OK);
+    run_until_done(&normal);
+    ck_assert_int_eq(normal.rc, LD_OK);
+    ck_assert_int_lt(beat.order, normal.order);
+    assert_request_path(N, "/beat");
+    assert_request_path(N + 1, "/normal");
+    for (int i = 0; i < N; i++) {
+        run_until_done(&busy[i]);
+        ck_assert_int_eq(busy[i].rc, LD_OK);
+    }
 }
 END_TEST
 
@@ -537,6 +634,8 @@ static Suite *transport_suite(void)
     tcase_add_test(tc, round_trips_beyond_the_active_cap_wait_their_turn);
     tcase_add_test(tc, waiting_round_trip_times_out_unsent);
     tcase_add_test(tc, round_trip_overdue_before_a_run_is_not_sent);
+    tcase_add_test(tc, heartbeat_is_not_delayed_by_hung_normal_requests);
+    tcase_add_test(tc, waiting_heartbeat_goes_before_waiting_normal_requests);
     tcase_add_test(tc, unauthorized_rereads_token);
     tcase_add_test(tc, body_over_cap);
     tcase_add_test(tc, wake_fd_ends_run);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the static OpenSSL, libcurl and libmicrohttpd that the image links, under
-# PREFIX (only .a, headers and .pc files), from unpacked Debian sources in SRC.
+# Builds the static OpenSSL, nghttp2, libcurl and libmicrohttpd that the image
+# links, under PREFIX (only .a, headers and .pc files), from unpacked Debian
+# sources in SRC.
 # The Dockerfile's deps stage runs it, and so does `make static-deps` on a build
 # machine, so the figures measured outside the image are of the same binary.
 # With LIBC=musl every library is built against musl (Debian's musl-dev, through
@@ -8,8 +9,8 @@
 # start file of a static PIE), zlib, jansson and libyaml included, whose Debian
 # archives are glibc's; `make static LIBC=musl` links leaderd with that PREFIX.
 # Usage: [LIBC=musl] tools/image/build-deps.sh SRC PREFIX
-#   SRC holds openssl-*/, curl-*/ and libmicrohttpd-*/ (apt-get source, or
-#   tools/image/fetch-sources.sh), and for musl zlib-*/, jansson-*/, libyaml-*/
+#   SRC holds openssl-*/, nghttp2-*/, curl-*/ and libmicrohttpd-*/ (apt-get
+#   source, or tools/image/fetch-sources.sh), and for musl zlib-*/, jansson-*/, libyaml-*/
 #   (`LIBC=musl fetch-sources.sh`). Each library is skipped when PREFIX has it.
 set -eu
 src=$(cd "${1:?usage: build-deps.sh SRC PREFIX}" && pwd)
@@ -110,15 +111,36 @@ if [ ! -f "$prefix/openssl/lib/libcrypto.a" ]; then
 fi
 [ "$libc" = musl ] || export PKG_CONFIG_PATH="$prefix/openssl/lib/pkgconfig"
 
-# libcurl: HTTP(S) over OpenSSL with zlib, threaded resolver; no other protocol, no
-# GSSAPI/LDAP/IDN/PSL/HTTP2/brotli/zstd (their static archives are what breaks linking).
-if [ ! -f "$prefix/curl/lib/libcurl.a" ]; then
+# nghttp2: the library only (no tools, no documentation): HTTP/2 framing and
+# HPACK for libcurl, so many round trips share one connection to the API server
+# instead of queueing behind HTTP/1.1's few. With CMake (a build dependency for
+# glibc too now): Debian's source carries no generated configure. Its project()
+# also looks for a C++ compiler (g++ in the build stage), though the library is
+# C and none is run.
+if [ ! -f "$prefix/nghttp2/lib/libnghttp2.a" ]; then
+    rm -rf "$src/build-nghttp2"
+    cmake -S "$(ls -d "$src"/nghttp2-*/ | head -n 1)" -B "$src/build-nghttp2" \
+        -DCMAKE_C_COMPILER="${CC:-gcc}" -DCMAKE_BUILD_TYPE=None \
+        -DCMAKE_C_FLAGS="$libopt -fPIC $sections" \
+        -DCMAKE_INSTALL_PREFIX="$prefix/nghttp2" \
+        -DCMAKE_INSTALL_LIBDIR=lib -DENABLE_LIB_ONLY=ON -DENABLE_STATIC_LIB=ON \
+        -DENABLE_SHARED_LIB=OFF -DENABLE_DOC=OFF -DENABLE_FAILMALLOC=OFF \
+        -DWITH_LIBXML2=OFF -DWITH_JEMALLOC=OFF >"$src/build-nghttp2.log"
+    cmake --build "$src/build-nghttp2" -j "$jobs" >"$src/build-nghttp2-make.log"
+    cmake --install "$src/build-nghttp2" >/dev/null
+fi
+
+# libcurl: HTTP(S) and HTTP/2 over OpenSSL with zlib, threaded resolver; no other
+# protocol, no GSSAPI/LDAP/IDN/PSL/brotli/zstd (their static archives are what breaks
+# linking). A libcurl built before nghttp2 was part of the image is rebuilt.
+if ! grep -qs nghttp2 "$prefix/curl/lib/pkgconfig/libcurl.pc"; then
     (cd "$src"/curl-*/ &&
         CFLAGS="$libopt $sections" \
             ./configure --prefix="$prefix/curl" --disable-shared --enable-static \
             --with-openssl="$prefix/openssl" --with-zlib$zlib_opt --enable-threaded-resolver \
             --without-brotli --without-zstd --without-libidn2 --without-libpsl \
-            --without-nghttp2 --without-libssh2 --without-librtmp --without-gssapi \
+            --with-nghttp2="$prefix/nghttp2" --without-libssh2 --without-librtmp \
+            --without-gssapi \
             --without-libgsasl --disable-ldap --disable-ldaps --disable-rtsp --disable-dict \
             --disable-telnet --disable-tftp --disable-pop3 --disable-imap --disable-smtp \
             --disable-gopher --disable-mqtt --disable-smb --disable-ftp --disable-file \

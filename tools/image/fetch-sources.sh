@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Unpacks the Debian sources the image is built from (the Dockerfile's pinned
-# CURL_VERSION, MHD_VERSION and OPENSSL_VERSION) into DEST, for building the
+# CURL_VERSION, NGHTTP2_VERSION, MHD_VERSION and OPENSSL_VERSION) into DEST, for building the
 # same static libraries outside an image build (`make static-deps`) on a
 # machine without deb-src lines. Files come from deb.debian.org's pools; each
 # .dsc's checksums are checked by dpkg-source (the signature is not: the
@@ -48,6 +48,7 @@ unpack() {
 have() { ls -d "$1"-*/ >/dev/null 2>&1; }
 
 have curl || unpack c/curl curl "$(pin CURL_VERSION)"
+have nghttp2 || unpack n/nghttp2 nghttp2 "$(pin NGHTTP2_VERSION)"
 have libmicrohttpd || unpack libm/libmicrohttpd libmicrohttpd "$(pin MHD_VERSION)"
 if ! have openssl; then
     v=$(pin OPENSSL_VERSION)

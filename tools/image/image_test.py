@@ -7,7 +7,8 @@ test-only): one in-cluster style (service-account files + KUBERNETES_SERVICE_*),
 with a kubeconfig. Then /leader, /healthz, /readyz and /metrics of both, leaderd's RSS
 inside the container (checked right after start, and printed again in steady state,
 once leaderd has dropped its start-up code's page-table entries), and the SIGTERM
-handover. Containers run with a read-only root
+handover; then the image's libcurl speaking HTTP/2 (its nghttp2) to nghttpx, which
+terminates TLS and HTTP/2 in front of the API server. Containers run with a read-only root
 filesystem and no capabilities, as in deploy/. Every container and process started
 here is removed by ID/PID. Ends with `image-test: N passed, N failed`.
 
@@ -36,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "support"))  # leaderd_testing
 
-from leaderd_testing.apiserver import ApiServer  # noqa: E402
+from leaderd_testing.apiserver import ApiServer, write_kubeconfig  # noqa: E402
 
 IMAGE = os.environ.get("LEADERD_IMAGE", "localhost/leaderd:0.1.0")
 MAX_BYTES = int(os.environ.get("LEADERD_IMAGE_MAX_BYTES", str(8 * 1000 * 1000)))
@@ -386,6 +387,70 @@ def test_client_certs(root):
         srv.stop()
 
 
+def start_nghttpx(root, srv):
+    """(process, port, access log) of nghttpx on 127.0.0.1 with the API server's
+    certificate, forwarding to it; its access log has ALPN and request line."""
+    port = free_port()
+    access = os.path.join(root, "nghttpx-access.log")
+    proc = subprocess.Popen(
+        ["nghttpx", "--conf=/dev/null", "--workers=1", "--no-ocsp", "--insecure",
+         "--frontend=127.0.0.1,%d" % port, "--backend=127.0.0.1,%d;;tls" % srv.port,
+         "--accesslog-file=" + access, "--accesslog-format=$alpn $request",
+         "--errorlog-file=" + os.path.join(root, "nghttpx-error.log"),
+         os.path.join(srv.dir, "server.key"), os.path.join(srv.dir, "server.crt")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def listening():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return proc.poll() is not None
+    wait_until(listening, 10)
+    return proc, port, access
+
+
+def test_http2(root):
+    """The static libcurl was built with nghttp2: through nghttpx every request of
+    the container's leaderd is HTTP/2, and it leads."""
+    if not shutil.which("nghttpx"):
+        why = "HTTP/2: nghttpx is not installed (nghttp2-proxy, tools/deps.sh test)"
+        if os.environ.get("LEADERD_ALLOW_SKIP") == "1":
+            log("skip " + why)
+        else:
+            check(False, why)
+        return
+    root = os.path.join(root, "h2")
+    srv = ApiServer(os.path.join(root, "api"), ["pod-h2"], verbose=False)
+    proxy, c = None, None
+    try:
+        srv.start()
+        proxy, port, access = start_nghttpx(root, srv)
+        kubeconfig = write_kubeconfig(os.path.join(srv.dir, "h2.kubeconfig"),
+                                      "https://127.0.0.1:%d" % port, srv.ca, "pod-h2",
+                                      token=srv.token("pod-h2"))
+        readable_by_all(root)
+        c = Container("pod-h2", free_port(), ["-v", "%s:%s:ro" % (srv.dir, srv.dir)],
+                      ["--identity", "pod-h2", "--kubeconfig", kubeconfig]).start()
+        led = wait_until(lambda: c.leader()[0] == 200, 15)
+        if not check(led, "HTTP/2: the container leads through nghttpx"):
+            log("pod-h2 logs:\n%s" % c.logs())
+        with open(access) as f:
+            lines = f.read().splitlines()
+        protocols = {line.rsplit(" ", 1)[-1] for line in lines}
+        check(bool(lines) and protocols == {"HTTP/2"} and
+              all(line.startswith("h2 ") for line in lines),
+              "HTTP/2: every request of the image's leaderd is HTTP/2",
+              "%d requests, %s" % (len(lines), sorted(protocols)))
+    finally:
+        if c is not None:
+            c.remove()
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait(10)
+        srv.stop()
+
+
 def main():
     root = tempfile.mkdtemp(prefix="leaderd-image-test.")
     try:
@@ -393,6 +458,7 @@ def main():
         test_cli()
         test_election(root)
         test_client_certs(root)
+        test_http2(root)
     except Exception as e:  # a harness error is a failure, not a crash without summary
         check(False, "harness", "%s: %s" % (type(e).__name__, e))
     finally:

@@ -29,7 +29,7 @@ DEFAULTS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 # Short timings so failover tests take seconds (lease > renew > 1.2 x retry).
 FAST = {"lease_duration": 4.0, "renew_deadline": 3.0, "retry_period": 1.0}
 
-# Liveness bounds of the tests, from the timings (the README's promises):
+# Liveness bounds of the tests, from the timings (docs/guides/timings.md):
 # a removed leader (SIGKILL, partition) is replaced within lease-duration
 # (its Lease expires) + 2 x retry-period (a standby's next attempt, jittered
 # by up to 1.2, after it last saw the Lease); a released Lease is taken within
