@@ -346,13 +346,24 @@ static enum ld_err start_proxy(struct daemon *d, struct ld_errinfo *err)
     return LD_OK;
 }
 
-/* The API write gate's hook (the one Lease's; not yet bound to shards). */
+/* The API write gate's hooks: the one Lease's, or in shard mode one per
+ * shard, bound through the mode (shards are no elections of the shell),
+ * whose exit also watches their eventfd. */
 static enum ld_err start_proxy_hooks(struct daemon *d, struct ld_errinfo *err)
 {
-    if (!d->proxy_writes || d->shards)
+    if (!d->proxy_writes)
         return LD_OK;
-    struct ld_hook h = ld_hook_proxy_bind(d->proxy_writes, 0, LD_MODE_LEASE_ELECTION);
-    return ld_shell_add_hook(d->shell, &h, err);
+    if (!d->shards) {
+        struct ld_hook h = ld_hook_proxy_bind(d->proxy_writes, 0, LD_MODE_LEASE_ELECTION);
+        return ld_shell_add_hook(d->shell, &h, err);
+    }
+    enum ld_err rc =
+        ld_mode_shards_add_wake_fd(d->shards, ld_hook_proxy_fd(d->proxy_writes), err);
+    for (uint32_t k = 0; rc == LD_OK && k < d->cfg.n_shards; k++) {
+        struct ld_hook h = ld_hook_proxy_bind(d->proxy_writes, k, 0);
+        rc = ld_mode_shards_add_shard_hook(d->shards, k, &h, err);
+    }
+    return rc;
 }
 
 /* The one Lease's hooks, in the order they see each publish (shard mode

@@ -8,9 +8,12 @@
  */
 #include "mode_shards.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include "health.h"
 #include "hook_events.h"
@@ -29,8 +32,10 @@
  * other members' renewals. */
 #define JOIN_SETTLE_MS 1000
 
-/* One shard: its write in flight, its entry's strings, its Event hook's
- * view of it. */
+/* A release still held by a hook (hook.h), or given up. */
+enum hold { HOLD_NONE, HOLD_WAIT, HOLD_GIVEN_UP };
+
+/* One shard: its write in flight, its entry's strings, its hooks. */
 struct slot {
     char *leader; /* owned; the shard's entry points here */
     bool writing;
@@ -46,6 +51,10 @@ struct slot {
      * said it drained the shard (drained); INT64_MAX when not. */
     int64_t drain_until_ms;
     bool drained;
+    int64_t unclaimed_ms;  /* when the give-back ended the claim */
+    int64_t held_until_ms; /* a hook holds its release at most until then */
+    struct ld_hook *hooks; /* owned array; each fed this replica's claim */
+    size_t n_hooks;
     int64_t transitions_seen;
     bool was_claimed; /* at the last publish, for the log and the counts */
 };
@@ -63,8 +72,11 @@ struct ld_mode_shards {
      * still shows a shard this replica has since given back. */
     struct ld_shardsnap *unknown;
     struct ld_hook_events *events; /* one per shard with --events, else NULL */
-    struct ld_hook *event_hooks;   /* their hooks, driven from here */
     uint32_t n;
+    /* The exit's wait (finish): an epoll set of the drain channel's eventfd
+     * and the hooks' own fds; -1 until a hook brings an fd, when the drain
+     * channel's eventfd is waited on alone. */
+    int wait_fd;
 
     bool inputs_changed;     /* news since the last assignment */
     bool table_changed;      /* a shard's entry changed since the last table */
@@ -111,9 +123,11 @@ struct ld_mode_shards {
     int64_t next_clean_ms;
 
     bool stopping;
-    bool led_at_stop;     /* our member election led when the shutdown began */
-    bool deleting;        /* the member Lease's DELETE is in flight */
-    bool member_released; /* we wrote the member Lease's release */
+    int64_t courtesy_until_ms; /* a shutdown's courtesy holds end then */
+    bool release_given_up;     /* a shard's, at the exit: the member Lease stays */
+    bool led_at_stop;          /* our member election led when the shutdown began */
+    bool deleting;             /* the member Lease's DELETE is in flight */
+    bool member_released;      /* we wrote the member Lease's release */
 };
 
 static void set_str(char **dst, const char *v)
@@ -253,6 +267,7 @@ static void begin_give_back(struct ld_mode_shards *s, uint32_t k, int64_t now_ms
     if (sl->drain_until_ms != INT64_MAX)
         return;
     sl->drain_until_ms = now_ms + s->c.drain_ms;
+    sl->unclaimed_ms = now_ms;
     sl->drained = false;
     ld_state_drain_set(s->c.state, k, true);
 }
@@ -263,6 +278,7 @@ static void end_drain(struct ld_mode_shards *s, uint32_t k)
     if (sl->drain_until_ms == INT64_MAX)
         return;
     sl->drain_until_ms = INT64_MAX;
+    sl->held_until_ms = INT64_MAX;
     sl->drained = false;
     ld_state_drain_set(s->c.state, k, false);
 }
@@ -274,6 +290,47 @@ static bool drain_over(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
     if (ld_state_drained_take(s->c.state, k))
         sl->drained = true;
     return sl->drained || now_ms >= sl->drain_until_ms;
+}
+
+static void publish(struct ld_mode_shards *s, int64_t now_ms);
+
+/* Shard k's release hold (hook.h), asked once its drain is over: every
+ * hook is asked, none skipped (a hook may arrange to wake the shell when
+ * its hold ends). The table shows the claim ended first, as the API write
+ * gate refuses the shard's writes by it. A safety hold lasts at most the
+ * renew deadline from the claim's end and is given up then (a release
+ * that another replica's writes could overlap is worse than none); a
+ * courtesy hold holds only the exit's releases, up to its bound. */
+static enum hold release_hold(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
+{
+    struct slot *sl = &s->slots[k];
+    bool safety = false, courtesy = false;
+    if (s->entries[k].leading)
+        publish(s, now_ms);
+    for (size_t i = 0; i < sl->n_hooks; i++) {
+        const struct ld_hook *h = &sl->hooks[i];
+        if (!h->holds_release)
+            continue;
+        if (h->hold == LD_HOOK_HOLD_SAFETY)
+            safety |= h->holds_release(h->ctx, now_ms);
+        else if (s->stopping && now_ms < s->courtesy_until_ms)
+            courtesy |= h->holds_release(h->ctx, now_ms);
+    }
+    int64_t safety_until = sl->unclaimed_ms + s->c.renew_deadline_ms;
+    sl->held_until_ms = INT64_MAX;
+    if (safety && now_ms >= safety_until) {
+        ld_log(LD_LOG_WARN,
+               "shard %s: the release waited %lld ms for what must end before "
+               "another replica owns the shard (API writes in flight) and is given up",
+               ld_shardgroup_shard_id(s->group, k),
+               (long long)(now_ms - sl->unclaimed_ms));
+        return HOLD_GIVEN_UP;
+    }
+    if (safety)
+        sl->held_until_ms = safety_until;
+    if (courtesy && s->courtesy_until_ms < sl->held_until_ms)
+        sl->held_until_ms = s->courtesy_until_ms;
+    return safety || courtesy ? HOLD_WAIT : HOLD_NONE;
 }
 
 static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
@@ -456,6 +513,15 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
                 break; /* just joined: a rebalance waits for the others */
             begin_give_back(s, k, now_ms);
             if (!drain_over(s, k, now_ms))
+                break;
+            enum hold hold = release_hold(s, k, now_ms);
+            if (hold == HOLD_GIVEN_UP) {
+                /* Not written: the shard stays ours, unclaimed, and its
+                 * give-back starts over later, its hold asked anew. */
+                end_drain(s, k);
+                sl->next_try_ms = now_ms + s->c.lease_duration_ms;
+            }
+            if (hold != HOLD_NONE)
                 break;
             ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
                    ld_shardgroup_shard_id(s->group, k),
@@ -685,17 +751,17 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         e->last_renew_wall_us != next.last_renew_wall_us)
         s->table_changed = true;
     *e = next;
-    if (s->event_hooks) {
-        struct ld_election_status st = {
-            .observed = next.observed,
-            .leader = next.leader,
-            .term = (int32_t)next.term,
-            .leading = next.leading,
-            .lead_until_ms = next.lead_until_ms,
-            .uid = rec ? rec->uid : NULL,
-        };
-        s->event_hooks[k].on_publish(s->event_hooks[k].ctx, &st, now_ms);
-    }
+    struct ld_election_status st = {
+        .observed = next.observed,
+        .leader = next.leader,
+        .term = (int32_t)next.term,
+        .leading = next.leading,
+        .lead_until_ms = next.lead_until_ms,
+        .uid = rec ? rec->uid : NULL,
+    };
+    /* A hook's wish to end the daemon is no shard's business: ignored. */
+    for (size_t i = 0; i < sl->n_hooks; i++)
+        (void)sl->hooks[i].on_publish(sl->hooks[i].ctx, &st, now_ms);
 }
 
 /* The table of the entries as they are now (a new reference), or NULL
@@ -750,15 +816,32 @@ static void publish(struct ld_mode_shards *s, int64_t now_ms)
     s->heartbeat_at_ms = now_ms;
 }
 
-static int64_t events_wake(struct ld_mode_shards *s, int64_t now_ms)
+static int64_t hooks_wake(struct ld_mode_shards *s, int64_t now_ms)
 {
     int64_t at = INT64_MAX;
-    for (uint32_t k = 0; s->event_hooks && k < s->n; k++) {
-        int64_t w = s->event_hooks[k].next_wake_ms(s->event_hooks[k].ctx, now_ms);
-        if (w < at)
-            at = w;
+    for (uint32_t k = 0; k < s->n; k++) {
+        for (size_t i = 0; i < s->slots[k].n_hooks; i++) {
+            const struct ld_hook *h = &s->slots[k].hooks[i];
+            int64_t w = h->next_wake_ms ? h->next_wake_ms(h->ctx, now_ms) : INT64_MAX;
+            if (w < at)
+                at = w;
+        }
     }
     return at;
+}
+
+static bool take_wake(void *ctx)
+{
+    struct ld_mode_shards *s = ctx;
+    bool news = false;
+    for (uint32_t k = 0; k < s->n; k++) {
+        for (size_t i = 0; i < s->slots[k].n_hooks; i++) {
+            const struct ld_hook *h = &s->slots[k].hooks[i];
+            if (h->take_wake && h->take_wake(h->ctx))
+                news = true;
+        }
+    }
+    return news;
 }
 
 static int64_t after_pass(void *ctx, int64_t now_ms)
@@ -789,14 +872,17 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
         at = s->reassess_at_ms;
     if (now_ms < s->stuck_until_ms && s->stuck_until_ms < at)
         at = s->stuck_until_ms; /* /healthz recovers then */
-    for (uint32_t k = 0; k < s->n; k++)
+    for (uint32_t k = 0; k < s->n; k++) {
         if (s->slots[k].drain_until_ms < at)
             at = s->slots[k].drain_until_ms;
+        if (s->slots[k].held_until_ms < at)
+            at = s->slots[k].held_until_ms;
+    }
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
-    int64_t ev = events_wake(s, now_ms);
-    if (ev < at)
-        at = ev;
+    int64_t hw = hooks_wake(s, now_ms);
+    if (hw < at)
+        at = hw;
     if (!s->listing && !s->stopping) {
         if ((!s->watch_healthy || s->watch_silent || s->join_list) &&
             s->next_list_ms < at)
@@ -862,6 +948,7 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
         s->entries[k].leader = "";
         s->slots[k].wanted_since_ms = INT64_MAX;
         s->slots[k].drain_until_ms = INT64_MAX;
+        s->slots[k].held_until_ms = INT64_MAX;
     }
     s->unknown = make_table(s, false, NULL, 0);
     if (!s->unknown)
@@ -883,11 +970,12 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
         };
         ld_hook_events_init(&s->events[k], &ec);
     }
-    s->event_hooks = calloc(s->n, sizeof(*s->event_hooks));
-    if (!s->event_hooks)
-        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    for (uint32_t k = 0; k < s->n; k++)
-        s->event_hooks[k] = ld_hook_events_bind(&s->events[k], MEMBER);
+    for (uint32_t k = 0; k < s->n; k++) {
+        struct ld_hook h = ld_hook_events_bind(&s->events[k], MEMBER);
+        enum ld_err rc = ld_mode_shards_add_shard_hook(s, k, &h, err);
+        if (rc != LD_OK)
+            return rc;
+    }
     return LD_OK;
 }
 
@@ -916,6 +1004,10 @@ static void on_shutdown(void *ctx, int64_t now_ms)
     struct ld_mode_shards *s = ctx;
     ld_log(LD_LOG_INFO, "shutting down: giving back every shard");
     s->stopping = true;
+    int64_t hold = s->c.renew_deadline_ms / 2;
+    s->courtesy_until_ms =
+        now_ms +
+        (hold < LD_SHELL_RELEASE_HOLD_MAX_MS ? hold : LD_SHELL_RELEASE_HOLD_MAX_MS);
     s->led_at_stop = ld_shardgroup_leads(s->group, now_ms);
     if (s->listing)
         ld_kube_cancel(s->c.kube, s->list_call);
@@ -943,9 +1035,10 @@ static void on_shutdown(void *ctx, int64_t now_ms)
     publish(s, now_ms);
 }
 
-/* A graceful exit's releases: each shard whose drain is over is released
- * now. Returns the earliest end of a drain still running, INT64_MAX when
- * none is. */
+/* A graceful exit's releases: each shard whose drain is over and whose
+ * release no hook holds is released now; one given up is never written.
+ * Returns the earliest end of a drain or a hold still running, INT64_MAX
+ * when none is. */
 static int64_t exit_releases(struct ld_mode_shards *s, int64_t now_ms)
 {
     int64_t next = INT64_MAX;
@@ -958,6 +1051,15 @@ static int64_t exit_releases(struct ld_mode_shards *s, int64_t now_ms)
                 next = sl->drain_until_ms;
             continue;
         }
+        enum hold hold = release_hold(s, k, now_ms);
+        if (hold == HOLD_WAIT && sl->held_until_ms < next)
+            next = sl->held_until_ms;
+        if (hold == HOLD_GIVEN_UP) {
+            s->release_given_up = true;
+            end_drain(s, k);
+        }
+        if (hold != HOLD_NONE)
+            continue;
         release(s, k);
         if (!sl->writing)
             end_drain(s, k); /* could not even start: nothing to wait for */
@@ -1059,11 +1161,16 @@ static void delete_member(struct ld_mode_shards *s)
 
 /* The host returns once the member election is done, before another
  * after_pass: the shards' releases are waited for (bounded), the last
- * table published, and then the member Lease deleted. */
+ * table published, and then the member Lease released and deleted, unless
+ * a shard's release was given up: the member Lease then expires by itself
+ * (or is evicted), and nobody takes that shard before. */
 static void finish(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    int64_t until = now_ms + s->c.drain_ms + s->c.call_timeout_ms + 1000;
+    int64_t wait =
+        s->c.drain_ms > s->c.renew_deadline_ms ? s->c.drain_ms : s->c.renew_deadline_ms;
+    int64_t until = now_ms + wait + s->c.call_timeout_ms + 1000;
+    int fd = s->wait_fd >= 0 ? s->wait_fd : ld_state_resign_fd(s->c.state);
     int64_t now;
     while ((now = ld_clock_mono_ms(&s->clock)) < until) {
         int64_t next = exit_releases(s, now);
@@ -1071,10 +1178,11 @@ static void finish(void *ctx, int64_t now_ms)
             break;
         if (next > until)
             next = until;
-        /* The drain channel's eventfd ends the wait for a drained shard. */
-        ld_transport_run(ld_kube_transport(s->c.kube), next > now ? next - now : 0,
-                         ld_state_resign_fd(s->c.state));
+        /* The drain channel's eventfd ends the wait for a drained shard,
+         * a hook's fd the wait for its hold. */
+        ld_transport_run(ld_kube_transport(s->c.kube), next > now ? next - now : 0, fd);
         ld_state_resign_drain(s->c.state);
+        (void)take_wake(s);
     }
     for (uint32_t k = 0; k < s->n; k++) {
         if (s->slots[k].writing)
@@ -1083,6 +1191,13 @@ static void finish(void *ctx, int64_t now_ms)
         end_drain(s, k);
     }
     publish(s, ld_clock_mono_ms(&s->clock));
+    if (s->release_given_up) {
+        ld_log(LD_LOG_WARN,
+               "member Lease %s left to expire: a shard's release was "
+               "given up",
+               ld_shardgroup_member_lease(s->group));
+        return;
+    }
     release_member(s);
     delete_member(s);
 }
@@ -1099,6 +1214,7 @@ static const struct ld_shell_mode_ops ops = {
     .after_pass = after_pass,
     .on_shutdown = on_shutdown,
     .finish = finish,
+    .take_wake = take_wake,
 };
 
 struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cfg,
@@ -1112,6 +1228,7 @@ struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cf
     s->c = *cfg;
     s->clock = ld_clock_or_real(cfg->clock);
     s->reassess_at_ms = INT64_MAX;
+    s->wait_fd = -1;
     if (make_group(s, err) != LD_OK ||
         (ld_state_drain_enable(cfg->state, s->n) != 0 &&
          ld_errinfo_set(err, LD_ENOMEM, "out of memory") != LD_OK)) {
@@ -1131,6 +1248,41 @@ const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *s)
     return s->group;
 }
 
+enum ld_err ld_mode_shards_add_shard_hook(struct ld_mode_shards *s, uint32_t shard,
+                                          const struct ld_hook *hook,
+                                          struct ld_errinfo *err)
+{
+    if (shard >= s->n)
+        return ld_errinfo_set(err, LD_EINVAL, "no shard %u", (unsigned)shard);
+    struct slot *sl = &s->slots[shard];
+    struct ld_hook *hooks = realloc(sl->hooks, (sl->n_hooks + 1) * sizeof(*hooks));
+    if (!hooks)
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    sl->hooks = hooks;
+    sl->hooks[sl->n_hooks] = *hook;
+    sl->hooks[sl->n_hooks].election = MEMBER; /* the claim rests on it */
+    sl->n_hooks++;
+    return LD_OK;
+}
+
+enum ld_err ld_mode_shards_add_wake_fd(struct ld_mode_shards *s, int fd,
+                                       struct ld_errinfo *err)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (s->wait_fd < 0) {
+        s->wait_fd = epoll_create1(EPOLL_CLOEXEC);
+        ev.data.fd = ld_state_resign_fd(s->c.state);
+        if (s->wait_fd < 0 || epoll_ctl(s->wait_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0)
+            goto fail;
+    }
+    ev.data.fd = fd;
+    if (epoll_ctl(s->wait_fd, EPOLL_CTL_ADD, fd, &ev) == 0)
+        return LD_OK;
+fail:
+    return ld_errinfo_set(err, LD_EIO, "shard mode: cannot watch a hook's fd: %s",
+                          strerror(errno));
+}
+
 void ld_mode_shards_free(struct ld_mode_shards *s)
 {
     if (!s)
@@ -1144,10 +1296,12 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
     for (uint32_t k = 0; s->events && k < s->n; k++)
         ld_hook_events_clear(&s->events[k]);
     free(s->events);
-    free(s->event_hooks);
+    if (s->wait_fd >= 0)
+        close(s->wait_fd);
     for (uint32_t k = 0; s->slots && k < s->n; k++) {
         if (s->slots[k].writing)
             ld_kube_cancel(s->c.kube, s->slots[k].call);
+        free(s->slots[k].hooks);
         free(s->slots[k].leader);
         free(s->slots[k].rv_before);
     }

@@ -23,8 +23,15 @@
  * behind. A group
  * watch that is down, or silent (it has not shown our own renewals for two
  * retry periods), is made up for by listing the group every retry period.
- * With --events every shard has its own Event hook (hook_events.h), fed
- * this replica's claim of the shard.
+ * Hooks (hook.h) are bound to shards, not to the host's elections: with
+ * --events every shard has its own Event hook (hook_events.h), and the
+ * daemon may add more (the API write gate's, hook_proxy.h). Each is fed
+ * this replica's claim of its shard (leading while claimed, until the
+ * claim's deadline) and asked, before the shard's release is written,
+ * whether it still holds it: a safety hold for at most the renew deadline
+ * from the claim's end, after which that release is not written at all
+ * (and, at the exit, neither is the member Lease's: it expires by
+ * itself); a courtesy hold only at the exit, for the shell's bound.
  *
  * Everything runs on the shell's thread; only the state is shared with the
  * HTTP threads.
@@ -86,6 +93,19 @@ struct ld_shell_mode ld_mode_shards(struct ld_mode_shards *s);
 /* The group, for ld_state_set_group (borrowed; valid until
  * ld_mode_shards_free). */
 const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *s);
+
+/* Binds hook (copied; its ctx borrowed, outliving s) to shard (its index
+ * in the group); hook->election is not read. Before the shell runs.
+ * LD_EINVAL for a shard out of range, LD_ENOMEM. */
+enum ld_err ld_mode_shards_add_shard_hook(struct ld_mode_shards *s, uint32_t shard,
+                                          const struct ld_hook *hook,
+                                          struct ld_errinfo *err);
+
+/* fd (borrowed) is a hook's own fd (its take_wake's): watched by the
+ * exit's wait for the releases, as the shell's wake set watches it before
+ * (the daemon adds it there). LD_EIO when it cannot be watched. */
+enum ld_err ld_mode_shards_add_wake_fd(struct ld_mode_shards *s, int fd,
+                                       struct ld_errinfo *err);
 
 void ld_mode_shards_free(struct ld_mode_shards *s); /* NULL-safe */
 

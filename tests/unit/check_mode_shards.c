@@ -5,8 +5,11 @@
  * on the fake's clock and taking turns as processes would. Who owns which
  * shard is read from the API's store, never from the replicas' own word:
  * the replicas share the shards evenly and keep them, a SIGTERM gives back
- * every shard and deletes the member Lease with preconditions, and the
- * members still find each other by listing while the watch is down.
+ * every shard and deletes the member Lease with preconditions, the
+ * members still find each other by listing while the watch is down, and a
+ * shard's release waits for its hooks' safety holds, asked only once the
+ * table shows the claim ended, and is not written past the renew
+ * deadline.
  */
 #include <check.h>
 #include <signal.h>
@@ -558,6 +561,140 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
 }
 END_TEST
 
+/* A hook of every shard of r0 (hook.h), as the API write gate's would be:
+ * what it was fed, what the published table showed when it was asked
+ * about a release, and a safety hold the test turns on and off. */
+static struct {
+    bool holding;
+    int asked;
+    int asked_while_published_leading;
+    int fed_leading; /* statuses fed that said the shard is claimed */
+    uint32_t shard[N_SHARDS];
+} probe;
+
+static bool probe_on_publish(void *ctx, const struct ld_election_status *st,
+                             int64_t now_ms)
+{
+    (void)ctx;
+    (void)now_ms;
+    probe.fed_leading += st->leading && st->lead_until_ms > now_ms;
+    return false;
+}
+
+static bool probe_holds_release(void *ctx, int64_t now_ms)
+{
+    uint32_t k = *(const uint32_t *)ctx;
+    struct ld_shardsnap *t = ld_state_read_shards(&fx.r[0].state, NULL);
+    (void)now_ms;
+    probe.asked++;
+    if (t && ld_shard_entry_is_leader(&t->shards[k], now()))
+        probe.asked_while_published_leading++;
+    ld_shardsnap_unref(t);
+    return probe.holding;
+}
+
+/* r0, with the probe bound to each of its shards through the mode. */
+static struct replica *add_probed_replica(void)
+{
+    struct ld_errinfo err;
+    memset(&probe, 0, sizeof(probe));
+    struct replica *r = add_replica();
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        probe.shard[k] = k;
+        struct ld_hook h = {.ctx = &probe.shard[k],
+                            .on_publish = probe_on_publish,
+                            .holds_release = probe_holds_release,
+                            .hold = LD_HOOK_HOLD_SAFETY};
+        ck_assert_int_eq(ld_mode_shards_add_shard_hook(r->mode, k, &h, &err), LD_OK);
+    }
+    ck_assert_int_eq(
+        ld_mode_shards_add_shard_hook(r->mode, N_SHARDS, &(struct ld_hook){0}, &err),
+        LD_EINVAL);
+    return r;
+}
+
+/* Releases of r0's shards written since since_ms. */
+static int r0_releases(int64_t since_ms)
+{
+    int n = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        n += release_of(ld_shardgroup_shard_lease(group(), k), 0, since_ms) != NULL;
+    return n;
+}
+
+/* A give-back's release waits while a hook of the shard holds it (asked
+ * only once the table shows the claim ended), is written when the hold
+ * ends, and is not written at all when the hold outlasts the renew
+ * deadline from the claim's end; it is tried again a lease duration
+ * later. */
+START_TEST(a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadline)
+{
+    add_probed_replica();
+    want_r0_holds = N_SHARDS;
+    ck_assert(run_until(r0_holds, 30000));
+    ck_assert_int_gt(probe.fed_leading, 0);
+
+    /* r1 joins while every write is held: the releases wait. */
+    probe.holding = true;
+    add_replica();
+    want_r0_claims = N_SHARDS;
+    ck_assert(run_until(r0_claims_fewer, 30000));
+    int64_t t = now();
+    run_for(RENEW_MS / 2);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+    ck_assert_int_gt(probe.asked, 0);
+    probe.holding = false;
+    int64_t freed = now();
+    ck_assert(run_until(balanced, 5000));
+    ck_assert_int_eq(r0_releases(t), N_SHARDS / 2);
+    ck_assert_int_eq(r0_releases(freed), N_SHARDS / 2);
+
+    /* r2 joins and the hold outlasts the renew deadline: no release. */
+    probe.holding = true;
+    add_replica();
+    want_r0_claims = N_SHARDS / 2;
+    ck_assert(run_until(r0_claims_fewer, 30000));
+    t = now();
+    run_for(RENEW_MS + 2 * RETRY_MS);
+    ck_assert_int_eq(r0_releases(t), 0);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS / 2);
+    ck_assert_int_eq(claimed_by_r0(), N_SHARDS / 3);
+
+    /* Given up, not just waiting: with nothing held any more, the release
+     * still waits for the give-back to start over, then goes. */
+    probe.holding = false;
+    run_for(2 * RETRY_MS);
+    ck_assert_int_eq(r0_releases(t), 0);
+    ck_assert(run_until(balanced, LEASE_MS + 4 * RETRY_MS));
+    ck_assert_int_ge(now() - t, RENEW_MS + LEASE_MS);
+    ck_assert_int_eq(probe.asked_while_published_leading, 0);
+}
+END_TEST
+
+/* At the exit, a safety hold past the renew deadline leaves every shard
+ * Lease and the member Lease as they are (not released, not deleted): the
+ * others take the shards only once the member Lease expires. */
+START_TEST(an_exit_whose_hold_outlasts_the_renew_deadline_releases_nothing)
+{
+    struct replica *r = add_probed_replica();
+    want_r0_holds = N_SHARDS;
+    ck_assert(run_until(r0_holds, 30000));
+    const char *member = ld_shardgroup_member_lease(group());
+    probe.holding = true;
+    int64_t t = now();
+    ld_shell_stop(r->sh, SIGTERM);
+    for (int i = 0; i < 10000 && !r->done; i++)
+        turn_all();
+    ck_assert(r->done);
+    ck_assert_int_ge(now() - t, RENEW_MS);
+    ck_assert_int_eq(r0_releases(t), 0);
+    ck_assert_ptr_null(release_of(member, 0, t));
+    ck_assert_str_eq(holder_of(member), "r0");
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+    ck_assert_int_eq(probe.asked_while_published_leading, 0);
+}
+END_TEST
+
 static Suite *mode_shards_suite(void)
 {
     Suite *s = suite_create("mode_shards");
@@ -570,6 +707,9 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, a_replica_that_cannot_own_its_shards_steps_out);
     tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);
     tcase_add_test(tc, a_give_back_waits_for_the_drain_or_the_app);
+    tcase_add_test(
+        tc, a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadline);
+    tcase_add_test(tc, an_exit_whose_hold_outlasts_the_renew_deadline_releases_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
