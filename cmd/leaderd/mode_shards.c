@@ -735,7 +735,9 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
             ld_metrics_acquire_delay(s->c.metrics,
                                      (double)(now_ms - sl->wanted_since_ms) / 1000.0);
     }
-    if (!sl->leader || strcmp(sl->leader, holder) != 0) {
+    /* Compared before set_str frees the text the entry still points to. */
+    bool new_leader = !sl->leader || strcmp(sl->leader, holder) != 0;
+    if (new_leader) {
         if (sl->leader)
             sl->transitions_seen++;
         set_str(&sl->leader, holder);
@@ -743,9 +745,8 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
     sl->was_claimed = claimed;
     next.leader = sl->leader ? sl->leader : "";
     struct ld_shard_entry *e = &s->entries[k];
-    if (strcmp(e->leader, next.leader) != 0 || e->term != next.term ||
-        e->observed != next.observed || e->leading != next.leading ||
-        e->lead_until_ms != next.lead_until_ms ||
+    if (new_leader || e->term != next.term || e->observed != next.observed ||
+        e->leading != next.leading || e->lead_until_ms != next.lead_until_ms ||
         e->has_renewed_at != next.has_renewed_at ||
         e->renewed_at_us != next.renewed_at_us ||
         e->last_renew_wall_us != next.last_renew_wall_us)
