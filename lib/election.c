@@ -63,6 +63,7 @@ struct ld_election {
     int64_t retry_period_ms;
     int64_t request_timeout_ms;
     bool release_on_exit;
+    bool distrust_own_record_at_start;
     uint64_t rng;
     /* Owned compact JSON text of an object, NULL: none. Text, not a tree:
      * it is read only for a create, and a host of many keeps one each. */
@@ -235,8 +236,13 @@ static bool own_unconfirmed(const struct ld_election *e)
     return holder_is_me(e) && !e->wrote_once;
 }
 
+/* A restarted replica's old self stops renewing at once; when that self
+ * may have left a command running, only the record's expiry proves the
+ * command's deadline (shorter than the duration) has passed. */
 static int64_t resume_window_ms(const struct ld_election *e)
 {
+    if (e->distrust_own_record_at_start)
+        return holder_duration_ms(e);
     return 2 * e->retry_period_ms;
 }
 
@@ -1130,6 +1136,7 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
      * the whole deadline. */
     e->request_timeout_ms = max64(1000, cfg->renew_deadline_ms / 2);
     e->release_on_exit = cfg->release_on_exit;
+    e->distrust_own_record_at_start = cfg->distrust_own_record_at_start;
     e->rng = cfg->seed;
     if (cfg->create_metadata) {
         json_t *md = json_loads(cfg->create_metadata, JSON_REJECT_DUPLICATES, NULL);

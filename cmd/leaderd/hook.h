@@ -41,8 +41,11 @@ struct ld_hook {
     /* After every publish of its election, with the engine's status; true
      * asks the shell to shut down (release, then end). */
     bool (*on_publish)(void *ctx, const struct ld_election_status *st, int64_t now_ms);
-    /* For SIGTERM/SIGINT; true means the hook took the signal over and the
-     * shell keeps running until on_publish asks it to end. May be NULL. */
+    /* For every signal leaderd takes. For SIGTERM/SIGINT, true means the
+     * hook took the signal over and the shell keeps running until
+     * on_publish asks it to end. For any other (SIGHUP, SIGQUIT, SIGUSR1,
+     * SIGUSR2), true means the hook passed it on; one no hook passes on
+     * is ignored. May be NULL. */
     bool (*on_signal)(void *ctx, int signo);
     /* When the hook wants the next publish (a retry, or a look at a call of
      * its own in flight); INT64_MAX for never. May be NULL. */

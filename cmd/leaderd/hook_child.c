@@ -22,10 +22,12 @@
 
 enum ld_err ld_hook_child_init(struct ld_hook_child *c,
                                const struct ld_supervisor_config *cfg,
-                               struct ld_errinfo *err)
+                               struct ld_metrics *metrics, struct ld_errinfo *err)
 {
     memset(c, 0, sizeof(*c));
     c->name = cfg->command[0];
+    c->metrics = metrics;
+    ld_metrics_child_configured(metrics);
     if (ld_supervisor_spawn(&c->sup, cfg) != 0)
         return ld_errinfo_set(err, LD_EIO, "cannot start the command's supervisor: %s",
                               strerror(errno));
@@ -58,6 +60,12 @@ static void on_exited(struct ld_hook_child *c, const struct ld_sup_msg *m)
      * (or too stopped) to see pass: that is no exit of the child's own. */
     bool own_exit = m->kind == LD_SUP_EXITED && !c->stop_sent;
     c->alive = false;
+    if (m->kind == LD_SUP_STOPPED)
+        ld_metrics_child_exited(c->metrics, LD_METRICS_CHILD_DEADLINE);
+    else
+        ld_metrics_child_exited(c->metrics, WIFSIGNALED(m->arg)
+                                                ? LD_METRICS_CHILD_SIGNALED
+                                                : LD_METRICS_CHILD_EXITED);
     if (WIFSIGNALED(m->arg))
         ld_log(LD_LOG_INFO, "command %s (pid %lld) ended by signal %d", c->name,
                (long long)m->value, WTERMSIG(m->arg));
@@ -146,6 +154,7 @@ static bool on_publish(void *ctx, const struct ld_election_status *st, int64_t n
         /* A child stopped earlier must be gone first: one child at a time. */
         ld_log(LD_LOG_INFO, "starting command %s (term %d)", c->name, (int)st->term);
         if (ld_supervisor_send(&c->sup, LD_SUP_START, st->term, st->lead_until_ms) == 0) {
+            ld_metrics_child_started(c->metrics);
             c->alive = true;
             c->stop_sent = false;
             c->sent_deadline_ms = st->lead_until_ms;
@@ -169,13 +178,20 @@ static bool holds_release(void *ctx, int64_t now_ms)
 static bool on_signal(void *ctx, int signo)
 {
     struct ld_hook_child *c = ctx;
+    if (signo != SIGTERM && signo != SIGINT) {
+        /* Meant for the command (a reload, a dump): leaderd goes on. */
+        if (!c->alive)
+            return false;
+        ld_log(LD_LOG_INFO, "passing signal %d to command %s", signo, c->name);
+        send_or_log(c, LD_SUP_SIGNAL, signo, 0);
+        return true;
+    }
     c->signalled = true; /* no new child from here on */
     if (!c->alive)
         return false;
     ld_log(LD_LOG_INFO, "passing signal %d to command %s; it ends leaderd when it exits",
            signo, c->name);
     send_or_log(c, LD_SUP_SIGNAL, signo, 0);
-    c->signalled = true;
     return true;
 }
 

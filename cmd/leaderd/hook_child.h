@@ -2,12 +2,13 @@
  * hook_child: leaderd's side of `leaderd [flags] -- CMD [ARG...]`, a hook
  * (hook.h) of the one Lease's election. It turns what the shell publishes
  * into messages for the supervisor (start on leading, the new deadline after
- * each renewal, stop when leading ends), forwards SIGTERM/SIGINT to the
- * child's group, reaps zombies (leaderd may be a container's PID 1), and
+ * each renewal, stop when leading ends), passes the signals leaderd takes
+ * on to every process of the command, counts the command's starts and ends
+ * (metrics.h), reaps zombies (leaderd may be a container's PID 1), and
  * decides when leaderd itself should end: when the child exits while
- * leading, or once it has exited after a forwarded signal. Enforcement does
- * not live here: a paused or dead leaderd cannot kill, so the supervisor
- * process keeps the deadline (see supervisor.h).
+ * leading, or once it has ended after a stop signal passed on. Enforcement
+ * does not live here: a paused or dead leaderd cannot kill, so the
+ * supervisor process keeps the deadline (see supervisor.h).
  */
 #ifndef LEADERD_HOOK_CHILD_H
 #define LEADERD_HOOK_CHILD_H
@@ -19,25 +20,30 @@
 #include "election.h"
 #include "err.h"
 #include "hook.h"
+#include "metrics.h"
 #include "supervisor.h"
 
 struct ld_hook_child {
     struct ld_supervisor sup;
-    const char *name;         /* the command's argv[0], borrowed; for logs */
-    bool alive;               /* started, and no exit reported yet */
-    bool stop_sent;           /* this child was told leadership ended */
-    int64_t sent_deadline_ms; /* the last deadline sent for it */
-    bool signalled;           /* a shutdown signal was forwarded: end once it exits */
-    bool done;                /* leaderd should release and end */
-    int exit_status;          /* leaderd's exit status once done */
+    const char *name;           /* the command's argv[0], borrowed; for logs */
+    struct ld_metrics *metrics; /* borrowed; may be NULL */
+    bool alive;                 /* started, and no exit reported yet */
+    bool stop_sent;             /* this child was told leadership ended */
+    int64_t sent_deadline_ms;   /* the last deadline sent for it */
+    bool signalled;             /* a shutdown signal was forwarded: end once it exits */
+    bool done;                  /* leaderd should release and end */
+    int exit_status;            /* leaderd's exit status once done */
 };
 
 /* Forks the supervisor (see ld_supervisor_spawn: only while single-threaded).
- * cfg->command must outlive c. Returns LD_OK, or LD_EIO with err set (the
- * system's reason in its message). */
+ * cfg->command must outlive c; metrics (may be NULL) too: the command's
+ * starts and ends are counted there (ld_metrics_child_*), an end that
+ * followed leadership's (LD_SUP_STOPPED) as "deadline", any other by how
+ * the child ended. Returns LD_OK, or LD_EIO with err set (the system's
+ * reason in its message). */
 enum ld_err ld_hook_child_init(struct ld_hook_child *c,
                                const struct ld_supervisor_config *cfg,
-                               struct ld_errinfo *err);
+                               struct ld_metrics *metrics, struct ld_errinfo *err);
 
 /* The channel from the supervisor: readable when a child exited (or the
  * supervisor is gone). The shell's waits end on it. */
@@ -51,10 +57,12 @@ int ld_hook_child_fd(const struct ld_hook_child *c);
  * and has not exited yet holds every release, a resignation's too, or
  * another replica could start its child while this one still runs; one
  * still running at the renew deadline after the step-down (child-grace
- * longer than that) means no release at all. SIGTERM/SIGINT are
- * forwarded to a running child's group and taken over (the shell keeps
- * renewing until the child has exited); with no child running the shell
- * shuts down at once. */
+ * longer than that) means no release at all. SIGTERM/SIGINT are passed to
+ * every process of a running command and taken over (the shell keeps
+ * renewing until the command has ended); with no command running the shell
+ * shuts down at once. SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed to
+ * every process of a running command and change nothing else; with none
+ * running they are left to the shell, which ignores them. */
 struct ld_hook ld_hook_child_bind(struct ld_hook_child *c, size_t election);
 
 /* leaderd's exit status: the child's (128 + signal number when a signal

@@ -2,7 +2,7 @@
  * leaderd: a Kubernetes Lease leader-election sidecar.
  *
  * The process story: parse and validate the configuration, fork the
- * command's supervisor when there is a command, block the shutdown signals
+ * command's supervisor when there is a command, block the signals it takes
  * before any thread exists, set up the API client, the election engine and
  * the HTTP server, run the shell (one Lease, or a shard group) until a
  * signal (or the command's exit) asks for an orderly release, then tear
@@ -147,19 +147,22 @@ static enum ld_err start_child(struct daemon *d, struct ld_errinfo *err)
         .identity = d->cfg.identity,
         .grace_ms = d->cfg.child_grace_ms,
     };
-    enum ld_err rc = ld_hook_child_init(&d->child, &sc, err);
+    enum ld_err rc = ld_hook_child_init(&d->child, &sc, &d->metrics, err);
     d->child_ready = rc == LD_OK;
     return rc;
 }
 
-/* SIGTERM and SIGINT are taken synchronously from a signalfd; blocking
- * them here, before any thread starts, makes every thread inherit that. */
+/* SIGTERM and SIGINT (stop) and SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 (passed
+ * to the command, else ignored: never their default action) are taken
+ * synchronously from a signalfd; blocking them here, before any thread
+ * starts, makes every thread inherit that. */
 static enum ld_err start_signals(struct daemon *d, struct ld_errinfo *err)
 {
+    static const int taken[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
     sigset_t set;
     sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
+    for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+        sigaddset(&set, taken[i]);
     if (sigprocmask(SIG_BLOCK, &set, NULL) == 0) {
         signal(SIGPIPE, SIG_IGN);
         d->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -275,6 +278,9 @@ static void make_lease_mode(struct daemon *d, struct ld_shell_mode *mode)
                 .release_on_exit = d->cfg.release_on_exit,
                 .seed = jitter_seed(d->cfg.identity),
                 .handover_cooldown_ms = d->cfg.resign_cooldown_ms,
+                /* Our old self's command may outlive it (leaderd restarted
+                 * in place): its deadline ends it before the record expires. */
+                .distrust_own_record_at_start = d->cfg.command != NULL,
             },
     };
     ld_mode_lease_init(&d->lease_mode, &mc);

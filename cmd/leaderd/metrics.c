@@ -425,6 +425,59 @@ static void render_proxy(struct ld_buf *b, struct ld_metrics *m)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* ---- the exec child ---- */
+
+static const char *const child_exit_text[LD_METRICS_CHILD_EXIT_REASONS] = {
+    "exited", "signaled", "deadline"};
+
+void ld_metrics_child_configured(struct ld_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->child.configured = true;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ld_metrics_child_started(struct ld_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->child.starts++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ld_metrics_child_exited(struct ld_metrics *m, enum ld_metrics_child_exit reason)
+{
+    if (!m || (unsigned)reason >= LD_METRICS_CHILD_EXIT_REASONS)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->child.exits[reason]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void render_child(struct ld_buf *b, struct ld_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    const struct ld_metrics_child *c = &m->child;
+    if (c->configured) {
+        header(b, "leaderd_child_starts_total", "counter",
+               "Times the command (leaderd -- CMD) was started on gaining leadership.");
+        ld_buf_printf(b, "leaderd_child_starts_total %llu\n",
+                      (unsigned long long)c->starts);
+        header(b, "leaderd_child_exits_total", "counter",
+               "Times the command ended, once none of its processes was left "
+               "(reason=\"exited\": it exited by itself; reason=\"signaled\": a signal "
+               "ended it; reason=\"deadline\": the supervisor ended it because "
+               "leadership was over).");
+        for (size_t i = 0; i < LD_METRICS_CHILD_EXIT_REASONS; i++)
+            ld_buf_printf(b, "leaderd_child_exits_total{reason=\"%s\"} %llu\n",
+                          child_exit_text[i], (unsigned long long)c->exits[i]);
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
 int ld_metrics_render(struct ld_metrics *m, const struct ld_snapshot *snap,
                       int64_t now_ms, char **out, size_t *len)
 {
@@ -443,6 +496,7 @@ int ld_metrics_render_shards(struct ld_metrics *m, const struct ld_snapshot *sna
     render_api(&b, m);
     render_watch(&b, m);
     render_proxy(&b, m);
+    render_child(&b, m);
     header(&b, "leaderd_build_info", "gauge",
            "Always 1; the version label names the build.");
     ld_buf_printf(&b, "leaderd_build_info{version=\"");

@@ -1,7 +1,9 @@
 /*
  * metrics: counters for the Kubernetes API requests leaderd makes, and the
  * Prometheus text exposition (format 0.0.4) of those plus the election
- * state taken from a struct ld_snapshot. Thread-safe: one mutex.
+ * state taken from a struct ld_snapshot. The daemon's consumers (the exec
+ * child, --pod-label, --events, --api-proxy) count their own news here.
+ * Thread-safe: one mutex.
  */
 #ifndef LEADERD_METRICS_H
 #define LEADERD_METRICS_H
@@ -37,6 +39,22 @@ struct ld_metrics_proxy {
     uint64_t aborted; /* writes cut in flight when leadership ended */
 };
 
+/* Why the command of `leaderd -- CMD` ended (leaderd_child_exits_total's
+ * reason label). */
+enum ld_metrics_child_exit {
+    LD_METRICS_CHILD_EXITED = 0, /* it exited by itself */
+    LD_METRICS_CHILD_SIGNALED,   /* a signal ended it, not leadership's end */
+    LD_METRICS_CHILD_DEADLINE,   /* the supervisor ended it: leadership was over */
+    LD_METRICS_CHILD_EXIT_REASONS,
+};
+
+/* The exec child: rendered only once a command is configured. */
+struct ld_metrics_child {
+    bool configured;
+    uint64_t starts;
+    uint64_t exits[LD_METRICS_CHILD_EXIT_REASONS];
+};
+
 struct ld_metrics {
     pthread_mutex_t mu;
     struct ld_metrics_series series[LD_METRICS_MAX_SERIES];
@@ -54,6 +72,7 @@ struct ld_metrics {
     uint64_t resigned_request;     /* stepped down on POST /resign */
     uint64_t resigned_preferred;   /* stepped down for spec.preferredHolder */
     struct ld_metrics_proxy proxy; /* --api-proxy */
+    struct ld_metrics_child child; /* -- CMD */
 };
 
 void ld_metrics_init(struct ld_metrics *m);
@@ -92,6 +111,13 @@ void ld_metrics_resigned(struct ld_metrics *m, bool on_request);
 void ld_metrics_proxy_request(struct ld_metrics *m, const char *method, long code);
 void ld_metrics_proxy_refused(struct ld_metrics *m);
 void ld_metrics_proxy_aborted(struct ld_metrics *m);
+
+/* The exec child (-- CMD): a command is configured, so its metrics are
+ * rendered from now on (at 0 until counted); one start of the command; one
+ * end of it, for reason. m may be NULL (nothing counted). Thread-safe. */
+void ld_metrics_child_configured(struct ld_metrics *m);
+void ld_metrics_child_started(struct ld_metrics *m);
+void ld_metrics_child_exited(struct ld_metrics *m, enum ld_metrics_child_exit reason);
 
 /* Renders every metric, with # HELP and # TYPE, into a new buffer (*out,
  * free with free(), NUL-terminated; *len excludes the NUL). Election

@@ -20,6 +20,8 @@
 /* The longest ld_shell_run leaves the host without looking at its own
  * state. */
 #define RUN_SLICE_MS 60000
+/* Signals taken per wake; more stay pending and end the next wait at once. */
+#define SIGNALS_PER_WAKE 16
 /* Passes come by the hundred a second with many elections; the free heap
  * is looked at (it walks the allocator's bins) at most this often. */
 #define TRIM_EVERY_MS 100
@@ -142,6 +144,22 @@ void ld_shell_stop(struct ld_shell *sh, int signo)
     }
     if (!taken)
         begin_shutdown(sh, now_ms(sh));
+}
+
+/* Any other signal is the hooks' to pass on (the exec child's command
+ * gets it); none of them ends leaderd, as its default action would. */
+static void pass_signal(struct ld_shell *sh, int signo)
+{
+    bool passed = false;
+    for (size_t e = 0; e < sh->n_slots; e++) {
+        for (size_t i = 0; i < sh->slots[e].n; i++) {
+            const struct ld_hook *h = &sh->slots[e].hooks[i];
+            if (h->on_signal && h->on_signal(h->ctx, signo))
+                passed = true;
+        }
+    }
+    if (!passed)
+        ld_log(LD_LOG_DEBUG, "signal %d ignored: nothing runs to pass it to", signo);
 }
 
 /* Until when a safety hold may hold the release of election slot. */
@@ -389,12 +407,24 @@ int ld_shell_signalfd_take(void *ctx)
 {
     int fd = *(const int *)ctx;
     struct signalfd_siginfo si;
-    int stop = 0;
-    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
-            stop = (int)si.ssi_signo;
+    if (read(fd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+        return 0;
+    return (int)si.ssi_signo;
+}
+
+/* The one place signals are read: stop signals end the shell (or are
+ * taken over), the others go to the hooks. */
+static void take_signals(struct ld_shell *sh)
+{
+    for (int i = 0; i < SIGNALS_PER_WAKE; i++) {
+        int signo = sh->c.signals.take(sh->c.signals.ctx);
+        if (signo == 0)
+            break;
+        if (signo == SIGTERM || signo == SIGINT)
+            ld_shell_stop(sh, signo);
+        else
+            pass_signal(sh, signo);
     }
-    return stop;
 }
 
 /* The wake fd ended a wait: a stop signal, a POST /resign, or a hook's
@@ -402,7 +432,7 @@ int ld_shell_signalfd_take(void *ctx)
 static void take_news(struct ld_shell *sh)
 {
     if (sh->c.signals.take)
-        ld_shell_stop(sh, sh->c.signals.take(sh->c.signals.ctx));
+        take_signals(sh);
     if (sh->mode.ops->takes_resignations)
         resign_take(sh);
     if (sh->mode.ops->takes_resignations || (sh->n_slots > 0 && sh->slots[0].n > 0))

@@ -1,14 +1,15 @@
 /*
  * shell: the daemon's one loop around the election host (lib/host.h). It
- * owns the host and runs it, turns SIGTERM/SIGINT into an orderly release,
- * bounds how long hooks (hook.h) may hold a release back, carries POST
- * /resign requests to the engine and their outcome back, feeds the watch
- * metrics and gives the heap back after a pass. What the elections are and
+ * owns the host and runs it, turns SIGTERM/SIGINT into an orderly release
+ * and hands the other signals it takes to the hooks, bounds how long hooks
+ * (hook.h) may hold a release back, carries POST /resign requests to the
+ * engine and their outcome back, feeds the watch metrics and gives the heap
+ * back after a pass. What the elections are and
  * what is published for them is the mode's: the daemon's one Lease
  * (mode_lease.h) or its shard group (mode_shards.h), plugged in through
  * struct ld_shell_mode_ops.
  *
- * Time comes from a struct ld_clock and stop signals from a struct
+ * Time comes from a struct ld_clock and signals from a struct
  * ld_shell_signals, so the whole shell runs on simulated time in tests.
  * Everything runs on the caller's thread inside ld_shell_turn; only the
  * state (state.h) is shared with the HTTP threads.
@@ -79,9 +80,12 @@ struct ld_shell_mode {
     void *ctx;                           /* borrowed; outlives the shell */
 };
 
-/* Where stop signals come from: take returns the last SIGTERM or SIGINT
- * pending (consuming every signal pending), 0 when none. Asked whenever
- * the shell's wake fd ends a wait. */
+/* Where signals come from: take returns the next signal pending
+ * (consuming it), 0 when none; it is asked again until 0 (a bounded number
+ * of times) whenever the shell's wake fd ends a wait. SIGTERM and SIGINT
+ * are stop signals (ld_shell_stop); any other is offered to every hook's
+ * on_signal to pass on, and ignored (logged at debug level) when none
+ * does. */
 struct ld_shell_signals {
     int (*take)(void *ctx);
     void *ctx;
@@ -154,8 +158,8 @@ bool ld_shell_turn(struct ld_shell *sh, int64_t max_wait_ms);
 /* Turns until done. */
 void ld_shell_run(struct ld_shell *sh);
 
-/* A struct ld_shell_signals take for a signalfd of SIGTERM and SIGINT;
- * ctx points at the fd (an int). */
+/* A struct ld_shell_signals take for a non-blocking signalfd (of the stop
+ * signals and those to pass on); ctx points at the fd (an int). */
 int ld_shell_signalfd_take(void *ctx);
 
 #endif

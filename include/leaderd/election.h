@@ -17,7 +17,9 @@
  * For the same reason a freshly started engine that finds its identity in
  * the Lease resumes it only after the record stayed unchanged for two retry
  * periods (a restarted replica's old self is gone by then; a live twin is
- * not).
+ * not). With distrust_own_record_at_start the wait is a whole lease
+ * duration instead, for callers whose old self may have left work running
+ * that must end first.
  */
 #ifndef LEADERD_ELECTION_H
 #define LEADERD_ELECTION_H
@@ -46,6 +48,14 @@ struct ld_election_config {
     /* How long a leader that stepped down because spec.preferredHolder named
      * someone else stays out of the contest; 0 means lease_duration_ms. */
     int64_t handover_cooldown_ms;
+    /* A record naming our identity that this engine finds before its first
+     * write of its own is treated as a foreign holder's: it is taken over
+     * only once it expired, the holder's lease duration after it was
+     * observed (unchanged), instead of after two retry periods. For a
+     * daemon that runs a command while leading: a restarted replica's old
+     * command may still run, and is stopped by its own deadline, which a
+     * lease duration always outlasts. false: the two retry periods. */
+    bool distrust_own_record_at_start;
 };
 
 /* One reading of both clocks, taken once per pass by the caller. */

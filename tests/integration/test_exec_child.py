@@ -2,7 +2,9 @@
 against the bundled Lease API server, each running a small Python child that
 records its life in a shared journal. Only the leader runs a child; a child
 is gone before the next replica's starts, also when its leaderd is killed,
-stopped or partitioned; signals and exit statuses pass through."""
+stopped or partitioned; signals and exit statuses pass through, the child's
+starts and ends are counted on /metrics, and a replica restarted in place
+waits a lease duration before running its command again."""
 import os
 import shutil
 import signal
@@ -25,8 +27,9 @@ GRACE = (FAST["lease_duration"] - FAST["renew_deadline"]) / 2
 REAP_BOUND = FAST["renew_deadline"] + GRACE
 
 # The child: appends "start PID TERM IDENTITY LEASE T" once, "beat PID T"
-# every 50 ms and "term PID T" on SIGTERM (T is time.monotonic(), the same
-# clock for every process on the machine). MODE says what it does next:
+# every 50 ms, "term PID T" on SIGTERM and "sig PID SIGNO T" on SIGHUP, SIGQUIT,
+# SIGUSR1 or SIGUSR2 (T is time.monotonic(), the same clock for every process on
+# the machine). MODE says what it does next:
 # "run" runs until SIGTERM, then exits 3; "exit7" exits 7 after a second;
 # "kill9" kills itself with SIGKILL after a second; "stubborn" ignores SIGTERM.
 CHILD = r"""
@@ -42,6 +45,10 @@ def on_term(signo, frame):
     if mode != "stubborn":
         os._exit(3)
 signal.signal(signal.SIGTERM, on_term)
+def on_other(signo, frame):
+    note(f"sig {me} {signo} {time.monotonic():.6f}")
+for s in (signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+    signal.signal(s, on_other)
 note(f"start {me} {os.environ['LEADERD_TERM']} {os.environ['LEADERD_IDENTITY']} "
      f"{os.environ['LEADERD_LEASE']} {time.monotonic():.6f}")
 started = time.monotonic()
@@ -106,6 +113,22 @@ class Journal:
     def terms(self, pid):
         return [float(e[2]) for e in self.entries() if e[0] == "term" and e[1] == str(pid)]
 
+    def signals(self, pid):
+        """The signal numbers pid noted, in order."""
+        return [int(e[2]) for e in self.entries() if e[0] == "sig" and e[1] == str(pid)]
+
+
+def metric(replica, series):
+    """The value of the /metrics sample named exactly series, or None."""
+    status, body = replica.get("/metrics")
+    if status != 200:
+        return None
+    for line in body.decode().splitlines():
+        name, _, value = line.rpartition(" ")
+        if name == series:
+            return float(value)
+    return None
+
 
 class ExecChild(unittest.TestCase):
     mode = "run"
@@ -118,14 +141,18 @@ class ExecChild(unittest.TestCase):
         self.supervisors = {}  # client -> the pids of its supervisor
         self.stopped = []
 
-    def start(self, mode):
+    def start(self, mode, clients=CLIENTS):
         self.api.start()
+        for c in clients:
+            self.start_replica(c, mode)
+
+    def start_replica(self, client, mode):
         cmd = ["--", sys.executable, "-c", CHILD, self.journal.path, mode]
-        for c in CLIENTS:
-            r = Replica(self.api, c, self.dir, extra_args=cmd)
-            self.replicas.append(r)
-            r.start()
-            self.supervisors[c] = children_of(r.proc.pid)
+        r = Replica(self.api, client, self.dir, extra_args=cmd)
+        self.replicas.append(r)
+        r.start()
+        self.supervisors.setdefault(client, []).extend(children_of(r.proc.pid))
+        return r
 
     def tearDown(self):
         for r in self.stopped:
@@ -255,6 +282,59 @@ class ExecChild(unittest.TestCase):
             lambda r: self.api.set_faults(r.client, partition="hang"))
         self.check_takeover(leader, pid, at)
         self.assertTrue(leader.alive(), "leaderd keeps contending")
+
+    def test_other_signals_reach_the_child_and_leaderd_goes_on(self):
+        self.start("run", clients=["r1"])
+        leader, pid = self.leader_with_child()
+        for sig in (signal.SIGUSR1, signal.SIGHUP):
+            before = len(self.journal.signals(pid))
+            leader.send(sig)
+            wait_until(lambda: len(self.journal.signals(pid)) > before, 5,
+                       what=f"the child to note signal {int(sig)}")
+            self.assertEqual(self.journal.signals(pid)[-1], int(sig))
+        self.assertTrue(leader.alive(), "leaderd keeps running")
+        self.assertTrue(leader.is_leader())
+        self.assertTrue(alive(pid))
+        self.assertEqual([s[0] for s in self.journal.starts()], [pid])
+        self.assertEqual(self.journal.terms(pid), [], "no SIGTERM came with them")
+
+    def test_metrics_count_a_start_and_an_end_at_the_deadline(self):
+        self.start("run", clients=["r1"])
+        leader, pid = self.leader_with_child()
+        series = {r: f'leaderd_child_exits_total{{reason="{r}"}}'
+                  for r in ("exited", "signaled", "deadline")}
+        self.assertEqual(metric(leader, "leaderd_child_starts_total"), 1)
+        for s in series.values():
+            self.assertEqual(metric(leader, s), 0, s)
+        # Cut off from the API, the leader's leadership ends at its renew
+        # deadline and the supervisor ends the child: a "deadline" end.
+        self.api.set_faults(leader.client, partition="hang")
+        wait_until(lambda: not alive(pid), REAP_BOUND + SCHED_SLACK + 2,
+                   what=f"child {pid} to be stopped")
+        wait_until(lambda: metric(leader, series["deadline"]) == 1, 5,
+                   what="the deadline end to be counted")
+        self.assertEqual(metric(leader, series["exited"]), 0)
+        self.assertEqual(metric(leader, series["signaled"]), 0)
+        # Back in touch it leads again and starts a second child.
+        self.api.clear_faults(leader.client)
+        self.first_start(after=1)
+        wait_until(lambda: metric(leader, "leaderd_child_starts_total") == 2, 5,
+                   what="the second start to be counted")
+
+    def test_restart_in_place_waits_a_lease_duration(self):
+        self.start("run", clients=["r1"])
+        old, pid = self.leader_with_child()
+        old.send(signal.SIGKILL)
+        old.wait_exit(5)
+        # Same identity, same Lease: the new leaderd finds its own name in a
+        # record it did not write, as after a restart of its container.
+        launched = time.monotonic()
+        self.start_replica("r1", "run")
+        new = self.first_start(after=1, timeout=FAST["lease_duration"] + KILL_BOUND + 5)
+        self.assertGreaterEqual(new[4] - launched, FAST["lease_duration"],
+                                "the command started before a lease duration had passed")
+        self.assertEqual(new[2], "r1")
+        self.assert_gone_before(pid, new)
 
 
 class ChildGraceFlag(unittest.TestCase):

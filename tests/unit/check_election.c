@@ -594,6 +594,24 @@ START_TEST(restart_with_same_identity_resumes_term)
 }
 END_TEST
 
+START_TEST(distrusting_own_record_at_start_waits_a_lease_duration)
+{
+    fake_api_put_record(&api, "a", 15, 6, WALL0);
+    struct ld_election_config c = config_for("a");
+    c.distrust_own_record_at_start = true;
+    struct ld_election *e = engine_for(&c);
+    /* The record names us, but our old self may have left a command
+     * running: it is resumed only once it expired, as a stranger's would
+     * be, never after the two retry periods of a plain restart. */
+    int64_t t = run_until_leader(e, 0, 40000);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_ge(t, 15000);
+    ck_assert_int_le(t, 15000 + 2400);
+    ck_assert_int_eq(api.writes_ok, 1);
+    ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
+}
+END_TEST
+
 START_TEST(live_twin_at_start_is_detected_and_never_joined)
 {
     struct ld_election *e = new_engine("a");
@@ -2018,6 +2036,7 @@ static Suite *election_suite(void)
     tcase_add_test(tc, release_is_bounded_when_api_is_down);
     tcase_add_test(tc, malformed_reads_never_grant_leadership);
     tcase_add_test(tc, restart_with_same_identity_resumes_term);
+    tcase_add_test(tc, distrusting_own_record_at_start_waits_a_lease_duration);
     tcase_add_test(tc, live_twin_at_start_is_detected_and_never_joined);
     tcase_add_test(tc, twin_writing_during_leadership_is_detected);
     tcase_add_test(tc, own_timed_out_write_is_not_a_twin);

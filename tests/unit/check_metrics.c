@@ -1,8 +1,9 @@
 /*
  * Unit tests for cmd/leaderd/metrics: every metric has HELP and TYPE, the
  * histogram is cumulative with a matching _count and _sum, the request
- * counter's labels, the series cap, leadership judged at render time, and
- * label escaping. The exposition is parsed back line by line.
+ * counter's labels, the series cap, leadership judged at render time,
+ * label escaping, and the exec child's metrics only with a command. The exposition is
+ * parsed back line by line.
  */
 #include <check.h>
 #include <math.h>
@@ -343,6 +344,36 @@ START_TEST(consumer_failures_counted)
 }
 END_TEST
 
+/* Only a daemon with a command has the child's metrics: present at 0 from
+ * the start, each reason a series of its own. */
+START_TEST(child_metrics_once_a_command_is_configured)
+{
+    struct ld_snapshot s;
+    snapshot(&s, "ns/demo");
+    ld_metrics_child_started(&m); /* counted, but not shown before configured */
+    ck_assert_ptr_null(strstr(render(&s, 0), "leaderd_child_"));
+    ld_metrics_child_configured(&m);
+    const char *t = render(&s, 0);
+    ck_assert(has_line(t, "# TYPE leaderd_child_starts_total counter"));
+    ck_assert(has_line(t, "# TYPE leaderd_child_exits_total counter"));
+    ck_assert_ptr_nonnull(strstr(t, "# HELP leaderd_child_exits_total "));
+    ck_assert(sample(t, "leaderd_child_starts_total") == 1);
+    ck_assert(sample(t, "leaderd_child_exits_total{reason=\"exited\"}") == 0);
+    ck_assert(sample(t, "leaderd_child_exits_total{reason=\"signaled\"}") == 0);
+    ck_assert(sample(t, "leaderd_child_exits_total{reason=\"deadline\"}") == 0);
+    ld_metrics_child_started(&m);
+    ld_metrics_child_exited(&m, LD_METRICS_CHILD_DEADLINE);
+    ld_metrics_child_exited(&m, LD_METRICS_CHILD_SIGNALED);
+    ld_metrics_child_exited(&m, LD_METRICS_CHILD_DEADLINE);
+    ld_metrics_child_exited(NULL, LD_METRICS_CHILD_EXITED); /* no metrics: nothing */
+    t = render(&s, 0);
+    ck_assert(sample(t, "leaderd_child_starts_total") == 2);
+    ck_assert(sample(t, "leaderd_child_exits_total{reason=\"exited\"}") == 0);
+    ck_assert(sample(t, "leaderd_child_exits_total{reason=\"signaled\"}") == 1);
+    ck_assert(sample(t, "leaderd_child_exits_total{reason=\"deadline\"}") == 2);
+}
+END_TEST
+
 static Suite *metrics_suite(void)
 {
     Suite *s = suite_create("metrics");
@@ -357,6 +388,7 @@ static Suite *metrics_suite(void)
     tcase_add_test(tc, label_values_escaped);
     tcase_add_test(tc, concurrent_observers);
     tcase_add_test(tc, consumer_failures_counted);
+    tcase_add_test(tc, child_metrics_once_a_command_is_configured);
     tcase_set_timeout(tc, 30);
     suite_add_tcase(s, tc);
     return s;

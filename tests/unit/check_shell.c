@@ -1,15 +1,16 @@
 /*
  * check_shell: the daemon's one loop (cmd/leaderd/shell.h) with a recording
  * mode of one election and one hook, over the in-memory Lease API of
- * support/fake_transport on its fake clock. Stop signals come from a fake
+ * support/fake_transport on its fake clock. Signals come from a fake
  * signal source behind an eventfd, POST /resign through the state's resign
  * channel, as in the daemon; nothing sleeps. Each test checks the times of
  * the writes in the API's own log: a stop signal releases the Lease, a
  * hook's courtesy hold delays a shutdown's release and the bound of
  * min(2000 ms, renew deadline / 2) ends it, a safety hold delays any
  * release for up to the renew deadline and past it no release is written
- * at all, a resignation is answered "released" or "not leader", and a hook
- * can end the shell or take a signal over.
+ * at all, a resignation is answered "released" or "not leader", a hook
+ * can end the shell or take a stop signal over, and other signals go to the
+ * hooks without stopping anything.
  */
 #include <check.h>
 #include <signal.h>
@@ -48,7 +49,8 @@ struct test_hook {
     bool take_signal;       /* on_signal takes the signal over */
     bool stop;              /* on_publish asks the shell to end */
     bool stop_when_leading; /* ... once it sees leadership */
-    int signals;
+    int signals;            /* on_signal calls */
+    int last_signo;         /* the last signal on_signal was offered */
     int publishes;
 };
 
@@ -57,9 +59,10 @@ struct fixture {
     struct ld_kube *kube;
     struct ld_clock clock;
     struct ld_state state;
-    int sig_fd;  /* eventfd: a signal is pending */
-    int wake_fd; /* epoll set of sig_fd and the resign channel */
-    int pending_signo;
+    int sig_fd;     /* eventfd: a signal is pending */
+    int wake_fd;    /* epoll set of sig_fd and the resign channel */
+    int pending[4]; /* signals pending, oldest first */
+    int n_pending;
     struct ld_shell *sh;
     bool done;
     int64_t lease_ms, renew_ms, retry_ms;
@@ -169,8 +172,8 @@ static bool hook_on_publish(void *ctx, const struct ld_election_status *st,
 static bool hook_on_signal(void *ctx, int signo)
 {
     struct test_hook *h = ctx;
-    ck_assert_int_eq(signo, SIGTERM);
     h->signals++;
+    h->last_signo = signo;
     return h->take_signal;
 }
 
@@ -201,8 +204,11 @@ static int take_signal(void *ctx)
     uint64_t n;
     (void)ctx;
     (void)!read(fx.sig_fd, &n, sizeof(n));
-    int signo = fx.pending_signo;
-    fx.pending_signo = 0;
+    if (fx.n_pending == 0)
+        return 0;
+    int signo = fx.pending[0];
+    fx.n_pending--;
+    memmove(fx.pending, fx.pending + 1, (size_t)fx.n_pending * sizeof(fx.pending[0]));
     return signo;
 }
 
@@ -216,7 +222,8 @@ static void wake_for_news(void)
 static void send_signal(int signo)
 {
     uint64_t one = 1;
-    fx.pending_signo = signo;
+    ck_assert_int_lt(fx.n_pending, 4);
+    fx.pending[fx.n_pending++] = signo;
     ck_assert_int_eq(write(fx.sig_fd, &one, sizeof(one)), (ssize_t)sizeof(one));
 }
 
@@ -557,6 +564,76 @@ START_TEST(a_hook_can_take_a_signal_over)
 }
 END_TEST
 
+/* ---- signals passed on ---- */
+
+/* Leading goes on after t as if nothing came. */
+static void still_leading_after(int64_t t)
+{
+    run_for(3 * fx.retry_ms);
+    ck_assert(!fx.done);
+    ck_assert(leading());
+    ck_assert_int_eq(fx.shutdowns, 0);
+    ck_assert_uint_gt(ft_count(fx.ft, "PUT", LEASE, t), 0); /* still renewing */
+    ck_assert_int_eq(release_write_ms(t), -1);
+}
+
+START_TEST(a_hook_is_offered_other_signals_and_the_shell_goes_on)
+{
+    fx.with_hook = true;
+    fx.hook.take_signal = true;
+    lead();
+    int64_t t = now();
+    send_signal(SIGHUP);
+    still_leading_after(t);
+    ck_assert_int_eq(fx.hook.signals, 1);
+    ck_assert_int_eq(fx.hook.last_signo, SIGHUP);
+    send_signal(SIGUSR1);
+    still_leading_after(t);
+    ck_assert_int_eq(fx.hook.signals, 2);
+    ck_assert_int_eq(fx.hook.last_signo, SIGUSR1);
+}
+END_TEST
+
+/* No hook passes it on (no command runs): ignored, never a stop. */
+START_TEST(a_signal_no_hook_passes_on_is_ignored)
+{
+    fx.with_hook = true;
+    lead();
+    int64_t t = now();
+    send_signal(SIGUSR2);
+    still_leading_after(t);
+    ck_assert_int_eq(fx.hook.signals, 1);
+    ck_assert_int_eq(fx.hook.last_signo, SIGUSR2);
+}
+END_TEST
+
+START_TEST(without_hooks_other_signals_are_ignored)
+{
+    lead();
+    int64_t t = now();
+    send_signal(SIGHUP);
+    send_signal(SIGQUIT);
+    still_leading_after(t);
+}
+END_TEST
+
+/* Several signals behind one wake are all taken, in order: the one passed
+ * on reaches the hook, the stop signal after it still stops. */
+START_TEST(signals_pending_together_are_each_taken)
+{
+    fx.with_hook = true;
+    lead();
+    int64_t t = now();
+    send_signal(SIGUSR1);
+    send_signal(SIGTERM);
+    ck_assert_msg(run_until(done, 2 * fx.renew_ms), "the shell did not end");
+    ck_assert_int_eq(fx.hook.signals, 2);
+    ck_assert_int_eq(fx.hook.last_signo, SIGTERM);
+    ck_assert_int_eq(fx.shutdowns, 1);
+    ck_assert_int_ge(release_write_ms(t), 0);
+}
+END_TEST
+
 START_TEST(a_hook_asking_to_stop_ends_the_shell)
 {
     fx.with_hook = true;
@@ -699,6 +776,10 @@ static Suite *shell_suite(void)
     tcase_add_test(tc, hold_is_bounded_by_half_the_renew_deadline);
     tcase_add_test(tc, a_holding_hook_delays_the_release_until_it_lets_go);
     tcase_add_test(tc, a_hook_can_take_a_signal_over);
+    tcase_add_test(tc, a_hook_is_offered_other_signals_and_the_shell_goes_on);
+    tcase_add_test(tc, a_signal_no_hook_passes_on_is_ignored);
+    tcase_add_test(tc, without_hooks_other_signals_are_ignored);
+    tcase_add_test(tc, signals_pending_together_are_each_taken);
     tcase_add_test(tc, a_hook_asking_to_stop_ends_the_shell);
     tcase_add_test(tc, resign_is_answered_released);
     tcase_add_test(tc, resign_is_answered_not_leader_on_a_standby);
