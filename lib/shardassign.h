@@ -51,9 +51,9 @@
  * lagging replica would see others give shards back, rise in the ranking,
  * win a larger quota and take a shard it must return later. When changes
  * overlap (a second one before the first hand-over finished) a shard may
- * move twice, but never to two owners at once: every shard is its own
- * Lease, elected exactly like the single Lease, and a Lease has one holder
- * at a time. Once the views agree, every replica computes the same targets,
+ * move twice, but never to two owners at once: that is the shard protocol's
+ * business (shardgroup.h), not the assignment's; every change of a shard's
+ * owner is a compare-and-swap of its Lease. Once the views agree, every replica computes the same targets,
  * holders move monotonically toward their quotas, and the group settles on
  * one fixed point.
  *

@@ -25,19 +25,27 @@
 #define GONE_UIDS 16
 
 struct member {
-    char *identity; /* owned; from the Lease name */
-    char *uid;      /* owned; metadata.uid of the record seen, or NULL */
-    struct ld_lease_spec spec;
-    int64_t changed_ms; /* when the record last changed, as seen here */
+    char *identity;      /* owned; from the Lease name */
+    struct ld_lease rec; /* owned compact copy of the record seen */
+    int64_t changed_ms;  /* when the record last changed, as seen here */
+    bool seen_change;    /* a change was seen: only then may it count live */
+    bool compatible;     /* carries the protocol annotation */
+    bool mark;           /* scratch of ld_shardgroup_observe_list */
 };
 
 struct shard {
-    char *metadata; /* owned JSON */
-    char *holder;   /* owned; "" when free or absent */
-    int64_t holder_valid_until_ms;
+    char *metadata;      /* owned JSON */
+    struct ld_lease rec; /* owned compact copy; meaningful while present */
+    bool present;
     bool observed;
-    bool leading;
-    int64_t lead_until_ms;
+    /* Since when the holder (absent_of) has had no member record, as
+     * judged by the last assignment; INT64_MAX when not counting. */
+    int64_t absent_since_ms;
+    char *absent_of; /* owned; the holder absent_since_ms is about */
+    bool claimed;    /* our last write succeeded and named us */
+    uint64_t claim_term;
+    bool giving_back;
+    bool mark; /* scratch of ld_shardgroup_observe_list */
 };
 
 struct ld_shardgroup {
@@ -56,6 +64,13 @@ struct ld_shardgroup {
 
     bool own_leading;
     int64_t own_until_ms;
+    int32_t own_transitions;
+    char *own_uid;
+    uint64_t term; /* the member term: see ld_shardgroup_observe_own */
+    bool listed;   /* a list of the group has been observed */
+    /* A member record was not kept (table full): an absent record then
+     * proves nothing. */
+    bool overflow;
 
     struct member *members; /* other replicas, unordered */
     /* uids of member Leases seen deleted: a list that was answered before
@@ -185,7 +200,8 @@ static char *metadata_json(const char *group, const char *shard_id, const char *
     if (shard_id && json_object_set_new(labels, LD_SHARDGROUP_SHARD_LABEL,
                                         json_string(shard_id)) != 0)
         goto done;
-    meta = json_pack("{s:O}", "labels", labels);
+    meta = json_pack("{s:O,s:{s:s}}", "labels", labels, "annotations",
+                     LD_SHARDGROUP_PROTOCOL, LD_SHARDGROUP_PROTOCOL_VERSION);
     if (!meta)
         goto done;
     if (pod_uid && pod_uid[0]) {
@@ -207,10 +223,7 @@ static enum ld_err build_shards(struct ld_shardgroup *g, struct ld_errinfo *err)
     for (uint32_t s = 0; s < g->n_shards; s++) {
         struct shard *sh = &g->shards[s];
         const char *lease = g->layout->shards[s].lease;
-        sh->holder = strdup("");
-        sh->holder_valid_until_ms = INT64_MIN;
-        if (!sh->holder)
-            return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
+        sh->absent_since_ms = INT64_MAX;
         if (!ld_dns1123_subdomain(lease))
             return ld_errinfo_set(err, LD_EINVAL,
                                   "shard Lease name %s is not a valid Lease name "
@@ -251,6 +264,7 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     g->n_shards = cfg->n_shards;
     g->lease_duration_ms = cfg->lease_duration_ms;
     g->own_until_ms = INT64_MIN;
+    g->own_transitions = -1;
     if (!ld_dns1123_subdomain(g->member_lease))
         return ld_errinfo_set(err, LD_EINVAL,
                               "member Lease name %s (lease name, \"" MEMBER_INFIX
@@ -287,8 +301,7 @@ struct ld_shardgroup *ld_shardgroup_new(const struct ld_shardgroup_config *cfg,
 static void member_clear(struct member *m)
 {
     free(m->identity);
-    free(m->uid);
-    ld_lease_spec_clear(&m->spec);
+    ld_lease_clear(&m->rec);
     memset(m, 0, sizeof(*m));
 }
 
@@ -301,7 +314,8 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
     for (uint32_t s = 0; s < g->n_shards; s++) {
         struct shard *sh = &g->shards[s];
         free(sh->metadata);
-        free(sh->holder);
+        free(sh->absent_of);
+        ld_lease_clear(&sh->rec);
     }
     for (uint32_t i = 0; i < g->n_members; i++)
         member_clear(&g->members[i]);
@@ -322,6 +336,7 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
     free(g->member_lease);
     free(g->member_metadata);
     free(g->member_prefix);
+    free(g->own_uid);
     free(g);
 }
 
@@ -433,24 +448,49 @@ static enum ld_err reserve_member(struct ld_shardgroup *g)
     return LD_OK;
 }
 
-static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
-                                 int64_t now_ms)
+/* The value of annotation key on l's object, compared with want. */
+static bool has_annotation(const struct ld_lease *l, const char *key, const char *want)
 {
-    struct ld_lease_spec spec = {0};
-    char *uid = lease->uid ? strdup(lease->uid) : NULL;
+    json_t *root = l->object;
+    bool owned = false, found = false;
+    if (!root && l->object_text) {
+        root = json_loads(l->object_text, JSON_ALLOW_NUL, NULL);
+        owned = true;
+    }
+    json_t *md = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
+    json_t *ann = json_is_object(md) ? json_object_get(md, "annotations") : NULL;
+    json_t *v = json_is_object(ann) ? json_object_get(ann, key) : NULL;
+    found = json_is_string(v) && strcmp(json_string_value(v), want) == 0;
+    if (owned)
+        json_decref(root);
+    return found;
+}
 
-    if ((lease->uid && !uid) || ld_lease_spec_copy(&spec, &lease->spec) != LD_OK) {
-        free(uid);
-        ld_lease_spec_clear(&spec);
+static bool same_rv(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+
+static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
+                                 int64_t now_ms, bool first)
+{
+    struct ld_lease rec;
+    ld_lease_init(&rec);
+    if (ld_lease_copy_compact(&rec, lease) != LD_OK) {
+        ld_lease_clear(&rec);
         return LD_ENOMEM;
     }
-    bool same_object = !m->uid || !uid || strcmp(m->uid, uid) == 0;
-    if (!same_object || !ld_lease_spec_equal(&m->spec, &spec))
+    bool same_object = !m->rec.uid || !rec.uid || strcmp(m->rec.uid, rec.uid) == 0;
+    if (first || !same_object || !ld_lease_spec_equal(&m->rec.spec, &rec.spec)) {
         m->changed_ms = now_ms;
-    ld_lease_spec_clear(&m->spec);
-    m->spec = spec;
-    free(m->uid);
-    m->uid = uid;
+        /* A record first seen may be a dead replica's last one: only a
+         * change proves that someone writes it. */
+        m->seen_change = !first;
+    }
+    m->compatible =
+        has_annotation(lease, LD_SHARDGROUP_PROTOCOL, LD_SHARDGROUP_PROTOCOL_VERSION);
+    ld_lease_clear(&m->rec);
+    m->rec = rec;
     return LD_OK;
 }
 
@@ -463,8 +503,20 @@ static bool is_gone(const struct ld_shardgroup *g, const char *uid)
     return false;
 }
 
+static int64_t member_expiry(const struct ld_shardgroup *g, const struct member *m)
+{
+    int64_t d = m->rec.spec.duration_s > 0 ? (int64_t)m->rec.spec.duration_s * 1000
+                                           : g->lease_duration_ms;
+    return m->changed_ms + d;
+}
+
 static bool member_live(const struct ld_shardgroup *g, const struct member *m,
-                        int64_t now_ms);
+                        int64_t now_ms)
+{
+    return m->compatible && m->seen_change &&
+           ld_lease_spec_held_by(&m->rec.spec, m->identity) &&
+           now_ms < member_expiry(g, m);
+}
 
 /* The record a full table gives up for a new member: the one not live for
  * the longest, or NULL when all are live. Member Leases can outlive their
@@ -492,20 +544,24 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
         return LD_OK;
     g->assigned = false;
     struct member *m = find_member(g, identity);
-    if (m)
-        return update_member(m, lease, now_ms);
+    if (m) {
+        m->mark = true;
+        return update_member(m, lease, now_ms, false);
+    }
     struct member *slot = NULL;
     enum ld_err rc = reserve_member(g);
     if (rc == LD_ETOOBIG && (slot = stale_member(g, now_ms)) != NULL)
         rc = LD_OK;
+    if (rc == LD_ETOOBIG)
+        g->overflow = true;
     if (rc != LD_OK)
         return rc;
-    struct member fresh = {.identity = strdup(identity), .changed_ms = now_ms};
+    struct member fresh = {.identity = strdup(identity), .mark = true};
     if (!fresh.identity)
         return LD_ENOMEM;
     /* A record first seen counts from now_ms, as the engine's first
      * observation of a Lease does. */
-    rc = update_member(&fresh, lease, now_ms);
+    rc = update_member(&fresh, lease, now_ms, true);
     if (rc != LD_OK) {
         member_clear(&fresh);
         return rc;
@@ -517,6 +573,13 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
         g->members[g->n_members++] = fresh;
     }
     return LD_OK;
+}
+
+static void drop_member(struct ld_shardgroup *g, struct member *m)
+{
+    g->assigned = false;
+    member_clear(m);
+    *m = g->members[--g->n_members];
 }
 
 void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
@@ -533,37 +596,224 @@ void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
             g->gone_next = (g->gone_next + 1) % GONE_UIDS;
         }
     }
-    if (!m || (m->uid && gone->uid && strcmp(m->uid, gone->uid) != 0))
+    if (!m || (m->rec.uid && gone->uid && strcmp(m->rec.uid, gone->uid) != 0))
         return;
-    g->assigned = false;
-    member_clear(m);
-    *m = g->members[--g->n_members];
+    drop_member(g, m);
 }
 
-void ld_shardgroup_observe_own(struct ld_shardgroup *g,
-                               const struct ld_election_status *st)
+/* ---- shard records ------------------------------------------------------- */
+
+/* The shard whose Lease is name, or NULL. */
+static struct shard *shard_named(struct ld_shardgroup *g, const char *name, uint32_t *s)
 {
-    g->own_leading = st->leading;
-    g->own_until_ms = st->lead_until_ms;
+    size_t n = strlen(g->layout->name);
+    if (!name || strncmp(name, g->layout->name, n) != 0 || name[n] != '-')
+        return NULL;
+    uint32_t k;
+    if (!ld_shardlayout_find(g->layout, name + n + 1, &k))
+        return NULL;
+    if (s)
+        *s = k;
+    return &g->shards[k];
 }
 
-static int64_t member_expiry(const struct ld_shardgroup *g, const struct member *m)
+static bool names_us(const struct ld_shardgroup *g, const struct shard *sh)
 {
-    int64_t d = m->spec.duration_s > 0 ? (int64_t)m->spec.duration_s * 1000
-                                       : g->lease_duration_ms;
-    return m->changed_ms + d;
+    return sh->present && ld_lease_spec_held_by(&sh->rec.spec, g->identity);
 }
 
-static bool member_live(const struct ld_shardgroup *g, const struct member *m,
-                        int64_t now_ms)
+static void shard_absent(struct shard *sh)
 {
-    return ld_lease_spec_held_by(&m->spec, m->identity) && now_ms < member_expiry(g, m);
+    ld_lease_clear(&sh->rec);
+    sh->present = false;
+    sh->observed = true;
+    sh->claimed = false;
+    sh->giving_back = false;
 }
+
+static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
+                                 const struct ld_lease *lease)
+{
+    struct ld_lease rec;
+    ld_lease_init(&rec);
+    if (ld_lease_copy_compact(&rec, lease) != LD_OK) {
+        ld_lease_clear(&rec);
+        return LD_ENOMEM;
+    }
+    ld_lease_clear(&sh->rec);
+    sh->rec = rec;
+    sh->present = true;
+    sh->observed = true;
+    sh->mark = true;
+    /* Someone else's record ends our claim, whatever the term, and leaves
+     * nothing to give back. */
+    if (!names_us(g, sh)) {
+        sh->claimed = false;
+        sh->giving_back = false;
+    }
+    return LD_OK;
+}
+
+/* Whether resourceVersion a is newer than b, when both are decimal
+ * numbers, as the API server's are (an etcd revision); false when either
+ * is not, when the caller then takes the list's word. */
+static bool rv_newer(const char *a, const char *b)
+{
+    size_t la = a ? strlen(a) : 0, lb = b ? strlen(b) : 0;
+    if (la == 0 || lb == 0 || la > 19 || lb > 19 || strspn(a, "0123456789") != la ||
+        strspn(b, "0123456789") != lb)
+        return false;
+    return la != lb ? la > lb : strcmp(a, b) > 0;
+}
+
+/* The record of the same object the view holds now, or NULL. */
+static const struct ld_lease *held_record(struct ld_shardgroup *g,
+                                          const struct ld_lease *item)
+{
+    const struct ld_lease *rec = NULL;
+    struct shard *sh = shard_named(g, item->name, NULL);
+    const char *identity = sh ? NULL : member_identity(g, item->name);
+    struct member *m = identity ? find_member(g, identity) : NULL;
+    if (sh && sh->present)
+        rec = &sh->rec;
+    else if (m)
+        rec = &m->rec;
+    if (!rec || !rec->uid || !item->uid || strcmp(rec->uid, item->uid) != 0)
+        return NULL;
+    return rec;
+}
+
+enum ld_err ld_shardgroup_observe_lease(struct ld_shardgroup *g,
+                                        const struct ld_lease *lease, int64_t now_ms)
+{
+    if (!lease)
+        return LD_OK;
+    struct shard *sh = shard_named(g, lease->name, NULL);
+    /* A record older than the one held (a list answered after the watch
+     * showed a newer one, so its snapshot is older) keeps the newer one:
+     * the newer of two consistent views of one history, object by object,
+     * is still one consistent view. It still counts as listed. */
+    const struct ld_lease *rec = held_record(g, lease);
+    if (rec && rv_newer(rec->resource_version, lease->resource_version)) {
+        const char *identity = sh ? NULL : member_identity(g, lease->name);
+        struct member *m = identity ? find_member(g, identity) : NULL;
+        if (sh)
+            sh->mark = true;
+        if (m)
+            m->mark = true;
+        return LD_OK;
+    }
+    if (sh)
+        return observe_shard(g, sh, lease);
+    return ld_shardgroup_observe_member(g, lease, now_ms);
+}
+
+void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone)
+{
+    struct shard *sh = gone ? shard_named(g, gone->name, NULL) : NULL;
+    if (!sh) {
+        ld_shardgroup_observe_member_deleted(g, gone);
+        return;
+    }
+    /* A DELETED of an older object than the one seen changes nothing. */
+    if (sh->present && sh->rec.uid && gone->uid && strcmp(sh->rec.uid, gone->uid) != 0)
+        return;
+    shard_absent(sh);
+}
+
+enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
+                                       const struct ld_lease *items, size_t n,
+                                       int64_t now_ms)
+{
+    enum ld_err first = LD_OK;
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        g->shards[s].mark = false;
+    for (uint32_t i = 0; i < g->n_members; i++)
+        g->members[i].mark = false;
+    g->overflow = false;
+    for (size_t i = 0; i < n; i++) {
+        enum ld_err rc = ld_shardgroup_observe_lease(g, &items[i], now_ms);
+        if (rc != LD_OK && first == LD_OK)
+            first = rc;
+    }
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        if (!g->shards[s].mark)
+            shard_absent(&g->shards[s]);
+    for (uint32_t i = 0; i < g->n_members;) {
+        if (!g->members[i].mark)
+            drop_member(g, &g->members[i]); /* moves the last one here */
+        else
+            i++;
+    }
+    g->listed = true;
+    return first;
+}
+
+/* ---- our own member election ------------------------------------------- */
 
 static bool own_live(const struct ld_shardgroup *g, int64_t now_ms)
 {
-    return g->own_leading && now_ms < g->own_until_ms;
+    return ld_leads_at(g->own_leading, g->own_until_ms, now_ms);
 }
+
+void ld_shardgroup_observe_own(struct ld_shardgroup *g,
+                               const struct ld_election_status *st, int64_t now_ms)
+{
+    bool brk;
+    if (!st->leading)
+        brk = g->own_leading;
+    else
+        brk = !g->own_leading || now_ms >= g->own_until_ms ||
+              st->term != g->own_transitions ||
+              (g->own_uid && st->uid && strcmp(g->own_uid, st->uid) != 0);
+    if (brk)
+        ld_shardgroup_break(g);
+    if (st->uid && (!g->own_uid || strcmp(g->own_uid, st->uid) != 0)) {
+        char *uid = strdup(st->uid);
+        if (uid) {
+            free(g->own_uid);
+            g->own_uid = uid;
+        } else {
+            ld_shardgroup_break(g); /* cannot tell the next uid change: be safe */
+        }
+    }
+    g->own_leading = st->leading;
+    g->own_until_ms = st->lead_until_ms;
+    g->own_transitions = st->term;
+}
+
+void ld_shardgroup_break(struct ld_shardgroup *g)
+{
+    g->term++;
+}
+
+uint64_t ld_shardgroup_term(const struct ld_shardgroup *g)
+{
+    return g->term;
+}
+
+bool ld_shardgroup_leads(const struct ld_shardgroup *g, int64_t now_ms)
+{
+    return own_live(g, now_ms);
+}
+
+bool ld_shardgroup_observed(const struct ld_shardgroup *g)
+{
+    if (g->listed)
+        return true;
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        if (!g->shards[s].observed)
+            return false;
+    return true;
+}
+
+bool ld_shardgroup_incompatible(const struct ld_shardgroup *g, const char *identity)
+{
+    const struct member *m = find_member((struct ld_shardgroup *)g, identity);
+    return m && !m->compatible;
+}
+
+/* ---- the assignment ------------------------------------------------------ */
 
 static int by_str(const void *a, const void *b)
 {
@@ -591,56 +841,50 @@ uint32_t ld_shardgroup_members(struct ld_shardgroup *g, int64_t now_ms,
     return n;
 }
 
-/* ---- shards and the assignment ------------------------------------------- */
-
-enum ld_err ld_shardgroup_observe_shard(struct ld_shardgroup *g, uint32_t s,
-                                        const struct ld_election_status *st)
+static const char *holder_of(const struct shard *sh)
 {
-    if (s >= g->n_shards)
-        return LD_EINVAL;
-    struct shard *sh = &g->shards[s];
-    const char *leader = st->leader ? st->leader : "";
-    if (strcmp(sh->holder, leader) != 0) {
-        char *copy = strdup(leader);
-        if (!copy)
-            return LD_ENOMEM;
-        free(sh->holder);
-        sh->holder = copy;
+    return sh->present && sh->rec.spec.holder ? sh->rec.spec.holder : "";
+}
+
+/* Keeps each shard's count of how long its holder has had no member
+ * record: the count starts when it is first seen so and ends when the
+ * holder changes or its record appears. */
+static void track_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
+{
+    const char *h = holder_of(sh);
+    bool absent = h[0] && strcmp(h, g->identity) != 0 && !find_member(g, h);
+    if (!absent) {
+        sh->absent_since_ms = INT64_MAX;
+        return;
     }
-    sh->holder_valid_until_ms = st->holder_valid_until_ms;
-    sh->observed = st->observed;
-    sh->leading = st->leading;
-    sh->lead_until_ms = st->lead_until_ms;
-    return LD_OK;
-}
-
-bool ld_shardgroup_observed(const struct ld_shardgroup *g)
-{
-    for (uint32_t s = 0; s < g->n_shards; s++)
-        if (!g->shards[s].observed)
-            return false;
-    return true;
-}
-
-static bool holder_valid(const struct shard *sh, int64_t now_ms)
-{
-    return sh->holder[0] && now_ms < sh->holder_valid_until_ms;
+    if (sh->absent_of && strcmp(sh->absent_of, h) == 0 &&
+        sh->absent_since_ms != INT64_MAX)
+        return;
+    char *copy = strdup(h);
+    if (!copy)
+        return; /* not counting: no takeover on this rule until memory returns */
+    free(sh->absent_of);
+    sh->absent_of = copy;
+    sh->absent_since_ms = now_ms;
 }
 
 static int64_t earliest_change(const struct ld_shardgroup *g, int64_t now_ms)
 {
     int64_t next = INT64_MAX;
     for (uint32_t i = 0; i < g->n_members; i++) {
-        const struct member *m = &g->members[i];
-        if (member_live(g, m, now_ms) && member_expiry(g, m) < next)
-            next = member_expiry(g, m);
+        int64_t at = member_expiry(g, &g->members[i]);
+        if (g->members[i].rec.spec.holder[0] && at > now_ms && at < next)
+            next = at;
     }
     if (own_live(g, now_ms) && g->own_until_ms < next)
         next = g->own_until_ms;
     for (uint32_t s = 0; s < g->n_shards; s++) {
         const struct shard *sh = &g->shards[s];
-        if (holder_valid(sh, now_ms) && sh->holder_valid_until_ms < next)
-            next = sh->holder_valid_until_ms;
+        if (sh->absent_since_ms == INT64_MAX)
+            continue;
+        int64_t at = sh->absent_since_ms + g->lease_duration_ms;
+        if (at > now_ms && at < next)
+            next = at;
     }
     return next;
 }
@@ -651,14 +895,18 @@ enum ld_err ld_shardgroup_assign(struct ld_shardgroup *g, int64_t now_ms,
     const char **live = g->assigned_live;
     uint32_t n_live = live_list(g, now_ms, live);
 
-    for (uint32_t s = 0; s < g->n_shards; s++)
-        g->owners[s] = holder_valid(&g->shards[s], now_ms) ? g->shards[s].holder : NULL;
+    for (uint32_t s = 0; s < g->n_shards; s++) {
+        const char *h = holder_of(&g->shards[s]);
+        g->owners[s] = h[0] ? h : NULL;
+    }
     enum ld_err rc = ld_shardassign(g->n_shards, g->owners, n_live, live, g->target);
     if (rc != LD_OK)
         return rc;
-    for (uint32_t s = 0; s < g->n_shards; s++)
+    for (uint32_t s = 0; s < g->n_shards; s++) {
         g->contend[s] = g->target[s] != LD_SHARD_NOBODY &&
                         strcmp(live[g->target[s]], g->identity) == 0;
+        track_absence(g, &g->shards[s], now_ms);
+    }
     g->assigned = true;
     if (next_ms)
         *next_ms = earliest_change(g, now_ms);
@@ -677,12 +925,252 @@ const char *ld_shardgroup_target(const struct ld_shardgroup *g, uint32_t s)
     return g->assigned_live[g->target[s]];
 }
 
+static bool claim_valid(const struct ld_shardgroup *g, const struct shard *sh)
+{
+    return sh->claimed && sh->claim_term == g->term && !sh->giving_back;
+}
+
+/* The takeover of a shard held by someone else. */
+static enum ld_shard_step step_foreign(const struct ld_shardgroup *g,
+                                       const struct shard *sh, int64_t now_ms, bool fresh)
+{
+    const char *h = holder_of(sh);
+    if (!h[0])
+        return LD_SHARD_TAKE;
+    const struct member *m = find_member((struct ld_shardgroup *)g, h);
+    enum ld_shard_step take = fresh ? LD_SHARD_TAKE : LD_SHARD_READ;
+    if (!m) {
+        bool waited = !g->overflow && sh->absent_of && strcmp(sh->absent_of, h) == 0 &&
+                      sh->absent_since_ms != INT64_MAX &&
+                      now_ms - sh->absent_since_ms >= g->lease_duration_ms;
+        return waited ? take : LD_SHARD_NONE;
+    }
+    if (!m->compatible)
+        return LD_SHARD_NONE; /* neither live nor dead: never taken over */
+    if (!m->rec.spec.holder[0])
+        return take;
+    return now_ms >= member_expiry(g, m) ? LD_SHARD_EVICT : LD_SHARD_NONE;
+}
+
+enum ld_shard_step ld_shardgroup_step(const struct ld_shardgroup *g, uint32_t s,
+                                      int64_t now_ms, bool fresh)
+{
+    if (s >= g->n_shards || !own_live(g, now_ms))
+        return LD_SHARD_NONE;
+    const struct shard *sh = &g->shards[s];
+    if (!sh->observed)
+        return LD_SHARD_NONE;
+    if (sh->giving_back) /* until its release is written */
+        return names_us(g, sh) ? LD_SHARD_RELEASE : LD_SHARD_NONE;
+    if (names_us(g, sh)) {
+        if (!g->contend[s])
+            return LD_SHARD_RELEASE;
+        return claim_valid(g, sh) ? LD_SHARD_NONE : LD_SHARD_TAKE;
+    }
+    if (!g->contend[s])
+        return LD_SHARD_NONE;
+    return step_foreign(g, sh, now_ms, fresh);
+}
+
+const struct ld_lease *ld_shardgroup_long_expired(const struct ld_shardgroup *g,
+                                                  int64_t now_ms)
+{
+    for (uint32_t i = 0; i < g->n_members; i++) {
+        const struct member *m = &g->members[i];
+        if (m->compatible && m->rec.uid && m->rec.resource_version &&
+            now_ms - member_expiry(g, m) >= 10 * g->lease_duration_ms)
+            return &m->rec;
+    }
+    return NULL;
+}
+
+/* ---- writes -------------------------------------------------------------- */
+
+/* Merges the labels and annotations of the metadata JSON md into l's
+ * object, which is made a JSON object first. */
+static enum ld_err merge_metadata(struct ld_lease *l, const char *md_json)
+{
+    enum ld_err rc = LD_ENOMEM;
+    json_t *md = json_loads(md_json, 0, NULL);
+    if (!l->object && l->object_text) {
+        l->object = json_loads(l->object_text, JSON_ALLOW_NUL, NULL);
+        free(l->object_text);
+        l->object_text = NULL;
+    }
+    if (!l->object)
+        l->object = json_object();
+    if (!md || !json_is_object(l->object))
+        goto done;
+    json_t *meta = json_object_get(l->object, "metadata");
+    if (!json_is_object(meta)) {
+        meta = json_object();
+        if (!meta || json_object_set_new(l->object, "metadata", meta) != 0)
+            goto done;
+    }
+    const char *keys[] = {"labels", "annotations"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *want = json_object_get(md, keys[i]);
+        json_t *have = json_object_get(meta, keys[i]);
+        if (!json_is_object(want))
+            continue;
+        if (!json_is_object(have)) {
+            have = json_object();
+            if (!have || json_object_set_new(meta, keys[i], have) != 0)
+                goto done;
+        }
+        if (json_object_update(have, want) != 0)
+            goto done;
+    }
+    rc = LD_OK;
+done:
+    json_decref(md);
+    return rc;
+}
+
+enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
+                                     const char *ns, int64_t wall_us,
+                                     struct ld_lease *out)
+{
+    ld_lease_clear(out);
+    if (s >= g->n_shards)
+        return LD_EINVAL;
+    const struct shard *sh = &g->shards[s];
+    enum ld_err rc = LD_OK;
+    bool same = names_us(g, sh);
+    if (sh->present) {
+        rc = ld_lease_copy(out, &sh->rec);
+    } else {
+        out->name = strdup(g->layout->shards[s].lease);
+        out->namespace_ = strdup(ns);
+        if (!out->name || !out->namespace_)
+            rc = LD_ENOMEM;
+    }
+    if (rc == LD_OK)
+        rc = ld_lease_spec_set_holder(&out->spec, g->identity);
+    if (rc == LD_OK)
+        rc = merge_metadata(out, sh->metadata);
+    if (rc != LD_OK)
+        return rc;
+    struct ld_lease_spec *sp = &out->spec;
+    sp->duration_s = (int32_t)(g->lease_duration_ms / 1000);
+    sp->has_renew = true;
+    sp->renew_us = wall_us;
+    if (!same || !sp->has_acquire) {
+        sp->has_acquire = true;
+        sp->acquire_us = wall_us;
+    }
+    if (!same && sh->present)
+        sp->transitions++;
+    return LD_OK;
+}
+
+static enum ld_err emptied(struct ld_lease *out, const struct ld_lease *rec,
+                           const char *md_json, int64_t wall_us)
+{
+    enum ld_err rc = ld_lease_copy(out, rec);
+    if (rc == LD_OK)
+        rc = ld_lease_spec_set_holder(&out->spec, "");
+    if (rc == LD_OK)
+        rc = merge_metadata(out, md_json);
+    if (rc != LD_OK)
+        return rc;
+    out->spec.duration_s = 1;
+    out->spec.has_acquire = out->spec.has_renew = true;
+    out->spec.acquire_us = out->spec.renew_us = wall_us;
+    return LD_OK;
+}
+
+enum ld_err ld_shardgroup_release_lease(const struct ld_shardgroup *g, uint32_t s,
+                                        int64_t wall_us, struct ld_lease *out)
+{
+    ld_lease_clear(out);
+    if (s >= g->n_shards || !g->shards[s].present)
+        return LD_EINVAL;
+    return emptied(out, &g->shards[s].rec, g->shards[s].metadata, wall_us);
+}
+
+enum ld_err ld_shardgroup_evict_lease(const struct ld_shardgroup *g, uint32_t s,
+                                      int64_t wall_us, struct ld_lease *out)
+{
+    ld_lease_clear(out);
+    if (s >= g->n_shards)
+        return LD_EINVAL;
+    const struct member *m =
+        find_member((struct ld_shardgroup *)g, holder_of(&g->shards[s]));
+    if (!m || !m->rec.resource_version)
+        return LD_EINVAL;
+    json_t *ann =
+        json_pack("{s:{s:s}}", "annotations", LD_SHARDGROUP_EVICTED_BY, g->identity);
+    char *md_json = ann ? json_dumps(ann, JSON_COMPACT) : NULL;
+    enum ld_err rc = md_json ? emptied(out, &m->rec, md_json, wall_us) : LD_ENOMEM;
+    free(md_json);
+    json_decref(ann);
+    return rc;
+}
+
+void ld_shardgroup_give_back(struct ld_shardgroup *g, uint32_t s)
+{
+    if (s < g->n_shards) {
+        g->shards[s].giving_back = true;
+        g->shards[s].claimed = false;
+    }
+}
+
+void ld_shardgroup_wrote(struct ld_shardgroup *g, uint32_t s, uint64_t term,
+                         const char *rv_before, const struct ld_lease *stored,
+                         int64_t now_ms)
+{
+    (void)now_ms;
+    if (s >= g->n_shards || !stored)
+        return;
+    struct shard *sh = &g->shards[s];
+    /* Our answer is news only when the view still shows what we wrote
+     * over: anything else seen meanwhile is newer. */
+    bool predecessor = rv_before
+                           ? sh->present && same_rv(sh->rec.resource_version, rv_before)
+                           : !sh->present;
+    if (predecessor && observe_shard(g, sh, stored) != LD_OK)
+        shard_absent(sh); /* unknown now: nothing is claimed on it */
+    bool giving_back = sh->giving_back;
+    sh->giving_back = false;
+    if (giving_back || !sh->present ||
+        !same_rv(sh->rec.resource_version, stored->resource_version) ||
+        !names_us(g, sh) || term != g->term || !g->own_leading)
+        return;
+    sh->claimed = true;
+    sh->claim_term = term;
+}
+
+void ld_shardgroup_write_failed(struct ld_shardgroup *g, uint32_t s)
+{
+    if (s < g->n_shards)
+        g->shards[s].giving_back = false;
+}
+
+void ld_shardgroup_evicted(struct ld_shardgroup *g, const char *rv_before,
+                           const struct ld_lease *stored, int64_t now_ms)
+{
+    const char *identity = stored ? member_identity(g, stored->name) : NULL;
+    struct member *m = identity ? find_member(g, identity) : NULL;
+    if (m && same_rv(m->rec.resource_version, rv_before))
+        update_member(m, stored, now_ms, false);
+}
+
 /* ---- the view ------------------------------------------------------------ */
+
+bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards && claim_valid(g, &g->shards[s]);
+}
+
+int64_t ld_shardgroup_lead_until(const struct ld_shardgroup *g)
+{
+    return g->own_leading ? g->own_until_ms : INT64_MIN;
+}
 
 bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms)
 {
-    return s < g->n_shards &&
-           ld_leads_at(g->shards[s].leading, g->shards[s].lead_until_ms, now_ms);
+    return ld_shardgroup_claimed(g, s) && own_live(g, now_ms);
 }
 
 uint32_t ld_shardgroup_owned(const struct ld_shardgroup *g, int64_t now_ms, uint32_t *out)
@@ -692,6 +1180,16 @@ uint32_t ld_shardgroup_owned(const struct ld_shardgroup *g, int64_t now_ms, uint
         if (ld_shardgroup_owns(g, s, now_ms))
             out[n++] = s;
     return n;
+}
+
+const struct ld_lease *ld_shardgroup_record(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards && g->shards[s].present ? &g->shards[s].rec : NULL;
+}
+
+bool ld_shardgroup_shard_observed(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards && g->shards[s].observed;
 }
 
 bool ld_shardgroup_range(const struct ld_shardgroup *g, uint32_t s,

@@ -41,6 +41,7 @@ enum opt_id {
     OPT_EVENTS,
     OPT_RESIGN_COOLDOWN,
     OPT_SHARDS,
+    OPT_SHARD_DRAIN,
     OPT_API_PROXY,
     OPT_API_PROXY_IMPERSONATION,
     OPT_COUNT,
@@ -112,6 +113,13 @@ static const struct ld_config_option opts[OPT_ALL] = {
          "run a shard group named --lease-name: N numbered shards\n"
          "        (1 to 1024) or the listed names; every replica owns its\n"
          "        fair share (see /shards); not with --pod-label or a command"},
+    [OPT_SHARD_DRAIN] =
+        {"--shard-drain", "LEADERD_SHARD_DRAIN", "D", NULL,
+         "with --shards: how long a shard given back stays unclaimed\n"
+         "        before its release is written, so that an app polling at\n"
+         "        least this often has stopped (POST /shards/ID/drained cuts\n"
+         "        it short); 0s or more, less than renew-deadline; default\n"
+         "        retry-period"},
     [OPT_API_PROXY] =
         {"--api-proxy", "LEADERD_API_PROXY", "ADDR:PORT", NULL,
          "serve a proxy to the Kubernetes API on this loopback\n"
@@ -639,6 +647,29 @@ static int validate_child_grace(struct ld_config *cfg, const struct raw *r, char
     return 0;
 }
 
+/* Zero is allowed: the release follows the end of the claim at once. Less
+ * than the renew deadline, so that a graceful exit's releases come before
+ * anyone may evict the member Lease. */
+static int validate_shard_drain(struct ld_config *cfg, const struct raw *r, char *err,
+                                size_t errlen)
+{
+    char a[128], da[32], db[32];
+    if (!r->val[OPT_SHARD_DRAIN]) {
+        cfg->shard_drain_ms = cfg->retry_period_ms;
+        return 0;
+    }
+    if (parse_duration(r, OPT_SHARD_DRAIN, &cfg->shard_drain_ms, err, errlen))
+        return 2;
+    if (cfg->shard_drain_ms < 0 || cfg->shard_drain_ms >= cfg->renew_deadline_ms)
+        return fail(err, errlen,
+                    "leaderd: %s: must be 0s or more and less than renew-deadline (%s), "
+                    "got %s",
+                    who(r, OPT_SHARD_DRAIN, a, sizeof(a)),
+                    ld_duration_format(cfg->renew_deadline_ms, db, sizeof(db)),
+                    ld_duration_format(cfg->shard_drain_ms, da, sizeof(da)));
+    return 0;
+}
+
 /* Zero is allowed: step down and contend again at once (a standby that
  * is quicker still wins the released Lease first). */
 static int validate_resign_cooldown(struct ld_config *cfg, const struct raw *r, char *err,
@@ -698,7 +729,8 @@ static int validate_durations(struct ld_config *cfg, const struct raw *r, char *
                     ld_duration_format(cfg->renew_deadline_ms, da, sizeof(da)),
                     who(r, OPT_RETRY_PERIOD, b, sizeof(b)),
                     ld_duration_format(cfg->retry_period_ms, db, sizeof(db)));
-    if (validate_resign_cooldown(cfg, r, err, errlen))
+    if (validate_resign_cooldown(cfg, r, err, errlen) ||
+        validate_shard_drain(cfg, r, err, errlen))
         return 2;
     return validate_child_grace(cfg, r, err, errlen);
 }
@@ -1132,13 +1164,14 @@ void ld_config_clear(struct ld_config *cfg)
 void ld_config_describe(const struct ld_config *cfg, char *buf, size_t len)
 {
     char lease[32], renew[32], retry[32], grace[32], cooldown[32];
-    char listen[300], shards[64] = "";
+    char listen[300], shards[96] = "", drain[32];
     const char *host = cfg->listen_host ? cfg->listen_host : "";
     if (len == 0)
         return;
     if (cfg->n_shards > 0)
-        snprintf(shards, sizeof(shards), " shards=%u%s", (unsigned)cfg->n_shards,
-                 cfg->shard_names ? " (named)" : "");
+        snprintf(shards, sizeof(shards), " shards=%u%s shard-drain=%s",
+                 (unsigned)cfg->n_shards, cfg->shard_names ? " (named)" : "",
+                 ld_duration_format(cfg->shard_drain_ms, drain, sizeof(drain)));
     if (strchr(host, ':'))
         snprintf(listen, sizeof(listen), "[%s]:%d", host, cfg->listen_port);
     else

@@ -50,6 +50,8 @@ struct ld_config {
      * NULL. Checked as ld_shardgroup_new checks them. */
     uint32_t n_shards;
     char **shard_names;
+    /* --shard-drain: 0 <= it < renew_deadline_ms; default retry_period_ms. */
+    int64_t shard_drain_ms;
     char *pod_uid; /* $POD_UID (the member Lease's ownerReference), NULL when unset */
     /* $POD_NAME and $POD_NAMESPACE as given (NULL when unset), whatever
      * --identity and --namespace say: the Pod that POD_UID names. */

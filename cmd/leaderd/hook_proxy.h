@@ -8,7 +8,9 @@
  * ends.
  *
  * Writes are counted by key: the shard their verdict names in shard mode,
- * 0 for the one Lease; each key is bound to its election.
+ * 0 for the one Lease; each key's hook is bound to the one Lease's
+ * election, or in shard mode to its shard through the shard mode
+ * (mode_shards.h), which asks it before that shard's release.
  */
 #ifndef LEADERD_HOOK_PROXY_H
 #define LEADERD_HOOK_PROXY_H

@@ -113,6 +113,42 @@ static bool peer_may_resign(struct MHD_Connection *c)
     return ci && ld_http_peer_is_loopback(ci->client_addr);
 }
 
+/* Whether url is POST /shards/ID/drained's path. */
+static bool is_drained_path(const char *url)
+{
+    static const char prefix[] = "/shards/", suffix[] = "/drained";
+    size_t n = strlen(url), np = sizeof(prefix) - 1, ns = sizeof(suffix) - 1;
+    return n > np + ns && strncmp(url, prefix, np) == 0 &&
+           strcmp(url + n - ns, suffix) == 0;
+}
+
+/* POST /shards/ID/drained: the app has stopped working on shard ID, so a
+ * give-back waiting for the drain may write its release now. Answered at
+ * once from the state: the loop learns of it through the drain channel. */
+static enum MHD_Result answer_drained(struct ld_http *h, struct MHD_Connection *c,
+                                      const char *url)
+{
+    char id[256];
+    uint32_t s;
+    size_t len = strlen(url) - strlen("/shards/") - strlen("/drained");
+    if (len >= sizeof(id))
+        return queue_error(c, 404, "no such shard");
+    memcpy(id, url + strlen("/shards/"), len);
+    id[len] = '\0';
+    if (!ld_shardlayout_find(h->st->layout, id, &s))
+        return queue_error(c, 404, "no such shard");
+    if (!ld_state_drained_post(h->st, s))
+        return queue_error(c, 409, "this shard is not being given back");
+    json_t *o =
+        json_pack("{s:s,s:b}", "shard", h->st->layout->shards[s].id, "drained", 1);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!text)
+        return queue_oom(c);
+    return queue(c, 200, LD_HTTP_CT_JSON, NULL, text, strlen(text),
+                 MHD_RESPMEM_MUST_FREE);
+}
+
 /* POST /resign: waits (suspended) for the loop's outcome. */
 static enum MHD_Result answer_resign(struct ld_http *h, struct MHD_Connection *c,
                                      void **con_cls)
@@ -313,22 +349,30 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
     /* In shard mode there is no POST /resign: it is an unknown route. */
     bool resign =
         !h->st->layout && strcmp(method, "POST") == 0 && strcmp(url, "/resign") == 0;
+    /* Shard mode's one POST: only the app beside this replica may say it. */
+    bool drained = h->st->layout && strcmp(method, "POST") == 0 && is_drained_path(url);
     if (*con_cls == NULL) {
         ld_http_conns_busy(h->conns, c);
         if (resign && !peer_may_resign(c))
             return queue_error(c, 403,
                                "POST /resign is accepted only from a loopback peer");
-        if (plain || resign) {
+        if (drained && !peer_may_resign(c))
+            return queue_error(c, 403,
+                               "POST /shards/ID/drained is accepted only from a loopback "
+                               "peer");
+        if (plain || resign || drained) {
             *con_cls = &request_seen;
             return MHD_YES;
         }
     }
-    if ((plain || resign) && *upload_data_size != 0) {
+    if ((plain || resign || drained) && *upload_data_size != 0) {
         *upload_data_size = 0;
         return MHD_YES;
     }
     if (resign)
         return answer_resign(h, c, con_cls);
+    if (drained)
+        return answer_drained(h, c, url);
     if (h->st->layout && plain && is_shard_path(url))
         return answer_shard(h, c, method, url, con_cls, NULL);
     if (h->st->layout && plain && strcmp(url, "/watch") == 0)

@@ -247,6 +247,7 @@ static enum ld_err make_shards_mode(struct daemon *d, struct ld_shell_mode *mode
         .renew_deadline_ms = d->cfg.renew_deadline_ms,
         .retry_period_ms = d->cfg.retry_period_ms,
         .release_on_exit = d->cfg.release_on_exit,
+        .drain_ms = d->cfg.shard_drain_ms,
         .seed = jitter_seed(d->cfg.identity),
         .events = d->cfg.events,
         .call_timeout_ms = HOOK_CALL_TIMEOUT_MS,
@@ -347,18 +348,24 @@ static enum ld_err start_proxy(struct daemon *d, struct ld_errinfo *err)
     return LD_OK;
 }
 
-/* The API write gate's hooks: one per shard in shard mode. */
+/* The API write gate's hooks: the one Lease's, or in shard mode one per
+ * shard, bound through the mode (shards are no elections of the shell),
+ * whose exit also watches their eventfd. */
 static enum ld_err start_proxy_hooks(struct daemon *d, struct ld_errinfo *err)
 {
-    uint32_t n = d->shards ? d->cfg.n_shards : 1;
-    for (uint32_t k = 0; d->proxy_writes && k < n; k++) {
-        size_t e = d->shards ? ld_mode_shards_election(k) : LD_MODE_LEASE_ELECTION;
-        struct ld_hook h = ld_hook_proxy_bind(d->proxy_writes, k, e);
-        enum ld_err rc = ld_shell_add_hook(d->shell, &h, err);
-        if (rc != LD_OK)
-            return rc;
+    if (!d->proxy_writes)
+        return LD_OK;
+    if (!d->shards) {
+        struct ld_hook h = ld_hook_proxy_bind(d->proxy_writes, 0, LD_MODE_LEASE_ELECTION);
+        return ld_shell_add_hook(d->shell, &h, err);
     }
-    return LD_OK;
+    enum ld_err rc =
+        ld_mode_shards_add_wake_fd(d->shards, ld_hook_proxy_fd(d->proxy_writes), err);
+    for (uint32_t k = 0; rc == LD_OK && k < d->cfg.n_shards; k++) {
+        struct ld_hook h = ld_hook_proxy_bind(d->proxy_writes, k, 0);
+        rc = ld_mode_shards_add_shard_hook(d->shards, k, &h, err);
+    }
+    return rc;
 }
 
 /* The one Lease's hooks, in the order they see each publish (shard mode

@@ -1,16 +1,19 @@
 /*
  * mode_shards: the shard group on the shell's host (see mode_shards.h).
  *
- * Election 0 is the member Lease, election 1 + s is shard s. Publishes only
- * record what each election says; the decisions wait for the end of the
- * pass (the host's after_pass), so a pass that touched many shards assigns
- * once and builds one table.
+ * Election 0 is the member Lease. Observations go to the group as they
+ * come; the decisions wait for the end of the pass (the host's after_pass),
+ * so a pass that learned much decides once and builds one table. At most
+ * one write per shard, one eviction and one list are in flight at a time.
  */
 #include "mode_shards.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include "health.h"
 #include "hook_events.h"
@@ -29,10 +32,31 @@
  * other members' renewals. */
 #define JOIN_SETTLE_MS 1000
 
+/* A release still held by a hook (hook.h), or given up. */
+enum hold { HOLD_NONE, HOLD_WAIT, HOLD_GIVEN_UP };
+
+/* One shard: its write in flight, its entry's strings, its hooks. */
 struct slot {
     char *leader; /* owned; the shard's entry points here */
-    bool contending;
+    bool writing;
+    bool releasing; /* the write in flight is a release */
+    ld_kube_call call;
+    uint64_t term_sent;  /* the member term the write was sent in */
+    char *rv_before;     /* owned; the record it was sent on, NULL for a create */
+    int64_t next_try_ms; /* after a failed write, not before */
+    /* Since when this replica may take the shard (or evict its holder)
+     * without having it; INT64_MAX when it may not or has it. */
+    int64_t wanted_since_ms;
+    /* Being given back: its release waits until then, or until the app
+     * said it drained the shard (drained); INT64_MAX when not. */
+    int64_t drain_until_ms;
+    bool drained;
+    int64_t unclaimed_ms;  /* when the give-back ended the claim */
+    int64_t held_until_ms; /* a hook holds its release at most until then */
+    struct ld_hook *hooks; /* owned array; each fed this replica's claim */
+    size_t n_hooks;
     int64_t transitions_seen;
+    bool was_claimed; /* at the last publish, for the log and the counts */
 };
 
 struct ld_mode_shards {
@@ -49,39 +73,62 @@ struct ld_mode_shards {
     struct ld_shardsnap *unknown;
     struct ld_hook_events *events; /* one per shard with --events, else NULL */
     uint32_t n;
+    /* The exit's wait (finish): an epoll set of the drain channel's eventfd
+     * and the hooks' own fds; -1 until a hook brings an fd, when the drain
+     * channel's eventfd is waited on alone. */
+    int wait_fd;
 
-    bool inputs_changed;     /* a publish or member event since the last assignment */
+    bool inputs_changed;     /* news since the last assignment */
     bool table_changed;      /* a shard's entry changed since the last table */
-    int64_t reassess_at_ms;  /* a member or holder expires then */
+    int64_t reassess_at_ms;  /* something expires then */
     int64_t heartbeat_at_ms; /* the last publish of the snapshot */
 
     char health[256];
+    /* Why this replica stepped out of the group (a shard assigned here
+     * stayed unowned), shown by /healthz until stuck_until_ms. */
+    char stuck[256];
+    int64_t stuck_until_ms;
     bool member_observed;
     bool member_live;             /* our member election led at its last publish */
-    int64_t contend_after_ms;     /* no claims before: see observe_member */
+    int64_t contend_after_ms;     /* no takes before: see observe_member */
     char *member_uid, *member_rv; /* of our member Lease as last seen */
 
-    /* While the group's watch is down (or not yet up) other members can
-     * only be seen by listing the group, every retry period. */
+    /* The group is listed on joining, while its watch is down (every retry
+     * period), and when a takeover needs one consistent snapshot. */
     bool watch_healthy;
+    /* Our member renewal the watch has not shown yet, and since when: a
+     * stream that stays open but carries nothing (a proxy holding it, a
+     * partition) shows nobody's renewals, ours included. */
+    char *echo_rv;
+    char *shown_rv; /* the last record of ours the watch showed */
+    int64_t echo_since_ms;
+    bool watch_silent;
     bool listing;
     ld_kube_call list_call;
     int64_t next_list_ms;
     int64_t list_started_ms;
     int64_t live_since_ms; /* our member election's current term of leading */
     bool join_list;        /* a list since then would settle the join */
+    bool want_read;        /* a takeover waits for a list */
+    int64_t next_read_ms;  /* such lists are at most this often */
+
+    bool evicting; /* one eviction at a time */
+    int64_t next_evict_ms;
+    ld_kube_call evict_call;
+    char *evict_rv; /* owned; the member record it was sent on */
+
+    /* The deletion of another member's long-expired Lease in flight. */
+    bool cleaning;
+    ld_kube_call clean_call;
+    int64_t next_clean_ms;
 
     bool stopping;
-    bool deleting;        /* the member Lease's DELETE is in flight */
-    bool member_released; /* our member election wrote its release */
+    int64_t courtesy_until_ms; /* a shutdown's courtesy holds end then */
+    bool release_given_up;     /* a shard's, at the exit: the member Lease stays */
+    bool led_at_stop;          /* our member election led when the shutdown began */
+    bool deleting;             /* the member Lease's DELETE is in flight */
+    bool member_released;      /* we wrote the member Lease's release */
 };
-
-static size_t shard_index(uint32_t s)
-{
-    return (size_t)s + 1;
-}
-
-/* ---- what the elections say ---------------------------------------------- */
 
 static void set_str(char **dst, const char *v)
 {
@@ -96,20 +143,21 @@ static void set_str(char **dst, const char *v)
     *dst = copy;
 }
 
+/* ---- what the member election and the watch say -------------------------- */
+
 static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *v,
                            int64_t now_ms)
 {
-    ld_shardgroup_observe_own(s->group, &v->status);
+    ld_shardgroup_observe_own(s->group, &v->status, now_ms);
     if (s->member_observed != v->status.observed)
         s->table_changed = true; /* the table's "observed" depends on it */
     s->member_observed = v->status.observed;
     s->watch_healthy = v->status.watching;
-    /* Claiming before the other members are known would take shards on the
-     * belief that this replica is alone, only to give them back: churn, not
-     * danger (each shard is still one Lease). So on joining, the group is
-     * listed at once and nothing is claimed until that answer is in; if the
-     * list fails, the other members' renewals (every retry period) will
-     * have shown them through the watch a retry period later. */
+    /* Taking shards before the other members are known would take them on
+     * the belief that this replica is alone, only to give them back:
+     * churn, not danger. So on joining, the group is listed at once and
+     * nothing is taken until that answer is in (and the others' renewals
+     * have been seen to change, a retry period later). */
     bool live = ld_leads_at(v->status.leading, v->status.lead_until_ms, now_ms);
     if (live && !s->member_live) {
         s->live_since_ms = now_ms;
@@ -120,81 +168,70 @@ static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *
     s->member_live = live;
     if (v->status.uid)
         set_str(&s->member_uid, v->status.uid);
+    if (v->status.resource_version && live &&
+        (!s->member_rv || strcmp(s->member_rv, v->status.resource_version) != 0) &&
+        (!s->echo_rv || strcmp(s->echo_rv, v->status.resource_version) != 0) &&
+        (!s->shown_rv || strcmp(s->shown_rv, v->status.resource_version) != 0)) {
+        /* A new record of ours: the watch should show it soon. */
+        if (!s->echo_rv)
+            s->echo_since_ms = now_ms;
+        set_str(&s->echo_rv, v->status.resource_version);
+    }
     if (v->status.resource_version)
         set_str(&s->member_rv, v->status.resource_version);
     ld_health_describe(v, s->c.renew_deadline_ms, now_ms, s->health, sizeof(s->health));
 }
 
-/* True when the entry shows something new to a reader. */
-static bool entry_update(struct slot *sl, struct ld_shard_entry *e,
-                         const struct ld_election_status *st)
-{
-    struct ld_shard_entry next = {
-        .term = st->term,
-        .observed = st->observed,
-        .leading = st->leading,
-        .lead_until_ms = st->lead_until_ms,
-        .has_renewed_at = st->has_renew_time,
-        .renewed_at_us = st->renew_time_us,
-        .last_renew_wall_us = st->last_renew_wall_us,
-    };
-    bool same_leader = sl->leader && strcmp(sl->leader, st->leader) == 0;
-    if (same_leader && e->term == next.term && e->observed == next.observed &&
-        e->leading == next.leading && e->lead_until_ms == next.lead_until_ms &&
-        e->has_renewed_at == next.has_renewed_at &&
-        e->renewed_at_us == next.renewed_at_us &&
-        e->last_renew_wall_us == next.last_renew_wall_us)
-        return false;
-    set_str(&sl->leader, st->leader);
-    next.leader = sl->leader ? sl->leader : "";
-    *e = next;
-    return true;
-}
-
-static void publish(struct ld_mode_shards *s, int64_t now_ms);
-
 static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
     s->inputs_changed = true;
-    if (v->index == MEMBER) {
+    if (v->index == MEMBER)
         observe_member(s, v, now_ms);
-        return;
-    }
-    uint32_t k = (uint32_t)(v->index - 1);
-    struct slot *sl = &s->slots[k];
-    if (ld_shardgroup_observe_shard(s->group, k, &v->status) != LD_OK)
-        ld_log(LD_LOG_WARN, "shard %s: out of memory for its observation",
-               ld_shardgroup_shard_id(s->group, k));
-    bool led = s->entries[k].leading;
-    if (entry_update(sl, &s->entries[k], &v->status))
-        s->table_changed = true;
-    if (v->transitions_seen != sl->transitions_seen) {
-        sl->transitions_seen = v->transitions_seen;
-        s->table_changed = true;
-    }
-    /* A shard that stops leading is published now, not after the pass: the
-     * API write gate must refuse its writes before the shell asks whether
-     * its release waits for the writes in flight (hook_proxy.h). */
-    if (led && !s->entries[k].leading)
-        publish(s, now_ms);
 }
 
 static void on_event(void *ctx, size_t index, const struct ld_event *ev, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
     (void)now_ms;
-    if (index == MEMBER) {
-        /* Only a Lease this replica held and gave back is its own to
-         * delete: never one it stood back from (an identity conflict). */
-        if (ev->kind == LD_EV_RELEASED)
-            s->member_released = true;
+    if (index != MEMBER)
         return;
-    }
-    if (!s->c.metrics)
-        return;
-    if (ev->kind == LD_EV_STARTED_LEADING && ev->acquire_delay_ms >= 0)
-        ld_metrics_acquire_delay(s->c.metrics, (double)ev->acquire_delay_ms / 1000.0);
+    /* Whatever made it stop, the claims of this term end with it. */
+    if (ev->kind == LD_EV_STOPPED_LEADING)
+        ld_shardgroup_break(s->group);
+    s->inputs_changed = true;
+}
+
+/* Whether lease is a member Lease the group counts as incompatible. */
+static bool incompatible(const struct ld_mode_shards *s, const struct ld_lease *lease)
+{
+    size_t n = strlen(ld_shardgroup_name(s->group)) + strlen("-member-");
+    return lease->name && strlen(lease->name) > n &&
+           ld_shardgroup_incompatible(s->group, lease->name + n);
+}
+
+/* Logs a member Lease that has just turned out incompatible (was: it was
+ * known so before). */
+static void note_incompatible(struct ld_mode_shards *s, const struct ld_lease *lease,
+                              bool was)
+{
+    if (!was && incompatible(s, lease))
+        ld_log(LD_LOG_ERROR,
+               "member Lease %s has no %s: \"%s\" annotation: it belongs to an "
+               "incompatible version of leaderd and counts neither live nor dead",
+               lease->name, LD_SHARDGROUP_PROTOCOL, LD_SHARDGROUP_PROTOCOL_VERSION);
+}
+
+static void observe(struct ld_mode_shards *s, const struct ld_lease *lease,
+                    int64_t now_ms)
+{
+    bool was = incompatible(s, lease);
+    enum ld_err rc = ld_shardgroup_observe_lease(s->group, lease, now_ms);
+    if (rc == LD_ETOOBIG)
+        ld_log(LD_LOG_WARN, "lease %s: more than %d members; ignored", lease->name,
+               LD_SHARDGROUP_MAX_MEMBERS);
+    else if (rc == LD_OK)
+        note_incompatible(s, lease, was);
 }
 
 static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t now_ms)
@@ -202,18 +239,381 @@ static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t n
     struct ld_mode_shards *s = ctx;
     if (!ev->lease)
         return;
-    if (ev->type == LD_WATCH_DELETED) {
-        ld_shardgroup_observe_member_deleted(s->group, ev->lease);
-    } else {
-        enum ld_err rc = ld_shardgroup_observe_member(s->group, ev->lease, now_ms);
-        if (rc == LD_ETOOBIG)
-            ld_log(LD_LOG_WARN, "lease %s: more than %d members; ignored",
-                   ev->lease->name, LD_SHARDGROUP_MAX_MEMBERS);
+    if (ev->lease->resource_version &&
+        strcmp(ev->lease->name, ld_shardgroup_member_lease(s->group)) == 0) {
+        set_str(&s->shown_rv, ev->lease->resource_version);
+        if (s->echo_rv && strcmp(ev->lease->resource_version, s->echo_rv) == 0) {
+            free(s->echo_rv);
+            s->echo_rv = NULL;
+            s->watch_silent = false;
+        }
     }
+    if (ev->type == LD_WATCH_DELETED)
+        ld_shardgroup_observe_deleted(s->group, ev->lease);
+    else
+        observe(s, ev->lease, now_ms);
     s->inputs_changed = true;
 }
 
-/* ---- membership without the watch ---------------------------------------- */
+/* ---- writes -------------------------------------------------------------- */
+
+/* Starts giving shard k back: the claim ends now (the next table shows
+ * it), and the release waits for the drain. */
+static void begin_give_back(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
+{
+    struct slot *sl = &s->slots[k];
+    ld_shardgroup_give_back(s->group, k);
+    s->table_changed = true;
+    if (sl->drain_until_ms != INT64_MAX)
+        return;
+    sl->drain_until_ms = now_ms + s->c.drain_ms;
+    sl->unclaimed_ms = now_ms;
+    sl->drained = false;
+    ld_state_drain_set(s->c.state, k, true);
+}
+
+static void end_drain(struct ld_mode_shards *s, uint32_t k)
+{
+    struct slot *sl = &s->slots[k];
+    if (sl->drain_until_ms == INT64_MAX)
+        return;
+    sl->drain_until_ms = INT64_MAX;
+    sl->held_until_ms = INT64_MAX;
+    sl->drained = false;
+    ld_state_drain_set(s->c.state, k, false);
+}
+
+/* Whether shard k's drain is over: its time is up, or the app said so. */
+static bool drain_over(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
+{
+    struct slot *sl = &s->slots[k];
+    if (ld_state_drained_take(s->c.state, k))
+        sl->drained = true;
+    return sl->drained || now_ms >= sl->drain_until_ms;
+}
+
+static void publish(struct ld_mode_shards *s, int64_t now_ms);
+
+/* Shard k's release hold (hook.h), asked once its drain is over: every
+ * hook is asked, none skipped (a hook may arrange to wake the shell when
+ * its hold ends). The table shows the claim ended first, as the API write
+ * gate refuses the shard's writes by it. A safety hold lasts at most the
+ * renew deadline from the claim's end and is given up then (a release
+ * that another replica's writes could overlap is worse than none); a
+ * courtesy hold holds only the exit's releases, up to its bound. */
+static enum hold release_hold(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
+{
+    struct slot *sl = &s->slots[k];
+    bool safety = false, courtesy = false;
+    if (s->entries[k].leading)
+        publish(s, now_ms);
+    for (size_t i = 0; i < sl->n_hooks; i++) {
+        const struct ld_hook *h = &sl->hooks[i];
+        if (!h->holds_release)
+            continue;
+        if (h->hold == LD_HOOK_HOLD_SAFETY)
+            safety |= h->holds_release(h->ctx, now_ms);
+        else if (s->stopping && now_ms < s->courtesy_until_ms)
+            courtesy |= h->holds_release(h->ctx, now_ms);
+    }
+    int64_t safety_until = sl->unclaimed_ms + s->c.renew_deadline_ms;
+    sl->held_until_ms = INT64_MAX;
+    if (safety && now_ms >= safety_until) {
+        ld_log(LD_LOG_WARN,
+               "shard %s: the release waited %lld ms for what must end before "
+               "another replica owns the shard (API writes in flight) and is given up",
+               ld_shardgroup_shard_id(s->group, k),
+               (long long)(now_ms - sl->unclaimed_ms));
+        return HOLD_GIVEN_UP;
+    }
+    if (safety)
+        sl->held_until_ms = safety_until;
+    if (courtesy && s->courtesy_until_ms < sl->held_until_ms)
+        sl->held_until_ms = s->courtesy_until_ms;
+    return safety || courtesy ? HOLD_WAIT : HOLD_NONE;
+}
+
+static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
+
+static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
+                       struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = ctx;
+    int64_t now_ms = ld_clock_mono_ms(&s->clock);
+    uint32_t k = 0;
+    while (k < s->n && !(s->slots[k].writing && s->slots[k].call == call))
+        k++;
+    if (k == s->n)
+        return;
+    struct slot *sl = &s->slots[k];
+    const char *id = ld_shardgroup_shard_id(s->group, k);
+    sl->writing = false;
+    if (rc == LD_OK) {
+        ld_shardgroup_wrote(s->group, k, sl->term_sent, sl->rv_before, lease, now_ms);
+        if (sl->releasing)
+            end_drain(s, k);
+        ld_log(LD_LOG_DEBUG, "shard %s: %s written", id,
+               sl->releasing ? "release" : "claim");
+    } else {
+        ld_shardgroup_write_failed(s->group, k);
+        sl->next_try_ms = now_ms + s->c.retry_period_ms / 2;
+        s->want_read = true; /* our view was stale: a list refreshes it */
+        /* A conflict means someone else wrote first: the watch shows who.
+         * A write without an answer may still land; its record will be
+         * seen, and nothing is claimed on it meanwhile. */
+        ld_log(rc == LD_ECONFLICT || rc == LD_EEXISTS ? LD_LOG_DEBUG : LD_LOG_WARN,
+               "shard %s: %s not written: %s", id, sl->releasing ? "release" : "claim",
+               err && err->msg[0] ? err->msg : ld_strerror(rc));
+    }
+    free(sl->rv_before);
+    sl->rv_before = NULL;
+    s->inputs_changed = true;
+    s->table_changed = true;
+}
+
+/* Starts the write of out for shard k (a create when it has no
+ * resourceVersion). */
+static void start_write(struct ld_mode_shards *s, uint32_t k, struct ld_lease *out,
+                        bool release)
+{
+    struct slot *sl = &s->slots[k];
+    struct ld_errinfo err;
+    enum ld_err rc;
+    char *rv = out->resource_version ? strdup(out->resource_version) : NULL;
+    if (out->resource_version && !rv)
+        return;
+    if (out->resource_version)
+        rc = ld_kube_lease_update_start(s->c.kube, out, s->c.renew_deadline_ms,
+                                        on_written, s, &sl->call, &err);
+    else
+        rc = ld_kube_lease_create_start(s->c.kube, out, s->c.renew_deadline_ms,
+                                        on_written, s, &sl->call, &err);
+    if (rc != LD_OK) {
+        ld_log(LD_LOG_WARN, "shard %s: cannot write: %s",
+               ld_shardgroup_shard_id(s->group, k), err.msg);
+        free(rv);
+        if (release)
+            ld_shardgroup_write_failed(s->group, k);
+        return;
+    }
+    sl->writing = true;
+    sl->releasing = release;
+    sl->term_sent = ld_shardgroup_term(s->group);
+    free(sl->rv_before);
+    sl->rv_before = rv;
+}
+
+static void take(struct ld_mode_shards *s, uint32_t k)
+{
+    struct ld_lease out;
+    ld_lease_init(&out);
+    if (ld_shardgroup_take_lease(s->group, k, s->c.namespace_,
+                                 ld_clock_wall_us(&s->clock), &out) == LD_OK)
+        start_write(s, k, &out, false);
+    ld_lease_clear(&out);
+}
+
+static void release(struct ld_mode_shards *s, uint32_t k)
+{
+    struct ld_lease out;
+    ld_lease_init(&out);
+    ld_shardgroup_give_back(s->group, k);
+    s->table_changed = true;
+    if (ld_shardgroup_release_lease(s->group, k, ld_clock_wall_us(&s->clock), &out) ==
+        LD_OK)
+        start_write(s, k, &out, true);
+    else
+        ld_shardgroup_write_failed(s->group, k);
+    ld_lease_clear(&out);
+}
+
+static void on_evicted(void *ctx, ld_kube_call call, enum ld_err rc,
+                       struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = ctx;
+    (void)call;
+    s->evicting = false;
+    if (rc == LD_OK) {
+        ld_log(LD_LOG_INFO, "member Lease %s evicted: unchanged for its lease duration",
+               lease->name);
+        ld_shardgroup_evicted(s->group, s->evict_rv, lease, ld_clock_mono_ms(&s->clock));
+        s->want_read = true; /* its shards are taken on a fresh list */
+        s->next_read_ms = 0;
+    } else {
+        ld_log(rc == LD_ECONFLICT ? LD_LOG_DEBUG : LD_LOG_WARN,
+               "member eviction not written: %s",
+               err && err->msg[0] ? err->msg : ld_strerror(rc));
+        /* It renewed after all (our view was stale), or the answer was
+         * lost: look again on a list, and not at once. */
+        s->next_evict_ms = ld_clock_mono_ms(&s->clock) + s->c.retry_period_ms / 2;
+        s->want_read = true;
+    }
+    free(s->evict_rv);
+    s->evict_rv = NULL;
+    s->inputs_changed = true;
+}
+
+static void evict(struct ld_mode_shards *s, uint32_t k)
+{
+    struct ld_lease out;
+    struct ld_errinfo err;
+    ld_lease_init(&out);
+    if (s->evicting || ld_clock_mono_ms(&s->clock) < s->next_evict_ms ||
+        ld_shardgroup_evict_lease(s->group, k, ld_clock_wall_us(&s->clock), &out) !=
+            LD_OK)
+        goto done;
+    s->evict_rv = strdup(out.resource_version);
+    if (!s->evict_rv)
+        goto done;
+    if (ld_kube_lease_update_start(s->c.kube, &out, s->c.renew_deadline_ms, on_evicted, s,
+                                   &s->evict_call, &err) != LD_OK) {
+        ld_log(LD_LOG_WARN, "cannot evict %s: %s", out.name, err.msg);
+        free(s->evict_rv);
+        s->evict_rv = NULL;
+        goto done;
+    }
+    s->evicting = true;
+done:
+    ld_lease_clear(&out);
+}
+
+/* Carries out each shard's step (shardgroup.h); fresh: the view is a list
+ * of the group just answered. */
+static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
+{
+    bool settled = now_ms >= s->contend_after_ms;
+    for (uint32_t k = 0; k < s->n && !s->stopping; k++) {
+        struct slot *sl = &s->slots[k];
+        if (sl->writing || now_ms < sl->next_try_ms)
+            continue;
+        enum ld_shard_step step = ld_shardgroup_step(s->group, k, now_ms, fresh);
+        bool wanted = settled && (step == LD_SHARD_TAKE || step == LD_SHARD_READ ||
+                                  step == LD_SHARD_EVICT);
+        if (step != LD_SHARD_RELEASE)
+            end_drain(s, k); /* not (or no longer) being given back */
+        if (!wanted)
+            sl->wanted_since_ms = INT64_MAX;
+        else if (sl->wanted_since_ms == INT64_MAX)
+            sl->wanted_since_ms = now_ms;
+        switch (step) {
+        case LD_SHARD_TAKE:
+            if (settled)
+                take(s, k);
+            break;
+        case LD_SHARD_READ:
+            if (settled)
+                s->want_read = true;
+            break;
+        case LD_SHARD_EVICT:
+            if (settled)
+                evict(s, k);
+            break;
+        case LD_SHARD_RELEASE:
+            if (!settled)
+                break; /* just joined: a rebalance waits for the others */
+            begin_give_back(s, k, now_ms);
+            if (!drain_over(s, k, now_ms))
+                break;
+            enum hold hold = release_hold(s, k, now_ms);
+            if (hold == HOLD_GIVEN_UP) {
+                /* Not written: the shard stays ours, unclaimed, and its
+                 * give-back starts over later, its hold asked anew. */
+                end_drain(s, k);
+                sl->next_try_ms = now_ms + s->c.lease_duration_ms;
+            }
+            if (hold != HOLD_NONE)
+                break;
+            ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
+                   ld_shardgroup_shard_id(s->group, k),
+                   ld_shardgroup_target(s->group, k) ? ld_shardgroup_target(s->group, k)
+                                                     : "nobody");
+            release(s, k);
+            break;
+        case LD_SHARD_NONE:
+            break;
+        }
+    }
+}
+
+/* A shard this replica may take but has not owned for a lease duration
+ * (its writes refused, say) would stay unowned as long as the others count
+ * this replica live and leave the shard to it: it steps out of the group
+ * (its member election resigns, so its member Lease names nobody and the
+ * others take its quota at once) for a lease duration, and /healthz says
+ * why. Returns when to look again. */
+static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
+{
+    int64_t next = INT64_MAX;
+    uint32_t stuck = s->n;
+    for (uint32_t k = 0; k < s->n; k++) {
+        int64_t since = s->slots[k].wanted_since_ms;
+        if (since == INT64_MAX)
+            continue;
+        if (now_ms - since >= s->c.lease_duration_ms && stuck == s->n)
+            stuck = k;
+        else if (since + s->c.lease_duration_ms < next)
+            next = since + s->c.lease_duration_ms;
+    }
+    if (stuck == s->n || s->stopping || !s->member_live)
+        return next;
+    snprintf(s->stuck, sizeof(s->stuck),
+             "shard %s is assigned here but has not been owned for %lld s; "
+             "out of the group for %lld s",
+             ld_shardgroup_shard_id(s->group, stuck),
+             (long long)(s->c.lease_duration_ms / 1000),
+             (long long)(s->c.lease_duration_ms / 1000));
+    ld_log(LD_LOG_ERROR, "%s", s->stuck);
+    s->stuck_until_ms = now_ms + 2 * s->c.lease_duration_ms;
+    for (uint32_t k = 0; k < s->n; k++)
+        s->slots[k].wanted_since_ms = INT64_MAX;
+    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_clock_wall_us(&s->clock)};
+    ld_election_resign(ld_host_election(s->host, MEMBER), now, s->c.lease_duration_ms);
+    ld_host_wake(s->host, MEMBER);
+    return s->stuck_until_ms;
+}
+
+static void on_cleaned(void *ctx, ld_kube_call call, enum ld_err rc,
+                       struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = ctx;
+    (void)call;
+    (void)lease;
+    s->cleaning = false;
+    if (rc != LD_OK && rc != LD_ENOTFOUND && rc != LD_ECONFLICT)
+        ld_log(LD_LOG_WARN, "a long-expired member Lease was not deleted: %s",
+               err && err->msg[0] ? err->msg : ld_strerror(rc));
+}
+
+/* Member Leases that outlived their replicas (no ownerReference, or no
+ * garbage collector) are deleted by a live member once they have been
+ * expired for ten lease durations, with preconditions (uid and
+ * resourceVersion) so that a Lease renewed or made anew meanwhile stays;
+ * one at a time, at most one a retry period. The watch's DELETED takes it
+ * out of the view. */
+static void clean_up(struct ld_mode_shards *s, int64_t now_ms)
+{
+    if (s->cleaning || s->stopping || now_ms < s->next_clean_ms ||
+        !ld_shardgroup_leads(s->group, now_ms))
+        return;
+    const struct ld_lease *old = ld_shardgroup_long_expired(s->group, now_ms);
+    if (!old)
+        return;
+    struct ld_errinfo err;
+    s->next_clean_ms = now_ms + s->c.retry_period_ms;
+    ld_log(LD_LOG_INFO, "member Lease %s expired %lld s ago or more; deleting it",
+           old->name, (long long)(10 * s->c.lease_duration_ms / 1000));
+    if (ld_kube_lease_delete_start(s->c.kube, s->c.namespace_, old->name, old->uid,
+                                   old->resource_version, s->c.renew_deadline_ms,
+                                   on_cleaned, s, &s->clean_call, &err) != LD_OK) {
+        ld_log(LD_LOG_WARN, "cannot delete member Lease %s: %s", old->name, err.msg);
+        return;
+    }
+    s->cleaning = true;
+}
+
+/* ---- listing the group --------------------------------------------------- */
+
+static void assign(struct ld_mode_shards *s, int64_t now_ms);
 
 static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
                       const struct ld_lease *items, size_t n,
@@ -228,29 +628,44 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
                err && err->msg[0] ? err->msg : ld_strerror(rc));
         return;
     }
-    for (size_t i = 0; i < n; i++)
-        ld_shardgroup_observe_member(s->group, &items[i], now_ms);
-    s->inputs_changed = true;
+    bool *was = calloc(n ? n : 1, sizeof(*was));
+    for (size_t i = 0; was && i < n; i++)
+        was[i] = incompatible(s, &items[i]);
+    if (ld_shardgroup_observe_list(s->group, items, n, now_ms) != LD_OK)
+        ld_log(LD_LOG_WARN, "listing the group: not every Lease kept");
+    for (size_t i = 0; was && i < n; i++)
+        note_incompatible(s, &items[i], was[i]);
+    free(was);
+    s->table_changed = true;
     if (s->join_list && s->member_live && s->list_started_ms >= s->live_since_ms) {
         s->join_list = false;
         if (now_ms < s->contend_after_ms)
-            s->contend_after_ms = now_ms; /* every member is known: settled */
+            s->contend_after_ms = now_ms + s->c.retry_period_ms / 2;
     }
+    /* One consistent snapshot: the takeovers that need one go now, before
+     * any other answer can mix newer records with older ones. */
+    s->want_read = false;
+    assign(s, now_ms);
+    act(s, now_ms, true);
 }
 
-/* The watch tells of other members' renewals as they happen; without it
- * (failing, or not started yet) they would expire in this replica's view
- * and it would think itself alone, so the group is listed instead. */
-static void poll_members(struct ld_mode_shards *s, int64_t now_ms)
+/* Without the watch (failing, or not started yet) other members would
+ * expire in this replica's view and it would think itself alone, so the
+ * group is listed instead; a takeover that needs a snapshot lists too. */
+static void poll_group(struct ld_mode_shards *s, int64_t now_ms)
 {
-    if ((s->watch_healthy && !s->join_list) || s->listing || s->stopping ||
-        now_ms < s->next_list_ms)
+    bool due = (!s->watch_healthy || s->watch_silent || s->join_list) &&
+               now_ms >= s->next_list_ms;
+    bool read = s->want_read && now_ms >= s->next_read_ms;
+    if (s->listing || s->stopping || !(due || read))
         return;
     struct ld_errinfo err;
-    s->next_list_ms = now_ms + s->c.retry_period_ms;
-    if (ld_kube_lease_list_start(
-            s->c.kube, s->c.namespace_, ld_shardgroup_member_selector(s->group),
-            s->c.renew_deadline_ms, on_listed, s, &s->list_call, &err) != LD_OK) {
+    if (due)
+        s->next_list_ms = now_ms + s->c.retry_period_ms;
+    s->next_read_ms = now_ms + s->c.retry_period_ms / 2;
+    if (ld_kube_lease_list_start(s->c.kube, s->c.namespace_,
+                                 ld_shardgroup_selector(s->group), s->c.renew_deadline_ms,
+                                 on_listed, s, &s->list_call, &err) != LD_OK) {
         ld_log(LD_LOG_WARN, "cannot list the group's Leases: %s", err.msg);
         return;
     }
@@ -259,26 +674,6 @@ static void poll_members(struct ld_mode_shards *s, int64_t now_ms)
 }
 
 /* ---- decisions, once a pass ---------------------------------------------- */
-
-static void set_contending(struct ld_mode_shards *s, uint32_t k, bool want,
-                           int64_t now_ms)
-{
-    struct slot *sl = &s->slots[k];
-    if (sl->contending == want)
-        return;
-    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_clock_wall_us(&s->clock)};
-    sl->contending = want;
-    ld_election_set_contending(ld_host_election(s->host, shard_index(k)), now, want);
-    ld_host_poke(s->host, shard_index(k));
-    if (want)
-        ld_log(LD_LOG_DEBUG, "shard %s: assigned here; contending",
-               ld_shardgroup_shard_id(s->group, k));
-    else if (ld_shard_entry_is_leader(&s->entries[k], now_ms))
-        ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
-               ld_shardgroup_shard_id(s->group, k),
-               ld_shardgroup_target(s->group, k) ? ld_shardgroup_target(s->group, k)
-                                                 : "nobody");
-}
 
 static void assign(struct ld_mode_shards *s, int64_t now_ms)
 {
@@ -290,11 +685,8 @@ static void assign(struct ld_mode_shards *s, int64_t now_ms)
     }
     s->inputs_changed = false;
     s->reassess_at_ms = next;
-    bool settled = now_ms >= s->contend_after_ms;
-    if (!settled && s->contend_after_ms < s->reassess_at_ms)
+    if (now_ms < s->contend_after_ms && s->contend_after_ms < s->reassess_at_ms)
         s->reassess_at_ms = s->contend_after_ms;
-    for (uint32_t k = 0; k < s->n && !s->stopping; k++)
-        set_contending(s, k, settled && ld_shardgroup_contend(s->group, k), now_ms);
 }
 
 static uint64_t total_transitions(const struct ld_mode_shards *s)
@@ -317,6 +709,62 @@ static bool members_differ(const struct ld_shardsnap *t, const char *const *memb
     return false;
 }
 
+/* Shard k's entry from the group's view: the observed record, and our
+ * claim, which lasts as long as the member election's lead. */
+static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
+{
+    struct slot *sl = &s->slots[k];
+    const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
+    bool claimed = ld_shardgroup_claimed(s->group, k);
+    struct ld_shard_entry next = {
+        .term = rec ? rec->spec.transitions : 0,
+        .observed = ld_shardgroup_shard_observed(s->group, k),
+        .leading = claimed,
+        .lead_until_ms = claimed ? ld_shardgroup_lead_until(s->group) : 0,
+        .has_renewed_at = rec && rec->spec.has_renew,
+        .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
+        .last_renew_wall_us = s->entries[k].last_renew_wall_us,
+    };
+    const char *holder = rec ? rec->spec.holder : "";
+    if (claimed && !sl->was_claimed)
+        next.last_renew_wall_us = ld_clock_wall_us(&s->clock);
+    if (claimed != sl->was_claimed) {
+        ld_log(LD_LOG_INFO, "shard %s: %s", ld_shardgroup_shard_id(s->group, k),
+               claimed ? "claimed" : "no longer claimed");
+        if (claimed && s->c.metrics && sl->wanted_since_ms != INT64_MAX)
+            ld_metrics_acquire_delay(s->c.metrics,
+                                     (double)(now_ms - sl->wanted_since_ms) / 1000.0);
+    }
+    /* Compared before set_str frees the text the entry still points to. */
+    bool new_leader = !sl->leader || strcmp(sl->leader, holder) != 0;
+    if (new_leader) {
+        if (sl->leader)
+            sl->transitions_seen++;
+        set_str(&sl->leader, holder);
+    }
+    sl->was_claimed = claimed;
+    next.leader = sl->leader ? sl->leader : "";
+    struct ld_shard_entry *e = &s->entries[k];
+    if (new_leader || e->term != next.term || e->observed != next.observed ||
+        e->leading != next.leading || e->lead_until_ms != next.lead_until_ms ||
+        e->has_renewed_at != next.has_renewed_at ||
+        e->renewed_at_us != next.renewed_at_us ||
+        e->last_renew_wall_us != next.last_renew_wall_us)
+        s->table_changed = true;
+    *e = next;
+    struct ld_election_status st = {
+        .observed = next.observed,
+        .leader = next.leader,
+        .term = (int32_t)next.term,
+        .leading = next.leading,
+        .lead_until_ms = next.lead_until_ms,
+        .uid = rec ? rec->uid : NULL,
+    };
+    /* A hook's wish to end the daemon is no shard's business: ignored. */
+    for (size_t i = 0; i < sl->n_hooks; i++)
+        (void)sl->hooks[i].on_publish(sl->hooks[i].ctx, &st, now_ms);
+}
+
 /* The table of the entries as they are now (a new reference), or NULL
  * when memory runs out: the one place a table is made. */
 static struct ld_shardsnap *make_table(const struct ld_mode_shards *s, bool observed,
@@ -331,6 +779,8 @@ static struct ld_shardsnap *make_table(const struct ld_mode_shards *s, bool obse
 static struct ld_shardsnap *new_table(struct ld_mode_shards *s, int64_t now_ms)
 {
     const char *const *members = NULL;
+    for (uint32_t k = 0; k < s->n; k++)
+        update_entry(s, k, now_ms);
     uint32_t nm = ld_shardgroup_members(s->group, now_ms, &members);
     if (!s->table_changed && !members_differ(s->last, members, nm))
         return NULL;
@@ -361,24 +811,86 @@ static void publish(struct ld_mode_shards *s, int64_t now_ms)
     snap.observed = s->member_observed && ld_shardgroup_observed(s->group);
     snap.heartbeat_ms = now_ms;
     snap.transitions_seen = (int64_t)total_transitions(s);
-    snprintf(snap.health_error, sizeof(snap.health_error), "%s", s->health);
+    snprintf(snap.health_error, sizeof(snap.health_error), "%s",
+             !s->health[0] && now_ms < s->stuck_until_ms ? s->stuck : s->health);
     ld_state_publish_shards(s->c.state, &snap, table);
     s->heartbeat_at_ms = now_ms;
+}
+
+static int64_t hooks_wake(struct ld_mode_shards *s, int64_t now_ms)
+{
+    int64_t at = INT64_MAX;
+    for (uint32_t k = 0; k < s->n; k++) {
+        for (size_t i = 0; i < s->slots[k].n_hooks; i++) {
+            const struct ld_hook *h = &s->slots[k].hooks[i];
+            int64_t w = h->next_wake_ms ? h->next_wake_ms(h->ctx, now_ms) : INT64_MAX;
+            if (w < at)
+                at = w;
+        }
+    }
+    return at;
+}
+
+static bool take_wake(void *ctx)
+{
+    struct ld_mode_shards *s = ctx;
+    bool news = false;
+    for (uint32_t k = 0; k < s->n; k++) {
+        for (size_t i = 0; i < s->slots[k].n_hooks; i++) {
+            const struct ld_hook *h = &s->slots[k].hooks[i];
+            if (h->take_wake && h->take_wake(h->ctx))
+                news = true;
+        }
+    }
+    return news;
 }
 
 static int64_t after_pass(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    poll_members(s, now_ms);
+    ld_state_resign_drain(s->c.state); /* POST /shards/ID/drained's wake-up */
+    if (s->echo_rv && !s->watch_silent && s->watch_healthy &&
+        now_ms - s->echo_since_ms > 2 * s->c.retry_period_ms) {
+        ld_log(LD_LOG_WARN, "the group's watch has not shown our member renewals "
+                            "for two retry periods; listing the group meanwhile");
+        s->watch_silent = true;
+        s->next_list_ms = now_ms;
+    }
     if (s->inputs_changed || now_ms >= s->reassess_at_ms)
         assign(s, now_ms);
+    /* A give-back stops the claim first: the table shows it before the
+     * release is written. */
+    for (uint32_t k = 0; k < s->n && !s->stopping && now_ms >= s->contend_after_ms; k++)
+        if (!s->slots[k].writing && now_ms >= s->slots[k].next_try_ms &&
+            ld_shardgroup_step(s->group, k, now_ms, false) == LD_SHARD_RELEASE)
+            begin_give_back(s, k, now_ms);
     publish(s, now_ms);
-    int64_t at = s->reassess_at_ms;
+    act(s, now_ms, false);
+    poll_group(s, now_ms);
+    clean_up(s, now_ms);
+    int64_t at = check_stuck(s, now_ms);
+    if (s->reassess_at_ms < at)
+        at = s->reassess_at_ms;
+    if (now_ms < s->stuck_until_ms && s->stuck_until_ms < at)
+        at = s->stuck_until_ms; /* /healthz recovers then */
+    for (uint32_t k = 0; k < s->n; k++) {
+        if (s->slots[k].drain_until_ms < at)
+            at = s->slots[k].drain_until_ms;
+        if (s->slots[k].held_until_ms < at)
+            at = s->slots[k].held_until_ms;
+    }
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
-    if ((!s->watch_healthy || s->join_list) && !s->listing && !s->stopping &&
-        s->next_list_ms < at)
-        at = s->next_list_ms;
+    int64_t hw = hooks_wake(s, now_ms);
+    if (hw < at)
+        at = hw;
+    if (!s->listing && !s->stopping) {
+        if ((!s->watch_healthy || s->watch_silent || s->join_list) &&
+            s->next_list_ms < at)
+            at = s->next_list_ms;
+        if (s->want_read && s->next_read_ms < at)
+            at = s->next_read_ms;
+    }
     return at > now_ms ? at : now_ms + 1;
 }
 
@@ -392,24 +904,24 @@ static uint64_t mix(uint64_t seed, uint64_t i)
     return z ^ (z >> 31);
 }
 
-static enum ld_err add_election(struct ld_mode_shards *s, struct ld_shell *sh,
-                                const char *name, const char *metadata, size_t want_index,
-                                struct ld_errinfo *err)
+static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
+                              struct ld_errinfo *err)
 {
     struct ld_election_config ec = {
         .namespace_ = s->c.namespace_,
-        .name = name,
+        .name = ld_shardgroup_member_lease(s->group),
         .identity = s->c.identity,
         .lease_duration_ms = s->c.lease_duration_ms,
         .renew_deadline_ms = s->c.renew_deadline_ms,
         .retry_period_ms = s->c.retry_period_ms,
-        .release_on_exit = s->c.release_on_exit,
-        .seed = mix(s->c.seed, want_index),
-        .create_metadata = metadata,
+        /* The mode releases it itself, after the shards' releases. */
+        .release_on_exit = false,
+        .seed = mix(s->c.seed, MEMBER),
+        .create_metadata = ld_shardgroup_member_metadata(s->group),
     };
     size_t index;
     enum ld_err rc = ld_shell_add_election(sh, &ec, &index, err);
-    if (rc == LD_OK && index != want_index)
+    if (rc == LD_OK && index != MEMBER)
         return ld_errinfo_set(err, LD_EINVAL, "election host: unexpected index");
     return rc;
 }
@@ -433,8 +945,12 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
     s->entries = calloc(s->n, sizeof(*s->entries));
     if (!s->slots || !s->entries)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    for (uint32_t k = 0; k < s->n; k++)
+    for (uint32_t k = 0; k < s->n; k++) {
         s->entries[k].leader = "";
+        s->slots[k].wanted_since_ms = INT64_MAX;
+        s->slots[k].drain_until_ms = INT64_MAX;
+        s->slots[k].held_until_ms = INT64_MAX;
+    }
     s->unknown = make_table(s, false, NULL, 0);
     if (!s->unknown)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
@@ -455,6 +971,12 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
         };
         ld_hook_events_init(&s->events[k], &ec);
     }
+    for (uint32_t k = 0; k < s->n; k++) {
+        struct ld_hook h = ld_hook_events_bind(&s->events[k], MEMBER);
+        enum ld_err rc = ld_mode_shards_add_shard_hook(s, k, &h, err);
+        if (rc != LD_OK)
+            return rc;
+    }
     return LD_OK;
 }
 
@@ -465,41 +987,93 @@ static void host_config(void *ctx, struct ld_host_config *hc)
     hc->log_names = true;
 }
 
-/* Election 0 is the member Lease, 1 + k shard k; with --events each shard's
- * Event hook is bound to its election (a shutdown's release of the shard
- * waits, bounded, for its "stopped leading" Event; nothing holds a
- * rebalance's hand-over, which must be quick). */
+/* Election 0, the only one, is the member Lease: the shard Leases are
+ * written by this mode alone, when their owner changes. */
 static enum ld_err attach(void *ctx, struct ld_shell *sh, struct ld_errinfo *err)
 {
     struct ld_mode_shards *s = ctx;
     s->host = ld_shell_host(sh);
-    enum ld_err rc = add_election(s, sh, ld_shardgroup_member_lease(s->group),
-                                  ld_shardgroup_member_metadata(s->group), MEMBER, err);
-    struct ld_now now = {.mono_ms = ld_clock_mono_ms(&s->clock),
-                         .wall_us = ld_clock_wall_us(&s->clock)};
-    for (uint32_t k = 0; rc == LD_OK && k < s->n; k++) {
-        rc = add_election(s, sh, ld_shardgroup_shard_lease(s->group, k),
-                          ld_shardgroup_shard_metadata(s->group, k), shard_index(k), err);
-        /* Nothing is claimed before the first assignment says so. */
-        if (rc == LD_OK)
-            ld_election_set_contending(ld_host_election(s->host, shard_index(k)), now,
-                                       false);
-    }
-    for (uint32_t k = 0; rc == LD_OK && s->events && k < s->n; k++) {
-        struct ld_hook hook = ld_hook_events_bind(&s->events[k], shard_index(k));
-        rc = ld_shell_add_hook(sh, &hook, err);
-    }
-    return rc;
+    return add_member(s, sh, err);
 }
 
 /* ---- shutting down ------------------------------------------------------- */
 
+/* Every claim ends now; each shard Lease that names this replica is
+ * released (with --release-on-exit), the writes in flight abandoned. */
 static void on_shutdown(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    (void)now_ms;
     ld_log(LD_LOG_INFO, "shutting down: giving back every shard");
     s->stopping = true;
+    int64_t hold = s->c.renew_deadline_ms / 2;
+    s->courtesy_until_ms =
+        now_ms +
+        (hold < LD_SHELL_RELEASE_HOLD_MAX_MS ? hold : LD_SHELL_RELEASE_HOLD_MAX_MS);
+    s->led_at_stop = ld_shardgroup_leads(s->group, now_ms);
+    if (s->listing)
+        ld_kube_cancel(s->c.kube, s->list_call);
+    s->listing = false;
+    if (s->evicting)
+        ld_kube_cancel(s->c.kube, s->evict_call);
+    s->evicting = false;
+    if (s->cleaning)
+        ld_kube_cancel(s->c.kube, s->clean_call);
+    s->cleaning = false;
+    for (uint32_t k = 0; k < s->n; k++) {
+        struct slot *sl = &s->slots[k];
+        if (sl->writing)
+            ld_kube_cancel(s->c.kube, sl->call);
+        sl->writing = false;
+        ld_shardgroup_give_back(s->group, k);
+        const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
+        if (s->c.release_on_exit && rec &&
+            ld_lease_spec_held_by(&rec->spec, s->c.identity))
+            begin_give_back(s, k, now_ms);
+        else
+            end_drain(s, k);
+    }
+    s->table_changed = true;
+    publish(s, now_ms);
+}
+
+/* A graceful exit's releases: each shard whose drain is over and whose
+ * release no hook holds is released now; one given up is never written.
+ * Returns the earliest end of a drain or a hold still running, INT64_MAX
+ * when none is. */
+static int64_t exit_releases(struct ld_mode_shards *s, int64_t now_ms)
+{
+    int64_t next = INT64_MAX;
+    for (uint32_t k = 0; k < s->n; k++) {
+        struct slot *sl = &s->slots[k];
+        if (sl->drain_until_ms == INT64_MAX || sl->writing)
+            continue;
+        if (!drain_over(s, k, now_ms)) {
+            if (sl->drain_until_ms < next)
+                next = sl->drain_until_ms;
+            continue;
+        }
+        enum hold hold = release_hold(s, k, now_ms);
+        if (hold == HOLD_WAIT && sl->held_until_ms < next)
+            next = sl->held_until_ms;
+        if (hold == HOLD_GIVEN_UP) {
+            s->release_given_up = true;
+            end_drain(s, k);
+        }
+        if (hold != HOLD_NONE)
+            continue;
+        release(s, k);
+        if (!sl->writing)
+            end_drain(s, k); /* could not even start: nothing to wait for */
+    }
+    return next;
+}
+
+static bool writes_in_flight(const struct ld_mode_shards *s)
+{
+    for (uint32_t k = 0; k < s->n; k++)
+        if (s->slots[k].writing)
+            return true;
+    return false;
 }
 
 static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
@@ -518,9 +1092,49 @@ static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
                err && err->msg[0] ? err->msg : "error");
 }
 
+/* The member Lease's release, once the shards' are written: a
+ * compare-and-swap of the Lease as read now, only while it still names
+ * this replica (not after an eviction, nor one it stood back from for an
+ * identity conflict: it did not lead then), with --release-on-exit. Blocks,
+ * bounded by the client's timeout. */
+static void release_member(struct ld_mode_shards *s)
+{
+    struct ld_lease cur, out;
+    struct ld_errinfo err;
+    ld_lease_init(&cur);
+    ld_lease_init(&out);
+    if (!s->c.release_on_exit || !s->led_at_stop)
+        return;
+    const char *name = ld_shardgroup_member_lease(s->group);
+    enum ld_err rc = ld_kube_lease_get(s->c.kube, s->c.namespace_, name, &cur, &err);
+    if (rc == LD_OK && !ld_lease_spec_held_by(&cur.spec, s->c.identity))
+        goto done; /* evicted meanwhile: no longer ours */
+    if (rc == LD_OK)
+        rc = ld_lease_spec_set_holder(&cur.spec, "");
+    if (rc == LD_OK) {
+        int64_t wall = ld_clock_wall_us(&s->clock);
+        cur.spec.duration_s = 1;
+        cur.spec.has_acquire = cur.spec.has_renew = true;
+        cur.spec.acquire_us = cur.spec.renew_us = wall;
+        rc = ld_kube_lease_update(s->c.kube, &cur, &out, &err);
+    }
+    if (rc != LD_OK) {
+        ld_log(LD_LOG_WARN, "member Lease %s not released: %s", name,
+               rc == LD_ENOMEM ? "out of memory" : err.msg);
+        goto done;
+    }
+    ld_log(LD_LOG_INFO, "member Lease %s released", name);
+    s->member_released = true;
+    set_str(&s->member_uid, out.uid);
+    set_str(&s->member_rv, out.resource_version);
+done:
+    ld_lease_clear(&cur);
+    ld_lease_clear(&out);
+}
+
 /* The member Lease is deleted once every release was written (its own
- * release went out with the shards', which is when the others stop counting
- * this replica); only when this replica released it (so not with
+ * release went out after the shards', which is when the others stop
+ * counting this replica); only when this replica released it (so not with
  * --release-on-exit=false, nor after standing back from another process of
  * its identity), and with preconditions that keep a Lease someone else
  * wrote since (a new Pod of the same name). Bounded by call_timeout_ms. */
@@ -546,12 +1160,46 @@ static void delete_member(struct ld_mode_shards *s)
         ld_kube_cancel(s->c.kube, call);
 }
 
-/* The host returns once every election is done, before another after_pass:
- * the last step-downs are published here. */
+/* The host returns once the member election is done, before another
+ * after_pass: the shards' releases are waited for (bounded), the last
+ * table published, and then the member Lease released and deleted, unless
+ * a shard's release was given up: the member Lease then expires by itself
+ * (or is evicted), and nobody takes that shard before. */
 static void finish(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    publish(s, now_ms);
+    int64_t wait =
+        s->c.drain_ms > s->c.renew_deadline_ms ? s->c.drain_ms : s->c.renew_deadline_ms;
+    int64_t until = now_ms + wait + s->c.call_timeout_ms + 1000;
+    int fd = s->wait_fd >= 0 ? s->wait_fd : ld_state_resign_fd(s->c.state);
+    int64_t now;
+    while ((now = ld_clock_mono_ms(&s->clock)) < until) {
+        int64_t next = exit_releases(s, now);
+        if (next == INT64_MAX && !writes_in_flight(s))
+            break;
+        if (next > until)
+            next = until;
+        /* The drain channel's eventfd ends the wait for a drained shard,
+         * a hook's fd the wait for its hold. */
+        ld_transport_run(ld_kube_transport(s->c.kube), next > now ? next - now : 0, fd);
+        ld_state_resign_drain(s->c.state);
+        (void)take_wake(s);
+    }
+    for (uint32_t k = 0; k < s->n; k++) {
+        if (s->slots[k].writing)
+            ld_kube_cancel(s->c.kube, s->slots[k].call);
+        s->slots[k].writing = false;
+        end_drain(s, k);
+    }
+    publish(s, ld_clock_mono_ms(&s->clock));
+    if (s->release_given_up) {
+        ld_log(LD_LOG_WARN,
+               "member Lease %s left to expire: a shard's release was "
+               "given up",
+               ld_shardgroup_member_lease(s->group));
+        return;
+    }
+    release_member(s);
     delete_member(s);
 }
 
@@ -567,6 +1215,7 @@ static const struct ld_shell_mode_ops ops = {
     .after_pass = after_pass,
     .on_shutdown = on_shutdown,
     .finish = finish,
+    .take_wake = take_wake,
 };
 
 struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cfg,
@@ -580,7 +1229,10 @@ struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cf
     s->c = *cfg;
     s->clock = ld_clock_or_real(cfg->clock);
     s->reassess_at_ms = INT64_MAX;
-    if (make_group(s, err) != LD_OK) {
+    s->wait_fd = -1;
+    if (make_group(s, err) != LD_OK ||
+        (ld_state_drain_enable(cfg->state, s->n) != 0 &&
+         ld_errinfo_set(err, LD_ENOMEM, "out of memory") != LD_OK)) {
         ld_mode_shards_free(s);
         return NULL;
     }
@@ -597,9 +1249,39 @@ const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *s)
     return s->group;
 }
 
-size_t ld_mode_shards_election(uint32_t shard)
+enum ld_err ld_mode_shards_add_shard_hook(struct ld_mode_shards *s, uint32_t shard,
+                                          const struct ld_hook *hook,
+                                          struct ld_errinfo *err)
 {
-    return shard_index(shard);
+    if (shard >= s->n)
+        return ld_errinfo_set(err, LD_EINVAL, "no shard %u", (unsigned)shard);
+    struct slot *sl = &s->slots[shard];
+    struct ld_hook *hooks = realloc(sl->hooks, (sl->n_hooks + 1) * sizeof(*hooks));
+    if (!hooks)
+        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    sl->hooks = hooks;
+    sl->hooks[sl->n_hooks] = *hook;
+    sl->hooks[sl->n_hooks].election = MEMBER; /* the claim rests on it */
+    sl->n_hooks++;
+    return LD_OK;
+}
+
+enum ld_err ld_mode_shards_add_wake_fd(struct ld_mode_shards *s, int fd,
+                                       struct ld_errinfo *err)
+{
+    struct epoll_event ev = {.events = EPOLLIN};
+    if (s->wait_fd < 0) {
+        s->wait_fd = epoll_create1(EPOLL_CLOEXEC);
+        ev.data.fd = ld_state_resign_fd(s->c.state);
+        if (s->wait_fd < 0 || epoll_ctl(s->wait_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0)
+            goto fail;
+    }
+    ev.data.fd = fd;
+    if (epoll_ctl(s->wait_fd, EPOLL_CTL_ADD, fd, &ev) == 0)
+        return LD_OK;
+fail:
+    return ld_errinfo_set(err, LD_EIO, "shard mode: cannot watch a hook's fd: %s",
+                          strerror(errno));
 }
 
 void ld_mode_shards_free(struct ld_mode_shards *s)
@@ -608,11 +1290,23 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
         return;
     if (s->listing)
         ld_kube_cancel(s->c.kube, s->list_call);
+    if (s->evicting)
+        ld_kube_cancel(s->c.kube, s->evict_call);
+    if (s->cleaning)
+        ld_kube_cancel(s->c.kube, s->clean_call);
     for (uint32_t k = 0; s->events && k < s->n; k++)
         ld_hook_events_clear(&s->events[k]);
     free(s->events);
-    for (uint32_t k = 0; s->slots && k < s->n; k++)
+    if (s->wait_fd >= 0)
+        close(s->wait_fd);
+    for (uint32_t k = 0; s->slots && k < s->n; k++) {
+        if (s->slots[k].writing)
+            ld_kube_cancel(s->c.kube, s->slots[k].call);
+        free(s->slots[k].hooks);
         free(s->slots[k].leader);
+        free(s->slots[k].rv_before);
+    }
+    free(s->evict_rv);
     free(s->slots);
     free(s->entries);
     ld_shardsnap_unref(s->last);
@@ -620,5 +1314,7 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
     ld_shardgroup_free(s->group);
     free(s->member_uid);
     free(s->member_rv);
+    free(s->echo_rv);
+    free(s->shown_rv);
     free(s);
 }

@@ -1,17 +1,37 @@
 /*
- * mode_shards: the shell's mode (shell.h) for --shards. The shell's host
- * carries this replica's member Lease and one election per shard, all on one watch of the
- * group's label. After every pass the group's decisions (lib/shardgroup.h: who is a live
- * member, who should own which shard) are applied once: a shard assigned here is
- * contended for, a shard assigned elsewhere is given back by a graceful release. The
- * shard table is published for the HTTP server (state.h, shardsnap.h).
+ * mode_shards: the shell's mode (shell.h) for --shards, shard protocol 2
+ * (docs/design/shard-protocol.md). The shell's host carries one election,
+ * this replica's member Lease, renewed every retry period: the group's
+ * only heartbeat. The host's watch of the group's label feeds every other
+ * Lease of the group to the group's view (lib/shardgroup.h); after every
+ * pass the group's decisions are carried out with the host's client, as
+ * compare-and-swap writes: a shard assigned here is taken, a silent
+ * holder's member Lease evicted first, a shard assigned elsewhere given
+ * back (no longer claimed at once, then released). A takeover that rests
+ * on a member Lease naming nobody or gone is made only on a fresh list of
+ * the group. The shard table is published for the HTTP server (state.h,
+ * shardsnap.h).
  *
- * SIGTERM/SIGINT: every shard and the member Lease are released (with
+ * A give-back ends the claim at once (the table shows it), then waits
+ * drain_ms, or until POST /shards/ID/drained says the app has stopped (the
+ * state's drain channel), and then writes the release.
+ *
+ * SIGTERM/SIGINT: every claim ends; after the same drain every shard Lease
+ * that names this replica is released, then the member Lease (with
  * --release-on-exit), so the others rebalance at once; then the member
  * Lease is deleted with preconditions, bounded in time, so nothing is left
- * behind. A group watch that is down is made up for by listing the group.
- * With --events every shard has its own Event hook (hook_events.h), bound
- * to its election like any hook.
+ * behind. A group
+ * watch that is down, or silent (it has not shown our own renewals for two
+ * retry periods), is made up for by listing the group every retry period.
+ * Hooks (hook.h) are bound to shards, not to the host's elections: with
+ * --events every shard has its own Event hook (hook_events.h), and the
+ * daemon may add more (the API write gate's, hook_proxy.h). Each is fed
+ * this replica's claim of its shard (leading while claimed, until the
+ * claim's deadline) and asked, before the shard's release is written,
+ * whether it still holds it: a safety hold for at most the renew deadline
+ * from the claim's end, after which that release is not written at all
+ * (and, at the exit, neither is the member Lease's: it expires by
+ * itself); a courtesy hold only at the exit, for the shell's bound.
  *
  * Everything runs on the shell's thread; only the state is shared with the
  * HTTP threads.
@@ -47,6 +67,9 @@ struct ld_mode_shards_config {
     int64_t renew_deadline_ms;
     int64_t retry_period_ms;
     bool release_on_exit;
+    /* --shard-drain: a shard given back stays unclaimed this long before
+     * its release is written (less when the app says it drained it). */
+    int64_t drain_ms;
     uint64_t seed;           /* jitter; each election gets its own from it */
     bool events;             /* --events: an Event per shard transition */
     int64_t call_timeout_ms; /* for the Events and the member Lease's deletion */
@@ -67,12 +90,22 @@ struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cf
  * call_timeout_ms). */
 struct ld_shell_mode ld_mode_shards(struct ld_mode_shards *s);
 
-/* The group, for its layout (borrowed; valid until ld_mode_shards_free). */
+/* The group, for ld_state_set_group (borrowed; valid until
+ * ld_mode_shards_free). */
 const struct ld_shardgroup *ld_mode_shards_group(const struct ld_mode_shards *s);
 
-/* The shell's election index of shard (its index in the group), for
- * binding a hook to it. */
-size_t ld_mode_shards_election(uint32_t shard);
+/* Binds hook (copied; its ctx borrowed, outliving s) to shard (its index
+ * in the group); hook->election is not read. Before the shell runs.
+ * LD_EINVAL for a shard out of range, LD_ENOMEM. */
+enum ld_err ld_mode_shards_add_shard_hook(struct ld_mode_shards *s, uint32_t shard,
+                                          const struct ld_hook *hook,
+                                          struct ld_errinfo *err);
+
+/* fd (borrowed) is a hook's own fd (its take_wake's): watched by the
+ * exit's wait for the releases, as the shell's wake set watches it before
+ * (the daemon adds it there). LD_EIO when it cannot be watched. */
+enum ld_err ld_mode_shards_add_wake_fd(struct ld_mode_shards *s, int fd,
+                                       struct ld_errinfo *err);
 
 void ld_mode_shards_free(struct ld_mode_shards *s); /* NULL-safe */
 

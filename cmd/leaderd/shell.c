@@ -437,6 +437,8 @@ static void take_news(struct ld_shell *sh)
         resign_take(sh);
     if (sh->mode.ops->takes_resignations || (sh->n_slots > 0 && sh->slots[0].n > 0))
         ld_host_poke(sh->host, 0); /* its publish takes the hooks' news */
+    if (sh->mode.ops->take_wake && sh->mode.ops->take_wake(sh->mode.ctx))
+        ld_host_poke(sh->host, 0);
     for (size_t e = 0; e < sh->n_slots; e++) {
         for (size_t i = 0; i < sh->slots[e].n; i++) {
             const struct ld_hook *h = &sh->slots[e].hooks[i];

@@ -69,6 +69,10 @@ struct ld_shell_mode_ops {
      * reports the shell done; it may run the host's client (blocking,
      * bounded) to finish what the shutdown needs. May be NULL. */
     void (*finish)(void *ctx, int64_t now_ms);
+    /* The wake fd ended a wait: the mode's own hooks consume their fds'
+     * news (struct ld_hook's take_wake); true publishes election 0 now,
+     * so that the pass after it looks again. May be NULL. */
+    bool (*take_wake)(void *ctx);
 };
 
 struct ld_shell_mode {

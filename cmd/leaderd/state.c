@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -33,7 +34,65 @@ void ld_state_destroy(struct ld_state *st)
     if (st->resign.fd >= 0)
         close(st->resign.fd);
     st->resign.fd = -1;
+    free(st->drain);
+    st->drain = NULL;
     pthread_mutex_destroy(&st->mu);
+}
+
+#define DRAIN_GIVING_BACK 1u
+#define DRAIN_DRAINED 2u
+
+int ld_state_drain_enable(struct ld_state *st, uint32_t n_shards)
+{
+    uint8_t *d = calloc(n_shards ? n_shards : 1, 1);
+    if (!d)
+        return -1;
+    pthread_mutex_lock(&st->mu);
+    free(st->drain);
+    st->drain = d;
+    st->n_drain = n_shards;
+    pthread_mutex_unlock(&st->mu);
+    return 0;
+}
+
+void ld_state_drain_set(struct ld_state *st, uint32_t s, bool giving_back)
+{
+    pthread_mutex_lock(&st->mu);
+    if (st->drain && s < st->n_drain)
+        st->drain[s] = giving_back ? DRAIN_GIVING_BACK : 0;
+    pthread_mutex_unlock(&st->mu);
+}
+
+bool ld_state_drained_post(struct ld_state *st, uint32_t s)
+{
+    bool ok = false;
+    uint64_t one = 1;
+    pthread_mutex_lock(&st->mu);
+    if (st->drain && s < st->n_drain && (st->drain[s] & DRAIN_GIVING_BACK)) {
+        st->drain[s] |= DRAIN_DRAINED;
+        ok = true;
+    }
+    int fd = st->resign.fd;
+    pthread_mutex_unlock(&st->mu);
+    if (ok && fd >= 0) {
+        /* A failed write (a full counter wakes it anyway) leaves the news
+         * for the loop's next pass, at most a heartbeat later. */
+        ssize_t w = write(fd, &one, sizeof(one));
+        (void)w;
+    }
+    return ok;
+}
+
+bool ld_state_drained_take(struct ld_state *st, uint32_t s)
+{
+    bool drained = false;
+    pthread_mutex_lock(&st->mu);
+    if (st->drain && s < st->n_drain && (st->drain[s] & DRAIN_DRAINED)) {
+        st->drain[s] &= (uint8_t)~DRAIN_DRAINED;
+        drained = true;
+    }
+    pthread_mutex_unlock(&st->mu);
+    return drained;
 }
 
 void ld_state_read(struct ld_state *st, struct ld_snapshot *out)

@@ -8,7 +8,10 @@
  * One thing goes the other way: POST /resign asks the loop, the only owner
  * of the engine, to step down, through the resign channel below (a ticket
  * counter and an eventfd the loop's waits end on), and its held request
- * waits, bounded, for the loop's answer.
+ * waits, bounded, for the loop's answer. In shard mode, where there is no
+ * POST /resign, POST /shards/ID/drained uses the same eventfd: the drain
+ * channel below says which shards the loop is giving back and which the
+ * app has said it stopped working on.
  */
 #ifndef LEADERD_STATE_H
 #define LEADERD_STATE_H
@@ -84,10 +87,32 @@ struct ld_state {
     struct ld_shardsnap *shards;
     struct ld_state_listener *listeners;
     struct ld_resign_channel resign; /* under mu */
+    /* Shard mode, under mu: per shard, whether the loop is giving it back
+     * (its claim ended, its release not written yet) and whether the app
+     * said it drained it since. NULL until ld_state_drain_enable. */
+    uint32_t n_drain;
+    uint8_t *drain;
 };
 
 void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
                    int64_t stale_after_ms);
+
+/* ---- the drain channel (shard mode) ---- */
+
+/* Makes room for n_shards shards, none being given back. 0, or -1 when
+ * memory ran out (POST /shards/ID/drained then answers 409). Before any
+ * thread uses st. */
+int ld_state_drain_enable(struct ld_state *st, uint32_t n_shards);
+/* Loop side: shard s is being given back (true) or not (false); either
+ * forgets an earlier "drained". */
+void ld_state_drain_set(struct ld_state *st, uint32_t s, bool giving_back);
+/* HTTP side: the app has drained shard s. True (and the loop is woken
+ * through the resign channel's eventfd, when enabled) when s is being
+ * given back; false when it is not (409). */
+bool ld_state_drained_post(struct ld_state *st, uint32_t s);
+/* Loop side: whether the app said it drained s since the give-back
+ * began; consumes the news. */
+bool ld_state_drained_take(struct ld_state *st, uint32_t s);
 void ld_state_destroy(struct ld_state *st);
 
 /* Copies the current snapshot into out. */

@@ -1,36 +1,45 @@
 /*
- * shardgroup: the decision part of a shard group (docs/design/shards.md),
- * so that the daemon around the election host stays thin glue. Pure: no
- * I/O, no clock (every call that judges time takes now_ms, local
- * monotonic), no threads.
+ * shardgroup: the decision part of a shard group under protocol 2 (one
+ * heartbeat per replica; docs/design/shard-protocol.md has the rules and
+ * why they never give a shard two owners), so that the daemon's shard mode
+ * stays thin glue that carries out writes. Pure: no I/O, no clock (every
+ * call that judges time takes now_ms, local monotonic), no threads.
  *
  * A group named NAME (the --lease-name) has shards numbered 0..N-1 or
  * named, and one member Lease per replica. This module
  *  - knows the names: shard ID's Lease is "NAME-ID", this replica's member
  *    Lease "NAME-member-IDENTITY"; every Lease carries the label
- *    LD_SHARDGROUP_LABEL=NAME (the host's watch selects the group by it),
- *    a shard Lease also LD_SHARDGROUP_SHARD_LABEL=ID, and the member Lease,
- *    when a Pod uid is given, an ownerReference to the Pod (apiVersion v1,
- *    kind Pod, name IDENTITY) so the garbage collector removes it after a
- *    crash. ld_shardgroup_new validates every name and says which is bad.
- *  - keeps the member table from watch observations. Another replica is a
- *    live member while its member Lease names it as holder and is
- *    unexpired by election.c's rule: the last change of the record this
- *    process saw plus the record's own leaseDurationSeconds (the group's
- *    lease duration when it has none). Live at now means now < that expiry.
- *    This replica is a live member while its own member election leads
- *    (ld_election_is_leader), never because of what the watch says.
+ *    LD_SHARDGROUP_LABEL=NAME (the host's watch selects the group by it)
+ *    and the annotation LD_SHARDGROUP_PROTOCOL, a shard Lease also
+ *    LD_SHARDGROUP_SHARD_LABEL=ID, and the member Lease, when a Pod uid is
+ *    given, an ownerReference to the Pod (apiVersion v1, kind Pod, name
+ *    IDENTITY) so the garbage collector removes it after a crash.
+ *    ld_shardgroup_new validates every name and says which is bad.
+ *  - keeps the view: every member record and shard record of the group as
+ *    observed (watch events, lists, answers to our own writes). Another
+ *    replica is a live member while its member Lease carries the protocol
+ *    annotation, names it as holder, has been seen to change at least once,
+ *    and is unexpired by election.c's rule: the last change of the record
+ *    this process saw plus the record's own leaseDurationSeconds. This
+ *    replica is a live member while its own member election leads, never
+ *    because of what the watch says.
+ *  - keeps the claims: shard S is claimed while the member election leads,
+ *    the last write of S succeeded, named us and was sent in the current
+ *    member term (a counter that any break of the member leadership
+ *    advances), and S is not being given back.
  *  - computes the assignment (shardassign.h) from the sorted live members
- *    and the shards' observed holders (a holder counts while its record is
- *    valid, holder_valid_until_ms), says per shard whether this replica
- *    should contend (its target is this replica), and when the inputs can
- *    next change with no news (a member's or a holder's expiry), so the
- *    caller can wake then.
- *  - gives what /shards shows: live members, the shards owned at now, per
- *    shard its Lease name, and for numbered shards range and selector
- *    (shardrange.h) and the shard of a key. The names and ranges live in
- *    the group's layout (shardlayout.h), which readers on other threads
- *    take a reference to instead of reading the group.
+ *    and the shards' observed holders, and per shard the step to take
+ *    (ld_shardgroup_step: take, evict the holder's member Lease, give back,
+ *    or wait for a list), with the records to write for each; and when the
+ *    inputs next change with no news (an expiry), so the caller can wake.
+ *  - gives what /shards shows: live members, the shards claimed at now, per
+ *    shard its Lease name and observed record, and for numbered shards
+ *    range and selector (shardrange.h) and the shard of a key. The names
+ *    and ranges live in the group's layout (shardlayout.h), which readers
+ *    on other threads take a reference to instead of reading the group.
+ *
+ * spec.preferredHolder on a shard Lease is ignored (kept as written): the
+ * assignment alone says who should own a shard.
  *
  * Threads: the name getters, ld_shardgroup_layout, ld_shardgroup_find,
  * ld_shardgroup_range and ld_shardgroup_shard_of_key read only what
@@ -63,6 +72,11 @@
 /* Label keys on every Lease of the group and on each shard Lease. */
 #define LD_SHARDGROUP_LABEL "leaderd.io/shard-group"
 #define LD_SHARDGROUP_SHARD_LABEL "leaderd.io/shard"
+/* Annotation on every Lease of the group: the protocol it follows. */
+#define LD_SHARDGROUP_PROTOCOL "leaderd.io/shard-protocol"
+#define LD_SHARDGROUP_PROTOCOL_VERSION "2"
+/* Annotation an eviction writes: who evicted the member. */
+#define LD_SHARDGROUP_EVICTED_BY "leaderd.io/evicted-by"
 /* Label values are at most this long; a longer group name is labelled by a
  * prefix of it and its hash (ld_shardgroup_selector shows the value). */
 #define LD_SHARDGROUP_NAME_MAX 63
@@ -121,57 +135,168 @@ bool ld_shardgroup_find(const struct ld_shardgroup *g, const char *id, uint32_t 
 
 /* ---- observations ---- */
 
-/* A watch ADDED or MODIFIED of any Lease of the group (lease borrowed).
- * Another replica's member Lease updates the table: the record's expiry
- * restarts at now_ms when it differs from the one seen before. Anything
- * else (shard Leases, our own member Lease, names outside the group) is
- * ignored. LD_OK, or LD_ENOMEM / LD_ETOOBIG (the member keeps its previous
- * state, or a new one is not added). */
+/* A Lease of the group as a watch event, a list or an answer shows it
+ * (lease borrowed; copied). Another replica's member Lease updates the
+ * member table: the record's expiry restarts at now_ms when it differs
+ * from the one seen before, and a record seen to change counts as live
+ * from then on (a first sight proves nothing about the holder being
+ * alive). A member Lease without the annotation LD_SHARDGROUP_PROTOCOL =
+ * LD_SHARDGROUP_PROTOCOL_VERSION belongs to an incompatible version: it is
+ * kept, logged once by the caller (ld_shardgroup_incompatible says so), and
+ * counted neither live nor dead. A shard Lease becomes that shard's
+ * observed record; one that does not name this replica ends its claim.
+ * Anything else (our own member Lease, names outside the group) is
+ * ignored. LD_OK, or LD_ENOMEM / LD_ETOOBIG (the record keeps its previous
+ * state, or a new member is not added). */
+enum ld_err ld_shardgroup_observe_lease(struct ld_shardgroup *g,
+                                        const struct ld_lease *lease, int64_t now_ms);
+
+/* The same for member Leases alone (shard Leases are ignored). */
 enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
                                          const struct ld_lease *lease, int64_t now_ms);
 
-/* A watch DELETED (gone borrowed): that member leaves the table at once,
- * and later observations of that object (its metadata.uid), such as a list
- * answered before the deletion, are ignored. A DELETED of an older object
- * (another metadata.uid) changes nothing else. */
+/* A watch DELETED (gone borrowed). A member leaves the table at once, and
+ * later observations of that object (its metadata.uid), such as a list
+ * answered before the deletion, are ignored; a DELETED of an older object
+ * (another metadata.uid) changes nothing else. A shard Lease deleted is
+ * absent (free) and ends this replica's claim on it. */
+void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone);
+
+/* Kept for callers that know the Lease is a member's. */
 void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
                                           const struct ld_lease *gone);
 
-/* The status of this replica's own member election (st borrowed): this
- * replica is a live member while st->leading and now < st->lead_until_ms. */
+/* A LIST of the whole group (items borrowed): one consistent snapshot.
+ * Every item is observed as above; a shard Lease missing from it is
+ * absent, a member missing from it leaves the table, and every shard
+ * counts as observed from then on. LD_OK or the first error of an item. */
+enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
+                                       const struct ld_lease *items, size_t n,
+                                       int64_t now_ms);
+
+/* The status of this replica's own member election (st borrowed) at
+ * now_ms. This replica is a live member while it leads (ld_leads_at). Any
+ * break in that leadership (it stopped leading, its deadline passed before
+ * the renewal, the Lease's uid or leaseTransitions changed) starts a new
+ * member term: claims made in an older term are void. */
 void ld_shardgroup_observe_own(struct ld_shardgroup *g,
-                               const struct ld_election_status *st);
+                               const struct ld_election_status *st, int64_t now_ms);
 
-/* The status of shard s's election (st borrowed; its strings are copied):
- * the observed holder and until when it is valid, and whether we lead.
- * LD_OK, LD_EINVAL (s out of range) or LD_ENOMEM (the shard keeps its
- * previous observation). */
-enum ld_err ld_shardgroup_observe_shard(struct ld_shardgroup *g, uint32_t s,
-                                        const struct ld_election_status *st);
+/* Starts a new member term without a status (the member election said it
+ * stopped leading). */
+void ld_shardgroup_break(struct ld_shardgroup *g);
 
-/* True once every shard's election has observed its Lease (or its
- * absence): before that, /shards answers 503. */
+/* The current member term (grows by one per break; 0 before the first
+ * leadership). */
+uint64_t ld_shardgroup_term(const struct ld_shardgroup *g);
+
+/* Whether this replica's member election leads at now_ms. */
+bool ld_shardgroup_leads(const struct ld_shardgroup *g, int64_t now_ms);
+
+/* True once the member election observed its Lease and a list of the group
+ * answered (or every shard Lease was seen): before that, /shards answers
+ * 503. */
 bool ld_shardgroup_observed(const struct ld_shardgroup *g);
+
+/* Whether member identity's record lacks the protocol annotation (an
+ * incompatible version). */
+bool ld_shardgroup_incompatible(const struct ld_shardgroup *g, const char *identity);
 
 /* ---- decisions ---- */
 
-/* Computes the assignment at now_ms from the live members and the valid
- * holders. On LD_OK ld_shardgroup_contend and ld_shardgroup_target answer
- * from it and *next_ms (may be NULL) is the earliest time after now_ms at
- * which a member or holder expires, INT64_MAX when none will: until then
- * and without a new observation, the assignment stays what it is. On
- * LD_ENOMEM the previous assignment stands and *next_ms is untouched. */
+/* Computes the assignment at now_ms from the live members and the shards'
+ * observed holders. On LD_OK ld_shardgroup_contend, ld_shardgroup_target
+ * and ld_shardgroup_step answer from it and *next_ms (may be NULL) is the
+ * earliest time after now_ms at which something changes with no news (a
+ * member expires, a holder's absence has lasted a lease duration), INT64_MAX
+ * when nothing will. On LD_ENOMEM the previous assignment stands and
+ * *next_ms is untouched. */
 enum ld_err ld_shardgroup_assign(struct ld_shardgroup *g, int64_t now_ms,
                                  int64_t *next_ms);
 
-/* Whether this replica should contend for shard s, by the last assignment
- * (false before the first, and for s out of range). */
+/* Whether the last assignment gives shard s to this replica (false before
+ * the first, and for s out of range). */
 bool ld_shardgroup_contend(const struct ld_shardgroup *g, uint32_t s);
 
 /* The identity the last assignment gives shard s, or NULL (no members, s
  * out of range, none yet). Valid until the next call of any function here
- * that takes a member observation (ld_shardgroup_observe_member*) or assigns. */
+ * that takes a member observation or assigns. */
 const char *ld_shardgroup_target(const struct ld_shardgroup *g, uint32_t s);
+
+/* What to write for shard s now, by the last assignment and the view. */
+enum ld_shard_step {
+    LD_SHARD_NONE,    /* nothing */
+    LD_SHARD_TAKE,    /* compare-and-swap it to this replica */
+    LD_SHARD_READ,    /* it may be taken, but only on a fresh list */
+    LD_SHARD_EVICT,   /* evict its holder's member Lease first */
+    LD_SHARD_RELEASE, /* give it back (stop claiming, then release) */
+};
+
+/* The step for shard s at now_ms. Nothing is written while this replica's
+ * member election does not lead. Ours but not claimed in this term: TAKE
+ * (a new write). Assigned here and free: TAKE. Held by H whose member
+ * Lease names nobody, or which has had no member Lease for a lease
+ * duration since that was first seen: READ, or TAKE when fresh (the view
+ * is a list of the group just answered, one consistent snapshot: a view
+ * put together from separate answers could pair a member record older
+ * than the shard record). Held by H whose member record has been unchanged
+ * for its duration: EVICT. Named ours and assigned elsewhere: RELEASE. */
+enum ld_shard_step ld_shardgroup_step(const struct ld_shardgroup *g, uint32_t s,
+                                      int64_t now_ms, bool fresh);
+
+/* Another replica's member record that carries the protocol annotation and
+ * has been expired (by the local rule) for ten lease durations at now_ms:
+ * any live member may delete it, with preconditions. NULL when there is
+ * none. Borrowed; valid until the next observation. */
+const struct ld_lease *ld_shardgroup_long_expired(const struct ld_shardgroup *g,
+                                                  int64_t now_ms);
+
+/* ---- writes ---- */
+
+/* The Lease to write to take shard s (out cleared first; caller clears
+ * it): the observed record (PUT on its resourceVersion) or, absent, a new
+ * one in namespace ns (POST, resource_version NULL), with holder this replica, the lease
+ * duration, renewTime now (acquireTime too and leaseTransitions + 1 when the
+ * holder changes), and the group's labels and protocol annotation. LD_OK,
+ * LD_EINVAL (s out of range), LD_ENOMEM. */
+enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
+                                     const char *ns, int64_t wall_us,
+                                     struct ld_lease *out);
+
+/* The release of shard s: the observed record with holder "",
+ * leaseDurationSeconds 1, acquireTime = renewTime = now, leaseTransitions
+ * kept. LD_EINVAL when s is out of range or absent. */
+enum ld_err ld_shardgroup_release_lease(const struct ld_shardgroup *g, uint32_t s,
+                                        int64_t wall_us, struct ld_lease *out);
+
+/* The eviction of shard s's holder: its member record as observed, with
+ * holder "", leaseDurationSeconds 1, leaseTransitions kept and annotation
+ * LD_SHARDGROUP_EVICTED_BY naming this replica. *identity (may be NULL)
+ * is the evicted member (borrowed from out's name). LD_EINVAL when s has no
+ * holder with a member record. */
+enum ld_err ld_shardgroup_evict_lease(const struct ld_shardgroup *g, uint32_t s,
+                                      int64_t wall_us, struct ld_lease *out);
+
+/* This replica starts giving shard s back: it claims s no more. */
+void ld_shardgroup_give_back(struct ld_shardgroup *g, uint32_t s);
+
+/* A write of shard s sent in member term `term` on record resourceVersion
+ * rv_before (NULL: a create) succeeded with stored (borrowed). The record
+ * is observed (unless something newer was seen meanwhile), and s is
+ * claimed when stored names this replica and the term is still the current
+ * one; a release ends the give-back. */
+void ld_shardgroup_wrote(struct ld_shardgroup *g, uint32_t s, uint64_t term,
+                         const char *rv_before, const struct ld_lease *stored,
+                         int64_t now_ms);
+
+/* A write of shard s failed (conflict, timeout): a release's give-back
+ * ends, the claim stays as it was (void). */
+void ld_shardgroup_write_failed(struct ld_shardgroup *g, uint32_t s);
+
+/* An eviction of the member record at resourceVersion rv_before succeeded
+ * with stored (borrowed): observed, unless something newer was seen. */
+void ld_shardgroup_evicted(struct ld_shardgroup *g, const char *rv_before,
+                           const struct ld_lease *stored, int64_t now_ms);
 
 /* ---- the /shards view ---- */
 
@@ -181,9 +306,22 @@ const char *ld_shardgroup_target(const struct ld_shardgroup *g, uint32_t s);
 uint32_t ld_shardgroup_members(struct ld_shardgroup *g, int64_t now_ms,
                                const char *const **out);
 
-/* Whether this replica leads shard s at now_ms (ld_election_is_leader, by
- * the last observed status). */
+/* Whether this replica claims shard s at now_ms: its member election
+ * leads, its last write of s succeeded, named it and was made in the
+ * current member term, and it is not giving s back. */
 bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms);
+
+/* The same without the time: a claim that holds until the member
+ * election's deadline (ld_shardgroup_lead_until). */
+bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s);
+int64_t ld_shardgroup_lead_until(const struct ld_shardgroup *g);
+
+/* Shard s's observed record (borrowed; valid until the next observation),
+ * NULL while it is absent or s is out of range. */
+const struct ld_lease *ld_shardgroup_record(const struct ld_shardgroup *g, uint32_t s);
+
+/* Whether shard s has been observed (present or absent). */
+bool ld_shardgroup_shard_observed(const struct ld_shardgroup *g, uint32_t s);
 
 /* Writes the shards owned at now_ms, lowest first, into out (the caller's,
  * room for ld_shardgroup_count entries); returns how many. */

@@ -77,9 +77,10 @@ class WriteHeldAtTheRelease(tap.ApiProxyBase):
 
 
 # lease-duration > 2 x renew-deadline, so that child-grace may outlast the
-# renew deadline.
+# renew deadline and still leave lease-duration / 10 before the earliest
+# takeover, as --child-grace requires (8 - 3 - 4 = 1 s >= 0.8 s).
 SLOW_CHILD = {"lease_duration": 8.0, "renew_deadline": 3.0, "retry_period": 1.0}
-CHILD_GRACE = "4500ms"
+CHILD_GRACE = "4s"
 CLIENTS = ["r1", "r2"]
 
 

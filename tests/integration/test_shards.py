@@ -1,4 +1,5 @@
-"""Integration tests of shard mode (`--shards`, docs/design/shards.md): real
+"""Integration tests of shard mode (`--shards`, protocol 2: see
+docs/design/shards.md and docs/design/shard-protocol.md): real
 leaderd replicas over HTTPS against the bundled API server, 2 to 5 replicas
 and 3 to 64 shards. Balance, stability, a join, a graceful leave, a crash, a
 join while the crashed member's Lease lingers, a partition of one replica
@@ -19,9 +20,9 @@ nothing; what is provable is:
   2. a claim of S with term T by replica X is never judged after a claim of S
      with a newer term T' > T by another replica Y was answered: if X's
      request left (t0) after Y's answer was read (t1'), X claimed an old term
-     while the new holder already led. A newer holder only acquires once the
-     old one has released or its record expired, by which time the old one
-     has stopped claiming (renew-deadline < lease-duration).
+     while the new holder already led. A newer holder only takes a shard once
+     the old one has released it, or the old one's member Lease was evicted
+     or released, by which time the old one has stopped claiming.
   3. per replica and shard, the term never goes down.
 The moves of an owner are counted from the API server's write log (every
 successful write of a shard Lease with its holder), not from polls, so a
@@ -407,20 +408,27 @@ class Lifecycle(ShardBase):
         self.assertLessEqual(len(set(moved) - set(mine)), 1, (moved, mine))
         self.assertTrue(set(mine) <= set(moved), (moved, mine))
         self.assertLessEqual(took, DEAD_BOUND * 2 + SCHED_SLACK)
-        # Taken over only after its records expired: another replica's first
-        # write of one of its shards comes lease-duration after r3's last
-        # write of it at the earliest (the expiry judged from the observation).
+        # Taken over only after r3's heartbeat expired: shard Leases are not
+        # renewed (protocol 2), so another replica's first write of one of
+        # r3's shards comes lease-duration after r3's last renewal of its
+        # member Lease at the earliest (the expiry judged from the
+        # observation), and after r3's member Lease was evicted.
         log = self.api.write_log()
+        member = f"{GROUP}-member-r3"
+        beats = [e for e in log if e["name"] == member and e["client"] == "r3"
+                 and e["seq"] <= seq]
+        evictions = [e for e in log if e["name"] == member and e["client"] != "r3"
+                     and e["seq"] > seq and not e.get("holderIdentity")]
+        self.assertTrue(beats and evictions, (beats[-1:], evictions[:1]))
         for s in mine:
             name = f"{GROUP}-{s}"
-            own = [e for e in log if e["name"] == name and e["client"] == "r3"
-                   and e["seq"] <= seq]
             taken = [e for e in log if e["name"] == name and e["seq"] > seq
                      and e.get("holderIdentity") not in ("r3", "")]
-            self.assertTrue(own and taken, (s, own[-1:], taken[:1]))
-            gap = (taken[0]["clock_us"] - own[-1]["clock_us"]) / 1e6
+            self.assertTrue(taken, s)
+            gap = (taken[0]["clock_us"] - beats[-1]["clock_us"]) / 1e6
             self.assertGreaterEqual(gap, LEASE - 0.001,
                                     f"shard {s} taken {gap:.3f}s after r3's last renewal")
+            self.assertGreater(taken[0]["seq"], evictions[0]["seq"], s)
         self.assertEqual(set(owners2.values()), {"r1", "r4"})
 
         # A join while r3's member Lease is still there (expired, not
@@ -492,6 +500,162 @@ class Partition(ShardBase):
         self.api.clear_faults("r2")
         _, took = self.wait_balanced(t_heal)
         print(f"  healed: balanced over 3 again in {took:.2f}s")
+
+
+class Heartbeat(ShardBase):
+    """Protocol 2: one heartbeat per replica, whatever the number of shards;
+    a stopped replica is evicted, not waited for shard by shard."""
+
+    n_shards = 4
+
+    def writes_per_window(self, window):
+        """Successful writes of the group's Leases by the replicas over window
+        seconds, from the API server's write log."""
+        seq = self.log_seq()
+        time.sleep(window)
+        return [e for e in self.api.write_log(seq)
+                if e.get("namespace") == NS and (e.get("name") or "").startswith(GROUP + "-")]
+
+    def test_api_writes_do_not_grow_with_shards(self):
+        counts = {}
+        for n in (4, 48):
+            self.n_shards = n
+            self.shards_arg = str(n)
+            self.watch.n = n
+            group = []
+            for c in ("r1", "r2"):
+                group.append(self.start(c))
+            self.wait_balanced()
+            self.watch.for_duration(RETRY)
+            writes = self.writes_per_window(10 * RETRY)
+            counts[n] = len(writes)
+            # In the steady state only member Leases are written, each once a
+            # retry period.
+            self.assertFalse([e for e in writes if "-member-" not in e["name"]], writes)
+            for r in group:
+                r.stop(signal.SIGTERM)
+                self.assertEqual(r.wait_exit(RENEW + 10), 0)
+            self.replicas.clear()
+            self.watch.last_term.clear()
+            self.watch.claims.clear()
+        print(f"\n  writes over {10 * RETRY:.0f}s with 2 replicas: {counts}")
+        per_replica = 10  # one per retry period
+        for n, c in counts.items():
+            self.assertLessEqual(c, 2 * (per_replica + 2), (n, counts))
+            self.assertGreaterEqual(c, 2 * (per_replica - 2), (n, counts))
+        self.assertLessEqual(counts[48], counts[4] + 4, counts)
+
+    def test_stopped_replica_is_evicted_and_rejoins(self):
+        n = self.n_shards = 12
+        self.shards_arg = "12"
+        self.watch.n = n
+        for c in ("r1", "r2", "r3"):
+            self.start(c)
+        owners, _ = self.wait_balanced()
+        victim = next(r for r in self.replicas if r.client == "r2")
+        mine = {s for s, o in owners.items() if o == "r2"}
+        seq = self.log_seq()
+        t_stop = time.monotonic()
+        victim.send(signal.SIGSTOP)
+        try:
+            # Its member Lease is evicted (a compare-and-swap naming the
+            # evictor), then its shards are taken, within the dead-member bound.
+            def taken(snap):
+                held = self.holders()
+                return all(held.get(s) not in ("", "r2") for s in mine)
+            self.watch.until(lambda snap: taken(snap) or None,
+                             DEAD_BOUND * GRACE + SCHED_SLACK, "r2's shards taken over")
+            took = time.monotonic() - t_stop
+            log = self.api.write_log(seq)
+            member = f"{GROUP}-member-r2"
+            evictions = [e for e in log if e["name"] == member and e["client"] != "r2"
+                         and not e.get("holderIdentity")]
+            self.assertTrue(evictions, log)
+            _, item = self.api.get_lease(NS, member, client="admin")
+            self.assertIn(item["metadata"]["annotations"].get("leaderd.io/evicted-by"),
+                          ("r1", "r3"), item)
+            print(f"\n  SIGSTOP of r2: evicted by {evictions[0]['client']}, its shards taken "
+                  f"after {took:.2f}s")
+        finally:
+            victim.send(signal.SIGCONT)
+        # Resumed, r2 finds its renewal refused, takes its member Lease back
+        # and rejoins; the watcher's split-brain checks run all along.
+        t_cont = time.monotonic()
+        self.wait_balanced(t_cont, BALANCE_BOUND * GRACE)
+        log = self.api.write_log(seq)
+        retakes = [e for e in log if e["name"] == f"{GROUP}-member-r2"
+                   and e["client"] == "r2" and e.get("holderIdentity") == "r2"]
+        self.assertTrue(retakes, log)
+
+
+def post(replica, path, timeout=2.0):
+    """(status, decoded JSON or None) of one POST without a body."""
+    conn = http.client.HTTPConnection("127.0.0.1", replica.port, timeout=timeout)
+    try:
+        conn.request("POST", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        status = resp.status
+    finally:
+        conn.close()
+    try:
+        return status, json.loads(body)
+    except ValueError:
+        return status, None
+
+
+class Drain(ShardBase):
+    """--shard-drain: a shard given back is no longer claimed at once, and
+    its release waits for the drain or for POST /shards/ID/drained."""
+
+    n_shards = 6
+    DRAIN = RENEW - 0.5
+
+    def test_give_back_drains_or_is_cut_short(self):
+        extra = ["--shard-drain", f"{int(self.DRAIN * 1000)}ms"]
+        r1 = self.start("r1", extra=extra)
+        self.wait_balanced()
+        self.assertEqual(post(r1, "/shards/99/drained")[0], 404)
+        self.assertEqual(post(r1, "/shards/member-r1/drained")[0], 404)
+        status, doc = post(r1, "/shards/0/drained")
+        self.assertEqual(status, 409, doc)  # claimed, not being given back
+        seq = self.log_seq()
+        self.start("r2", extra=extra)
+        # r1 stops claiming half the shards while their Leases still name it.
+        ended = {}
+
+        def giving_back(snap):
+            rep = snap.get("r1")
+            if not rep or rep.status != 200:
+                return None
+            held = self.holders()
+            now = time.monotonic()
+            for e in rep.doc["shards"]:
+                if not e["is_leader"] and held.get(e["shard"]) == "r1":
+                    ended.setdefault(e["shard"], now)
+            return len(ended) == self.n_shards // 2 or None
+        self.watch.until(giving_back, BALANCE_BOUND + SCHED_SLACK, "r1 to give back half")
+        cut = sorted(ended)[0]
+        status, doc = post(r1, f"/shards/{cut}/drained")
+        self.assertEqual(status, 200, doc)
+        self.assertEqual(doc, {"shard": cut, "drained": True})
+        t_post = time.monotonic()
+        self.wait_balanced(bound=BALANCE_BOUND * GRACE)
+        log = self.api.write_log(seq)
+
+        def released_at(shard):
+            name = f"{GROUP}-{shard}"
+            rel = [e for e in log if e["name"] == name and e["client"] == "r1"
+                   and not e.get("holderIdentity")]
+            self.assertTrue(rel, shard)
+            return rel[0]["mono_ms"] / 1000.0
+        # The one drained by the app went at once, the others after the drain.
+        first_end = min(ended.values())
+        spread = max(released_at(s) for s in ended if s != cut) - released_at(cut)
+        print(f"\n  drain {self.DRAIN:.1f}s: the app's word released shard {cut} "
+              f"{spread:.2f}s before the others")
+        self.assertGreater(spread, self.DRAIN / 2)
+        self.assertLess(t_post - first_end, self.DRAIN)
 
 
 class Endpoints(ShardBase):
@@ -881,10 +1045,13 @@ class NoReleaseOnExit(ShardBase):
         self.assertIn(f"{GROUP}-member-r2", self.leases())
         _, took = self.wait_balanced(t_term, DEAD_BOUND * 2)
         print(f"\n  without release: r2's shards owned by r1 {took:.2f}s after SIGTERM")
+        # Shard Leases are not renewed (protocol 2): the gap that counts is
+        # from r2's last heartbeat, its member Lease's last renewal.
         log = self.api.write_log()
+        member = f"{GROUP}-member-r2"
+        last = [e for e in log if e["name"] == member and e["client"] == "r2"][-1]
         for sid in mine:
             name = f"{GROUP}-{sid}"
-            last = [e for e in log if e["name"] == name and e["client"] == "r2"][-1]
             taken = next(e for e in log if e["name"] == name and e["seq"] > seq
                          and e.get("holderIdentity") == "r1")
             gap = (taken["clock_us"] - last["clock_us"]) / 1e6

@@ -1136,6 +1136,53 @@ START_TEST(resign_cooldown_values)
 }
 END_TEST
 
+START_TEST(shard_drain_values)
+{
+    struct ld_config cfg;
+    char err[ERRLEN];
+    char line[1024];
+    setenv("KUBECONFIG", kc_ns, 0);
+    /* The default follows retry-period. */
+    const char *dflt[] = {"--lease-name",   "x",  "--shards", "4",
+                          "--retry-period", "3s", NULL};
+    ck_assert_msg(run(&cfg, true, dflt, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.shard_drain_ms, 3000);
+    ld_config_describe(&cfg, line, sizeof(line));
+    ck_assert_ptr_nonnull(strstr(line, "shard-drain=3s"));
+    ld_config_clear(&cfg);
+    /* Zero: the release follows the end of the claim at once. */
+    const char *zero[] = {"--lease-name",  "x",  "--shards", "4",
+                          "--shard-drain", "0s", NULL};
+    ck_assert_msg(run(&cfg, true, zero, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.shard_drain_ms, 0);
+    ld_config_clear(&cfg);
+    /* The variable, and the flag beating it; just under renew-deadline. */
+    setenv("LEADERD_SHARD_DRAIN", "9s", 1);
+    const char *plain[] = {"--lease-name", "x", "--shards", "4", NULL};
+    ck_assert_msg(run(&cfg, true, plain, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.shard_drain_ms, 9000);
+    ld_config_clear(&cfg);
+    const char *flag[] = {"--lease-name",  "x",     "--shards", "4",
+                          "--shard-drain", "500ms", NULL};
+    ck_assert_msg(run(&cfg, true, flag, err) == 0, "%s", err);
+    ck_assert_int_eq(cfg.shard_drain_ms, 500);
+    ld_config_clear(&cfg);
+    unsetenv("LEADERD_SHARD_DRAIN");
+    /* Not less than renew-deadline, or negative: exit 2 naming the flag. */
+    const char *equal[] = {"--lease-name",  "x",   "--shards", "4",
+                           "--shard-drain", "10s", NULL};
+    ck_assert_int_eq(run(&cfg, true, equal, err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--shard-drain"));
+    ck_assert_ptr_nonnull(strstr(err, "renew-deadline"));
+    ld_config_clear(&cfg);
+    const char *negative[] = {"--lease-name",  "x",   "--shards", "4",
+                              "--shard-drain", "-1s", NULL};
+    ck_assert_int_eq(run(&cfg, true, negative, err), 2);
+    ck_assert_ptr_nonnull(strstr(err, "--shard-drain"));
+    ld_config_clear(&cfg);
+}
+END_TEST
+
 START_TEST(describe_line)
 {
     struct ld_config cfg;
@@ -1277,6 +1324,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, help_and_version);
     tcase_add_test(tc, describe_line);
     tcase_add_test(tc, resign_cooldown_values);
+    tcase_add_test(tc, shard_drain_values);
     suite_add_tcase(s, tc);
 
     TCase *tl = tcase_create("logsink");

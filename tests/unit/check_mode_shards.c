@@ -7,8 +7,9 @@
  * the replicas share the shards evenly and keep them, a SIGTERM gives back
  * every shard and deletes the member Lease with preconditions, the
  * members still find each other by listing while the watch is down, and a
- * shard's step-down is in the published table before the shell asks
- * whether its release must wait.
+ * shard's release waits for its hooks' safety holds, asked only once the
+ * table shows the claim ended, and is not written past the renew
+ * deadline.
  */
 #include <check.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 
 #include "../../cmd/leaderd/metrics.h"
 #include "../../cmd/leaderd/mode_shards.h"
+#include "../../cmd/leaderd/shardsnap.h"
 #include "../../cmd/leaderd/shell.h"
 #include "../../cmd/leaderd/state.h"
 #include "kube.h"
@@ -53,6 +55,7 @@ static struct {
     struct ld_clock clock;
     struct replica r[MAX_REPLICAS];
     size_t n;
+    int64_t drain_ms; /* for the replicas added from now on */
 } fx;
 
 static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
@@ -115,6 +118,7 @@ static struct replica *add_replica(void)
         .renew_deadline_ms = RENEW_MS,
         .retry_period_ms = RETRY_MS,
         .release_on_exit = true,
+        .drain_ms = fx.drain_ms,
         .seed = 17 + fx.n,
         .call_timeout_ms = CALL_TIMEOUT_MS,
     };
@@ -366,65 +370,328 @@ START_TEST(members_are_listed_while_the_watch_is_down)
 }
 END_TEST
 
-/* What a hook of one shard found published when the shell asked it about
- * that shard's release. */
-struct probe {
-    struct ld_state *state;
+static bool r0_holds_all(void)
+{
+    return owned_by("r0") == N_SHARDS;
+}
+
+static bool r0_gave_back(void)
+{
+    return owned_by("r0") == N_SHARDS / 2;
+}
+
+/* A replica whose shard writes are all refused (RBAC, say) while its
+ * member Lease renews would keep its quota unowned for ever: after a lease
+ * duration it steps out of the group, says why on /healthz, and the other
+ * takes everything. */
+START_TEST(a_replica_that_cannot_own_its_shards_steps_out)
+{
+    add_replica();
+    add_replica();
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        const char *lease = ld_shardgroup_shard_lease(group(), k);
+        struct ft_fault refused = {.kind = FT_STATUS, .status = 403, .count = -1};
+        ft_fault_add_for(fx.ft, 1, lease, "PUT", refused);
+        ft_fault_add_for(fx.ft, 1, lease, "POST", refused);
+    }
+    /* Once r0 counts r1, it gives r1's quota back; r1 cannot take it. */
+    ck_assert(run_until(r0_gave_back, 2 * LEASE_MS));
+    int64_t t = now();
+    ck_assert_int_eq(owned_by("r1"), 0);
+    ck_assert_msg(run_until(r0_holds_all, 3 * LEASE_MS), "r0 holds %d", owned_by("r0"));
+    ck_assert_int_ge(now() - t, LEASE_MS);
+    struct ld_snapshot snap;
+    ld_state_read(&fx.r[1].state, &snap);
+    ck_assert_msg(strstr(snap.health_error, "has not been owned") != NULL, "%s",
+                  snap.health_error);
+    ck_assert_str_eq(
+        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "");
+    /* r0's own table shows it alone, owning every shard. */
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    ck_assert_uint_eq(table->n_members, 1);
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        ck_assert(ld_shard_entry_is_leader(&table->shards[k], now()));
+    ld_shardsnap_unref(table);
+}
+END_TEST
+
+/* A replica that dies (is no longer run) is evicted and its shards taken;
+ * its member Lease, expired for ten lease durations, is then deleted by
+ * the survivor with preconditions. */
+START_TEST(a_dead_members_lease_is_evicted_then_deleted)
+{
+    add_replica();
+    add_replica();
+    ck_assert(run_until(balanced, 60000));
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode));
+    int64_t t = now();
+    fx.r[1].done = true; /* never run again: a crash */
+    ck_assert_msg(run_until(r0_holds_all, LEASE_MS + 3 * RETRY_MS), "r0 holds %d",
+                  owned_by("r0"));
+    ck_assert_int_ge(now() - t, LEASE_MS - RETRY_MS);
+    struct ld_lease l;
+    ck_assert_int_eq(ft_lease_get(fx.ft, member, &l), LD_OK);
+    ck_assert_str_eq(l.spec.holder, "");
+    ld_lease_clear(&l);
+    size_t evictions = 0;
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *rec = ft_record(fx.ft, i);
+        evictions += strcmp(rec->name, member) == 0 && rec->client == 0 &&
+                     strcmp(rec->verb, "PUT") == 0 && rec->status == 200 &&
+                     strstr(rec->body, "\"leaderd.io/evicted-by\":\"r0\"") != NULL;
+    }
+    ck_assert_uint_eq(evictions, 1);
+    /* Ten lease durations after it expired, it is deleted. */
+    run_for(10 * LEASE_MS + 2 * RETRY_MS);
+    ck_assert_str_eq(holder_of(member), "(absent)");
+    size_t deletes = 0;
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *rec = ft_record(fx.ft, i);
+        if (strcmp(rec->verb, "DELETE") != 0)
+            continue;
+        deletes++;
+        ck_assert_str_eq(rec->name, member);
+        ck_assert_int_eq(rec->client, 0);
+        ck_assert_ptr_nonnull(strstr(rec->body, "\"preconditions\""));
+        ck_assert_ptr_nonnull(strstr(rec->body, "\"uid\""));
+    }
+    ck_assert_uint_eq(deletes, 1);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+}
+END_TEST
+
+#define DRAIN_MS 3000
+
+/* Shards r0's table shows it claiming now. */
+static int claimed_by_r0(void)
+{
+    int n = 0;
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    for (uint32_t k = 0; table && k < N_SHARDS; k++)
+        n += ld_shard_entry_is_leader(&table->shards[k], now());
+    ld_shardsnap_unref(table);
+    return n;
+}
+
+static int want_r0_claims;
+static bool r0_claims_fewer(void)
+{
+    return claimed_by_r0() < want_r0_claims;
+}
+
+static int want_r0_holds;
+static bool r0_holds(void)
+{
+    return owned_by("r0") == want_r0_holds;
+}
+
+/* A give-back ends the claim at once, and the release follows the drain
+ * (or the app's word, POST /shards/ID/drained, whichever is first); a
+ * graceful exit drains first too. */
+START_TEST(a_give_back_waits_for_the_drain_or_the_app)
+{
+    fx.drain_ms = DRAIN_MS;
+    add_replica();
+    want_r0_holds = N_SHARDS;
+    ck_assert(run_until(r0_holds, 30000));
+    ck_assert(run_until(balanced, 30000));
+    /* r1 joins: r0 stops claiming half, and the Leases still name it until
+     * the drain is over. */
+    add_replica();
+    want_r0_claims = N_SHARDS;
+    ck_assert(run_until(r0_claims_fewer, 30000));
+    int64_t t = now();
+    ck_assert_int_eq(claimed_by_r0(), N_SHARDS / 2);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+    want_r0_holds = N_SHARDS / 2;
+    ck_assert(run_until(r0_holds, 2 * DRAIN_MS));
+    ck_assert_int_ge(now() - t, DRAIN_MS - STEP_MS * MAX_REPLICAS);
+    ck_assert_int_le(now() - t, DRAIN_MS + 500);
+    ck_assert(run_until(balanced, 30000));
+
+    /* r2 joins: the app says at once that it drained what r0 gives back. */
+    add_replica();
+    want_r0_claims = N_SHARDS / 2;
+    ck_assert(run_until(r0_claims_fewer, 30000));
+    t = now();
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    int posted = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        bool claims = ld_shard_entry_is_leader(&table->shards[k], now());
+        bool holds = strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r0") == 0;
+        /* Only a shard being given back takes the word (else 409). */
+        ck_assert(ld_state_drained_post(&fx.r[0].state, k) == (holds && !claims));
+        posted += holds && !claims;
+    }
+    ld_shardsnap_unref(table);
+    ck_assert_int_eq(posted, N_SHARDS / 2 - N_SHARDS / 3);
+    want_r0_holds = N_SHARDS / 3;
+    ck_assert(run_until(r0_holds, DRAIN_MS));
+    ck_assert_int_le(now() - t, 500);
+    ck_assert(run_until(balanced, 30000));
+
+    /* SIGTERM: claims end at once, releases after the drain, then the
+     * member Lease's release. */
+    struct replica *r2 = &fx.r[2];
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->mode));
+    t = now();
+    ld_shell_stop(r2->sh, SIGTERM);
+    turn_all();
+    struct ld_shardsnap *t2 = ld_state_read_shards(&r2->state, NULL);
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        ck_assert(!ld_shard_entry_is_leader(&t2->shards[k], now()));
+    ld_shardsnap_unref(t2);
+    for (int i = 0; i < 10000 && !r2->done; i++)
+        turn_all();
+    ck_assert(r2->done);
+    int64_t last_shard = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        const struct ft_record *rel =
+            release_of(ld_shardgroup_shard_lease(group(), k), 2, t);
+        if (!rel)
+            continue;
+        ck_assert_int_ge(rel->at_ms - t, DRAIN_MS - STEP_MS);
+        last_shard = rel->at_ms > last_shard ? rel->at_ms : last_shard;
+    }
+    ck_assert_int_gt(last_shard, 0);
+    const struct ft_record *mrel = release_of(member, 2, t);
+    ck_assert_ptr_nonnull(mrel);
+    ck_assert_int_ge(mrel->at_ms, last_shard);
+    ck_assert_str_eq(holder_of(member), "(absent)");
+}
+END_TEST
+
+/* A hook of every shard of r0 (hook.h), as the API write gate's would be:
+ * what it was fed, what the published table showed when it was asked
+ * about a release, and a safety hold the test turns on and off. */
+static struct {
+    bool holding;
     int asked;
     int asked_while_published_leading;
-};
-
-static struct probe probe;
+    int fed_leading; /* statuses fed that said the shard is claimed */
+    uint32_t shard[N_SHARDS];
+} probe;
 
 static bool probe_on_publish(void *ctx, const struct ld_election_status *st,
                              int64_t now_ms)
 {
     (void)ctx;
-    (void)st;
     (void)now_ms;
+    probe.fed_leading += st->leading && st->lead_until_ms > now_ms;
     return false;
 }
 
 static bool probe_holds_release(void *ctx, int64_t now_ms)
 {
-    struct ld_snapshot snap;
-    (void)ctx;
+    uint32_t k = *(const uint32_t *)ctx;
+    struct ld_shardsnap *t = ld_state_read_shards(&fx.r[0].state, NULL);
     (void)now_ms;
-    struct ld_shardsnap *t = ld_state_read_shards(probe.state, &snap);
     probe.asked++;
-    if (t && t->shards[0].leading)
+    if (t && ld_shard_entry_is_leader(&t->shards[k], now()))
         probe.asked_while_published_leading++;
     ld_shardsnap_unref(t);
-    return false;
+    return probe.holding;
 }
 
-static bool owns_shard_0(void)
-{
-    return strcmp(holder_of(ld_shardgroup_shard_lease(group(), 0)), "r0") == 0;
-}
-
-/* The API write gate reads the published table: it must refuse the
- * shard's writes before the shell decides whether the release waits for
- * the ones in flight. */
-START_TEST(a_shards_step_down_is_published_before_its_release_is_asked)
+/* r0, with the probe bound to each of its shards through the mode. */
+static struct replica *add_probed_replica(void)
 {
     struct ld_errinfo err;
+    memset(&probe, 0, sizeof(probe));
     struct replica *r = add_replica();
-    probe.state = &r->state;
-    probe.asked = probe.asked_while_published_leading = 0;
-    struct ld_hook h = {.election = ld_mode_shards_election(0),
-                        .on_publish = probe_on_publish,
-                        .holds_release = probe_holds_release,
-                        .hold = LD_HOOK_HOLD_SAFETY};
-    ck_assert_int_eq(ld_shell_add_hook(r->sh, &h, &err), LD_OK);
-    ck_assert(run_until(owns_shard_0, 60000));
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        probe.shard[k] = k;
+        struct ld_hook h = {.ctx = &probe.shard[k],
+                            .on_publish = probe_on_publish,
+                            .holds_release = probe_holds_release,
+                            .hold = LD_HOOK_HOLD_SAFETY};
+        ck_assert_int_eq(ld_mode_shards_add_shard_hook(r->mode, k, &h, &err), LD_OK);
+    }
+    ck_assert_int_eq(
+        ld_mode_shards_add_shard_hook(r->mode, N_SHARDS, &(struct ld_hook){0}, &err),
+        LD_EINVAL);
+    return r;
+}
+
+/* Releases of r0's shards written since since_ms. */
+static int r0_releases(int64_t since_ms)
+{
+    int n = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        n += release_of(ld_shardgroup_shard_lease(group(), k), 0, since_ms) != NULL;
+    return n;
+}
+
+/* A give-back's release waits while a hook of the shard holds it (asked
+ * only once the table shows the claim ended), is written when the hold
+ * ends, and is not written at all when the hold outlasts the renew
+ * deadline from the claim's end; it is tried again a lease duration
+ * later. */
+START_TEST(a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadline)
+{
+    add_probed_replica();
+    want_r0_holds = N_SHARDS;
+    ck_assert(run_until(r0_holds, 30000));
+    ck_assert_int_gt(probe.fed_leading, 0);
+
+    /* r1 joins while every write is held: the releases wait. */
+    probe.holding = true;
+    add_replica();
+    want_r0_claims = N_SHARDS;
+    ck_assert(run_until(r0_claims_fewer, 30000));
+    int64_t t = now();
+    run_for(RENEW_MS / 2);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+    ck_assert_int_gt(probe.asked, 0);
+    probe.holding = false;
+    int64_t freed = now();
+    ck_assert(run_until(balanced, 5000));
+    ck_assert_int_eq(r0_releases(t), N_SHARDS / 2);
+    ck_assert_int_eq(r0_releases(freed), N_SHARDS / 2);
+
+    /* r2 joins and the hold outlasts the renew deadline: no release. */
+    probe.holding = true;
+    add_replica();
+    want_r0_claims = N_SHARDS / 2;
+    ck_assert(run_until(r0_claims_fewer, 30000));
+    t = now();
+    run_for(RENEW_MS + 2 * RETRY_MS);
+    ck_assert_int_eq(r0_releases(t), 0);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS / 2);
+    ck_assert_int_eq(claimed_by_r0(), N_SHARDS / 3);
+
+    /* Given up, not just waiting: with nothing held any more, the release
+     * still waits for the give-back to start over, then goes. */
+    probe.holding = false;
+    run_for(2 * RETRY_MS);
+    ck_assert_int_eq(r0_releases(t), 0);
+    ck_assert(run_until(balanced, LEASE_MS + 4 * RETRY_MS));
+    ck_assert_int_ge(now() - t, RENEW_MS + LEASE_MS);
+    ck_assert_int_eq(probe.asked_while_published_leading, 0);
+}
+END_TEST
+
+/* At the exit, a safety hold past the renew deadline leaves every shard
+ * Lease and the member Lease as they are (not released, not deleted): the
+ * others take the shards only once the member Lease expires. */
+START_TEST(an_exit_whose_hold_outlasts_the_renew_deadline_releases_nothing)
+{
+    struct replica *r = add_probed_replica();
+    want_r0_holds = N_SHARDS;
+    ck_assert(run_until(r0_holds, 30000));
+    const char *member = ld_shardgroup_member_lease(group());
+    probe.holding = true;
+    int64_t t = now();
     ld_shell_stop(r->sh, SIGTERM);
     for (int i = 0; i < 10000 && !r->done; i++)
         turn_all();
     ck_assert(r->done);
-    ck_assert_int_gt(probe.asked, 0);
+    ck_assert_int_ge(now() - t, RENEW_MS);
+    ck_assert_int_eq(r0_releases(t), 0);
+    ck_assert_ptr_null(release_of(member, 0, t));
+    ck_assert_str_eq(holder_of(member), "r0");
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
     ck_assert_int_eq(probe.asked_while_published_leading, 0);
-    ck_assert_str_eq(holder_of(ld_shardgroup_shard_lease(group(), 0)), "");
 }
 END_TEST
 
@@ -437,7 +704,12 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, three_replicas_share_the_shards_evenly_and_keep_them);
     tcase_add_test(tc, sigterm_releases_every_shard_and_deletes_the_member_lease);
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
-    tcase_add_test(tc, a_shards_step_down_is_published_before_its_release_is_asked);
+    tcase_add_test(tc, a_replica_that_cannot_own_its_shards_steps_out);
+    tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);
+    tcase_add_test(tc, a_give_back_waits_for_the_drain_or_the_app);
+    tcase_add_test(
+        tc, a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadline);
+    tcase_add_test(tc, an_exit_whose_hold_outlasts_the_renew_deadline_releases_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -38,14 +38,14 @@ static struct ld_shardgroup *numbered_group(const char *name, const char *identi
     return g;
 }
 
-/* A member Lease as a watch event carries it: holder, duration, and a
- * renewTime that makes each renewal a new record. */
-static void member_record(struct ld_lease *l, const char *group, const char *identity,
-                          const char *holder, int32_t duration_s, int64_t renew_us,
-                          const char *uid)
+/* A Lease of the group as the API returns it: holder, duration, a
+ * renewTime that makes each renewal a new record, leaseTransitions, a
+ * resourceVersion, and the object with the protocol annotation (or none:
+ * an older version's Lease). */
+static void lease_record(struct ld_lease *l, const char *name, const char *holder,
+                         int32_t duration_s, int64_t renew_us, const char *uid,
+                         bool annotated)
 {
-    char name[300];
-    snprintf(name, sizeof(name), "%s-member-%s", group, identity);
     ld_lease_init(l);
     l->name = strdup(name);
     l->namespace_ = strdup("ns");
@@ -54,7 +54,24 @@ static void member_record(struct ld_lease *l, const char *group, const char *ide
     l->spec.duration_s = duration_s;
     l->spec.has_renew = true;
     l->spec.renew_us = renew_us;
-    ck_assert(l->name && l->namespace_ && l->spec.holder && (!uid || l->uid));
+    char rv[32];
+    snprintf(rv, sizeof(rv), "%lld", (long long)renew_us);
+    l->resource_version = strdup(rv);
+    l->object = annotated ? json_pack("{s:{s:{s:s}}}", "metadata", "annotations",
+                                      LD_SHARDGROUP_PROTOCOL, "2")
+                          : json_pack("{s:{}}", "metadata");
+    ck_assert(l->name && l->namespace_ && l->spec.holder && (!uid || l->uid) &&
+              l->resource_version && l->object);
+}
+
+/* A member Lease as a watch event carries it. */
+static void member_record(struct ld_lease *l, const char *group, const char *identity,
+                          const char *holder, int32_t duration_s, int64_t renew_us,
+                          const char *uid)
+{
+    char name[300];
+    snprintf(name, sizeof(name), "%s-member-%s", group, identity);
+    lease_record(l, name, holder, duration_s, renew_us, uid, true);
 }
 
 static void observe(struct ld_shardgroup *g, const char *identity, const char *holder,
@@ -63,27 +80,40 @@ static void observe(struct ld_shardgroup *g, const char *identity, const char *h
     struct ld_lease l;
     member_record(&l, ld_shardgroup_name(g), identity, holder, duration_s, renew_us,
                   "uid-1");
-    ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, now_ms), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, now_ms), LD_OK);
     ld_lease_clear(&l);
+}
+
+/* A member first seen at now_ms renewing: the record before renew_us,
+ * then its renewal, so that it counts as seen to change. */
+static void renewing(struct ld_shardgroup *g, const char *identity, const char *holder,
+                     int32_t duration_s, int64_t renew_us, int64_t now_ms)
+{
+    observe(g, identity, holder, duration_s, renew_us - 1, now_ms);
+    observe(g, identity, holder, duration_s, renew_us, now_ms);
+}
+
+static void own_at(struct ld_shardgroup *g, bool leading, int64_t until_ms,
+                   int32_t transitions, int64_t now_ms)
+{
+    struct ld_election_status st = {
+        .leading = leading, .lead_until_ms = until_ms, .term = transitions};
+    ld_shardgroup_observe_own(g, &st, now_ms);
 }
 
 static void own(struct ld_shardgroup *g, bool leading, int64_t until_ms)
 {
-    struct ld_election_status st = {.leading = leading, .lead_until_ms = until_ms};
-    ld_shardgroup_observe_own(g, &st);
+    own_at(g, leading, until_ms, 0, 0);
 }
 
-static void shard(struct ld_shardgroup *g, uint32_t s, const char *holder,
-                  int64_t valid_until_ms, bool leading, int64_t lead_until_ms)
+/* Shard s's record naming holder, stored at resourceVersion rv. */
+static void shard_record(struct ld_shardgroup *g, uint32_t s, const char *holder,
+                         int64_t rv, int64_t now_ms)
 {
-    struct ld_election_status st = {
-        .observed = true,
-        .leader = holder,
-        .leading = leading,
-        .lead_until_ms = lead_until_ms,
-        .holder_valid_until_ms = holder[0] ? valid_until_ms : INT64_MIN,
-    };
-    ck_assert_int_eq(ld_shardgroup_observe_shard(g, s, &st), LD_OK);
+    struct ld_lease l;
+    lease_record(&l, ld_shardgroup_shard_lease(g, s), holder, 10, rv, "uid-s", true);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, now_ms), LD_OK);
+    ld_lease_clear(&l);
 }
 
 /* The live members at now joined by commas, for compact assertions. */
@@ -213,6 +243,8 @@ START_TEST(create_metadata_carries_labels_and_owner)
     ck_assert_str_eq(str_at(ref, "kind"), "Pod");
     ck_assert_str_eq(str_at(ref, "name"), "pod-a");
     ck_assert_str_eq(str_at(ref, "uid"), "0b2f-44aa-9c1e");
+    ck_assert_str_eq(
+        str_at(json_object_get(m, "annotations"), "leaderd.io/shard-protocol"), "2");
     json_decref(m);
 
     json_t *sm = parse(ld_shardgroup_shard_metadata(g, 1));
@@ -220,6 +252,8 @@ START_TEST(create_metadata_carries_labels_and_owner)
     ck_assert_str_eq(str_at(labels, "leaderd.io/shard-group"), "web");
     ck_assert_str_eq(str_at(labels, "leaderd.io/shard"), "1");
     ck_assert_ptr_null(json_object_get(sm, "ownerReferences"));
+    ck_assert_str_eq(
+        str_at(json_object_get(sm, "annotations"), "leaderd.io/shard-protocol"), "2");
     json_decref(sm);
 
     /* The election engine takes both as they are. */
@@ -410,7 +444,7 @@ START_TEST(a_member_drops_out_exactly_at_its_expiry)
     struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
     int64_t next = 0;
 
-    observe(g, "b", "b", 10, 1, 1000);
+    renewing(g, "b", "b", 10, 1, 1000);
     ck_assert_str_eq(members_at(g, 1000), "b");
     ck_assert_int_eq(ld_shardgroup_assign(g, 1000, &next), LD_OK);
     ck_assert_int_eq(next, 11000);
@@ -427,10 +461,10 @@ START_TEST(a_member_drops_out_exactly_at_its_expiry)
     ck_assert_int_eq(next, 15000);
 
     /* The record's own duration counts, and without one the group's. */
-    observe(g, "c", "c", 3, 1, 9000);
+    renewing(g, "c", "c", 3, 1, 9000);
     ck_assert_str_eq(members_at(g, 11999), "b,c");
     ck_assert_str_eq(members_at(g, 12000), "b");
-    observe(g, "d", "d", 0, 1, 9000);
+    renewing(g, "d", "d", 0, 1, 9000);
     ck_assert_str_eq(members_at(g, 18999), "d");
     ck_assert_str_eq(members_at(g, 19000), "");
 
@@ -448,7 +482,7 @@ START_TEST(deleted_members_leave_and_stale_deletes_do_not)
     struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
     struct ld_lease l;
 
-    observe(g, "b", "b", 10, 1, 1000); /* uid-1 */
+    renewing(g, "b", "b", 10, 1, 1000); /* uid-1 */
     member_record(&l, "web", "b", "b", 10, 1, "uid-0");
     ld_shardgroup_observe_member_deleted(g, &l); /* an older object */
     ld_lease_clear(&l);
@@ -480,12 +514,37 @@ END_TEST
  * it was before the deletion. A metadata.uid, once deleted, never comes
  * back, so that record is stale: it must not revive the member for a whole
  * lease duration (its shards would wait for a replica that has left). */
+/* A member Lease left behind (a crash without an ownerReference) may be
+ * deleted once it has been expired for ten lease durations; one without
+ * the protocol annotation is never touched. */
+START_TEST(long_expired_members_are_found)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    struct ld_lease l;
+
+    observe(g, "b", "b", 10, 1, 1000); /* expires at 11000 */
+    lease_record(&l, "web-member-old", "old", 10, 1, "u", false);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, 0), LD_OK);
+    ld_lease_clear(&l);
+    ck_assert_ptr_null(ld_shardgroup_long_expired(g, 11000 + 10 * DURATION_MS - 1));
+    const struct ld_lease *old = ld_shardgroup_long_expired(g, 11000 + 10 * DURATION_MS);
+    ck_assert_ptr_nonnull(old);
+    ck_assert_str_eq(old->name, "web-member-b");
+    ck_assert_str_eq(old->uid, "uid-1");
+    ck_assert_str_eq(old->resource_version, "1");
+    /* A renewal seen meanwhile starts it over. */
+    observe(g, "b", "b", 10, 2, 50000);
+    ck_assert_ptr_null(ld_shardgroup_long_expired(g, 11000 + 10 * DURATION_MS));
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 START_TEST(a_deleted_member_is_not_revived_by_a_stale_list)
 {
     struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
     struct ld_lease l;
 
-    observe(g, "b", "b", 10, 1, 1000); /* uid-1, as the LIST will show it */
+    renewing(g, "b", "b", 10, 1, 1000); /* uid-1, as the LIST will show it */
     ck_assert_str_eq(members_at(g, 1000), "b");
     member_record(&l, "web", "b", "b", 10, 1, "uid-1");
     ld_shardgroup_observe_member_deleted(g, &l); /* b left gracefully */
@@ -512,7 +571,7 @@ START_TEST(our_own_member_counts_only_while_we_hold_it)
         ck_assert(!ld_shardgroup_contend(g, s));
 
     own(g, true, 8000);
-    observe(g, "b", "b", 10, 1, 1000);
+    renewing(g, "b", "b", 10, 1, 1000);
     ck_assert_str_eq(members_at(g, 7999), "a,b");
     ck_assert_str_eq(members_at(g, 8000), "b");
     ck_assert_int_eq(ld_shardgroup_assign(g, 2000, &next), LD_OK);
@@ -532,51 +591,269 @@ START_TEST(our_own_member_counts_only_while_we_hold_it)
 }
 END_TEST
 
-START_TEST(holders_and_the_owned_list)
+/* A write of shard s by g in term (as mode_shards sends it): the record
+ * g would write, stored at resourceVersion rv, reported back. */
+static void write_shard(struct ld_shardgroup *g, uint32_t s, bool take, uint64_t term,
+                        int64_t rv, int64_t now_ms)
+{
+    struct ld_lease out;
+    ld_lease_init(&out);
+    if (take)
+        ck_assert_int_eq(ld_shardgroup_take_lease(g, s, "ns", rv, &out), LD_OK);
+    else
+        ck_assert_int_eq(ld_shardgroup_release_lease(g, s, rv, &out), LD_OK);
+    char *before = out.resource_version;
+    char stored_rv[32];
+    snprintf(stored_rv, sizeof(stored_rv), "%lld", (long long)rv);
+    out.resource_version = strdup(stored_rv);
+    ld_shardgroup_wrote(g, s, term, before, &out, now_ms);
+    free(before);
+    ld_lease_clear(&out);
+}
+
+START_TEST(a_claim_needs_a_write_in_the_current_member_term)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 2, NULL);
+    uint32_t owned[2];
+
+    own_at(g, true, 8000, 3, 0);
+    uint64_t term = ld_shardgroup_term(g);
+    ck_assert_uint_eq(term, 1);
+    /* Shard 0 names us from before: not claimed until written anew. */
+    shard_record(g, 0, "a", 100, 0);
+    shard_record(g, 1, "", 101, 0);
+    ck_assert(ld_shardgroup_observed(g));
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    ck_assert(!ld_shardgroup_owns(g, 0, 0));
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 0, false), LD_SHARD_TAKE);
+    ck_assert_int_eq(ld_shardgroup_step(g, 1, 0, false), LD_SHARD_TAKE);
+    write_shard(g, 0, true, term, 200, 10);
+    write_shard(g, 1, true, term, 201, 10);
+    ck_assert_uint_eq(ld_shardgroup_owned(g, 7999, owned), 2);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10, false), LD_SHARD_NONE);
+    /* Judged at the time asked: the member election's deadline ends it. */
+    ck_assert(!ld_shardgroup_owns(g, 0, 8000));
+    ck_assert_uint_eq(ld_shardgroup_owned(g, 8000, owned), 0);
+    /* A renewal before the deadline keeps the term; one after it, or a
+     * new leaseTransitions, starts a new one and voids the claims. */
+    own_at(g, true, 9000, 3, 7000);
+    ck_assert_uint_eq(ld_shardgroup_term(g), term);
+    ck_assert(ld_shardgroup_owns(g, 1, 8500));
+    own_at(g, true, 12000, 3, 9000);
+    ck_assert_uint_eq(ld_shardgroup_term(g), term + 1);
+    ck_assert(!ld_shardgroup_owns(g, 1, 9000));
+    ck_assert_int_eq(ld_shardgroup_assign(g, 9000, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 1, 9000, false), LD_SHARD_TAKE);
+    /* A write sent in the old term and answered in the new claims nothing. */
+    write_shard(g, 1, true, term, 300, 9000);
+    ck_assert(!ld_shardgroup_owns(g, 1, 9000));
+    write_shard(g, 1, true, term + 1, 301, 9000);
+    ck_assert(ld_shardgroup_owns(g, 1, 9000));
+    own_at(g, true, 15000, 4, 10000);
+    ck_assert(!ld_shardgroup_owns(g, 1, 10000));
+    write_shard(g, 1, true, ld_shardgroup_term(g), 302, 10000);
+    ck_assert(ld_shardgroup_owns(g, 1, 10000));
+    /* Someone else's record of the shard ends the claim at once. */
+    shard_record(g, 1, "x", 400, 10000);
+    ck_assert(!ld_shardgroup_owns(g, 1, 10000));
+    /* A stop (an event) ends every claim as well. */
+    write_shard(g, 0, true, ld_shardgroup_term(g), 401, 10000);
+    ck_assert(ld_shardgroup_owns(g, 0, 10000));
+    ld_shardgroup_break(g);
+    ck_assert(!ld_shardgroup_owns(g, 0, 10000));
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* A record older than the one held (a list answered after the watch showed
+ * a newer one, or events that came out of order) changes nothing; a
+ * give-back ends when the shard turns out to be someone else's. */
+START_TEST(older_records_are_ignored_and_give_backs_end_with_the_shard)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 2, NULL);
+    own(g, true, 100000);
+    shard_record(g, 0, "b", 500, 0);
+    shard_record(g, 0, "a", 400, 0);
+    ck_assert_str_eq(ld_shardgroup_record(g, 0)->spec.holder, "b");
+    ck_assert_str_eq(ld_shardgroup_record(g, 0)->resource_version, "500");
+    renewing(g, "b", "b", 10, 20, 0);
+    observe(g, "b", "", 1, 10, 0); /* older than the held 20 */
+    ck_assert_str_eq(members_at(g, 0), "a,b");
+    /* A list keeps the newer too, and still counts the object as listed. */
+    struct ld_lease items[2];
+    lease_record(&items[0], "web-0", "a", 10, 450, "uid-s", true);
+    member_record(&items[1], "web", "b", "b", 10, 15, "uid-1");
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 2, 0), LD_OK);
+    ld_lease_clear(&items[0]);
+    ld_lease_clear(&items[1]);
+    ck_assert_str_eq(ld_shardgroup_record(g, 0)->spec.holder, "b");
+    ck_assert_str_eq(members_at(g, 0), "a,b");
+    ck_assert_ptr_null(ld_shardgroup_record(g, 1)); /* not listed: absent */
+    /* Shard 1 ours and being given back, then seen taken by b. */
+    shard_record(g, 1, "a", 600, 0);
+    ld_shardgroup_give_back(g, 1);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 1, 0, false), LD_SHARD_RELEASE);
+    shard_record(g, 1, "b", 700, 0);
+    ck_assert_int_eq(ld_shardgroup_step(g, 1, 0, false), LD_SHARD_NONE);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+START_TEST(a_member_counts_once_seen_to_change_and_only_with_the_protocol)
 {
     struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
-    uint32_t owned[4];
-    int64_t next = 0;
+    struct ld_lease l;
 
     own(g, true, 100000);
-    observe(g, "b", "b", 10, 1, 0);
-    ck_assert(!ld_shardgroup_observed(g));
-    /* b holds 0 and 1 and keeps them (quota 2 each); a holds 2; 3 is held
-     * by a ghost, which counts as none. */
-    shard(g, 0, "b", 9000, false, 0);
-    shard(g, 1, "b", 9500, false, 0);
-    shard(g, 2, "a", 9000, true, 6000);
-    ck_assert(!ld_shardgroup_observed(g));
-    shard(g, 3, "ghost", 4000, false, 0);
-    ck_assert(ld_shardgroup_observed(g));
-    ck_assert_int_eq(ld_shardgroup_assign(g, 1000, &next), LD_OK);
-    ck_assert_int_eq(next, 4000); /* the ghost's record expires first */
-    ck_assert_str_eq(ld_shardgroup_target(g, 0), "b");
-    ck_assert_str_eq(ld_shardgroup_target(g, 1), "b");
-    ck_assert_str_eq(ld_shardgroup_target(g, 2), "a");
-    ck_assert_str_eq(ld_shardgroup_target(g, 3), "a");
-    ck_assert(!ld_shardgroup_contend(g, 0) && !ld_shardgroup_contend(g, 1));
-    ck_assert(ld_shardgroup_contend(g, 2) && ld_shardgroup_contend(g, 3));
-    ck_assert(!ld_shardgroup_contend(g, 4));
-    ck_assert_ptr_null(ld_shardgroup_target(g, 4));
-
-    /* owned is judged at the time asked, like /leader. */
-    ck_assert_uint_eq(ld_shardgroup_owned(g, 5999, owned), 1);
-    ck_assert_uint_eq(owned[0], 2);
-    ck_assert(ld_shardgroup_owns(g, 2, 5999));
-    ck_assert(!ld_shardgroup_owns(g, 2, 6000));
-    ck_assert_uint_eq(ld_shardgroup_owned(g, 6000, owned), 0);
-
-    /* Shards 0, 2 and 3 have expired (nobody renewed them), 1 is still
-     * b's: b keeps 1, the free ones fill a to its quota first, then b. */
-    ck_assert_int_eq(ld_shardgroup_assign(g, 9200, &next), LD_OK);
-    ck_assert_str_eq(ld_shardgroup_target(g, 0), "a");
-    ck_assert_str_eq(ld_shardgroup_target(g, 1), "b");
-    ck_assert_str_eq(ld_shardgroup_target(g, 2), "a");
+    observe(g, "b", "b", 10, 1, 1000);
+    ck_assert_str_eq(members_at(g, 1000), "a");
+    observe(g, "b", "b", 10, 1, 2000); /* the same record: no news */
+    ck_assert_str_eq(members_at(g, 2000), "a");
+    observe(g, "b", "b", 10, 2, 3000);
+    ck_assert_str_eq(members_at(g, 3000), "a,b");
+    /* Without the annotation: neither live, nor ever evicted. */
+    lease_record(&l, "web-member-old", "old", 10, 1, "u", false);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, 3000), LD_OK);
+    ld_lease_clear(&l);
+    lease_record(&l, "web-member-old", "old", 10, 2, "u", false);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, 3000), LD_OK);
+    ld_lease_clear(&l);
+    ck_assert(ld_shardgroup_incompatible(g, "old"));
+    ck_assert(!ld_shardgroup_incompatible(g, "b"));
+    ck_assert_str_eq(members_at(g, 3000), "a,b");
+    shard_record(g, 3, "old", 50, 3000);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 3000, NULL), LD_OK);
     ck_assert_str_eq(ld_shardgroup_target(g, 3), "b");
-    ck_assert_int_eq(next, 9500); /* shard 1's record, before b's member one */
-    ck_assert_int_eq(ld_shardgroup_assign(g, 9500, &next), LD_OK);
-    ck_assert_int_eq(next, 10000);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* The takeover rules, step by step, as one replica sees them. */
+START_TEST(shards_are_taken_only_on_the_rules)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    int64_t next = 0;
+
+    own(g, true, 1000000);
+    renewing(g, "b", "b", 10, 2, 0);
+    /* b holds 0, 1, 2 and 3: a's quota is 2, its targets the two b gives
+     * back (above b's quota, lowest kept first). */
+    for (uint32_t s = 0; s < 4; s++)
+        shard_record(g, s, "b", 10 + s, 0);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, &next), LD_OK);
+    ck_assert_int_eq(next, 10000); /* b's record expires then */
+    ck_assert_str_eq(ld_shardgroup_target(g, 2), "a");
+    ck_assert_str_eq(ld_shardgroup_target(g, 0), "b");
+    /* b is live: a waits for b to give back. */
+    ck_assert_int_eq(ld_shardgroup_step(g, 2, 9999, false), LD_SHARD_NONE);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 9999, false), LD_SHARD_NONE);
+    /* b gave 2 back: free, taken at once. */
+    shard_record(g, 2, "", 20, 5000);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 5000, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 2, 5000, false), LD_SHARD_TAKE);
+    /* b's record unchanged for its duration: evict it, not the shard. */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 10000, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 3, 10000, false), LD_SHARD_EVICT);
+    struct ld_lease ev;
+    ld_lease_init(&ev);
+    ck_assert_int_eq(ld_shardgroup_evict_lease(g, 3, 77, &ev), LD_OK);
+    ck_assert_str_eq(ev.name, "web-member-b");
+    ck_assert_str_eq(ev.spec.holder, "");
+    ck_assert_int_eq(ev.spec.duration_s, 1);
+    ck_assert_str_eq(ev.resource_version, "2");
+    char *text = ld_lease_encode(&ev);
+    ck_assert_ptr_nonnull(strstr(text, "\"leaderd.io/evicted-by\":\"a\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"leaderd.io/shard-protocol\":\"2\""));
+    free(text);
+    /* The eviction's answer: b's member Lease names nobody. Its shards are
+     * taken, but only on a fresh list of the group. */
+    free(ev.resource_version);
+    ev.resource_version = strdup("3");
+    ld_shardgroup_evicted(g, "2", &ev, 10001);
+    ld_lease_clear(&ev);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 10001, NULL), LD_OK);
+    ck_assert_str_eq(members_at(g, 10001), "a");
+    for (uint32_t s = 0; s < 4; s++) {
+        if (s == 2)
+            continue;
+        ck_assert_int_eq(ld_shardgroup_step(g, s, 10001, false), LD_SHARD_READ);
+        ck_assert_int_eq(ld_shardgroup_step(g, s, 10001, true), LD_SHARD_TAKE);
+    }
+    /* A member Lease that is gone proves nothing until a lease duration
+     * after the shard was first seen naming the absent holder. */
+    shard_record(g, 0, "c", 30, 10001);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 10001, &next), LD_OK);
+    ck_assert_int_eq(next, 20001);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 20000, true), LD_SHARD_NONE);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 20001, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 20001, false), LD_SHARD_READ);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 20001, true), LD_SHARD_TAKE);
+    /* Nothing is written while our own member election does not lead. */
+    own_at(g, false, 0, 0, 20001);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 20001, true), LD_SHARD_NONE);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+START_TEST(writes_are_compare_and_swap_with_the_contract_fields)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 2, NULL);
+    struct ld_lease out;
+    ld_lease_init(&out);
+
+    /* Absent: a create with the labels and the annotation. */
+    ck_assert_int_eq(ld_shardgroup_take_lease(g, 0, "ns", 5, &out), LD_OK);
+    ck_assert_ptr_null(out.resource_version);
+    ck_assert_str_eq(out.name, "web-0");
+    ck_assert_str_eq(out.namespace_, "ns");
+    ck_assert_str_eq(out.spec.holder, "a");
+    ck_assert_int_eq(out.spec.duration_s, DURATION_MS / 1000);
+    ck_assert_int_eq(out.spec.acquire_us, 5);
+    ck_assert_int_eq(out.spec.renew_us, 5);
+    char *text = ld_lease_encode(&out);
+    ck_assert_ptr_nonnull(strstr(text, "\"leaderd.io/shard-group\":\"web\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"leaderd.io/shard\":\"0\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"leaderd.io/shard-protocol\":\"2\""));
+    free(text);
+    /* Held by b, unlabelled (made by someone else): an update on its
+     * resourceVersion, one transition more, labelled now. */
+    struct ld_lease b;
+    lease_record(&b, "web-1", "b", 10, 40, "uid-b", false);
+    b.spec.transitions = 6;
+    b.spec.has_acquire = true;
+    b.spec.acquire_us = 1;
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &b, 0), LD_OK);
+    ld_lease_clear(&b);
+    ck_assert_int_eq(ld_shardgroup_take_lease(g, 1, "ns", 50, &out), LD_OK);
+    ck_assert_str_eq(out.resource_version, "40");
+    ck_assert_str_eq(out.spec.holder, "a");
+    ck_assert_int_eq(out.spec.transitions, 7);
+    ck_assert_int_eq(out.spec.acquire_us, 50);
+    text = ld_lease_encode(&out);
+    ck_assert_ptr_nonnull(strstr(text, "\"leaderd.io/shard\":\"1\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"leaderd.io/shard-protocol\":\"2\""));
+    free(text);
+    /* Ours already: the same transitions and acquireTime. */
+    lease_record(&b, "web-1", "a", 10, 41, "uid-b", true);
+    b.spec.transitions = 7;
+    b.spec.has_acquire = true;
+    b.spec.acquire_us = 50;
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &b, 0), LD_OK);
+    ld_lease_clear(&b);
+    ck_assert_int_eq(ld_shardgroup_take_lease(g, 1, "ns", 60, &out), LD_OK);
+    ck_assert_int_eq(out.spec.transitions, 7);
+    ck_assert_int_eq(out.spec.acquire_us, 50);
+    ck_assert_int_eq(out.spec.renew_us, 60);
+    /* The release: no holder, one second, the same transitions. */
+    ck_assert_int_eq(ld_shardgroup_release_lease(g, 1, 70, &out), LD_OK);
+    ck_assert_str_eq(out.resource_version, "41");
+    ck_assert_str_eq(out.spec.holder, "");
+    ck_assert_int_eq(out.spec.duration_s, 1);
+    ck_assert_int_eq(out.spec.transitions, 7);
+    ck_assert_int_eq(out.spec.renew_us, 70);
+    ck_assert_int_eq(ld_shardgroup_release_lease(g, 0, 70, &out), LD_EINVAL);
+    ld_lease_clear(&out);
     ld_shardgroup_free(g);
 }
 END_TEST
@@ -594,10 +871,10 @@ START_TEST(replicas_fed_the_same_observations_agree)
         own(g[r], true, 7000);
         for (int o = 0; o < 3; o++)
             if (o != r)
-                observe(g[r], ids[o], ids[o], 10, 1, 0);
+                renewing(g[r], ids[o], ids[o], 10, 1, 0);
         /* pod-c holds everything from before the others joined. */
         for (uint32_t s = 0; s < n; s++)
-            shard(g[r], s, "pod-c", 10000, r == 0, r == 0 ? 7000 : 0);
+            shard_record(g[r], s, "pod-c", 10 + s, 0);
         ck_assert_int_eq(ld_shardgroup_assign(g[r], 100, NULL), LD_OK);
         ck_assert_str_eq(members_at(g[r], 100), "pod-a,pod-b,pod-c");
     }
@@ -626,34 +903,40 @@ START_TEST(replicas_fed_the_same_observations_agree)
 }
 END_TEST
 
-/* A world of Leases stepped every retry period. Every running replica
- * renews its member Lease and then acts on its driver's decisions: it
- * renews the shards it should own, releases those it should not, and takes
- * free or expired ones assigned to it. Every driver sees every change at
- * the next step (a watch without lag). A crashed replica does nothing; its
- * Leases expire. */
+/* A world of Leases stepped every retry period, with compare-and-swap
+ * writes. Every running replica renews its member Lease (taking it back
+ * when it was evicted), then each is fed a list of the whole world (a
+ * consistent snapshot, as a watch without lag would show it) and carries
+ * out its steps in turn, so a later one acts on a view that an earlier
+ * one's writes made stale: its writes then fail their compare-and-swap.
+ * A crashed replica does nothing; its member Lease is evicted. At every
+ * step no shard is claimed by two replicas. */
 #define POOL 6
 #define WORLD_SHARDS 16
 #define EVENTS 40
 
-struct world_shard {
+struct world_lease {
+    bool exists;
     char holder[16];
-    int64_t changed_ms; /* last write: holders' validity runs from it */
+    int32_t duration_s;
+    int32_t transitions;
+    int64_t renew_us;
+    int64_t rv;
 };
 
 struct replica {
     char id[16];
     bool running;
-    bool member_exists; /* the member Lease is stored */
-    int64_t member_renew_us;
     uint32_t incarnation;
+    struct world_lease member;
     struct ld_shardgroup *g;
 };
 
 struct world {
     int64_t now_ms;
+    int64_t rv; /* the last resourceVersion given out */
     struct replica r[POOL];
-    struct world_shard s[WORLD_SHARDS];
+    struct world_lease s[WORLD_SHARDS];
     uint64_t rng;
 };
 
@@ -665,69 +948,162 @@ static uint64_t next_rand(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static void member_lease_of(const struct world *w, int i, struct ld_lease *l)
+static void world_lease_of(const struct world_lease *wl, const char *name,
+                           const char *uid, struct ld_lease *l)
 {
-    char uid[32];
-    snprintf(uid, sizeof(uid), "uid-%d-%u", i, (unsigned)w->r[i].incarnation);
-    member_record(l, "grp", w->r[i].id, w->r[i].id, DURATION_MS / 1000,
-                  w->r[i].member_renew_us, uid);
+    char rv[32];
+    lease_record(l, name, wl->holder, wl->duration_s, wl->renew_us, uid, true);
+    l->spec.transitions = wl->transitions;
+    snprintf(rv, sizeof(rv), "%lld", (long long)wl->rv);
+    free(l->resource_version);
+    l->resource_version = strdup(rv);
+    ck_assert_ptr_nonnull(l->resource_version);
 }
 
-static bool shard_valid(const struct world *w, uint32_t s)
+static void member_name(const struct world *w, int i, char *name, size_t len)
 {
-    return w->s[s].holder[0] && w->now_ms < w->s[s].changed_ms + DURATION_MS;
+    snprintf(name, len, "grp-member-%s", w->r[i].id);
 }
 
-/* What one running replica's driver sees at the start of a step. */
 static void feed(struct world *w, int i)
 {
-    struct ld_shardgroup *g = w->r[i].g;
-    own(g, true, w->now_ms + RENEW_DEADLINE_MS); /* it renewed just now */
+    struct ld_lease items[POOL + WORLD_SHARDS];
+    size_t n = 0;
+    char name[64], uid[32];
+    struct replica *r = &w->r[i];
+    own_at(r->g, true, w->now_ms + RENEW_DEADLINE_MS, r->member.transitions, w->now_ms);
     for (int o = 0; o < POOL; o++) {
-        if (o == i || !w->r[o].member_exists)
+        if (!w->r[o].member.exists)
             continue;
-        struct ld_lease l;
-        member_lease_of(w, o, &l);
-        ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, w->now_ms), LD_OK);
-        ld_lease_clear(&l);
+        member_name(w, o, name, sizeof(name));
+        snprintf(uid, sizeof(uid), "uid-%d-%u", o, (unsigned)w->r[o].incarnation);
+        world_lease_of(&w->r[o].member, name, uid, &items[n++]);
     }
     for (uint32_t s = 0; s < WORLD_SHARDS; s++) {
-        bool mine = strcmp(w->s[s].holder, w->r[i].id) == 0;
-        shard(g, s, w->s[s].holder, w->s[s].changed_ms + DURATION_MS, mine,
-              mine ? w->s[s].changed_ms + RENEW_DEADLINE_MS : 0);
+        if (!w->s[s].exists)
+            continue;
+        snprintf(name, sizeof(name), "grp-%u", s);
+        world_lease_of(&w->s[s], name, "uid-s", &items[n++]);
     }
-    ck_assert_int_eq(ld_shardgroup_assign(g, w->now_ms, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_list(r->g, items, n, w->now_ms), LD_OK);
+    for (size_t k = 0; k < n; k++)
+        ld_lease_clear(&items[k]);
+    ck_assert_int_eq(ld_shardgroup_assign(r->g, w->now_ms, NULL), LD_OK);
+}
+
+/* The compare-and-swap of out onto wl: true (wl updated, out given the new
+ * resourceVersion) when out was made from wl's current version. */
+static bool cas(struct world *w, struct world_lease *wl, struct ld_lease *out)
+{
+    char rv[32];
+    snprintf(rv, sizeof(rv), "%lld", (long long)wl->rv);
+    bool ok = out->resource_version ? wl->exists && strcmp(out->resource_version, rv) == 0
+                                    : !wl->exists;
+    if (!ok)
+        return false;
+    wl->exists = true;
+    snprintf(wl->holder, sizeof(wl->holder), "%s", out->spec.holder);
+    wl->duration_s = out->spec.duration_s;
+    wl->transitions = out->spec.transitions;
+    wl->renew_us = out->spec.renew_us;
+    wl->rv = ++w->rv;
+    snprintf(rv, sizeof(rv), "%lld", (long long)wl->rv);
+    free(out->resource_version);
+    out->resource_version = strdup(rv);
+    ck_assert_ptr_nonnull(out->resource_version);
+    return true;
+}
+
+static struct replica *member_of(struct world *w, const char *lease_name)
+{
+    char name[64];
+    for (int o = 0; o < POOL; o++) {
+        member_name(w, o, name, sizeof(name));
+        if (strcmp(name, lease_name) == 0)
+            return &w->r[o];
+    }
+    return NULL;
 }
 
 static void act(struct world *w, int i)
 {
     struct replica *r = &w->r[i];
+    bool fresh = true;
     for (uint32_t s = 0; s < WORLD_SHARDS; s++) {
-        struct world_shard *ws = &w->s[s];
-        bool mine = strcmp(ws->holder, r->id) == 0;
-        bool want = ld_shardgroup_contend(r->g, s);
-        if (mine && !want) {
-            ws->holder[0] = '\0';
-            ws->changed_ms = w->now_ms;
-        } else if (mine || (want && !shard_valid(w, s))) {
-            snprintf(ws->holder, sizeof(ws->holder), "%s", r->id);
-            ws->changed_ms = w->now_ms;
+        struct ld_lease out;
+        ld_lease_init(&out);
+        uint64_t term = ld_shardgroup_term(r->g);
+        int64_t wall = w->now_ms * 1000;
+        switch (ld_shardgroup_step(r->g, s, w->now_ms, fresh)) {
+        case LD_SHARD_TAKE:
+            ck_assert_int_eq(ld_shardgroup_take_lease(r->g, s, "ns", wall, &out), LD_OK);
+            break;
+        case LD_SHARD_RELEASE:
+            ld_shardgroup_give_back(r->g, s);
+            ck_assert_int_eq(ld_shardgroup_release_lease(r->g, s, wall, &out), LD_OK);
+            break;
+        case LD_SHARD_EVICT: {
+            ck_assert_int_eq(ld_shardgroup_evict_lease(r->g, s, wall, &out), LD_OK);
+            struct replica *h = member_of(w, out.name);
+            ck_assert_ptr_nonnull(h);
+            char *before = strdup(out.resource_version);
+            if (cas(w, &h->member, &out))
+                ld_shardgroup_evicted(r->g, before, &out, w->now_ms);
+            free(before);
+            /* The view now mixes the list with an answer: takeovers wait
+             * for the next list, as mode_shards does. */
+            fresh = false;
+            ld_lease_clear(&out);
+            continue;
         }
+        default:
+            continue;
+        }
+        char *before = out.resource_version ? strdup(out.resource_version) : NULL;
+        if (cas(w, &w->s[s], &out))
+            ld_shardgroup_wrote(r->g, s, term, before, &out, w->now_ms);
+        else
+            ld_shardgroup_write_failed(r->g, s);
+        free(before);
+        ld_lease_clear(&out);
+    }
+}
+
+/* No shard claimed by two running replicas at now. */
+static void check_exclusive(const struct world *w)
+{
+    for (uint32_t s = 0; s < WORLD_SHARDS; s++) {
+        int claims = 0;
+        for (int i = 0; i < POOL; i++)
+            claims += w->r[i].running && ld_shardgroup_owns(w->r[i].g, s, w->now_ms);
+        ck_assert_int_le(claims, 1);
     }
 }
 
 static void step(struct world *w)
 {
     w->now_ms += RETRY_MS;
-    for (int i = 0; i < POOL; i++)
-        if (w->r[i].running)
-            w->r[i].member_renew_us = w->now_ms * 1000;
+    for (int i = 0; i < POOL; i++) {
+        struct world_lease *m = &w->r[i].member;
+        if (!w->r[i].running)
+            continue;
+        if (strcmp(m->holder, w->r[i].id) != 0) { /* evicted: taken back */
+            memcpy(m->holder, w->r[i].id, sizeof(m->holder));
+            m->transitions++;
+        }
+        m->exists = true;
+        m->duration_s = DURATION_MS / 1000;
+        m->renew_us = w->now_ms * 1000;
+        m->rv = ++w->rv;
+    }
     for (int i = 0; i < POOL; i++)
         if (w->r[i].running)
             feed(w, i);
-    for (int i = 0; i < POOL; i++)
+    for (int i = 0; i < POOL; i++) {
         if (w->r[i].running)
             act(w, i);
+        check_exclusive(w);
+    }
 }
 
 static int running_count(const struct world *w)
@@ -738,17 +1114,18 @@ static int running_count(const struct world *w)
     return n;
 }
 
-/* Every shard validly held by a running replica, each of which holds
- * floor(N/M) or ceil(N/M). */
+/* Every shard held by a running replica, each of which holds floor(N/M)
+ * or ceil(N/M). */
 static bool balanced(const struct world *w)
 {
     int m = running_count(w), held[POOL] = {0};
     for (uint32_t s = 0; s < WORLD_SHARDS; s++) {
         int owner = -1;
         for (int i = 0; i < POOL; i++)
-            if (w->r[i].running && strcmp(w->s[s].holder, w->r[i].id) == 0)
+            if (w->r[i].running && w->s[s].exists &&
+                strcmp(w->s[s].holder, w->r[i].id) == 0)
                 owner = i;
-        if (owner < 0 || !shard_valid(w, s))
+        if (owner < 0)
             return false;
         held[owner]++;
     }
@@ -763,28 +1140,22 @@ static void start_replica(struct world *w, int i)
 {
     struct replica *r = &w->r[i];
     r->running = true;
-    r->member_exists = true;
     r->incarnation++;
-    r->member_renew_us = w->now_ms * 1000;
+    memset(&r->member, 0, sizeof(r->member));
     r->g = numbered_group("grp", r->id, WORLD_SHARDS, NULL);
 }
 
 static void leave_gracefully(struct world *w, int i)
 {
     struct replica *r = &w->r[i];
-    struct ld_lease gone;
     for (uint32_t s = 0; s < WORLD_SHARDS; s++) {
         if (strcmp(w->s[s].holder, r->id) == 0) {
             w->s[s].holder[0] = '\0';
-            w->s[s].changed_ms = w->now_ms;
+            w->s[s].duration_s = 1;
+            w->s[s].rv = ++w->rv;
         }
     }
-    member_lease_of(w, i, &gone);
-    for (int o = 0; o < POOL; o++)
-        if (o != i && w->r[o].running)
-            ld_shardgroup_observe_member_deleted(w->r[o].g, &gone);
-    ld_lease_clear(&gone);
-    r->member_exists = false;
+    memset(&r->member, 0, sizeof(r->member));
     r->running = false;
     ld_shardgroup_free(r->g);
     r->g = NULL;
@@ -803,6 +1174,7 @@ static void snapshot(const struct world *w, char holders[WORLD_SHARDS][16])
         memcpy(holders[s], w->s[s].holder, sizeof(holders[s]));
 }
 
+/* Shards whose holder changed, a release and take counting once. */
 static uint32_t moved_since(const struct world *w, char holders[WORLD_SHARDS][16])
 {
     uint32_t n = 0;
@@ -893,10 +1265,10 @@ START_TEST(a_full_table_gives_a_stale_member_up_for_a_new_one)
     struct ld_lease l;
     char id[32];
 
-    observe(g, "keep", "keep", 1000, 1, 1000);
+    renewing(g, "keep", "keep", 1000, 1, 1000);
     for (int i = 1; i < LD_SHARDGROUP_MAX_MEMBERS; i++) {
         snprintf(id, sizeof(id), "old-%d", i);
-        observe(g, id, id, 10, 1, 1000 + i);
+        renewing(g, id, id, 10, 1, 1000 + i);
     }
     /* All live: the newcomer waits, as one not seen yet would. */
     member_record(&l, "web", "new", "new", 10, 1, "uid-n");
@@ -904,11 +1276,12 @@ START_TEST(a_full_table_gives_a_stale_member_up_for_a_new_one)
     /* Past the old ones' expiry: old-1 (stale the longest) makes room. */
     ck_assert_int_eq(ld_shardgroup_observe_member(g, &l, 20000), LD_OK);
     ld_lease_clear(&l);
+    observe(g, "new", "new", 10, 2, 20000);
     ck_assert_str_eq(members_at(g, 20000), "keep,new");
     /* old-1 renews (it was alive after all): old-2 makes room for it. */
-    observe(g, "old-1", "old-1", 10, 2, 20001);
+    renewing(g, "old-1", "old-1", 10, 2, 20001);
     ck_assert_str_eq(members_at(g, 20001), "keep,new,old-1");
-    observe(g, "newer", "newer", 10, 1, 20002);
+    renewing(g, "newer", "newer", 10, 1, 20002);
     ck_assert_str_eq(members_at(g, 20002), "keep,new,newer,old-1");
     ld_shardgroup_free(g);
 }
@@ -929,9 +1302,15 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members, a_member_drops_out_exactly_at_its_expiry);
     tcase_add_test(members, deleted_members_leave_and_stale_deletes_do_not);
     tcase_add_test(members, a_deleted_member_is_not_revived_by_a_stale_list);
+    tcase_add_test(members, long_expired_members_are_found);
     tcase_add_test(members, a_full_table_gives_a_stale_member_up_for_a_new_one);
     tcase_add_test(members, our_own_member_counts_only_while_we_hold_it);
-    tcase_add_test(members, holders_and_the_owned_list);
+    tcase_add_test(members, a_claim_needs_a_write_in_the_current_member_term);
+    tcase_add_test(members,
+                   a_member_counts_once_seen_to_change_and_only_with_the_protocol);
+    tcase_add_test(members, shards_are_taken_only_on_the_rules);
+    tcase_add_test(members, older_records_are_ignored_and_give_backs_end_with_the_shard);
+    tcase_add_test(members, writes_are_compare_and_swap_with_the_contract_fields);
     suite_add_tcase(s, members);
     TCase *group = tcase_create("group");
     tcase_set_timeout(group, 60);

@@ -21,7 +21,7 @@
 #define DEFAULT_WATCH_TIMEOUT_S 1800
 /* Zero-wait runs in a row with nothing due that count as a busy loop. */
 #define FT_SPIN_RUNS 10
-#define FT_MAX_CLIENTS 8
+#define FT_MAX_CLIENTS 32
 
 enum item_kind {
     IT_SERVE, /* apply a round trip to the store and answer it */

@@ -106,7 +106,7 @@ struct fake_transport *ft_new(const char *ns, int64_t start_ms, int64_t start_wa
 
 /* The first client, made by ft_new. */
 struct ld_transport *ft_transport(struct fake_transport *f);
-/* Another client on the same API (at most 8 in all), or NULL. */
+/* Another client on the same API (at most 32 in all), or NULL. */
 struct ld_transport *ft_add_client(struct fake_transport *f);
 
 /* A host clock that reads f's clock. */

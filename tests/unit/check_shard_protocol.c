@@ -1,0 +1,439 @@
+/*
+ * check_shard_protocol: the safety argument of shard protocol 2
+ * (docs/design/shard-protocol.md) put to the test. Three to six replicas of
+ * the daemon's shard mode (cmd/leaderd/mode_shards.h), each with its own
+ * client, state and shell, share one in-memory Lease API
+ * (support/fake_transport) on its fake clock, for simulated minutes per
+ * seed, while a random schedule pauses replicas (not run at all for up to
+ * two lease durations, as a stopped process), lags every watch (up to two
+ * lease durations), makes a replica's lists hang while its writes go
+ * through (so that its view goes stale while it leads), slows requests, delays writes
+ * past their timeout so that they land late, partitions a replica from the API, kills
+ * replicas and starts them again, stops some gracefully, and gives back shards after a
+ * random drain that the app sometimes cuts short (POST /shards/ID/drained).
+ *
+ * After every turn of every replica, at the common fake time, every shard
+ * is claimed by at most one replica, judged as /shards judges it (the
+ * replica's published table at that instant, which a paused replica keeps
+ * serving), and a claimed shard's stored Lease names its claimant. Once the
+ * faults stop, the group must settle: every shard held and claimed by a
+ * running replica, each with its quota.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../../cmd/leaderd/metrics.h"
+#include "../../cmd/leaderd/mode_shards.h"
+#include "../../cmd/leaderd/shardsnap.h"
+#include "../../cmd/leaderd/shell.h"
+#include "../../cmd/leaderd/state.h"
+#include "kube.h"
+#include "log.h"
+#include "shardgroup.h"
+#include "support/fake_transport.h"
+#include "support/run_suite.h"
+
+#define NS "default"
+#define GROUP "grp"
+#define N_SHARDS 10
+#define MAX_REPLICAS 6
+#define T0_MS 1000000LL
+#define WALL0_US 1800000000000000LL
+#define LEASE_MS 15000
+#define RENEW_MS 10000
+#define RETRY_MS 2000
+#define CALL_TIMEOUT_MS 5000
+#define STEP_MS 20
+#define CHAOS_MS (4 * 60 * 1000)
+#define SETTLE_MS (LEASE_MS + 4 * RETRY_MS + 30000)
+#define SEEDS 16
+/* Clients of the fake one run may use: one per start of a replica. */
+#define MAX_STARTS 28
+
+struct replica {
+    char id[16];
+    int client;
+    struct ld_kube *kube;
+    struct ld_state state;
+    struct ld_metrics metrics;
+    struct ld_mode_shards *mode;
+    struct ld_shell *sh;
+    bool running;  /* started and not killed */
+    bool stopping; /* SIGTERM sent: runs until done */
+    int64_t paused_until_ms;
+};
+
+static struct {
+    struct fake_transport *ft;
+    struct ld_transport *tick; /* a client that only lets time pass */
+    struct ld_clock clock;
+    struct replica r[MAX_REPLICAS];
+    size_t n;
+    int clients; /* made so far */
+    uint64_t rng;
+    uint64_t seed;
+    int64_t drain_ms; /* --shard-drain of this seed's replicas */
+    /* What the schedules did, over every seed. */
+    unsigned pauses, kills, restarts, stops, late_writes, partitions, blind, drained,
+        checks;
+} fx;
+
+static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
+{
+    (void)ctx;
+    (void)level;
+    (void)msg;
+}
+
+static int64_t now(void)
+{
+    return ft_now_ms(fx.ft);
+}
+
+static uint64_t next_rand(void)
+{
+    uint64_t z = (fx.rng += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi]. */
+static int64_t between(int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(next_rand() % (uint64_t)(hi - lo + 1));
+}
+
+/* True with probability per_mille / 1000. */
+static bool chance(unsigned per_mille)
+{
+    return next_rand() % 1000 < per_mille;
+}
+
+static void start(struct replica *r)
+{
+    struct ld_errinfo err;
+    struct ld_transport *t = ft_add_client(fx.ft);
+    ck_assert_ptr_nonnull(t);
+    r->client = ++fx.clients;
+    r->kube = ld_kube_new_on(t, &err);
+    ck_assert_msg(r->kube != NULL, "ld_kube_new_on: %s", err.msg);
+    ld_state_init(&r->state, NS "/" GROUP, r->id, LEASE_MS + RENEW_MS);
+    ld_metrics_init(&r->metrics);
+    struct ld_mode_shards_config mc = {
+        .kube = r->kube,
+        .state = &r->state,
+        .metrics = &r->metrics,
+        .clock = &fx.clock,
+        .namespace_ = NS,
+        .group = GROUP,
+        .identity = r->id,
+        .n_shards = N_SHARDS,
+        .lease_duration_ms = LEASE_MS,
+        .renew_deadline_ms = RENEW_MS,
+        .retry_period_ms = RETRY_MS,
+        .release_on_exit = true,
+        .drain_ms = fx.drain_ms,
+        .seed = fx.seed * 131 + (uint64_t)fx.clients,
+        .call_timeout_ms = CALL_TIMEOUT_MS,
+    };
+    r->mode = ld_mode_shards_new(&mc, &err);
+    ck_assert_msg(r->mode != NULL, "ld_mode_shards_new: %s", err.msg);
+    ld_state_set_layout(&r->state, ld_shardgroup_layout(ld_mode_shards_group(r->mode)));
+    struct ld_shell_config c = {
+        .kube = r->kube,
+        .state = &r->state,
+        .metrics = &r->metrics,
+        .clock = &fx.clock,
+        .namespace_ = NS,
+        .lease_duration_ms = LEASE_MS,
+        .renew_deadline_ms = RENEW_MS,
+        .wake_fd = -1,
+    };
+    r->sh = ld_shell_new(&c, ld_mode_shards(r->mode), &err);
+    ck_assert_msg(r->sh != NULL, "ld_shell_new: %s", err.msg);
+    r->running = true;
+    r->stopping = false;
+    r->paused_until_ms = 0;
+}
+
+/* The process is gone: nothing of it runs or answers any more. */
+static void kill_replica(struct replica *r)
+{
+    ld_shell_free(r->sh);
+    ld_mode_shards_free(r->mode);
+    ld_state_destroy(&r->state);
+    ld_metrics_destroy(&r->metrics);
+    ld_kube_free(r->kube);
+    r->sh = NULL;
+    r->mode = NULL;
+    r->kube = NULL;
+    r->running = false;
+}
+
+static void setup_seed(uint64_t seed)
+{
+    fx.ft = ft_new(NS, T0_MS, WALL0_US);
+    ck_assert_ptr_nonnull(fx.ft);
+    fx.tick = ft_transport(fx.ft);
+    fx.clock = ft_host_clock(fx.ft);
+    fx.seed = seed;
+    fx.rng = seed * 7919;
+    fx.clients = 0;
+    fx.n = (size_t)between(3, MAX_REPLICAS);
+    fx.drain_ms = chance(300) ? 0 : between(1, RENEW_MS - 1);
+    for (size_t i = 0; i < fx.n; i++) {
+        memset(&fx.r[i], 0, sizeof(fx.r[i]));
+        snprintf(fx.r[i].id, sizeof(fx.r[i].id), "r%u", (unsigned)i);
+        start(&fx.r[i]);
+    }
+}
+
+static void teardown_seed(void)
+{
+    for (size_t i = 0; i < fx.n; i++)
+        if (fx.r[i].running)
+            kill_replica(&fx.r[i]);
+    ld_transport_free(fx.tick); /* the last client: the API goes with it */
+    fx.ft = NULL;
+}
+
+static void setup(void)
+{
+    memset(&fx, 0, sizeof(fx));
+    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
+}
+
+static void teardown(void)
+{
+    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+}
+
+/* The stored holder of shard k, "" when free or absent. */
+static void stored_holder(uint32_t k, char *out, size_t len)
+{
+    struct ld_lease l;
+    char name[64];
+    snprintf(name, sizeof(name), GROUP "-%u", k);
+    out[0] = '\0';
+    if (ft_lease_get(fx.ft, name, &l) == LD_OK)
+        snprintf(out, len, "%s", l.spec.holder);
+    ld_lease_clear(&l);
+}
+
+/* The safety check, at the common fake time. */
+static void check_exclusive(void)
+{
+    int64_t t = now();
+    struct ld_shardsnap *tables[MAX_REPLICAS] = {NULL};
+    for (size_t i = 0; i < fx.n; i++)
+        if (fx.r[i].running)
+            tables[i] = ld_state_read_shards(&fx.r[i].state, NULL);
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        const char *who = NULL;
+        for (size_t i = 0; i < fx.n; i++) {
+            if (!tables[i] || !ld_shard_entry_is_leader(&tables[i]->shards[k], t))
+                continue;
+            ck_assert_msg(
+                who == NULL, "seed %llu at %lld ms: shard %u claimed by %s and %s",
+                (unsigned long long)fx.seed, (long long)(t - T0_MS), k, who, fx.r[i].id);
+            who = fx.r[i].id;
+            char holder[LD_LEASE_MAX_HOLDER + 1];
+            stored_holder(k, holder, sizeof(holder));
+            ck_assert_msg(strcmp(holder, who) == 0,
+                          "seed %llu at %lld ms: %s claims shard %u stored as held by "
+                          "\"%s\"",
+                          (unsigned long long)fx.seed, (long long)(t - T0_MS), who, k,
+                          holder);
+        }
+    }
+    for (size_t i = 0; i < fx.n; i++)
+        ld_shardsnap_unref(tables[i]);
+    fx.checks++;
+}
+
+/* One turn of every running replica that is not paused, each followed by
+ * the check; time passes even when none runs. */
+static void turn_all(void)
+{
+    bool any = false;
+    for (size_t i = 0; i < fx.n; i++) {
+        struct replica *r = &fx.r[i];
+        if (!r->running || now() < r->paused_until_ms)
+            continue;
+        any = true;
+        if (ld_shell_turn(r->sh, STEP_MS) && r->stopping)
+            kill_replica(r); /* exited after its graceful stop */
+        check_exclusive();
+    }
+    if (!any) {
+        ld_transport_run(fx.tick, STEP_MS, -1);
+        check_exclusive();
+    }
+}
+
+static size_t running(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < fx.n; i++)
+        n += fx.r[i].running && !fx.r[i].stopping;
+    return n;
+}
+
+static struct replica *pick(bool want_running)
+{
+    struct replica *r = &fx.r[next_rand() % fx.n];
+    return r->running == want_running ? r : NULL;
+}
+
+/* One second's worth of random faults. */
+static void disturb(void)
+{
+    struct replica *r;
+    if (chance(40) && (r = pick(true)) != NULL && now() >= r->paused_until_ms) {
+        r->paused_until_ms = now() + between(500, 2 * LEASE_MS);
+        fx.pauses++;
+    }
+    if (chance(12) && running() > 1 && (r = pick(true)) != NULL && !r->stopping) {
+        kill_replica(r);
+        fx.kills++;
+    }
+    if (chance(6) && running() > 1 && (r = pick(true)) != NULL && !r->stopping) {
+        ld_shell_stop(r->sh, SIGTERM);
+        r->stopping = true;
+        r->paused_until_ms = 0;
+        fx.stops++;
+    }
+    if (chance(40) && fx.clients < MAX_STARTS && (r = pick(false)) != NULL) {
+        start(r);
+        fx.restarts++;
+    }
+    if (chance(60))
+        ft_set_watch_latency_ms(fx.ft, chance(400) ? between(1000, 2 * LEASE_MS)
+                                                   : between(1, 500));
+    if (chance(60))
+        ft_set_latency_ms(fx.ft, between(1, 400));
+    if (chance(60) && (r = pick(true)) != NULL) {
+        /* Its next write is answered after its timeout and lands late. */
+        ft_fault_add_for(fx.ft, r->client, NULL, "PUT",
+                         (struct ft_fault){.kind = FT_DELAY,
+                                           .delay_ms = between(6000, 14000),
+                                           .count = 1});
+        fx.late_writes++;
+    }
+    if (chance(300) && (r = pick(true)) != NULL && !r->stopping &&
+        ld_state_drained_post(&r->state, (uint32_t)between(0, N_SHARDS - 1)))
+        fx.drained++; /* the app cut a drain short */
+    if (chance(30) && (r = pick(true)) != NULL) {
+        /* Its reads alone hang (its writes go through): with a lagging
+         * watch its view of the others goes stale while it still leads. */
+        ft_fault_add_for(
+            fx.ft, r->client, NULL, "LIST",
+            (struct ft_fault){.kind = FT_HANG,
+                              .count = -1,
+                              .until_ms = now() + between(1000, 2 * LEASE_MS)});
+        fx.blind++;
+    }
+    if (chance(20) && (r = pick(true)) != NULL) {
+        ft_fault_add_for(
+            fx.ft, r->client, NULL, FT_VERB_ANY,
+            (struct ft_fault){.kind = FT_HANG,
+                              .count = -1,
+                              .until_ms = now() + between(1000, 2 * LEASE_MS)});
+        fx.partitions++;
+    }
+}
+
+/* Every shard stored as held, and claimed, by a running replica, each with
+ * floor or ceil of N / running. */
+static bool settled(void)
+{
+    size_t m = running();
+    int held[MAX_REPLICAS] = {0};
+    int64_t t = now();
+    bool ok = m > 0;
+    for (uint32_t k = 0; ok && k < N_SHARDS; k++) {
+        char holder[LD_LEASE_MAX_HOLDER + 1];
+        stored_holder(k, holder, sizeof(holder));
+        size_t i = 0;
+        while (i < fx.n && !(fx.r[i].running && strcmp(fx.r[i].id, holder) == 0))
+            i++;
+        if (i == fx.n)
+            return false;
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, NULL);
+        ok = table && ld_shard_entry_is_leader(&table->shards[k], t);
+        ld_shardsnap_unref(table);
+        held[i]++;
+    }
+    for (size_t i = 0; ok && i < fx.n; i++)
+        if (fx.r[i].running &&
+            (held[i] < (int)(N_SHARDS / m) || held[i] > (int)((N_SHARDS + m - 1) / m)))
+            ok = false;
+    return ok;
+}
+
+START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
+{
+    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+        setup_seed(seed);
+        int64_t end = now() + CHAOS_MS;
+        int64_t next_fault = now() + 1000;
+        for (int64_t i = 0; i < CHAOS_MS / STEP_MS * 2 && now() < end; i++) {
+            if (now() >= next_fault) {
+                disturb();
+                next_fault = now() + 1000;
+            }
+            turn_all();
+        }
+        /* The faults stop; every replica runs again. */
+        ft_fault_clear(fx.ft);
+        ft_set_latency_ms(fx.ft, 1);
+        ft_set_watch_latency_ms(fx.ft, 1);
+        for (size_t i = 0; i < fx.n; i++)
+            fx.r[i].paused_until_ms = 0;
+        if (running() == 0) {
+            struct replica *r = &fx.r[0];
+            if (r->running) /* still stopping: let it finish */
+                for (int k = 0; k < 10000 && r->running; k++)
+                    turn_all();
+            start(r);
+        }
+        end = now() + SETTLE_MS;
+        bool ok = false;
+        for (int64_t i = 0; i < SETTLE_MS / STEP_MS * 2 && now() < end && !ok; i++) {
+            turn_all();
+            ok = settled();
+        }
+        ck_assert_msg(ok, "seed %llu: not settled %d s after the faults stopped",
+                      (unsigned long long)seed, SETTLE_MS / 1000);
+        teardown_seed();
+    }
+    /* The schedules did what they are for. */
+    ck_assert_uint_ge(fx.pauses, 50);
+    ck_assert_uint_ge(fx.kills, 5);
+    ck_assert_uint_ge(fx.restarts, 5);
+    ck_assert_uint_ge(fx.stops, 3);
+    ck_assert_uint_ge(fx.late_writes, 50);
+    ck_assert_uint_ge(fx.partitions, 20);
+    ck_assert_uint_ge(fx.drained, 3);
+    ck_assert_uint_ge(fx.blind, 20);
+}
+END_TEST
+
+static Suite *shard_protocol_suite(void)
+{
+    Suite *s = suite_create("shard_protocol");
+    TCase *tc = tcase_create("simulation");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, no_shard_ever_has_two_owners_and_the_group_settles);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ld_test_run(shard_protocol_suite());
+}
