@@ -11,8 +11,13 @@ PY      ?= python3
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wformat=2 -Wno-format-nonliteral -Wpointer-arith -Wvla
 HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -MMD -MP -Iinclude/leaderd -Ilib \
-           -DLEADERD_VERSION=\"$(VERSION)\"
+# Source folders, one per layer, lowest first (tools/layers.txt). Every
+# project header is included by its bare name ("state.h"), so each folder
+# is on the include path; tools/include-graph.py keeps the layers apart.
+LIB_DIRS := lib/base lib/api lib/elect
+D_DIRS   := cmd/leaderd/core cmd/leaderd/hooks cmd/leaderd/http cmd/leaderd/proxy cmd/leaderd/shell
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -MMD -MP -Iinclude/leaderd \
+           $(addprefix -I,$(LIB_DIRS) $(D_DIRS)) -DLEADERD_VERSION=\"$(VERSION)\"
 OPT     ?= -O2 $(HARDEN)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
@@ -27,8 +32,8 @@ ALL_LDFLAGS = -pie -Wl,-z,relro,-z,now $(LDFLAGS)
 SAN_B      := $(B)/san
 SAN_CFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-LIB_SRC  := $(wildcard lib/*.c)
-D_SRC    := $(filter-out cmd/leaderd/main.c,$(wildcard cmd/leaderd/*.c))
+LIB_SRC  := $(wildcard $(addsuffix /*.c,$(LIB_DIRS)))
+D_SRC    := $(filter-out cmd/leaderd/shell/main.c,$(wildcard $(addsuffix /*.c,$(D_DIRS))))
 API_SRC  := $(wildcard cmd/leaderd-apiserver/*.c)
 SUP_SRC  := $(wildcard tests/unit/support/*.c)
 UNIT_SRC := $(wildcard tests/unit/check_*.c)
@@ -69,7 +74,7 @@ $(SAN_B)/libleaderd-daemon.a: $(call obj,$(SAN_B),$(D_SRC))
 	@mkdir -p $(dir $@)
 	$(archive)
 
-$(B)/leaderd: $(call obj,$(B),cmd/leaderd/main.c) $(B)/libleaderd-daemon.a $(B)/libleaderd.a
+$(B)/leaderd: $(call obj,$(B),cmd/leaderd/shell/main.c) $(B)/libleaderd-daemon.a $(B)/libleaderd.a
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(B)/leaderd-apiserver: $(call obj,$(B),$(API_SRC)) $(B)/libleaderd.a
@@ -120,8 +125,8 @@ bench-shards: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_shards.py
 
 format:
-	clang-format -i include/leaderd/*.h lib/*.[ch] cmd/*/*.[ch] examples/*.c tests/unit/*.c \
-	    tests/unit/support/*.[ch]
+	clang-format -i $(wildcard include/leaderd/*.h lib/*/*.[ch] cmd/*/*.[ch] \
+	    cmd/leaderd/*/*.[ch] examples/*.c tests/unit/*.c tests/unit/support/*.[ch])
 
 clean:
 	rm -rf $(B)

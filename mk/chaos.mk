@@ -19,7 +19,7 @@ chaos: all
 chaos-short: all
 	@CHAOS_JOBS=$(CHAOS_JOBS) LEADERD_BUILD=$(abspath $(B)) $(PY) tests/chaos/run.py --short
 
-$(SAN_B)/leaderd: $(call obj,$(SAN_B),cmd/leaderd/main.c) $(SAN_B)/libleaderd-daemon.a \
+$(SAN_B)/leaderd: $(call obj,$(SAN_B),cmd/leaderd/shell/main.c) $(SAN_B)/libleaderd-daemon.a \
                   $(SAN_B)/libleaderd.a
 	$(CC) -fsanitize=address,undefined -o $@ $^ $(PKG_LIBS)
 

@@ -1,6 +1,6 @@
 # The man page leaderd(8), docs/leaderd.8: written by tools/gen-man.c from
 # the template docs/leaderd.8.in and the table of flags in
-# cmd/leaderd/config.c (the one --help prints), and committed, so that
+# cmd/leaderd/shell/config.c (the one --help prints), and committed, so that
 # `man ./docs/leaderd.8` works in a fresh checkout.
 #
 #   make man          regenerates docs/leaderd.8 (also `make docs/leaderd.8`);
@@ -35,7 +35,7 @@ man-check: $(MAN_GEN) $(B)/.man-deps
 	@if ! cmp -s $(MAN_PAGE) $(B)/leaderd.8.check; then \
 	    diff -u $(MAN_PAGE) $(B)/leaderd.8.check | head -n 60 >&2; \
 	    echo "man-check: $(MAN_PAGE) is out of date with $(MAN_IN) and" \
-	        "cmd/leaderd/config.c (- committed, + generated): run 'make man'" \
+	        "cmd/leaderd/shell/config.c (- committed, + generated): run 'make man'" \
 	        "and commit it" >&2; \
 	    exit 1; \
 	fi

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../cmd/leaderd/config.h"
+#include "../cmd/leaderd/shell/config.h"
 
 /* Longer lines than any roff source needs; one that does not fit is refused,
  * not split. */

@@ -31,15 +31,18 @@ jobs=$(nproc 2>/dev/null || echo 2)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-mapfile -t files < <(ls lib/*.c cmd/*/*.c tests/unit/*.c tests/unit/support/*.c \
+mapfile -t files < <(ls lib/*/*.c cmd/*/*.c cmd/leaderd/*/*.c tests/unit/*.c tests/unit/support/*.c \
     tests/fuzz/*.c 2>/dev/null)
+
+# The project's include folders, as the compiler has them.
+mapfile -t incs < <(printf '%s\n' "${cflags[@]}" | grep '^-I[^/]')
 
 # ---- cppcheck (system headers are not parsed: faster, and no noise from
 # them; tools/cppcheck.cfg defines the format macros that need them) ----
 cppcheck --enable=warning,style,performance,portability --error-exitcode=1 \
     --inline-suppr --suppressions-list=tools/cppcheck-suppressions.txt \
     --std=c11 --platform=unix64 --library=posix,gnu,libcurl,openssl,tools/cppcheck.cfg \
-    -D_GNU_SOURCE -DLEADERD_VERSION='"lint"' -Iinclude/leaderd -Ilib -j "$jobs" --quiet \
+    -D_GNU_SOURCE -DLEADERD_VERSION='"lint"' "${incs[@]}" -j "$jobs" --quiet \
     --template='{file}:{line}:{column}: {severity}: {message} [cppcheck-{id}]' \
     "${files[@]}" >"$out/cppcheck.txt" 2>&1
 sort -u "$out/cppcheck.txt" | grep -E ': (error|warning|style|performance|portability|information): ' \

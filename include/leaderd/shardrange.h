@@ -1,7 +1,7 @@
 /*
  * shardrange: the hash range of each numbered shard, as Kubernetes'
  * server-side sharded list/watch (KEP-5866) defines it. The space is the
- * 64-bit FNV-1a hash of a key (lib/hash.h); shard i of n covers the
+ * 64-bit FNV-1a hash of a key (lib/base/hash.h); shard i of n covers the
  * half-open range [floor(i * 2^64 / n), floor((i + 1) * 2^64 / n)), so the n
  * ranges are disjoint, cover every hash, and differ in size by at most one.
  * Bounds are written as apimachinery writes them: "0x" and 16 lowercase hex

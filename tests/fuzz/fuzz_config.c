@@ -10,7 +10,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "../../cmd/leaderd/config.h"
+#include "../../cmd/leaderd/shell/config.h"
 #include "lease.h"
 
 #define MAX_ARGS 32

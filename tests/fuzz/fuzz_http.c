@@ -23,8 +23,8 @@
 #include "shardgroup.h"
 #include "shardrange.h"
 
-#include "../../cmd/leaderd/http.h"
-#include "../../cmd/leaderd/http_shards.h"
+#include "../../cmd/leaderd/http/http.h"
+#include "../../cmd/leaderd/http/http_shards.h"
 
 #define MAX_OBSERVATIONS 200
 

@@ -28,7 +28,7 @@
 
 #include "shardlayout.h"
 
-#include "../../cmd/leaderd/proxy_gate.h"
+#include "../../cmd/leaderd/proxy/proxy_gate.h"
 
 #define NOW 1000000
 #define PORT 8001

@@ -27,13 +27,13 @@ LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % NS
 # The proxy's exchanges at once, watches included (LD_PROXY_MAX_EXCHANGES).
 WATCHES = 64
 IDLE = 200
-# The sidecar's limits, which the proxy shares (cmd/leaderd/http.h).
+# The sidecar's limits, which the proxy shares (cmd/leaderd/http/http.h).
 SERVER_CAP = 1024  # LD_HTTP_MAX_CONNECTIONS
 IDLE_TIMEOUT = 15  # LD_HTTP_IDLE_TIMEOUT_S
 # A fresh connection the proxy could only take once idle ones timed out
 # would wait IDLE_TIMEOUT; one answered well before that was not starved.
 NOT_STARVED = IDLE_TIMEOUT / 2
-# The pool of an idle connection (CONNECTION_MEMORY in cmd/leaderd/proxy.c,
+# The pool of an idle connection (CONNECTION_MEMORY in cmd/leaderd/proxy/proxy.c,
 # 16 KiB, all of it touched once a request has been served) plus MHD's
 # connection and the bookkeeping record, with room for allocator noise: a
 # figure over it means memory grows with something else.

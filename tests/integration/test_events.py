@@ -17,7 +17,7 @@ from leaderd_testing.cluster import (FAST, KILL_BOUND, SCHED_SLACK, TERM_BOUND, 
 CLIENTS = ["r1", "r2", "r3"]
 NS = "default"
 EVENT_BOUND = 3.0
-# LD_HOOK_EVENTS_ATTEMPTS in cmd/leaderd/hook_events.h.
+# LD_HOOK_EVENTS_ATTEMPTS in cmd/leaderd/hooks/hook_events.h.
 ATTEMPTS = 6
 
 

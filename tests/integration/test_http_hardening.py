@@ -17,9 +17,9 @@ from leaderd_testing.cluster import (OneLeader, closed_by_peer, open_fds, proc_s
                                      server_connections, timed_get, wait_until)
 
 IDLE = 2000
-SERVER_CAP = 1024  # LD_HTTP_MAX_CONNECTIONS in cmd/leaderd/http.h
+SERVER_CAP = 1024  # LD_HTTP_MAX_CONNECTIONS in cmd/leaderd/http/http.h
 SLOW = 50
-IDLE_TIMEOUT = 15  # LD_HTTP_IDLE_TIMEOUT_S in cmd/leaderd/http.h
+IDLE_TIMEOUT = 15  # LD_HTTP_IDLE_TIMEOUT_S in cmd/leaderd/http/http.h
 # A fresh connection the server could only take once idle ones timed out
 # would wait IDLE_TIMEOUT; one answered well before that was not starved,
 # however loaded the machine.

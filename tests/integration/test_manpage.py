@@ -3,7 +3,7 @@
 variable and default (and no other flag is), every variable leaderd reads is
 in its ENVIRONMENT, its version is the binary's, and groff formats it without
 a warning. That the committed page is what tools/gen-man.c writes from
-cmd/leaderd/config.c is `make man-check`'s to say (`make lint` runs it).
+cmd/leaderd/shell/config.c is `make man-check`'s to say (`make lint` runs it).
 
 groff comes with Debian's groff-base; without it these tests fail, unless
 LEADERD_ALLOW_SKIP=1 lets them be skipped."""

@@ -16,8 +16,8 @@
 
 #include <jansson.h>
 
-#include "../../cmd/leaderd/config.h"
-#include "../../cmd/leaderd/logsink.h"
+#include "../../cmd/leaderd/shell/config.h"
+#include "../../cmd/leaderd/shell/logsink.h"
 #include "timefmt.h"
 #include "support/run_suite.h"
 

@@ -1,5 +1,5 @@
 /*
- * check_hook_child: the exec child's hook (cmd/leaderd/hook_child.h) over a
+ * check_hook_child: the exec child's hook (cmd/leaderd/hooks/hook_child.h) over a
  * real supervisor and a small shell command, driven by publishes made here
  * on the monotonic clock: how each end of the command is counted on the
  * metrics (exited, signaled, deadline), and that signals other than the
@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../cmd/leaderd/hook_child.h"
+#include "../../cmd/leaderd/hooks/hook_child.h"
 #include "log.h"
 #include "support/run_suite.h"
 

@@ -1,7 +1,7 @@
 /*
  * check_hook_events: --events. lib/event encodes client-go's Event about the
  * Lease and POSTs it (a recording transport stands in for HTTP); the queue
- * (cmd/leaderd/hook_events.h), driven with a fake clock, makes one Event per
+ * (cmd/leaderd/hooks/hook_events.h), driven with a fake clock, makes one Event per
  * transition and none without one, keeps an Event's name over its retries,
  * gives up after its attempts and never holds more than its cap.
  */
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cmd/leaderd/hook_events.h"
+#include "../../cmd/leaderd/hooks/hook_events.h"
 #include "event.h"
 #include "support/fake_recorder.h"
 #include "support/run_suite.h"

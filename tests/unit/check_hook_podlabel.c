@@ -1,7 +1,7 @@
 /*
  * check_hook_podlabel: --pod-label. lib/pods builds the merge patch and the
  * labelled list exactly and maps answers (a recording transport stands in
- * for HTTP); the policy (cmd/leaderd/hook_podlabel.h), driven with a fake clock,
+ * for HTTP); the policy (cmd/leaderd/hooks/hook_podlabel.h), driven with a fake clock,
  * unlabels other Pods before labelling its own, drops the sweep when
  * leadership ends, backs off with a cap, and holds the release only while
  * its own Pod may still say "true".
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cmd/leaderd/hook_podlabel.h"
+#include "../../cmd/leaderd/hooks/hook_podlabel.h"
 #include "pods.h"
 #include "support/fake_recorder.h"
 #include "support/run_suite.h"

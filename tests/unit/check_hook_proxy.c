@@ -1,6 +1,6 @@
 /*
  * check_hook_proxy: the API write gate's writes in flight as a release hold
- * (cmd/leaderd/hook_proxy.h). First the counts and the wake-up alone: a key
+ * (cmd/leaderd/hooks/hook_proxy.h). First the counts and the wake-up alone: a key
  * holds while a write of it is counted, the eventfd is written only when
  * the last one ends while the shell waits, and take_wake reads it. Then
  * with the proxy (proxy.h) in process, in front of support/fake_http: a
@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cmd/leaderd/hook_proxy.h"
-#include "../../cmd/leaderd/proxy.h"
-#include "../../cmd/leaderd/state.h"
+#include "../../cmd/leaderd/hooks/hook_proxy.h"
+#include "../../cmd/leaderd/proxy/proxy.h"
+#include "../../cmd/leaderd/core/state.h"
 #include "clock.h"
 #include "kubeconfig.h"
 #include "log.h"

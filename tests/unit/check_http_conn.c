@@ -7,7 +7,7 @@
 #include <curl/curl.h>
 #include <unistd.h>
 
-#include "../../cmd/leaderd/http.h"
+#include "../../cmd/leaderd/http/http.h"
 #include "clock.h"
 #include "support/http_client.h"
 #include "support/http_rig.h"

@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "../../cmd/leaderd/http.h"
+#include "../../cmd/leaderd/http/http.h"
 #include "clock.h"
 #include "support/http_client.h"
 #include "support/http_rig.h"

@@ -13,7 +13,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "../../cmd/leaderd/http.h"
+#include "../../cmd/leaderd/http/http.h"
 #include "support/http_client.h"
 #include "support/http_rig.h"
 #include "support/run_suite.h"

@@ -15,7 +15,7 @@
 
 #include <jansson.h>
 
-#include "../../cmd/leaderd/http.h"
+#include "../../cmd/leaderd/http/http.h"
 #include "support/http_rig.h"
 #include "support/run_suite.h"
 

@@ -27,9 +27,9 @@
 #include "shardrange.h"
 #include "timefmt.h"
 
-#include "../../cmd/leaderd/http.h"
-#include "../../cmd/leaderd/http_shards.h"
-#include "../../cmd/leaderd/metrics.h"
+#include "../../cmd/leaderd/http/http.h"
+#include "../../cmd/leaderd/http/http_shards.h"
+#include "../../cmd/leaderd/core/metrics.h"
 #include "clock.h"
 #include "support/http_client.h"
 #include "support/http_rig.h"

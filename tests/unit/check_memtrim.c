@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cmd/leaderd/memtrim.h"
+#include "../../cmd/leaderd/core/memtrim.h"
 #include "support/run_suite.h"
 
 /* A kB figure of /proc/self/status ("RssFile", "RssAnon"), -1 if absent. */

@@ -14,7 +14,7 @@
 
 #include "kube.h"
 
-#include "../../cmd/leaderd/metrics.h"
+#include "../../cmd/leaderd/core/metrics.h"
 #include "support/run_suite.h"
 
 /* The observer plugs straight into the API client. */

@@ -1,5 +1,5 @@
 /*
- * check_mode_lease: the daemon's one-Lease mode (cmd/leaderd/mode_lease.h)
+ * check_mode_lease: the daemon's one-Lease mode (cmd/leaderd/shell/mode_lease.h)
  * in the shell over the in-memory Lease API of support/fake_transport on
  * its fake clock. What the HTTP server would read (state.h) is checked
  * against the API's store: the leader, term and deadline of each publish,
@@ -13,10 +13,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "../../cmd/leaderd/metrics.h"
-#include "../../cmd/leaderd/mode_lease.h"
-#include "../../cmd/leaderd/shell.h"
-#include "../../cmd/leaderd/state.h"
+#include "../../cmd/leaderd/core/metrics.h"
+#include "../../cmd/leaderd/shell/mode_lease.h"
+#include "../../cmd/leaderd/shell/shell.h"
+#include "../../cmd/leaderd/core/state.h"
 #include "kube.h"
 #include "log.h"
 #include "support/fake_transport.h"

@@ -1,5 +1,5 @@
 /*
- * check_mode_shards: the daemon's shard mode (cmd/leaderd/mode_shards.h) in
+ * check_mode_shards: the daemon's shard mode (cmd/leaderd/shell/mode_shards.h) in
  * the shell, two or three replicas on one in-memory Lease API
  * (support/fake_transport), each with its own client, state and shell, all
  * on the fake's clock and taking turns as processes would. Who owns which
@@ -16,11 +16,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../cmd/leaderd/metrics.h"
-#include "../../cmd/leaderd/mode_shards.h"
-#include "../../cmd/leaderd/shardsnap.h"
-#include "../../cmd/leaderd/shell.h"
-#include "../../cmd/leaderd/state.h"
+#include "../../cmd/leaderd/core/metrics.h"
+#include "../../cmd/leaderd/shell/mode_shards.h"
+#include "../../cmd/leaderd/core/shardsnap.h"
+#include "../../cmd/leaderd/shell/shell.h"
+#include "../../cmd/leaderd/core/state.h"
 #include "kube.h"
 #include "log.h"
 #include "shardgroup.h"

@@ -12,8 +12,8 @@
 
 #include <jansson.h>
 
-#include "../../cmd/leaderd/config.h"
-#include "../../cmd/leaderd/proxy_gate.h"
+#include "../../cmd/leaderd/shell/config.h"
+#include "../../cmd/leaderd/proxy/proxy_gate.h"
 #include "support/run_suite.h"
 
 #define NOW 100000

@@ -22,9 +22,9 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "../../cmd/leaderd/metrics.h"
-#include "../../cmd/leaderd/proxy.h"
-#include "../../cmd/leaderd/state.h"
+#include "../../cmd/leaderd/core/metrics.h"
+#include "../../cmd/leaderd/proxy/proxy.h"
+#include "../../cmd/leaderd/core/state.h"
 #include "clock.h"
 #include "support/run_suite.h"
 

@@ -1,7 +1,7 @@
 /*
  * check_shard_protocol: the safety argument of shard protocol 2
  * (docs/design/shard-protocol.md) put to the test. Three to six replicas of
- * the daemon's shard mode (cmd/leaderd/mode_shards.h), each with its own
+ * the daemon's shard mode (cmd/leaderd/shell/mode_shards.h), each with its own
  * client, state and shell, share one in-memory Lease API
  * (support/fake_transport) on its fake clock, for simulated minutes per
  * seed, while a random schedule pauses replicas (not run at all for up to
@@ -24,11 +24,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../cmd/leaderd/metrics.h"
-#include "../../cmd/leaderd/mode_shards.h"
-#include "../../cmd/leaderd/shardsnap.h"
-#include "../../cmd/leaderd/shell.h"
-#include "../../cmd/leaderd/state.h"
+#include "../../cmd/leaderd/core/metrics.h"
+#include "../../cmd/leaderd/shell/mode_shards.h"
+#include "../../cmd/leaderd/core/shardsnap.h"
+#include "../../cmd/leaderd/shell/shell.h"
+#include "../../cmd/leaderd/core/state.h"
 #include "kube.h"
 #include "log.h"
 #include "shardgroup.h"

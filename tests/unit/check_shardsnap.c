@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cmd/leaderd/shardsnap.h"
+#include "../../cmd/leaderd/core/shardsnap.h"
 #include "support/run_suite.h"
 
 static struct ld_shard_entry entry(const char *leader, int64_t term, bool leading,

@@ -1,5 +1,5 @@
 /*
- * check_shell: the daemon's one loop (cmd/leaderd/shell.h) with a recording
+ * check_shell: the daemon's one loop (cmd/leaderd/shell/shell.h) with a recording
  * mode of one election and one hook, over the in-memory Lease API of
  * support/fake_transport on its fake clock. Signals come from a fake
  * signal source behind an eventfd, POST /resign through the state's resign
@@ -21,8 +21,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "../../cmd/leaderd/shell.h"
-#include "../../cmd/leaderd/state.h"
+#include "../../cmd/leaderd/shell/shell.h"
+#include "../../cmd/leaderd/core/state.h"
 #include "kube.h"
 #include "lead.h"
 #include "log.h"

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../cmd/leaderd/supervisor.h"
+#include "../../cmd/leaderd/hooks/supervisor.h"
 #include "log.h"
 #include "support/run_suite.h"
 

@@ -21,7 +21,7 @@ binary's own clean, shared text pages (the kernel maps them around each touched
 page, so the size of the code in the binary shows up in RSS; hence the slimmed
 OpenSSL build in the Dockerfile). Steady state (printed, never asserted: a figure,
 not a timed bound): about 2.3 MiB once start-up code is dropped
-(cmd/leaderd/memtrim.c, 15 s after start).
+(cmd/leaderd/core/memtrim.c, 15 s after start).
 """
 
 import json

@@ -1,5 +1,5 @@
 /*
- * http_rig: the sidecar's HTTP server (cmd/leaderd/http.h) under test in
+ * http_rig: the sidecar's HTTP server (cmd/leaderd/http/http.h) under test in
  * the check_http_* binaries: a state, metrics and a server on 127.0.0.1
  * (port 0) made and torn down around each test as a Check fixture, and the
  * ways tests drive it: snapshots published as the election loop would,
@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "../../../cmd/leaderd/http.h"
+#include "../../../cmd/leaderd/http/http.h"
 #include "http_client.h"
 
 /* The state's stale_after_ms (and so /healthz's limits). */

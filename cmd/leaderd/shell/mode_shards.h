@@ -3,7 +3,7 @@
  * (docs/design/shard-protocol.md). The shell's host carries one election,
  * this replica's member Lease, renewed every retry period: the group's
  * only heartbeat. The host's watch of the group's label feeds every other
- * Lease of the group to the group's view (lib/shardgroup.h); after every
+ * Lease of the group to the group's view (include/leaderd/shardgroup.h); after every
  * pass the group's decisions are carried out with the host's client, as
  * compare-and-swap writes: a shard assigned here is taken, a silent
  * holder's member Lease evicted first, a shard assigned elsewhere given

@@ -83,7 +83,7 @@ void ld_metrics_destroy(struct ld_metrics *m);
  * answer's status, or 0 when none arrived (connect, TLS or timeout
  * failure), rendered as code="error"; statuses outside 100..599 count as
  * "error" too. seconds < 0 or NaN counts as 0. Has the ld_kube_observer_fn
- * signature (lib/kube.h): pass it with the struct ld_metrics as ctx.
+ * signature (include/leaderd/kube.h): pass it with the struct ld_metrics as ctx.
  * Thread-safe. */
 void ld_metrics_observe_request(void *m, const char *verb, long http_status,
                                 double seconds);

@@ -1,5 +1,5 @@
 /*
- * shell: the daemon's one loop around the election host (lib/host.h). It
+ * shell: the daemon's one loop around the election host (include/leaderd/host.h). It
  * owns the host and runs it, turns SIGTERM/SIGINT into an orderly release
  * and hands the other signals it takes to the hooks, bounds how long hooks
  * (hook.h) may hold a release back, carries POST /resign requests to the

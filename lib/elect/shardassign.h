@@ -53,9 +53,9 @@
  * overlap (a second one before the first hand-over finished) a shard may
  * move twice, but never to two owners at once: that is the shard protocol's
  * business (shardgroup.h), not the assignment's; every change of a shard's
- * owner is a compare-and-swap of its Lease. Once the views agree, every replica computes the same targets,
- * holders move monotonically toward their quotas, and the group settles on
- * one fixed point.
+ * owner is a compare-and-swap of its Lease. Once the views agree, every replica computes
+ * the same targets, holders move monotonically toward their quotas, and the group settles
+ * on one fixed point.
  *
  * Cost: O(N log M + M) time (a binary search per shard), one allocation of
  * M counters, freed before returning.

@@ -1,7 +1,7 @@
 /*
  * hook_events: --events, a hook (hook.h) of one election. One events.k8s.io/v1 Event per
  * start and per stop of leading, regarding the Lease, in client-go's wording
- * (lib/event.h).
+ * (lib/api/event.h).
  *
  * The policy (struct ld_hook_events_queue) is a pure state machine fed leadership, the
  * Lease's uid and both clocks: it queues one Event per transition, says

@@ -1,5 +1,5 @@
 /*
- * logsink: the daemon's log output. Installs a sink into lib/log.h that
+ * logsink: the daemon's log output. Installs a sink into lib/base/log.h that
  * writes one line per message to stderr, as text or as JSON lines, with a
  * single write(2) per line so lines from different threads never interleave.
  */
@@ -20,7 +20,7 @@ enum ld_log_format { LD_LOG_FORMAT_TEXT = 0, LD_LOG_FORMAT_JSON = 1 };
 
 /* Installs the stderr sink with the lowest level to print. lease
  * ("NAMESPACE/NAME") and identity are copied; they only appear in JSON
- * lines. Not thread-safe: call before any thread starts (see lib/log.h).
+ * lines. Not thread-safe: call before any thread starts (see lib/base/log.h).
  * May be called again to change format, level or fields. */
 void ld_logsink_install(enum ld_log_format format, enum ld_log_level min_level,
                         const char *lease, const char *identity);
