@@ -564,13 +564,14 @@ END_TEST
 /* A hook of every shard of r0 (hook.h), as the API write gate's would be:
  * what it was fed, what the published table showed when it was asked
  * about a release, and a safety hold the test turns on and off. */
-static struct {
+struct shard_probe {
     bool holding;
     int asked;
     int asked_while_published_leading;
     int fed_leading; /* statuses fed that said the shard is claimed */
     uint32_t shard[N_SHARDS];
-} probe;
+};
+static struct shard_probe probe;
 
 static bool probe_on_publish(void *ctx, const struct ld_election_status *st,
                              int64_t now_ms)
