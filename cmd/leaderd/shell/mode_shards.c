@@ -999,7 +999,8 @@ static enum ld_err attach(void *ctx, struct ld_shell *sh, struct ld_errinfo *err
 /* ---- shutting down ------------------------------------------------------- */
 
 /* Every claim ends now; each shard Lease that names this replica is
- * released (with --release-on-exit), the writes in flight abandoned. */
+ * released (with --release-on-exit, and only when its member election
+ * led), the writes in flight abandoned. */
 static void on_shutdown(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
@@ -1026,7 +1027,10 @@ static void on_shutdown(void *ctx, int64_t now_ms)
         sl->writing = false;
         ld_shardgroup_give_back(s->group, k);
         const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
-        if (s->c.release_on_exit && rec &&
+        /* Only a replica whose member election led releases: one that stood
+         * back from another process of its identity would otherwise wipe
+         * that process's shards, whose records name the same identity. */
+        if (s->c.release_on_exit && s->led_at_stop && rec &&
             ld_lease_spec_held_by(&rec->spec, s->c.identity))
             begin_give_back(s, k, now_ms);
         else
