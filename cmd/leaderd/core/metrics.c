@@ -328,16 +328,14 @@ static void render_watch(struct ld_buf *b, struct ld_metrics *m)
     pthread_mutex_unlock(&m->mu);
 }
 
-static void render_api(struct ld_buf *b, struct ld_metrics *m)
+/* One counter line per (verb, code) series of name. */
+static void render_series(struct ld_buf *b, const char *name,
+                          const char *const *verb_names,
+                          const struct ld_metrics_series *series, size_t n)
 {
-    pthread_mutex_lock(&m->mu);
-    header(b, "leaderd_api_requests_total", "counter",
-           "Requests made to the Kubernetes API, by verb and HTTP status code "
-           "(code=\"error\" when no answer arrived).");
-    for (size_t i = 0; i < m->nseries; i++) {
-        const struct ld_metrics_series *s = &m->series[i];
-        ld_buf_printf(b, "leaderd_api_requests_total{verb=\"%s\",code=\"",
-                      verbs[s->verb]);
+    for (size_t i = 0; i < n; i++) {
+        const struct ld_metrics_series *s = &series[i];
+        ld_buf_printf(b, "%s{verb=\"%s\",code=\"", name, verb_names[s->verb]);
         if (s->code == CODE_ERROR)
             ld_buf_printf(b, "error");
         else if (s->code == CODE_OTHER)
@@ -346,6 +344,15 @@ static void render_api(struct ld_buf *b, struct ld_metrics *m)
             ld_buf_printf(b, "%ld", s->code);
         ld_buf_printf(b, "\"} %llu\n", (unsigned long long)s->count);
     }
+}
+
+static void render_api(struct ld_buf *b, struct ld_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    header(b, "leaderd_api_requests_total", "counter",
+           "Requests made to the Kubernetes API, by verb and HTTP status code "
+           "(code=\"error\" when no answer arrived).");
+    render_series(b, "leaderd_api_requests_total", verbs, m->series, m->nseries);
 
     header(b, "leaderd_api_request_duration_seconds", "histogram",
            "Latency of requests made to the Kubernetes API (watch streams excluded).");
@@ -401,18 +408,7 @@ static void render_proxy(struct ld_buf *b, struct ld_metrics *m)
     header(b, "leaderd_proxy_requests_total", "counter",
            "Requests answered by the API write gate (--api-proxy), by HTTP method and "
            "status code.");
-    for (size_t i = 0; i < p->nseries; i++) {
-        const struct ld_metrics_series *s = &p->series[i];
-        ld_buf_printf(b, "leaderd_proxy_requests_total{verb=\"%s\",code=\"",
-                      proxy_verbs[s->verb]);
-        if (s->code == CODE_ERROR)
-            ld_buf_printf(b, "error");
-        else if (s->code == CODE_OTHER)
-            ld_buf_printf(b, "other");
-        else
-            ld_buf_printf(b, "%ld", s->code);
-        ld_buf_printf(b, "\"} %llu\n", (unsigned long long)s->count);
-    }
+    render_series(b, "leaderd_proxy_requests_total", proxy_verbs, p->series, p->nseries);
     header(b, "leaderd_proxy_writes_refused_total", "counter",
            "Writes the API write gate refused (503) because this replica did not lead.");
     ld_buf_printf(b, "leaderd_proxy_writes_refused_total %llu\n",
