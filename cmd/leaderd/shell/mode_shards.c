@@ -28,8 +28,11 @@
 #define HEARTBEAT_MS 1000
 
 #define MEMBER 0
-/* After joining without a list of the group, the watch's time to show the
- * other members' renewals. */
+/* A joining replica takes nothing for two retry periods and this margin:
+ * a member counts live only once its record has been seen to change, so a
+ * replica that started up to a retry period later is seen live (its second
+ * write) by then, and replicas started together share the shards instead of
+ * the first taking them all and giving most back. */
 #define JOIN_SETTLE_MS 1000
 
 /* A release still held by a hook (hook.h), or given up. */
@@ -156,12 +159,12 @@ static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *
     /* Taking shards before the other members are known would take them on
      * the belief that this replica is alone, only to give them back:
      * churn, not danger. So on joining, the group is listed at once and
-     * nothing is taken until that answer is in (and the others' renewals
-     * have been seen to change, a retry period later). */
+     * nothing is taken until that answer is in and two retry periods have
+     * passed (see JOIN_SETTLE_MS). */
     bool live = ld_leads_at(v->status.leading, v->status.lead_until_ms, now_ms);
     if (live && !s->member_live) {
         s->live_since_ms = now_ms;
-        s->contend_after_ms = now_ms + s->c.retry_period_ms + JOIN_SETTLE_MS;
+        s->contend_after_ms = now_ms + 2 * s->c.retry_period_ms + JOIN_SETTLE_MS;
         s->join_list = true;
         s->next_list_ms = now_ms;
     }
@@ -637,11 +640,8 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
         note_incompatible(s, &items[i], was[i]);
     free(was);
     s->table_changed = true;
-    if (s->join_list && s->member_live && s->list_started_ms >= s->live_since_ms) {
+    if (s->join_list && s->member_live && s->list_started_ms >= s->live_since_ms)
         s->join_list = false;
-        if (now_ms < s->contend_after_ms)
-            s->contend_after_ms = now_ms + s->c.retry_period_ms / 2;
-    }
     /* One consistent snapshot: the takeovers that need one go now, before
      * any other answer can mix newer records with older ones. */
     s->want_read = false;
