@@ -96,6 +96,12 @@ struct ld_shardgroup_config {
      * Pod's); NULL: the identity. Copied. */
     const char *pod_name;
     int64_t lease_duration_ms; /* > 0: for a member record without a duration */
+    /* A shard this replica uses and the assignment gives to another is
+     * given back only once the live members have been the same for this
+     * long (0: at once). A join followed soon by a leave, as in a rolling
+     * update, then moves each shard once instead of twice. Balance after a
+     * change comes this much later. */
+    int64_t rebalance_delay_ms;
 };
 
 /* Validates cfg and returns a new group (free with ld_shardgroup_free), or

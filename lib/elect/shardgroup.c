@@ -61,11 +61,13 @@ struct ld_shardgroup {
     uint32_t n_shards;
     struct shard *shards;
     int64_t lease_duration_ms;
+    int64_t rebalance_delay_ms;
 
     bool own_leading;
     int64_t own_until_ms;
     int32_t own_transitions;
     char *own_uid;
+    int64_t own_joined_us; /* acquireTime of our member Lease as last seen */
     uint64_t term; /* the member term: see ld_shardgroup_observe_own */
     bool listed;   /* a list of the group has been observed */
     /* A member record was not kept (table full): an absent record then
@@ -87,7 +89,20 @@ struct ld_shardgroup {
     uint32_t *target;
     bool *contend;
     const char **assigned_live; /* the live list target indexes into */
+    int64_t *assigned_joined;   /* when each of them joined */
+    struct live_entry *entries; /* sorting scratch of live_list */
     bool assigned;              /* target is from an assign after the last news */
+    /* The live members of the last assignment (a hash of their names) and
+     * since when they have been those: rebalancing waits for them to stay. */
+    uint64_t members_hash;
+    int64_t members_since_ms;
+    bool members_known;
+};
+
+/* A live member and when it joined (its member Lease's acquireTime). */
+struct live_entry {
+    const char *identity;
+    int64_t joined_us;
 };
 
 static char *format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -257,12 +272,19 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
      * is seen; reserve_member grows them with the table. */
     g->live = calloc(1, sizeof(*g->live));
     g->assigned_live = calloc(1, sizeof(*g->assigned_live));
+    g->assigned_joined = calloc(1, sizeof(*g->assigned_joined));
+    g->entries = calloc(1, sizeof(*g->entries));
     if (!g->layout || !g->identity || !g->label_value || !g->selector ||
         !g->member_selector || !g->member_prefix || !g->member_lease || !g->shards ||
-        !g->owners || !g->target || !g->contend || !g->live || !g->assigned_live)
+        !g->owners || !g->target || !g->contend || !g->live || !g->assigned_live ||
+        !g->assigned_joined || !g->entries)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     g->n_shards = cfg->n_shards;
     g->lease_duration_ms = cfg->lease_duration_ms;
+    g->rebalance_delay_ms = cfg->rebalance_delay_ms > 0 ? cfg->rebalance_delay_ms : 0;
+    /* Until our member record is seen (within a moment of joining, long
+     * before a joining replica takes anything) we rank as the oldest. */
+    g->own_joined_us = 0;
     g->own_until_ms = INT64_MIN;
     g->own_transitions = -1;
     if (!ld_dns1123_subdomain(g->member_lease))
@@ -326,6 +348,8 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
     free(g->contend);
     free(g->live);
     free(g->assigned_live);
+    free(g->assigned_joined);
+    free(g->entries);
     for (unsigned i = 0; i < GONE_UIDS; i++)
         free(g->gone_uids[i]);
     ld_shardlayout_unref(g->layout);
@@ -444,6 +468,14 @@ static enum ld_err reserve_member(struct ld_shardgroup *g)
     if (!assigned)
         return LD_ENOMEM;
     g->assigned_live = assigned;
+    int64_t *joined = realloc(g->assigned_joined, (cap + 1) * sizeof(*joined));
+    if (!joined)
+        return LD_ENOMEM;
+    g->assigned_joined = joined;
+    struct live_entry *entries = realloc(g->entries, (cap + 1) * sizeof(*entries));
+    if (!entries)
+        return LD_ENOMEM;
+    g->entries = entries;
     g->cap_members = cap;
     return LD_OK;
 }
@@ -540,7 +572,16 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
 {
     const char *identity = lease ? member_identity(g, lease->name) : NULL;
 
-    if (!identity || strcmp(identity, g->identity) == 0 || is_gone(g, lease->uid))
+    if (identity && strcmp(identity, g->identity) == 0) {
+        /* Others rank us by this record's acquireTime: so do we. */
+        if (ld_lease_spec_held_by(&lease->spec, g->identity) && lease->spec.has_acquire &&
+            g->own_joined_us != lease->spec.acquire_us) {
+            g->own_joined_us = lease->spec.acquire_us;
+            g->assigned = false;
+        }
+        return LD_OK;
+    }
+    if (!identity || is_gone(g, lease->uid))
         return LD_OK;
     g->assigned = false;
     struct member *m = find_member(g, identity);
@@ -815,28 +856,43 @@ bool ld_shardgroup_incompatible(const struct ld_shardgroup *g, const char *ident
 
 /* ---- the assignment ------------------------------------------------------ */
 
-static int by_str(const void *a, const void *b)
+static int by_identity(const void *a, const void *b)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    return strcmp(((const struct live_entry *)a)->identity,
+                  ((const struct live_entry *)b)->identity);
 }
 
-/* Fills out (room for n_members + 1) with the live identities, sorted. */
-static uint32_t live_list(const struct ld_shardgroup *g, int64_t now_ms, const char **out)
+static int64_t joined_us(const struct member *m)
+{
+    return m->rec.spec.has_acquire ? m->rec.spec.acquire_us : 0;
+}
+
+/* Fills out (room for n_members + 1) with the live identities, sorted, and
+ * joined (NULL, or the same room) with when each joined. */
+static uint32_t live_list(struct ld_shardgroup *g, int64_t now_ms, const char **out,
+                          int64_t *joined)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < g->n_members; i++)
-        if (member_live(g, &g->members[i], now_ms))
-            out[n++] = g->members[i].identity;
+    for (uint32_t i = 0; i < g->n_members; i++) {
+        const struct member *m = &g->members[i];
+        if (member_live(g, m, now_ms))
+            g->entries[n++] = (struct live_entry){m->identity, joined_us(m)};
+    }
     if (own_live(g, now_ms))
-        out[n++] = g->identity;
-    qsort(out, n, sizeof(*out), by_str);
+        g->entries[n++] = (struct live_entry){g->identity, g->own_joined_us};
+    qsort(g->entries, n, sizeof(*g->entries), by_identity);
+    for (uint32_t i = 0; i < n; i++) {
+        out[i] = g->entries[i].identity;
+        if (joined)
+            joined[i] = g->entries[i].joined_us;
+    }
     return n;
 }
 
 uint32_t ld_shardgroup_members(struct ld_shardgroup *g, int64_t now_ms,
                                const char *const **out)
 {
-    uint32_t n = live_list(g, now_ms, g->live);
+    uint32_t n = live_list(g, now_ms, g->live, NULL);
     *out = g->live;
     return n;
 }
@@ -878,6 +934,9 @@ static int64_t earliest_change(const struct ld_shardgroup *g, int64_t now_ms)
     }
     if (own_live(g, now_ms) && g->own_until_ms < next)
         next = g->own_until_ms;
+    int64_t rebalance_at = g->members_since_ms + g->rebalance_delay_ms;
+    if (g->members_known && rebalance_at > now_ms && rebalance_at < next)
+        next = rebalance_at;
     for (uint32_t s = 0; s < g->n_shards; s++) {
         const struct shard *sh = &g->shards[s];
         if (sh->absent_since_ms == INT64_MAX)
@@ -889,19 +948,37 @@ static int64_t earliest_change(const struct ld_shardgroup *g, int64_t now_ms)
     return next;
 }
 
+/* Restarts the count of how long the live members have been the same when
+ * they changed (a 64-bit hash of the names: a collision would only let one
+ * rebalance go early). */
+static void note_members(struct ld_shardgroup *g, const char *const *live, uint32_t n,
+                         int64_t now_ms)
+{
+    uint64_t h = ld_fnv1a64(&n, sizeof(n));
+    for (uint32_t i = 0; i < n; i++)
+        h ^= ld_fnv1a64(live[i], strlen(live[i]) + 1) + 0x9e3779b97f4a7c15u * (i + 1);
+    if (h != g->members_hash || !g->members_known) {
+        g->members_hash = h;
+        g->members_since_ms = now_ms;
+        g->members_known = true;
+    }
+}
+
 enum ld_err ld_shardgroup_assign(struct ld_shardgroup *g, int64_t now_ms,
                                  int64_t *next_ms)
 {
     const char **live = g->assigned_live;
-    uint32_t n_live = live_list(g, now_ms, live);
+    uint32_t n_live = live_list(g, now_ms, live, g->assigned_joined);
 
     for (uint32_t s = 0; s < g->n_shards; s++) {
         const char *h = holder_of(&g->shards[s]);
         g->owners[s] = h[0] ? h : NULL;
     }
-    enum ld_err rc = ld_shardassign(g->n_shards, g->owners, n_live, live, g->target);
+    enum ld_err rc = ld_shardassign(g->n_shards, g->owners, n_live, live,
+                                    g->assigned_joined, g->target);
     if (rc != LD_OK)
         return rc;
+    note_members(g, live, n_live, now_ms);
     for (uint32_t s = 0; s < g->n_shards; s++) {
         g->contend[s] = g->target[s] != LD_SHARD_NOBODY &&
                         strcmp(live[g->target[s]], g->identity) == 0;
@@ -963,8 +1040,15 @@ enum ld_shard_step ld_shardgroup_step(const struct ld_shardgroup *g, uint32_t s,
     if (sh->giving_back) /* until its release is written */
         return names_us(g, sh) ? LD_SHARD_RELEASE : LD_SHARD_NONE;
     if (names_us(g, sh)) {
+        /* A shard in use moves only once the members have stayed the same
+         * for the rebalance delay: a join followed at once by a leave (a
+         * rolling update) then moves it once, not twice. One not in use
+         * goes back at once: nobody works on it meanwhile. */
         if (!g->contend[s])
-            return LD_SHARD_RELEASE;
+            return claim_valid(g, sh) &&
+                           now_ms - g->members_since_ms < g->rebalance_delay_ms
+                       ? LD_SHARD_NONE
+                       : LD_SHARD_RELEASE;
         return claim_valid(g, sh) ? LD_SHARD_NONE : LD_SHARD_TAKE;
     }
     if (!g->contend[s])

@@ -62,6 +62,15 @@ static uint32_t below(uint64_t *rng, uint32_t n)
  * from its own memory. */
 static char names[POOL][NAME_SIZE];
 static char names_copy[POOL][NAME_SIZE];
+/* When each identity last joined (a counter: larger is newer), as every
+ * replica reads it from the member Lease's acquireTime. */
+static int64_t joined_at[POOL];
+static int64_t join_clock;
+
+static void mark_joined(int x)
+{
+    joined_at[x] = ++join_clock;
+}
 
 static int by_str(const void *a, const void *b)
 {
@@ -94,18 +103,20 @@ static void assign(char table[POOL][NAME_SIZE], const bool *view, uint32_t n,
     const char *members[POOL];
     const char *owners[MAX_N] = {NULL};
     int pool_of[POOL];
+    int64_t joined[POOL];
     uint32_t out[MAX_N];
     uint32_t m = 0;
 
     for (int i = 0; i < POOL; i++) {
         if (view[i]) {
             pool_of[m] = i;
+            joined[m] = joined_at[i];
             members[m++] = table[i];
         }
     }
     for (uint32_t s = 0; s < n; s++)
         owners[s] = owner[s] == NONE ? NULL : table[owner[s]];
-    EXPECT(ld_shardassign(n, owners, m, members, out) == LD_OK);
+    EXPECT(ld_shardassign(n, owners, m, members, joined, out) == LD_OK);
     for (uint32_t s = 0; s < n; s++) {
         if (m == 0) {
             EXPECT(out[s] == LD_SHARD_NOBODY);
@@ -163,14 +174,31 @@ static int pick(uint64_t *rng, const bool *set, bool want)
     return NONE;
 }
 
-/* The quota of pool member x among the members of view: floor, plus one
- * for the first N % M names. */
-static uint32_t quota_of(const bool *view, uint32_t n, int x)
+/* Whether pool member a ranks before b: newer first, then by name. */
+static bool ranks_before(int a, int b)
 {
-    uint32_t m = (uint32_t)count_set(view), rank = 0;
-    for (int i = 0; i < x; i++)
-        rank += view[i];
-    return n / m + (rank < n % m);
+    return joined_at[a] != joined_at[b] ? joined_at[a] > joined_at[b] : a < b;
+}
+
+/* The quota of pool member x among the members of view, written out from
+ * the rule (shardassign.h) independently of the code: floor, plus one for
+ * the newest N % M members; with fewer shards than members the members
+ * holding a shard (owner, by pool index; NULL: none) get theirs first. */
+static uint32_t quota_of(const bool *view, uint32_t n, int x, const int *owner)
+{
+    uint32_t m = (uint32_t)count_set(view), q = n / m, extra = n % m;
+    bool holds[POOL] = {false};
+    for (uint32_t s = 0; q == 0 && owner && s < n; s++)
+        if (owner[s] != NONE && view[owner[s]])
+            holds[owner[s]] = true;
+    uint32_t holders = (uint32_t)count_set(holds);
+    if (holds[x])
+        return 1;
+    extra -= holders < extra ? holders : extra;
+    uint32_t newer = 0; /* non-holders ranked before x */
+    for (int i = 0; i < POOL; i++)
+        newer += view[i] && !holds[i] && i != x && ranks_before(i, x);
+    return q + (newer < extra);
 }
 
 enum event { EV_JOIN, EV_LEAVE, EV_CRASH };
@@ -192,8 +220,11 @@ START_TEST(sequences_in_lockstep)
         uint32_t n = 1 + below(&rng, MAX_N);
         bool live[POOL] = {false};
         int owner[MAX_N], input[MAX_N], prev[MAX_N], next[MAX_N];
-        for (int k = (int)(1 + below(&rng, MAX_M)); k > 0; k--)
-            live[pick(&rng, live, false)] = true;
+        for (int k = (int)(1 + below(&rng, MAX_M)); k > 0; k--) {
+            int x = pick(&rng, live, false);
+            live[x] = true;
+            mark_joined(x);
+        }
 
         for (uint32_t s = 0; s < n; s++)
             owner[s] = NONE;
@@ -209,6 +240,8 @@ START_TEST(sequences_in_lockstep)
             uint32_t moved = 0, held = 0;
 
             live[x] = ev == EV_JOIN;
+            if (ev == EV_JOIN)
+                mark_joined(x);
             memcpy(owner, prev, n * sizeof(*owner));
             if (ev == EV_LEAVE) /* released: free; crashed: still names x */
                 for (uint32_t s = 0; s < n; s++)
@@ -230,7 +263,7 @@ START_TEST(sequences_in_lockstep)
                 uint32_t m1 = (uint32_t)m + 1;
                 EXPECT_LE(moved, (n + m1 - 1) / m1 + 1); /* the contract */
                 EXPECT_LE(moved, (n + m1 - 1) / m1);     /* the header: no +1 */
-                EXPECT_EQ(moved, quota_of(live, n, x));  /* exactly its quota */
+                EXPECT_EQ(moved, quota_of(live, n, x, prev)); /* exactly its quota */
             } else {
                 EXPECT_EQ(moved, held);
                 /* A crash (owner still named) and a leave (owner free) agree. */
@@ -269,7 +302,9 @@ struct world {
     bool changed[MAX_N]; /* shard acquired by someone other than its start owner */
     int start_owner[MAX_N];
     int stale_rounds;    /* rounds left with views that differ */
-    uint32_t stale_acts; /* releases and acquisitions by replicas on old_view */
+    /* Releases and acquisitions by replicas on old_view that the new view
+     * would not make (a lagging replica acting on news it has not seen). */
+    uint32_t stale_acts;
     uint32_t view_diffs; /* shards whose target differed between the views */
 };
 
@@ -301,7 +336,7 @@ static bool world_round(struct world *w, uint64_t *rng)
             int t = w->stale[o] ? t_old[s] : t_new[s];
             if (t != o && below(rng, 2)) {
                 w->owner[s] = NONE; /* graceful release */
-                w->stale_acts += w->stale[o];
+                w->stale_acts += w->stale[o] && t_new[s] == o;
             }
             continue;
         }
@@ -316,7 +351,7 @@ static bool world_round(struct world *w, uint64_t *rng)
             continue;
         int winner = claim[below(rng, (uint32_t)k)];
         w->owner[s] = winner;
-        w->stale_acts += w->stale[winner];
+        w->stale_acts += w->stale[winner] && t_new[s] != winner;
         if (winner != w->start_owner[s]) {
             w->changed[s] = true;
             w->transfers++;
@@ -361,6 +396,8 @@ static void world_change(struct world *w, uint64_t *rng, enum event ev, int x,
     world_begin_change(w);
     memcpy(w->old_view, w->alive, sizeof(w->alive));
     w->alive[x] = ev == EV_JOIN;
+    if (ev == EV_JOIN)
+        mark_joined(x);
     if (ev == EV_LEAVE) {
         for (uint32_t s = 0; s < w->n; s++)
             w->owner[s] = w->owner[s] == x ? NONE : w->owner[s];
@@ -398,8 +435,11 @@ static void run_world(uint64_t *rng, bool stale_views, uint32_t *view_diffs)
     struct world w;
     memset(&w, 0, sizeof(w));
     w.n = 1 + below(rng, MAX_N);
-    for (int k = (int)(1 + below(rng, MAX_M)); k > 0; k--)
-        w.alive[pick(rng, w.alive, false)] = true;
+    for (int k = (int)(1 + below(rng, MAX_M)); k > 0; k--) {
+        int x = pick(rng, w.alive, false);
+        w.alive[x] = true;
+        mark_joined(x);
+    }
     for (uint32_t s = 0; s < w.n; s++)
         w.owner[s] = NONE;
     world_begin_change(&w);
@@ -418,12 +458,15 @@ static void run_world(uint64_t *rng, bool stale_views, uint32_t *view_diffs)
         if (ev == EV_JOIN) {
             uint32_t m1 = (uint32_t)m + 1, moved = count_changed(&w, NONE);
             EXPECT_LE(moved, (w.n + m1 - 1) / m1 + 1); /* the contract */
-            EXPECT_EQ(moved, quota_of(w.alive, w.n, x));
+            EXPECT_EQ(moved, quota_of(w.alive, w.n, x, w.start_owner));
         } else {
             EXPECT_EQ(count_changed(&w, x), 0); /* only the leaver's */
         }
         EXPECT_EQ(w.transfers, count_changed(&w, NONE));
-        EXPECT_EQ(w.stale_acts, stale_acts); /* lagging replicas wait */
+        /* Lagging replicas wait, or do what the new view does anyway (with
+         * fewer shards than members, a leaver's shard goes to the same
+         * newest non-holder in both views). */
+        EXPECT_EQ(w.stale_acts, stale_acts);
     }
 
     /* Overlapping changes: the next one before the last hand-over ends. */
@@ -472,21 +515,21 @@ START_TEST(edges_and_bad_input)
     const char *owners[] = {"a", "ghost", NULL, ""};
     uint32_t t[4] = {7, 7, 7, 7};
 
-    ck_assert_int_eq(ld_shardassign(4, owners, 2, unsorted, t), LD_EINVAL);
-    ck_assert_int_eq(ld_shardassign(4, owners, 2, dup, t), LD_EINVAL);
-    ck_assert_int_eq(ld_shardassign(4, owners, 2, empty, t), LD_EINVAL);
-    ck_assert_int_eq(ld_shardassign(4, owners, 1, NULL, t), LD_EINVAL);
-    ck_assert_int_eq(ld_shardassign(4, owners, 1, one, NULL), LD_EINVAL);
+    ck_assert_int_eq(ld_shardassign(4, owners, 2, unsorted, NULL, t), LD_EINVAL);
+    ck_assert_int_eq(ld_shardassign(4, owners, 2, dup, NULL, t), LD_EINVAL);
+    ck_assert_int_eq(ld_shardassign(4, owners, 2, empty, NULL, t), LD_EINVAL);
+    ck_assert_int_eq(ld_shardassign(4, owners, 1, NULL, NULL, t), LD_EINVAL);
+    ck_assert_int_eq(ld_shardassign(4, owners, 1, one, NULL, NULL), LD_EINVAL);
     for (int s = 0; s < 4; s++)
         ck_assert_uint_eq(t[s], 7); /* untouched on error */
 
-    ck_assert_int_eq(ld_shardassign(4, owners, 0, NULL, t), LD_OK);
+    ck_assert_int_eq(ld_shardassign(4, owners, 0, NULL, NULL, t), LD_OK);
     for (int s = 0; s < 4; s++)
         ck_assert_uint_eq(t[s], LD_SHARD_NOBODY);
-    ck_assert_int_eq(ld_shardassign(4, NULL, 1, one, t), LD_OK);
+    ck_assert_int_eq(ld_shardassign(4, NULL, 1, one, NULL, t), LD_OK);
     for (int s = 0; s < 4; s++)
         ck_assert_uint_eq(t[s], 0);
-    ck_assert_int_eq(ld_shardassign(0, NULL, 1, one, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardassign(0, NULL, 1, one, NULL, NULL), LD_OK);
 }
 END_TEST
 
@@ -501,8 +544,117 @@ START_TEST(the_rule_on_a_small_example)
     const uint32_t want[] = {1, 2, 0, 1, 2, 0, 0};
     uint32_t t[7];
 
-    ck_assert_int_eq(ld_shardassign(7, owners, 3, members, t), LD_OK);
+    ck_assert_int_eq(ld_shardassign(7, owners, 3, members, NULL, t), LD_OK);
     ck_assert_mem_eq(t, want, sizeof(want));
+
+    /* The same with c the newest and b the oldest: the ceiling goes to c,
+     * which keeps 1, 4 and 6; b keeps 0, 3; the free 2 and 5 go to a. */
+    const int64_t joined[] = {20, 10, 30};
+    const uint32_t want_aged[] = {1, 2, 0, 1, 2, 0, 2};
+    ck_assert_int_eq(ld_shardassign(7, owners, 3, members, joined, t), LD_OK);
+    ck_assert_mem_eq(t, want_aged, sizeof(want_aged));
+}
+END_TEST
+
+START_TEST(fewer_shards_than_members_stay_with_their_holders)
+{
+    /* 2 shards, 4 members: the old holders a and b keep theirs although
+     * c and d are newer; when b's shard is free it goes to the newest, d. */
+    const char *members[] = {"a", "b", "c", "d"};
+    const int64_t joined[] = {1, 2, 3, 4};
+    const char *held[] = {"a", "b"};
+    const char *freed[] = {"a", NULL};
+    const char *gone[] = {"a", "ghost"};
+    uint32_t t[2];
+
+    ck_assert_int_eq(ld_shardassign(2, held, 4, members, joined, t), LD_OK);
+    ck_assert_uint_eq(t[0], 0);
+    ck_assert_uint_eq(t[1], 1);
+    ck_assert_int_eq(ld_shardassign(2, freed, 4, members, joined, t), LD_OK);
+    ck_assert_uint_eq(t[0], 0);
+    ck_assert_uint_eq(t[1], 3);
+    ck_assert_int_eq(ld_shardassign(2, gone, 4, members, joined, t), LD_OK);
+    ck_assert_uint_eq(t[1], 3); /* a holder that is no member holds nothing */
+    ck_assert_int_eq(ld_shardassign(2, NULL, 4, members, joined, t), LD_OK);
+    ck_assert_uint_eq(t[0], 3); /* all free: the newest first */
+    ck_assert_uint_eq(t[1], 2);
+}
+END_TEST
+
+/* Moves one shard from its owner to its target for each free shard whose
+ * target is someone (a take), and, when give_back, releases every shard
+ * held above its owner's quota first; counts a shard whose final owner
+ * differs from its owner before as one move. Returns the moves. */
+static uint32_t hand_over(uint32_t n, const bool *live, int *owner, bool give_back)
+{
+    int target[MAX_N], before[MAX_N];
+    uint32_t moved = 0;
+    memcpy(before, owner, n * sizeof(*owner));
+    for (int round = 0; round < 3; round++) {
+        assign(names, live, n, owner, target);
+        for (uint32_t s = 0; s < n; s++) {
+            if (owner[s] != NONE && !live[owner[s]])
+                owner[s] = NONE; /* a leaver's release */
+            else if (owner[s] != NONE && owner[s] != target[s] && give_back)
+                owner[s] = NONE; /* a rebalance's give-back */
+        }
+        assign(names, live, n, owner, target);
+        for (uint32_t s = 0; s < n; s++)
+            if (owner[s] == NONE)
+                owner[s] = target[s];
+    }
+    for (uint32_t s = 0; s < n; s++)
+        moved += before[s] != NONE && owner[s] != before[s];
+    return moved;
+}
+
+/*
+ * A rolling update as a Deployment with maxSurge 1 and maxUnavailable 0
+ * does it, with the rebalance delay of shardgroup.h: each new replica
+ * joins (the newest), and the next old one leaves before the delay is
+ * over, so only free shards move meanwhile; at the end the group settles.
+ * Every old replica goes, so every shard moves at least once; this rule
+ * moves each about once: never more than 1.5 N in all (the extras of
+ * N % M can move twice), and exactly once with fewer shards than replicas.
+ */
+START_TEST(rolling_update_moves_each_shard_about_once)
+{
+    uint64_t rng = 31337;
+    make_names(&rng);
+    for (int run = 0; run < 400; run++) {
+        uint32_t n = 1 + below(&rng, MAX_N), m = 2 + below(&rng, 7);
+        bool live[POOL] = {false}, old[POOL] = {false};
+        int owner[MAX_N];
+        for (uint32_t k = 0; k < m; k++) {
+            int x = pick(&rng, live, false);
+            live[x] = old[x] = true;
+            mark_joined(x);
+        }
+        for (uint32_t s = 0; s < n; s++)
+            owner[s] = NONE;
+        hand_over(n, live, owner, true);
+        check_balanced(live, n, owner);
+
+        uint32_t moved = 0;
+        for (uint32_t k = 0; k < m; k++) {
+            bool used[POOL];
+            for (int i = 0; i < POOL; i++)
+                used[i] = live[i] || old[i];
+            int fresh = pick(&rng, used, false), leaver = pick(&rng, old, true);
+            live[fresh] = true;
+            mark_joined(fresh);
+            moved += hand_over(n, live, owner, false);
+            live[leaver] = old[leaver] = false;
+            moved += hand_over(n, live, owner, false);
+        }
+        moved += hand_over(n, live, owner, true);
+        check_balanced(live, n, owner);
+        check_fixed_point(live, n, owner);
+        EXPECT_LE(n, moved); /* every old replica went */
+        EXPECT_LE(2 * moved, 3 * n);
+        if (n < m)
+            EXPECT_EQ(moved, n); /* each shard stays until its holder goes */
+    }
 }
 END_TEST
 
@@ -512,6 +664,8 @@ static Suite *shardassign_suite(void)
     TCase *tc = tcase_create("assignment");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, the_rule_on_a_small_example);
+    tcase_add_test(tc, fewer_shards_than_members_stay_with_their_holders);
+    tcase_add_test(tc, rolling_update_moves_each_shard_about_once);
     tcase_add_test(tc, edges_and_bad_input);
     tcase_add_test(tc, sequences_in_lockstep);
     tcase_add_test(tc, hand_over_with_agreeing_views);

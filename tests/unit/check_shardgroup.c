@@ -700,6 +700,96 @@ START_TEST(older_records_are_ignored_and_give_backs_end_with_the_shard)
 }
 END_TEST
 
+/* A member record that says when it joined (acquireTime), seen twice so
+ * that it counts (ours: seen once, as the watch shows it). */
+static void joined_member(struct ld_shardgroup *g, const char *identity,
+                          int64_t acquire_us, int64_t now_ms)
+{
+    for (int k = 0; k < 2; k++) {
+        struct ld_lease l;
+        member_record(&l, ld_shardgroup_name(g), identity, identity, 60, 1 + k, "uid-1");
+        l.spec.has_acquire = true;
+        l.spec.acquire_us = acquire_us;
+        ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, now_ms), LD_OK);
+        ld_lease_clear(&l);
+    }
+}
+
+static struct ld_shardgroup *delayed_group(const char *identity, uint32_t n,
+                                           int64_t delay_ms)
+{
+    struct ld_errinfo err;
+    struct ld_shardgroup_config cfg = {.name = "web",
+                                       .identity = identity,
+                                       .n_shards = n,
+                                       .lease_duration_ms = DURATION_MS,
+                                       .rebalance_delay_ms = delay_ms};
+    struct ld_shardgroup *g = ld_shardgroup_new(&cfg, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    return g;
+}
+
+/* The extra shard of N % M goes to the newest member by the acquireTime of
+ * its member Lease, ours included once our own record has been seen. */
+START_TEST(the_newest_member_gets_the_extra_shard)
+{
+    for (int ours_newer = 0; ours_newer < 2; ours_newer++) {
+        struct ld_shardgroup *g = delayed_group("a", 3, 0);
+        own(g, true, 100000);
+        joined_member(g, "b", 50, 0);
+        joined_member(g, "a", ours_newer ? 100 : 10, 0);
+        ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+        uint32_t mine = 0;
+        for (uint32_t s = 0; s < 3; s++)
+            mine += ld_shardgroup_contend(g, s);
+        ck_assert_uint_eq(mine, ours_newer ? 2 : 1);
+        ld_shardgroup_free(g);
+    }
+}
+END_TEST
+
+/* A shard in use is given back to a rebalance only once the live members
+ * have stayed the same for the delay; the delay starts over at each change,
+ * the wake-up time says when it ends, and a shard named ours but not in
+ * use goes back at once. */
+START_TEST(rebalancing_waits_for_the_members_to_stay_the_same)
+{
+    struct ld_shardgroup *g = delayed_group("a", 4, 5000);
+    int64_t next = 0;
+    own(g, true, 1000000);
+    joined_member(g, "a", 100, 0);
+    for (uint32_t s = 0; s < 3; s++)
+        write_shard(g, s, true, ld_shardgroup_term(g), 10 + s, 0);
+    shard_record(g, 3, "a", 20, 0); /* named ours from before: not in use */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 0, false), LD_SHARD_NONE);
+    ck_assert_int_eq(ld_shardgroup_step(g, 3, 0, false), LD_SHARD_TAKE);
+
+    joined_member(g, "b", 50, 1000); /* older than a: a keeps 0 and 1 */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 1000, &next), LD_OK);
+    ck_assert_str_eq(members_at(g, 1000), "a,b");
+    ck_assert(!ld_shardgroup_contend(g, 2) && !ld_shardgroup_contend(g, 3));
+    ck_assert_int_eq(next, 6000);
+    ck_assert_int_eq(ld_shardgroup_step(g, 2, 1000, false), LD_SHARD_NONE);
+    ck_assert_int_eq(ld_shardgroup_step(g, 3, 1000, false), LD_SHARD_RELEASE);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 5999, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 2, 5999, false), LD_SHARD_NONE);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 6000, &next), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 2, 6000, false), LD_SHARD_RELEASE);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 6000, false), LD_SHARD_NONE);
+
+    /* c joins at 7000: the count starts over. */
+    joined_member(g, "c", 60, 7000);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 7000, &next), LD_OK);
+    ck_assert_int_eq(next, 12000);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 11999, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 2, 11999, false), LD_SHARD_NONE);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 12000, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 2, 12000, false), LD_SHARD_RELEASE);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 START_TEST(a_member_counts_once_seen_to_change_and_only_with_the_protocol)
 {
     struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
@@ -1315,6 +1405,8 @@ static Suite *shardgroup_suite(void)
     TCase *group = tcase_create("group");
     tcase_set_timeout(group, 60);
     tcase_add_test(group, replicas_fed_the_same_observations_agree);
+    tcase_add_test(group, the_newest_member_gets_the_extra_shard);
+    tcase_add_test(group, rebalancing_waits_for_the_members_to_stay_the_same);
     tcase_add_test(group, join_leave_crash_sequences_end_balanced);
     suite_add_tcase(s, group);
     return s;

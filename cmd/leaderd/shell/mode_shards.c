@@ -904,6 +904,21 @@ static uint64_t mix(uint64_t seed, uint64_t i)
     return z ^ (z >> 31);
 }
 
+/* How long the members must stay the same before a shard in use is given
+ * to another (shardgroup.h): a lease duration, so that in a rolling update
+ * the old replica's exit comes before any rebalance towards the new one;
+ * but short enough that after a join the group is still balanced within
+ * lease-duration + 4 x retry-period: the newcomer is seen live a retry
+ * period after it joined, then this delay, the drain and the new owner's
+ * take, with a retry period and a second to spare. */
+static int64_t rebalance_delay(const struct ld_mode_shards_config *c)
+{
+    int64_t budget = c->lease_duration_ms + 2 * c->retry_period_ms - c->drain_ms - 1000;
+    if (budget < 0)
+        return 0;
+    return budget < c->lease_duration_ms ? budget : c->lease_duration_ms;
+}
+
 static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
                               struct ld_errinfo *err)
 {
@@ -936,6 +951,7 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
         .pod_uid = s->c.pod_uid,
         .pod_name = s->c.pod_name,
         .lease_duration_ms = s->c.lease_duration_ms,
+        .rebalance_delay_ms = rebalance_delay(&s->c),
     };
     s->group = ld_shardgroup_new(&gc, err);
     if (!s->group)
