@@ -200,9 +200,10 @@ static void refuse_shard(const struct ld_proxy_view *v, uint32_t shard,
                id, lease, v->snap->identity);
     else if (strcmp(e->leader, v->snap->identity) == 0)
         answer(out, 503, "ServiceUnavailable",
-               "write refused by leaderd: the ownership of shard %s (Lease %s) by %s "
-               "(this replica) has lapsed: not renewed in time",
-               id, lease, v->snap->identity);
+               "write refused by leaderd: %s (this replica) no longer claims shard %s "
+               "(Lease %s): it is being given back, or the replica's member Lease "
+               "was not renewed in time",
+               v->snap->identity, id, lease);
     else
         answer(out, 503, "ServiceUnavailable",
                "write refused by leaderd: %s does not own shard %s (Lease %s); the "
