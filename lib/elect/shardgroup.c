@@ -503,8 +503,10 @@ static bool same_rv(const char *a, const char *b)
     return a && b && strcmp(a, b) == 0;
 }
 
+/* first: the record is seen for the first time; news: and that sight is
+ * itself a change (see ld_shardgroup_observe_member). */
 static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
-                                 int64_t now_ms, bool first)
+                                 int64_t now_ms, bool first, bool news)
 {
     struct ld_lease rec;
     ld_lease_init(&rec);
@@ -517,7 +519,7 @@ static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
         m->changed_ms = now_ms;
         /* A record first seen may be a dead replica's last one: only a
          * change proves that someone writes it. */
-        m->seen_change = !first;
+        m->seen_change = !first || news;
     }
     m->compatible =
         has_annotation(lease, LD_SHARDGROUP_PROTOCOL, LD_SHARDGROUP_PROTOCOL_VERSION);
@@ -587,7 +589,7 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
     struct member *m = find_member(g, identity);
     if (m) {
         m->mark = true;
-        return update_member(m, lease, now_ms, false);
+        return update_member(m, lease, now_ms, false, false);
     }
     struct member *slot = NULL;
     enum ld_err rc = reserve_member(g);
@@ -601,8 +603,11 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
     if (!fresh.identity)
         return LD_ENOMEM;
     /* A record first seen counts from now_ms, as the engine's first
-     * observation of a Lease does. */
-    rc = update_member(&fresh, lease, now_ms, true);
+     * observation of a Lease does. One that a list of the group did not
+     * hold was written since: that is a change, and the replica that
+     * wrote it (a newcomer, usually) counts live at once. (Unless the
+     * table overflowed: then a record missing from it proves nothing.) */
+    rc = update_member(&fresh, lease, now_ms, true, g->listed && !g->overflow);
     if (rc != LD_OK) {
         member_clear(&fresh);
         return rc;
@@ -1237,7 +1242,7 @@ void ld_shardgroup_evicted(struct ld_shardgroup *g, const char *rv_before,
     const char *identity = stored ? member_identity(g, stored->name) : NULL;
     struct member *m = identity ? find_member(g, identity) : NULL;
     if (m && same_rv(m->rec.resource_version, rv_before))
-        update_member(m, stored, now_ms, false);
+        update_member(m, stored, now_ms, false, false);
 }
 
 /* ---- the view ------------------------------------------------------------ */
