@@ -1,12 +1,13 @@
 """Integration tests of shard mode (`--shards`, protocol 2: see
 docs/design/shards.md and docs/design/shard-protocol.md): real
 leaderd replicas over HTTPS against the bundled API server, 2 to 5 replicas
-and 3 to 64 shards. Balance, stability, a join, a graceful leave, a crash, a
-join while the crashed member's Lease lingers, a partition of one replica
-and an exit without release, each with the contract's movement and time
-bounds; the HTTP contract of /shards, /shards/ID, /shard?key=, /watch and
-/metrics; the Lease records (client-go's shape), labels and ownerReference;
-and the command-line checks.
+and 3 to 64 shards. Balance, stability, a join, a staggered start, a
+graceful leave, a crash, a join while the crashed member's Lease lingers, a
+partition of one replica and an exit without release, each with the
+contract's movement and time bounds; the HTTP contract of /shards,
+/shards/ID, /shard?key=, /watch and /metrics; the Lease records (client-go's
+shape), labels (also on a shard Lease someone else made) and
+ownerReference; and the command-line checks.
 
 Split-brain rule, checked at every poll of every test (ShardWatcher): a poll
 asks every live replica's /shards at once (one thread each) and keeps, per
@@ -1057,6 +1058,135 @@ class NoReleaseOnExit(ShardBase):
             gap = (taken["clock_us"] - last["clock_us"]) / 1e6
             self.assertGreaterEqual(gap, LEASE - 0.001,
                                     f"shard {sid} taken {gap:.3f}s after r2's last write")
+
+
+class StaggeredStart(ShardBase):
+    """Replicas started within one retry period of each other share the
+    shards from the start: a joining replica takes nothing for 2 x
+    retry-period + 1 s, by when it has seen the member Leases of the others
+    change (their second write), so the first does not take every shard
+    only to give most of them back."""
+
+    n_shards = 12
+
+    def test_staggered_start_moves_at_most_a_quota(self):
+        n, m = self.n_shards, 3
+        before = {str(s): "" for s in range(n)}
+        seq = self.log_seq()
+        started = []
+        t0 = time.monotonic()
+        for i, c in enumerate(("r1", "r2", "r3")):
+            # The stagger is the test's input (0, 0.45 and 0.9 retry
+            # periods), not a wait for something to happen.
+            time.sleep(max(0.0, t0 + i * 0.45 * RETRY - time.monotonic()))
+            r = Replica(self.api, c, self.dir, lease=GROUP,
+                        extra_args=["--shards", str(n)])
+            self.replicas.append(r)
+            r.start(wait_listening=False)
+            started.append(time.monotonic() - t0)
+        spread = started[-1] - started[0]
+        self.assertLessEqual(spread, RETRY, f"the replicas started {started}")
+        owners, took = self.wait_balanced(t0 + started[-1])
+        # Every owner change from one replica to another (a release between
+        # counts once) from the start until balanced and a while after.
+        self.watch.for_duration(2 * RETRY)
+        moved = self.moves(seq, before)
+        n_moves = sum(len(v) for v in moved.values())
+        # For the report: when each member Lease was first written, and how
+        # many shards each replica took first.
+        firsts, beats = {}, {}
+        for e in self.api.write_log(seq):
+            sid = (e.get("name") or "")[len(GROUP) + 1:]
+            if sid in before and e.get("holderIdentity"):
+                firsts.setdefault(sid, e["holderIdentity"])
+            elif sid.startswith("member-"):
+                beats.setdefault(sid[len("member-"):], e["mono_ms"])
+        t_beat = min(beats.values(), default=0)
+        print(f"\n  started at {[round(s, 2) for s in started]} s, first heartbeats at "
+              f"{ {c: (ms - t_beat) / 1000 for c, ms in sorted(beats.items())} } s: "
+              f"balanced {took:.2f}s after the last start; first owners "
+              f"{ {c: list(firsts.values()).count(c) for c in ('r1', 'r2', 'r3')} }; "
+              f"{n_moves} moves: {moved}")
+        self.assertLessEqual(n_moves, -(-n // m), moved)
+        self.assertEqual(self.holders(), owners)
+
+
+class Unlabelled(ShardBase):
+    """A shard Lease someone else created without the group's labels gets
+    them with the group's first write of it, and is seen like any other
+    from then on: in the group's label-selected list and watch, with no
+    relisting over it."""
+
+    n_shards = 4
+
+    def lists(self):
+        """LIST requests per replica so far (the API server's stats)."""
+        stats = self.api.stats()
+        return {r.client: sum(stats.get(r.client, {}).get("list", {}).values())
+                for r in self.replicas}
+
+    def labelled_on_next_write(self, labels):
+        """Creates shard 2's Lease free, with labels (and no annotation),
+        starts two replicas and checks the group's write of it."""
+        name = f"{GROUP}-2"
+        status, made = self.api.post_lease(NS, {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "spec": {"holderIdentity": ""}}, client="admin")
+        self.assertEqual(status, 201, made)
+        seq = self.log_seq()
+        t_start = time.monotonic()
+        for c in ("r1", "r2"):
+            self.start(c)
+
+        def labelled(_snap):
+            _, lease = self.api.get_lease(NS, name, client="admin")
+            return (lease["metadata"].get("labels") or {}).get("leaderd.io/shard")
+        try:
+            self.watch.until(labelled, BALANCE_BOUND + SCHED_SLACK, f"{name} to be labelled")
+        except AssertionError as e:
+            stats = self.api.stats()
+            raise AssertionError(f"{e}; creates per replica: "
+                                 f"{ {c: stats.get(c, {}).get('create') for c in ('r1', 'r2')} }, "
+                                 f"lists: {self.lists()}") from None
+        owners, took = self.wait_balanced(t_start)
+        print(f"\n  balanced over 2 with {name} labelled {labels} in {took:.2f}s: {owners}")
+        # The take was an update of the Lease that was there (same uid),
+        # which now carries the group's labels and the protocol annotation.
+        status, lease = self.api.get_lease(NS, name, client="admin")
+        self.assertEqual(status, 200, lease)
+        meta = lease["metadata"]
+        self.assertEqual(meta["uid"], made["metadata"]["uid"])
+        self.assertEqual(meta.get("labels"), {"leaderd.io/shard-group": GROUP,
+                                              "leaderd.io/shard": "2"})
+        self.assertEqual(meta.get("annotations", {}).get("leaderd.io/shard-protocol"), "2")
+        self.assertEqual(lease["spec"]["holderIdentity"], owners["2"])
+        writes = [e for e in self.api.write_log(seq) if e["name"] == name]
+        self.assertTrue(writes and writes[0]["verb"] == "update", writes[:1])
+        # In the group's selection: its list and its watch show it.
+        self.assertIn(name, self.leases())
+        w = self.api.open_watch(NS, client="admin", timeout_seconds=5,
+                                label_selector=f"leaderd.io/shard-group={GROUP}")
+        seen = set()
+        try:
+            for _ in range(2 * self.n_shards + 4):
+                ev = w.next_event()
+                if ev is None:
+                    break
+                seen.add(ev["object"]["metadata"]["name"])
+                if name in seen:
+                    break
+        finally:
+            w.resp.close()
+        self.assertIn(name, seen)
+        # Nobody keeps listing the group over it: with the watch up, a
+        # settled group lists nothing.
+        before = self.lists()
+        self.watch.for_duration(4 * RETRY)
+        self.assertEqual(self.lists(), before, "the replicas kept listing the group")
+
+    def test_shard_lease_with_the_group_label_alone_is_labelled_on_the_next_write(self):
+        self.labelled_on_next_write({"leaderd.io/shard-group": GROUP})
 
 
 class CommandLine(unittest.TestCase):

@@ -9,7 +9,8 @@
  * members still find each other by listing while the watch is down, and a
  * shard's release waits for its hooks' safety holds, asked only once the
  * table shows the claim ended, and is not written past the renew
- * deadline.
+ * deadline; and the published table is rebuilt only when something in it
+ * changed.
  */
 #include <check.h>
 #include <signal.h>
@@ -39,6 +40,8 @@
 #define CALL_TIMEOUT_MS 5000
 /* Fake time per turn of one replica. */
 #define STEP_MS 20
+/* The loop publishes at least this often (mode_shards.c). */
+#define HEARTBEAT_MS 1000
 
 struct replica {
     char id[16];
@@ -696,6 +699,155 @@ START_TEST(an_exit_whose_hold_outlasts_the_renew_deadline_releases_nothing)
 }
 END_TEST
 
+/* What differs between two tables, as bits. */
+enum {
+    DIFF_OBSERVED = 1,
+    DIFF_MEMBERS = 2,
+    DIFF_LEADER = 4,
+    DIFF_TERM = 8,
+    DIFF_LEADING = 16,
+    DIFF_LEAD_UNTIL = 32,
+    DIFF_RENEWED_AT = 64,
+    DIFF_LAST_RENEW = 128,
+};
+
+static unsigned table_diff(const struct ld_shardsnap *a, const struct ld_shardsnap *b)
+{
+    unsigned d = 0;
+    if (a->observed != b->observed)
+        d |= DIFF_OBSERVED;
+    if (a->n_members != b->n_members)
+        d |= DIFF_MEMBERS;
+    for (uint32_t i = 0; !(d & DIFF_MEMBERS) && i < a->n_members; i++)
+        if (strcmp(a->members[i], b->members[i]) != 0)
+            d |= DIFF_MEMBERS;
+    ck_assert_uint_eq(a->n_shards, b->n_shards);
+    for (uint32_t k = 0; k < a->n_shards; k++) {
+        const struct ld_shard_entry *x = &a->shards[k], *y = &b->shards[k];
+        d |= strcmp(x->leader, y->leader) != 0 ? DIFF_LEADER : 0;
+        d |= x->term != y->term ? DIFF_TERM : 0;
+        d |= x->observed != y->observed ? DIFF_OBSERVED : 0;
+        d |= x->leading != y->leading ? DIFF_LEADING : 0;
+        d |= x->lead_until_ms != y->lead_until_ms ? DIFF_LEAD_UNTIL : 0;
+        d |=
+            x->has_renewed_at != y->has_renewed_at || x->renewed_at_us != y->renewed_at_us
+                ? DIFF_RENEWED_AT
+                : 0;
+        d |= x->last_renew_wall_us != y->last_renew_wall_us ? DIFF_LAST_RENEW : 0;
+    }
+    return d;
+}
+
+/* Replica i's member renewals answered (successful PUTs of its member
+ * Lease whose answer came) in [since_ms, until_ms]. */
+static size_t renewals_answered(size_t i, int64_t since_ms, int64_t until_ms)
+{
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[i].mode));
+    size_t n = 0;
+    for (size_t j = 0; j < ft_record_count(fx.ft); j++) {
+        const struct ft_record *r = ft_record(fx.ft, j);
+        n += strcmp(r->name, member) == 0 && strcmp(r->verb, "PUT") == 0 &&
+             r->status == 200 && r->end_ms >= since_ms && r->end_ms <= until_ms;
+    }
+    return n;
+}
+
+/* /shards is rebuilt only when something in it changed. In a steady group
+ * the other members' renewals (new member records, shown by the watch to
+ * every replica) and the loop's heartbeats publish no new table. A
+ * replica's own renewal does, and only because it moves the deadline of
+ * its claims (lead_until_ms, by which a reader judges is_leader): each new
+ * table differs from the one before in that alone. A change of a shard's
+ * holder shows in the table at once, not at the next renewal. A new table
+ * is told from the old by the pointer the state hands out (the test holds
+ * a reference to the old one, so its memory is not reused). */
+START_TEST(the_table_is_rebuilt_only_when_something_in_it_changed)
+{
+    for (int i = 0; i < 3; i++)
+        add_replica();
+    ck_assert(run_until(balanced, 60000));
+    run_for(2 * RETRY_MS);
+
+    struct ld_shardsnap *held[3];
+    struct ld_snapshot snap;
+    int64_t beat[3];
+    int tables[3] = {0, 0, 0}, beats[3] = {0, 0, 0};
+    for (size_t i = 0; i < 3; i++) {
+        held[i] = ld_state_read_shards(&fx.r[i].state, &snap);
+        ck_assert_ptr_nonnull(held[i]);
+        beat[i] = snap.heartbeat_ms;
+    }
+    int64_t t = now(), end = t + 10 * RETRY_MS;
+    for (int k = 0; k < 10 * RETRY_MS / STEP_MS * 4 && now() < end; k++) {
+        turn_all();
+        for (size_t i = 0; i < 3; i++) {
+            struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[i].state, &snap);
+            beats[i] += snap.heartbeat_ms != beat[i];
+            beat[i] = snap.heartbeat_ms;
+            if (cur == held[i]) {
+                ld_shardsnap_unref(cur);
+                continue;
+            }
+            tables[i]++;
+            ck_assert_uint_eq(table_diff(held[i], cur), DIFF_LEAD_UNTIL);
+            for (uint32_t s = 0; s < N_SHARDS; s++)
+                ck_assert_int_ge(cur->shards[s].lead_until_ms,
+                                 held[i]->shards[s].lead_until_ms);
+            ld_shardsnap_unref(held[i]);
+            held[i] = cur;
+        }
+    }
+    ck_assert_int_ge(now(), end);
+    for (size_t i = 0; i < 3; i++) {
+        size_t own = renewals_answered(i, t, now());
+        size_t others = renewals_answered((i + 1) % 3, t, now()) +
+                        renewals_answered((i + 2) % 3, t, now());
+        /* What could have rebuilt it did happen: a heartbeat a second,
+         * the others' renewals every retry period. */
+        ck_assert_int_ge(beats[i], 10 * RETRY_MS / HEARTBEAT_MS - 1);
+        ck_assert_uint_ge(others, 2 * 9);
+        ck_assert_uint_ge(own, 9);
+        ck_assert_msg(tables[i] >= 1 && (size_t)tables[i] <= own,
+                      "r%zu: %d tables in %lld ms with %zu renewals of its own", i,
+                      tables[i], (long long)(now() - t), own);
+    }
+
+    /* Someone else releases a shard r1 holds (no member changes): r0's
+     * table shows it in its next pass, and r1 takes the shard back. */
+    uint32_t k = 0;
+    while (k < N_SHARDS &&
+           strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r1") != 0)
+        k++;
+    ck_assert_uint_lt(k, N_SHARDS);
+    const char *lease = ld_shardgroup_shard_lease(group(), k);
+    ck_assert_str_eq(held[0]->shards[k].leader, "r1");
+    int64_t term = held[0]->shards[k].term;
+    ft_lease_put(fx.ft, lease, NULL, "", 1, ft_wall_us(fx.ft));
+    t = now();
+    int64_t shown = -1;
+    for (int i = 0; i < 1000 && shown < 0; i++) {
+        turn_all();
+        struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[0].state, NULL);
+        if (cur != held[0]) {
+            unsigned d = table_diff(held[0], cur);
+            if (strcmp(cur->shards[k].leader, "r1") != 0 || cur->shards[k].term != term) {
+                shown = now();
+                ck_assert(!(d & DIFF_MEMBERS));
+            }
+        }
+        ld_shardsnap_unref(held[0]);
+        held[0] = cur;
+    }
+    ck_assert_int_ge(shown, 0);
+    ck_assert_msg(shown - t <= 2 * STEP_MS * MAX_REPLICAS,
+                  "the owner change showed after %lld ms", (long long)(shown - t));
+    ck_assert(run_until(balanced, 3 * RETRY_MS));
+    ck_assert_str_eq(holder_of(lease), "r1");
+    for (size_t i = 0; i < 3; i++)
+        ld_shardsnap_unref(held[i]);
+}
+END_TEST
+
 static Suite *mode_shards_suite(void)
 {
     Suite *s = suite_create("mode_shards");
@@ -711,6 +863,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(
         tc, a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadline);
     tcase_add_test(tc, an_exit_whose_hold_outlasts_the_renew_deadline_releases_nothing);
+    tcase_add_test(tc, the_table_is_rebuilt_only_when_something_in_it_changed);
     suite_add_tcase(s, tc);
     return s;
 }

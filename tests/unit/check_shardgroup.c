@@ -886,6 +886,89 @@ START_TEST(shards_are_taken_only_on_the_rules)
 }
 END_TEST
 
+/* A member Lease first seen (on joining, say) may be all that is left of a
+ * replica that died: holder set, renewTime recent, nobody writing it any
+ * more. It counts live only once a later observation shows it changed.
+ * Until then the assignment gives its shards to the live members, and they
+ * take them over on the eviction path once the record has stood unchanged
+ * for its lease duration since it was first seen, as for any silent
+ * member. Seeing the same record again (a relist) proves nothing either. */
+START_TEST(a_member_record_never_seen_to_change_is_evicted_for_its_shards)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    struct ld_lease items[5];
+    int64_t next = 0;
+
+    own(g, true, 1000000);
+    /* The join's list: b's record (renewed a moment ago by its renewTime)
+     * and every shard held by b. */
+    for (int round = 0; round < 2; round++) {
+        int64_t at = round == 0 ? 5000 : 9000; /* the same snapshot, relisted */
+        member_record(&items[0], "web", "b", "b", 10, 4999000, "uid-b");
+        for (uint32_t s = 0; s < 4; s++)
+            lease_record(&items[1 + s], ld_shardgroup_shard_lease(g, s), "b", 10, 100 + s,
+                         "uid-s", true);
+        ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 5, at), LD_OK);
+        for (int i = 0; i < 5; i++)
+            ld_lease_clear(&items[i]);
+        ck_assert_str_eq(members_at(g, at), "a");
+    }
+    ck_assert(!ld_shardgroup_incompatible(g, "b"));
+    /* Not live: every shard is assigned to a, none left to b; the next
+     * change is b's expiry, a lease duration after the first sight. */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 9000, &next), LD_OK);
+    ck_assert_int_eq(next, 5000 + DURATION_MS);
+    for (uint32_t s = 0; s < 4; s++) {
+        ck_assert_str_eq(ld_shardgroup_target(g, s), "a");
+        ck_assert(ld_shardgroup_contend(g, s));
+        ck_assert_int_eq(ld_shardgroup_step(g, s, 5000 + DURATION_MS - 1, true),
+                         LD_SHARD_NONE);
+    }
+    /* A lease duration after the first sight: evict b, then take. */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 5000 + DURATION_MS, NULL), LD_OK);
+    for (uint32_t s = 0; s < 4; s++)
+        ck_assert_int_eq(ld_shardgroup_step(g, s, 5000 + DURATION_MS, false),
+                         LD_SHARD_EVICT);
+    struct ld_lease ev;
+    ld_lease_init(&ev);
+    ck_assert_int_eq(ld_shardgroup_evict_lease(g, 0, 77, &ev), LD_OK);
+    ck_assert_str_eq(ev.name, "web-member-b");
+    ck_assert_str_eq(ev.spec.holder, "");
+    ck_assert_str_eq(ev.resource_version, "4999000");
+    free(ev.resource_version);
+    ev.resource_version = strdup("4999001");
+    ld_shardgroup_evicted(g, "4999000", &ev, 5000 + DURATION_MS);
+    ld_lease_clear(&ev);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 5000 + DURATION_MS, NULL), LD_OK);
+    for (uint32_t s = 0; s < 4; s++)
+        ck_assert_int_eq(ld_shardgroup_step(g, s, 5000 + DURATION_MS, true),
+                         LD_SHARD_TAKE);
+    ld_shardgroup_free(g);
+
+    /* The same start, but the next observation shows b renewed: b is a
+     * live member from then on, keeps its quota, and nothing of it is
+     * evicted at the old expiry (its record changed since). */
+    g = numbered_group("web", "a", 4, NULL);
+    own(g, true, 1000000);
+    observe(g, "b", "b", 10, 4999000, 5000);
+    for (uint32_t s = 0; s < 4; s++)
+        shard_record(g, s, "b", 100 + s, 5000);
+    ck_assert_str_eq(members_at(g, 5000), "a");
+    observe(g, "b", "b", 10, 5999000, 6000);
+    ck_assert_str_eq(members_at(g, 6000), "a,b");
+    ck_assert_int_eq(ld_shardgroup_assign(g, 5000 + DURATION_MS, &next), LD_OK);
+    ck_assert_int_eq(next, 6000 + DURATION_MS);
+    uint32_t to_b = 0;
+    for (uint32_t s = 0; s < 4; s++) {
+        to_b += strcmp(ld_shardgroup_target(g, s), "b") == 0;
+        ck_assert_int_eq(ld_shardgroup_step(g, s, 5000 + DURATION_MS, true),
+                         LD_SHARD_NONE);
+    }
+    ck_assert_uint_eq(to_b, 2);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 START_TEST(writes_are_compare_and_swap_with_the_contract_fields)
 {
     struct ld_shardgroup *g = numbered_group("web", "a", 2, NULL);
@@ -1399,6 +1482,8 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members,
                    a_member_counts_once_seen_to_change_and_only_with_the_protocol);
     tcase_add_test(members, shards_are_taken_only_on_the_rules);
+    tcase_add_test(members,
+                   a_member_record_never_seen_to_change_is_evicted_for_its_shards);
     tcase_add_test(members, older_records_are_ignored_and_give_backs_end_with_the_shard);
     tcase_add_test(members, writes_are_compare_and_swap_with_the_contract_fields);
     suite_add_tcase(s, members);
