@@ -1188,6 +1188,11 @@ class Unlabelled(ShardBase):
     def test_shard_lease_with_the_group_label_alone_is_labelled_on_the_next_write(self):
         self.labelled_on_next_write({"leaderd.io/shard-group": GROUP})
 
+    def test_unlabelled_shard_lease_is_labelled_on_the_next_write(self):
+        # Outside the group's selection: neither the group's list nor its
+        # watch shows it, and its create is refused (409 AlreadyExists).
+        self.labelled_on_next_write({})
+
 
 class CommandLine(unittest.TestCase):
     """Bad --shards values and modes that do not go with shards: exit 2, one
