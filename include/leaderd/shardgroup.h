@@ -172,6 +172,11 @@ void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_leas
 void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
                                           const struct ld_lease *gone);
 
+/* Whether shard s's record was read by name and lacks the group's label
+ * (a Lease someone else made): the group's list and watch cannot show it,
+ * so lists leave it as it is, and after a refused write it is read by name
+ * again. The next write of ours labels it. */
+bool ld_shardgroup_unlisted(const struct ld_shardgroup *g, uint32_t s);
 /* A LIST of the whole group (items borrowed): one consistent snapshot.
  * Every item is observed as above; a shard Lease missing from it is
  * absent, a member missing from it leaves the table, and every shard

@@ -45,6 +45,9 @@ struct shard {
     bool claimed;    /* our last write succeeded and named us */
     uint64_t claim_term;
     bool giving_back;
+    /* The record was read by name and lacks the group's label: lists and
+     * the watch cannot show it, so a list does not make it absent. */
+    bool unlisted;
     bool mark; /* scratch of ld_shardgroup_observe_list */
 };
 
@@ -480,8 +483,9 @@ static enum ld_err reserve_member(struct ld_shardgroup *g)
     return LD_OK;
 }
 
-/* The value of annotation key on l's object, compared with want. */
-static bool has_annotation(const struct ld_lease *l, const char *key, const char *want)
+/* Whether l's object has metadata.<field>[key] == want. */
+static bool has_metadata(const struct ld_lease *l, const char *field, const char *key,
+                         const char *want)
 {
     json_t *root = l->object;
     bool owned = false, found = false;
@@ -490,7 +494,7 @@ static bool has_annotation(const struct ld_lease *l, const char *key, const char
         owned = true;
     }
     json_t *md = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
-    json_t *ann = json_is_object(md) ? json_object_get(md, "annotations") : NULL;
+    json_t *ann = json_is_object(md) ? json_object_get(md, field) : NULL;
     json_t *v = json_is_object(ann) ? json_object_get(ann, key) : NULL;
     found = json_is_string(v) && strcmp(json_string_value(v), want) == 0;
     if (owned)
@@ -521,8 +525,8 @@ static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
          * change proves that someone writes it. */
         m->seen_change = !first || news;
     }
-    m->compatible =
-        has_annotation(lease, LD_SHARDGROUP_PROTOCOL, LD_SHARDGROUP_PROTOCOL_VERSION);
+    m->compatible = has_metadata(lease, "annotations", LD_SHARDGROUP_PROTOCOL,
+                                 LD_SHARDGROUP_PROTOCOL_VERSION);
     ld_lease_clear(&m->rec);
     m->rec = rec;
     return LD_OK;
@@ -675,6 +679,7 @@ static void shard_absent(struct shard *sh)
     sh->observed = true;
     sh->claimed = false;
     sh->giving_back = false;
+    sh->unlisted = false;
 }
 
 static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
@@ -691,6 +696,7 @@ static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
     sh->present = true;
     sh->observed = true;
     sh->mark = true;
+    sh->unlisted = !has_metadata(lease, "labels", LD_SHARDGROUP_LABEL, g->label_value);
     /* Someone else's record ends our claim, whatever the term, and leaves
      * nothing to give back. */
     if (!names_us(g, sh)) {
@@ -783,7 +789,7 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
             first = rc;
     }
     for (uint32_t s = 0; s < g->n_shards; s++)
-        if (!g->shards[s].mark)
+        if (!g->shards[s].mark && !g->shards[s].unlisted)
             shard_absent(&g->shards[s]);
     for (uint32_t i = 0; i < g->n_members;) {
         if (!g->members[i].mark)
@@ -1246,6 +1252,11 @@ void ld_shardgroup_evicted(struct ld_shardgroup *g, const char *rv_before,
 }
 
 /* ---- the view ------------------------------------------------------------ */
+
+bool ld_shardgroup_unlisted(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards && g->shards[s].present && g->shards[s].unlisted;
+}
 
 bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s)
 {

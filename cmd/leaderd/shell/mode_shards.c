@@ -44,6 +44,8 @@ struct slot {
     bool writing;
     bool releasing; /* the write in flight is a release */
     ld_kube_call call;
+    bool reading; /* a read of the Lease by name (see read_by_name) */
+    ld_kube_call read_call;
     uint64_t term_sent;  /* the member term the write was sent in */
     char *rv_before;     /* owned; the record it was sent on, NULL for a create */
     int64_t next_try_ms; /* after a failed write, not before */
@@ -337,6 +339,54 @@ static enum hold release_hold(struct ld_mode_shards *s, uint32_t k, int64_t now_
 }
 
 static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
+static void observe(struct ld_mode_shards *s, const struct ld_lease *lease,
+                    int64_t now_ms);
+
+static void on_read(void *ctx, ld_kube_call call, enum ld_err rc, struct ld_lease *lease,
+                    const struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = ctx;
+    int64_t now_ms = ld_clock_mono_ms(&s->clock);
+    uint32_t k = 0;
+    while (k < s->n && !(s->slots[k].reading && s->slots[k].read_call == call))
+        k++;
+    if (k == s->n)
+        return;
+    s->slots[k].reading = false;
+    if (rc == LD_OK) {
+        observe(s, lease, now_ms);
+    } else if (rc == LD_ENOTFOUND) {
+        struct ld_lease gone = {.name = (char *)ld_shardgroup_shard_lease(s->group, k)};
+        ld_shardgroup_observe_deleted(s->group, &gone);
+    } else {
+        ld_log(LD_LOG_WARN, "shard %s: cannot read its Lease: %s",
+               ld_shardgroup_shard_id(s->group, k),
+               err && err->msg[0] ? err->msg : ld_strerror(rc));
+    }
+    s->inputs_changed = true;
+    s->table_changed = true;
+}
+
+/* A shard Lease made by someone else without the group's labels is in
+ * neither the group's list nor its watch: its create is refused (it
+ * exists) and nothing would ever show it. It is read by name, kept as the
+ * shard's record (lists do not drop it), and labelled by the next write. */
+static void read_by_name(struct ld_mode_shards *s, uint32_t k)
+{
+    struct slot *sl = &s->slots[k];
+    struct ld_errinfo err;
+    if (sl->reading || s->stopping)
+        return;
+    if (ld_kube_lease_get_start(s->c.kube, s->c.namespace_,
+                                ld_shardgroup_shard_lease(s->group, k),
+                                s->c.renew_deadline_ms, on_read, s, &sl->read_call,
+                                &err) != LD_OK) {
+        ld_log(LD_LOG_WARN, "shard %s: cannot read its Lease: %s",
+               ld_shardgroup_shard_id(s->group, k), err.msg);
+        return;
+    }
+    sl->reading = true;
+}
 
 static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
                        struct ld_lease *lease, const struct ld_errinfo *err)
@@ -361,6 +411,11 @@ static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
         ld_shardgroup_write_failed(s->group, k);
         sl->next_try_ms = now_ms + s->c.retry_period_ms / 2;
         s->want_read = true; /* our view was stale: a list refreshes it */
+        /* A Lease the group's list cannot show (made without its labels)
+         * is read by name instead. */
+        if (rc == LD_EEXISTS ||
+            ((rc == LD_ECONFLICT || rc == LD_ENOTFOUND) && ld_shardgroup_unlisted(s->group, k)))
+            read_by_name(s, k);
         /* A conflict means someone else wrote first: the watch shows who.
          * A write without an answer may still land; its record will be
          * seen, and nothing is claimed on it meanwhile. */
@@ -487,7 +542,7 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
     bool settled = now_ms >= s->contend_after_ms;
     for (uint32_t k = 0; k < s->n && !s->stopping; k++) {
         struct slot *sl = &s->slots[k];
-        if (sl->writing || now_ms < sl->next_try_ms)
+        if (sl->writing || sl->reading || now_ms < sl->next_try_ms)
             continue;
         enum ld_shard_step step = ld_shardgroup_step(s->group, k, now_ms, fresh);
         bool wanted = settled && (step == LD_SHARD_TAKE || step == LD_SHARD_READ ||
@@ -1041,6 +1096,9 @@ static void on_shutdown(void *ctx, int64_t now_ms)
         if (sl->writing)
             ld_kube_cancel(s->c.kube, sl->call);
         sl->writing = false;
+        if (sl->reading)
+            ld_kube_cancel(s->c.kube, sl->read_call);
+        sl->reading = false;
         ld_shardgroup_give_back(s->group, k);
         const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
         /* Only a replica whose member election led releases: one that stood
@@ -1322,6 +1380,8 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
     for (uint32_t k = 0; s->slots && k < s->n; k++) {
         if (s->slots[k].writing)
             ld_kube_cancel(s->c.kube, s->slots[k].call);
+        if (s->slots[k].reading)
+            ld_kube_cancel(s->c.kube, s->slots[k].read_call);
         free(s->slots[k].hooks);
         free(s->slots[k].leader);
         free(s->slots[k].rv_before);
