@@ -471,9 +471,14 @@ END_TEST
  * supervisor itself, reaches the child and a grandchild in a session of
  * its own; each notes "PID SIGNAL". The grandchild is started by setsid's
  * own fork, not as an asynchronous list: a non-interactive shell starts
- * those with SIGINT and SIGQUIT ignored, beyond a trap's reach. */
+ * those with SIGINT and SIGQUIT ignored, beyond a trap's reach. leaderd
+ * itself runs with SIGHUP ignored here, as under nohup: the child must
+ * still start with every disposition at its default. */
 START_TEST(signals_reach_every_process)
 {
+    struct sigaction ignore = {.sa_handler = SIG_IGN}, before;
+    sigemptyset(&ignore.sa_mask);
+    ck_assert_int_eq(sigaction(SIGHUP, &ignore, &before), 0);
     static const char traps[] =
         "for s in HUP INT QUIT USR1 USR2 TERM; do trap \"echo \\$\\$ $s >> $0\" $s; "
         "done; echo $$ ready >> $0; while :; do sleep 0.05; done";
@@ -543,6 +548,7 @@ START_TEST(signals_reach_every_process)
     ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_STOP, 0, 0), 0);
     exited(&s, LD_SUP_STOPPED, 10000);
     ld_supervisor_close(&s);
+    sigaction(SIGHUP, &before, NULL);
 }
 END_TEST
 

@@ -466,7 +466,14 @@ static void exec_child(struct sup *s)
         say("leaderd: cannot move the command into its cgroup: ", s->command[0]);
         _exit(126);
     }
-    signal(SIGPIPE, SIG_DFL);
+    /* Every disposition back to default: an ignored one survives exec, so a
+     * leaderd started with SIGHUP ignored (nohup, some init systems) would
+     * otherwise forward HUP to a command that cannot see it. */
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigemptyset(&dfl.sa_mask);
+    for (int signo = 1; signo < NSIG; signo++)
+        if (signo != SIGKILL && signo != SIGSTOP)
+            sigaction(signo, &dfl, NULL);
     sigprocmask(SIG_SETMASK, &none, NULL);
     execvpe(s->command[0], s->command, s->envp);
     /* The shell's convention: 127 not found, 126 found but not runnable. */
