@@ -120,7 +120,9 @@ bench: all bench-footprint
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_proxy.py
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_shards.py
 
-# The shard group figures alone (BENCH_SHARD_COUNTS, BENCH_SHARD_SECONDS).
+# The shard group figures alone (BENCH_SHARD_COUNTS, BENCH_SHARD_SECONDS,
+# BENCH_SHARD_TIMINGS=fast, BENCH_ROLL_READY, BENCH_ROLL_PAUSE; the image's binary
+# with BENCH_SHARD_BINARY=musl after `make static LIBC=musl`: tools/bench_shards.py).
 bench-shards: all
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tools/bench_shards.py
 
