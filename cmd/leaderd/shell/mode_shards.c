@@ -28,11 +28,14 @@
 #define HEARTBEAT_MS 1000
 
 #define MEMBER 0
-/* A joining replica takes nothing for two retry periods and this margin:
- * a member counts live only once its record has been seen to change, so a
- * replica that started up to a retry period later is seen live (its second
- * write) by then, and replicas started together share the shards instead of
- * the first taking them all and giving most back. */
+/* A replica that joins a group with free shards takes nothing for a retry
+ * period and this margin: a replica that starts up to a retry period later
+ * has created its member Lease by then, which counts live at once (it was
+ * not in the list), and one that started a little earlier has renewed its
+ * record (seen to change). So replicas started together share the shards
+ * instead of the first taking them all and giving most back. A group whose
+ * every shard is held needs no wait: nothing is free to take in haste, and
+ * a shard released later (a rolling update's) is taken at once. */
 #define JOIN_SETTLE_MS 1000
 
 /* A release still held by a hook (hook.h), or given up. */
@@ -161,12 +164,12 @@ static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *
     /* Taking shards before the other members are known would take them on
      * the belief that this replica is alone, only to give them back:
      * churn, not danger. So on joining, the group is listed at once and
-     * nothing is taken until that answer is in and two retry periods have
-     * passed (see JOIN_SETTLE_MS). */
+     * nothing is taken until that answer is in and, when it shows free
+     * shards, a retry period has passed (see JOIN_SETTLE_MS). */
     bool live = ld_leads_at(v->status.leading, v->status.lead_until_ms, now_ms);
     if (live && !s->member_live) {
         s->live_since_ms = now_ms;
-        s->contend_after_ms = now_ms + 2 * s->c.retry_period_ms + JOIN_SETTLE_MS;
+        s->contend_after_ms = now_ms + s->c.retry_period_ms + JOIN_SETTLE_MS;
         s->join_list = true;
         s->next_list_ms = now_ms;
     }
@@ -673,6 +676,16 @@ static void clean_up(struct ld_mode_shards *s, int64_t now_ms)
 
 static void assign(struct ld_mode_shards *s, int64_t now_ms);
 
+static bool every_shard_held(const struct ld_mode_shards *s)
+{
+    for (uint32_t k = 0; k < s->n; k++) {
+        const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
+        if (!rec || !rec->spec.holder || !rec->spec.holder[0])
+            return false;
+    }
+    return true;
+}
+
 static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
                       const struct ld_lease *items, size_t n,
                       const struct ld_errinfo *err)
@@ -695,8 +708,11 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
         note_incompatible(s, &items[i], was[i]);
     free(was);
     s->table_changed = true;
-    if (s->join_list && s->member_live && s->list_started_ms >= s->live_since_ms)
+    if (s->join_list && s->member_live && s->list_started_ms >= s->live_since_ms) {
         s->join_list = false;
+        if (every_shard_held(s))
+            s->contend_after_ms = now_ms;
+    }
     /* One consistent snapshot: the takeovers that need one go now, before
      * any other answer can mix newer records with older ones. */
     s->want_read = false;
