@@ -71,8 +71,8 @@ struct ld_shardgroup {
     int32_t own_transitions;
     char *own_uid;
     int64_t own_joined_us; /* acquireTime of our member Lease as last seen */
-    uint64_t term; /* the member term: see ld_shardgroup_observe_own */
-    bool listed;   /* a list of the group has been observed */
+    uint64_t term;         /* the member term: see ld_shardgroup_observe_own */
+    bool listed;           /* a list of the group has been observed */
     /* A member record was not kept (table full): an absent record then
      * proves nothing. */
     bool overflow;

@@ -261,8 +261,8 @@ START_TEST(sequences_in_lockstep)
             }
             if (ev == EV_JOIN) {
                 uint32_t m1 = (uint32_t)m + 1;
-                EXPECT_LE(moved, (n + m1 - 1) / m1 + 1); /* the contract */
-                EXPECT_LE(moved, (n + m1 - 1) / m1);     /* the header: no +1 */
+                EXPECT_LE(moved, (n + m1 - 1) / m1 + 1);      /* the contract */
+                EXPECT_LE(moved, (n + m1 - 1) / m1);          /* the header: no +1 */
                 EXPECT_EQ(moved, quota_of(live, n, x, prev)); /* exactly its quota */
             } else {
                 EXPECT_EQ(moved, held);
@@ -301,7 +301,7 @@ struct world {
     uint32_t transfers;  /* acquisitions by someone other than the start owner */
     bool changed[MAX_N]; /* shard acquired by someone other than its start owner */
     int start_owner[MAX_N];
-    int stale_rounds;    /* rounds left with views that differ */
+    int stale_rounds; /* rounds left with views that differ */
     /* Releases and acquisitions by replicas on old_view that the new view
      * would not make (a lagging replica acting on news it has not seen). */
     uint32_t stale_acts;
@@ -593,10 +593,10 @@ static uint32_t hand_over(uint32_t n, const bool *live, int *owner, bool give_ba
     for (int round = 0; round < 3; round++) {
         assign(names, live, n, owner, target);
         for (uint32_t s = 0; s < n; s++) {
-            if (owner[s] != NONE && !live[owner[s]])
-                owner[s] = NONE; /* a leaver's release */
-            else if (owner[s] != NONE && owner[s] != target[s] && give_back)
-                owner[s] = NONE; /* a rebalance's give-back */
+            /* A leaver's release, or a rebalance's give-back. */
+            if (owner[s] != NONE &&
+                (!live[owner[s]] || (owner[s] != target[s] && give_back)))
+                owner[s] = NONE;
         }
         assign(names, live, n, owner, target);
         for (uint32_t s = 0; s < n; s++)

@@ -342,8 +342,6 @@ static enum hold release_hold(struct ld_mode_shards *s, uint32_t k, int64_t now_
 }
 
 static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
-static void observe(struct ld_mode_shards *s, const struct ld_lease *lease,
-                    int64_t now_ms);
 
 static void on_read(void *ctx, ld_kube_call call, enum ld_err rc, struct ld_lease *lease,
                     const struct ld_errinfo *err)
@@ -380,10 +378,9 @@ static void read_by_name(struct ld_mode_shards *s, uint32_t k)
     struct ld_errinfo err;
     if (sl->reading || s->stopping)
         return;
-    if (ld_kube_lease_get_start(s->c.kube, s->c.namespace_,
-                                ld_shardgroup_shard_lease(s->group, k),
-                                s->c.renew_deadline_ms, on_read, s, &sl->read_call,
-                                &err) != LD_OK) {
+    if (ld_kube_lease_get_start(
+            s->c.kube, s->c.namespace_, ld_shardgroup_shard_lease(s->group, k),
+            s->c.renew_deadline_ms, on_read, s, &sl->read_call, &err) != LD_OK) {
         ld_log(LD_LOG_WARN, "shard %s: cannot read its Lease: %s",
                ld_shardgroup_shard_id(s->group, k), err.msg);
         return;
@@ -416,8 +413,8 @@ static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
         s->want_read = true; /* our view was stale: a list refreshes it */
         /* A Lease the group's list cannot show (made without its labels)
          * is read by name instead. */
-        if (rc == LD_EEXISTS ||
-            ((rc == LD_ECONFLICT || rc == LD_ENOTFOUND) && ld_shardgroup_unlisted(s->group, k)))
+        if (rc == LD_EEXISTS || ((rc == LD_ECONFLICT || rc == LD_ENOTFOUND) &&
+                                 ld_shardgroup_unlisted(s->group, k)))
             read_by_name(s, k);
         /* A conflict means someone else wrote first: the watch shows who.
          * A write without an answer may still land; its record will be
