@@ -18,7 +18,8 @@
  *  - keeps the view: every member record and shard record of the group as
  *    observed (watch events, lists, answers to our own writes). Another
  *    replica is a live member while its member Lease carries the protocol
- *    annotation, names it as holder, has been seen to change at least once,
+ *    annotation, names it as holder, has been seen to change at least once
+ *    (appearing after a list of the group that did not hold it counts),
  *    and is unexpired by election.c's rule: the last change of the record
  *    this process saw plus the record's own leaseDurationSeconds. This
  *    replica is a live member while its own member election leads, never
@@ -27,11 +28,14 @@
  *    the last write of S succeeded, named us and was sent in the current
  *    member term (a counter that any break of the member leadership
  *    advances), and S is not being given back.
- *  - computes the assignment (shardassign.h) from the sorted live members
- *    and the shards' observed holders, and per shard the step to take
- *    (ld_shardgroup_step: take, evict the holder's member Lease, give back,
- *    or wait for a list), with the records to write for each; and when the
- *    inputs next change with no news (an expiry), so the caller can wake.
+ *  - computes the assignment (shardassign.h) from the sorted live members,
+ *    when each joined, and the shards' observed holders, and per shard the
+ *    step to take
+ *    (ld_shardgroup_step: take, evict the holder's member Lease, give back
+ *    once the members stayed the same for the rebalance delay, or wait for
+ *    a list), with the records to write for each; and when the inputs next
+ *    change with no news (an expiry, the delay's end), so the caller can
+ *    wake.
  *  - gives what /shards shows: live members, the shards claimed at now, per
  *    shard its Lease name and observed record, and for numbered shards
  *    range and selector (shardrange.h) and the shard of a key. The names
@@ -141,19 +145,21 @@ bool ld_shardgroup_find(const struct ld_shardgroup *g, const char *id, uint32_t 
 
 /* ---- observations ---- */
 
-/* A Lease of the group as a watch event, a list or an answer shows it
- * (lease borrowed; copied). Another replica's member Lease updates the
- * member table: the record's expiry restarts at now_ms when it differs
- * from the one seen before, and a record seen to change counts as live
- * from then on (a first sight proves nothing about the holder being
- * alive). A member Lease without the annotation LD_SHARDGROUP_PROTOCOL =
+/* A Lease of the group as a watch event, a list or an answer shows it (lease
+ * borrowed; copied). Another replica's member Lease updates the member
+ * table: the record's expiry restarts at now_ms when it differs from the one
+ * seen before, and a record seen to change counts as live from then on (a
+ * first sight proves nothing about the holder being alive, unless a list of
+ * the group observed before did not hold the record: then it was written
+ * since). Our own member Lease only tells when we joined (its acquireTime,
+ * which ranks us for the assignment as the others rank us). A member Lease
+ * without the annotation LD_SHARDGROUP_PROTOCOL =
  * LD_SHARDGROUP_PROTOCOL_VERSION belongs to an incompatible version: it is
  * kept, logged once by the caller (ld_shardgroup_incompatible says so), and
- * counted neither live nor dead. A shard Lease becomes that shard's
- * observed record; one that does not name this replica ends its claim.
- * Anything else (our own member Lease, names outside the group) is
- * ignored. LD_OK, or LD_ENOMEM / LD_ETOOBIG (the record keeps its previous
- * state, or a new member is not added). */
+ * counted neither live nor dead. A shard Lease becomes that shard's observed
+ * record; one that does not name this replica ends its claim. Anything else
+ * (names outside the group) is ignored. LD_OK, or LD_ENOMEM / LD_ETOOBIG
+ * (the record keeps its previous state, or a new member is not added). */
 enum ld_err ld_shardgroup_observe_lease(struct ld_shardgroup *g,
                                         const struct ld_lease *lease, int64_t now_ms);
 
