@@ -30,12 +30,11 @@
  *    advances), and S is not being given back.
  *  - computes the assignment (shardassign.h) from the sorted live members,
  *    when each joined, and the shards' observed holders, and per shard the
- *    step to take
- *    (ld_shardgroup_step: take, evict the holder's member Lease, give back
- *    once the members stayed the same for the rebalance delay, or wait for
- *    a list), with the records to write for each; and when the inputs next
- *    change with no news (an expiry, the delay's end), so the caller can
- *    wake.
+ *    step to take (ld_shardgroup_step: take, evict the holder's member
+ *    Lease, give back once the members stayed the same for the rebalance
+ *    delay, or wait for a list), with the records to write for each; and
+ *    when the inputs next change with no news (an expiry, the delay's end),
+ *    so the caller can wake.
  *  - gives what /shards shows: live members, the shards claimed at now, per
  *    shard its Lease name and observed record, and for numbered shards
  *    range and selector (shardrange.h) and the shard of a key. The names
