@@ -48,6 +48,12 @@ struct shard {
     /* The record was read by name and lacks the group's label: lists and
      * the watch cannot show it, so a list does not make it absent. */
     bool unlisted;
+    /* The record (or the absence of one) is the last list's, so it is as
+     * old as the member table that list left: a takeover judged on the
+     * holder's member record needs that. A newer record (the watch's, an
+     * answer's) with an older member table could pair a holder's rewrite
+     * of the shard with its member Lease not yet seen again. */
+    bool from_list;
     bool mark; /* scratch of ld_shardgroup_observe_list */
 };
 
@@ -76,6 +82,10 @@ struct ld_shardgroup {
     /* A member record was not kept (table full): an absent record then
      * proves nothing. */
     bool overflow;
+    /* A member record was dropped to make room, or not added for want of
+     * memory, since the last list: a record that appears now may be an old
+     * one seen again, not a new one. */
+    bool lossy;
 
     struct member *members; /* other replicas, unordered */
     /* uids of member Leases seen deleted: a list that was answered before
@@ -595,25 +605,33 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
         m->mark = true;
         return update_member(m, lease, now_ms, false, false);
     }
+    /* Whether this first sight is news: see update_member's caller below. */
+    bool news = g->listed && !g->overflow && !g->lossy;
     struct member *slot = NULL;
     enum ld_err rc = reserve_member(g);
     if (rc == LD_ETOOBIG && (slot = stale_member(g, now_ms)) != NULL)
         rc = LD_OK;
     if (rc == LD_ETOOBIG)
         g->overflow = true;
+    if (rc != LD_OK || slot)
+        g->lossy = true;
     if (rc != LD_OK)
         return rc;
     struct member fresh = {.identity = strdup(identity), .mark = true};
-    if (!fresh.identity)
+    if (!fresh.identity) {
+        g->lossy = true;
         return LD_ENOMEM;
+    }
     /* A record first seen counts from now_ms, as the engine's first
      * observation of a Lease does. One that a list of the group did not
      * hold was written since: that is a change, and the replica that
      * wrote it (a newcomer, usually) counts live at once. (Unless the
-     * table overflowed: then a record missing from it proves nothing.) */
-    rc = update_member(&fresh, lease, now_ms, true, g->listed && !g->overflow);
+     * table dropped records since: then a record missing from it proves
+     * nothing.) */
+    rc = update_member(&fresh, lease, now_ms, true, news && !slot);
     if (rc != LD_OK) {
         member_clear(&fresh);
+        g->lossy = true;
         return rc;
     }
     if (slot) {
@@ -680,6 +698,7 @@ static void shard_absent(struct shard *sh)
     sh->claimed = false;
     sh->giving_back = false;
     sh->unlisted = false;
+    sh->from_list = false;
 }
 
 static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
@@ -697,6 +716,7 @@ static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
     sh->observed = true;
     sh->mark = true;
     sh->unlisted = !has_metadata(lease, "labels", LD_SHARDGROUP_LABEL, g->label_value);
+    sh->from_list = false;
     /* Someone else's record ends our claim, whatever the term, and leaves
      * nothing to give back. */
     if (!names_us(g, sh)) {
@@ -787,10 +807,19 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
         enum ld_err rc = ld_shardgroup_observe_lease(g, &items[i], now_ms);
         if (rc != LD_OK && first == LD_OK)
             first = rc;
+        struct shard *sh = shard_named(g, items[i].name, NULL);
+        if (sh && sh->present &&
+            same_rv(sh->rec.resource_version, items[i].resource_version))
+            sh->from_list = true; /* not when a newer record was kept */
     }
-    for (uint32_t s = 0; s < g->n_shards; s++)
-        if (!g->shards[s].mark && !g->shards[s].unlisted)
-            shard_absent(&g->shards[s]);
+    for (uint32_t s = 0; s < g->n_shards; s++) {
+        struct shard *sh = &g->shards[s];
+        if (!sh->mark && !sh->unlisted) {
+            shard_absent(sh);
+            sh->from_list = true;
+        }
+    }
+    g->lossy = false; /* the table holds what the list holds, or overflowed */
     for (uint32_t i = 0; i < g->n_members;) {
         if (!g->members[i].mark)
             drop_member(g, &g->members[i]); /* moves the last one here */
@@ -960,14 +989,16 @@ static int64_t earliest_change(const struct ld_shardgroup *g, int64_t now_ms)
 }
 
 /* Restarts the count of how long the live members have been the same when
- * they changed (a 64-bit hash of the names: a collision would only let one
- * rebalance go early). */
-static void note_members(struct ld_shardgroup *g, const char *const *live, uint32_t n,
-                         int64_t now_ms)
+ * they changed (a 64-bit hash of the names and when each joined, which
+ * ranks them: a collision would only let one rebalance go early). */
+static void note_members(struct ld_shardgroup *g, const char *const *live,
+                         const int64_t *joined, uint32_t n, int64_t now_ms)
 {
     uint64_t h = ld_fnv1a64(&n, sizeof(n));
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         h ^= ld_fnv1a64(live[i], strlen(live[i]) + 1) + 0x9e3779b97f4a7c15u * (i + 1);
+        h ^= ld_fnv1a64(&joined[i], sizeof(joined[i])) * (2 * i + 3);
+    }
     if (h != g->members_hash || !g->members_known) {
         g->members_hash = h;
         g->members_since_ms = now_ms;
@@ -989,7 +1020,7 @@ enum ld_err ld_shardgroup_assign(struct ld_shardgroup *g, int64_t now_ms,
                                     g->assigned_joined, g->target);
     if (rc != LD_OK)
         return rc;
-    note_members(g, live, n_live, now_ms);
+    note_members(g, live, g->assigned_joined, n_live, now_ms);
     for (uint32_t s = 0; s < g->n_shards; s++) {
         g->contend[s] = g->target[s] != LD_SHARD_NOBODY &&
                         strcmp(live[g->target[s]], g->identity) == 0;
@@ -1026,7 +1057,7 @@ static enum ld_shard_step step_foreign(const struct ld_shardgroup *g,
     if (!h[0])
         return LD_SHARD_TAKE;
     const struct member *m = find_member((struct ld_shardgroup *)g, h);
-    enum ld_shard_step take = fresh ? LD_SHARD_TAKE : LD_SHARD_READ;
+    enum ld_shard_step take = fresh && sh->from_list ? LD_SHARD_TAKE : LD_SHARD_READ;
     if (!m) {
         bool waited = !g->overflow && sh->absent_of && strcmp(sh->absent_of, h) == 0 &&
                       sh->absent_since_ms != INT64_MAX &&

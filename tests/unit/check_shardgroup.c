@@ -819,6 +819,26 @@ START_TEST(a_member_counts_once_seen_to_change_and_only_with_the_protocol)
 }
 END_TEST
 
+/* A list of the group showing the shard records as the group holds them
+ * now, b's member Lease emptied at resourceVersion member_rv, and nothing
+ * else: one consistent snapshot. */
+static void relist(struct ld_shardgroup *g, int64_t member_rv, int64_t now_ms)
+{
+    struct ld_lease items[17];
+    size_t n = 0;
+    for (uint32_t s = 0; s < ld_shardgroup_count(g) && n < 16; s++) {
+        const struct ld_lease *rec = ld_shardgroup_record(g, s);
+        if (!rec)
+            continue;
+        ld_lease_init(&items[n]);
+        ck_assert_int_eq(ld_lease_copy(&items[n++], rec), LD_OK);
+    }
+    member_record(&items[n++], ld_shardgroup_name(g), "b", "", 1, member_rv, "uid-1");
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, n, now_ms), LD_OK);
+    for (size_t i = 0; i < n; i++)
+        ld_lease_clear(&items[i]);
+}
+
 /* The takeover rules, step by step, as one replica sees them. */
 START_TEST(shards_are_taken_only_on_the_rules)
 {
@@ -868,6 +888,15 @@ START_TEST(shards_are_taken_only_on_the_rules)
         if (s == 2)
             continue;
         ck_assert_int_eq(ld_shardgroup_step(g, s, 10001, false), LD_SHARD_READ);
+        /* Not on records the watch showed, even right after a list: the
+         * shard's record must be the list's own. */
+        ck_assert_int_eq(ld_shardgroup_step(g, s, 10001, true), LD_SHARD_READ);
+    }
+    relist(g, 3, 10001);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 10001, NULL), LD_OK);
+    for (uint32_t s = 0; s < 4; s++) {
+        if (s == 2)
+            continue;
         ck_assert_int_eq(ld_shardgroup_step(g, s, 10001, true), LD_SHARD_TAKE);
     }
     /* A member Lease that is gone proves nothing until a lease duration
@@ -878,10 +907,53 @@ START_TEST(shards_are_taken_only_on_the_rules)
     ck_assert_int_eq(ld_shardgroup_step(g, 0, 20000, true), LD_SHARD_NONE);
     ck_assert_int_eq(ld_shardgroup_assign(g, 20001, NULL), LD_OK);
     ck_assert_int_eq(ld_shardgroup_step(g, 0, 20001, false), LD_SHARD_READ);
+    relist(g, 3, 20001);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 20001, NULL), LD_OK);
     ck_assert_int_eq(ld_shardgroup_step(g, 0, 20001, true), LD_SHARD_TAKE);
     /* Nothing is written while our own member election does not lead. */
     own_at(g, false, 0, 0, 20001);
     ck_assert_int_eq(ld_shardgroup_step(g, 0, 20001, true), LD_SHARD_NONE);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* A holder whose member Lease was gone for a lease duration comes back and
+ * rewrites its shard; the watch shows both just before the answer of a list
+ * whose snapshot is older (the shard's old record, no member record). The
+ * list drops the member again, and the shard's newer record is kept: taking
+ * it over now would be a compare-and-swap on the holder's own new record,
+ * two owners. It waits for a list whose shard record is its own. */
+START_TEST(a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 1, NULL);
+    struct ld_lease items[1], back;
+
+    own(g, true, 1000000);
+    shard_record(g, 0, "r", 10, 0);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 10000, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10000, false), LD_SHARD_READ);
+    /* r is back: its member Lease, then its rewrite of the shard. */
+    member_record(&back, "web", "r", "r", 10, 50, "uid-r");
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &back, 10001), LD_OK);
+    ld_lease_clear(&back);
+    shard_record(g, 0, "r", 60, 10001);
+    /* The list, answered now, was read before both. */
+    lease_record(&items[0], "web-0", "r", 10, 10, "uid-s", true);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 1, 10002), LD_OK);
+    ld_lease_clear(&items[0]);
+    ck_assert_str_eq(ld_shardgroup_record(g, 0)->resource_version, "60");
+    ck_assert_int_eq(ld_shardgroup_assign(g, 10002, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10002, true), LD_SHARD_READ);
+    /* The next list holds r's member Lease: r is a member, nothing to take. */
+    lease_record(&items[0], "web-0", "r", 10, 60, "uid-s", true);
+    struct ld_lease both[2] = {items[0]};
+    member_record(&both[1], "web", "r", "r", 10, 50, "uid-r");
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, both, 2, 10003), LD_OK);
+    ld_lease_clear(&both[0]);
+    ld_lease_clear(&both[1]);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 10003, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10003, true), LD_SHARD_NONE);
     ld_shardgroup_free(g);
 }
 END_TEST
@@ -1482,6 +1554,8 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members,
                    a_member_counts_once_seen_to_change_and_only_with_the_protocol);
     tcase_add_test(members, shards_are_taken_only_on_the_rules);
+    tcase_add_test(members,
+                   a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence);
     tcase_add_test(members,
                    a_member_record_never_seen_to_change_is_evicted_for_its_shards);
     tcase_add_test(members, older_records_are_ignored_and_give_backs_end_with_the_shard);
