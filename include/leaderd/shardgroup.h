@@ -279,6 +279,14 @@ enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
                                      const char *ns, int64_t wall_us,
                                      struct ld_lease *out);
 
+/* The observed record of shard s with the group's labels and annotation
+ * added and nothing else changed (a PUT on its resourceVersion): for a
+ * shard Lease someone else made without them (ld_shardgroup_unlisted), so
+ * that every replica's list and watch show it. LD_EINVAL when s is out of
+ * range or absent. */
+enum ld_err ld_shardgroup_label_lease(const struct ld_shardgroup *g, uint32_t s,
+                                      struct ld_lease *out);
+
 /* The release of shard s: the observed record with holder "",
  * leaseDurationSeconds 1, acquireTime = renewTime = now, leaseTransitions
  * kept. LD_EINVAL when s is out of range or absent. */

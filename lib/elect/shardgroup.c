@@ -1215,6 +1215,20 @@ enum ld_err ld_shardgroup_release_lease(const struct ld_shardgroup *g, uint32_t 
     return emptied(out, &g->shards[s].rec, g->shards[s].metadata, wall_us);
 }
 
+enum ld_err ld_shardgroup_label_lease(const struct ld_shardgroup *g, uint32_t s,
+                                      struct ld_lease *out)
+{
+    ld_lease_clear(out);
+    if (s >= g->n_shards || !g->shards[s].present)
+        return LD_EINVAL;
+    enum ld_err rc = ld_lease_copy(out, &g->shards[s].rec);
+    if (rc == LD_OK)
+        rc = merge_metadata(out, g->shards[s].metadata);
+    if (rc != LD_OK)
+        ld_lease_clear(out);
+    return rc;
+}
+
 enum ld_err ld_shardgroup_evict_lease(const struct ld_shardgroup *g, uint32_t s,
                                       int64_t wall_us, struct ld_lease *out)
 {

@@ -1193,6 +1193,37 @@ class Unlabelled(ShardBase):
         # watch shows it, and its create is refused (409 AlreadyExists).
         self.labelled_on_next_write({})
 
+    def held_unlabelled(self, holder):
+        """Shard 0's Lease made without labels and held by holder (renewed
+        a moment ago): the group must read it, label it, and settle it by
+        the usual rules (a member keeps or hands it over, a stranger's
+        hold lapses after a lease duration), never two owners."""
+        name = f"{GROUP}-0"
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        status, made = self.api.post_lease(NS, {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": int(LEASE),
+                     "acquireTime": now, "renewTime": now}}, client="admin")
+        self.assertEqual(status, 201, made)
+        t_start = time.monotonic()
+        for c in ("r1", "r2"):
+            self.start(c)
+        owners, took = self.wait_balanced(t_start, bound=BALANCE_BOUND * GRACE)
+        print(f"\n  {name} made unlabelled for {holder!r}: balanced over 2 in {took:.2f}s: "
+              f"{owners}")
+        status, lease = self.api.get_lease(NS, name, client="admin")
+        self.assertEqual(status, 200, lease)
+        self.assertEqual(lease["metadata"]["uid"], made["metadata"]["uid"])
+        self.assertEqual((lease["metadata"].get("labels") or {}).get("leaderd.io/shard"), "0")
+        self.assertEqual(lease["spec"]["holderIdentity"], owners["0"])
+
+    def test_unlabelled_shard_lease_held_by_a_member_is_settled(self):
+        self.held_unlabelled("r1")
+
+    def test_unlabelled_shard_lease_held_by_a_stranger_is_taken_over(self):
+        self.held_unlabelled("someone-else")
+
 
 class CommandLine(unittest.TestCase):
     """Bad --shards values and modes that do not go with shards: exit 2, one

@@ -47,7 +47,9 @@ struct slot {
     bool writing;
     bool releasing; /* the write in flight is a release */
     ld_kube_call call;
-    bool reading; /* a read of the Lease by name (see read_by_name) */
+    /* A read of the Lease by name, or the write that labels it (see
+     * read_by_name), in flight. */
+    bool reading;
     ld_kube_call read_call;
     uint64_t term_sent;  /* the member term the write was sent in */
     char *rv_before;     /* owned; the record it was sent on, NULL for a create */
@@ -343,22 +345,73 @@ static enum hold release_hold(struct ld_mode_shards *s, uint32_t k, int64_t now_
 
 static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
 
+static void read_by_name(struct ld_mode_shards *s, uint32_t k);
+
+static uint32_t slot_reading(const struct ld_mode_shards *s, ld_kube_call call)
+{
+    uint32_t k = 0;
+    while (k < s->n && !(s->slots[k].reading && s->slots[k].read_call == call))
+        k++;
+    return k;
+}
+
+static void on_labelled(void *ctx, ld_kube_call call, enum ld_err rc,
+                        struct ld_lease *lease, const struct ld_errinfo *err)
+{
+    struct ld_mode_shards *s = ctx;
+    uint32_t k = slot_reading(s, call);
+    if (k == s->n)
+        return;
+    s->slots[k].reading = false;
+    if (rc == LD_OK) {
+        observe(s, lease, ld_clock_mono_ms(&s->clock));
+    } else {
+        ld_log(LD_LOG_INFO, "shard %s: cannot label its Lease: %s",
+               ld_shardgroup_shard_id(s->group, k),
+               err && err->msg[0] ? err->msg : ld_strerror(rc));
+        if (rc == LD_ECONFLICT || rc == LD_ENOTFOUND)
+            read_by_name(s, k); /* changed meanwhile: look again */
+    }
+    s->inputs_changed = true;
+    s->table_changed = true;
+}
+
+/* Labels shard k's Lease, read by name without the group's labels: then
+ * every replica's list and watch show it, with its true holder, and the
+ * usual rules apply (no replica acts on a record only it has seen). The
+ * spec is left as it is, so its holder, if any, keeps it. */
+static void label(struct ld_mode_shards *s, uint32_t k)
+{
+    struct slot *sl = &s->slots[k];
+    struct ld_lease out;
+    struct ld_errinfo err;
+    ld_lease_init(&out);
+    if (ld_shardgroup_label_lease(s->group, k, &out) == LD_OK &&
+        ld_kube_lease_update_start(s->c.kube, &out, s->c.renew_deadline_ms, on_labelled,
+                                   s, &sl->read_call, &err) == LD_OK)
+        sl->reading = true;
+    ld_lease_clear(&out);
+}
+
 static void on_read(void *ctx, ld_kube_call call, enum ld_err rc, struct ld_lease *lease,
                     const struct ld_errinfo *err)
 {
     struct ld_mode_shards *s = ctx;
     int64_t now_ms = ld_clock_mono_ms(&s->clock);
-    uint32_t k = 0;
-    while (k < s->n && !(s->slots[k].reading && s->slots[k].read_call == call))
-        k++;
+    uint32_t k = slot_reading(s, call);
     if (k == s->n)
         return;
     s->slots[k].reading = false;
     if (rc == LD_OK) {
         observe(s, lease, now_ms);
+        if (ld_shardgroup_unlisted(s->group, k) && !s->stopping)
+            label(s, k);
     } else if (rc == LD_ENOTFOUND) {
+        /* Gone, unless the watch has shown a record of it meanwhile. */
+        const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
         struct ld_lease gone = {.name = (char *)ld_shardgroup_shard_lease(s->group, k)};
-        ld_shardgroup_observe_deleted(s->group, &gone);
+        if (!rec || ld_shardgroup_unlisted(s->group, k))
+            ld_shardgroup_observe_deleted(s->group, &gone);
     } else {
         ld_log(LD_LOG_WARN, "shard %s: cannot read its Lease: %s",
                ld_shardgroup_shard_id(s->group, k),
@@ -370,8 +423,8 @@ static void on_read(void *ctx, ld_kube_call call, enum ld_err rc, struct ld_leas
 
 /* A shard Lease made by someone else without the group's labels is in
  * neither the group's list nor its watch: its create is refused (it
- * exists) and nothing would ever show it. It is read by name, kept as the
- * shard's record (lists do not drop it), and labelled by the next write. */
+ * exists) and nothing would ever show it. It is read by name and then
+ * labelled (label). */
 static void read_by_name(struct ld_mode_shards *s, uint32_t k)
 {
     struct slot *sl = &s->slots[k];
