@@ -214,6 +214,11 @@ bool ld_shardgroup_leads(const struct ld_shardgroup *g, int64_t now_ms);
  * 503. */
 bool ld_shardgroup_observed(const struct ld_shardgroup *g);
 
+/* Whether some other member's record, held and unexpired at now_ms, has
+ * not been seen to change yet (it would count live if it did): the view of
+ * the members is not complete until none is left, or until such a record
+ * expires. */
+bool ld_shardgroup_members_unproven(const struct ld_shardgroup *g, int64_t now_ms);
 /* Whether member identity's record lacks the protocol annotation (an
  * incompatible version). */
 bool ld_shardgroup_incompatible(const struct ld_shardgroup *g, const char *identity);

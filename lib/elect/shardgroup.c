@@ -888,6 +888,18 @@ bool ld_shardgroup_observed(const struct ld_shardgroup *g)
     return true;
 }
 
+bool ld_shardgroup_members_unproven(const struct ld_shardgroup *g, int64_t now_ms)
+{
+    for (uint32_t i = 0; i < g->n_members; i++) {
+        const struct member *m = &g->members[i];
+        if (m->compatible && !m->seen_change &&
+            ld_lease_spec_held_by(&m->rec.spec, m->identity) &&
+            now_ms < member_expiry(g, m))
+            return true;
+    }
+    return false;
+}
+
 bool ld_shardgroup_incompatible(const struct ld_shardgroup *g, const char *identity)
 {
     const struct member *m = find_member((struct ld_shardgroup *)g, identity);

@@ -101,6 +101,7 @@ struct ld_mode_shards {
     bool member_observed;
     bool member_live;             /* our member election led at its last publish */
     int64_t contend_after_ms;     /* no takes before: see observe_member */
+    bool join_held;               /* the join's list showed every shard held */
     char *member_uid, *member_rv; /* of our member Lease as last seen */
 
     /* The group is listed on joining, while its watch is down (every retry
@@ -153,6 +154,16 @@ static void set_str(char **dst, const char *v)
     *dst = copy;
 }
 
+/* Whether the join wait is over (JOIN_SETTLE_MS): its time is up, or the
+ * group had every shard held at the join's list and every member in it has
+ * been seen to change (so this replica does not think itself alone while
+ * it takes a shard released to it). */
+static bool join_settled(const struct ld_mode_shards *s, int64_t now_ms)
+{
+    return now_ms >= s->contend_after_ms ||
+           (s->join_held && !ld_shardgroup_members_unproven(s->group, now_ms));
+}
+
 /* ---- what the member election and the watch say -------------------------- */
 
 static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *v,
@@ -172,6 +183,7 @@ static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *
     if (live && !s->member_live) {
         s->live_since_ms = now_ms;
         s->contend_after_ms = now_ms + s->c.retry_period_ms + JOIN_SETTLE_MS;
+        s->join_held = false;
         s->join_list = true;
         s->next_list_ms = now_ms;
     }
@@ -592,7 +604,7 @@ done:
  * of the group just answered. */
 static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
 {
-    bool settled = now_ms >= s->contend_after_ms;
+    bool settled = join_settled(s, now_ms);
     for (uint32_t k = 0; k < s->n && !s->stopping; k++) {
         struct slot *sl = &s->slots[k];
         if (sl->writing || sl->reading || now_ms < sl->next_try_ms)
@@ -760,8 +772,7 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
     s->table_changed = true;
     if (s->join_list && s->member_live && s->list_started_ms >= s->live_since_ms) {
         s->join_list = false;
-        if (every_shard_held(s))
-            s->contend_after_ms = now_ms;
+        s->join_held = every_shard_held(s);
     }
     /* One consistent snapshot: the takeovers that need one go now, before
      * any other answer can mix newer records with older ones. */
@@ -981,7 +992,7 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
         assign(s, now_ms);
     /* A give-back stops the claim first: the table shows it before the
      * release is written. */
-    for (uint32_t k = 0; k < s->n && !s->stopping && now_ms >= s->contend_after_ms; k++)
+    for (uint32_t k = 0; k < s->n && !s->stopping && join_settled(s, now_ms); k++)
         if (!s->slots[k].writing && now_ms >= s->slots[k].next_try_ms &&
             ld_shardgroup_step(s->group, k, now_ms, false) == LD_SHARD_RELEASE)
             begin_give_back(s, k, now_ms);
