@@ -798,8 +798,9 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
                                        int64_t now_ms)
 {
     enum ld_err first = LD_OK;
+    struct shard *shards = g->shards; /* the array never moves */
     for (uint32_t s = 0; s < g->n_shards; s++)
-        g->shards[s].mark = false;
+        shards[s].mark = false;
     for (uint32_t i = 0; i < g->n_members; i++)
         g->members[i].mark = false;
     g->overflow = false;
@@ -813,10 +814,9 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
             sh->from_list = true; /* not when a newer record was kept */
     }
     for (uint32_t s = 0; s < g->n_shards; s++) {
-        struct shard *sh = &g->shards[s];
-        if (!sh->mark && !sh->unlisted) {
-            shard_absent(sh);
-            sh->from_list = true;
+        if (!shards[s].mark && !shards[s].unlisted) {
+            shard_absent(&shards[s]);
+            shards[s].from_list = true; /* its absence is the list's */
         }
     }
     g->lossy = false; /* the table holds what the list holds, or overflowed */
