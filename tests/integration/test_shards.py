@@ -251,10 +251,11 @@ class ShardBase(unittest.TestCase):
 
     n_shards = 12
     shards_arg = None  # default: str(n_shards)
+    clients = ["r1", "r2", "r3", "r4", "r5"]  # the API server's, one per replica
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="leaderd-shards-")
-        self.api = ApiServer(os.path.join(self.dir, "api"), ["r1", "r2", "r3", "r4", "r5"])
+        self.api = ApiServer(os.path.join(self.dir, "api"), self.clients)
         self.replicas = []
         self.api.start()
         self.watch = ShardWatcher(self, self.replicas, self.n_shards)

@@ -8,53 +8,22 @@ lets two replicas claim one shard (ShardWatcher checks every poll).
 Two readiness gates: the new replica counted as a member by every other
 (what a readiness probe on the group's members gives), and /healthz alone
 (the replica answers: the old one goes before the new one is even seen)."""
-import os
-import shutil
 import signal
-import tempfile
 import time
 import unittest
 
-from leaderd_testing.apiserver import ApiServer
-from leaderd_testing.cluster import SCHED_SLACK, Replica, test_failed
-from test_shards import BALANCE_BOUND, GRACE, GROUP, POLL, RENEW, ShardWatcher
+from leaderd_testing.cluster import SCHED_SLACK
+from test_shards import BALANCE_BOUND, GRACE, POLL, RENEW, GROUP, ShardBase
 
 OLD = ["o1", "o2", "o3", "o4"]
 NEW = ["n1", "n2", "n3", "n4"]
 
 
-class RollingUpdate(unittest.TestCase):
+class RollingUpdate(ShardBase):
     n_shards = 16
+    clients = OLD + NEW
 
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="leaderd-rolling-")
-        self.api = ApiServer(os.path.join(self.dir, "api"), OLD + NEW)
-        self.replicas = []
-        self.api.start()
-        self.watch = ShardWatcher(self, self.replicas, self.n_shards)
-
-    def tearDown(self):
-        failed = test_failed(self) or os.environ.get("LEADERD_IT_KEEP")
-        for r in self.replicas:
-            r.stop(signal.SIGKILL)
-        self.watch.close()
-        if failed:
-            for r in self.replicas:
-                print(f"--- log of {r.client}:\n{r.log()[-4000:]}")
-        self.api.stop()
-        if not failed:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-    def start(self, client):
-        r = Replica(self.api, client, self.dir, lease=GROUP,
-                    extra_args=["--shards", str(self.n_shards)])
-        self.replicas.append(r)
-        return r.start()
-
-    def live(self):
-        return [r for r in self.replicas if r.alive()]
-
-    def wait_balanced(self, what):
+    def balanced(self, what):
         ids = [r.identity for r in self.live()]
         self.watch.until(self.watch.settled(ids), BALANCE_BOUND * GRACE + SCHED_SLACK, what)
 
@@ -84,7 +53,7 @@ class RollingUpdate(unittest.TestCase):
     def roll(self, gate_on_members):
         for c in OLD:
             self.start(c)
-        self.wait_balanced("the old replicas' balance")
+        self.balanced("the old replicas' balance")
         before = self.owner_changes()
         t0 = time.monotonic()
         for old, new in zip(OLD, NEW):
@@ -99,7 +68,7 @@ class RollingUpdate(unittest.TestCase):
                 self.watch.poll()
                 time.sleep(POLL)
             self.assertEqual(leaver.wait_exit(1.0), 0, f"{old} did not exit cleanly")
-        self.wait_balanced("the new replicas' balance")
+        self.balanced("the new replicas' balance")
         moves = self.owner_changes() - before
         print(f"\n  rolling update of {len(OLD)} over {self.n_shards} shards "
               f"({'gated on membership' if gate_on_members else 'gated on /healthz'}): "
