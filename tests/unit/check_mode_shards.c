@@ -6,13 +6,16 @@
  * shard is read from the API's store, never from the replicas' own word:
  * the replicas share the shards evenly and keep them, a SIGTERM gives back
  * every shard and deletes the member Lease with preconditions, the
- * members still find each other by listing while the watch is down, and a
+ * members still find each other by listing while the watch is down, a
+ * long-expired member Lease is deleted on the uid and resourceVersion of
+ * the record judged (a rewrite meanwhile makes the DELETE fail), and a
  * shard's release waits for its hooks' safety holds, asked only once the
  * table shows the claim ended, and is not written past the renew
  * deadline; and the published table is rebuilt only when something in it
  * changed.
  */
 #include <check.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -463,6 +466,117 @@ START_TEST(a_dead_members_lease_is_evicted_then_deleted)
 }
 END_TEST
 
+/* The index of the n-th (from 0) DELETE of lease in the log, or
+ * ft_record_count when there is none. */
+static size_t nth_delete(const char *lease, size_t n)
+{
+    size_t i = 0;
+    for (; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *rec = ft_record(fx.ft, i);
+        if (strcmp(rec->verb, "DELETE") == 0 && strcmp(rec->name, lease) == 0 && n-- == 0)
+            break;
+    }
+    return i;
+}
+
+static const char *awaited_lease;
+static size_t awaited_delete;
+static bool delete_sent(void)
+{
+    return nth_delete(awaited_lease, awaited_delete) < ft_record_count(fx.ft);
+}
+
+static bool delete_ended(void)
+{
+    size_t i = nth_delete(awaited_lease, awaited_delete);
+    return i < ft_record_count(fx.ft) && ft_record(fx.ft, i)->end_ms >= 0;
+}
+
+/* The DELETE logged at index i names uid and rv in its preconditions. */
+static void assert_preconditions(size_t i, const char *uid, const char *rv)
+{
+    json_error_t jerr;
+    json_t *body = json_loads(ft_record(fx.ft, i)->body, 0, &jerr);
+    ck_assert_msg(body != NULL, "DELETE body: %s", jerr.text);
+    json_t *pre = json_object_get(body, "preconditions");
+    ck_assert_str_eq(json_string_value(json_object_get(pre, "uid")), uid);
+    ck_assert_str_eq(json_string_value(json_object_get(pre, "resourceVersion")), rv);
+    json_decref(body);
+}
+
+/* The clean-up of a long-expired member Lease deletes exactly the record
+ * it judged: its DELETE names the record's uid and resourceVersion, so
+ * when the Lease is rewritten while that DELETE is on its way (held by the
+ * API), the DELETE fails (409) and the Lease stays. The rewrite is a
+ * change, so the count starts over: the next DELETE comes ten lease
+ * durations after the rewritten record expired, on its new version. */
+START_TEST(the_clean_up_deletes_only_the_record_it_judged_long_expired)
+{
+    add_replica();
+    add_replica();
+    ck_assert(run_until(balanced, 60000));
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode));
+    fx.r[1].done = true; /* a crash */
+    ck_assert(run_until(r0_holds_all, LEASE_MS + 3 * RETRY_MS));
+    /* r0 evicted it: the record r0 judges from then on is the eviction's
+     * answer (holder "", leaseDurationSeconds 1), seen when it came. */
+    int64_t evicted_ms = -1;
+    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
+        const struct ft_record *rec = ft_record(fx.ft, i);
+        if (strcmp(rec->name, member) == 0 && rec->client == 0 &&
+            strcmp(rec->verb, "PUT") == 0 && rec->status == 200)
+            evicted_ms = rec->end_ms;
+    }
+    ck_assert_int_ge(evicted_ms, 0);
+    struct ld_lease rec;
+    ck_assert_int_eq(ft_lease_get(fx.ft, member, &rec), LD_OK);
+    ck_assert_str_eq(rec.spec.holder, "");
+    ck_assert_int_eq(rec.spec.duration_s, 1);
+    char uid[128], rv[32];
+    snprintf(uid, sizeof(uid), "%s", rec.uid);
+    snprintf(rv, sizeof(rv), "%s", rec.resource_version);
+    ld_lease_clear(&rec);
+
+    /* The API holds the first DELETE for a retry period (the answer comes
+     * well within the call's timeout). */
+    ft_fault_add(fx.ft, member, "DELETE",
+                 (struct ft_fault){.kind = FT_DELAY, .delay_ms = RETRY_MS, .count = 1});
+    int64_t due = evicted_ms + 1000 + 10 * LEASE_MS;
+    awaited_lease = member;
+    awaited_delete = 0;
+    ck_assert(run_until(delete_sent, due - now() + 2 * HEARTBEAT_MS));
+    size_t first = nth_delete(member, 0);
+    ck_assert_int_ge(ft_record(fx.ft, first)->at_ms, due);
+    ck_assert_int_le(ft_record(fx.ft, first)->at_ms, due + 2 * HEARTBEAT_MS);
+    assert_preconditions(first, uid, rv);
+
+    /* Someone rewrites it meanwhile (as a restarted replica's release
+     * would): the held DELETE meets another resourceVersion. */
+    ft_lease_put(fx.ft, member, NULL, "", 1, ft_wall_us(fx.ft));
+    int64_t rewritten_ms = now();
+    ck_assert(run_until(delete_ended, 2 * RETRY_MS));
+    ck_assert_int_eq(ft_record(fx.ft, first)->status, 409);
+    ck_assert_int_eq(ft_lease_get(fx.ft, member, &rec), LD_OK);
+    ck_assert_str_eq(rec.uid, uid);
+    ck_assert_str_ne(rec.resource_version, rv);
+    snprintf(rv, sizeof(rv), "%s", rec.resource_version);
+    ld_lease_clear(&rec);
+
+    /* Fresh again: nothing until it has been expired for ten lease
+     * durations once more (the watch shows the rewrite within a turn). */
+    awaited_delete = 1;
+    due = rewritten_ms + 1000 + 10 * LEASE_MS;
+    ck_assert(run_until(delete_ended, due - now() + 2 * HEARTBEAT_MS + RETRY_MS));
+    size_t second = nth_delete(member, 1);
+    ck_assert_int_ge(ft_record(fx.ft, second)->at_ms, due);
+    assert_preconditions(second, uid, rv);
+    ck_assert_int_eq(ft_record(fx.ft, second)->status, 200);
+    ck_assert_str_eq(holder_of(member), "(absent)");
+    ck_assert_uint_eq(ft_count(fx.ft, "DELETE", NULL, 0), 2);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+}
+END_TEST
+
 #define DRAIN_MS 3000
 
 /* Shards r0's table shows it claiming now. */
@@ -859,6 +973,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
     tcase_add_test(tc, a_replica_that_cannot_own_its_shards_steps_out);
     tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);
+    tcase_add_test(tc, the_clean_up_deletes_only_the_record_it_judged_long_expired);
     tcase_add_test(tc, a_give_back_waits_for_the_drain_or_the_app);
     tcase_add_test(
         tc, a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadline);
