@@ -1606,6 +1606,67 @@ START_TEST(fake_watch_streams)
 }
 END_TEST
 
+/* FT_LATE_ANSWER: a LIST is read when it is served, at its time even while
+ * its client does not run, and answered later: the watch shows a write made
+ * meanwhile first, and the answer does not hold it. An answer due after the
+ * exchange's timeout is LD_ETIMEOUT at the timeout. */
+START_TEST(fake_late_answers_keep_the_snapshot_of_their_serve)
+{
+    struct ld_transport *t = ft_transport(fx.ft);
+    struct ld_transport *other = ft_add_client(fx.ft);
+    struct ld_errinfo err;
+    ld_http_id id;
+    ck_assert_ptr_nonnull(other);
+    ft_lease_put(fx.ft, "a", "app=grp", OTHER, 15, WALL0_US);
+    struct stream watch = {0};
+    struct ld_http_request req = {
+        .verb = "GET",
+        .path = "/apis/coordination.k8s.io/v1/namespaces/" NS
+                "/leases?watch=1&labelSelector=app%3Dgrp&timeoutSeconds=600",
+        .timeout_ms = 900000,
+    };
+    ck_assert_int_eq(ld_transport_open_stream(t, &req, on_stream_data, on_stream_done,
+                                              &watch, &id, &err),
+                     LD_OK);
+    ld_transport_run(t, 1000, -1);
+    ck_assert_uint_eq(occurrences(watch.text, "\"ADDED\""), 1);
+
+    ft_fault_add(fx.ft, NULL, "LIST",
+                 (struct ft_fault){.kind = FT_LATE_ANSWER, .delay_ms = 2000, .count = 1});
+    struct answer a = {0};
+    struct ld_http_request list = {
+        .verb = "GET",
+        .path = "/apis/coordination.k8s.io/v1/namespaces/" NS
+                "/leases?labelSelector=app%3Dgrp",
+        .timeout_ms = 3000,
+    };
+    int64_t start = ft_now_ms(fx.ft);
+    ck_assert_int_eq(ld_transport_submit(t, &list, on_http_done, &a, &id, &err), LD_OK);
+    ld_transport_run(other, 100, -1); /* only another client runs meanwhile */
+    ft_lease_put(fx.ft, "b", "app=grp", OTHER, 15, WALL0_US);
+    ld_transport_run(t, 1000, -1);
+    ck_assert_uint_eq(occurrences(watch.text, "\"name\":\"b\""), 1);
+    ck_assert_int_eq(a.calls, 0);
+    for (int i = 0; i < 10 && !a.calls; i++)
+        ld_transport_run(t, 1000, -1);
+    ck_assert_int_eq(a.status, 200);
+    ck_assert_int_eq(a.at_ms - start, 1 + 2000);
+    ck_assert_ptr_nonnull(strstr(a.body, "\"name\":\"a\""));
+    ck_assert_ptr_null(strstr(a.body, "\"name\":\"b\""));
+
+    ft_fault_add(fx.ft, NULL, "LIST",
+                 (struct ft_fault){.kind = FT_LATE_ANSWER, .delay_ms = 5000, .count = 1});
+    a.calls = 0;
+    start = ft_now_ms(fx.ft);
+    ck_assert_int_eq(ld_transport_submit(t, &list, on_http_done, &a, &id, &err), LD_OK);
+    for (int i = 0; i < 10 && !a.calls; i++)
+        ld_transport_run(t, 1000, -1);
+    ck_assert_int_eq(a.rc, LD_ETIMEOUT);
+    ck_assert_int_eq(a.at_ms - start, 3000);
+    ld_transport_free(other);
+}
+END_TEST
+
 static Suite *host_suite(void)
 {
     Suite *s = suite_create("host");
@@ -1614,6 +1675,7 @@ static Suite *host_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, fake_serves_rules_and_faults);
     tcase_add_test(tc, fake_watch_streams);
+    tcase_add_test(tc, fake_late_answers_keep_the_snapshot_of_their_serve);
     tcase_add_test(tc, one_election_acquires_and_renews);
     tcase_add_test(tc, after_pass_sees_the_pass_and_wakes_the_host);
     tcase_add_test(tc, wake_fd_cancels_run);

@@ -12,6 +12,19 @@
  * replicas and starts them again, stops some gracefully, and gives back shards after a
  * random drain that the app sometimes cuts short (POST /shards/ID/drained).
  *
+ * It also deletes member Leases by hand and answers some replicas' lists
+ * seconds after their snapshot (the watch shows them what was written
+ * since first). A replica whose member Lease is deleted is mostly away
+ * meanwhile (paused, as when the clean-up of long-expired member Leases
+ * deletes it) while the others' lists are slow; once they may take its
+ * shards over on the absence rule, it comes back just after one of them
+ * sent a list, makes its member Lease anew and writes its shards again,
+ * and the lister is starved until the answer is in: it takes the answer
+ * in the same pass as the watch events of the return, which came first.
+ * A takeover judged on that answer, with the shard's newer record from
+ * the watch and the member table of the list, would give the shard two
+ * owners (docs/design/shard-protocol.md, "Fresh list").
+ *
  * After every turn of every replica, at the common fake time, every shard
  * is claimed by at most one replica, judged as /shards judges it (the
  * replica's published table at that instant, which a paused replica keeps
@@ -49,6 +62,9 @@
 #define CHAOS_MS (4 * 60 * 1000)
 #define SETTLE_MS (LEASE_MS + 4 * RETRY_MS + 30000)
 #define SEEDS 16
+/* A slow list is answered this long after its snapshot. */
+#define SLOW_LIST_MIN_MS 4000
+#define SLOW_LIST_MAX_MS 7000
 /* Clients of the fake one run may use: one per start of a replica. */
 #define MAX_STARTS 28
 
@@ -63,6 +79,11 @@ struct replica {
     bool running;  /* started and not killed */
     bool stopping; /* SIGTERM sent: runs until done */
     int64_t paused_until_ms;
+    int64_t slow_lists_until_ms; /* its lists are answered late until then */
+    int64_t list_delay_ms;       /* by this much */
+    /* Away since its member Lease was deleted: the others may take its
+     * shards over on the absence rule from this time on (0: not away so). */
+    int64_t gone_after_ms;
 };
 
 static struct {
@@ -74,10 +95,12 @@ static struct {
     int clients; /* made so far */
     uint64_t rng;
     uint64_t seed;
-    int64_t drain_ms; /* --shard-drain of this seed's replicas */
+    int64_t drain_ms;                     /* --shard-drain of this seed's replicas */
+    int64_t latency_ms, watch_latency_ms; /* the fake's, as last set */
+    size_t lists_seen;                    /* of the fake's log, by look_for_lists */
     /* What the schedules did, over every seed. */
     unsigned pauses, kills, restarts, stops, late_writes, partitions, blind, drained,
-        checks;
+        slow_lists, deleted, returns, checks;
 } fx;
 
 static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
@@ -157,6 +180,8 @@ static void start(struct replica *r)
     r->running = true;
     r->stopping = false;
     r->paused_until_ms = 0;
+    r->slow_lists_until_ms = 0;
+    r->gone_after_ms = 0;
 }
 
 /* The process is gone: nothing of it runs or answers any more. */
@@ -182,6 +207,8 @@ static void setup_seed(uint64_t seed)
     fx.seed = seed;
     fx.rng = seed * 7919;
     fx.clients = 0;
+    fx.latency_ms = fx.watch_latency_ms = 1; /* the fake's defaults */
+    fx.lists_seen = 0;
     fx.n = (size_t)between(3, MAX_REPLICAS);
     fx.drain_ms = chance(300) ? 0 : between(1, RENEW_MS - 1);
     for (size_t i = 0; i < fx.n; i++) {
@@ -288,12 +315,117 @@ static struct replica *pick(bool want_running)
     return r->running == want_running ? r : NULL;
 }
 
+static void set_latency(int64_t ms)
+{
+    ft_set_latency_ms(fx.ft, ms);
+    fx.latency_ms = ms;
+}
+
+static void set_watch_latency(int64_t ms)
+{
+    ft_set_watch_latency_ms(fx.ft, ms);
+    fx.watch_latency_ms = ms;
+}
+
+/* r is not run until until_ms. Any pause but delete_member's own ends r's
+ * absence that on_list watches for. */
+static void pause_until(struct replica *r, int64_t until_ms)
+{
+    r->paused_until_ms = until_ms;
+    r->gone_after_ms = 0;
+}
+
+/* Until until_ms, r's lists are answered seconds after their snapshot
+ * (unless they are slow already). */
+static void slow_lists(struct replica *r, int64_t until_ms)
+{
+    if (now() < r->slow_lists_until_ms)
+        return;
+    r->slow_lists_until_ms = until_ms;
+    r->list_delay_ms = between(SLOW_LIST_MIN_MS, SLOW_LIST_MAX_MS);
+    ft_fault_add_for(fx.ft, r->client, NULL, "LIST",
+                     (struct ft_fault){.kind = FT_LATE_ANSWER,
+                                       .delay_ms = r->list_delay_ms,
+                                       .count = -1,
+                                       .until_ms = until_ms});
+    fx.slow_lists++;
+}
+
+/* r's member Lease deleted by hand. A running r makes it anew (its member
+ * election finds it gone) and writes its shards again in the new member
+ * term. Mostly r is away meanwhile, up to two lease durations, its own
+ * lists answered at once and the others' slowly: see on_list. */
+static void delete_member(struct replica *r)
+{
+    char name[64];
+    snprintf(name, sizeof(name), GROUP "-member-%s", r->id);
+    if (!ft_lease_delete(fx.ft, name))
+        return;
+    fx.deleted++;
+    if (!r->running || r->stopping || now() < r->paused_until_ms ||
+        now() < r->slow_lists_until_ms || chance(200))
+        return;
+    pause_until(r, now() + 2 * LEASE_MS);
+    /* When the others see it gone, plus the wait of the absence rule. */
+    r->gone_after_ms = now() + fx.watch_latency_ms + LEASE_MS;
+    fx.pauses++;
+    for (size_t i = 0; i < fx.n; i++)
+        if (fx.r[i].running && &fx.r[i] != r)
+            slow_lists(&fx.r[i], r->paused_until_ms);
+}
+
+/* Replica q sent a LIST of the group at sent_ms. If it is answered late,
+ * a replica away since delete_member whose shards the others may take
+ * over by now comes back (q's list may be the one to take them over), and
+ * q is starved until the answer is in, so that it takes the answer in one
+ * pass with the watch events of that return, which come first. */
+static void on_list(struct replica *q, int64_t sent_ms)
+{
+    bool returned = false;
+    for (size_t i = 0; i < fx.n && now() < q->slow_lists_until_ms; i++) {
+        struct replica *r = &fx.r[i];
+        if (r->gone_after_ms && now() >= r->gone_after_ms && now() < r->paused_until_ms) {
+            pause_until(r, now() + between(0, 1000));
+            returned = true;
+            fx.returns++;
+        }
+    }
+    if (returned)
+        pause_until(q, sent_ms + fx.latency_ms + q->list_delay_ms + between(0, 1000));
+}
+
+/* The LISTs sent since the last look by replicas that run. */
+static void look_for_lists(void)
+{
+    for (; fx.lists_seen < ft_record_count(fx.ft); fx.lists_seen++) {
+        const struct ft_record *rec = ft_record(fx.ft, fx.lists_seen);
+        if (strcmp(rec->verb, "LIST") != 0)
+            continue;
+        for (size_t i = 0; i < fx.n; i++) {
+            struct replica *r = &fx.r[i];
+            if (r->running && r->client == rec->client && now() >= r->paused_until_ms)
+                on_list(r, rec->at_ms);
+        }
+    }
+}
+
+/* The app of a replica that gives back shards says it drained one of them
+ * (POST /shards/ID/drained); false when it gives back none. */
+static bool app_drained(struct replica *r)
+{
+    uint32_t first = (uint32_t)between(0, N_SHARDS - 1);
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        if (ld_state_drained_post(&r->state, (first + k) % N_SHARDS))
+            return true;
+    return false;
+}
+
 /* One second's worth of random faults. */
 static void disturb(void)
 {
     struct replica *r;
     if (chance(40) && (r = pick(true)) != NULL && now() >= r->paused_until_ms) {
-        r->paused_until_ms = now() + between(500, 2 * LEASE_MS);
+        pause_until(r, now() + between(500, 2 * LEASE_MS));
         fx.pauses++;
     }
     if (chance(12) && running() > 1 && (r = pick(true)) != NULL && !r->stopping) {
@@ -303,7 +435,7 @@ static void disturb(void)
     if (chance(6) && running() > 1 && (r = pick(true)) != NULL && !r->stopping) {
         ld_shell_stop(r->sh, SIGTERM);
         r->stopping = true;
-        r->paused_until_ms = 0;
+        pause_until(r, 0);
         fx.stops++;
     }
     if (chance(40) && fx.clients < MAX_STARTS && (r = pick(false)) != NULL) {
@@ -311,10 +443,13 @@ static void disturb(void)
         fx.restarts++;
     }
     if (chance(60))
-        ft_set_watch_latency_ms(fx.ft, chance(400) ? between(1000, 2 * LEASE_MS)
-                                                   : between(1, 500));
+        set_watch_latency(chance(400) ? between(1000, 2 * LEASE_MS) : between(1, 500));
     if (chance(60))
-        ft_set_latency_ms(fx.ft, between(1, 400));
+        set_latency(between(1, 400));
+    if (chance(100) && (r = pick(true)) != NULL && now() >= r->paused_until_ms)
+        slow_lists(r, now() + between(1000, 2 * LEASE_MS));
+    if (chance(40))
+        delete_member(&fx.r[next_rand() % fx.n]);
     if (chance(60) && (r = pick(true)) != NULL) {
         /* Its next write is answered after its timeout and lands late. */
         ft_fault_add_for(fx.ft, r->client, NULL, "PUT",
@@ -323,8 +458,7 @@ static void disturb(void)
                                            .count = 1});
         fx.late_writes++;
     }
-    if (chance(300) && (r = pick(true)) != NULL && !r->stopping &&
-        ld_state_drained_post(&r->state, (uint32_t)between(0, N_SHARDS - 1)))
+    if (chance(100) && (r = pick(true)) != NULL && !r->stopping && app_drained(r))
         fx.drained++; /* the app cut a drain short */
     if (chance(30) && (r = pick(true)) != NULL) {
         /* Its reads alone hang (its writes go through): with a lagging
@@ -386,13 +520,16 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
                 next_fault = now() + 1000;
             }
             turn_all();
+            look_for_lists();
         }
         /* The faults stop; every replica runs again. */
         ft_fault_clear(fx.ft);
-        ft_set_latency_ms(fx.ft, 1);
-        ft_set_watch_latency_ms(fx.ft, 1);
-        for (size_t i = 0; i < fx.n; i++)
-            fx.r[i].paused_until_ms = 0;
+        set_latency(1);
+        set_watch_latency(1);
+        for (size_t i = 0; i < fx.n; i++) {
+            pause_until(&fx.r[i], 0);
+            fx.r[i].slow_lists_until_ms = 0;
+        }
         if (running() == 0) {
             struct replica *r = &fx.r[0];
             if (r->running) /* still stopping: let it finish */
@@ -419,6 +556,9 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
     ck_assert_uint_ge(fx.partitions, 20);
     ck_assert_uint_ge(fx.drained, 3);
     ck_assert_uint_ge(fx.blind, 20);
+    ck_assert_uint_ge(fx.slow_lists, 20);
+    ck_assert_uint_ge(fx.deleted, 20);
+    ck_assert_uint_ge(fx.returns, 10);
 }
 END_TEST
 

@@ -42,6 +42,10 @@ struct item {
     /* IT_SERVE of an exchange that timed out: the request, owned here
      * since the exchange is over. */
     struct xchg *ghost;
+    /* IT_SERVE of an FT_LATE_ANSWER exchange: when its answer is due (0
+     * for the others), and its timeout. */
+    int64_t answer_ms;
+    int64_t limit_ms;
 };
 
 struct fake_transport;
@@ -572,6 +576,23 @@ static void stream_open(struct fake_transport *f, struct xchg *x)
     free(all);
 }
 
+/* The answer (status, body: taken) of an FT_LATE_ANSWER exchange served
+ * now: it reaches the client at it->answer_ms, or times out first. */
+static void answer_later(struct fake_transport *f, const struct item *it, long status,
+                         char *body)
+{
+    bool late = it->answer_ms > it->limit_ms;
+    struct item *done =
+        push_item(f, late ? it->limit_ms : it->answer_ms, IT_DONE, it->id);
+    if (late) {
+        done->rc = LD_ETIMEOUT;
+        free(body);
+        return;
+    }
+    done->status = status;
+    done->data = body;
+}
+
 /* Runs one due item. The item was removed from the queue already. */
 static void process(struct fake_transport *f, struct item *it)
 {
@@ -591,6 +612,10 @@ static void process(struct fake_transport *f, struct item *it)
         if (!x)
             return;
         long status = serve(f, x, &body);
+        if (it->answer_ms) {
+            answer_later(f, it, status, body);
+            return;
+        }
         deliver_done(f, x, LD_OK, status, body, -1);
         free(body);
         return;
@@ -808,7 +833,7 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
     const struct ft_fault *fl = bad ? NULL : take_fault(f, x);
     struct item *it;
 
-    if (fl && fl->kind != FT_HANG && fl->kind != FT_STALL)
+    if (fl && fl->kind != FT_HANG && fl->kind != FT_STALL && fl->kind != FT_LATE_ANSWER)
         at += fl->delay_ms > 0 && fl->kind != FT_END ? fl->delay_ms : 0;
     if (fl && fl->kind == FT_HANG)
         at = limit + 1;
@@ -816,7 +841,8 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
         it = push_item(f, limit, IT_DONE, x->id);
         it->rc = LD_ETIMEOUT;
         /* A write served after the client gave up still lands. */
-        if ((!fl || fl->kind == FT_DELAY) && !x->stream && strcmp(x->kind, "WATCH") != 0)
+        if ((!fl || fl->kind == FT_DELAY || fl->kind == FT_LATE_ANSWER) && !x->stream &&
+            strcmp(x->kind, "WATCH") != 0)
             push_item(f, at, IT_SERVE, x->id);
         return LD_OK;
     }
@@ -840,7 +866,11 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
             it->data = status_body(400, NULL, "watch needs a stream");
             return LD_OK;
         }
-        push_item(f, at, IT_SERVE, x->id);
+        it = push_item(f, at, IT_SERVE, x->id);
+        if (fl && fl->kind == FT_LATE_ANSWER) {
+            it->answer_ms = at + (fl->delay_ms > 0 ? fl->delay_ms : 0);
+            it->limit_ms = limit;
+        }
         return LD_OK;
     }
     x->stalled = fl && fl->kind == FT_STALL;
@@ -894,12 +924,13 @@ static bool item_before(const struct item *a, const struct item *b)
     return a->due < b->due || (a->due == b->due && a->seq < b->seq);
 }
 
-/* Whether run on client c takes it: items of c's exchanges, and late
- * writes (no callback) on any client's run. */
+/* Whether run on client c takes it: items of c's exchanges, and on any
+ * client's run what the server does at its time without a callback (late
+ * writes, the serving of FT_LATE_ANSWER exchanges). */
 static bool item_for(const struct fake_transport *f, const struct item *it,
                      const struct ft_client *c)
 {
-    if (it->ghost)
+    if (it->ghost || it->answer_ms)
         return true;
     const struct xchg *x = find_x(f, it->id, NULL);
     return x && x->c == c;

@@ -71,6 +71,12 @@ enum ft_fault_kind {
     FT_DELAY,  /* served delay_ms late (effect included) */
     FT_STATUS, /* answered with status (a Status body; Retry-After on 429) */
     FT_FAIL,   /* fails with rc (LD_ECONNECT, LD_ETRANSPORT): no effect */
+    /* Served at its time, whether or not its client runs (its effect, a
+     * LIST's snapshot), and answered delay_ms after that (LD_ETIMEOUT at
+     * the exchange's timeout if that is sooner): watch events of writes
+     * made meanwhile reach the client first, as from a server slow to
+     * send its answer. */
+    FT_LATE_ANSWER,
     /* Streams only (verb WATCH): */
     FT_STALL, /* opens (200) and stays silent until it times out */
     FT_END,   /* opens, sends what it would, and ends after delay_ms */
@@ -78,7 +84,8 @@ enum ft_fault_kind {
 
 struct ft_fault {
     enum ft_fault_kind kind;
-    int64_t delay_ms;  /* FT_DELAY, FT_END; also added before FT_STATUS/FT_FAIL */
+    int64_t delay_ms;  /* FT_DELAY, FT_END, FT_LATE_ANSWER; also added before
+                          FT_STATUS/FT_FAIL */
     long status;       /* FT_STATUS */
     int retry_after_s; /* FT_STATUS: Retry-After header when > 0 */
     enum ld_err rc;    /* FT_FAIL */
