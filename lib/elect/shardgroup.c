@@ -710,6 +710,13 @@ static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
         ld_lease_clear(&rec);
         return LD_ENOMEM;
     }
+    /* A new record of the shard was written since: its holder (if it wrote
+     * it) was alive then, so an absence counted before proves nothing now.
+     * The count starts over from this record (track_absence), even when the
+     * holder's return and a new loss of its member Lease were both seen
+     * with no assignment between them. */
+    if (!sh->present || !same_rv(sh->rec.resource_version, rec.resource_version))
+        sh->absent_since_ms = INT64_MAX;
     ld_lease_clear(&sh->rec);
     sh->rec = rec;
     sh->present = true;

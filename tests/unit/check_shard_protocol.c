@@ -62,6 +62,10 @@
 #define CHAOS_MS (4 * 60 * 1000)
 #define SETTLE_MS (LEASE_MS + 4 * RETRY_MS + 30000)
 #define SEEDS 16
+/* Seeds beyond the first SEEDS that once gave two owners (a takeover
+ * counted from an absence seen before the holder's rewrite of the shard):
+ * kept as regressions. */
+static const uint64_t regression_seeds[] = {40, 127, 148, 161};
 /* A slow list is answered this long after its snapshot. */
 #define SLOW_LIST_MIN_MS 4000
 #define SLOW_LIST_MAX_MS 7000
@@ -510,7 +514,9 @@ static bool settled(void)
 
 START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
 {
-    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+    size_t n_regressions = sizeof(regression_seeds) / sizeof(regression_seeds[0]);
+    for (uint64_t run = 1; run <= SEEDS + n_regressions; run++) {
+        uint64_t seed = run <= SEEDS ? run : regression_seeds[run - SEEDS - 1];
         setup_seed(seed);
         int64_t end = now() + CHAOS_MS;
         int64_t next_fault = now() + 1000;

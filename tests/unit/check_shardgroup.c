@@ -920,9 +920,11 @@ END_TEST
 /* A holder whose member Lease was gone for a lease duration comes back and
  * rewrites its shard; the watch shows both just before the answer of a list
  * whose snapshot is older (the shard's old record, no member record). The
- * list drops the member again, and the shard's newer record is kept: taking
- * it over now would be a compare-and-swap on the holder's own new record,
- * two owners. It waits for a list whose shard record is its own. */
+ * list drops the member again, and the shard's newer record is kept. Two
+ * rules keep a takeover off the holder's own new record (two owners): the
+ * new record starts the absence count over, and a takeover needs the
+ * shard's record to be the list's own, so a list whose snapshot is older
+ * still, answered a lease duration later, takes nothing either. */
 START_TEST(a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence)
 {
     struct ld_shardgroup *g = numbered_group("web", "a", 1, NULL);
@@ -941,19 +943,25 @@ START_TEST(a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence)
     /* The list, answered now, was read before both. */
     lease_record(&items[0], "web-0", "r", 10, 10, "uid-s", true);
     ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 1, 10002), LD_OK);
-    ld_lease_clear(&items[0]);
     ck_assert_str_eq(ld_shardgroup_record(g, 0)->resource_version, "60");
     ck_assert_int_eq(ld_shardgroup_assign(g, 10002, NULL), LD_OK);
-    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10002, true), LD_SHARD_READ);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10002, true), LD_SHARD_NONE);
+    /* A lease duration later, another list from before r's return. */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 20002, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 20002, false), LD_SHARD_READ);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 1, 20002), LD_OK);
+    ld_lease_clear(&items[0]);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 20002, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 20002, true), LD_SHARD_READ);
     /* The next list holds r's member Lease: r is a member, nothing to take. */
     lease_record(&items[0], "web-0", "r", 10, 60, "uid-s", true);
     struct ld_lease both[2] = {items[0]};
     member_record(&both[1], "web", "r", "r", 10, 50, "uid-r");
-    ck_assert_int_eq(ld_shardgroup_observe_list(g, both, 2, 10003), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, both, 2, 20003), LD_OK);
     ld_lease_clear(&both[0]);
     ld_lease_clear(&both[1]);
-    ck_assert_int_eq(ld_shardgroup_assign(g, 10003, NULL), LD_OK);
-    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10003, true), LD_SHARD_NONE);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 20003, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 20003, true), LD_SHARD_NONE);
     ld_shardgroup_free(g);
 }
 END_TEST
