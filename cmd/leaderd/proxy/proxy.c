@@ -777,3 +777,13 @@ int ld_proxy_port(const struct ld_proxy *p)
 {
     return p ? p->port : -1;
 }
+
+int ld_proxy_exchanges(struct ld_proxy *p)
+{
+    if (!p)
+        return 0;
+    pthread_mutex_lock(&p->hub.mu);
+    int n = (int)p->hub.exchanges;
+    pthread_mutex_unlock(&p->hub.mu);
+    return n;
+}

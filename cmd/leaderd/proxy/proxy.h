@@ -82,4 +82,9 @@ void ld_proxy_stop(struct ld_proxy *p);
 /* The port actually bound. */
 int ld_proxy_port(const struct ld_proxy *p);
 
+/* How many exchanges hold a place under LD_PROXY_MAX_EXCHANGES now. An
+ * exchange gives its place back when the upstream transfer is done, which
+ * can come a moment after its client has read the whole answer. */
+int ld_proxy_exchanges(struct ld_proxy *p);
+
 #endif
