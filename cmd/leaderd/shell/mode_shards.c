@@ -1040,9 +1040,9 @@ static uint64_t mix(uint64_t seed, uint64_t i)
  * to another (shardgroup.h): a lease duration, so that in a rolling update
  * the old replica's exit comes before any rebalance towards the new one;
  * but short enough that after a join the group is still balanced within
- * lease-duration + 4 x retry-period: the newcomer is seen live a retry
- * period after it joined, then this delay, the drain and the new owner's
- * take, with a retry period and a second to spare. */
+ * lease-duration + 4 x retry-period: the newcomer is seen live within a
+ * retry period of joining (at once, usually), then this delay, the drain
+ * and the new owner's take, with a retry period and a second to spare. */
 static int64_t rebalance_delay(const struct ld_mode_shards_config *c)
 {
     int64_t budget = c->lease_duration_ms + 2 * c->retry_period_ms - c->drain_ms - 1000;
