@@ -427,6 +427,54 @@ START_TEST(a_cut_write_resets_its_upstream_connection)
 }
 END_TEST
 
+/* A write held upstream when the proxy stops is answered 503 saying it
+ * was cut in flight, before the connection closes; a request that came
+ * while the proxy stopped is answered 503 too: a client left with a closed
+ * connection cannot tell a cut from a hang. */
+START_TEST(a_write_in_flight_when_the_proxy_stops_gets_503)
+{
+    struct rig r;
+    struct answer a;
+    rig_start(&r, NULL);
+    up_set(&r.up, UP_ANSWER, UP_HOLD);
+    int fd = client_send(r.port, WRITE_REQUEST);
+    ck_assert(up_wait(&r.up, &r.up.writes, 1));
+    ld_proxy_stop(r.proxy);
+    r.proxy = NULL;
+    bool answered = client_answer(fd, 5000, &a);
+    close(fd);
+    ck_assert_msg(answered, "no answer: [%s]", a.text);
+    ck_assert_int_eq(a.status, 503);
+    assert_status_body(&a, 503, "ServiceUnavailable", "may or may not have applied it");
+    ck_assert(up_wait(&r.up, &r.up.resets, 1));
+    rig_stop(&r);
+}
+END_TEST
+
+/* A write cut because leadership ended, with the proxy stopped right
+ * after (leaderd's exit once the release is written): the cut's 503 is
+ * still delivered, not lost with the connection. */
+START_TEST(a_cut_answered_just_before_the_stop_reaches_the_client)
+{
+    struct rig r;
+    struct answer a;
+    rig_start(&r, NULL);
+    up_set(&r.up, UP_ANSWER, UP_HOLD);
+    int fd = client_send(r.port, WRITE_REQUEST);
+    ck_assert(up_wait(&r.up, &r.up.writes, 1));
+    rig_publish(&r, false);
+    ck_assert(up_wait(&r.up, &r.up.resets, 1));
+    ld_proxy_stop(r.proxy);
+    r.proxy = NULL;
+    bool answered = client_answer(fd, 5000, &a);
+    close(fd);
+    ck_assert_msg(answered, "no answer: [%s]", a.text);
+    ck_assert_int_eq(a.status, 503);
+    assert_status_body(&a, 503, "ServiceUnavailable", "may or may not have applied it");
+    rig_stop(&r);
+}
+END_TEST
+
 /* A body that trickles in, a byte at a time, well within the idle
  * timeout between bytes, is answered 408 once the body deadline has
  * passed, and nothing goes upstream. */
@@ -512,6 +560,8 @@ static Suite *proxy_upstream_suite(void)
     tcase_set_timeout(tc, 120); /* the waits are bounded at 30 s each */
     tcase_add_test(tc, a_write_reset_upstream_is_sent_once_and_gets_502);
     tcase_add_test(tc, a_cut_write_resets_its_upstream_connection);
+    tcase_add_test(tc, a_write_in_flight_when_the_proxy_stops_gets_503);
+    tcase_add_test(tc, a_cut_answered_just_before_the_stop_reaches_the_client);
     tcase_add_test(tc, a_body_slower_than_the_deadline_gets_408);
     tcase_add_test(tc, exchanges_past_the_cap_get_429);
     suite_add_tcase(s, tc);

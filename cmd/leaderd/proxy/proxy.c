@@ -36,6 +36,7 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -77,6 +79,9 @@
 /* Descriptors left to the rest of the process when the connection cap is
  * sized from RLIMIT_NOFILE, as the sidecar's server leaves (http_listen.c). */
 #define FD_RESERVE 64
+/* How long a stop waits for the answers already decided to be written: a
+ * client that reads nothing does not hold the exit longer. */
+#define STOP_GRACE_MS 1000
 
 struct ld_proxy {
     struct ld_pxe_hub hub;
@@ -318,6 +323,15 @@ static enum MHD_Result answer_failure(struct ld_pxe *q)
         ld_pxe_view_drop(&h);
         return answer_status(q, &v);
     }
+    if (q->cut == LD_PXE_CUT_STOP) {
+        ld_pxe_verdict_printf(&v, 503, "ServiceUnavailable", "%s%s",
+                              "leaderd's API proxy is stopping",
+                              q->verdict.write && q->sent
+                                  ? ": the write was cut in flight to the API server, "
+                                    "which may or may not have applied it"
+                                  : "; the request was not sent");
+        return answer_status(q, &v);
+    }
     if (q->verdict.write && q->sent)
         /* Sent once and never again (proxy_upstream.c): the client decides
          * whether to retry, after reading what the API server holds. */
@@ -435,7 +449,9 @@ static enum MHD_Result on_resumed(struct ld_pxe *q)
     if (!gone && !headers && !done)
         ld_pxe_suspend_locked(q); /* not for us yet */
     pthread_mutex_unlock(&hub->mu);
-    if (gone || cut == LD_PXE_CUT_CLIENT || cut == LD_PXE_CUT_STOP)
+    /* A relay the stop cut ends with the connection; an answer not begun
+     * is given (answer_failure). */
+    if (gone || cut == LD_PXE_CUT_CLIENT || (cut == LD_PXE_CUT_STOP && headers))
         return MHD_NO;
     if (headers)
         return respond_upstream(q);
@@ -555,6 +571,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
         free(q);
         return NULL;
     }
+    pthread_mutex_lock(&q->hub->mu);
+    q->hub->requests++;
+    pthread_mutex_unlock(&q->hub->mu);
     return q;
 }
 
@@ -628,6 +647,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     if (q->handed && !q->done)
         wake = ld_pxe_todo_locked(q);
     ld_pxe_release_locked(q);
+    if (--p->hub.requests == 0 && p->hub.stopping)
+        (void)eventfd_write(p->hub.quiet_fd, 1);
     pthread_mutex_unlock(&p->hub.mu);
     if (wake)
         ld_pxe_wake(&p->hub);
@@ -761,14 +782,38 @@ fail:
     return NULL;
 }
 
+/* Waits, at most STOP_GRACE_MS, until MHD holds no request: every answer
+ * decided (a cut's 503 among them) has been written to its client.
+ * MHD_stop_daemon closes connections whatever they still had to send, and
+ * a client told nothing cannot tell a cut write from one that hung. */
+static void wait_answers_sent(struct ld_proxy *p)
+{
+    int64_t until = ld_mono_ms() + STOP_GRACE_MS;
+    for (;;) {
+        pthread_mutex_lock(&p->hub.mu);
+        unsigned int left = p->hub.requests;
+        pthread_mutex_unlock(&p->hub.mu);
+        int64_t wait_ms = until - ld_mono_ms();
+        if (left == 0 || wait_ms <= 0)
+            break;
+        struct pollfd pf = {.fd = p->hub.quiet_fd, .events = POLLIN};
+        if (poll(&pf, 1, (int)wait_ms) < 0 && errno != EINTR)
+            break;
+        eventfd_t drained;
+        (void)eventfd_read(p->hub.quiet_fd, &drained);
+    }
+}
+
 void ld_proxy_stop(struct ld_proxy *p)
 {
     if (!p)
         return;
     /* From here nothing is handed over or suspended again; the upstream
      * thread cuts every exchange, which resumes every suspended
-     * connection: MHD must not be stopped with one. */
+     * connection: MHD must not be stopped with one. New requests are
+     * answered 503 while the answers already decided go out. */
     ld_proxy_upstream_stop(p->up);
+    wait_answers_sent(p);
     MHD_stop_daemon(p->daemon);
     proxy_free(p);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -25,7 +26,8 @@ int ld_pxe_hub_init(struct ld_pxe_hub *h, struct ld_state *st, struct ld_metrics
     h->m = m;
     h->multi = curl_multi_init();
     h->epfd = epoll_create1(EPOLL_CLOEXEC);
-    return h->multi && h->epfd >= 0 ? 0 : -1;
+    h->quiet_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    return h->multi && h->epfd >= 0 && h->quiet_fd >= 0 ? 0 : -1;
 }
 
 void ld_pxe_hub_fini(struct ld_pxe_hub *h)
@@ -43,6 +45,8 @@ void ld_pxe_hub_fini(struct ld_pxe_hub *h)
         curl_multi_cleanup(h->multi);
     if (h->epfd >= 0)
         close(h->epfd);
+    if (h->quiet_fd >= 0)
+        close(h->quiet_fd);
     pthread_mutex_destroy(&h->mu);
 }
 

@@ -96,7 +96,11 @@ struct ld_pxe_hub {
     struct ld_pxe *wakes;   /* the upstream thread's: connections to resume */
     size_t body_bytes;      /* what every exchange's body holds (their cap) */
     unsigned int exchanges; /* handed over, counted, not done (proxy.c's cap) */
+    unsigned int requests;  /* MHD's: from the URI to the completion callback */
     bool stopping;
+    /* Signalled when requests drops to 0 while stopping: ld_proxy_stop
+     * waits for the answers already decided to reach their clients. */
+    int quiet_fd;
 };
 
 /* The published leadership, held for one judgment: snap is a copy, shards
