@@ -239,6 +239,7 @@ static struct ld_shardsnap *build_table(const uint8_t **data, size_t *size, int6
     static const char *const holders[] = {"", "pod-a", "pod-b", "pod-a"};
     static const char *const members[] = {"pod-a", "pod-b"};
     struct ld_shard_entry e[SHARDS];
+    int64_t claims_until = now + delta(data, size);
     for (int i = 0; i < SHARDS; i++) {
         uint64_t k = fuzz_take(data, size, 1);
         memset(&e[i], 0, sizeof(e[i]));
@@ -246,14 +247,14 @@ static struct ld_shardsnap *build_table(const uint8_t **data, size_t *size, int6
         e[i].observed = k & 0x02;
         e[i].has_renewed_at = k & 0x04;
         e[i].leader = holders[(k >> 3) & 3];
-        e[i].lead_until_ms = now + delta(data, size);
         e[i].term = (int64_t)(fuzz_take(data, size, 4) & 0x7fffffff);
         e[i].renewed_at_us = (int64_t)(fuzz_take(data, size, 5));
     }
     uint64_t k = fuzz_take(data, size, 1);
     if (k & 0x80) /* nothing published yet */
         return NULL;
-    struct ld_shardsnap *t = ld_shardsnap_new(k & 0x01, e, SHARDS, members, (k >> 1) % 3);
+    struct ld_shardsnap *t =
+        ld_shardsnap_new(k & 0x01, claims_until, e, SHARDS, members, (k >> 1) % 3);
     FUZZ_CHECK(t != NULL);
     return t;
 }
@@ -278,7 +279,7 @@ static void check_one_shard(const struct ld_http_reply *r, const struct ld_shard
                             const struct ld_shardsnap *t, uint32_t sh, int64_t now_ms)
 {
     const struct ld_shard_entry *e = ld_http_shard_entry(t, sh);
-    bool ours = ld_shard_entry_is_leader(e, now_ms);
+    bool ours = ld_shardsnap_leads(t, sh, now_ms);
     json_t *o = load_object(r->body, r->len);
     FUZZ_CHECK(r->status == (ours ? 200u : 503u));
     FUZZ_CHECK(json_boolean_value(json_object_get(o, "is_leader")) == ours);
@@ -360,7 +361,7 @@ static void check_shard_reply(const char *method, const char *path, const char *
         size_t owned = 0;
         FUZZ_CHECK(json_array_size(shards) == SHARDS);
         for (uint32_t i = 0; i < SHARDS; i++) {
-            bool ours = ld_shard_entry_is_leader(ld_http_shard_entry(t, i), now_ms);
+            bool ours = ld_shardsnap_leads(t, i, now_ms);
             owned += ours;
             FUZZ_CHECK(json_boolean_value(json_object_get(json_array_get(shards, i),
                                                           "is_leader")) == ours);

@@ -233,12 +233,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         {.leader = "", .observed = false},
     };
     if (s.leading)
-        e[0] = (struct ld_shard_entry){.leader = "me",
-                                       .observed = true,
-                                       .leading = true,
-                                       .lead_until_ms = NOW + 500};
+        e[0] = (struct ld_shard_entry){.leader = "me", .observed = true, .leading = true};
     const char *members[] = {"me", "other"};
-    struct ld_shardsnap *table = shards ? ld_shardsnap_new(true, e, 3, members, 2) : NULL;
+    struct ld_shardsnap *table =
+        shards ? ld_shardsnap_new(true, NOW + 500, e, 3, members, 2) : NULL;
     if (shards && !table)
         abort();
     struct ld_proxy_view view = {

@@ -310,12 +310,12 @@ static struct ld_shardgroup *group3(void)
 static struct ld_shardsnap *table3(void)
 {
     struct ld_shard_entry e[3] = {
-        {.leader = "me", .observed = true, .leading = true, .lead_until_ms = NOW + 500},
+        {.leader = "me", .observed = true, .leading = true},
         {.leader = "other", .observed = true},
         {.leader = "", .observed = true},
     };
     const char *members[] = {"me", "other"};
-    struct ld_shardsnap *t = ld_shardsnap_new(true, e, 3, members, 2);
+    struct ld_shardsnap *t = ld_shardsnap_new(true, NOW + 500, e, 3, members, 2);
     ck_assert_ptr_nonnull(t);
     return t;
 }
@@ -415,7 +415,7 @@ START_TEST(shard_decision_follows_publishes)
         {.leader = "", .observed = true},
     };
     const char *members[] = {"me", "other"};
-    ld_state_publish_shards(&st, &s, ld_shardsnap_new(true, e, 3, members, 2));
+    ld_state_publish_shards(&st, &s, ld_shardsnap_new(true, 0, e, 3, members, 2));
     t = ld_state_read_shards(&st, &out);
     view.shards = t;
     ck_assert(!ld_proxy_still_leads(&v, &view, NOW, NULL));

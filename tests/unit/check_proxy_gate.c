@@ -502,12 +502,12 @@ static struct ld_shardlayout *group_of(const char *const *names, uint32_t n)
 static struct ld_shardsnap *table_of(uint32_t n)
 {
     struct ld_shard_entry e[3] = {
-        {.leader = "me", .observed = true, .leading = true, .lead_until_ms = NOW + 500},
+        {.leader = "me", .observed = true, .leading = true},
         {.leader = "other", .observed = true},
         {.leader = "other", .observed = true},
     };
     const char *members[] = {"me", "other"};
-    struct ld_shardsnap *t = ld_shardsnap_new(true, e, n, members, 2);
+    struct ld_shardsnap *t = ld_shardsnap_new(true, NOW + 500, e, n, members, 2);
     ck_assert_ptr_nonnull(t);
     return t;
 }

@@ -265,7 +265,7 @@ static void check_exclusive(void)
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         const char *who = NULL;
         for (size_t i = 0; i < fx.n; i++) {
-            if (!tables[i] || !ld_shard_entry_is_leader(&tables[i]->shards[k], t))
+            if (!tables[i] || !ld_shardsnap_leads(tables[i], k, t))
                 continue;
             ck_assert_msg(
                 who == NULL, "seed %llu at %lld ms: shard %u claimed by %s and %s",
@@ -501,7 +501,7 @@ static bool settled(void)
         if (i == fx.n)
             return false;
         struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, NULL);
-        ok = table && ld_shard_entry_is_leader(&table->shards[k], t);
+        ok = ld_shardsnap_leads(table, k, t);
         ld_shardsnap_unref(table);
         held[i]++;
     }

@@ -1,7 +1,8 @@
 /*
  * Unit tests for cmd/leaderd/shardsnap: a snapshot copies what it is given
- * (strings too), counts its references, and says whether two tables show
- * the same to a /watch reader, leadership judged by time.
+ * (strings too), counts its references, is extended to a new claims
+ * deadline without a copy, and says whether two tables show the same to a
+ * /watch reader, leadership judged by time.
  */
 #include <check.h>
 #include <stdio.h>
@@ -11,8 +12,7 @@
 #include "../../cmd/leaderd/core/shardsnap.h"
 #include "support/run_suite.h"
 
-static struct ld_shard_entry entry(const char *leader, int64_t term, bool leading,
-                                   int64_t lead_until_ms)
+static struct ld_shard_entry entry(const char *leader, int64_t term, bool leading)
 {
     struct ld_shard_entry e;
     memset(&e, 0, sizeof(e));
@@ -20,7 +20,6 @@ static struct ld_shard_entry entry(const char *leader, int64_t term, bool leadin
     e.term = term;
     e.observed = true;
     e.leading = leading;
-    e.lead_until_ms = lead_until_ms;
     e.has_renewed_at = true;
     e.renewed_at_us = 1000;
     return e;
@@ -31,10 +30,10 @@ START_TEST(new_copies_everything)
     char leader[16], member[16];
     snprintf(leader, sizeof(leader), "pod-a");
     snprintf(member, sizeof(member), "pod-b");
-    struct ld_shard_entry e[3] = {entry(leader, 3, true, 500), entry(NULL, 0, false, 0),
-                                  entry("", 1, false, 0)};
+    struct ld_shard_entry e[3] = {entry(leader, 3, true), entry(NULL, 0, false),
+                                  entry("", 1, false)};
     const char *members[2] = {"pod-a", member};
-    struct ld_shardsnap *s = ld_shardsnap_new(true, e, 3, members, 2);
+    struct ld_shardsnap *s = ld_shardsnap_new(true, 500, e, 3, members, 2);
     ck_assert_ptr_nonnull(s);
     /* The caller's buffers change or go: the snapshot keeps its copies. */
     snprintf(leader, sizeof(leader), "zzz");
@@ -47,7 +46,10 @@ START_TEST(new_copies_everything)
     ck_assert_int_eq(s->shards[0].term, 3);
     ck_assert_int_eq(e[0].term, 99);
     ck_assert(s->shards[0].leading);
-    ck_assert_int_eq(s->shards[0].lead_until_ms, 500);
+    ck_assert_int_eq(s->claims_until_ms, 500);
+    ck_assert_int_eq(ld_shardsnap_lead_until(s, 0), 500);
+    ck_assert_int_eq(ld_shardsnap_lead_until(s, 1), INT64_MIN);
+    ck_assert_int_eq(ld_shardsnap_lead_until(s, 3), INT64_MIN);
     ck_assert(s->shards[0].has_renewed_at);
     ck_assert_int_eq(s->shards[0].renewed_at_us, 1000);
     ck_assert_str_eq(s->shards[1].leader, ""); /* NULL reads as free */
@@ -57,7 +59,7 @@ START_TEST(new_copies_everything)
     ck_assert_str_eq(s->members[1], "pod-b");
     ld_shardsnap_unref(s);
 
-    struct ld_shardsnap *empty = ld_shardsnap_new(false, NULL, 0, NULL, 0);
+    struct ld_shardsnap *empty = ld_shardsnap_new(false, 0, NULL, 0, NULL, 0);
     ck_assert_ptr_nonnull(empty);
     ck_assert(!empty->observed);
     ck_assert_uint_eq(empty->n_shards, 0);
@@ -70,8 +72,8 @@ END_TEST
  * a leak or a double free). */
 START_TEST(references)
 {
-    struct ld_shard_entry e = entry("pod-a", 1, false, 0);
-    struct ld_shardsnap *s = ld_shardsnap_new(true, &e, 1, NULL, 0);
+    struct ld_shard_entry e = entry("pod-a", 1, false);
+    struct ld_shardsnap *s = ld_shardsnap_new(true, 0, &e, 1, NULL, 0);
     ck_assert_ptr_nonnull(s);
     ck_assert_ptr_eq(ld_shardsnap_ref(s), s);
     ck_assert_ptr_eq(ld_shardsnap_ref(s), s);
@@ -86,29 +88,62 @@ END_TEST
 
 START_TEST(is_leader_by_time)
 {
-    struct ld_shard_entry e = entry("me", 1, true, 1000);
-    ck_assert(ld_shard_entry_is_leader(&e, 999));
-    ck_assert(!ld_shard_entry_is_leader(&e, 1000));
-    e.leading = false;
-    ck_assert(!ld_shard_entry_is_leader(&e, 0));
+    struct ld_shard_entry e[2] = {entry("me", 1, true), entry("me", 1, false)};
+    struct ld_shardsnap *s = ld_shardsnap_new(true, 1000, e, 2, NULL, 0);
+    ck_assert(ld_shardsnap_leads(s, 0, 999));
+    ck_assert(!ld_shardsnap_leads(s, 0, 1000));
+    ck_assert(!ld_shardsnap_leads(s, 1, 0));
+    ck_assert(!ld_shardsnap_leads(s, 2, 0));
+    ck_assert(!ld_shardsnap_leads(NULL, 0, 0));
+    ld_shardsnap_unref(s);
+}
+END_TEST
+
+/* A renewal's table: the same entries and members, not copied, with the
+ * new deadline; it keeps them after the table it extends is gone, and an
+ * extension of an extension still shares the first table's memory. */
+START_TEST(extend_shares_the_entries)
+{
+    const char *members[] = {"a", "b"};
+    struct ld_shard_entry e[2] = {entry("a", 1, true), entry("b", 2, false)};
+    struct ld_shardsnap *a = ld_shardsnap_new(true, 1000, e, 2, members, 2);
+    struct ld_shardsnap *b = ld_shardsnap_extend(a, 3000);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_eq(b->shards, a->shards);
+    ck_assert_ptr_eq(b->members, a->members);
+    ck_assert_int_eq(a->claims_until_ms, 1000);
+    ck_assert_int_eq(b->claims_until_ms, 3000);
+    ck_assert(b->observed);
+    ck_assert(!ld_shardsnap_leads(a, 0, 2000));
+    ck_assert(ld_shardsnap_leads(b, 0, 2000));
+    ck_assert(ld_shardsnap_same_view(a, b, 500));
+    ck_assert(!ld_shardsnap_same_view(a, b, 2000));
+    const struct ld_shard_entry *shared = a->shards;
+    ld_shardsnap_unref(a);
+    struct ld_shardsnap *c = ld_shardsnap_extend(b, 5000);
+    ld_shardsnap_unref(b);
+    ck_assert_ptr_eq(c->shards, shared);
+    ck_assert_str_eq(c->shards[1].leader, "b");
+    ck_assert_str_eq(c->members[1], "b");
+    ck_assert(ld_shardsnap_leads(c, 0, 4000));
+    ld_shardsnap_unref(c); /* the last: frees the header and the entries */
 }
 END_TEST
 
 START_TEST(same_view)
 {
     const char *m1[] = {"a", "b"}, *m2[] = {"a", "c"}, *m3[] = {"a"};
-    struct ld_shard_entry base[2] = {entry("a", 1, true, 1000), entry("b", 2, false, 0)};
+    struct ld_shard_entry base[2] = {entry("a", 1, true), entry("b", 2, false)};
     struct ld_shard_entry e[2];
-    struct ld_shardsnap *a = ld_shardsnap_new(true, base, 2, m1, 2);
+    struct ld_shardsnap *a = ld_shardsnap_new(true, 1000, base, 2, m1, 2);
     struct ld_shardsnap *b;
 
     /* What a reader does not see (renewTime, our last renewal, a later
-     * lead_until while still leading) is no change. */
+     * deadline while still leading) is no change. */
     memcpy(e, base, sizeof(e));
     e[0].renewed_at_us = 2000;
     e[0].last_renew_wall_us = 5;
-    e[0].lead_until_ms = 3000;
-    b = ld_shardsnap_new(true, e, 2, m1, 2);
+    b = ld_shardsnap_new(true, 3000, e, 2, m1, 2);
     ck_assert(ld_shardsnap_same_view(a, b, 500));
     ck_assert(ld_shardsnap_same_view(a, a, 500));
     /* ... until time passes a's lead_until only. */
@@ -142,12 +177,12 @@ START_TEST(same_view)
             observed = false;
             break;
         }
-        b = ld_shardsnap_new(observed, e, 2, members, nm);
+        b = ld_shardsnap_new(observed, 1000, e, 2, members, nm);
         ck_assert_msg(!ld_shardsnap_same_view(a, b, 500), "field %d", field);
         ck_assert_msg(!ld_shardsnap_same_view(b, a, 500), "field %d", field);
         ld_shardsnap_unref(b);
     }
-    b = ld_shardsnap_new(true, base, 1, m1, 2); /* fewer shards */
+    b = ld_shardsnap_new(true, 1000, base, 1, m1, 2); /* fewer shards */
     ck_assert(!ld_shardsnap_same_view(a, b, 500));
     ld_shardsnap_unref(b);
 
@@ -171,6 +206,7 @@ static Suite *shardsnap_suite(void)
     tcase_add_test(tc, new_copies_everything);
     tcase_add_test(tc, references);
     tcase_add_test(tc, is_leader_by_time);
+    tcase_add_test(tc, extend_shares_the_entries);
     tcase_add_test(tc, same_view);
     suite_add_tcase(s, tc);
     return s;

@@ -166,8 +166,7 @@ static void render_group(struct ld_buf *b, const struct ld_shardlayout *l,
            "1 while this replica leads the lease, else 0; name is the lease name "
            "(as client-go controllers expose it), one per shard Lease.");
     for (uint32_t s = 0; s < l->n_shards; s++) {
-        bool leader =
-            t && s < t->n_shards && ld_shard_entry_is_leader(&t->shards[s], now_ms);
+        bool leader = ld_shardsnap_leads(t, s, now_ms);
         owned += leader ? 1 : 0;
         master_status(b, l->shards[s].lease, leader);
     }

@@ -1,7 +1,8 @@
 /*
  * shardsnap: immutable, reference-counted shard tables (see shardsnap.h).
  * One allocation holds the header, the entries, the member pointers and
- * every string, so a snapshot costs one malloc and one free.
+ * every string, so a snapshot costs one malloc and one free; an extended
+ * one is a header alone, holding a reference to the table it extends.
  */
 #include "shardsnap.h"
 
@@ -11,7 +12,8 @@
 
 #include "lead.h"
 
-struct ld_shardsnap *ld_shardsnap_new(bool observed, const struct ld_shard_entry *shards,
+struct ld_shardsnap *ld_shardsnap_new(bool observed, int64_t claims_until_ms,
+                                      const struct ld_shard_entry *shards,
                                       uint32_t n_shards, const char *const *members,
                                       uint32_t n_members)
 {
@@ -44,10 +46,28 @@ struct ld_shardsnap *ld_shardsnap_new(bool observed, const struct ld_shard_entry
     }
     atomic_init(&s->refs, 1);
     s->observed = observed;
+    s->claims_until_ms = claims_until_ms;
     s->n_shards = n_shards;
     s->shards = e;
     s->n_members = n_members;
     s->members = m;
+    s->body = NULL;
+    return s;
+}
+
+struct ld_shardsnap *ld_shardsnap_extend(struct ld_shardsnap *t, int64_t claims_until_ms)
+{
+    struct ld_shardsnap *s = malloc(sizeof(*s));
+    if (!s)
+        return NULL;
+    atomic_init(&s->refs, 1);
+    s->observed = t->observed;
+    s->claims_until_ms = claims_until_ms;
+    s->n_shards = t->n_shards;
+    s->shards = t->shards;
+    s->n_members = t->n_members;
+    s->members = t->members;
+    s->body = ld_shardsnap_ref(t->body ? t->body : t);
     return s;
 }
 
@@ -60,13 +80,21 @@ struct ld_shardsnap *ld_shardsnap_ref(struct ld_shardsnap *s)
 
 void ld_shardsnap_unref(struct ld_shardsnap *s)
 {
-    if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
+        ld_shardsnap_unref(s->body); /* a body has none: one level deep */
         free(s);
+    }
 }
 
-bool ld_shard_entry_is_leader(const struct ld_shard_entry *e, int64_t now_ms)
+bool ld_shardsnap_leads(const struct ld_shardsnap *t, uint32_t i, int64_t now_ms)
 {
-    return ld_leads_at(e->leading, e->lead_until_ms, now_ms);
+    return t && i < t->n_shards &&
+           ld_leads_at(t->shards[i].leading, t->claims_until_ms, now_ms);
+}
+
+int64_t ld_shardsnap_lead_until(const struct ld_shardsnap *t, uint32_t i)
+{
+    return t && i < t->n_shards && t->shards[i].leading ? t->claims_until_ms : INT64_MIN;
 }
 
 bool ld_shardsnap_same_view(const struct ld_shardsnap *a, const struct ld_shardsnap *b,
@@ -90,7 +118,7 @@ bool ld_shardsnap_same_view_at(const struct ld_shardsnap *a, int64_t a_ms,
     for (uint32_t i = 0; i < a->n_shards; i++) {
         const struct ld_shard_entry *x = &a->shards[i], *y = &b->shards[i];
         if (x->term != y->term || strcmp(x->leader, y->leader) != 0 ||
-            ld_shard_entry_is_leader(x, a_ms) != ld_shard_entry_is_leader(y, b_ms))
+            ld_shardsnap_leads(a, i, a_ms) != ld_shardsnap_leads(b, i, b_ms))
             return false;
     }
     return true;

@@ -264,17 +264,15 @@ static int store_event_locked(struct ld_http_holds *hs, uint64_t seq, char *text
     return 0;
 }
 
-/* The earliest lead_until_ms of a shard we lead at now, INT64_MAX if none:
- * that is when the view changes by time alone. */
+/* When the claims of t lapse, if we lead a shard at now (INT64_MAX if
+ * none): that is when the view changes by time alone. */
 static int64_t earliest_lapse(const struct ld_shardsnap *t, int64_t now)
 {
-    int64_t at = INT64_MAX;
     for (uint32_t i = 0; t && i < t->n_shards; i++) {
-        if (ld_shard_entry_is_leader(&t->shards[i], now) &&
-            t->shards[i].lead_until_ms < at)
-            at = t->shards[i].lead_until_ms;
+        if (ld_shardsnap_leads(t, i, now))
+            return t->claims_until_ms;
     }
-    return at;
+    return INT64_MAX;
 }
 
 /* Whether a and b differ in the three fields a long-poll waits for. */

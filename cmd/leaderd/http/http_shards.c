@@ -26,7 +26,7 @@ void ld_http_shard_view_of(const struct ld_shardsnap *t, uint32_t s, int64_t now
 {
     const struct ld_shard_entry *e = ld_http_shard_entry(t, s);
     v->observed = e->observed;
-    v->is_leader = ld_shard_entry_is_leader(e, now_ms);
+    v->is_leader = ld_shardsnap_leads(t, s, now_ms);
     v->term = e->term;
     snprintf(v->leader, sizeof(v->leader), "%s", e->leader);
 }
@@ -140,7 +140,7 @@ static json_t *shards_json(const struct ld_shardlayout *l, const struct ld_snaps
     }
     for (uint32_t s = 0; s < l->n_shards; s++) {
         const struct ld_shard_entry *e = ld_http_shard_entry(t, s);
-        bool mine = ld_shard_entry_is_leader(e, now_ms);
+        bool mine = ld_shardsnap_leads(t, s, now_ms);
         json_t *item = shard_item(l, s, e, mine);
         if (!item || json_array_append_new(shards, item) != 0)
             goto fail;
@@ -166,9 +166,10 @@ char *ld_http_render_shards(const struct ld_shardlayout *l,
 /* Shard s's election as a struct ld_snapshot, so that its body is the
  * /leader body: lease "NAMESPACE/NAME-ID", the rest from its entry. */
 static void shard_snapshot(const struct ld_shardlayout *l, const struct ld_snapshot *snap,
-                           const struct ld_shard_entry *e, uint32_t s,
+                           const struct ld_shardsnap *t, uint32_t s,
                            struct ld_snapshot *out)
 {
+    const struct ld_shard_entry *e = ld_http_shard_entry(t, s);
     const char *slash = strchr(snap->lease, '/');
     int ns_len = slash ? (int)(slash - snap->lease) : 0;
     *out = *snap;
@@ -178,7 +179,7 @@ static void shard_snapshot(const struct ld_shardlayout *l, const struct ld_snaps
     out->term = e->term;
     out->observed = e->observed;
     out->leading = e->leading;
-    out->lead_until_ms = e->lead_until_ms;
+    out->lead_until_ms = e->leading ? ld_shardsnap_lead_until(t, s) : 0;
     out->has_renewed_at = e->has_renewed_at;
     out->renewed_at_us = e->renewed_at_us;
     out->last_renew_wall_us = e->last_renew_wall_us;
@@ -191,7 +192,7 @@ char *ld_http_render_shard(const struct ld_shardlayout *l, const struct ld_snaps
     struct ld_snapshot one;
     char hash[LD_SHARDRANGE_HEX_SIZE];
     char *text = NULL;
-    shard_snapshot(l, snap, ld_http_shard_entry(t, target->shard), target->shard, &one);
+    shard_snapshot(l, snap, t, target->shard, &one);
     json_t *o = ld_http_leader_json(&one, now_ms);
     if (!o ||
         json_object_set_new(o, "shard", json_string(l->shards[target->shard].id)) != 0)
@@ -269,8 +270,7 @@ int ld_http_route_shards(const struct ld_http_shard_request *rq,
             ld_http_shard_target(l, path, rq->key, rq->key_len, &target);
         if (status != 200)
             return ld_http_reply_error(out, status, target.err);
-        bool ours =
-            ld_shard_entry_is_leader(ld_http_shard_entry(t, target.shard), now_ms);
+        bool ours = ld_shardsnap_leads(t, target.shard, now_ms);
         return ld_http_reply_owned(out, ours ? 200 : 503, LD_HTTP_CT_JSON,
                                    ld_http_render_shard(l, snap, t, &target, now_ms));
     }

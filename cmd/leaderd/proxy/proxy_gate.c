@@ -215,8 +215,7 @@ static bool leads(const struct ld_proxy_view *v, uint32_t shard, int64_t now_ms)
 {
     if (!v->layout)
         return ld_snapshot_is_leader(v->snap, now_ms);
-    return v->shards && shard < v->shards->n_shards &&
-           ld_shard_entry_is_leader(&v->shards->shards[shard], now_ms);
+    return ld_shardsnap_leads(v->shards, shard, now_ms);
 }
 
 void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view *v,
@@ -569,10 +568,7 @@ int64_t ld_proxy_lead_until(const struct ld_proxy_verdict *passed,
 {
     if (!v->layout)
         return v->snap->leading ? v->snap->lead_until_ms : INT64_MIN;
-    if (!v->shards || passed->shard >= v->shards->n_shards ||
-        !v->shards->shards[passed->shard].leading)
-        return INT64_MIN;
-    return v->shards->shards[passed->shard].lead_until_ms;
+    return ld_shardsnap_lead_until(v->shards, passed->shard);
 }
 
 char *ld_proxy_status_json(unsigned int code, const char *reason, const char *message)

@@ -9,7 +9,7 @@
  * not a read counts as one) passes only while this replica leads as of
  * now_ms, judged as /leader judges (ld_snapshot_is_leader), or in shard
  * mode while it owns the shard named by X-Leaderd-Shard
- * (ld_shard_entry_is_leader). Reads (GET, HEAD, OPTIONS) always pass the
+ * (ld_shardsnap_leads). Reads (GET, HEAD, OPTIONS) always pass the
  * leadership test.
  *
  * Before it, guards that hold for every method (ld_proxy_judge): the proxy

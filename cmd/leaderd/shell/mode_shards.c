@@ -852,7 +852,6 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         .term = rec ? rec->spec.transitions : 0,
         .observed = ld_shardgroup_shard_observed(s->group, k),
         .leading = claimed,
-        .lead_until_ms = claimed ? ld_shardgroup_lead_until(s->group) : 0,
         .has_renewed_at = rec && rec->spec.has_renew,
         .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
         .last_renew_wall_us = s->entries[k].last_renew_wall_us,
@@ -878,8 +877,7 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
     next.leader = sl->leader ? sl->leader : "";
     struct ld_shard_entry *e = &s->entries[k];
     if (new_leader || e->term != next.term || e->observed != next.observed ||
-        e->leading != next.leading || e->lead_until_ms != next.lead_until_ms ||
-        e->has_renewed_at != next.has_renewed_at ||
+        e->leading != next.leading || e->has_renewed_at != next.has_renewed_at ||
         e->renewed_at_us != next.renewed_at_us ||
         e->last_renew_wall_us != next.last_renew_wall_us)
         s->table_changed = true;
@@ -889,7 +887,7 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         .leader = next.leader,
         .term = (int32_t)next.term,
         .leading = next.leading,
-        .lead_until_ms = next.lead_until_ms,
+        .lead_until_ms = claimed ? ld_shardgroup_lead_until(s->group) : 0,
         .uid = rec ? rec->uid : NULL,
     };
     /* A hook's wish to end the daemon is no shard's business: ignored. */
@@ -897,27 +895,36 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         (void)sl->hooks[i].on_publish(sl->hooks[i].ctx, &st, now_ms);
 }
 
-/* The table of the entries as they are now (a new reference), or NULL
- * when memory runs out: the one place a table is made. */
-static struct ld_shardsnap *make_table(const struct ld_mode_shards *s, bool observed,
-                                       const char *const *members, uint32_t n_members)
+/* The deadline of every claim in the entries: the member election's
+ * lead, 0 when nothing is claimed (a renewal then changes no table). */
+static int64_t claims_until(const struct ld_mode_shards *s)
 {
-    return ld_shardsnap_new(observed, s->entries, s->n, members, n_members);
+    for (uint32_t k = 0; k < s->n; k++) {
+        if (s->entries[k].leading)
+            return ld_shardgroup_lead_until(s->group);
+    }
+    return 0;
 }
 
-/* A new shard table when an entry or the live members changed, NULL when
- * nothing did. When memory runs out, the table that says nothing is known
- * (the next pass tries again). */
+/* A new shard table when an entry, the live members or the claims'
+ * deadline changed, NULL when nothing did. A new deadline alone (a member
+ * renewal) extends the last table instead of copying every entry. When
+ * memory runs out, the table that says nothing is known (the next pass
+ * tries again). */
 static struct ld_shardsnap *new_table(struct ld_mode_shards *s, int64_t now_ms)
 {
     const char *const *members = NULL;
     for (uint32_t k = 0; k < s->n; k++)
         update_entry(s, k, now_ms);
     uint32_t nm = ld_shardgroup_members(s->group, now_ms, &members);
-    if (!s->table_changed && !members_differ(s->last, members, nm))
+    int64_t until = claims_until(s);
+    bool same = !s->table_changed && !members_differ(s->last, members, nm);
+    if (same && s->last->claims_until_ms == until)
         return NULL;
     bool observed = s->member_observed && ld_shardgroup_observed(s->group);
-    struct ld_shardsnap *t = make_table(s, observed, members, nm);
+    struct ld_shardsnap *t =
+        same ? ld_shardsnap_extend(s->last, until)
+             : ld_shardsnap_new(observed, until, s->entries, s->n, members, nm);
     if (!t) {
         ld_log(LD_LOG_WARN, "out of memory for the shard table; showing none");
         t = ld_shardsnap_ref(s->unknown);
@@ -1099,7 +1106,7 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
         s->slots[k].drain_until_ms = INT64_MAX;
         s->slots[k].held_until_ms = INT64_MAX;
     }
-    s->unknown = make_table(s, false, NULL, 0);
+    s->unknown = ld_shardsnap_new(false, 0, s->entries, s->n, NULL, 0);
     if (!s->unknown)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
     if (!s->c.events)
