@@ -27,6 +27,16 @@ int64_t ld_mono_ms(void);
  * that other machines read, never for a deadline. */
 int64_t ld_wall_us(void);
 
+/* A condition variable cannot wait on the clock above
+ * (pthread_condattr_setclock refuses CLOCK_BOOTTIME): a timed wait sets
+ * its condition variable to LD_COND_CLOCK (from <time.h>) and takes its
+ * absolute deadline, ms_from_now, from ld_cond_deadline. Only for bounds a
+ * suspend may harmlessly stretch (a shutdown's drain), never for a
+ * leadership deadline. */
+#define LD_COND_CLOCK CLOCK_MONOTONIC
+struct timespec;
+void ld_cond_deadline(int64_t ms_from_now, struct timespec *out);
+
 /* A clock that can be replaced: both readers take ctx. A NULL member of a
  * struct ld_clock handed to a constructor means the real reader. */
 struct ld_clock {

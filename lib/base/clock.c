@@ -34,6 +34,13 @@ int64_t ld_wall_us(void)
     return read_ns(CLOCK_REALTIME) / 1000;
 }
 
+void ld_cond_deadline(int64_t ms_from_now, struct timespec *out)
+{
+    int64_t ns = read_ns(LD_COND_CLOCK) + ms_from_now * 1000000;
+    out->tv_sec = (time_t)(ns / 1000000000);
+    out->tv_nsec = (long)(ns % 1000000000);
+}
+
 static int64_t real_mono_ms(void *ctx)
 {
     (void)ctx;

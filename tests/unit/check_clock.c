@@ -1,9 +1,12 @@
 /*
  * Unit tests for lib/clock: the deadline clock is the one that counts a
- * suspend (CLOCK_BOOTTIME), the readers agree with each other, and a
+ * suspend (CLOCK_BOOTTIME), the readers agree with each other, a timed
+ * wait's deadline is on its condition variable's clock, and a
  * replaceable clock falls back to the real readers member by member.
  */
 #include <check.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -48,6 +51,35 @@ static int64_t fixed_mono(void *ctx)
     return *(int64_t *)ctx;
 }
 
+/* A condition variable set to LD_COND_CLOCK times out at the deadline
+ * ld_cond_deadline gives, not before it and not on another clock's idea
+ * of it. */
+START_TEST(a_timed_wait_ends_at_its_deadline)
+{
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_condattr_t attr;
+    pthread_cond_t cv;
+    struct timespec until;
+    pthread_condattr_init(&attr);
+    ck_assert_int_eq(pthread_condattr_setclock(&attr, LD_COND_CLOCK), 0);
+    ck_assert_int_eq(pthread_cond_init(&cv, &attr), 0);
+    int64_t t0 = read_ns(LD_COND_CLOCK);
+    ld_cond_deadline(150, &until);
+    int64_t asked = (int64_t)until.tv_sec * 1000000000 + until.tv_nsec;
+    ck_assert_int_ge(asked - t0, 150 * 1000000LL);
+    ck_assert_int_lt(asked - t0, 10000 * 1000000LL);
+    ck_assert(until.tv_nsec >= 0 && until.tv_nsec < 1000000000);
+    pthread_mutex_lock(&mu);
+    int rc = 0;
+    while (rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&cv, &mu, &until);
+    pthread_mutex_unlock(&mu);
+    ck_assert_int_ge(read_ns(LD_COND_CLOCK), asked);
+    pthread_cond_destroy(&cv);
+    pthread_condattr_destroy(&attr);
+}
+END_TEST
+
 START_TEST(a_replaced_clock_keeps_what_it_sets)
 {
     int64_t t = 42;
@@ -83,6 +115,7 @@ static Suite *clock_suite(void)
     TCase *tc = tcase_create("clock");
     tcase_add_test(tc, deadlines_run_on_the_clock_that_counts_suspend);
     tcase_add_test(tc, wall_time_is_the_realtime_clock);
+    tcase_add_test(tc, a_timed_wait_ends_at_its_deadline);
     tcase_add_test(tc, a_replaced_clock_keeps_what_it_sets);
     tcase_add_test(tc, no_clock_is_the_real_one);
     suite_add_tcase(s, tc);

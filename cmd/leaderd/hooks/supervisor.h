@@ -6,8 +6,8 @@
  *
  * leaderd forks it once at start, before any thread exists; the two talk
  * over a SOCK_SEQPACKET socketpair in fixed-size messages (struct
- * ld_sup_msg). Deadlines are CLOCK_MONOTONIC milliseconds, a clock both
- * processes share. The supervisor runs in its own process group (so
+ * ld_sup_msg). Deadlines are ld_mono_ms milliseconds (clock.h), a clock
+ * both processes share. The supervisor runs in its own process group (so
  * signals for leaderd's group do not reach it) and starts each child in a
  * new process group. On its own clock it sends every process of the
  * command SIGTERM when leadership ends (at the last deadline, on "stop", or

@@ -30,7 +30,7 @@
  * soon. */
 #define RETRY_MS 100
 /* At most this long to let held requests end cleanly when stopping. */
-#define DRAIN_S 1
+#define DRAIN_MS 1000
 /* Recent events kept so that a stream that is a little behind (two
  * changes in a row, a slow reader) still gets every change in order. */
 #define EVENT_RING 16
@@ -764,7 +764,7 @@ static int init_sync(struct ld_http_holds *hs, char *err, size_t errlen)
     pthread_condattr_t attr;
     int rc = -1;
     pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_condattr_setclock(&attr, LD_COND_CLOCK);
     if (pthread_mutex_init(&hs->mu, NULL) != 0) {
         snprintf(err, errlen, "http: cannot create a mutex");
     } else if (pthread_cond_init(&hs->drained, &attr) != 0) {
@@ -858,8 +858,7 @@ void ld_http_holds_stop(struct ld_http_holds *hs)
     struct timespec until;
     int rc = 0;
     stop_notifier(hs);
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += DRAIN_S;
+    ld_cond_deadline(DRAIN_MS, &until);
     pthread_mutex_lock(&hs->mu);
     /* The last publish (a release, say) goes out before the streams end. */
     refresh_locked(hs, ld_mono_ms());
