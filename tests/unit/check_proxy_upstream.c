@@ -405,22 +405,38 @@ START_TEST(a_write_reset_upstream_is_sent_once_and_gets_502)
 }
 END_TEST
 
+/* Starts r with an upstream that answers reads and holds writes, and
+ * sends one write, held there once this returns; returns the client's
+ * socket. */
+static int start_with_a_held_write(struct rig *r)
+{
+    rig_start(r, NULL);
+    up_set(&r->up, UP_ANSWER, UP_HOLD);
+    int fd = client_send(r->port, WRITE_REQUEST);
+    ck_assert(up_wait(&r->up, &r->up.writes, 1));
+    return fd;
+}
+
+/* Reads fd's answer, the 503 of a write cut in flight, and closes fd. */
+static void assert_cut_answer(int fd)
+{
+    struct answer a;
+    bool answered = client_answer(fd, 5000, &a);
+    close(fd);
+    ck_assert_msg(answered, "no answer: [%s]", a.text);
+    ck_assert_int_eq(a.status, 503);
+    assert_status_body(&a, 503, "ServiceUnavailable", "may or may not have applied it");
+}
+
 /* A write cut because leadership ended resets its upstream connection:
  * the API server reads ECONNRESET, not the end of a request that could
  * still be followed by bytes the kernel had queued. */
 START_TEST(a_cut_write_resets_its_upstream_connection)
 {
     struct rig r;
-    struct answer a;
-    rig_start(&r, NULL);
-    up_set(&r.up, UP_ANSWER, UP_HOLD);
-    int fd = client_send(r.port, WRITE_REQUEST);
-    ck_assert(up_wait(&r.up, &r.up.writes, 1));
+    int fd = start_with_a_held_write(&r);
     rig_publish(&r, false);
-    ck_assert(client_answer(fd, 5000, &a));
-    close(fd);
-    ck_assert_int_eq(a.status, 503);
-    assert_status_body(&a, 503, "ServiceUnavailable", "cut");
+    assert_cut_answer(fd);
     ck_assert(up_wait(&r.up, &r.up.resets, 1));
     ck_assert_int_eq(up_count(&r.up, &r.up.fins), 0);
     rig_stop(&r);
@@ -428,24 +444,16 @@ START_TEST(a_cut_write_resets_its_upstream_connection)
 END_TEST
 
 /* A write held upstream when the proxy stops is answered 503 saying it
- * was cut in flight, before the connection closes; a request that came
- * while the proxy stopped is answered 503 too: a client left with a closed
- * connection cannot tell a cut from a hang. */
+ * was cut in flight, before the connection closes (a client left with a
+ * closed connection cannot tell a cut from a hang), and its upstream
+ * connection is reset. */
 START_TEST(a_write_in_flight_when_the_proxy_stops_gets_503)
 {
     struct rig r;
-    struct answer a;
-    rig_start(&r, NULL);
-    up_set(&r.up, UP_ANSWER, UP_HOLD);
-    int fd = client_send(r.port, WRITE_REQUEST);
-    ck_assert(up_wait(&r.up, &r.up.writes, 1));
+    int fd = start_with_a_held_write(&r);
     ld_proxy_stop(r.proxy);
     r.proxy = NULL;
-    bool answered = client_answer(fd, 5000, &a);
-    close(fd);
-    ck_assert_msg(answered, "no answer: [%s]", a.text);
-    ck_assert_int_eq(a.status, 503);
-    assert_status_body(&a, 503, "ServiceUnavailable", "may or may not have applied it");
+    assert_cut_answer(fd);
     ck_assert(up_wait(&r.up, &r.up.resets, 1));
     rig_stop(&r);
 }
@@ -457,20 +465,12 @@ END_TEST
 START_TEST(a_cut_answered_just_before_the_stop_reaches_the_client)
 {
     struct rig r;
-    struct answer a;
-    rig_start(&r, NULL);
-    up_set(&r.up, UP_ANSWER, UP_HOLD);
-    int fd = client_send(r.port, WRITE_REQUEST);
-    ck_assert(up_wait(&r.up, &r.up.writes, 1));
+    int fd = start_with_a_held_write(&r);
     rig_publish(&r, false);
     ck_assert(up_wait(&r.up, &r.up.resets, 1));
     ld_proxy_stop(r.proxy);
     r.proxy = NULL;
-    bool answered = client_answer(fd, 5000, &a);
-    close(fd);
-    ck_assert_msg(answered, "no answer: [%s]", a.text);
-    ck_assert_int_eq(a.status, 503);
-    assert_status_body(&a, 503, "ServiceUnavailable", "may or may not have applied it");
+    assert_cut_answer(fd);
     rig_stop(&r);
 }
 END_TEST
