@@ -24,16 +24,16 @@ struct ld_http_conns {
     uint64_t evicted;
 };
 
-struct ld_http_conns *ld_http_conns_new(unsigned int evict_at, char *err, size_t errlen)
+struct ld_http_conns *ld_http_conns_new(unsigned int evict_at, struct ld_errinfo *err)
 {
     struct ld_http_conns *cs = calloc(1, sizeof(*cs));
     if (!cs) {
-        snprintf(err, errlen, "http: out of memory");
+        ld_errinfo_set(err, LD_ENOMEM, "http: out of memory");
         return NULL;
     }
     if (pthread_mutex_init(&cs->mu, NULL) != 0) {
         free(cs);
-        snprintf(err, errlen, "http: cannot create a mutex");
+        ld_errinfo_set(err, LD_EIO, "http: cannot create a mutex");
         return NULL;
     }
     cs->evict_at = evict_at;

@@ -17,8 +17,8 @@ struct ld_http_conns;
 
 /* A new, empty bookkeeping that evicts past evict_at open connections.
  * Returns it (free with ld_http_conns_free, after MHD has stopped) or NULL
- * with one line in err. */
-struct ld_http_conns *ld_http_conns_new(unsigned int evict_at, char *err, size_t errlen);
+ * with err set (LD_ENOMEM, or LD_EIO when the system refused a mutex). */
+struct ld_http_conns *ld_http_conns_new(unsigned int evict_at, struct ld_errinfo *err);
 void ld_http_conns_free(struct ld_http_conns *cs); /* NULL-safe */
 
 /* MHD's MHD_OPTION_NOTIFY_CONNECTION callback; cls is the ld_http_conns.

@@ -759,17 +759,17 @@ void ld_http_holds_stats(struct ld_http_holds *hs, struct ld_http_stats *out)
 
 /* The mutex and the condition variable (on the monotonic clock, for the
  * drain's deadline). */
-static int init_sync(struct ld_http_holds *hs, char *err, size_t errlen)
+static int init_sync(struct ld_http_holds *hs, struct ld_errinfo *err)
 {
     pthread_condattr_t attr;
     int rc = -1;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, LD_COND_CLOCK);
     if (pthread_mutex_init(&hs->mu, NULL) != 0) {
-        snprintf(err, errlen, "http: cannot create a mutex");
+        ld_errinfo_set(err, LD_EIO, "http: cannot create a mutex");
     } else if (pthread_cond_init(&hs->drained, &attr) != 0) {
         pthread_mutex_destroy(&hs->mu);
-        snprintf(err, errlen, "http: cannot create a condition variable");
+        ld_errinfo_set(err, LD_EIO, "http: cannot create a condition variable");
     } else {
         hs->mu_ready = true;
         rc = 0;
@@ -779,7 +779,7 @@ static int init_sync(struct ld_http_holds *hs, char *err, size_t errlen)
 }
 
 /* The epoll set with the wake-up eventfd in it (data 0). */
-static int init_epoll(struct ld_http_holds *hs, char *err, size_t errlen)
+static int init_epoll(struct ld_http_holds *hs, struct ld_errinfo *err)
 {
     struct epoll_event ev;
     hs->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -789,7 +789,8 @@ static int init_epoll(struct ld_http_holds *hs, char *err, size_t errlen)
     ev.data.u64 = 0;
     if (hs->epfd < 0 || hs->wakefd < 0 ||
         epoll_ctl(hs->epfd, EPOLL_CTL_ADD, hs->wakefd, &ev) != 0) {
-        snprintf(err, errlen, "http: cannot set up notifications: %s", strerror(errno));
+        ld_errinfo_set(err, LD_EIO, "http: cannot set up notifications: %s",
+                       strerror(errno));
         return -1;
     }
     return 0;
@@ -797,12 +798,12 @@ static int init_epoll(struct ld_http_holds *hs, char *err, size_t errlen)
 
 struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat_ms,
                                           unsigned int max_held, unsigned int max_subs,
-                                          char *err, size_t errlen)
+                                          struct ld_errinfo *err)
 {
     int rc = 0;
     struct ld_http_holds *hs = calloc(1, sizeof(*hs));
     if (!hs) {
-        snprintf(err, errlen, "http: out of memory");
+        ld_errinfo_set(err, LD_ENOMEM, "http: out of memory");
         return NULL;
     }
     hs->st = st;
@@ -815,7 +816,7 @@ struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat
     /* Ids keep growing across restarts, so a client's Last-Event-ID from
      * an earlier process never matches by accident. */
     hs->seq = (uint64_t)(ld_wall_us() / 1000);
-    if (init_epoll(hs, err, errlen) != 0 || init_sync(hs, err, errlen) != 0)
+    if (init_epoll(hs, err) != 0 || init_sync(hs, err) != 0)
         goto fail;
     pthread_attr_t attr;
     rc = pthread_attr_init(&attr);
@@ -826,7 +827,7 @@ struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat
         pthread_attr_destroy(&attr);
     }
     if (rc != 0) {
-        snprintf(err, errlen, "http: cannot start a thread: %s", strerror(rc));
+        ld_errinfo_set(err, LD_EIO, "http: cannot start a thread: %s", strerror(rc));
         goto fail;
     }
     hs->notifier_running = true;

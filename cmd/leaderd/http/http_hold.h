@@ -49,10 +49,11 @@ struct ld_http_hold;
 /* Starts the notifier for st (borrowed; must outlive the result):
  * /watch heartbeats every heartbeat_ms, at most max_held long-polls and
  * max_subs streams at once. Returns the new set (free with
- * ld_http_holds_free) or NULL with one line in err. */
+ * ld_http_holds_free) or NULL with err set (LD_ENOMEM, or LD_EIO when the
+ * system refused a descriptor, a mutex or a thread). */
 struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat_ms,
                                           unsigned int max_held, unsigned int max_subs,
-                                          char *err, size_t errlen);
+                                          struct ld_errinfo *err);
 
 /* Stops the notifier and lets every held request go, with the last
  * published state: polls are answered, streams end. Waits up to a second

@@ -171,7 +171,6 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
                                    struct ld_errinfo *err)
 {
     static const struct ld_http_options defaults;
-    struct ld_errinfo part; /* what a part of the server said */
     struct ld_http *h = NULL;
     int fd = -1;
     if (port < 0 || port > 65535) {
@@ -186,19 +185,13 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
     h->st = st;
     h->m = m;
     ld_http_limits_of(opts ? opts : &defaults, &h->lim);
-    /* The held requests and the connections report a line of text: the
-     * system refused them a resource (memory, a descriptor, a thread). */
     h->holds = ld_http_holds_start(st, h->lim.heartbeat_ms, h->lim.max_held,
-                                   h->lim.max_subs, part.msg, sizeof(part.msg));
-    if (!h->holds) {
-        ld_errinfo_set(err, LD_EIO, "%s", part.msg);
+                                   h->lim.max_subs, err);
+    if (!h->holds)
         goto fail;
-    }
-    h->conns = ld_http_conns_new(h->lim.evict_at, part.msg, sizeof(part.msg));
-    if (!h->conns) {
-        ld_errinfo_set(err, LD_EIO, "%s", part.msg);
+    h->conns = ld_http_conns_new(h->lim.evict_at, err);
+    if (!h->conns)
         goto fail;
-    }
     fd = ld_http_open_listener(host, port, err);
     if (fd < 0)
         goto fail;

@@ -718,7 +718,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     struct ld_proxy *p = NULL;
     struct ld_http_limits lim;
     int fd = -1;
-    char unshown[64];
+    struct ld_errinfo inner;
     if (!host || port < 0 || port > 65535) {
         ld_errinfo_set(err, LD_EINVAL, "api-proxy: bad address");
         return NULL;
@@ -740,10 +740,12 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     p->up = ld_proxy_upstream_new(&p->hub, kube, err);
     if (!p->up)
         goto fail;
-    /* The connections' own line (out of memory, no mutex) is not shown:
-     * either way the system refused the proxy a resource. */
-    p->conns = ld_http_conns_new(lim.evict_at, unshown, sizeof(unshown));
-    if (!p->conns || hub_rc != 0) {
+    p->conns = ld_http_conns_new(lim.evict_at, &inner);
+    if (!p->conns) {
+        ld_errinfo_set(err, inner.code, "api-proxy: %s", inner.msg);
+        goto fail;
+    }
+    if (hub_rc != 0) {
         ld_errinfo_set(err, LD_EIO, "api-proxy: cannot set up the upstream side");
         goto fail;
     }
