@@ -359,10 +359,20 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
 
 static void read_by_name(struct ld_mode_shards *s, uint32_t k);
 
+/* The slot whose read (or write) is call; s->n when none is, as for an
+ * answer to a call the slot has since dropped. */
 static uint32_t slot_reading(const struct ld_mode_shards *s, ld_kube_call call)
 {
     uint32_t k = 0;
     while (k < s->n && !(s->slots[k].reading && s->slots[k].read_call == call))
+        k++;
+    return k;
+}
+
+static uint32_t slot_writing(const struct ld_mode_shards *s, ld_kube_call call)
+{
+    uint32_t k = 0;
+    while (k < s->n && !(s->slots[k].writing && s->slots[k].call == call))
         k++;
     return k;
 }
@@ -458,9 +468,7 @@ static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
 {
     struct ld_mode_shards *s = ctx;
     int64_t now_ms = ld_clock_mono_ms(&s->clock);
-    uint32_t k = 0;
-    while (k < s->n && !(s->slots[k].writing && s->slots[k].call == call))
-        k++;
+    uint32_t k = slot_writing(s, call);
     if (k == s->n)
         return;
     struct slot *sl = &s->slots[k];
@@ -999,7 +1007,8 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
         assign(s, now_ms);
     /* A give-back stops the claim first: the table shows it before the
      * release is written. */
-    for (uint32_t k = 0; k < s->n && !s->stopping && join_settled(s, now_ms); k++)
+    bool may_give_back = !s->stopping && join_settled(s, now_ms);
+    for (uint32_t k = 0; k < s->n && may_give_back; k++)
         if (!s->slots[k].writing && now_ms >= s->slots[k].next_try_ms &&
             ld_shardgroup_step(s->group, k, now_ms, false) == LD_SHARD_RELEASE)
             begin_give_back(s, k, now_ms);
