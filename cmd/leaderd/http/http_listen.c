@@ -30,16 +30,17 @@
 #define FD_RESERVE 64
 #define MIN_CONNECTIONS 8
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+/* ld_http_mhd_log's argument for this server. */
+static char log_prefix[] = "http";
+
+void ld_http_mhd_log(void *prefix, const char *fmt, va_list ap)
 {
     char msg[512];
-    (void)cls;
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
-    /* Mostly clients going away mid-reply: not worth more than debug. */
-    ld_log(LD_LOG_DEBUG, "http: %s", msg);
+    ld_log(LD_LOG_DEBUG, "%s: %s", (const char *)prefix, msg);
 }
 
 static int bind_listen(const struct sockaddr *sa, socklen_t salen, bool dual_stack,
@@ -201,8 +202,8 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
     h->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
             MHD_ALLOW_SUSPEND_RESUME,
-        0, NULL, NULL, ld_http_dispatch, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
+        0, NULL, NULL, ld_http_dispatch, h, MHD_OPTION_EXTERNAL_LOGGER, ld_http_mhd_log,
+        log_prefix, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
         h->lim.max_conns, MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_COMPLETED, ld_http_dispatch_completed, h,

@@ -9,6 +9,7 @@
 #ifndef LEADERD_HTTP_LISTEN_H
 #define LEADERD_HTTP_LISTEN_H
 
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "http.h"
@@ -28,5 +29,11 @@ void ld_http_limits_of(const struct ld_http_options *o, struct ld_http_limits *l
 
 /* The port a listening socket is bound to, -1 when it cannot be read. */
 int ld_http_bound_port(int fd);
+
+/* libmicrohttpd's logger (MHD_OPTION_EXTERNAL_LOGGER) for both servers:
+ * one debug line, "PREFIX: message", prefix being the char * given as the
+ * logger's argument. What MHD reports is mostly clients going away
+ * mid-reply: not worth more than debug. */
+void ld_http_mhd_log(void *prefix, const char *fmt, va_list ap);
 
 #endif

@@ -38,7 +38,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -656,16 +655,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 
 /* ---- life ---- */
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char msg[512];
-    (void)cls;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    size_t n = strlen(msg);
-    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-        msg[--n] = '\0';
-    ld_log(LD_LOG_DEBUG, "api proxy: %s", msg);
-}
+/* ld_http_mhd_log's argument for the proxy's server. */
+static char log_prefix[] = "api proxy";
 
 /* The loopback address the configuration checked; "localhost" is bound
  * as 127.0.0.1, not as whatever the resolver says first. */
@@ -763,8 +754,8 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     p->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG |
             MHD_ALLOW_SUSPEND_RESUME,
-        0, NULL, NULL, on_request, p, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
+        0, NULL, NULL, on_request, p, MHD_OPTION_EXTERNAL_LOGGER, ld_http_mhd_log,
+        log_prefix, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
         lim.max_conns, MHD_OPTION_CONNECTION_TIMEOUT, p->idle_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, p, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
