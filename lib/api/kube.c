@@ -582,26 +582,29 @@ enum ld_err ld_kube_lease_get(struct ld_kube *k, const char *ns, const char *nam
     return run_blocking(k, prepare_get(ns, name, &p, err), &p, out, err);
 }
 
-enum ld_err ld_kube_lease_create(struct ld_kube *k, const struct ld_lease *lease,
-                                 struct ld_lease *out, struct ld_errinfo *err)
+/* A create (POST) or an update (PUT) of lease, waited for. */
+static enum ld_err write_blocking(struct ld_kube *k, bool create,
+                                  const struct ld_lease *lease, struct ld_lease *out,
+                                  struct ld_errinfo *err)
 {
     struct ld_errinfo local;
     struct prepared p = {0};
     err = begin(err, &local);
     if (!k || !lease || !out)
         return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
-    return run_blocking(k, prepare_write(true, lease, &p, err), &p, out, err);
+    return run_blocking(k, prepare_write(create, lease, &p, err), &p, out, err);
+}
+
+enum ld_err ld_kube_lease_create(struct ld_kube *k, const struct ld_lease *lease,
+                                 struct ld_lease *out, struct ld_errinfo *err)
+{
+    return write_blocking(k, true, lease, out, err);
 }
 
 enum ld_err ld_kube_lease_update(struct ld_kube *k, const struct ld_lease *lease,
                                  struct ld_lease *out, struct ld_errinfo *err)
 {
-    struct ld_errinfo local;
-    struct prepared p = {0};
-    err = begin(err, &local);
-    if (!k || !lease || !out)
-        return ld_errinfo_set(err, LD_EINVAL, "NULL argument");
-    return run_blocking(k, prepare_write(false, lease, &p, err), &p, out, err);
+    return write_blocking(k, false, lease, out, err);
 }
 
 enum ld_err ld_kube_lease_get_start(struct ld_kube *k, const char *ns, const char *name,
