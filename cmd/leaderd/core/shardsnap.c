@@ -80,9 +80,12 @@ struct ld_shardsnap *ld_shardsnap_ref(struct ld_shardsnap *s)
 
 void ld_shardsnap_unref(struct ld_shardsnap *s)
 {
-    if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
-        ld_shardsnap_unref(s->body); /* a body has none: one level deep */
+    /* The last reference to an extended table drops one to its body (a
+     * body holds none). */
+    while (s && atomic_fetch_sub(&s->refs, 1) == 1) {
+        struct ld_shardsnap *body = s->body;
         free(s);
+        s = body;
     }
 }
 
