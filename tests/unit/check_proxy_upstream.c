@@ -459,6 +459,28 @@ START_TEST(a_write_in_flight_when_the_proxy_stops_gets_503)
 }
 END_TEST
 
+/* A read held upstream when the proxy stops is answered 503 saying the
+ * proxy stops, and nothing about a write's fate. */
+START_TEST(a_read_in_flight_when_the_proxy_stops_gets_503)
+{
+    struct rig r;
+    struct answer a;
+    rig_start(&r, NULL);
+    up_set(&r.up, UP_HOLD, UP_ANSWER);
+    int fd = client_send(r.port, READ_REQUEST);
+    ck_assert(up_wait(&r.up, &r.up.reads, 1));
+    ld_proxy_stop(r.proxy);
+    r.proxy = NULL;
+    bool answered = client_answer(fd, 5000, &a);
+    close(fd);
+    ck_assert_msg(answered, "no answer: [%s]", a.text);
+    ck_assert_int_eq(a.status, 503);
+    assert_status_body(&a, 503, "ServiceUnavailable", "API proxy is stopping");
+    ck_assert_ptr_null(strstr(a.body, "may or may not"));
+    rig_stop(&r);
+}
+END_TEST
+
 /* A write cut because leadership ended, with the proxy stopped right
  * after (leaderd's exit once the release is written): the cut's 503 is
  * still delivered, not lost with the connection. */
@@ -561,6 +583,7 @@ static Suite *proxy_upstream_suite(void)
     tcase_add_test(tc, a_write_reset_upstream_is_sent_once_and_gets_502);
     tcase_add_test(tc, a_cut_write_resets_its_upstream_connection);
     tcase_add_test(tc, a_write_in_flight_when_the_proxy_stops_gets_503);
+    tcase_add_test(tc, a_read_in_flight_when_the_proxy_stops_gets_503);
     tcase_add_test(tc, a_cut_answered_just_before_the_stop_reaches_the_client);
     tcase_add_test(tc, a_body_slower_than_the_deadline_gets_408);
     tcase_add_test(tc, exchanges_past_the_cap_get_429);

@@ -323,12 +323,13 @@ static enum MHD_Result answer_failure(struct ld_pxe *q)
         return answer_status(q, &v);
     }
     if (q->cut == LD_PXE_CUT_STOP) {
-        ld_pxe_verdict_printf(&v, 503, "ServiceUnavailable", "%s%s",
-                              "leaderd's API proxy is stopping",
-                              q->verdict.write && q->sent
-                                  ? ": the write was cut in flight to the API server, "
-                                    "which may or may not have applied it"
-                                  : "; the request was not sent");
+        const char *fate = "";
+        if (q->verdict.write)
+            fate = q->sent ? ": the write was cut in flight to the API server, which "
+                             "may or may not have applied it"
+                           : "; the write was not sent";
+        ld_pxe_verdict_printf(&v, 503, "ServiceUnavailable",
+                              "leaderd's API proxy is stopping%s", fate);
         return answer_status(q, &v);
     }
     if (q->verdict.write && q->sent)
