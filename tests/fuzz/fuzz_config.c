@@ -118,13 +118,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     argv[argc] = NULL;
 
     memset(err, 0x01, sizeof err);
-    int rc = ld_config_parse_args(&cfg, argc, argv, err, sizeof err);
-    FUZZ_CHECK(rc == 0 || rc == 1 || rc == 2);
-    if (rc == 2) {
+    enum ld_err rc = ld_config_parse_args(&cfg, argc, argv, err, sizeof err);
+    FUZZ_CHECK(rc == LD_OK || rc == LD_ECANCELED || rc == LD_ECONFIG);
+    if (rc == LD_ECONFIG) {
         FUZZ_CHECK(memchr(err, '\0', sizeof err) != NULL);
         FUZZ_CHECK(strncmp(err, "leaderd: ", 9) == 0);
         FUZZ_CHECK(one_line(err));
-    } else if (rc == 0) {
+    } else if (rc == LD_OK) {
         check_accepted(&cfg);
         ld_config_describe(&cfg, desc, sizeof desc);
         FUZZ_CHECK(memchr(desc, '\0', sizeof desc) != NULL && one_line(desc));

@@ -123,7 +123,8 @@ static const char *placeholder(const char *a)
 /* Runs ld_config_parse (or the pure half) on "leaderd" + args (NULL-ended;
  * the words "@KC", "@KCNONS", "@SA", "@SAEMPTY", alone or after "--flag=",
  * stand for the temporary files). */
-static int run(struct ld_config *cfg, bool full, const char *const *args, char *err)
+static enum ld_err run(struct ld_config *cfg, bool full, const char *const *args,
+                       char *err)
 {
     static char expanded[MAX_ARGS][2 * SHORT_PATH];
     char *argv[MAX_ARGS + 2];
@@ -267,8 +268,8 @@ START_TEST(good_configs)
     set_env(c->env);
     /* Credentials come from $KUBECONFIG unless the case names its own. */
     setenv("KUBECONFIG", kc_ns, 0);
-    int rc = run(&cfg, true, c->args, err);
-    ck_assert_msg(rc == 0, "%s: rc %d: %s", c->name, rc, err);
+    enum ld_err rc = run(&cfg, true, c->args, err);
+    ck_assert_msg(rc == LD_OK, "%s: rc %d: %s", c->name, rc, err);
     ck_assert_str_eq(cfg.lease_name, c->want.lease_name);
     if (c->want.namespace_)
         ck_assert_str_eq(cfg.namespace_, c->want.namespace_);
@@ -473,8 +474,8 @@ START_TEST(bad_configs)
     char err[ERRLEN];
     set_env(c->env);
     setenv("KUBECONFIG", kc_ns, 0);
-    int rc = run(&cfg, true, c->args, err);
-    ck_assert_msg(rc == 2, "case %d: rc %d (%s)", _i, rc, err);
+    enum ld_err rc = run(&cfg, true, c->args, err);
+    ck_assert_msg(rc == LD_ECONFIG, "case %d: rc %d (%s)", _i, rc, err);
     ck_assert_msg(strncmp(err, "leaderd: ", 9) == 0, "case %d: %s", _i, err);
     ck_assert_msg(strchr(err, '\n') == NULL, "case %d: more than one line: %s", _i, err);
     for (int k = 0; k < 3 && c->want[k]; k++)
@@ -494,7 +495,7 @@ START_TEST(command_after_double_dash)
     /* Flags after "--" belong to the command. */
     const char *args[] = {"--lease-name", "x", "--", "/app/run",
                           "--lease-name", "y", "-v", NULL};
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.lease_name, "x");
     ck_assert_ptr_nonnull(cfg.command);
     ck_assert_str_eq(cfg.command[0], "/app/run");
@@ -506,7 +507,7 @@ START_TEST(command_after_double_dash)
     ld_config_clear(&cfg);
 
     const char *none[] = {"--lease-name", "x", "--", NULL};
-    ck_assert_msg(run(&cfg, true, none, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, none, err) == LD_OK, "%s", err);
     ck_assert_ptr_null(cfg.command);
     ld_config_clear(&cfg);
 }
@@ -519,37 +520,37 @@ START_TEST(pod_label_and_events)
     setenv("KUBECONFIG", kc_ns, 0);
     const char *on[] = {"--lease-name", "x",        "--identity", "pod-a", "--pod-label",
                         "a.io/lead",    "--events", "yes",        NULL};
-    ck_assert_msg(run(&cfg, true, on, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, on, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.pod_label, "a.io/lead");
     ck_assert(cfg.events);
     ld_config_clear(&cfg);
 
     const char *off[] = {"--lease-name", "x", "--identity", "pod-a", NULL};
-    ck_assert_msg(run(&cfg, true, off, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, off, err) == LD_OK, "%s", err);
     ck_assert_ptr_null(cfg.pod_label);
     ck_assert(!cfg.events);
     ld_config_clear(&cfg);
 
     const char *bad_key[] = {"--lease-name", "x", "--pod-label", "a.io/-lead", NULL};
-    ck_assert_int_eq(run(&cfg, true, bad_key, err), 2);
+    ck_assert_int_eq(run(&cfg, true, bad_key, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "--pod-label"));
     ck_assert_ptr_null(strchr(err, '\n'));
     ld_config_clear(&cfg);
 
     const char *bad_bool[] = {"--lease-name", "x", "--events", "maybe", NULL};
-    ck_assert_int_eq(run(&cfg, true, bad_bool, err), 2);
+    ck_assert_int_eq(run(&cfg, true, bad_bool, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "--events"));
     ld_config_clear(&cfg);
 
     /* The label goes on the Pod the identity names: it must be a Pod name. */
     const char *bad_identity[] = {"--lease-name", "x",      "--identity", "Pod A",
                                   "--pod-label",  "leader", NULL};
-    ck_assert_int_eq(run(&cfg, true, bad_identity, err), 2);
+    ck_assert_int_eq(run(&cfg, true, bad_identity, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "--pod-label"));
     ld_config_clear(&cfg);
 
     setenv("LEADERD_POD_LABEL", "from-env", 1);
-    ck_assert_msg(run(&cfg, true, off, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, off, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.pod_label, "from-env");
     ld_config_clear(&cfg);
     unsetenv("LEADERD_POD_LABEL");
@@ -565,14 +566,14 @@ START_TEST(shards_values)
     setenv("KUBECONFIG", kc_ns, 0);
     const char *numbered[] = {"--lease-name", "web", "--identity", "pod-a",
                               "--shards",     "12",  NULL};
-    ck_assert_msg(run(&cfg, true, numbered, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, numbered, err) == LD_OK, "%s", err);
     ck_assert_uint_eq(cfg.n_shards, 12);
     ck_assert_ptr_null(cfg.shard_names);
     ld_config_clear(&cfg);
 
     const char *named[] = {"--lease-name", "web",      "--identity", "pod-a", "--shards",
                            "eu,us,asia",   "--events", "true",       NULL};
-    ck_assert_msg(run(&cfg, true, named, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, named, err) == LD_OK, "%s", err);
     ck_assert_uint_eq(cfg.n_shards, 3);
     ck_assert_str_eq(cfg.shard_names[0], "eu");
     ck_assert_str_eq(cfg.shard_names[2], "asia");
@@ -581,13 +582,13 @@ START_TEST(shards_values)
     ld_config_clear(&cfg);
 
     const char *unset[] = {"--lease-name", "web", NULL};
-    ck_assert_msg(run(&cfg, true, unset, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, unset, err) == LD_OK, "%s", err);
     ck_assert_uint_eq(cfg.n_shards, 0);
     ld_config_clear(&cfg);
 
     setenv("LEADERD_SHARDS", "1024", 1);
     setenv("POD_UID", "0b6d-42", 1);
-    ck_assert_msg(run(&cfg, true, unset, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, unset, err) == LD_OK, "%s", err);
     ck_assert_uint_eq(cfg.n_shards, 1024);
     ck_assert_str_eq(cfg.pod_uid, "0b6d-42");
     ld_config_clear(&cfg);
@@ -605,7 +606,7 @@ START_TEST(shards_names_may_start_with_a_digit)
     setenv("KUBECONFIG", kc_ns, 0);
     const char *named[] = {"--lease-name", "web",   "--identity", "pod-a",
                            "--shards",     "1a,2b", NULL};
-    ck_assert_msg(run(&cfg, true, named, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, named, err) == LD_OK, "%s", err);
     ck_assert_uint_eq(cfg.n_shards, 2);
     ck_assert_ptr_nonnull(cfg.shard_names);
     ck_assert_str_eq(cfg.shard_names[0], "1a");
@@ -644,8 +645,8 @@ START_TEST(shards_bad_values)
         struct ld_config cfg;
         char err[ERRLEN];
         setenv("KUBECONFIG", kc_ns, 0);
-        int rc = run(&cfg, true, args, err);
-        ck_assert_msg(rc == 2, "case %zu: rc %d", i, rc);
+        enum ld_err rc = run(&cfg, true, args, err);
+        ck_assert_msg(rc == LD_ECONFIG, "case %zu: rc %d", i, rc);
         ck_assert_msg(strstr(err, cases[i].want) != NULL, "case %zu: \"%s\" not in: %s",
                       i, cases[i].want, err);
         ck_assert_msg(strncmp(err, "leaderd: ", 9) == 0 && !strchr(err, '\n'),
@@ -661,7 +662,7 @@ START_TEST(shards_bad_values)
                               "--shards",     "12", NULL};
     struct ld_config cfg;
     char err[ERRLEN];
-    ck_assert_int_eq(run(&cfg, true, too_long, err), 2);
+    ck_assert_int_eq(run(&cfg, true, too_long, err), LD_ECONFIG);
     ck_assert_msg(strstr(err, "member Lease name aaaa") && strstr(err, "...") &&
                       strstr(err, "is not a valid Lease name"),
                   "%s", err);
@@ -674,7 +675,7 @@ START_TEST(shards_bad_values)
     shard[60] = '\0';
     const char *shard_long[] = {"--lease-name", name,  "--identity", "p",
                                 "--shards",     shard, NULL};
-    ck_assert_int_eq(run(&cfg, true, shard_long, err), 2);
+    ck_assert_int_eq(run(&cfg, true, shard_long, err), LD_ECONFIG);
     ck_assert_msg(strstr(err, "shard Lease name aaaa") &&
                       strstr(err, "is not a valid Lease name"),
                   "%s", err);
@@ -713,40 +714,40 @@ START_TEST(api_proxy_values)
     };
     setenv("KUBECONFIG", kc_ns, 0);
     const char *off[] = {"--lease-name", "x", NULL};
-    ck_assert_msg(run(&cfg, false, off, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, false, off, err) == LD_OK, "%s", err);
     ck_assert_ptr_null(cfg.api_proxy_host);
     ld_config_clear(&cfg);
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         const char *args[] = {"--lease-name", "x", "--api-proxy", ok[i].arg, NULL};
-        ck_assert_msg(run(&cfg, false, args, err) == 0, "%s: %s", ok[i].arg, err);
+        ck_assert_msg(run(&cfg, false, args, err) == LD_OK, "%s: %s", ok[i].arg, err);
         ck_assert_str_eq(cfg.api_proxy_host, ok[i].host);
         ck_assert_int_eq(cfg.api_proxy_port, ok[i].port);
         ld_config_clear(&cfg);
     }
     for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
         const char *args[] = {"--lease-name", "x", "--api-proxy", wrong[i], NULL};
-        ck_assert_msg(run(&cfg, false, args, err) == 2, "%s accepted", wrong[i]);
+        ck_assert_msg(run(&cfg, false, args, err) == LD_ECONFIG, "%s accepted", wrong[i]);
         ck_assert_msg(strstr(err, "--api-proxy") != NULL, "%s: %s", wrong[i], err);
         ck_assert_ptr_null(strchr(err, '\n'));
         ld_config_clear(&cfg);
     }
     const char *wild[] = {"--lease-name", "x", "--api-proxy", "0.0.0.0:8001", NULL};
-    ck_assert_int_eq(run(&cfg, false, wild, err), 2);
+    ck_assert_int_eq(run(&cfg, false, wild, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "loopback"));
     ld_config_clear(&cfg);
 
     setenv("LEADERD_API_PROXY", "127.0.0.1:9001", 1);
-    ck_assert_msg(run(&cfg, false, off, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, false, off, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.api_proxy_host, "127.0.0.1");
     ck_assert_int_eq(cfg.api_proxy_port, 9001);
     ld_config_clear(&cfg);
     /* The flag beats its variable, and a bad variable is named. */
     const char *flag[] = {"--lease-name", "x", "--api-proxy", "[::1]:9002", NULL};
-    ck_assert_msg(run(&cfg, false, flag, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, false, flag, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.api_proxy_host, "::1");
     ld_config_clear(&cfg);
     setenv("LEADERD_API_PROXY", "0.0.0.0:9001", 1);
-    ck_assert_int_eq(run(&cfg, false, off, err), 2);
+    ck_assert_int_eq(run(&cfg, false, off, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "LEADERD_API_PROXY"));
     ld_config_clear(&cfg);
     unsetenv("LEADERD_API_PROXY");
@@ -771,7 +772,7 @@ START_TEST(child_grace_values)
                                 "--",
                                 "app",
                                 NULL};
-    ck_assert_msg(run(&cfg, true, just_under, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, just_under, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.child_grace_ms, 600); /* leaves 400ms, the least */
     ld_config_clear(&cfg);
 
@@ -788,7 +789,7 @@ START_TEST(child_grace_values)
                                "--",
                                "app",
                                NULL};
-    ck_assert_int_eq(run(&cfg, true, at_margin, err), 2);
+    ck_assert_int_eq(run(&cfg, true, at_margin, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "--child-grace"));
     ld_config_clear(&cfg);
 
@@ -804,16 +805,16 @@ START_TEST(child_grace_values)
                              "--",
                              "app",
                              NULL};
-    ck_assert_msg(run(&cfg, true, derived, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, derived, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.child_grace_ms, 500);
     ld_config_clear(&cfg);
     setenv("LEADERD_CHILD_GRACE", "3s", 1);
     const char *flag[] = {"--lease-name", "x", "--child-grace", "1s", "--", "app", NULL};
-    ck_assert_msg(run(&cfg, true, flag, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, flag, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.child_grace_ms, 1000);
     ld_config_clear(&cfg);
     const char *env[] = {"--lease-name", "x", "--", "app", NULL};
-    ck_assert_msg(run(&cfg, true, env, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, env, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.child_grace_ms, 3000);
     ld_config_clear(&cfg);
 }
@@ -824,7 +825,7 @@ START_TEST(no_credentials)
     struct ld_config cfg;
     char err[ERRLEN];
     const char *args[] = {"--lease-name", "x", NULL};
-    ck_assert_int_eq(run(&cfg, true, args, err), 2);
+    ck_assert_int_eq(run(&cfg, true, args, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "no credentials"));
     ck_assert_ptr_nonnull(strstr(err, "KUBERNETES_SERVICE_HOST"));
     ck_assert_ptr_nonnull(strstr(err, "--kubeconfig"));
@@ -835,7 +836,7 @@ START_TEST(no_credentials)
     setenv("KUBERNETES_SERVICE_PORT", "443", 1);
     const char *args2[] = {"--lease-name", "x", "--service-account-dir", "@SAEMPTY",
                            NULL};
-    ck_assert_int_eq(run(&cfg, true, args2, err), 2);
+    ck_assert_int_eq(run(&cfg, true, args2, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "no credentials"));
     ck_assert_ptr_nonnull(strstr(err, sa_empty));
     ld_config_clear(&cfg);
@@ -850,7 +851,7 @@ START_TEST(in_cluster)
     setenv("KUBERNETES_SERVICE_PORT", "443", 1);
     const char *args[] = {"--lease-name", "x", NULL};
     setenv("LEADERD_SERVICE_ACCOUNT_DIR", sa_dir, 1);
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_ptr_null(cfg.kubeconfig_path);
     ck_assert_str_eq(cfg.kube.server, "https://10.0.0.1:443");
     ck_assert_str_eq(cfg.service_account_dir, sa_dir);
@@ -868,7 +869,7 @@ START_TEST(kubeconfig_wins_over_in_cluster)
     const char *args[] = {
         "--lease-name", "x", "--kubeconfig", "@KC", "--service-account-dir",
         "@SAEMPTY",     NULL};
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.kubeconfig_path, kc_ns);
     ck_assert_str_eq(cfg.kube.server, "https://127.0.0.1:6443");
     ld_config_clear(&cfg);
@@ -885,24 +886,24 @@ START_TEST(kubeconfig_sources)
     /* $KUBECONFIG is a list: its first non-empty entry is used. */
     snprintf(list, sizeof(list), "::%s:/nonexistent/second", kc_nons);
     setenv("KUBECONFIG", list, 1);
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.kubeconfig_path, kc_nons);
     ck_assert_str_eq(cfg.kubeconfig_from, "KUBECONFIG");
     ld_config_clear(&cfg);
 
     /* LEADERD_KUBECONFIG beats $KUBECONFIG, and --kubeconfig beats both. */
     setenv("LEADERD_KUBECONFIG", kc_ns, 1);
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.kubeconfig_path, kc_ns);
     ld_config_clear(&cfg);
     const char *args2[] = {"--lease-name", "x", "--kubeconfig", "@KCNONS", NULL};
-    ck_assert_msg(run(&cfg, true, args2, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args2, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.kubeconfig_path, kc_nons);
     ld_config_clear(&cfg);
 
     /* An empty LEADERD_KUBECONFIG means "not given". */
     setenv("LEADERD_KUBECONFIG", "", 1);
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.kubeconfig_path, kc_nons);
     ld_config_clear(&cfg);
 }
@@ -918,13 +919,13 @@ START_TEST(namespace_fallback_order)
     /* The service-account file beats the kubeconfig context. */
     const char *sa_args[] = {
         "--lease-name", "x", "--kubeconfig", "@KC", "--service-account-dir", "@SA", NULL};
-    ck_assert_msg(run(&cfg, true, sa_args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, sa_args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.namespace_, "sa-ns");
     ld_config_clear(&cfg);
 
     /* $POD_NAMESPACE beats the service-account file. */
     setenv("POD_NAMESPACE", "pod-ns", 1);
-    ck_assert_msg(run(&cfg, true, sa_args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, sa_args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.namespace_, "pod-ns");
     ck_assert_str_eq(cfg.namespace_from, "POD_NAMESPACE");
     ld_config_clear(&cfg);
@@ -933,7 +934,7 @@ START_TEST(namespace_fallback_order)
     const char *flag_args[] = {
         "--lease-name", "x",           "--kubeconfig", "@KC", "--service-account-dir",
         "@SA",          "--namespace", "flag-ns",      NULL};
-    ck_assert_msg(run(&cfg, true, flag_args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, flag_args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.namespace_, "flag-ns");
     ld_config_clear(&cfg);
     unsetenv("POD_NAMESPACE");
@@ -944,7 +945,7 @@ START_TEST(namespace_fallback_order)
     const char *kc_args[] = {
         "--lease-name", "x", "--kubeconfig", "@KC", "--service-account-dir",
         "@SAEMPTY",     NULL};
-    ck_assert_msg(run(&cfg, true, kc_args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, kc_args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.namespace_, "ctx-ns");
     ld_config_clear(&cfg);
 
@@ -952,7 +953,7 @@ START_TEST(namespace_fallback_order)
     const char *none_args[] = {
         "--lease-name", "x", "--kubeconfig", "@KCNONS", "--service-account-dir",
         "@SAEMPTY",     NULL};
-    ck_assert_msg(run(&cfg, true, none_args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, none_args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.namespace_, "default");
     ld_config_clear(&cfg);
 }
@@ -965,14 +966,14 @@ START_TEST(namespace_file_invalid)
     write_file(sa_dir, "namespace", "Not_Valid\n", NULL);
     const char *args[] = {
         "--lease-name", "x", "--kubeconfig", "@KC", "--service-account-dir", "@SA", NULL};
-    ck_assert_int_eq(run(&cfg, true, args, err), 2);
+    ck_assert_int_eq(run(&cfg, true, args, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "namespace"));
     ck_assert_ptr_nonnull(strstr(err, "Not_Valid"));
     ld_config_clear(&cfg);
 
     /* A blank file is as good as none. */
     write_file(sa_dir, "namespace", " \n", NULL);
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.namespace_, "ctx-ns");
     ld_config_clear(&cfg);
 }
@@ -986,7 +987,7 @@ START_TEST(identity_fallback_order)
     const char *args[] = {"--lease-name", "x", "--kubeconfig", "@KC", NULL};
 
     setenv("POD_NAME", "pod-0", 1);
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.identity, "pod-0");
     ck_assert_str_eq(cfg.identity_from, "POD_NAME");
     ld_config_clear(&cfg);
@@ -994,17 +995,17 @@ START_TEST(identity_fallback_order)
     /* Unset or empty POD_NAME: the host name. */
     setenv("POD_NAME", "", 1);
     ck_assert_int_eq(gethostname(host, sizeof(host)), 0);
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.identity, host);
     ck_assert_str_eq(cfg.identity_from, "host name");
     ld_config_clear(&cfg);
     unsetenv("POD_NAME");
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ck_assert_str_eq(cfg.identity, host);
     ld_config_clear(&cfg);
 
     /* The pure half leaves it to the load step. */
-    ck_assert_int_eq(run(&cfg, false, args, err), 0);
+    ck_assert_int_eq(run(&cfg, false, args, err), LD_OK);
     ck_assert_ptr_null(cfg.identity);
     ck_assert_ptr_null(cfg.namespace_);
     ck_assert_ptr_null(cfg.kube.server);
@@ -1015,7 +1016,7 @@ END_TEST
 /* ---- --help and --version ---- */
 
 /* Runs the parser with stdout sent to a file; returns what it printed. */
-static char *capture_stdout(const char *const *args, int *rc)
+static char *capture_stdout(const char *const *args, enum ld_err *rc)
 {
     static char out[16384];
     struct ld_config cfg;
@@ -1045,17 +1046,17 @@ static char *capture_stdout(const char *const *args, int *rc)
 
 START_TEST(help_and_version)
 {
-    int rc;
+    enum ld_err rc;
     const char *version[] = {"--version", NULL};
     char *out = capture_stdout(version, &rc);
-    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(rc, LD_ECANCELED);
     ck_assert_str_eq(out, "leaderd " LEADERD_VERSION "\n");
 
     /* --help wins even without the required flags or credentials. */
     static const char *const helps[][2] = {{"--help", NULL}, {"-h", NULL}};
     for (size_t h = 0; h < 2; h++) {
         out = capture_stdout(helps[h], &rc);
-        ck_assert_int_eq(rc, 1);
+        ck_assert_int_eq(rc, LD_ECANCELED);
         static const char *const want[] = {"--lease-name",
                                            "LEADERD_LEASE_NAME",
                                            "--namespace",
@@ -1096,10 +1097,10 @@ START_TEST(help_and_version)
     /* After a valid flag too; an invalid one before it still fails. */
     const char *late[] = {"--lease-name", "x", "--help", NULL};
     capture_stdout(late, &rc);
-    ck_assert_int_eq(rc, 1);
+    ck_assert_int_eq(rc, LD_ECANCELED);
     const char *bad_first[] = {"--nope", "--help", NULL};
     out = capture_stdout(bad_first, &rc);
-    ck_assert_int_eq(rc, 2);
+    ck_assert_int_eq(rc, LD_ECONFIG);
     ck_assert_str_eq(out, "");
 }
 END_TEST
@@ -1111,22 +1112,22 @@ START_TEST(resign_cooldown_values)
     setenv("KUBECONFIG", kc_ns, 0);
     /* The default follows lease-duration. */
     const char *dflt[] = {"--lease-name", "x", "--lease-duration", "20s", NULL};
-    ck_assert_msg(run(&cfg, true, dflt, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, dflt, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.resign_cooldown_ms, 20000);
     ld_config_clear(&cfg);
     /* Zero is allowed: contend again at once. */
     const char *zero[] = {"--lease-name", "x", "--resign-cooldown", "0s", NULL};
-    ck_assert_msg(run(&cfg, true, zero, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, zero, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.resign_cooldown_ms, 0);
     ld_config_clear(&cfg);
     /* The variable, and the flag beating it. */
     setenv("LEADERD_RESIGN_COOLDOWN", "1m30s", 1);
     const char *plain[] = {"--lease-name", "x", NULL};
-    ck_assert_msg(run(&cfg, true, plain, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, plain, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.resign_cooldown_ms, 90000);
     ld_config_clear(&cfg);
     const char *flag[] = {"--lease-name", "x", "--resign-cooldown", "500ms", NULL};
-    ck_assert_msg(run(&cfg, true, flag, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, flag, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.resign_cooldown_ms, 500);
     char line[1024];
     ld_config_describe(&cfg, line, sizeof(line));
@@ -1145,7 +1146,7 @@ START_TEST(shard_drain_values)
     /* The default follows retry-period. */
     const char *dflt[] = {"--lease-name",   "x",  "--shards", "4",
                           "--retry-period", "3s", NULL};
-    ck_assert_msg(run(&cfg, true, dflt, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, dflt, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.shard_drain_ms, 3000);
     ld_config_describe(&cfg, line, sizeof(line));
     ck_assert_ptr_nonnull(strstr(line, "shard-drain=3s"));
@@ -1153,31 +1154,31 @@ START_TEST(shard_drain_values)
     /* Zero: the release follows the end of the claim at once. */
     const char *zero[] = {"--lease-name",  "x",  "--shards", "4",
                           "--shard-drain", "0s", NULL};
-    ck_assert_msg(run(&cfg, true, zero, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, zero, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.shard_drain_ms, 0);
     ld_config_clear(&cfg);
     /* The variable, and the flag beating it; just under renew-deadline. */
     setenv("LEADERD_SHARD_DRAIN", "9s", 1);
     const char *plain[] = {"--lease-name", "x", "--shards", "4", NULL};
-    ck_assert_msg(run(&cfg, true, plain, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, plain, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.shard_drain_ms, 9000);
     ld_config_clear(&cfg);
     const char *flag[] = {"--lease-name",  "x",     "--shards", "4",
                           "--shard-drain", "500ms", NULL};
-    ck_assert_msg(run(&cfg, true, flag, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, flag, err) == LD_OK, "%s", err);
     ck_assert_int_eq(cfg.shard_drain_ms, 500);
     ld_config_clear(&cfg);
     unsetenv("LEADERD_SHARD_DRAIN");
     /* Not less than renew-deadline, or negative: exit 2 naming the flag. */
     const char *equal[] = {"--lease-name",  "x",   "--shards", "4",
                            "--shard-drain", "10s", NULL};
-    ck_assert_int_eq(run(&cfg, true, equal, err), 2);
+    ck_assert_int_eq(run(&cfg, true, equal, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "--shard-drain"));
     ck_assert_ptr_nonnull(strstr(err, "renew-deadline"));
     ld_config_clear(&cfg);
     const char *negative[] = {"--lease-name",  "x",   "--shards", "4",
                               "--shard-drain", "-1s", NULL};
-    ck_assert_int_eq(run(&cfg, true, negative, err), 2);
+    ck_assert_int_eq(run(&cfg, true, negative, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "--shard-drain"));
     ld_config_clear(&cfg);
 }
@@ -1201,7 +1202,7 @@ START_TEST(describe_line)
                           "--lease-duration",
                           "1m30s",
                           NULL};
-    ck_assert_msg(run(&cfg, true, args, err) == 0, "%s", err);
+    ck_assert_msg(run(&cfg, true, args, err) == LD_OK, "%s", err);
     ld_config_describe(&cfg, line, sizeof(line));
     ck_assert_ptr_nonnull(strstr(line, "lease=prod/demo"));
     ck_assert_ptr_nonnull(strstr(line, "identity=me"));

@@ -672,7 +672,7 @@ END_TEST
 
 /* ---- the flag ---- */
 
-static int parse(struct ld_config *cfg, const char *const *args, char *err)
+static enum ld_err parse(struct ld_config *cfg, const char *const *args, char *err)
 {
     char *argv[8];
     int argc = 0;
@@ -691,35 +691,35 @@ START_TEST(impersonation_flag_parses_like_other_booleans)
     for (size_t i = 0; (name = ld_config_env_name(i)) != NULL; i++)
         unsetenv(name);
     const char *plain[] = {"--lease-name", "x", NULL};
-    ck_assert_int_eq(parse(&cfg, plain, err), 0);
+    ck_assert_int_eq(parse(&cfg, plain, err), LD_OK);
     ck_assert(!cfg.api_proxy_impersonation);
     ld_config_clear(&cfg);
     const char *yes[] = {"--lease-name", "x", "--api-proxy-impersonation", "yes", NULL};
-    ck_assert_int_eq(parse(&cfg, yes, err), 0);
+    ck_assert_int_eq(parse(&cfg, yes, err), LD_OK);
     ck_assert(cfg.api_proxy_impersonation);
     ld_config_clear(&cfg);
     const char *eq[] = {"--lease-name", "x", "--api-proxy-impersonation=TRUE", NULL};
-    ck_assert_int_eq(parse(&cfg, eq, err), 0);
+    ck_assert_int_eq(parse(&cfg, eq, err), LD_OK);
     ck_assert(cfg.api_proxy_impersonation);
     ld_config_clear(&cfg);
     /* The variable, and the flag beating it. */
     setenv("LEADERD_API_PROXY_IMPERSONATION", "1", 1);
-    ck_assert_int_eq(parse(&cfg, plain, err), 0);
+    ck_assert_int_eq(parse(&cfg, plain, err), LD_OK);
     ck_assert(cfg.api_proxy_impersonation);
     ld_config_clear(&cfg);
     const char *no[] = {"--lease-name", "x", "--api-proxy-impersonation", "false", NULL};
-    ck_assert_int_eq(parse(&cfg, no, err), 0);
+    ck_assert_int_eq(parse(&cfg, no, err), LD_OK);
     ck_assert(!cfg.api_proxy_impersonation);
     ld_config_clear(&cfg);
     setenv("LEADERD_API_PROXY_IMPERSONATION", "maybe", 1);
-    ck_assert_int_eq(parse(&cfg, plain, err), 2);
+    ck_assert_int_eq(parse(&cfg, plain, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "--api-proxy-impersonation"));
     ck_assert_ptr_nonnull(strstr(err, "LEADERD_API_PROXY_IMPERSONATION"));
     ck_assert_ptr_nonnull(strstr(err, "maybe"));
     ld_config_clear(&cfg);
     unsetenv("LEADERD_API_PROXY_IMPERSONATION");
     const char *bad[] = {"--lease-name", "x", "--api-proxy-impersonation", "", NULL};
-    ck_assert_int_eq(parse(&cfg, bad, err), 2);
+    ck_assert_int_eq(parse(&cfg, bad, err), LD_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "invalid boolean"));
     ld_config_clear(&cfg);
 }

@@ -151,7 +151,7 @@ struct raw {
     int command_len;
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+static enum ld_err fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Messages quote what the user typed; control characters in it must not
@@ -164,7 +164,7 @@ static void one_line(char *s)
     }
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+static enum ld_err fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen > 0) {
         va_list ap;
@@ -173,7 +173,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
         va_end(ap);
         one_line(err);
     }
-    return 2;
+    return LD_ECONFIG;
 }
 
 /* "--lease-duration" or "--lease-duration (from LEADERD_LEASE_DURATION)":
@@ -233,7 +233,7 @@ static int find_flag(const char *name, size_t len)
 
 /* Fills r from argv, then from the environment for whatever argv left
  * unset. Returns 0, 1 (help/version printed) or 2. */
-static int collect(struct raw *r, int argc, char **argv, char *err, size_t errlen)
+static enum ld_err collect(struct raw *r, int argc, char **argv, char *err, size_t errlen)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -246,7 +246,7 @@ static int collect(struct raw *r, int argc, char **argv, char *err, size_t errle
         }
         if (strcmp(a, "-h") == 0) {
             print_help();
-            return 1;
+            return LD_ECANCELED;
         }
         if (a[0] != '-' || a[1] != '-') {
             if (a[0] == '-')
@@ -271,7 +271,7 @@ static int collect(struct raw *r, int argc, char **argv, char *err, size_t errle
                 printf("leaderd %s\n", LEADERD_VERSION);
                 fflush(stdout);
             }
-            return 1;
+            return LD_ECANCELED;
         }
         const char *val;
         if (eq) {
@@ -301,11 +301,12 @@ static int collect(struct raw *r, int argc, char **argv, char *err, size_t errle
             r->from_env[id] = true;
         }
     }
-    return 0;
+    return LD_OK;
 }
 
 /* Namespaces are DNS-1123 labels in Kubernetes (no dots, <= 63). */
-static int check_namespace(const char *ns, const char *from, char *err, size_t errlen)
+static enum ld_err check_namespace(const char *ns, const char *from, char *err,
+                                   size_t errlen)
 {
     if (*ns == '\0')
         return fail(err, errlen, "leaderd: %s: namespace must not be empty", from);
@@ -315,7 +316,7 @@ static int check_namespace(const char *ns, const char *from, char *err, size_t e
                     "(lower-case letters, digits and '-', starting and ending with a "
                     "letter or digit, at most 63 characters)",
                     from, ns);
-    return 0;
+    return LD_OK;
 }
 
 /* The identity goes into holderIdentity as JSON: the API server would
@@ -335,7 +336,8 @@ static bool valid_identity_bytes(const char *s)
     return true;
 }
 
-static int check_identity(const char *id, const char *from, char *err, size_t errlen)
+static enum ld_err check_identity(const char *id, const char *from, char *err,
+                                  size_t errlen)
 {
     if (*id == '\0')
         return fail(err, errlen, "leaderd: %s: identity must not be empty", from);
@@ -346,7 +348,7 @@ static int check_identity(const char *id, const char *from, char *err, size_t er
         return fail(err, errlen,
                     "leaderd: %s: identity must be UTF-8 without control characters",
                     from);
-    return 0;
+    return LD_OK;
 }
 
 static int parse_bool(const char *s, bool *out)
@@ -459,8 +461,8 @@ out:
     return rc;
 }
 
-static int parse_duration(const struct raw *r, enum opt_id id, int64_t *ms, char *err,
-                          size_t errlen)
+static enum ld_err parse_duration(const struct raw *r, enum opt_id id, int64_t *ms,
+                                  char *err, size_t errlen)
 {
     char name[128];
     const char *text = r->val[id] ? r->val[id] : opts[id].def;
@@ -471,16 +473,16 @@ static int parse_duration(const struct raw *r, enum opt_id id, int64_t *ms, char
     if (*ms > MAX_DURATION_MS)
         return fail(err, errlen, "leaderd: %s: duration \"%s\" is too long",
                     who(r, id, name, sizeof(name)), text);
-    return 0;
+    return LD_OK;
 }
 
-static int set_str(char **dst, const char *src, char *err, size_t errlen)
+static enum ld_err set_str(char **dst, const char *src, char *err, size_t errlen)
 {
     free(*dst);
     *dst = strdup(src);
     if (!*dst)
         return fail(err, errlen, "leaderd: out of memory");
-    return 0;
+    return LD_OK;
 }
 
 /* First non-empty entry of a colon-separated $KUBECONFIG. New string or
@@ -501,11 +503,11 @@ static char *first_kubeconfig(const char *list, bool *oom)
     return NULL;
 }
 
-static int set_command(struct ld_config *cfg, const struct raw *r, char *err,
-                       size_t errlen)
+static enum ld_err set_command(struct ld_config *cfg, const struct raw *r, char *err,
+                               size_t errlen)
 {
     if (!r->command)
-        return 0;
+        return LD_OK;
     if (r->command[0][0] == '\0')
         return fail(err, errlen, "leaderd: the command after -- must not be empty");
     cfg->command = calloc((size_t)r->command_len + 1, sizeof(*cfg->command));
@@ -516,19 +518,19 @@ static int set_command(struct ld_config *cfg, const struct raw *r, char *err,
         if (!cfg->command[i])
             return fail(err, errlen, "leaderd: out of memory");
     }
-    return 0;
+    return LD_OK;
 }
 
 /* "N" (digits only) or "a,b,c" (anything else, "3x" too). The names themselves (DNS-1123
  * labels, distinct, not "member-...") and the Lease names they make are checked by
  * check_shard_group once the identity is known. */
-static int set_shards(struct ld_config *cfg, const struct raw *r, char *err,
-                      size_t errlen)
+static enum ld_err set_shards(struct ld_config *cfg, const struct raw *r, char *err,
+                              size_t errlen)
 {
     char name[128];
     const char *v = r->val[OPT_SHARDS];
     if (!v)
-        return 0;
+        return LD_OK;
     who(r, OPT_SHARDS, name, sizeof(name));
     if (*v && strspn(v, "0123456789") == strlen(v)) { /* names may start with a digit */
         char *end = NULL;
@@ -540,7 +542,7 @@ static int set_shards(struct ld_config *cfg, const struct raw *r, char *err,
                         "from 1 to %d, or a comma-separated list of shard names)",
                         name, v, LD_SHARDGROUP_MAX_SHARDS);
         cfg->n_shards = (uint32_t)n;
-        return 0;
+        return LD_OK;
     }
     size_t count = 1;
     for (const char *p = v; *p; p++)
@@ -562,17 +564,17 @@ static int set_shards(struct ld_config *cfg, const struct raw *r, char *err,
         p += len + (p[len] == ',');
     }
     cfg->n_shards = (uint32_t)count;
-    return 0;
+    return LD_OK;
 }
 
 /* The modes that consume one Lease's leadership have no meaning for a
  * group of them. */
-static int check_shard_modes(const struct ld_config *cfg, const struct raw *r, char *err,
-                             size_t errlen)
+static enum ld_err check_shard_modes(const struct ld_config *cfg, const struct raw *r,
+                                     char *err, size_t errlen)
 {
     char name[128];
     if (cfg->n_shards == 0)
-        return 0;
+        return LD_OK;
     if (cfg->pod_label)
         return fail(err, errlen,
                     "leaderd: %s cannot be used with --shards (a Pod label says who "
@@ -582,7 +584,7 @@ static int check_shard_modes(const struct ld_config *cfg, const struct raw *r, c
         return fail(err, errlen,
                     "leaderd: a command after -- cannot be used with --shards (it would "
                     "run for one Lease; ask /shards instead)");
-    return 0;
+    return LD_OK;
 }
 
 static void config_init(struct ld_config *cfg)
@@ -609,8 +611,8 @@ static int64_t child_margin_floor_ms(const struct ld_config *cfg)
  * what is left must be at least child_margin_floor_ms. An explicit value
  * is checked with or without a command, so a bad value never waits for the
  * day a command is added; the default only matters with a command. */
-static int validate_child_grace(struct ld_config *cfg, const struct raw *r, char *err,
-                                size_t errlen)
+static enum ld_err validate_child_grace(struct ld_config *cfg, const struct raw *r,
+                                        char *err, size_t errlen)
 {
     char a[128], da[32], db[32], dc[32];
     int64_t margin = cfg->lease_duration_ms - cfg->renew_deadline_ms;
@@ -619,7 +621,7 @@ static int validate_child_grace(struct ld_config *cfg, const struct raw *r, char
         cfg->child_grace_ms = margin / 2;
     } else {
         if (parse_duration(r, OPT_CHILD_GRACE, &cfg->child_grace_ms, err, errlen))
-            return 2;
+            return LD_ECONFIG;
         if (cfg->child_grace_ms <= 0 || cfg->child_grace_ms >= margin)
             return fail(
                 err, errlen,
@@ -644,22 +646,22 @@ static int validate_child_grace(struct ld_config *cfg, const struct raw *r, char
             a, ld_duration_format(left, da, sizeof(da)),
             ld_duration_format(floor_ms, db, sizeof(db)));
     }
-    return 0;
+    return LD_OK;
 }
 
 /* Zero is allowed: the release follows the end of the claim at once. Less
  * than the renew deadline, so that a graceful exit's releases come before
  * anyone may evict the member Lease. */
-static int validate_shard_drain(struct ld_config *cfg, const struct raw *r, char *err,
-                                size_t errlen)
+static enum ld_err validate_shard_drain(struct ld_config *cfg, const struct raw *r,
+                                        char *err, size_t errlen)
 {
     char a[128], da[32], db[32];
     if (!r->val[OPT_SHARD_DRAIN]) {
         cfg->shard_drain_ms = cfg->retry_period_ms;
-        return 0;
+        return LD_OK;
     }
     if (parse_duration(r, OPT_SHARD_DRAIN, &cfg->shard_drain_ms, err, errlen))
-        return 2;
+        return LD_ECONFIG;
     if (cfg->shard_drain_ms < 0 || cfg->shard_drain_ms >= cfg->renew_deadline_ms)
         return fail(err, errlen,
                     "leaderd: %s: must be 0s or more and less than renew-deadline (%s), "
@@ -667,37 +669,37 @@ static int validate_shard_drain(struct ld_config *cfg, const struct raw *r, char
                     who(r, OPT_SHARD_DRAIN, a, sizeof(a)),
                     ld_duration_format(cfg->renew_deadline_ms, db, sizeof(db)),
                     ld_duration_format(cfg->shard_drain_ms, da, sizeof(da)));
-    return 0;
+    return LD_OK;
 }
 
 /* Zero is allowed: step down and contend again at once (a standby that
  * is quicker still wins the released Lease first). */
-static int validate_resign_cooldown(struct ld_config *cfg, const struct raw *r, char *err,
-                                    size_t errlen)
+static enum ld_err validate_resign_cooldown(struct ld_config *cfg, const struct raw *r,
+                                            char *err, size_t errlen)
 {
     char a[128], da[32];
     if (!r->val[OPT_RESIGN_COOLDOWN]) {
         cfg->resign_cooldown_ms = cfg->lease_duration_ms;
-        return 0;
+        return LD_OK;
     }
     if (parse_duration(r, OPT_RESIGN_COOLDOWN, &cfg->resign_cooldown_ms, err, errlen))
-        return 2;
+        return LD_ECONFIG;
     if (cfg->resign_cooldown_ms < 0)
         return fail(err, errlen, "leaderd: %s: must not be negative, got %s",
                     who(r, OPT_RESIGN_COOLDOWN, a, sizeof(a)),
                     ld_duration_format(cfg->resign_cooldown_ms, da, sizeof(da)));
-    return 0;
+    return LD_OK;
 }
 
-static int validate_durations(struct ld_config *cfg, const struct raw *r, char *err,
-                              size_t errlen)
+static enum ld_err validate_durations(struct ld_config *cfg, const struct raw *r,
+                                      char *err, size_t errlen)
 {
     char a[128], b[128];
     char da[32], db[32];
     if (parse_duration(r, OPT_LEASE_DURATION, &cfg->lease_duration_ms, err, errlen) ||
         parse_duration(r, OPT_RENEW_DEADLINE, &cfg->renew_deadline_ms, err, errlen) ||
         parse_duration(r, OPT_RETRY_PERIOD, &cfg->retry_period_ms, err, errlen))
-        return 2;
+        return LD_ECONFIG;
     if (cfg->lease_duration_ms < 1000 || cfg->lease_duration_ms % 1000 != 0)
         return fail(err, errlen,
                     "leaderd: %s: must be a whole number of seconds >= 1s, got %s "
@@ -731,7 +733,7 @@ static int validate_durations(struct ld_config *cfg, const struct raw *r, char *
                     ld_duration_format(cfg->retry_period_ms, db, sizeof(db)));
     if (validate_resign_cooldown(cfg, r, err, errlen) ||
         validate_shard_drain(cfg, r, err, errlen))
-        return 2;
+        return LD_ECONFIG;
     return validate_child_grace(cfg, r, err, errlen);
 }
 
@@ -749,15 +751,15 @@ static bool loopback_host(const char *h)
     return inet_pton(AF_INET6, h, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
-static int apply_api_proxy(struct ld_config *cfg, const struct raw *r, char *err,
-                           size_t errlen)
+static enum ld_err apply_api_proxy(struct ld_config *cfg, const struct raw *r, char *err,
+                                   size_t errlen)
 {
     char name[128];
     const char *why = NULL;
     char *host = NULL;
     const char *v = r->val[OPT_API_PROXY];
     if (!v)
-        return 0;
+        return LD_OK;
     if (parse_listen(v, &host, &cfg->api_proxy_port, &why) != 0)
         return fail(err, errlen, "leaderd: %s: invalid address \"%s\": %s",
                     who(r, OPT_API_PROXY, name, sizeof(name)), v, why);
@@ -770,14 +772,15 @@ static int apply_api_proxy(struct ld_config *cfg, const struct raw *r, char *err
     }
     free(cfg->api_proxy_host);
     cfg->api_proxy_host = host;
-    return 0;
+    return LD_OK;
 }
 
-static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t errlen)
+static enum ld_err apply(struct ld_config *cfg, const struct raw *r, char *err,
+                         size_t errlen)
 {
     char name[128];
     const char *v;
-    int rc;
+    enum ld_err rc;
 
     v = r->val[OPT_LEASE_NAME];
     if (!v)
@@ -927,17 +930,17 @@ static int apply(struct ld_config *cfg, const struct raw *r, char *err, size_t e
     return check_shard_modes(cfg, r, err, errlen);
 }
 
-int ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, char *err,
-                         size_t errlen)
+enum ld_err ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, char *err,
+                                 size_t errlen)
 {
     struct raw r;
-    int rc;
+    enum ld_err rc;
     memset(&r, 0, sizeof(r));
     config_init(cfg);
     if (err && errlen > 0)
         err[0] = '\0';
     rc = collect(&r, argc, argv, err, errlen);
-    if (rc != 0)
+    if (rc != LD_OK)
         return rc;
     return apply(cfg, &r, err, errlen);
 }
@@ -978,7 +981,7 @@ static char *read_small_trimmed(const char *path)
     return out;
 }
 
-static int load_kube(struct ld_config *cfg, char *err, size_t errlen)
+static enum ld_err load_kube(struct ld_config *cfg, char *err, size_t errlen)
 {
     struct ld_errinfo ei;
     enum ld_err e;
@@ -989,7 +992,7 @@ static int load_kube(struct ld_config *cfg, char *err, size_t errlen)
         const char *from = cfg->kubeconfig_from ? cfg->kubeconfig_from : "--kubeconfig";
         e = ld_kube_config_load_file(&cfg->kube, cfg->kubeconfig_path, &ei);
         if (e == LD_OK)
-            return 0;
+            return LD_OK;
         /* The library's message usually names the file already. */
         if (strstr(ei.msg, cfg->kubeconfig_path))
             return fail(err, errlen, "leaderd: %s: %s", from, ei.msg);
@@ -1009,29 +1012,29 @@ static int load_kube(struct ld_config *cfg, char *err, size_t errlen)
     if (e != LD_OK)
         return fail(err, errlen, "leaderd: no credentials: in-cluster config (%s): %s",
                     cfg->service_account_dir, ei.msg);
-    return 0;
+    return LD_OK;
 }
 
-static int resolve_namespace(struct ld_config *cfg, char *err, size_t errlen)
+static enum ld_err resolve_namespace(struct ld_config *cfg, char *err, size_t errlen)
 {
     char path[PATH_MAX];
     char label[PATH_MAX + 16];
-    int rc;
+    enum ld_err rc;
     if (cfg->namespace_)
-        return 0;
+        return LD_OK;
     if (snprintf(path, sizeof(path), "%s/namespace", cfg->service_account_dir) <
         (int)sizeof(path)) {
         char *ns = read_small_trimmed(path);
         if (ns) {
             snprintf(label, sizeof(label), "%s", path);
             rc = check_namespace(ns, label, err, errlen);
-            if (rc != 0) {
+            if (rc != LD_OK) {
                 free(ns);
                 return rc;
             }
             cfg->namespace_ = ns;
             cfg->namespace_from = "service-account namespace file";
-            return 0;
+            return LD_OK;
         }
     }
     if (cfg->kube.namespace_ && *cfg->kube.namespace_) {
@@ -1045,11 +1048,11 @@ static int resolve_namespace(struct ld_config *cfg, char *err, size_t errlen)
     return set_str(&cfg->namespace_, "default", err, errlen);
 }
 
-static int resolve_identity(struct ld_config *cfg, char *err, size_t errlen)
+static enum ld_err resolve_identity(struct ld_config *cfg, char *err, size_t errlen)
 {
     char host[HOST_NAME_MAX + 1];
     if (cfg->identity)
-        return 0;
+        return LD_OK;
     if (gethostname(host, sizeof(host)) != 0)
         host[0] = '\0';
     host[sizeof(host) - 1] = '\0';
@@ -1058,26 +1061,27 @@ static int resolve_identity(struct ld_config *cfg, char *err, size_t errlen)
             err, errlen,
             "leaderd: --identity: empty identity (no --identity, LEADERD_IDENTITY "
             "or POD_NAME, and the host name is empty)");
-    int rc = check_identity(host, "host name", err, errlen);
-    if (rc != 0)
+    enum ld_err rc = check_identity(host, "host name", err, errlen);
+    if (rc != LD_OK)
         return rc;
     cfg->identity_from = "host name";
     return set_str(&cfg->identity, host, err, errlen);
 }
 
-int ld_config_load(struct ld_config *cfg, char *err, size_t errlen)
+enum ld_err ld_config_load(struct ld_config *cfg, char *err, size_t errlen)
 {
-    int rc = load_kube(cfg, err, errlen);
-    if (rc == 0)
+    enum ld_err rc = load_kube(cfg, err, errlen);
+    if (rc == LD_OK)
         rc = resolve_namespace(cfg, err, errlen);
-    if (rc == 0)
+    if (rc == LD_OK)
         rc = resolve_identity(cfg, err, errlen);
     return rc;
 }
 
 /* Every name of the group (shard names, the shard and member Lease names,
  * POD_UID), as the group itself will check them. */
-static int check_shard_group(const struct ld_config *cfg, char *err, size_t errlen)
+static enum ld_err check_shard_group(const struct ld_config *cfg, char *err,
+                                     size_t errlen)
 {
     struct ld_shardgroup_config gc = {
         .name = cfg->lease_name,
@@ -1092,24 +1096,24 @@ static int check_shard_group(const struct ld_config *cfg, char *err, size_t errl
     struct ld_shardgroup *g = ld_shardgroup_new(&gc, &e);
     if (g) {
         ld_shardgroup_free(g);
-        return 0;
+        return LD_OK;
     }
     return fail(err, errlen, "leaderd: --shards: %s", e.msg);
 }
 
-int ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
-                    size_t errlen)
+enum ld_err ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
+                            size_t errlen)
 {
-    int rc = ld_config_parse_args(cfg, argc, argv, err, errlen);
-    if (rc == 0)
+    enum ld_err rc = ld_config_parse_args(cfg, argc, argv, err, errlen);
+    if (rc == LD_OK)
         rc = ld_config_load(cfg, err, errlen);
     /* The label goes on the Pod named by the identity. */
-    if (rc == 0 && cfg->pod_label && !ld_dns1123_subdomain(cfg->identity))
+    if (rc == LD_OK && cfg->pod_label && !ld_dns1123_subdomain(cfg->identity))
         rc = fail(err, errlen,
                   "leaderd: --pod-label needs the identity to be the Pod's name (a "
                   "DNS-1123 subdomain), got \"%s\"",
                   cfg->identity);
-    if (rc == 0 && cfg->n_shards > 0)
+    if (rc == LD_OK && cfg->n_shards > 0)
         rc = check_shard_group(cfg, err, errlen);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
 #include "kubeconfig.h"
 #include "log.h"
 #include "logsink.h"
@@ -73,18 +74,20 @@ struct ld_config {
 };
 
 /* Parses argv (argv[0] is the program name) and the environment (getenv
- * only), then loads credentials (ld_config_load). Returns 0 when the daemon
- * should run; 1 when --help or --version was printed on stdout (exit 0);
- * 2 when the configuration is invalid, with one line naming the problem,
- * "leaderd: ..." without a newline, in err (exit 2). cfg is always left
+ * only), then loads credentials (ld_config_load). Returns LD_OK when the
+ * daemon should run; LD_ECANCELED when --help or --version was printed on
+ * stdout (exit 0); LD_ECONFIG when the configuration is invalid, with one
+ * line naming the problem, "leaderd: ..." without a newline, in err (exit
+ * 2). The line is err's, not an ld_errinfo's: it quotes what the user
+ * typed and can be longer than an errinfo holds. cfg is always left
  * initialised (clear it with ld_config_clear whatever the result).
  *
  * A LEADERD_* variable that is set, even to "", counts as its flag given
  * with that value, except LEADERD_KUBECONFIG="" (and --kubeconfig=""),
  * which means "not given". Empty POD_NAMESPACE, POD_NAME and KUBECONFIG
  * count as unset. */
-int ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
-                    size_t errlen);
+enum ld_err ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
+                            size_t errlen);
 
 /* The pure half of ld_config_parse: flags, variables, defaults and every
  * check that needs no file. Leaves namespace_ NULL when neither the flag,
@@ -92,15 +95,15 @@ int ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *err,
  * flag, its variable nor POD_NAME gave one, and the kube config empty
  * (kubeconfig_path is resolved: flag, variable, first $KUBECONFIG entry).
  * Same return values as ld_config_parse. */
-int ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, char *err,
-                         size_t errlen);
+enum ld_err ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, char *err,
+                                 size_t errlen);
 
 /* The I/O half: loads the kubeconfig file or the in-cluster config, then
  * resolves the namespace (POD_NAMESPACE, service-account namespace file,
  * kubeconfig context, "default") and the identity (host name) when
- * ld_config_parse_args left them unset, and validates them. Returns 0, or
- * 2 with err filled as above. */
-int ld_config_load(struct ld_config *cfg, char *err, size_t errlen);
+ * ld_config_parse_args left them unset, and validates them. Returns LD_OK,
+ * or LD_ECONFIG with err filled as above. */
+enum ld_err ld_config_load(struct ld_config *cfg, char *err, size_t errlen);
 
 /* The environment variables leaderd reads, by index: the LEADERD_* variable
  * of every flag, then POD_NAMESPACE, POD_NAME, KUBECONFIG,

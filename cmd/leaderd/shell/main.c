@@ -120,12 +120,12 @@ static const char *owner_uid(const struct ld_config *cfg)
 static enum ld_err start_config(struct daemon *d, struct ld_errinfo *err)
 {
     char msg[LD_CONFIG_ERR_LEN];
-    int rc = ld_config_parse(&d->cfg, d->argc, d->argv, msg, sizeof(msg));
-    if (rc == 1)
-        return ld_errinfo_set(err, LD_ECANCELED, "%s", "");
-    if (rc != 0) {
+    enum ld_err rc = ld_config_parse(&d->cfg, d->argc, d->argv, msg, sizeof(msg));
+    if (rc == LD_ECANCELED)
+        return ld_errinfo_set(err, rc, "%s", "");
+    if (rc != LD_OK) {
         fprintf(stderr, "%s\n", msg);
-        return ld_errinfo_set(err, LD_ECONFIG, "%s", "");
+        return ld_errinfo_set(err, rc, "%s", "");
     }
     if (ld_lease_ref(d->lease, sizeof(d->lease), d->cfg.namespace_, d->cfg.lease_name) !=
         LD_OK)
