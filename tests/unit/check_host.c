@@ -1532,6 +1532,22 @@ static void on_stream_done(void *ctx, ld_http_id id, const struct ld_http_result
     st->status = r->status;
 }
 
+/* Opens on t a stream of GET path (a watch) that feeds s. */
+static void open_watch(struct ld_transport *t, const char *path, int64_t timeout_ms,
+                       struct stream *s)
+{
+    struct ld_errinfo err;
+    ld_http_id id;
+    struct ld_http_request req = {.verb = "GET", .path = path, .timeout_ms = timeout_ms};
+    ck_assert_int_eq(
+        ld_transport_open_stream(t, &req, on_stream_data, on_stream_done, s, &id, &err),
+        LD_OK);
+}
+
+#define GROUP_WATCH                                                                      \
+    "/apis/coordination.k8s.io/v1/namespaces/" NS                                        \
+    "/leases?watch=1&labelSelector=app%3Dgrp"
+
 static size_t occurrences(const char *text, const char *what)
 {
     size_t n = 0;
@@ -1543,23 +1559,13 @@ static size_t occurrences(const char *text, const char *what)
 START_TEST(fake_watch_streams)
 {
     struct ld_transport *t = ft_transport(fx.ft);
-    struct ld_errinfo err;
-    ld_http_id id;
     ft_lease_put(fx.ft, "a", "app=grp", OTHER, 15, WALL0_US);
     uint64_t rv_b = ft_lease_put(fx.ft, "b", "app=grp", OTHER, 15, WALL0_US);
     ft_lease_put(fx.ft, "c", "app=else", OTHER, 15, WALL0_US);
 
     /* By label, from the current state: ADDED for a and b only. */
     struct stream all = {0};
-    struct ld_http_request req = {
-        .verb = "GET",
-        .path = "/apis/coordination.k8s.io/v1/namespaces/" NS
-                "/leases?watch=1&labelSelector=app%3Dgrp&timeoutSeconds=60",
-        .timeout_ms = 90000,
-    };
-    ck_assert_int_eq(ld_transport_open_stream(t, &req, on_stream_data, on_stream_done,
-                                              &all, &id, &err),
-                     LD_OK);
+    open_watch(t, GROUP_WATCH "&timeoutSeconds=60", 90000, &all);
     ld_transport_run(t, 1000, -1);
     ck_assert_uint_eq(occurrences(all.text, "\"ADDED\""), 2);
     ck_assert_uint_eq(occurrences(all.text, "\"name\":\"c\""), 0);
@@ -1576,10 +1582,7 @@ START_TEST(fake_watch_streams)
              "/leases?watch=1&fieldSelector=metadata.name%%3Da&resourceVersion=%llu"
              "&timeoutSeconds=60",
              (unsigned long long)rv_b);
-    req.path = path;
-    ck_assert_int_eq(ld_transport_open_stream(t, &req, on_stream_data, on_stream_done,
-                                              &one, &id, &err),
-                     LD_OK);
+    open_watch(t, path, 90000, &one);
     ld_transport_run(t, 1000, -1);
     ck_assert_uint_eq(occurrences(one.text, "\"type\""), 1);
     ck_assert_uint_eq(occurrences(one.text, "\"MODIFIED\""), 1);
@@ -1587,9 +1590,7 @@ START_TEST(fake_watch_streams)
     /* Compacted: the same start is Expired. */
     ft_compact(fx.ft);
     struct stream old = {0};
-    ck_assert_int_eq(ld_transport_open_stream(t, &req, on_stream_data, on_stream_done,
-                                              &old, &id, &err),
-                     LD_OK);
+    open_watch(t, path, 90000, &old);
     for (int i = 0; i < 10 && !old.done_calls; i++)
         ld_transport_run(t, 1000, -1);
     ck_assert_ptr_nonnull(strstr(old.text, "\"ERROR\""));
@@ -1619,15 +1620,7 @@ START_TEST(fake_late_answers_keep_the_snapshot_of_their_serve)
     ck_assert_ptr_nonnull(other);
     ft_lease_put(fx.ft, "a", "app=grp", OTHER, 15, WALL0_US);
     struct stream watch = {0};
-    struct ld_http_request req = {
-        .verb = "GET",
-        .path = "/apis/coordination.k8s.io/v1/namespaces/" NS
-                "/leases?watch=1&labelSelector=app%3Dgrp&timeoutSeconds=600",
-        .timeout_ms = 900000,
-    };
-    ck_assert_int_eq(ld_transport_open_stream(t, &req, on_stream_data, on_stream_done,
-                                              &watch, &id, &err),
-                     LD_OK);
+    open_watch(t, GROUP_WATCH "&timeoutSeconds=600", 900000, &watch);
     ld_transport_run(t, 1000, -1);
     ck_assert_uint_eq(occurrences(watch.text, "\"ADDED\""), 1);
 
