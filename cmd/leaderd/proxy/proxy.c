@@ -36,16 +36,15 @@
 #include "proxy.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -648,7 +647,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         wake = ld_pxe_todo_locked(q);
     ld_pxe_release_locked(q);
     if (--p->hub.requests == 0 && p->hub.stopping)
-        (void)eventfd_write(p->hub.quiet_fd, 1);
+        pthread_cond_broadcast(&p->hub.quiet);
     pthread_mutex_unlock(&p->hub.mu);
     if (wake)
         ld_pxe_wake(&p->hub);
@@ -782,20 +781,13 @@ fail:
  * a client told nothing cannot tell a cut write from one that hung. */
 static void wait_answers_sent(struct ld_proxy *p)
 {
-    int64_t until = ld_mono_ms() + STOP_GRACE_MS;
-    for (;;) {
-        pthread_mutex_lock(&p->hub.mu);
-        unsigned int left = p->hub.requests;
-        pthread_mutex_unlock(&p->hub.mu);
-        int64_t wait_ms = until - ld_mono_ms();
-        if (left == 0 || wait_ms <= 0)
-            break;
-        struct pollfd pf = {.fd = p->hub.quiet_fd, .events = POLLIN};
-        if (poll(&pf, 1, (int)wait_ms) < 0 && errno != EINTR)
-            break;
-        eventfd_t drained;
-        (void)eventfd_read(p->hub.quiet_fd, &drained);
-    }
+    struct timespec until;
+    int rc = 0;
+    ld_cond_deadline(STOP_GRACE_MS, &until);
+    pthread_mutex_lock(&p->hub.mu);
+    while (p->hub.requests > 0 && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&p->hub.quiet, &p->hub.mu, &until);
+    pthread_mutex_unlock(&p->hub.mu);
 }
 
 void ld_proxy_stop(struct ld_proxy *p)

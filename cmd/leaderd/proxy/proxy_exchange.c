@@ -12,22 +12,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "transport_curl.h"
 
 int ld_pxe_hub_init(struct ld_pxe_hub *h, struct ld_state *st, struct ld_metrics *m)
 {
+    pthread_condattr_t attr;
     memset(h, 0, sizeof(*h));
     pthread_mutex_init(&h->mu, NULL);
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, LD_COND_CLOCK);
+    h->quiet_ready = pthread_cond_init(&h->quiet, &attr) == 0;
+    pthread_condattr_destroy(&attr);
     h->st = st;
     h->m = m;
     h->multi = curl_multi_init();
     h->epfd = epoll_create1(EPOLL_CLOEXEC);
-    h->quiet_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    return h->multi && h->epfd >= 0 && h->quiet_fd >= 0 ? 0 : -1;
+    return h->multi && h->epfd >= 0 && h->quiet_ready ? 0 : -1;
 }
 
 void ld_pxe_hub_fini(struct ld_pxe_hub *h)
@@ -45,8 +50,8 @@ void ld_pxe_hub_fini(struct ld_pxe_hub *h)
         curl_multi_cleanup(h->multi);
     if (h->epfd >= 0)
         close(h->epfd);
-    if (h->quiet_fd >= 0)
-        close(h->quiet_fd);
+    if (h->quiet_ready)
+        pthread_cond_destroy(&h->quiet);
     pthread_mutex_destroy(&h->mu);
 }
 

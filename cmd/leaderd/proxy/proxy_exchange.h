@@ -99,8 +99,10 @@ struct ld_pxe_hub {
     unsigned int requests;  /* MHD's: from the URI to the completion callback */
     bool stopping;
     /* Signalled when requests drops to 0 while stopping: ld_proxy_stop
-     * waits for the answers already decided to reach their clients. */
-    int quiet_fd;
+     * waits for the answers already decided to reach their clients (on
+     * LD_COND_CLOCK, clock.h). */
+    pthread_cond_t quiet;
+    bool quiet_ready;
 };
 
 /* The published leadership, held for one judgment: snap is a copy, shards
