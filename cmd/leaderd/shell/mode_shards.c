@@ -903,17 +903,6 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         (void)sl->hooks[i].on_publish(sl->hooks[i].ctx, &st, now_ms);
 }
 
-/* The deadline of every claim in the entries: the member election's
- * lead, 0 when nothing is claimed (a renewal then changes no table). */
-static int64_t claims_until(const struct ld_mode_shards *s)
-{
-    for (uint32_t k = 0; k < s->n; k++) {
-        if (s->entries[k].leading)
-            return ld_shardgroup_lead_until(s->group);
-    }
-    return 0;
-}
-
 /* A new shard table when an entry, the live members or the claims'
  * deadline changed, NULL when nothing did. A new deadline alone (a member
  * renewal) extends the last table instead of copying every entry. When
@@ -922,10 +911,15 @@ static int64_t claims_until(const struct ld_mode_shards *s)
 static struct ld_shardsnap *new_table(struct ld_mode_shards *s, int64_t now_ms)
 {
     const char *const *members = NULL;
-    for (uint32_t k = 0; k < s->n; k++)
+    bool claims = false;
+    for (uint32_t k = 0; k < s->n; k++) {
         update_entry(s, k, now_ms);
+        claims |= s->entries[k].leading;
+    }
     uint32_t nm = ld_shardgroup_members(s->group, now_ms, &members);
-    int64_t until = claims_until(s);
+    /* Every claim ends with the member election's lead; with none, 0, so
+     * that a renewal of a replica that claims nothing changes no table. */
+    int64_t until = claims ? ld_shardgroup_lead_until(s->group) : 0;
     bool same = !s->table_changed && !members_differ(s->last, members, nm);
     if (same && s->last->claims_until_ms == until)
         return NULL;
