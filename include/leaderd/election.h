@@ -127,6 +127,13 @@ struct ld_election_status {
                             * because of a deletion) */
     bool leading;          /* we hold it per our last successful write */
     int64_t lead_until_ms; /* leading counts only before this time */
+    /* The deadline of our last term: lead_until_ms of its last successful
+     * renewal, also after a step-down on purpose (a shutdown, a
+     * resignation, a hand-over), until the record is seen held by another,
+     * free or deleted (then INT64_MIN, as before any term). Writes this
+     * replica sent while leading may still land until then, so a release
+     * waits for them at most that long (docs/design/election.md). */
+    int64_t term_until_ms;
     bool has_renew_time;
     int64_t renew_time_us;        /* renewTime of the observed record */
     int64_t last_renew_wall_us;   /* wall time of our last successful write */

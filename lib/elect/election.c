@@ -89,6 +89,11 @@ struct ld_election {
 
     bool leading;
     int64_t lead_until_ms;
+    /* The deadline of our last term (lead_until_ms of its last successful
+     * renewal), kept after a step-down on purpose, while nothing shows
+     * another holder: a write the app sent under it may still land until
+     * then. INT64_MIN once the record is seen taken, free or gone. */
+    int64_t term_until_ms;
     int64_t last_renew_wall_us;
 
     bool watching;               /* a healthy watch feeds ld_election_observe */
@@ -364,8 +369,16 @@ static void announce_leader(struct ld_election *e)
     push_event(e, LD_EV_NEW_LEADER, LD_STOP_NONE);
 }
 
+/* The term is over for good: another holder (or nobody) is in view. */
+static void end_term(struct ld_election *e)
+{
+    e->term_until_ms = INT64_MIN;
+}
+
 static void step_down(struct ld_election *e, enum ld_stop_reason reason)
 {
+    if (reason == LD_STOP_TAKEN || reason == LD_STOP_IDENTITY_CONFLICT)
+        end_term(e);
     if (!e->leading)
         return;
     e->leading = false;
@@ -478,6 +491,8 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     if (holder_is_me(e) && e->cache.spec.has_renew &&
         sent_by_us(e, e->cache.spec.renew_us))
         e->wrote_once = true;
+    if (!holder_is_me(e))
+        end_term(e);
     announce_leader(e);
     return true;
 }
@@ -490,6 +505,7 @@ static void observe_absent(struct ld_election *e)
     e->have_cache = false;
     e->cache_stale = false;
     e->observed = true;
+    end_term(e);
     announce_leader(e);
 }
 
@@ -512,6 +528,7 @@ static void adopt_write(struct ld_election *e, const struct ld_lease *stored,
         return;
     }
     e->lead_until_ms = until;
+    e->term_until_ms = until;
     if (!e->leading) {
         e->leading = true;
         push_event(e, LD_EV_STARTED_LEADING, LD_STOP_NONE);
@@ -1155,6 +1172,7 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
     e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
     e->free_seen_ms = NO_TIME;
     e->quarantine_until_ms = INT64_MIN;
+    e->term_until_ms = INT64_MIN;
     e->cooldown_until_ms = INT64_MIN;
     e->handover_cooldown_ms = cfg->handover_cooldown_ms > 0 ? cfg->handover_cooldown_ms
                                                             : cfg->lease_duration_ms;
@@ -1302,6 +1320,7 @@ void ld_election_status(const struct ld_election *e, struct ld_election_status *
     out->term = current_term(e);
     out->leading = e->leading;
     out->lead_until_ms = e->lead_until_ms;
+    out->term_until_ms = e->term_until_ms;
     out->has_renew_time = e->have_cache && e->cache.spec.has_renew;
     out->renew_time_us = out->has_renew_time ? e->cache.spec.renew_us : 0;
     out->last_renew_wall_us = e->last_renew_wall_us;

@@ -75,6 +75,7 @@ static uint64_t build_snapshot(struct ld_snapshot *s, const char *leader,
      * are kept within +-2^31 ms of now as the daemon's are. */
     *now_ms = (int64_t)fuzz_take(data, size, 4);
     s->lead_until_ms = *now_ms + delta(data, size);
+    s->term_until_ms = s->leading ? s->lead_until_ms : INT64_MIN;
     s->heartbeat_ms = *now_ms + delta(data, size);
     s->stale_after_ms = delta(data, size);
     s->renewed_at_us = (int64_t)fuzz_take(data, size, 8);

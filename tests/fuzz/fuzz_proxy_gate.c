@@ -227,6 +227,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s.observed = true;
     s.leading = knobs & 0x01;
     s.lead_until_ms = s.leading ? NOW + 500 : 0;
+    s.term_until_ms = s.leading ? s.lead_until_ms : INT64_MIN;
     struct ld_shard_entry e[3] = {
         {.leader = "", .observed = true},
         {.leader = "other", .observed = true},

@@ -1689,6 +1689,32 @@ START_TEST(resign_releases_then_sits_out_the_cooldown)
 }
 END_TEST
 
+/* The term's deadline (term_until_ms) is the last renewal's lead_until,
+ * outlives a step-down on purpose (what the leader sent may still land
+ * until then), and ends once the record is seen held by another. */
+START_TEST(the_term_outlives_a_step_down_on_purpose_until_another_holder_is_seen)
+{
+    struct ld_election_status st;
+    struct ld_election *e = new_engine("a");
+    ld_election_status(e, &st);
+    ck_assert_int_eq(st.term_until_ms, INT64_MIN);
+    settle(e, 0);
+    ld_election_status(e, &st);
+    ck_assert(st.leading);
+    int64_t term_until = st.lead_until_ms;
+    ck_assert_int_eq(st.term_until_ms, term_until);
+    ck_assert(ld_election_resign(e, at(3000), 15000));
+    ld_election_status(e, &st);
+    ck_assert(!st.leading);
+    ck_assert_int_eq(st.term_until_ms, term_until);
+    /* Before the release is written, another holder shows up. */
+    fake_api_put_record(&api, "intruder", 15, 7, WALL0);
+    ld_election_observe(e, at(3010), &api.lease);
+    ld_election_status(e, &st);
+    ck_assert_int_eq(st.term_until_ms, INT64_MIN);
+}
+END_TEST
+
 START_TEST(resign_with_a_renewal_in_flight_never_leads_again)
 {
     struct ld_election *e = new_engine("a");
@@ -2065,6 +2091,7 @@ static Suite *election_suite(void)
     TCase *rs = tcase_create("resign");
     tcase_add_checked_fixture(rs, setup, teardown);
     tcase_add_test(rs, resign_releases_then_sits_out_the_cooldown);
+    tcase_add_test(rs, the_term_outlives_a_step_down_on_purpose_until_another_holder_is_seen);
     tcase_add_test(rs, resign_with_a_renewal_in_flight_never_leads_again);
     tcase_add_test(rs, resign_after_a_lost_renewal_reply_reads_then_releases);
     tcase_add_test(rs, resign_release_retries_a_conflict_after_a_get);

@@ -52,10 +52,10 @@ START_TEST(a_key_holds_while_a_write_of_it_is_counted)
     ld_hook_proxy_sent(hp, 7); /* no such key: not counted */
     ck_assert(holds(&h1));
     ck_assert(!holds(&h0));
-    ld_hook_proxy_ended(hp, 1);
+    ld_hook_proxy_ended(hp, 1, LD_WRITE_ANSWERED);
     ck_assert(holds(&h1));
     ck_assert(!fd_readable(ld_hook_proxy_fd(hp), 0));
-    ld_hook_proxy_ended(hp, 1); /* the last one, while the shell waits */
+    ld_hook_proxy_ended(hp, 1, LD_WRITE_ANSWERED); /* the last one, while the shell waits */
     ck_assert(fd_readable(ld_hook_proxy_fd(hp), 0));
     ck_assert(!holds(&h1));
     ck_assert_ptr_null(h1.take_wake); /* key 0's hook reads it for all */
@@ -75,7 +75,7 @@ START_TEST(no_wake_up_while_nobody_waits)
     ck_assert(!holds(&h)); /* asked with nothing in flight: not waiting */
     for (int i = 0; i < 3; i++) {
         ld_hook_proxy_sent(hp, 0);
-        ld_hook_proxy_ended(hp, 0);
+        ld_hook_proxy_ended(hp, 0, LD_WRITE_ANSWERED);
     }
     ck_assert(!fd_readable(ld_hook_proxy_fd(hp), 0));
     ck_assert(!h.take_wake(h.ctx));
@@ -95,6 +95,25 @@ struct rig {
     char base[64];
 };
 
+/* A step-down on purpose: "me" still holds the Lease and its term lasts
+ * term_ms more, but this replica no longer leads. */
+static void publish_stepped_down(struct rig *r, int64_t term_ms)
+{
+    struct ld_snapshot s;
+    ld_state_read(&r->st, &s);
+    s.observed = true;
+    s.leading = false;
+    snprintf(s.leader, sizeof(s.leader), "me");
+    s.term_until_ms = ld_mono_ms() + term_ms;
+    s.heartbeat_ms = ld_mono_ms();
+    ld_state_publish(&r->st, &s);
+}
+
+static bool forbids(const struct ld_hook *h)
+{
+    return h->forbids_release(h->ctx);
+}
+
 static void publish(struct rig *r, bool leading)
 {
     struct ld_snapshot s;
@@ -103,6 +122,7 @@ static void publish(struct rig *r, bool leading)
     s.leading = leading;
     snprintf(s.leader, sizeof(s.leader), "%s", leading ? "me" : "other");
     s.lead_until_ms = leading ? ld_mono_ms() + 60000 : 0;
+    s.term_until_ms = s.leading ? s.lead_until_ms : INT64_MIN;
     s.heartbeat_ms = ld_mono_ms();
     ld_state_publish(&r->st, &s);
 }
@@ -141,6 +161,7 @@ static void rig_stop(struct rig *r)
 
 struct call {
     const char *base, *method;
+    long timeout_ms; /* the client hangs up then; 0 for 20 s */
     long status;
     char resp[1024]; /* the answer's body, cut short */
     size_t resp_len;
@@ -172,7 +193,7 @@ static void *call_run(void *arg)
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, call_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 20000L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, c->timeout_ms ? c->timeout_ms : 20000L);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_perform(e);
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &c->status);
@@ -181,8 +202,9 @@ static void *call_run(void *arg)
     return NULL;
 }
 
-/* A write held upstream holds the release; the step-down's cut ends it and
- * wakes the shell, which finds nothing held any more. */
+/* A write held upstream holds the release; another holder in view cuts
+ * it, which wakes the shell, which finds nothing held any more but the
+ * release forbidden: the cut write may still be applied. */
 START_TEST(a_write_held_upstream_holds_until_its_cut)
 {
     struct rig r;
@@ -198,9 +220,93 @@ START_TEST(a_write_held_upstream_holds_until_its_cut)
     ck_assert(fd_readable(ld_hook_proxy_fd(r.hp), 5000));
     ck_assert(r.hook.take_wake(r.hook.ctx));
     ck_assert(!holds(&r.hook));
+    ck_assert(forbids(&r.hook));
     pthread_join(t, NULL);
     ck_assert_int_eq(c.status, 503);
     ck_assert_ptr_nonnull(strstr(c.resp, "cut"));
+    rig_stop(&r);
+}
+END_TEST
+
+/* A step-down on purpose does not cut a write already sent: it runs to its
+ * answer, which the client gets, and holds the release until then; the
+ * release is then free (the write's fate is known). */
+START_TEST(a_step_down_on_purpose_lets_a_sent_write_run_to_its_answer)
+{
+    struct rig r;
+    pthread_t t;
+    rig_start(&r);
+    fake_http_push(r.fake, &(struct fake_http_response){
+                               .status = 201, .body = "{\"done\":1}", .delay_ms = 1500});
+    struct call c = {.base = r.base, .method = "POST"};
+    ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
+    ck_assert(fake_http_wait_requests(r.fake, 1, 5000));
+    publish_stepped_down(&r, 60000);
+    ck_assert(holds(&r.hook));
+    ck_assert(fd_readable(ld_hook_proxy_fd(r.hp), 10000));
+    ck_assert(r.hook.take_wake(r.hook.ctx));
+    ck_assert(!holds(&r.hook));
+    ck_assert(!forbids(&r.hook));
+    pthread_join(t, NULL);
+    ck_assert_int_eq(c.status, 201);
+    ck_assert_ptr_nonnull(strstr(c.resp, "done"));
+    ck_assert_uint_eq(r.m.proxy.aborted, 0);
+    rig_stop(&r);
+}
+END_TEST
+
+/* A client that hangs up does not end its sent write: the write runs to
+ * its answer (discarded) and holds the release meanwhile. */
+START_TEST(a_sent_write_outlives_its_clients_hang_up)
+{
+    struct rig r;
+    rig_start(&r);
+    fake_http_push(r.fake, &(struct fake_http_response){
+                               .status = 201, .body = "{}", .delay_ms = 1500});
+    struct call c = {.base = r.base, .method = "POST", .timeout_ms = 300};
+    call_run(&c); /* returns once the client gave up */
+    ck_assert_int_eq(fake_http_request_count(r.fake), 1);
+    ck_assert(holds(&r.hook));
+    publish_stepped_down(&r, 60000);
+    ck_assert(holds(&r.hook));
+    ck_assert(fd_readable(ld_hook_proxy_fd(r.hp), 10000));
+    ck_assert(r.hook.take_wake(r.hook.ctx));
+    ck_assert(!holds(&r.hook));
+    ck_assert(!forbids(&r.hook));
+    ck_assert_uint_eq(r.m.proxy.aborted, 0);
+    rig_stop(&r);
+}
+END_TEST
+
+/* A sent write still unanswered at its term's deadline is cut then (not at
+ * the step-down), and its fate is unknown: the release is forbidden until
+ * this replica leads again. */
+START_TEST(a_write_cut_at_its_terms_deadline_forbids_the_release)
+{
+    struct rig r;
+    pthread_t t;
+    rig_start(&r);
+    fake_http_push(r.fake, &(struct fake_http_response){
+                               .status = 200, .body = "{}", .delay_ms = 10000});
+    struct call c = {.base = r.base, .method = "POST"};
+    ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
+    ck_assert(fake_http_wait_requests(r.fake, 1, 5000));
+    int64_t t0 = ld_mono_ms();
+    publish_stepped_down(&r, 800);
+    ck_assert(holds(&r.hook)); /* the shell waits */
+    ck_assert(fd_readable(ld_hook_proxy_fd(r.hp), 5000));
+    ck_assert_int_ge(ld_mono_ms() - t0, 800);
+    ck_assert(r.hook.take_wake(r.hook.ctx));
+    ck_assert(!holds(&r.hook));
+    ck_assert(forbids(&r.hook));
+    pthread_join(t, NULL);
+    ck_assert_int_eq(c.status, 503);
+    ck_assert_ptr_nonnull(strstr(c.resp, "term"));
+    ck_assert_uint_eq(r.m.proxy.aborted, 1);
+    /* A new term starts a new count. */
+    struct ld_election_status st = {.leading = true};
+    r.hook.on_publish(r.hook.ctx, &st, 0);
+    ck_assert(!forbids(&r.hook));
     rig_stop(&r);
 }
 END_TEST
@@ -255,6 +361,9 @@ static Suite *hook_proxy_suite(void)
     tcase_add_test(tc, no_wake_up_while_nobody_waits);
     tcase_add_test(tc, a_write_held_upstream_holds_until_its_cut);
     tcase_add_test(tc, answered_writes_and_reads_hold_nothing);
+    tcase_add_test(tc, a_step_down_on_purpose_lets_a_sent_write_run_to_its_answer);
+    tcase_add_test(tc, a_sent_write_outlives_its_clients_hang_up);
+    tcase_add_test(tc, a_write_cut_at_its_terms_deadline_forbids_the_release);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -741,11 +741,12 @@ static int r0_releases(int64_t since_ms)
 }
 
 /* A give-back's release waits while a hook of the shard holds it (asked
- * only once the table shows the claim ended), is written when the hold
- * ends, and is not written at all when the hold outlasts the renew
- * deadline from the claim's end; it is tried again a lease duration
- * later. */
-START_TEST(a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadline)
+ * only once the table shows the claim ended), and is written when the hold
+ * ends. Its bound is the member election's term, which every member
+ * renewal extends: a hold that outlasts the renew deadline from the
+ * claim's end is still waited for (nobody can take the shard while its
+ * record names a live member), not given up. */
+START_TEST(a_give_back_waits_for_a_safety_hold_while_the_member_term_lasts)
 {
     add_probed_replica();
     want_r0_holds = N_SHARDS;
@@ -767,7 +768,8 @@ START_TEST(a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadl
     ck_assert_int_eq(r0_releases(t), N_SHARDS / 2);
     ck_assert_int_eq(r0_releases(freed), N_SHARDS / 2);
 
-    /* r2 joins and the hold outlasts the renew deadline: no release. */
+    /* r2 joins and the hold outlasts the renew deadline: still no
+     * release, and none given up either. */
     probe.holding = true;
     add_replica();
     want_r0_claims = N_SHARDS / 2;
@@ -778,33 +780,39 @@ START_TEST(a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadl
     ck_assert_int_eq(owned_by("r0"), N_SHARDS / 2);
     ck_assert_int_eq(claimed_by_r0(), N_SHARDS / 3);
 
-    /* Given up, not just waiting: with nothing held any more, the release
-     * still waits for the give-back to start over, then goes. */
+    /* Waiting, not given up: once nothing holds, the releases go at once,
+     * not a lease duration later. */
     probe.holding = false;
-    run_for(2 * RETRY_MS);
-    ck_assert_int_eq(r0_releases(t), 0);
-    ck_assert(run_until(balanced, LEASE_MS + 4 * RETRY_MS));
-    ck_assert_int_ge(now() - t, RENEW_MS + LEASE_MS);
+    freed = now();
+    ck_assert(run_until(balanced, 4 * RETRY_MS));
+    ck_assert_int_eq(r0_releases(freed), N_SHARDS / 2 - N_SHARDS / 3);
     ck_assert_int_eq(probe.asked_while_published_leading, 0);
 }
 END_TEST
 
-/* At the exit, a safety hold past the renew deadline leaves every shard
- * Lease and the member Lease as they are (not released, not deleted): the
- * others take the shards only once the member Lease expires. */
-START_TEST(an_exit_whose_hold_outlasts_the_renew_deadline_releases_nothing)
+/* At the exit, a safety hold past the member term's deadline (its last
+ * renewal's start plus the renew deadline, not the signal's time plus it)
+ * leaves every shard Lease and the member Lease as they are (not
+ * released, not deleted): the others take the shards only once the member
+ * Lease expires. */
+START_TEST(an_exit_whose_hold_outlasts_the_term_releases_nothing)
 {
     struct replica *r = add_probed_replica();
     want_r0_holds = N_SHARDS;
     ck_assert(run_until(r0_holds, 30000));
     const char *member = ld_shardgroup_member_lease(group());
     probe.holding = true;
+    struct ld_election_status st;
+    ld_election_status(ld_host_election(ld_shell_host(r->sh), 0), &st);
+    int64_t term_until = st.term_until_ms;
     int64_t t = now();
+    ck_assert_int_gt(term_until, t);
     ld_shell_stop(r->sh, SIGTERM);
     for (int i = 0; i < 10000 && !r->done; i++)
         turn_all();
     ck_assert(r->done);
-    ck_assert_int_ge(now() - t, RENEW_MS);
+    ck_assert_int_ge(now(), term_until);
+    ck_assert_int_le(now(), term_until + RETRY_MS);
     ck_assert_int_eq(r0_releases(t), 0);
     ck_assert_ptr_null(release_of(member, 0, t));
     ck_assert_str_eq(holder_of(member), "r0");
@@ -974,8 +982,8 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, the_clean_up_deletes_only_the_record_it_judged_long_expired);
     tcase_add_test(tc, a_give_back_waits_for_the_drain_or_the_app);
     tcase_add_test(
-        tc, a_give_back_waits_for_a_safety_hold_and_gives_up_past_the_renew_deadline);
-    tcase_add_test(tc, an_exit_whose_hold_outlasts_the_renew_deadline_releases_nothing);
+        tc, a_give_back_waits_for_a_safety_hold_while_the_member_term_lasts);
+    tcase_add_test(tc, an_exit_whose_hold_outlasts_the_term_releases_nothing);
     tcase_add_test(tc, the_table_is_rebuilt_only_when_something_in_it_changed);
     suite_add_tcase(s, tc);
     return s;

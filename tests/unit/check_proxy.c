@@ -45,6 +45,7 @@ static void snap_init(struct ld_snapshot *s, const char *leader, bool leading)
     s->observed = true;
     s->leading = leading;
     s->lead_until_ms = leading ? NOW + 500 : 0;
+    s->term_until_ms = s->leading ? s->lead_until_ms : INT64_MIN;
 }
 
 static struct ld_proxy_req req(const char *method, const char *target)
@@ -482,6 +483,7 @@ static void rig_publish(struct rig *r, int64_t lead_ms)
     struct ld_snapshot s;
     snap_init(&s, lead_ms >= 0 ? "me" : "other", lead_ms >= 0);
     s.lead_until_ms = lead_ms >= 0 ? ld_mono_ms() + lead_ms : 0;
+    s.term_until_ms = s.leading ? s.lead_until_ms : INT64_MIN;
     ld_state_publish(&r->st, &s);
 }
 

@@ -265,6 +265,7 @@ static void rig_publish(struct rig *r, bool leading)
     s.observed = true;
     s.leading = leading;
     s.lead_until_ms = leading ? ld_mono_ms() + 60000 : 0;
+    s.term_until_ms = s.leading ? s.lead_until_ms : INT64_MIN;
     ld_state_publish(&r->st, &s);
 }
 

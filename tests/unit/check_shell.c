@@ -488,20 +488,44 @@ START_TEST(a_safety_hold_that_ends_in_time_releases_after_it)
 }
 END_TEST
 
-/* Still held at the renew deadline after the step-down: the release is
- * given up, the Lease keeps our name and expires by itself, and the
- * shell ends without having written anything after the signal. */
+/* The deadline of the term as the engine publishes it (election.h). */
+static int64_t term_deadline(void)
+{
+    struct ld_election_status st;
+    ld_election_status(ld_host_election(ld_shell_host(fx.sh), 0), &st);
+    return st.term_until_ms;
+}
+
+/* Leads, then lets half a retry period pass, so that the term's deadline
+ * (the last renewal's start plus the renew deadline) comes well before
+ * "now plus the renew deadline": a bound counted from a step-down now
+ * would be told apart from the term's. Returns the term's deadline. */
+static int64_t lead_into_the_term(void)
+{
+    lead();
+    run_for(fx.retry_ms / 2);
+    int64_t until = term_deadline();
+    ck_assert_int_le(until, now() + fx.renew_ms - fx.retry_ms / 4);
+    return until;
+}
+
+/* Still held at the deadline of the term: the release is given up, the
+ * Lease keeps our name and expires by itself, and the shell ends without
+ * having written anything after the signal; at the term's deadline, not at
+ * the step-down's time plus the renew deadline. */
 START_TEST(a_safety_hold_past_the_bound_writes_no_release)
 {
     fx.with_hook = true;
     fx.hook.hold = LD_HOOK_HOLD_SAFETY;
-    lead();
+    int64_t term_until = lead_into_the_term();
     fx.hook.holding = true; /* for ever */
     int64_t t = now();
     send_signal(SIGTERM);
+    ck_assert_int_eq(term_deadline(), term_until); /* a step-down keeps it */
     ck_assert_msg(run_until(done, 2 * fx.renew_ms), "the shell did not end");
-    ck_assert_msg(now() >= t + fx.renew_ms && now() <= t + fx.renew_ms + SLACK_MS,
-                  "ended at +%lld ms", (long long)(now() - t));
+    ck_assert_msg(now() >= term_until && now() <= term_until + SLACK_MS,
+                  "ended at +%lld ms, the term ended at +%lld ms", (long long)(now() - t),
+                  (long long)(term_until - t));
     ck_assert_int_eq(release_write_ms(t), -1);
     ck_assert_uint_eq(ft_count(fx.ft, "PUT", LEASE, t), 0);
     ck_assert_str_eq(stored_holder(), ME);
@@ -740,13 +764,14 @@ START_TEST(a_safety_hold_past_the_bound_gives_a_resignation_up)
 {
     fx.with_hook = true;
     fx.hook.hold = LD_HOOK_HOLD_SAFETY;
-    lead();
+    int64_t term_until = lead_into_the_term();
     fx.hook.holding = true;
     int64_t t = now();
     ask_resign();
     ck_assert(run_until(answered, 2 * fx.renew_ms));
     ck_assert_int_eq(ld_state_resign_outcome(&fx.state, ticket), LD_RESIGN_FAILED);
-    ck_assert_int_ge(now(), t + fx.renew_ms);
+    ck_assert_int_ge(now(), term_until);
+    ck_assert_int_le(now(), term_until + SLACK_MS);
     ck_assert_int_eq(release_write_ms(t), -1);
     ck_assert_str_eq(stored_holder(), ME);
     ck_assert(!leading());

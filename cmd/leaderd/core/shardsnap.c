@@ -47,6 +47,7 @@ struct ld_shardsnap *ld_shardsnap_new(bool observed, int64_t claims_until_ms,
     atomic_init(&s->refs, 1);
     s->observed = observed;
     s->claims_until_ms = claims_until_ms;
+    s->term_until_ms = claims_until_ms;
     s->n_shards = n_shards;
     s->shards = e;
     s->n_members = n_members;
@@ -63,6 +64,7 @@ struct ld_shardsnap *ld_shardsnap_extend(struct ld_shardsnap *t, int64_t claims_
     atomic_init(&s->refs, 1);
     s->observed = t->observed;
     s->claims_until_ms = claims_until_ms;
+    s->term_until_ms = claims_until_ms;
     s->n_shards = t->n_shards;
     s->shards = t->shards;
     s->n_members = t->n_members;
@@ -98,6 +100,18 @@ bool ld_shardsnap_leads(const struct ld_shardsnap *t, uint32_t i, int64_t now_ms
 int64_t ld_shardsnap_lead_until(const struct ld_shardsnap *t, uint32_t i)
 {
     return t && i < t->n_shards && t->shards[i].leading ? t->claims_until_ms : INT64_MIN;
+}
+
+int64_t ld_shardsnap_term_until(const struct ld_shardsnap *t, uint32_t i)
+{
+    if (!t || i >= t->n_shards || !(t->shards[i].leading || t->shards[i].in_term))
+        return INT64_MIN;
+    return t->term_until_ms;
+}
+
+bool ld_shardsnap_in_term(const struct ld_shardsnap *t, uint32_t i, int64_t now_ms)
+{
+    return now_ms < ld_shardsnap_term_until(t, i);
 }
 
 bool ld_shardsnap_same_view(const struct ld_shardsnap *a, const struct ld_shardsnap *b,

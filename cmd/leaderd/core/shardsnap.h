@@ -33,6 +33,10 @@ struct ld_shard_entry {
     int64_t term;       /* leaseTransitions of the observed record */
     bool observed;      /* the Lease (or its absence) was seen at least once */
     bool leading;       /* we claim it (until the table's claims_until_ms) */
+    /* Its record still names us under our member term, claimed or being
+     * given back: a write already sent under the claim may run until the
+     * table's term_until_ms (ld_shardsnap_in_term). */
+    bool in_term;
     bool has_renewed_at;
     int64_t renewed_at_us;      /* renewTime of the observed record (wall) */
     int64_t last_renew_wall_us; /* our last successful renewal (wall), 0 if none */
@@ -43,6 +47,11 @@ struct ld_shardsnap {
     bool observed;   /* every shard observed once: /shards answers 200 */
     /* Monotonic: an entry's leading counts only before this. */
     int64_t claims_until_ms;
+    /* Monotonic: the deadline of our member election's term (election.h's
+     * term_until_ms), which outlasts the claims after a step-down on
+     * purpose; a new or extended table starts with claims_until_ms, and
+     * its builder may set it before publishing. */
+    int64_t term_until_ms;
     uint32_t n_shards;
     const struct ld_shard_entry *shards; /* n_shards entries */
     uint32_t n_members;
@@ -70,6 +79,15 @@ struct ld_shardsnap *ld_shardsnap_extend(struct ld_shardsnap *t, int64_t claims_
 struct ld_shardsnap *ld_shardsnap_ref(struct ld_shardsnap *s);
 /* Drops a reference; the last one frees s. NULL-safe. Thread-safe. */
 void ld_shardsnap_unref(struct ld_shardsnap *s);
+
+/* Whether a write sent under our claim of shard i of t may still run as
+ * of now_ms: the entry is claimed or in term, and now_ms is before t's
+ * term_until_ms. */
+bool ld_shardsnap_in_term(const struct ld_shardsnap *t, uint32_t i, int64_t now_ms);
+
+/* t's term_until_ms when ld_shardsnap_in_term could hold for shard i,
+ * else INT64_MIN (also for a NULL t or i past it). */
+int64_t ld_shardsnap_term_until(const struct ld_shardsnap *t, uint32_t i);
 
 /* Whether this replica leads shard i of t as of now_ms: its entry says
  * leading and now_ms is before t's claims_until_ms. False for a NULL t or

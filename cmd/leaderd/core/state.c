@@ -21,6 +21,7 @@ void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
     snprintf(st->snap.lease, sizeof(st->snap.lease), "%s", lease);
     snprintf(st->snap.identity, sizeof(st->snap.identity), "%s", identity);
     st->snap.stale_after_ms = stale_after_ms;
+    st->snap.term_until_ms = INT64_MIN;
     st->snap.heartbeat_ms = ld_mono_ms();
     st->resign.fd = -1;
 }
@@ -252,4 +253,9 @@ void ld_state_resign_answer(struct ld_state *st, uint64_t first, uint64_t last,
 bool ld_snapshot_is_leader(const struct ld_snapshot *s, int64_t now_ms)
 {
     return ld_leads_at(s->leading, s->lead_until_ms, now_ms);
+}
+
+bool ld_snapshot_in_term(const struct ld_snapshot *s, int64_t now_ms)
+{
+    return now_ms < s->term_until_ms;
 }

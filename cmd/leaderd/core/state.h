@@ -32,6 +32,10 @@ struct ld_snapshot {
     bool observed;         /* the Lease (or its absence) was seen at least once */
     bool leading;          /* we hold it per our last successful write */
     int64_t lead_until_ms; /* monotonic; leading counts only before this */
+    /* Monotonic: the deadline of our last term, also after a step-down on
+     * purpose (election.h's term_until_ms); a write the gate already sent
+     * may run until then. INT64_MIN when no term of ours is in view. */
+    int64_t term_until_ms;
     bool has_renewed_at;
     int64_t renewed_at_us;      /* renewTime of the observed record (wall) */
     int64_t last_renew_wall_us; /* our last successful renewal (wall), 0 if none */
@@ -182,5 +186,9 @@ void ld_state_resign_answer(struct ld_state *st, uint64_t first, uint64_t last,
 
 /* Leadership as of now_ms: leading and before lead_until_ms. */
 bool ld_snapshot_is_leader(const struct ld_snapshot *s, int64_t now_ms);
+
+/* Whether a write sent under our last term may still be running as of
+ * now_ms: before term_until_ms (leading or not). */
+bool ld_snapshot_in_term(const struct ld_snapshot *s, int64_t now_ms);
 
 #endif

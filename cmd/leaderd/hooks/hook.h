@@ -25,11 +25,13 @@ enum ld_hook_hold {
      * regardless. */
     LD_HOOK_HOLD_COURTESY = 0,
     /* Something another leader must never overlap (a command not yet gone,
-     * an API write sent and not yet answered or cut): it holds every
-     * release, a shutdown's and a resignation's (POST /resign, a
-     * preferredHolder hand-over, a shard given back), for at most the
-     * renew deadline from the step-down; a release still held then is
-     * given up, never written, and the Lease expires by itself. */
+     * an API write sent and not yet answered): it holds every release, a
+     * shutdown's and a resignation's (POST /resign, a preferredHolder
+     * hand-over, a shard given back), at most until the deadline of the
+     * term it belongs to (the last successful renewal's start plus the
+     * renew deadline; election.h's term_until_ms); a release still held
+     * then is given up, never written, and the Lease expires by itself
+     * (release_hold.h). */
     LD_HOOK_HOLD_SAFETY,
 };
 
@@ -55,6 +57,11 @@ struct ld_hook {
      * how long. Asked once the engine stepped down and before its release
      * is written, at every pass meanwhile. May be NULL. */
     bool (*holds_release)(void *ctx, int64_t now_ms);
+    /* True when something the hook let out while leading may still take
+     * effect, unseen (an API write whose answer never came): the release
+     * must not be written at all, so that the Lease expires by itself.
+     * Asked with holds_release. May be NULL. */
+    bool (*forbids_release)(void *ctx);
     enum ld_hook_hold hold;
     /* For a hook with an fd of its own in the shell's wake set (shell.h):
      * called whenever that set ended a wait, it consumes what the fd says

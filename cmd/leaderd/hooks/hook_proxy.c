@@ -21,7 +21,9 @@ struct key {
     struct ld_hook_proxy *hp;
     uint32_t index;
     atomic_uint in_flight;
-    atomic_bool waited; /* the shell holds this key's release */
+    atomic_bool waited;  /* the shell holds this key's release */
+    atomic_bool unknown; /* a write of unknown fate since leading began */
+    bool was_leading;    /* at the last publish (the shell's thread only) */
 };
 
 struct ld_hook_proxy {
@@ -44,6 +46,7 @@ struct ld_hook_proxy *ld_hook_proxy_new(uint32_t n_keys)
         hp->keys[i].index = i;
         atomic_init(&hp->keys[i].in_flight, 0);
         atomic_init(&hp->keys[i].waited, false);
+        atomic_init(&hp->keys[i].unknown, false);
     }
     hp->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (hp->fd < 0) {
@@ -72,21 +75,33 @@ void ld_hook_proxy_sent(struct ld_hook_proxy *hp, uint32_t key)
         atomic_fetch_add(&hp->keys[key].in_flight, 1);
 }
 
-void ld_hook_proxy_ended(struct ld_hook_proxy *hp, uint32_t key)
+void ld_hook_proxy_ended(struct ld_hook_proxy *hp, uint32_t key, enum ld_write_fate fate)
 {
     if (!hp || key >= hp->n)
         return;
     struct key *k = &hp->keys[key];
+    /* Before the count drops: the shell, woken by it, finds the mark. */
+    if (fate == LD_WRITE_FATE_UNKNOWN)
+        atomic_store(&k->unknown, true);
     if (atomic_fetch_sub(&k->in_flight, 1) == 1 && atomic_exchange(&k->waited, false))
         (void)!eventfd_write(hp->fd, 1);
 }
 
+/* A new start of leading begins a new count of unknown fates: the old
+ * term's release, held or given up, is behind it. */
 static bool on_publish(void *ctx, const struct ld_election_status *st, int64_t now_ms)
 {
-    (void)ctx;
-    (void)st;
+    struct key *k = ctx;
     (void)now_ms;
+    if (st->leading && !k->was_leading)
+        atomic_store(&k->unknown, false);
+    k->was_leading = st->leading;
     return false;
+}
+
+static bool forbids_release(void *ctx)
+{
+    return atomic_load(&((struct key *)ctx)->unknown);
 }
 
 static bool holds_release(void *ctx, int64_t now_ms)
@@ -116,6 +131,7 @@ struct ld_hook ld_hook_proxy_bind(struct ld_hook_proxy *hp, uint32_t key, size_t
                             .election = election,
                             .on_publish = on_publish,
                             .holds_release = holds_release,
+                            .forbids_release = forbids_release,
                             .hold = LD_HOOK_HOLD_SAFETY,
                             .take_wake = key == 0 ? take_wake : NULL};
 }

@@ -7,6 +7,9 @@
  * eventfd in the shell's wake set ends the wait as soon as the last one
  * ends.
  *
+ * A write that went out and ended without an answer may still be applied
+ * by the API server; its key's release is then not written at all.
+ *
  * Writes are counted by key: the shard their verdict names in shard mode,
  * 0 for the one Lease; each key's hook is bound to the one Lease's
  * election, or in shard mode to its shard through the shard mode
@@ -35,7 +38,8 @@ int ld_hook_proxy_fd(const struct ld_hook_proxy *hp);
 
 /* The hook of key (an unknown key is taken as 0), bound to election (hp
  * borrowed: it must outlive the shell). Its release hold is a safety hold:
- * true while a write of key is counted. Key 0's hook reads the eventfd
+ * true while a write of key is counted; it forbids the release after a
+ * write of unknown fate (ld_hook_proxy_ended). Key 0's hook reads the eventfd
  * (its take_wake) for every key: bind key 0 whenever the fd is in the
  * wake set. */
 struct ld_hook ld_hook_proxy_bind(struct ld_hook_proxy *hp, uint32_t key,
@@ -47,8 +51,19 @@ struct ld_hook ld_hook_proxy_bind(struct ld_hook_proxy *hp, uint32_t key,
  * key is not counted. */
 void ld_hook_proxy_sent(struct ld_hook_proxy *hp, uint32_t key);
 
-/* A write counted by ld_hook_proxy_sent got the beginning of its answer or
- * was cut (or never went out). Any thread. */
-void ld_hook_proxy_ended(struct ld_hook_proxy *hp, uint32_t key);
+/* How a counted write ended. */
+enum ld_write_fate {
+    LD_WRITE_ANSWERED,     /* its answer began, or it never went out */
+    LD_WRITE_FATE_UNKNOWN, /* it went out and got no answer (cut, or its
+                              connection failed): the API server may still
+                              apply it */
+};
+
+/* A write counted by ld_hook_proxy_sent ended. One of unknown fate forbids
+ * key's next release (its hook's forbids_release) until key's election
+ * starts leading again: the Lease then expires by itself, which gives the
+ * write lease-duration - renew-deadline to land before anyone may take
+ * over. Any thread. */
+void ld_hook_proxy_ended(struct ld_hook_proxy *hp, uint32_t key, enum ld_write_fate fate);
 
 #endif

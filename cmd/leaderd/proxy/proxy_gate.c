@@ -571,6 +571,20 @@ int64_t ld_proxy_lead_until(const struct ld_proxy_verdict *passed,
     return ld_shardsnap_lead_until(v->shards, passed->shard);
 }
 
+int64_t ld_proxy_term_until(const struct ld_proxy_verdict *passed,
+                            const struct ld_proxy_view *v)
+{
+    if (!v->layout)
+        return v->snap->term_until_ms;
+    return ld_shardsnap_term_until(v->shards, passed->shard);
+}
+
+bool ld_proxy_sent_may_run(const struct ld_proxy_verdict *passed,
+                           const struct ld_proxy_view *v, int64_t now_ms)
+{
+    return !passed->write || now_ms < ld_proxy_term_until(passed, v);
+}
+
 char *ld_proxy_status_json(unsigned int code, const char *reason, const char *message)
 {
     json_t *o = json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status",

@@ -155,6 +155,21 @@ bool ld_proxy_still_leads(const struct ld_proxy_verdict *passed,
 int64_t ld_proxy_lead_until(const struct ld_proxy_verdict *passed,
                             const struct ld_proxy_view *v);
 
+/* Whether a passed write that was already sent upstream may keep running
+ * as of now_ms: until the deadline of the term it was sent in (the
+ * Lease's, or in shard mode the member election's while the shard's
+ * record still names this replica), also after this replica stopped
+ * leading on purpose. A step-down does not undo what the API server
+ * admitted; cutting the write would only hide its answer (docs/design/
+ * release-hold.md). */
+bool ld_proxy_sent_may_run(const struct ld_proxy_verdict *passed,
+                           const struct ld_proxy_view *v, int64_t now_ms);
+
+/* The deadline ld_proxy_sent_may_run judges by (monotonic ms); INT64_MIN
+ * when no term of ours is in view. */
+int64_t ld_proxy_term_until(const struct ld_proxy_verdict *passed,
+                            const struct ld_proxy_view *v);
+
 /* The metav1.Status body of an answer: {"kind":"Status","apiVersion":"v1",
  * "metadata":{},"status":"Failure","message":...,"reason":...,"code":...}.
  * Returns a new string (free()) or NULL on allocation failure. */

@@ -17,11 +17,12 @@
  * The upstream thread sleeps in curl_multi_poll, woken by
  * curl_multi_wakeup when an exchange is handed over, when a reader asks
  * for an unpause or a client is gone (the "todo" list), and on every
- * publish of the state; it never sleeps past the earliest lead_until_ms
- * of a write whose answer has not begun. After every wake-up such writes
- * are judged again, and one whose leadership ended is cut (its handle
- * removed, which closes its upstream connection). Once the answer has
- * begun the server has decided, and the answer is relayed whole.
+ * publish of the state; it never sleeps past the earliest deadline of a
+ * write whose answer has not begun (its lead_until_ms, or once sent its
+ * term's). After every wake-up such writes are judged again, and one past
+ * its deadline is cut (its handle removed, which closes its upstream
+ * connection). Once the answer has begun the server has decided, and the
+ * answer is relayed whole.
  *
  * A write is sent at most once: on a connection of its own (never one
  * from the pool, never put back in it), so libcurl has no dead reused
@@ -33,7 +34,15 @@
  *
  * curl_multi_poll waits on the hub's epfd too, where MHD's side registers
  * the sockets of suspended clients for EPOLLRDHUP: a client that hangs up
- * while it waits cuts its exchange at once.
+ * while it waits cuts its exchange at once, unless it is a write already
+ * sent, which runs to its answer (the API server commits what it
+ * admitted, whoever hung up) and holds the release meanwhile.
+ *
+ * A write not yet sent goes out only while this replica leads; one already
+ * sent is not cut when this replica stops leading on purpose, only once
+ * the deadline of the term it was sent in passes or another holder is in
+ * view (ld_proxy_sent_may_run): cutting it would not stop the server from
+ * applying it, only hide the answer and leave its fate unknown.
  */
 #include "proxy_upstream.h"
 
@@ -95,13 +104,16 @@ static void run_wakes(struct ld_proxy_upstream *u)
 }
 
 /* A write in flight got the beginning of its answer (the server has
- * decided) or ended: it holds no release any more. */
-static void uncount(struct ld_pxe *q)
+ * decided) or ended: it holds no release any more. One that went out and
+ * ended without an answer (cut, or its connection failed) may still be
+ * applied by the API server, which commits what it admitted: its key's
+ * release must not be written (hook_proxy.h). */
+static void uncount(struct ld_pxe *q, enum ld_write_fate fate)
 {
     if (!q->in_flight)
         return;
     q->in_flight = false;
-    ld_hook_proxy_ended(q->hub->writes, q->verdict.shard);
+    ld_hook_proxy_ended(q->hub->writes, q->verdict.shard, fate);
 }
 
 static size_t on_header(char *b, size_t size, size_t n, void *ud)
@@ -123,7 +135,7 @@ static size_t on_header(char *b, size_t size, size_t n, void *ud)
         m--;
     if (m == 0) {
         if (q->status >= 200) {
-            uncount(q);
+            uncount(q, LD_WRITE_ANSWERED);
             pthread_mutex_lock(&q->hub->mu);
             q->headers_done = true;
             wake_later_locked(q);
@@ -147,6 +159,12 @@ static size_t on_body(char *b, size_t size, size_t n, void *ud)
     struct ld_pxe *q = ud;
     size_t len = size * n, ret = len;
     pthread_mutex_lock(&q->hub->mu);
+    if (q->gone) {
+        /* A write that ran on after its client left (serve_todo): its
+         * answer has begun, the server has decided, nobody reads on. */
+        ret = 0;
+        goto out;
+    }
     if (!q->buf) {
         size_t cap = len > RELAY_BUFFER ? len : RELAY_BUFFER;
         q->buf = malloc(cap);
@@ -236,7 +254,7 @@ static void finish_refs(struct ld_proxy_upstream *u, struct ld_pxe *q,
     if (q->easy)
         curl_easy_cleanup(q->easy);
     q->easy = NULL;
-    uncount(q);
+    uncount(q, !q->sent || q->headers_done ? LD_WRITE_ANSWERED : LD_WRITE_FATE_UNKNOWN);
     ld_transport_curl_free_headers(q->hdrs);
     q->hdrs = NULL;
     pthread_mutex_lock(&u->hub->mu);
@@ -264,9 +282,14 @@ static void finish(struct ld_proxy_upstream *u, struct ld_pxe *q, enum ld_pxe_cu
 static void cut_leadership(struct ld_proxy_upstream *u, struct ld_pxe *q)
 {
     ld_metrics_proxy_aborted(u->hub->m);
-    ld_log(LD_LOG_WARN,
-           "api proxy: cut %s %.200s in flight: this replica stopped leading", q->method,
-           q->target);
+    if (q->sent)
+        ld_log(LD_LOG_WARN,
+               "api proxy: cut %s %.200s in flight: the term it was sent in ended; "
+               "the API server may still apply it, so no release is written",
+               q->method, q->target);
+    else
+        ld_log(LD_LOG_WARN, "api proxy: cut %s %.200s before sending: this replica "
+               "stopped leading", q->method, q->target);
     finish(u, q, LD_PXE_CUT_LEADERSHIP);
 }
 
@@ -393,7 +416,10 @@ static void serve_todo(struct ld_proxy_upstream *u, struct ld_pxe *q)
     if (unpause)
         q->paused = false;
     pthread_mutex_unlock(&u->hub->mu);
-    if (q->added && gone) {
+    /* A sent write whose answer has not begun runs on without its client:
+     * the API server may commit it whatever becomes of the connection, and
+     * the release must wait for it. Its answer is discarded (on_body). */
+    if (q->added && gone && !(q->in_flight && q->sent)) {
         finish_refs(u, q, LD_PXE_CUT_CLIENT, true);
         return;
     }
@@ -442,11 +468,16 @@ static int64_t gate_writes(struct ld_proxy_upstream *u)
             have_view = true;
             now = ld_mono_ms();
         }
-        if (!ld_proxy_still_leads(&q->verdict, &h.v, now, NULL)) {
+        /* Not sent yet: it goes out only while this replica leads. Sent:
+         * it runs to its answer until its term's deadline (proxy_gate.h). */
+        bool sent = q->sent;
+        if (sent ? !ld_proxy_sent_may_run(&q->verdict, &h.v, now)
+                 : !ld_proxy_still_leads(&q->verdict, &h.v, now, NULL)) {
             cut_leadership(u, q);
             continue;
         }
-        int64_t until = ld_proxy_lead_until(&q->verdict, &h.v);
+        int64_t until = sent ? ld_proxy_term_until(&q->verdict, &h.v)
+                             : ld_proxy_lead_until(&q->verdict, &h.v);
         if (until < due)
             due = until;
     }

@@ -32,6 +32,7 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
     snap.observed = st->observed;
     snap.leading = st->leading;
     snap.lead_until_ms = st->lead_until_ms;
+    snap.term_until_ms = st->term_until_ms;
     snap.has_renewed_at = st->has_renew_time;
     snap.renewed_at_us = st->renew_time_us;
     snap.last_renew_wall_us = st->last_renew_wall_us;

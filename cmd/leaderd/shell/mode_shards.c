@@ -20,6 +20,7 @@
 #include "host.h"
 #include "lead.h"
 #include "log.h"
+#include "release_hold.h"
 #include "shardsnap.h"
 #include "watch.h"
 
@@ -37,9 +38,6 @@
  * every shard is held needs no wait: nothing is free to take in haste, and
  * a shard released later (a rolling update's) is taken at once. */
 #define JOIN_SETTLE_MS 1000
-
-/* A release still held by a hook (hook.h), or given up. */
-enum hold { HOLD_NONE, HOLD_WAIT, HOLD_GIVEN_UP };
 
 /* One shard: its write in flight, its entry's strings, its hooks. */
 struct slot {
@@ -100,6 +98,10 @@ struct ld_mode_shards {
     int64_t stuck_until_ms;
     bool member_observed;
     bool member_live;             /* our member election led at its last publish */
+    /* The deadline of our member election's term (election.h's
+     * term_until_ms): a shard's sent writes run, and hold its release, at
+     * most until then. */
+    int64_t member_term_until_ms;
     int64_t contend_after_ms;     /* no takes before: see observe_member */
     bool join_held;               /* the join's list showed every shard held */
     char *member_uid, *member_rv; /* of our member Lease as last seen */
@@ -188,6 +190,7 @@ static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *
         s->next_list_ms = now_ms;
     }
     s->member_live = live;
+    s->member_term_until_ms = v->status.term_until_ms;
     if (v->status.uid)
         set_str(&s->member_uid, v->status.uid);
     if (v->status.resource_version && live &&
@@ -316,43 +319,26 @@ static bool drain_over(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
 
 static void publish(struct ld_mode_shards *s, int64_t now_ms);
 
-/* Shard k's release hold (hook.h), asked once its drain is over: every
- * hook is asked, none skipped (a hook may arrange to wake the shell when
- * its hold ends). The table shows the claim ended first, as the API write
- * gate refuses the shard's writes by it. A safety hold lasts at most the
- * renew deadline from the claim's end and is given up then (a release
- * that another replica's writes could overlap is worse than none); a
- * courtesy hold holds only the exit's releases, up to its bound. */
-static enum hold release_hold(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
+/* Shard k's release hold (release_hold.h), asked once its drain is over.
+ * The table shows the claim ended first, as the API write gate refuses the
+ * shard's new writes by it; writes it already sent run on, and hold the
+ * release, until the member election's term deadline. */
+static enum ld_release_verdict release_hold(struct ld_mode_shards *s, uint32_t k,
+                                            int64_t now_ms)
 {
     struct slot *sl = &s->slots[k];
-    bool safety = false, courtesy = false;
     if (s->entries[k].leading)
         publish(s, now_ms);
-    for (size_t i = 0; i < sl->n_hooks; i++) {
-        const struct ld_hook *h = &sl->hooks[i];
-        if (!h->holds_release)
-            continue;
-        if (h->hold == LD_HOOK_HOLD_SAFETY)
-            safety |= h->holds_release(h->ctx, now_ms);
-        else if (s->stopping && now_ms < s->courtesy_until_ms)
-            courtesy |= h->holds_release(h->ctx, now_ms);
-    }
-    int64_t safety_until = sl->unclaimed_ms + s->c.renew_deadline_ms;
-    sl->held_until_ms = INT64_MAX;
-    if (safety && now_ms >= safety_until) {
+    struct ld_release_hold h = ld_release_hold_judge(
+        sl->hooks, sl->n_hooks, s->member_term_until_ms,
+        s->stopping ? s->courtesy_until_ms : INT64_MIN, now_ms);
+    sl->held_until_ms = h.until_ms;
+    if (h.verdict == LD_RELEASE_GIVE_UP)
         ld_log(LD_LOG_WARN,
-               "shard %s: the release waited %lld ms for what must end before "
-               "another replica owns the shard (API writes in flight) and is given up",
-               ld_shardgroup_shard_id(s->group, k),
-               (long long)(now_ms - sl->unclaimed_ms));
-        return HOLD_GIVEN_UP;
-    }
-    if (safety)
-        sl->held_until_ms = safety_until;
-    if (courtesy && s->courtesy_until_ms < sl->held_until_ms)
-        sl->held_until_ms = s->courtesy_until_ms;
-    return safety || courtesy ? HOLD_WAIT : HOLD_NONE;
+               "shard %s: the release is given up %lld ms after the claim ended: %s",
+               ld_shardgroup_shard_id(s->group, k), (long long)(now_ms - sl->unclaimed_ms),
+               h.why);
+    return h.verdict;
 }
 
 static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
@@ -645,14 +631,14 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
             begin_give_back(s, k, now_ms);
             if (!drain_over(s, k, now_ms))
                 break;
-            enum hold hold = release_hold(s, k, now_ms);
-            if (hold == HOLD_GIVEN_UP) {
+            enum ld_release_verdict hold = release_hold(s, k, now_ms);
+            if (hold == LD_RELEASE_GIVE_UP) {
                 /* Not written: the shard stays ours, unclaimed, and its
                  * give-back starts over later, its hold asked anew. */
                 end_drain(s, k);
                 sl->next_try_ms = now_ms + s->c.lease_duration_ms;
             }
-            if (hold != HOLD_NONE)
+            if (hold != LD_RELEASE_NOW)
                 break;
             ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
                    ld_shardgroup_shard_id(s->group, k),
@@ -860,6 +846,8 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         .term = rec ? rec->spec.transitions : 0,
         .observed = ld_shardgroup_shard_observed(s->group, k),
         .leading = claimed,
+        .in_term = claimed || (sl->drain_until_ms != INT64_MAX && rec &&
+                               ld_lease_spec_held_by(&rec->spec, s->c.identity)),
         .has_renewed_at = rec && rec->spec.has_renew,
         .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
         .last_renew_wall_us = s->entries[k].last_renew_wall_us,
@@ -885,7 +873,8 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
     next.leader = sl->leader ? sl->leader : "";
     struct ld_shard_entry *e = &s->entries[k];
     if (new_leader || e->term != next.term || e->observed != next.observed ||
-        e->leading != next.leading || e->has_renewed_at != next.has_renewed_at ||
+        e->leading != next.leading || e->in_term != next.in_term ||
+        e->has_renewed_at != next.has_renewed_at ||
         e->renewed_at_us != next.renewed_at_us ||
         e->last_renew_wall_us != next.last_renew_wall_us)
         s->table_changed = true;
@@ -911,17 +900,19 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
 static struct ld_shardsnap *new_table(struct ld_mode_shards *s, int64_t now_ms)
 {
     const char *const *members = NULL;
-    bool claims = false;
+    bool claims = false, in_term = false;
     for (uint32_t k = 0; k < s->n; k++) {
         update_entry(s, k, now_ms);
         claims |= s->entries[k].leading;
+        in_term |= s->entries[k].in_term;
     }
     uint32_t nm = ld_shardgroup_members(s->group, now_ms, &members);
     /* Every claim ends with the member election's lead; with none, 0, so
      * that a renewal of a replica that claims nothing changes no table. */
     int64_t until = claims ? ld_shardgroup_lead_until(s->group) : 0;
+    int64_t term_until = in_term ? s->member_term_until_ms : 0;
     bool same = !s->table_changed && !members_differ(s->last, members, nm);
-    if (same && s->last->claims_until_ms == until)
+    if (same && s->last->claims_until_ms == until && s->last->term_until_ms == term_until)
         return NULL;
     bool observed = s->member_observed && ld_shardgroup_observed(s->group);
     struct ld_shardsnap *t =
@@ -931,6 +922,7 @@ static struct ld_shardsnap *new_table(struct ld_mode_shards *s, int64_t now_ms)
         ld_log(LD_LOG_WARN, "out of memory for the shard table; showing none");
         t = ld_shardsnap_ref(s->unknown);
     } else {
+        t->term_until_ms = term_until; /* not yet published: still ours */
         s->table_changed = false;
     }
     ld_shardsnap_unref(s->last);
@@ -1217,14 +1209,14 @@ static int64_t exit_releases(struct ld_mode_shards *s, int64_t now_ms)
                 next = sl->drain_until_ms;
             continue;
         }
-        enum hold hold = release_hold(s, k, now_ms);
-        if (hold == HOLD_WAIT && sl->held_until_ms < next)
+        enum ld_release_verdict hold = release_hold(s, k, now_ms);
+        if (hold == LD_RELEASE_WAIT && sl->held_until_ms < next)
             next = sl->held_until_ms;
-        if (hold == HOLD_GIVEN_UP) {
+        if (hold == LD_RELEASE_GIVE_UP) {
             s->release_given_up = true;
             end_drain(s, k);
         }
-        if (hold != HOLD_NONE)
+        if (hold != LD_RELEASE_NOW)
             continue;
         release(s, k);
         if (!sl->writing)
@@ -1394,6 +1386,7 @@ struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cf
     s->c = *cfg;
     s->clock = ld_clock_or_real(cfg->clock);
     s->reassess_at_ms = INT64_MAX;
+    s->member_term_until_ms = INT64_MIN;
     s->wait_fd = -1;
     if (make_group(s, err) != LD_OK ||
         (ld_state_drain_enable(cfg->state, s->n) != 0 &&

@@ -16,6 +16,7 @@
 #include "lead.h"
 #include "log.h"
 #include "memtrim.h"
+#include "release_hold.h"
 
 /* The longest ld_shell_run leaves the host without looking at its own
  * state. */
@@ -32,7 +33,7 @@ struct slot {
     size_t n;
     /* When it last stopped leading on purpose (a shutdown, a resignation),
      * INT64_MAX while no such step-down is in force: the safety holds of
-     * its release end a renew deadline later. */
+     * its release end with its term (release_hold.h). */
     int64_t step_down_ms;
 };
 
@@ -162,11 +163,15 @@ static void pass_signal(struct ld_shell *sh, int signo)
         ld_log(LD_LOG_DEBUG, "signal %d ignored: nothing runs to pass it to", signo);
 }
 
-/* Until when a safety hold may hold the release of election slot. */
-static int64_t safety_until(const struct ld_shell *sh, const struct slot *sl)
+/* Until when a safety hold may hold the release of election index: the
+ * deadline of its term, while a step-down on purpose is in force. */
+static int64_t safety_until(struct ld_shell *sh, size_t index)
 {
-    return sl->step_down_ms == INT64_MAX ? INT64_MAX
-                                         : sl->step_down_ms + sh->c.renew_deadline_ms;
+    if (sh->slots[index].step_down_ms == INT64_MAX)
+        return INT64_MAX;
+    struct ld_election_status st;
+    ld_election_status(ld_host_election(sh->host, index), &st);
+    return st.term_until_ms;
 }
 
 /* ---- the host's callbacks ------------------------------------------------ */
@@ -187,7 +192,7 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now)
 
 static int64_t next_publish(void *ctx, size_t index, int64_t now)
 {
-    const struct ld_shell *sh = ctx;
+    struct ld_shell *sh = ctx;
     const struct slot *sl = &sh->slots[index];
     int64_t at = INT64_MAX;
     if (sl->n == 0)
@@ -200,7 +205,7 @@ static int64_t next_publish(void *ctx, size_t index, int64_t now)
     }
     /* The end of a hold is a publish too. */
     const int64_t ends[2] = {sh->stopping ? sh->hold_until_ms : INT64_MAX,
-                             safety_until(sh, sl)};
+                             safety_until(sh, index)};
     for (size_t i = 0; i < 2; i++) {
         if (now < ends[i] && ends[i] < at)
             at = ends[i];
@@ -208,37 +213,25 @@ static int64_t next_publish(void *ctx, size_t index, int64_t now)
     return at;
 }
 
-/* The one release hold, asked by the host during a shutdown or a
- * resignation: true while a hook of the election still holds leadership
- * within its bound (hook.h). A safety hold still held at its bound gives
- * the release up: no release is better than one another leader could
- * overlap. Every hook is asked (none is skipped because another holds): a
- * hook may arrange to wake the shell when its hold ends. */
+/* The release hold (release_hold.h), asked by the host during a shutdown
+ * or a resignation: true while a hook of the election still holds
+ * leadership within its bound. A release given up is never written: no
+ * release is better than one another leader could overlap. */
 static bool holds_release(void *ctx, size_t index, int64_t now)
 {
     struct ld_shell *sh = ctx;
     struct slot *sl = &sh->slots[index];
-    bool courtesy = false, safety = false;
     if (sl->step_down_ms == INT64_MAX)
         sl->step_down_ms = now; /* not seen stepping down: count from here */
-    for (size_t i = 0; i < sl->n; i++) {
-        const struct ld_hook *h = &sl->hooks[i];
-        if (!h->holds_release)
-            continue;
-        if (h->hold == LD_HOOK_HOLD_SAFETY)
-            safety |= h->holds_release(h->ctx, now);
-        else if (sh->stopping && now < sh->hold_until_ms)
-            courtesy |= h->holds_release(h->ctx, now);
-    }
-    if (safety && now >= safety_until(sh, sl)) {
-        ld_log(LD_LOG_WARN,
-               "the release waited %lld ms for what must end before another leader "
-               "starts (the command, API writes in flight) and is given up",
-               (long long)(now - sl->step_down_ms));
+    struct ld_release_hold h =
+        ld_release_hold_judge(sl->hooks, sl->n, safety_until(sh, index),
+                              sh->stopping ? sh->hold_until_ms : INT64_MIN, now);
+    if (h.verdict == LD_RELEASE_GIVE_UP) {
+        ld_log(LD_LOG_WARN, "the release is given up %lld ms after the step-down: %s",
+               (long long)(now - sl->step_down_ms), h.why);
         ld_host_abandon_release(sh->host, index);
-        return false;
     }
-    return safety || courtesy;
+    return h.verdict == LD_RELEASE_WAIT;
 }
 
 /* A step-down on purpose, after which a release follows. */

@@ -44,6 +44,7 @@ void rig_publish(const char *holder, int64_t lead_for_ms, int64_t term)
     snprintf(s.leader, sizeof(s.leader), "%s", holder);
     s.leading = lead_for_ms != 0;
     s.lead_until_ms = now + lead_for_ms;
+    s.term_until_ms = s.leading ? s.lead_until_ms : INT64_MIN;
     s.term = term;
     s.has_renewed_at = true;
     s.renewed_at_us = rig_renewed_us;
