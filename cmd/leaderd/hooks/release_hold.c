@@ -5,6 +5,12 @@
 
 #include <stdbool.h>
 
+int64_t ld_release_courtesy_ms(int64_t renew_deadline_ms)
+{
+    int64_t half = renew_deadline_ms / 2;
+    return half < LD_RELEASE_COURTESY_MAX_MS ? half : LD_RELEASE_COURTESY_MAX_MS;
+}
+
 struct ld_release_hold ld_release_hold_judge(const struct ld_hook *hooks, size_t n,
                                              int64_t term_until_ms,
                                              int64_t courtesy_until_ms, int64_t now_ms)

@@ -43,6 +43,11 @@ struct ld_release_hold {
     const char *why;
 };
 
+/* A shutdown's courtesy holds end this long after it began: half the
+ * renew deadline, and never more than LD_RELEASE_COURTESY_MAX_MS. */
+#define LD_RELEASE_COURTESY_MAX_MS 2000
+int64_t ld_release_courtesy_ms(int64_t renew_deadline_ms);
+
 /* Asks every hook of hooks[0..n) (none is skipped because another holds:
  * a hook may arrange to wake the caller when its hold ends) and judges as
  * of now_ms. term_until_ms bounds the safety holds (INT64_MIN: the term is

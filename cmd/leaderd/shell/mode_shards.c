@@ -1156,10 +1156,7 @@ static void on_shutdown(void *ctx, int64_t now_ms)
     struct ld_mode_shards *s = ctx;
     ld_log(LD_LOG_INFO, "shutting down: giving back every shard");
     s->stopping = true;
-    int64_t hold = s->c.renew_deadline_ms / 2;
-    s->courtesy_until_ms =
-        now_ms +
-        (hold < LD_SHELL_RELEASE_HOLD_MAX_MS ? hold : LD_SHELL_RELEASE_HOLD_MAX_MS);
+    s->courtesy_until_ms = now_ms + ld_release_courtesy_ms(s->c.renew_deadline_ms);
     s->led_at_stop = ld_shardgroup_leads(s->group, now_ms);
     if (s->listing)
         ld_kube_cancel(s->c.kube, s->list_call);

@@ -114,11 +114,8 @@ static void begin_shutdown(struct ld_shell *sh, int64_t now)
 {
     if (sh->stopping)
         return;
-    int64_t hold = sh->c.renew_deadline_ms / 2;
-    if (hold > LD_SHELL_RELEASE_HOLD_MAX_MS)
-        hold = LD_SHELL_RELEASE_HOLD_MAX_MS;
     sh->stopping = true;
-    sh->hold_until_ms = now + hold;
+    sh->hold_until_ms = now + ld_release_courtesy_ms(sh->c.renew_deadline_ms);
     /* A resignation under way keeps the bound of its own step-down. */
     for (size_t e = 0; e < sh->n_slots; e++) {
         if (sh->slots[e].step_down_ms > now)

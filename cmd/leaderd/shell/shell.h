@@ -30,12 +30,6 @@
 #include "metrics.h"
 #include "state.h"
 
-/* A shutdown's release waits for the courtesy holds of hooks (hook.h) at
- * most this long, and never longer than half the renew deadline. Safety
- * holds hold any release for at most the renew deadline from the
- * step-down; one still held then is given up (ld_host_abandon_release). */
-#define LD_SHELL_RELEASE_HOLD_MAX_MS 2000
-
 struct ld_shell;
 struct ld_watch_event;
 
@@ -141,9 +135,10 @@ struct ld_host *ld_shell_host(struct ld_shell *sh);
 /* A stop signal (0: none): every hook's on_signal is offered it; unless
  * one takes it over, the shutdown begins: the host steps every election
  * down, and each release waits while a hook of its election holds it: a
- * courtesy hold for at most min(LD_SHELL_RELEASE_HOLD_MAX_MS, renew
- * deadline / 2), a safety hold for at most the renew deadline, after
- * which that release is not written at all. Ignored once stopping. */
+ * courtesy hold for at most min(LD_RELEASE_COURTESY_MAX_MS, renew
+ * deadline / 2), a safety hold at most until the deadline of the term,
+ * after which that release is not written at all (release_hold.h).
+ * Ignored once stopping. */
 void ld_shell_stop(struct ld_shell *sh, int signo);
 
 /* Runs the host for at most max_wait_ms (a wake fd ends it early: stop
