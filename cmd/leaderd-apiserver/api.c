@@ -210,55 +210,100 @@ static int conn_fd(struct MHD_Connection *c)
 
 enum chaos { CHAOS_PASS, CHAOS_REPLY, CHAOS_DROP, CHAOS_LATE };
 
-/* Holds, delays, fails or drops the request per the pause flag and the
- * client's faults. CHAOS_DROP means: close without answering; *outcome
- * says why ("reset" or "disconnected"). CHAOS_LATE means: the client hung
- * up during an apply_late delay, execute the request all the same and
- * close without answering. */
-static enum chaos chaos(struct as_api *api, int fd, const char *client, enum as_verb verb,
-                        struct as_reply *r, const char **outcome)
+/* The pause or a "hang" partition: the network, not the server, holds the
+ * request, so it counts as never read and a hang-up drops it. Returns
+ * CHAOS_PASS once neither holds it, CHAOS_DROP (with *outcome) otherwise. */
+static enum chaos hold_unread(struct as_api *api, int fd, const char *client,
+                              enum as_verb verb, const char **outcome)
 {
     struct as_fault f;
+    bool counted = false;
+    enum chaos out = CHAOS_PASS;
     for (;;) {
         if (atomic_load(&api->stopping)) {
             *outcome = "disconnected";
-            return CHAOS_DROP;
+            out = CHAOS_DROP;
+            break;
         }
         bool paused = as_faults_paused(api->faults);
         bool faulted = !paused && client && as_faults_get(api->faults, client, verb, &f);
         if (faulted && f.partition == AS_PART_RESET) {
             *outcome = "reset";
-            return CHAOS_DROP;
+            out = CHAOS_DROP;
+            break;
         }
         if (!paused && !(faulted && f.partition == AS_PART_HANG))
             break;
+        if (!counted) {
+            as_stats_hold(api->stats, client, verb, "partition", 1);
+            counted = true;
+        }
         /* Polling keeps this simple: a held request notices a cleared fault,
          * a hang-up or shutdown within HOLD_POLL_MS. */
         if (peer_gone(fd, HOLD_POLL_MS)) {
             *outcome = "disconnected";
-            return CHAOS_DROP;
+            out = CHAOS_DROP;
+            break;
         }
     }
-    if (!client || !as_faults_get(api->faults, client, verb, &f))
+    if (counted)
+        as_stats_hold(api->stats, client, verb, "partition", -1);
+    return out;
+}
+
+/* Delays the request by f->latency_ms. The server has read it whole: under
+ * AS_COMMIT_ADMITTED a hang-up only sets *gone (the request is executed at
+ * the end all the same, as kube-apiserver executes an admitted write),
+ * under AS_COMMIT_CONNECTED it drops the request. Shutdown drops it in
+ * either case. */
+static enum chaos hold_latency(struct as_api *api, int fd, const char *client,
+                               enum as_verb verb, const struct as_fault *f, bool *gone,
+                               const char **outcome)
+{
+    enum chaos out = CHAOS_PASS;
+    int64_t until = as_mono_ms() + f->latency_ms;
+    *gone = false;
+    if (f->latency_ms <= 0)
         return CHAOS_PASS;
-    int64_t until = as_mono_ms() + f.latency_ms;
-    bool gone = false;
+    as_stats_hold(api->stats, client, verb, "latency", 1);
     for (int64_t now = as_mono_ms(); now < until; now = as_mono_ms()) {
         int64_t left = until - now;
         int step = left < HOLD_POLL_MS ? (int)left : HOLD_POLL_MS;
         if (atomic_load(&api->stopping)) {
             *outcome = "disconnected";
-            return CHAOS_DROP;
+            out = CHAOS_DROP;
+            break;
         }
         /* After the hang-up only the clock matters: fd -1 just sleeps. */
-        if (peer_gone(gone ? -1 : fd, step)) {
-            if (!f.apply_late) {
+        if (peer_gone(*gone ? -1 : fd, step)) {
+            if (f->commit != AS_COMMIT_ADMITTED) {
                 *outcome = "disconnected";
-                return CHAOS_DROP;
+                out = CHAOS_DROP;
+                break;
             }
-            gone = true;
+            *gone = true;
         }
     }
+    as_stats_hold(api->stats, client, verb, "latency", -1);
+    return out;
+}
+
+/* Holds, delays, fails or drops the request per the pause flag and the
+ * client's faults. CHAOS_DROP means: close without answering; *outcome
+ * says why ("reset" or "disconnected"). CHAOS_LATE means: the client hung
+ * up during an admitted hold, execute the request all the same and close
+ * without answering. */
+static enum chaos chaos(struct as_api *api, int fd, const char *client, enum as_verb verb,
+                        struct as_reply *r, const char **outcome)
+{
+    struct as_fault f;
+    bool gone = false;
+    if (hold_unread(api, fd, client, verb, outcome) == CHAOS_DROP)
+        return CHAOS_DROP;
+    if (!client || !as_faults_get(api->faults, client, verb, &f))
+        return CHAOS_PASS;
+    if (hold_latency(api, fd, client, verb, &f, &gone, outcome) == CHAOS_DROP)
+        return CHAOS_DROP;
     /* A watch nobody reads has nothing to apply. */
     if (gone && verb == AS_VERB_WATCH) {
         *outcome = "disconnected";

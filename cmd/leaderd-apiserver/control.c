@@ -179,6 +179,8 @@ void as_control(const struct as_control_ctx *api, const char *method, const char
         as_reply_json(r, 200, as_auth_uses_json(api->auth));
     else if (get && strcmp(sub, "/stats") == 0)
         as_reply_json(r, 200, as_stats_json(api->stats));
+    else if (get && strcmp(sub, "/held") == 0)
+        as_reply_json(r, 200, as_stats_held_json(api->stats));
     else if (post && strcmp(sub, "/stats/reset") == 0) {
         as_stats_reset(api->stats);
         as_reply_json(r, 200, json_object());

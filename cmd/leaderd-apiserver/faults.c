@@ -74,6 +74,37 @@ static bool get_int(json_t *v, const char *what, long long min, long long max,
     return true;
 }
 
+/* "commit" and its older synonym "apply_late"; absent both, CONNECTED. */
+static bool get_commit(json_t *j, enum as_commit *out, char *err, size_t errlen)
+{
+    json_t *c = json_object_get(j, "commit");
+    bool late = false;
+    if (!get_bool(json_object_get(j, "apply_late"), "apply_late", &late, err, errlen))
+        return false;
+    *out = late ? AS_COMMIT_ADMITTED : AS_COMMIT_CONNECTED;
+    if (!c || json_is_null(c))
+        return true;
+    const char *cs = json_string_value(c);
+    enum as_commit want;
+    if (cs && strcmp(cs, "admitted") == 0)
+        want = AS_COMMIT_ADMITTED;
+    else if (cs && strcmp(cs, "connected") == 0)
+        want = AS_COMMIT_CONNECTED;
+    else {
+        snprintf(err, errlen, "commit must be \"admitted\", \"connected\" or null");
+        return false;
+    }
+    json_t *al = json_object_get(j, "apply_late");
+    if (al && !json_is_null(al) && want != *out) {
+        snprintf(err, errlen,
+                 "apply_late contradicts commit (apply_late true means "
+                 "commit \"admitted\")");
+        return false;
+    }
+    *out = want;
+    return true;
+}
+
 bool as_fault_from_json(json_t *j, char *client, struct as_fault *out, char *err,
                         size_t errlen)
 {
@@ -106,10 +137,9 @@ bool as_fault_from_json(json_t *j, char *client, struct as_fault *out, char *err
         snprintf(err, errlen, "throttle must be an object {rate, retry_after}");
         return false;
     }
-    if (!get_int(json_object_get(j, "latency_ms"), "latency_ms", 0, 3600000, 0,
+    if (!get_commit(j, &out->commit, err, errlen) ||
+        !get_int(json_object_get(j, "latency_ms"), "latency_ms", 0, 3600000, 0,
                  &out->latency_ms, err, errlen) ||
-        !get_bool(json_object_get(j, "apply_late"), "apply_late", &out->apply_late, err,
-                  errlen) ||
         !get_rate(json_object_get(j, "error_rate"), "error_rate", &out->error_rate, err,
                   errlen) ||
         !get_int(json_object_get(j, "error_code"), "error_code", 400, 599, 500,
@@ -163,7 +193,10 @@ json_t *as_fault_to_json(const struct as_fault *f)
                         : f->partition == AS_PART_RESET ? json_string("reset")
                                                         : json_null());
     json_object_set_new(j, "latency_ms", json_integer(f->latency_ms));
-    json_object_set_new(j, "apply_late", json_boolean(f->apply_late));
+    json_object_set_new(
+        j, "commit",
+        json_string(f->commit == AS_COMMIT_ADMITTED ? "admitted" : "connected"));
+    json_object_set_new(j, "apply_late", json_boolean(f->commit == AS_COMMIT_ADMITTED));
     json_object_set_new(j, "error_rate", json_real(f->error_rate));
     json_object_set_new(j, "error_code", json_integer(f->error_code));
     json_object_set_new(t, "rate", json_real(f->throttle_rate));

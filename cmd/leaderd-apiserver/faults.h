@@ -1,8 +1,8 @@
 /*
  * faults: per-client fault injection for leaderd-apiserver tests (partition
- * hang/reset, latency (optionally applied late: executed although the client
- * gave up), error rate, 429 throttling, optionally per verb) and a
- * global pause. Thread-safe (one mutex).
+ * hang/reset, latency with a commit rule for a client that hangs up during
+ * it, error rate, 429 throttling, optionally per verb) and a global pause.
+ * Thread-safe (one mutex).
  */
 #ifndef AS_FAULTS_H
 #define AS_FAULTS_H
@@ -31,34 +31,43 @@ const char *as_verb_name(enum as_verb v);
 
 enum as_partition { AS_PART_NONE, AS_PART_HANG, AS_PART_RESET };
 
+/* What a latency hold does with a request whose client hangs up (or resets
+ * the connection) during it. The server has read the whole request by then.
+ * CONNECTED drops it, which no real API server does to a write past
+ * admission; ADMITTED executes it at the end of the hold as kube-apiserver
+ * does (its etcd transaction goes on without the client), and only the
+ * reply is lost. A partition ("hang") models the network instead: the
+ * request never counts as read, so a hang-up during it always drops it. */
+enum as_commit { AS_COMMIT_CONNECTED, AS_COMMIT_ADMITTED };
+
 #define AS_CLIENT_MAX 64 /* client names are shorter than this */
 
 struct as_fault {
     enum as_partition partition;
-    int latency_ms;       /* delay before answering */
-    double error_rate;    /* probability of answering error_code */
-    int error_code;       /* 400..599, default 500 */
-    double throttle_rate; /* probability of a 429 */
-    int retry_after;      /* seconds in the 429's Retry-After */
-    double lose_reply;    /* probability that a committed write's reply is lost:
-                             the connection is closed instead of answering */
-    bool apply_late;      /* a client that hangs up during latency_ms does not
-                             cancel its request: it is executed at the end of
-                             the delay and only the reply is lost (gray failure) */
-    unsigned verbs;       /* bit (1u << enum as_verb) per verb affected; 0 = all */
+    int latency_ms;        /* delay before answering */
+    double error_rate;     /* probability of answering error_code */
+    int error_code;        /* 400..599, default 500 */
+    double throttle_rate;  /* probability of a 429 */
+    int retry_after;       /* seconds in the 429's Retry-After */
+    double lose_reply;     /* probability that a committed write's reply is lost:
+                              the connection is closed instead of answering */
+    enum as_commit commit; /* a hang-up during latency_ms: drop or execute */
+    unsigned verbs;        /* bit (1u << enum as_verb) per verb affected; 0 = all */
 };
 
 /* Parses a control body {"client":..., "partition":"hang"|"reset"|null,
- * "latency_ms":N, "apply_late":B, "error_rate":R, "error_code":C,
- * "throttle":{"rate":R, "retry_after":S}, "lose_reply_rate":R, "verbs":[...]}
- * (missing fields: no fault). Copies the client name into client
+ * "latency_ms":N, "commit":"admitted"|"connected", "error_rate":R,
+ * "error_code":C, "throttle":{"rate":R, "retry_after":S}, "lose_reply_rate":R,
+ * "verbs":[...]} (missing fields: no fault; commit "connected"). The older
+ * "apply_late":B is accepted as a synonym of commit (true: "admitted"); a
+ * body giving both must make them agree. Copies the client name into client
  * (AS_CLIENT_MAX bytes). Returns false with a message in err (errlen bytes)
  * on a malformed body. */
 bool as_fault_from_json(json_t *j, char *client, struct as_fault *out, char *err,
                         size_t errlen);
 
-/* The fault as control JSON (same shape as accepted, without "client").
- * New reference or NULL. */
+/* The fault as control JSON (same shape as accepted, without "client"; both
+ * "commit" and its synonym "apply_late"). New reference or NULL. */
 json_t *as_fault_to_json(const struct as_fault *f);
 
 struct as_faults;

@@ -148,7 +148,10 @@ def sc_latency(ctx):
     c = ctx.c
     old = c.steady()
     t0 = time.monotonic()
-    held_faults(ctx, old, latency_ms=3000)
+    # "connected": a request whose client gave up is dropped, as if it never
+    # got through; sc_late_leader is the same slowness where the server
+    # commits what it admitted (kube-apiserver's way).
+    held_faults(ctx, old, latency_ms=3000, commit="connected")
     ctx.record_failover(t0, old.identity, KILL_BOUND, exclude=[old], what="3 s latency")
     ctx.sleep_until(t0 + KILL_BOUND + 2)
     ctx.stops_claiming(old, t0, RENEW, "3 s of latency began")
@@ -759,7 +762,7 @@ def sc_late_leader(ctx, seconds=12.0):
     c = ctx.c
     old = c.steady()
     t0 = time.monotonic()
-    held_faults(ctx, old, latency_ms=LATE_MS, apply_late=True)
+    held_faults(ctx, old, latency_ms=LATE_MS, commit="admitted")
     bound = RENEW + LEASE + 2 * RETRY + LATE_MS / 1000
     try:
         ctx.record_failover(t0, old.identity, bound, exclude=[old],
@@ -790,7 +793,7 @@ def sc_late_everyone(ctx, seconds=12.0):
     before = c.last_write()
     t0 = time.monotonic()
     for slot in c.slots:
-        held_faults(ctx, slot, latency_ms=LATE_MS, apply_late=True)
+        held_faults(ctx, slot, latency_ms=LATE_MS, commit="admitted")
     try:
         ctx.sleep_until(t0 + seconds)
     finally:
@@ -1270,8 +1273,9 @@ def sc_shards_duplicate_identity(ctx, graceful_exit=False):
 
 def sc_shards_latency(ctx):
     # As for the single Lease (sc_latency): 3 s per request, while leaderd
-    # gives each up after 1.5 s, so none of its renewals succeeds.
-    shards_cut_off(ctx, "3 s latency", latency_ms=3000)
+    # gives each up after 1.5 s, so none of its renewals succeeds ("connected":
+    # an abandoned request is dropped, as if it never got through).
+    shards_cut_off(ctx, "3 s latency", latency_ms=3000, commit="connected")
 
 
 # The leader's child stops within: the grace after a SIGKILL of leaderd (the

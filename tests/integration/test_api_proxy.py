@@ -3,8 +3,10 @@ replicas over HTTPS against the bundled API server, each serving a proxy on
 loopback. Reads pass on a standby; writes pass on the leader and get a 503
 metav1.Status on the standby; the client's Authorization never reaches the
 API server (the server names the client that wrote, by the token it got);
-a write in flight when leadership ends (POST /resign, or renewals that
-stall) is cut and never applied; a watch streams through for longer than
+a write held past the term's renew deadline by renewals that stall is cut,
+no release is written, and the server, which commits what it admitted,
+commits it before the next leader's claim (a write in flight at a
+purposeful step-down: test_api_proxy_release); a watch streams through for longer than
 the proxy's idle timeout; 413 over 3 MiB; 501 for upgrades; the connection
 cap; a non-loopback ADDR exits 2. The same for an ordinary resource,
 ConfigMaps: create, update, patch and delete through the leader (the
@@ -28,8 +30,8 @@ import time
 import unittest
 
 from leaderd_testing.apiserver import ApiServer, Watch
-from leaderd_testing.cluster import (FAST, KILL_BOUND, LEADERD, SCHED_SLACK, Replica, Watcher,
-                                     free_port, stop_all, wait_until)
+from leaderd_testing.cluster import (FAST, KILL_BOUND, LEADERD, SCHED_SLACK, TERM_BOUND,
+                                     Replica, Watcher, free_port, stop_all, wait_until)
 
 NS = "default"
 POD = "/api/v1/namespaces/%s/pods/app" % NS
@@ -57,6 +59,43 @@ def proxy_request(port, method, path, body=None, headers=None, timeout=10.0):
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
     finally:
         conn.close()
+
+
+class AppWrite(threading.Thread):
+    """The app's PATCH of the Pod's "written" label through a proxy, on its
+    own thread: answer is (status, headers, body) or error the exception;
+    sent and ended the monotonic times it went and came back."""
+
+    def __init__(self, port, value, timeout=30.0, headers=None, path=POD):
+        super().__init__(daemon=True)
+        self.port, self.value, self.timeout = port, value, timeout
+        self.headers = dict({"Content-Type": MERGE}, **(headers or {}))
+        self.path = path
+        self.answer = self.error = self.sent = self.ended = None
+
+    def run(self):
+        self.sent = time.monotonic()
+        try:
+            self.answer = proxy_request(self.port, "PATCH", self.path,
+                                        {"metadata": {"labels": {"written": self.value}}},
+                                        self.headers, self.timeout)
+        except (OSError, http.client.HTTPException) as e:
+            self.error = e
+        self.ended = time.monotonic()
+
+
+def send_and_hang_up(port, value, path=POD, headers=None):
+    """Sends the app's PATCH of the "written" label through a proxy on a raw
+    socket and returns the socket unread: the caller hangs up."""
+    body = json.dumps({"metadata": {"labels": {"written": value}}}).encode()
+    head = "PATCH %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: %s\r\n" % (
+        path, port, MERGE)
+    for k, v in (headers or {}).items():
+        head += "%s: %s\r\n" % (k, v)
+    head += "Content-Length: %d\r\n\r\n" % len(body)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(head.encode() + body)
+    return sock
 
 
 def metric(replica, line_prefix):
@@ -119,6 +158,87 @@ class ApiProxyBase(unittest.TestCase):
         h.update(headers or {})
         return proxy_request(self.port(replica), "PATCH", POD,
                              {"metadata": {"labels": {"written": value}}}, h, timeout)
+
+    # -- writes held in the API server, which commits what it admitted --
+
+    def hold_write(self, lead, value, held_ms, verbs=("patch",)):
+        """Makes the server hold lead's Pod patches for held_ms ("commit":
+        "admitted", the test support's default: a hang-up or a cut does not
+        cancel them) and sends one through lead's proxy; returns its AppWrite
+        once the server holds it."""
+        self.api.set_faults(lead.client, latency_ms=held_ms, verbs=list(verbs))
+        w = AppWrite(self.port(lead), value, timeout=held_ms / 1000 + 30)
+        w.start()
+        wait_until(lambda: self.api.held(lead.client, "patch") == 1, 5,
+                   what="the write to be held in the API server")
+        return w
+
+    def committed(self, client, value):
+        """The server's Pod log entry of value written by client, or None."""
+        return next((e for e in self.pod_writes() if e["client"] == client
+                     and e["labels"].get("written") == value), None)
+
+    def lease_writes(self, since, client, holder):
+        """The server's Lease writes after seq since by client naming holder."""
+        return [e for e in self.api.write_log(since) if e["client"] == client
+                and e["name"] == "demo" and e["holderIdentity"] == holder]
+
+    def fresh_renewal(self, lead):
+        """Waits for lead's next renewal and returns its log entry."""
+        since = self.api.write_log()[-1]["seq"]
+        return wait_until(lambda: (self.lease_writes(since, lead.client, lead.identity)
+                                   or [None])[0],
+                          2 * FAST["retry_period"] + SCHED_SLACK, what="a renewal")
+
+    def assert_commit_before_the_claim(self, lead, standby, since, value, bound):
+        """The held write of value commits before standby's first claim of the
+        Lease (the server's log, one clock). Returns (commit, claim)."""
+        commit = wait_until(lambda: self.committed(lead.client, value), bound,
+                            what="the held write to commit")
+        wait_until(standby.is_leader, bound + TERM_BOUND + SCHED_SLACK,
+                   what="the next leader")
+        claim = self.lease_writes(since, standby.client, standby.identity)[0]
+        self.assertLess(commit["clock_us"], claim["clock_us"],
+                        "the old leader's write committed %.3f s after the next "
+                        "leader's first claim" % ((commit["clock_us"] - claim["clock_us"])
+                                                  / 1e6))
+        return commit, claim
+
+    def hold_past_the_term(self, lead, value, verbs=("patch",)):
+        """Waits for a renewal of lead's and sends a write through its proxy
+        that the server holds until half-way between the term's renew
+        deadline (that renewal + renew-deadline; the renewal began a little
+        earlier still) and the earliest takeover (that renewal seen +
+        lease-duration): past the first, before the second, which is the
+        time lease-duration - renew-deadline the contract gives a cut write
+        to land. Returns (renewal's log entry, AppWrite)."""
+        renewal = self.fresh_renewal(lead)
+        end = renewal["clock_us"] / 1e6 + (FAST["renew_deadline"]
+                                           + FAST["lease_duration"]) / 2
+        # The log's clock_us is CLOCK_MONOTONIC, as time.monotonic() is.
+        held_ms = int((end - time.monotonic()) * 1000)
+        self.assertGreater(held_ms, FAST["renew_deadline"] * 1000 - 500,
+                           "the renewal was seen too late to time the hold")
+        return renewal, self.hold_write(lead, value, held_ms, verbs)
+
+    def assert_claim_after_expiry(self, lead, renewal, claim):
+        """claim came no earlier than lease-duration after lead's last write
+        of the Lease before it (at least renewal): the Lease expired by
+        itself."""
+        last = [e for e in self.api.write_log(renewal["seq"] - 1)
+                if e["client"] == lead.client and e["name"] == "demo"
+                and e["clock_us"] < claim["clock_us"]][-1]
+        self.assertGreaterEqual(claim["clock_us"] - last["clock_us"],
+                                FAST["lease_duration"] * 1e6,
+                                "taken over %.3f s after the old leader's last write"
+                                % ((claim["clock_us"] - last["clock_us"]) / 1e6))
+
+    def assert_real_answer(self, w, value):
+        """The app that stayed got the server's own answer: 200 and the Pod."""
+        self.assertIsNone(w.error, w.error)
+        status, _, body = w.answer
+        self.assertEqual(status, 200, body)
+        self.assertEqual(json.loads(body)["metadata"]["labels"]["written"], value)
 
     def assert_refusal(self, status, headers, body, holder=None, cut=False):
         self.assertEqual(status, 503, body)
@@ -200,53 +320,31 @@ class TestApiProxy(ApiProxyBase):
         self.assertEqual(status, 200, body)
         self.assertEqual(self.pod_writes()[-1]["labels"]["written"], "hop")
 
-    def test_a_write_in_flight_is_cut_when_the_leader_resigns(self):
+    def test_a_write_held_past_the_term_is_cut_when_renewals_stall(self):
+        """Renewals stall (held as long as the write, each landing only after
+        leaderd gave it up), so the term ends at its renew deadline by time
+        alone; the write, held past that deadline, is cut then, and no
+        release is written. The server commits the cut write all the same at
+        the end of its hold, as kube-apiserver would: still before the next
+        leader's first claim, which comes only lease-duration after the old
+        leader's last write of the Lease."""
         lead, standby = self.roles()
-        self.api.set_faults(lead.client, latency_ms=SLOW_MS, verbs=["patch"])
-        result = {}
-
-        def write():
-            t0 = time.monotonic()
-            result["answer"] = self.patch_label(lead, "late", timeout=SLOW_MS / 1000 + 5)
-            result["seconds"] = time.monotonic() - t0
-
-        t = threading.Thread(target=write)
-        t.start()
-        # The write is held upstream (the server counts it only at its end).
-        time.sleep(1.0)
-        conn = http.client.HTTPConnection("127.0.0.1", lead.port, timeout=10)
-        conn.request("POST", "/resign")
-        self.assertEqual(conn.getresponse().status, 200)
-        conn.close()
-        t.join(SLOW_MS / 1000 + 10)
-        self.assertFalse(t.is_alive())
-        status, headers, body = result["answer"]
-        self.assert_refusal(status, headers, body, cut=True)
-        self.assertLess(result["seconds"], SLOW_MS / 1000 - 2)
+        since = self.api.write_log()[-1]["seq"]
+        renewal, w = self.hold_past_the_term(lead, "stalled", verbs=["patch", "update"])
+        w.join(FAST["lease_duration"] + SCHED_SLACK)
+        self.assertFalse(w.is_alive())
+        self.assertIsNone(w.error, w.error)
+        self.assert_refusal(*w.answer, cut=True)
         self.assertEqual(metric(lead, "leaderd_proxy_writes_aborted_total"), 1)
-        # The server saw the client go away and did not apply the write.
-        wait_until(lambda: self.api.stats().get(lead.client, {}).get("patch", {})
-                   .get("disconnected") == 1, SLOW_MS / 1000,
-                   what="the API server to see the cut write's hang-up")
-        self.assertEqual(self.pod_writes(), [])
-
-    def test_a_write_in_flight_is_cut_when_renewals_stall(self):
-        lead, _ = self.roles()
-        # Renewals (update) hang as long as the write: leadership ends at the
-        # renew deadline by time alone, with no publish needed.
-        self.api.set_faults(lead.client, latency_ms=SLOW_MS, verbs=["patch", "update"])
-        t0 = time.monotonic()
-        status, headers, body = self.patch_label(lead, "stalled",
-                                                 timeout=SLOW_MS / 1000 + 5)
-        seconds = time.monotonic() - t0
-        self.assert_refusal(status, headers, body, cut=True)
-        self.assertLess(seconds, FAST["renew_deadline"] + 1.5)
-        self.assertEqual(metric(lead, "leaderd_proxy_writes_aborted_total"), 1)
-        wait_until(lambda: self.api.stats().get(lead.client, {}).get("patch", {})
-                   .get("disconnected") == 1, SLOW_MS / 1000,
-                   what="the API server to see the cut write's hang-up")
+        # Renewals sent before the deadline land up to the hold later and
+        # keep the Lease for the old leader until they expire: a long wait.
+        commit, claim = self.assert_commit_before_the_claim(
+            lead, standby, since, "stalled",
+            2 * FAST["lease_duration"] + FAST["renew_deadline"])
+        self.assertEqual(self.lease_writes(since, lead.client, ""), [],
+                         "a release was written although a write was cut")
+        self.assert_claim_after_expiry(lead, renewal, claim)
         self.api.clear_faults()
-        self.assertEqual(self.pod_writes(), [])
 
     def test_a_watch_streams_through_past_the_idle_timeout(self):
         lead, standby = self.roles()

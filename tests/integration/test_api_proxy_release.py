@@ -1,8 +1,18 @@
-"""A release waits for what another leader must not overlap. Through the API
-write gate (--api-proxy): a write held in the API server when the leader
-resigns (POST /resign) or gets SIGTERM commits before the next leader's
-first claim, or not at all (the server's logs, on its one clock). With an
-exec child that ignores SIGTERM for longer than the renew deadline
+"""A release waits for what another leader must not overlap.
+
+Through the API write gate (--api-proxy), against an API server that, as
+kube-apiserver does, commits a write it has admitted at the end of its hold
+whether or not its client is still there ("commit": "admitted", the test
+support's default): a write held 1.5 s, and a purposeful step-down 0.3 s
+after it was sent (SIGTERM, POST /resign, a preferredHolder hand-over, and
+SIGTERM after the app sent the write and hung up). The write commits before
+the next leader's first write, the release follows it (the server's logs,
+on its one clock), and the app that stayed gets the write's real answer. A
+write held past the term's renew deadline is cut then, no release is
+written, the Lease expires by itself and the next leader acquires only
+lease-duration after the old leader's last write.
+
+With an exec child that ignores SIGTERM for longer than the renew deadline
 (child-grace past it): after POST /resign or a preferredHolder hand-over
 no release is written at all, and the Lease expires by itself."""
 import json
@@ -11,7 +21,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 import unittest
 
@@ -19,61 +28,108 @@ import test_api_proxy as tap
 import test_exec_child as ec
 import test_resign as rs
 from leaderd_testing.apiserver import ApiServer
-from leaderd_testing.cluster import (FAST, KILL_BOUND, SCHED_SLACK, Replica, stop_all,
+from leaderd_testing.cluster import (EXIT_BOUND, FAST, SCHED_SLACK, Replica, stop_all,
                                      wait_until)
 
-# How long the API server holds the write: past the resignation, short of
-# the test's patience.
-HELD_MS = 4000
+# How long the API server holds the write, and when the step-down comes
+# after it was sent: the hold ends well within the term's renew deadline.
+HELD_MS = 1500
+STEP_DOWN_AFTER = 0.3
 
 
 class WriteHeldAtTheRelease(tap.ApiProxyBase):
-    def hold_a_write(self, lead):
-        """Starts a write through lead's proxy that the server holds for
-        HELD_MS; returns its thread."""
-        self.api.set_faults(lead.client, latency_ms=HELD_MS, verbs=["patch"])
-        result = {}
+    def step_down_soon_after(self, w):
+        """Sleeps until STEP_DOWN_AFTER past the write's sending: a point in
+        the scenario, not a wait for an event (the write is already held)."""
+        time.sleep(max(0.0, w.sent + STEP_DOWN_AFTER - time.monotonic()))
 
-        def write():
-            result["answer"] = self.patch_label(lead, "late", timeout=HELD_MS / 1000 + 5)
-
-        t = threading.Thread(target=write)
-        t.start()
-        # The write is held upstream (the server logs it only at its end).
-        time.sleep(1.0)
-        return t
-
-    def assert_no_write_after_the_claim(self, lead, standby, since):
-        wait_until(standby.is_leader, KILL_BOUND + SCHED_SLACK, what="the next leader")
-        claims = [e for e in self.api.write_log(since) if e["client"] == standby.client
-                  and e["holderIdentity"] == standby.identity]
-        self.assertTrue(claims)
-        late = [w for w in self.pod_writes() if w["client"] == lead.client
-                and w["clock_us"] >= claims[0]["clock_us"]]
-        self.assertEqual(late, [], "the old leader's write committed after the next "
-                         "leader's first claim %s" % claims[0])
-
-    def test_resign_waits_for_the_write_in_flight(self):
-        lead, standby = self.roles()
-        since = self.api.write_log()[-1]["seq"]
-        t = self.hold_a_write(lead)
-        status, _, _ = rs.post(lead.port, "/resign")
-        self.assertEqual(status, 200)
-        t.join(HELD_MS / 1000 + 10)
-        self.assertFalse(t.is_alive())
-        self.assert_no_write_after_the_claim(lead, standby, since)
-        released = [e for e in self.api.write_log(since)
-                    if e["client"] == lead.client and e["holderIdentity"] == ""]
+    def assert_write_then_release(self, lead, standby, since, value):
+        """The held write commits before the next leader's first claim, and
+        the old leader's release comes after the write's commit."""
+        commit, claim = self.assert_commit_before_the_claim(
+            lead, standby, since, value, HELD_MS / 1000 + 2 + SCHED_SLACK)
+        released = self.lease_writes(since, lead.client, "")
         self.assertTrue(released, "the write ended but no release was written")
+        self.assertGreater(released[0]["clock_us"], commit["clock_us"],
+                           "the release went before the write committed")
+        self.assertLess(released[0]["clock_us"], claim["clock_us"])
 
     def test_sigterm_waits_for_the_write_in_flight(self):
         lead, standby = self.roles()
         since = self.api.write_log()[-1]["seq"]
-        t = self.hold_a_write(lead)
-        self.assertEqual(lead.stop(signal.SIGTERM), 0)
-        t.join(HELD_MS / 1000 + 10)
-        self.assertFalse(t.is_alive())
-        self.assert_no_write_after_the_claim(lead, standby, since)
+        w = self.hold_write(lead, "term", HELD_MS)
+        self.step_down_soon_after(w)
+        lead.send(signal.SIGTERM)
+        self.assert_write_then_release(lead, standby, since, "term")
+        w.join(10)
+        self.assert_real_answer(w, "term")
+        self.assertEqual(lead.wait_exit(EXIT_BOUND + SCHED_SLACK), 0)
+
+    def test_resign_waits_for_the_write_in_flight(self):
+        lead, standby = self.roles()
+        since = self.api.write_log()[-1]["seq"]
+        w = self.hold_write(lead, "resign", HELD_MS)
+        self.step_down_soon_after(w)
+        status, _, _ = rs.post(lead.port, "/resign")
+        self.assertEqual(status, 200)
+        self.assert_write_then_release(lead, standby, since, "resign")
+        w.join(10)
+        self.assert_real_answer(w, "resign")
+        self.assertEqual(tap.metric(lead, "leaderd_proxy_writes_aborted_total"), 0)
+
+    def test_a_hand_over_waits_for_the_write_in_flight(self):
+        lead, standby = self.roles()
+        since = self.api.write_log()[-1]["seq"]
+        w = self.hold_write(lead, "hand-over", HELD_MS)
+        self.step_down_soon_after(w)
+        _, lease = self.api.get_lease("default", "demo")
+        lease["spec"]["strategy"] = "OldestEmulationVersion"
+        lease["spec"]["preferredHolder"] = standby.identity
+        lease["metadata"].pop("resourceVersion", None)
+        self.api.control("PUT", "raw/default/demo?stamp=1", raw=json.dumps(lease).encode())
+        self.assert_write_then_release(lead, standby, since, "hand-over")
+        w.join(10)
+        self.assert_real_answer(w, "hand-over")
+
+    def test_sigterm_after_the_app_hung_up_waits_for_the_write(self):
+        """The app sends the write and hangs up; SIGTERM follows 0.3 s after
+        the sending. The hang-up does not end a write already sent: the
+        server commits it, and the release waits for it."""
+        lead, standby = self.roles()
+        since = self.api.write_log()[-1]["seq"]
+        self.api.set_faults(lead.client, latency_ms=HELD_MS, verbs=["patch"])
+        sent = time.monotonic()
+        sock = tap.send_and_hang_up(self.port(lead), "abandoned")
+        try:
+            wait_until(lambda: self.api.held(lead.client, "patch") == 1, 5,
+                       what="the write to be held in the API server")
+        finally:
+            sock.close()
+        time.sleep(max(0.0, sent + STEP_DOWN_AFTER - time.monotonic()))
+        lead.send(signal.SIGTERM)
+        self.assert_write_then_release(lead, standby, since, "abandoned")
+        self.assertEqual(lead.wait_exit(EXIT_BOUND + SCHED_SLACK), 0)
+
+    def test_a_write_held_past_the_term_is_cut_and_nothing_released(self):
+        """SIGTERM 0.3 s after a write the server holds past the term's renew
+        deadline (and commits, as kube-apiserver would, before anyone may
+        take the Lease over): the write is cut at that deadline, no release
+        is written, and the next leader acquires only once the Lease
+        expired, lease-duration after the old leader's last write."""
+        lead, standby = self.roles()
+        since = self.api.write_log()[-1]["seq"]
+        renewal, w = self.hold_past_the_term(lead, "past")
+        self.step_down_soon_after(w)
+        lead.send(signal.SIGTERM)
+        commit, claim = self.assert_commit_before_the_claim(
+            lead, standby, since, "past", FAST["lease_duration"] + SCHED_SLACK)
+        self.assertEqual(self.lease_writes(since, lead.client, ""), [],
+                         "a release was written although a write was cut")
+        self.assert_claim_after_expiry(lead, renewal, claim)
+        w.join(10)
+        self.assertIsNone(w.error, w.error)
+        self.assert_refusal(*w.answer, cut=True)
+        self.assertIsNotNone(lead.wait_exit(EXIT_BOUND + SCHED_SLACK))
 
 
 # lease-duration > 2 x renew-deadline, so that child-grace may outlast the

@@ -8,6 +8,9 @@ Runs under tests/integration/run.py or alone: python3 tests/integration/test_api
 import json
 import os
 import shutil
+import socket
+import ssl
+import struct
 import subprocess
 import sys
 import tempfile
@@ -335,51 +338,134 @@ class TestFaults(ServerTestCase):
         self.assertIsNone(slow.error)
         self.assertEqual(slow.result[0], 200)
 
-    def test_apply_late_put_lands_after_the_client_gave_up(self):
+    LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/"
+
+    def raw_put(self, name, obj, client="r1", body_bytes=None):
+        """Sends a PUT of Lease name on a TLS socket of its own and returns the
+        socket, unread, so that the test decides how the client goes away.
+        body_bytes sends only that many bytes of the body (Content-Length
+        still announces all of it)."""
+        body = json.dumps(obj).encode()
+        ctx = ssl.create_default_context(cafile=self.srv.ca)
+        raw = socket.create_connection(("127.0.0.1", self.srv.port), timeout=10)
+        sock = ctx.wrap_socket(raw, server_hostname="127.0.0.1")
+        head = ("PUT %s%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                "Content-Length: %d\r\n\r\n"
+                % (self.LEASE_PATH, name, self.srv.port, self.srv.token(client), len(body)))
+        sock.sendall(head.encode() + body[:len(body) if body_bytes is None else body_bytes])
+        return sock
+
+    @staticmethod
+    def reset(sock):
+        """Closes sock with a TCP reset (SO_LINGER 0), as leaderd cuts a write."""
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+
+    def holder(self, name):
+        return self.srv.get_lease(NS, name, client="r2")[1]["spec"]["holderIdentity"]
+
+    def test_an_admitted_put_commits_at_the_end_of_its_hold_after_a_hang_up(self):
+        # set_faults' default: commit "admitted", kube-apiserver's behaviour.
         created = self.create("late")
         self.srv.reset_stats()
-        self.srv.control("POST", "faults", {"client": "r1", "latency_ms": 1500,
-                                            "apply_late": True, "verbs": ["update"]})
+        out = self.srv.set_faults("r1", latency_ms=1500, verbs=["update"])
+        self.assertEqual(out["commit"], "admitted")
         upd = dict(created, spec=dict(created["spec"], holderIdentity="late-writer"))
         t0 = time.monotonic()
         with self.assertRaises(Exception) as cm:
-            self.srv.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/default/"
-                             "leases/late", upd, client="r1", timeout=0.3)
+            self.srv.request("PUT", self.LEASE_PATH + "late", upd, client="r1", timeout=0.3)
         self.assertTrue(is_transport_error(cm.exception), repr(cm.exception))
-        landed = wait_for(lambda: self.srv.get_lease(NS, "late", client="r2")[1]["spec"]
-                          ["holderIdentity"] == "late-writer" and time.monotonic())
-        self.assertIsNotNone(landed, "the late PUT never reached the store")
-        self.assertGreaterEqual(landed - t0, 1.5, "applied before its latency was over")
+        # The client is gone; the server still holds the write.
+        self.assertEqual(self.srv.held("r1", "update"), 1, self.srv.held())
+        landed = wait_for(lambda: self.holder("late") == "late-writer" and time.monotonic())
+        self.assertIsNotNone(landed, "the admitted PUT never reached the store")
+        self.assertGreaterEqual(landed - t0, 1.5, "applied before its hold was over")
         self.assertEqual(self.srv.stats()["r1"]["update"], {"late-200": 1})
-        self.assertEqual([e["holderIdentity"] for e in self.srv.write_log()
-                          if e["name"] == "late"][-1], "late-writer")
+        entry = [e for e in self.srv.write_log() if e["name"] == "late"][-1]
+        self.assertEqual(entry["holderIdentity"], "late-writer")
+        # The log's clock is CLOCK_MONOTONIC, as time.monotonic() is: the
+        # commit is stamped at the end of the hold, not at its arrival.
+        self.assertGreaterEqual(entry["clock_us"], (t0 + 1.5) * 1e6)
+        self.assertEqual(self.srv.held(), {})
 
-    def test_latency_without_apply_late_drops_the_abandoned_put(self):
+    def test_an_admitted_put_commits_although_its_client_resets(self):
+        created = self.create("reset-late")
+        self.srv.reset_stats()
+        self.srv.set_faults("r1", latency_ms=1000, verbs=["update"])
+        upd = dict(created, spec=dict(created["spec"], holderIdentity="after-reset"))
+        sock = self.raw_put("reset-late", upd)
+        wait_for(lambda: self.srv.held("r1", "update") == 1)
+        self.reset(sock)
+        self.assertIsNotNone(wait_for(lambda: self.holder("reset-late") == "after-reset"),
+                             "a reset after admission dropped the write")
+        self.assertEqual(self.srv.stats()["r1"]["update"], {"late-200": 1})
+
+    def test_a_reset_before_the_whole_request_is_read_drops_it(self):
+        created = self.create("unread")
+        self.srv.reset_stats()
+        self.srv.set_faults("r1", latency_ms=300, verbs=["update"])
+        upd = dict(created, spec=dict(created["spec"], holderIdentity="never"))
+        sock = self.raw_put("unread", upd, body_bytes=10)
+        # Nothing to await: the server holds nothing, it waits for the body.
+        time.sleep(0.3)
+        self.assertEqual(self.srv.held(), {})
+        self.reset(sock)
+        # Absence over a bounded window: longer than the hold would take.
+        time.sleep(1.0)
+        self.assertEqual(self.holder("unread"), "r1")
+        self.assertNotIn("r1", self.srv.stats())
+
+    def test_a_connected_hold_drops_the_abandoned_put(self):
         created = self.create("dropped")
         self.srv.reset_stats()
-        self.srv.control("POST", "faults", {"client": "r1", "latency_ms": 1500,
-                                            "verbs": ["update"]})
+        self.srv.set_faults("r1", latency_ms=1500, verbs=["update"], commit="connected")
         upd = dict(created, spec=dict(created["spec"], holderIdentity="never"))
         with self.assertRaises(Exception):
-            self.srv.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/default/"
-                             "leases/dropped", upd, client="r1", timeout=0.3)
+            self.srv.request("PUT", self.LEASE_PATH + "dropped", upd, client="r1",
+                             timeout=0.3)
         seen = wait_for(lambda: self.srv.stats().get("r1", {}).get("update", {})
                         .get("disconnected"))
         self.assertEqual(seen, 1)
-        self.assertEqual(self.srv.get_lease(NS, "dropped")[1]["spec"]["holderIdentity"],
-                         "r1")
+        self.assertEqual(self.holder("dropped"), "r1")
 
-    def test_apply_late_in_fault_json(self):
-        out = self.srv.control("POST", "faults", {"client": "r2", "latency_ms": 10,
-                                                  "apply_late": True})
-        self.assertIs(out["apply_late"], True)
-        self.assertIs(self.srv.faults()["r2"]["apply_late"], True)
+    def test_a_hang_up_during_a_hang_partition_drops_the_put(self):
+        # The partition stands for the network: the request was never read,
+        # whatever the commit rule of a latency hold.
+        created = self.create("parted")
+        self.srv.reset_stats()
+        self.srv.set_faults("r1", partition="hang", latency_ms=100, verbs=["update"])
+        upd = dict(created, spec=dict(created["spec"], holderIdentity="never"))
+        sock = self.raw_put("parted", upd)
+        self.assertEqual(wait_for(lambda: self.srv.held().get("r1", {}).get("update")),
+                         {"partition": 1})
+        self.reset(sock)
+        seen = wait_for(lambda: self.srv.stats().get("r1", {}).get("update", {})
+                        .get("disconnected"))
+        self.assertEqual(seen, 1)
+        self.srv.clear_faults("r1")
+        self.assertEqual(self.holder("parted"), "r1")
+        self.assertEqual(self.srv.held(), {})
+
+    def test_commit_in_fault_json(self):
+        ctl = lambda body: self.srv.request("POST", "/_control/faults", body,  # noqa: E731
+                                            token=self.srv.token("admin"))[0]
+        # The server's own default stays "connected"; apply_late is the
+        # older name of "admitted" and is still reported.
         out = self.srv.control("POST", "faults", {"client": "r2", "latency_ms": 10})
-        self.assertIs(out["apply_late"], False)
-        status, _, _ = self.srv.request("POST", "/_control/faults",
-                                        {"client": "r1", "apply_late": "yes"},
-                                        token=self.srv.token("admin"))
-        self.assertEqual(status, 400)
+        self.assertEqual((out["commit"], out["apply_late"]), ("connected", False))
+        for body in ({"commit": "admitted"}, {"apply_late": True},
+                     {"commit": "admitted", "apply_late": True}):
+            out = self.srv.control("POST", "faults", dict(body, client="r2", latency_ms=10))
+            self.assertEqual((out["commit"], out["apply_late"]), ("admitted", True), body)
+            self.assertEqual(self.srv.faults()["r2"]["commit"], "admitted")
+        out = self.srv.control("POST", "faults", {"client": "r2", "commit": "connected",
+                                                  "apply_late": False})
+        self.assertEqual(out["commit"], "connected")
+        for bad in ({"apply_late": "yes"}, {"commit": "later"}, {"commit": True},
+                    {"commit": "connected", "apply_late": True},
+                    {"commit": "admitted", "apply_late": False}):
+            self.assertEqual(ctl(dict(bad, client="r1")), 400, bad)
 
     def test_error_rate(self):
         self.create("err")

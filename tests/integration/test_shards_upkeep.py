@@ -172,7 +172,7 @@ class LeftoverMembers(ShardBase):
     def test_long_expired_member_lease_is_deleted_with_preconditions(self):
         for c in ("r1", "r2"):
             self.api.control("POST", "faults", {"client": c, "latency_ms": int(self.HOLD * 1000),
-                                                "apply_late": True, "verbs": ["delete"]})
+                                                "commit": "admitted", "verbs": ["delete"]})
         _, made = self.make_member(self.GHOST, "ghost", int(LEASE))
         lease2, made2 = self.make_member(self.GHOST2, "", 1)
         t_start = time.monotonic()

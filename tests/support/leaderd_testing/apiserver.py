@@ -242,12 +242,19 @@ class ApiServer:
     # ---- control API ----
 
     def set_faults(self, name, partition=None, latency_ms=0, error_rate=0.0,
-                   error_code=500, throttle=None, verbs=None):
+                   error_code=500, throttle=None, verbs=None, commit=None):
         """Replaces the faults of client name. partition: None, "hang" or "reset";
         throttle: {"rate": 0..1, "retry_after": seconds}; verbs: limit to these kube
-        verbs (get, list, watch, create, update, patch, delete, discovery, other)."""
+        verbs (get, list, watch, create, update, patch, delete, discovery, other).
+        commit: what a hang-up during latency_ms does to the request, which the
+        server has read whole. The default here is "admitted", as kube-apiserver
+        behaves: it commits at the end of the hold all the same, only the reply
+        is lost; a test that wants the friendlier "connected" (the hang-up drops
+        it) must ask for it. A "hang" partition always drops on a hang-up: the
+        request never counted as read."""
         body = {"client": name, "partition": partition, "latency_ms": latency_ms,
-                "error_rate": error_rate, "error_code": error_code}
+                "error_rate": error_rate, "error_code": error_code,
+                "commit": commit or "admitted"}
         if throttle is not None:
             body["throttle"] = throttle
         if verbs is not None:
@@ -298,6 +305,15 @@ class ApiServer:
     def stats(self):
         """{client: {verb: {code or "reset"/"disconnected": count}}}."""
         return self.control("GET", "stats")
+
+    def held(self, client=None, verb=None):
+        """The requests a fault holds now: {client: {verb: {"partition"|"latency":
+        N}}}; with client and verb, how many of that client's requests of that
+        verb are held (either kind)."""
+        held = self.control("GET", "held")
+        if client is None:
+            return held
+        return sum(held.get(client, {}).get(verb, {}).values())
 
     def reset_stats(self):
         return self.control("POST", "stats/reset")
