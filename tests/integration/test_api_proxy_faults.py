@@ -10,8 +10,9 @@ unanswered).
 
 A cut write is never delivered late: in a network namespace of its own, the
 packets of a large write towards the API server are dropped while the
-write waits in leaderd's socket; the replica resigns, the write is cut
-(503), the network heals, and the API server never applies it (a socket
+write waits in leaderd's socket; the replica resigns, the write is cut at
+the deadline of its term (503; and no release, since its fate is unknown),
+the network heals, and the API server never applies it (a socket
 closed gracefully would have delivered its queued bytes once the network
 healed; the proxy's resets them). The same when leaderd is SIGKILLed with
 the write queued: the kernel resets the connection. Needs root, `ip netns`
@@ -271,7 +272,9 @@ class TestACutWriteNeverLandsLate(ProxyCase):
         try:
             conn = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=10)
             conn.request("POST", "/resign")
-            self.assertEqual(conn.getresponse().status, 200)
+            # The write went out: the step-down does not cut it, the term's
+            # deadline does, and a cut write means no release (503).
+            self.assertEqual(conn.getresponse().status, 503)
             conn.close()
         finally:
             t.join(30)
@@ -279,6 +282,7 @@ class TestACutWriteNeverLandsLate(ProxyCase):
         status, _, data = result["answer"]
         self.assertEqual(status, 503, data)
         self.assertIn("cut", proxy_status(data)[2])
+        self.assertIn("term", proxy_status(data)[2])
         self.assert_never_lands("queued")
 
     def test_a_write_queued_when_leaderd_is_killed_never_lands(self):
@@ -295,7 +299,8 @@ class TestACutWriteNeverLandsLate(ProxyCase):
 class TestACutWriteHeldByTheServer(ProxyCase):
     """Where no network namespace can be made: the API server holds the
     write (its "hang" partition) instead of the network, the replica
-    resigns, the write is cut, the partition clears, and the write never
+    resigns, the write is cut at its term's deadline and nothing is
+    released, the partition clears, and the write never
     lands. Weaker than the namespace test: the server holds a request it
     has read whole, so it is not bytes queued in leaderd's socket."""
 
@@ -331,7 +336,9 @@ class TestACutWriteHeldByTheServer(ProxyCase):
                        what="the write's upstream connection")
             conn = http.client.HTTPConnection("127.0.0.1", self.r.port, timeout=10)
             conn.request("POST", "/resign")
-            self.assertEqual(conn.getresponse().status, 200)
+            # The write went out: the step-down does not cut it, the term's
+            # deadline does, and a cut write means no release (503).
+            self.assertEqual(conn.getresponse().status, 503)
             conn.close()
         finally:
             t.join(30)
@@ -339,6 +346,7 @@ class TestACutWriteHeldByTheServer(ProxyCase):
         status, _, data = result["answer"]
         self.assertEqual(status, 503, data)
         self.assertIn("cut", proxy_status(data)[2])
+        self.assertIn("term", proxy_status(data)[2])
         self.api.clear_faults()
         t0 = time.monotonic()
         while time.monotonic() - t0 < LANDING_WINDOW:
