@@ -692,6 +692,51 @@ START_TEST(harmless_creates_pass)
 }
 END_TEST
 
+/* A standby's 503 for such a POST waits for the body, so that the 403
+ * does not depend on who leads; a leader's pass is the same either way. */
+START_TEST(a_standby_judges_a_create_once_its_body_is_read)
+{
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, false);
+    for (size_t i = 0; i < N(collection_paths); i++) {
+        struct ld_proxy_req r = create_req(collection_paths[i], NULL, NULL);
+        r.body_read = false;
+        judge(&r, &s, &v);
+        ck_assert_msg(v.status == 0, "%s: %u", collection_paths[i], v.status);
+        ck_assert(v.write && v.body_pending && !v.refused);
+        r = create_req(collection_paths[i], NULL, "{\"metadata\":{\"name\":\"lease\"}}");
+        judge(&r, &s, &v);
+        assert_forbidden(&v, collection_paths[i], "would create the Lease ns/lease");
+        ck_assert(!v.body_pending);
+        r = create_req(collection_paths[i], NULL, "{\"metadata\":{\"name\":\"app\"}}");
+        judge(&r, &s, &v);
+        ck_assert_uint_eq(v.status, 503);
+        ck_assert(v.refused && !v.body_pending);
+    }
+    /* Other writes, and other namespaces, get their 503 at once. */
+    static const char *const now[] = {
+        "/apis/coordination.k8s.io/v1/namespaces/other/leases",
+        COLLECTION "/app",
+        "/api/v1/namespaces/ns/configmaps",
+    };
+    for (size_t i = 0; i < N(now); i++) {
+        struct ld_proxy_req r = req("POST", now[i]);
+        judge(&r, &s, &v);
+        ck_assert_msg(v.status == 503, "%s: %u", now[i], v.status);
+        ck_assert(!v.body_pending);
+    }
+    struct ld_proxy_req r = req("PATCH", COLLECTION);
+    judge(&r, &s, &v);
+    ck_assert_uint_eq(v.status, 503);
+    /* The leader's header-time pass is no pending one. */
+    snap_init(&s, true);
+    r = req("POST", COLLECTION);
+    judge(&r, &s, &v);
+    ck_assert(v.status == 0 && v.write && !v.body_pending);
+}
+END_TEST
+
 /* The API server makes a name from generateName and 5 random characters
  * (of which the gate assumes nothing), after cutting it to 58 bytes. */
 START_TEST(generate_names_are_judged_like_the_api_server)
@@ -1054,6 +1099,7 @@ static Suite *proxy_gate_suite(void)
     tcase_add_test(tc, own_lease_creates_get_403);
     tcase_add_test(tc, unreadable_creates_get_403);
     tcase_add_test(tc, harmless_creates_pass);
+    tcase_add_test(tc, a_standby_judges_a_create_once_its_body_is_read);
     tcase_add_test(tc, generate_names_are_judged_like_the_api_server);
     tcase_add_test(tc, shard_group_creates_get_403);
     tcase_add_test(tc, guards_come_first_then_leadership);

@@ -657,6 +657,17 @@ static bool own_lease_create(const struct ld_proxy_req *req,
     return found != CREATE_HARMLESS;
 }
 
+/* True when ps starts with the path of the Lease collection of s's
+ * namespace: /apis/coordination.k8s.io/VERSION/namespaces/NS/leases. */
+static bool own_collection(const struct path_segs *ps, const struct ld_snapshot *s)
+{
+    const char *slash = strchr(s->lease, '/');
+    return slash && ps->n >= 6 && seg_is(ps, 0, "apis") &&
+           seg_is(ps, 1, "coordination.k8s.io") && seg_is(ps, 3, "namespaces") &&
+           seg_is_n(ps, 4, s->lease, (size_t)(slash - s->lease)) &&
+           seg_is(ps, 5, "leases");
+}
+
 /* Fills out with a 403 and returns true for a write to one of this
  * replica's own Leases (see ld_proxy_judge). */
 static bool own_lease_write(const struct ld_proxy_req *req, const struct path_segs *ps,
@@ -665,10 +676,7 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
     const struct ld_snapshot *s = v->snap;
     const char *slash = strchr(s->lease, '/');
     char quoted[SEG_MAX + 1];
-    if (!slash || ps->n < 6 || !seg_is(ps, 0, "apis") ||
-        !seg_is(ps, 1, "coordination.k8s.io") || !seg_is(ps, 3, "namespaces") ||
-        !seg_is_n(ps, 4, s->lease, (size_t)(slash - s->lease)) ||
-        !seg_is(ps, 5, "leases"))
+    if (!own_collection(ps, s))
         return false;
     if (ps->n == 6) {
         if (strcmp(req->method, "DELETE") == 0) {
@@ -756,6 +764,16 @@ void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy
         own_lease_write(req, &ps, v, out))
         return;
     ld_proxy_decide(req, v, now_ms, out);
+    /* A create in the own namespace may yet be a 403, which does not
+     * depend on who leads: the leadership's answer waits for the body. */
+    if (out->refused && !req->body_read && strcmp(req->method, "POST") == 0 &&
+        ps.n == 6 && own_collection(&ps, v->snap)) {
+        uint32_t shard = out->shard;
+        memset(out, 0, sizeof(*out));
+        out->write = true;
+        out->shard = shard;
+        out->body_pending = true;
+    }
 }
 
 bool ld_proxy_still_leads(const struct ld_proxy_verdict *passed,

@@ -88,7 +88,11 @@ struct ld_proxy_verdict {
     char message[512];   /* its message */
     bool write;          /* a write: gated before sending and while in flight */
     bool refused;        /* a write refused because this replica does not lead */
-    uint32_t shard;      /* shard mode, a write: the shard's index */
+    /* Passed only until the body is read: a POST to the own namespace's
+     * Lease collection on a replica that does not lead, judged whole (the
+     * 403 before the 503) once its body is read. */
+    bool body_pending;
+    uint32_t shard; /* shard mode, a write: the shard's index */
 };
 
 /* True for GET, HEAD and OPTIONS. */
@@ -157,8 +161,11 @@ void ld_proxy_req_note_header(struct ld_proxy_req *req, const char *name,
  *    protobuf), a metadata that is not an object, a name or generateName
  *    that is neither a string nor null. The namespace is the path's: the
  *    API server refuses a body whose metadata.namespace differs.
- * Each answer's message names this replica. Then ld_proxy_decide. Called
- * wherever ld_proxy_decide would be. */
+ * Each answer's message names this replica. Then ld_proxy_decide, except
+ * that before the body is read such a POST is not refused for leadership
+ * yet (out->body_pending): its 403 comes first on every replica. The proxy
+ * judges every write again once its body is read. Called wherever
+ * ld_proxy_decide would be. */
 void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy *pol,
                     const struct ld_proxy_view *v, int64_t now_ms,
                     struct ld_proxy_verdict *out);
