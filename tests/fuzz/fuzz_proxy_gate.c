@@ -195,9 +195,8 @@ static bool names_own(const json_t *value, bool generate, bool shards)
         if (generate ? could_make(s, len, own_shards[i], 5)
                      : strcmp(s, own_shards[i]) == 0)
             return true;
-    /* No Lease name is longer than 253 bytes. */
     if (!generate)
-        return len > mlen && len <= 253 && memcmp(s, member, mlen) == 0;
+        return len > mlen && memcmp(s, member, mlen) == 0;
     /* A made name of the cut base and 5 characters, one that starts with
      * the member prefix and goes on, exists when they agree so far. */
     size_t cut = len > 58 ? 58 : len, k = cut < mlen ? cut : mlen;

@@ -835,6 +835,25 @@ START_TEST(shard_group_creates_get_403)
     ld_proxy_judge(&r, &pol, &view, NOW, &v);
     assert_forbidden(&v, "yaml", "cannot read this body");
     ck_assert_ptr_nonnull(strstr(v.message, "shard group grp"));
+    /* A member-like name longer than any Lease name is refused all the
+     * same, in the body and in the path (where only its start is kept). */
+    static char path[512];
+    static char long_body[512];
+    int n =
+        snprintf(long_body, sizeof(long_body), "{\"metadata\":{\"name\":\"grp-member-");
+    memset(long_body + n, 'x', 300);
+    snprintf(long_body + n + 300, sizeof(long_body) - (size_t)n - 300, "\"}}");
+    r = create_req(COLLECTION, NULL, long_body);
+    r.shard = "eu";
+    ld_proxy_judge(&r, &pol, &view, NOW, &v);
+    assert_forbidden(&v, "long body", "shard group grp");
+    n = snprintf(path, sizeof(path), "%s/grp-member-", COLLECTION);
+    memset(path + n, 'x', 300);
+    path[n + 300] = '\0';
+    r = req("PATCH", path);
+    r.shard = "eu";
+    ld_proxy_judge(&r, &pol, &view, NOW, &v);
+    assert_forbidden(&v, "long path", "shard group grp");
     ld_shardlayout_unref(by_name);
 }
 END_TEST

@@ -354,8 +354,8 @@ static bool host_is_loopback(const char *host, int port)
  * split at '/', empty segments left out. The first SEG_KEEP segments are
  * kept for the Lease rule. */
 struct path_segs {
-    char seg[SEG_KEEP][SEG_MAX + 1]; /* NUL-terminated when kept */
-    size_t len[SEG_KEEP];            /* SEG_MAX + 1: longer than SEG_MAX, not kept */
+    char seg[SEG_KEEP][SEG_MAX + 1]; /* NUL-terminated; at most SEG_MAX bytes */
+    size_t len[SEG_KEEP];            /* SEG_MAX + 1: longer, only its start kept */
     size_t n;                        /* the segments */
     bool dot;                        /* a "." or ".." segment */
 };
@@ -391,11 +391,12 @@ static void end_segment(struct path_segs *ps, const char *seg, size_t len)
     if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
         ps->dot = true;
     if (ps->n < SEG_KEEP) {
+        /* A longer segment names no Lease but may start like a member
+         * Lease (own_name), so its start is kept too. */
+        size_t kept = len <= SEG_MAX ? len : SEG_MAX;
         ps->len[ps->n] = len;
-        if (len <= SEG_MAX) {
-            memcpy(ps->seg[ps->n], seg, len);
-            ps->seg[ps->n][len] = '\0';
-        }
+        memcpy(ps->seg[ps->n], seg, kept);
+        ps->seg[ps->n][kept] = '\0';
     }
     ps->n++;
 }
@@ -446,19 +447,20 @@ static bool starts_like(const char *s, size_t n, const char *a, const char *b)
     return memcmp(s, a, k) == 0 && memcmp(s + k, b, n - k) == 0;
 }
 
-/* True when the Lease name (len bytes) is one of v's: the election's, or
- * in shard mode a shard Lease or any replica's member Lease. */
+/* True when the Lease name (len bytes, of which at least SEG_MAX or all
+ * are readable) is one of v's: the election's, or in shard mode a shard
+ * Lease or any replica's member Lease. Whatever starts like a member Lease
+ * counts, however long: refusing a name the API server would refuse costs
+ * nothing. */
 static bool own_name(const struct ld_proxy_view *v, const char *name, size_t len)
 {
-    if (len > SEG_MAX)
-        return false; /* longer than any Lease name */
     if (!v->layout) {
         const char *lease = strchr(v->snap->lease, '/') + 1;
         return len == strlen(lease) && memcmp(name, lease, len) == 0;
     }
     const char *group = v->layout->name;
     size_t plen = strlen(group) + strlen(MEMBER_INFIX);
-    if (len > plen && starts_like(name, plen, group, MEMBER_INFIX))
+    if (len > plen && plen <= SEG_MAX && starts_like(name, plen, group, MEMBER_INFIX))
         return true;
     for (uint32_t s = 0; s < v->layout->n_shards; s++) {
         const char *lease = v->layout->shards[s].lease;
