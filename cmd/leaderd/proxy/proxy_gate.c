@@ -768,8 +768,8 @@ void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy
     ld_proxy_decide(req, v, now_ms, out);
     /* A create in the own namespace may yet be a 403, which does not
      * depend on who leads: the leadership's answer waits for the body. */
-    if (out->refused && !req->body_read && strcmp(req->method, "POST") == 0 &&
-        ps.n == 6 && own_collection(&ps, v->snap)) {
+    if (out->refused && !req->body_read && req->method &&
+        strcmp(req->method, "POST") == 0 && ps.n == 6 && own_collection(&ps, v->snap)) {
         uint32_t shard = out->shard;
         memset(out, 0, sizeof(*out));
         out->write = true;
