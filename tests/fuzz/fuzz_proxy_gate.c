@@ -3,11 +3,11 @@
  * method, the target (and so its percent-decoding), the shard header and the
  * header list from the input, in single or shard mode, leading or not.
  *
- * Input: KNOBS, then METHOD \0 TARGET \0 SHARD \0 and up to MAX_HEADERS
- * pairs NAME \0 VALUE \0. KNOBS: 0x01 this replica leads (the Lease, or
- * shard 0), 0x02 shard mode (the group "grp" of three numbered shards),
- * 0x04 impersonation allowed, 0x08 HTTP/1.0, 0x10 a Content-Length over
- * the limit.
+ * Input: KNOBS, then METHOD \0 TARGET \0 SHARD \0, with 0x20 BODY \0,
+ * and up to MAX_HEADERS pairs NAME \0 VALUE \0. KNOBS: 0x01 this replica
+ * leads (the Lease, or shard 0), 0x02 shard mode (the group "grp" of three
+ * numbered shards), 0x04 impersonation allowed, 0x08 HTTP/1.0, 0x10 a
+ * Content-Length over the limit, 0x20 the body has been read (BODY).
  *
  * Invariants: a pass for a read never takes the write path (not marked a
  * write, never cut); a refusal always carries a status, a reason and a
@@ -16,9 +16,12 @@
  * the same request is judged the same twice; and, by oracles written here
  * independently of the gate, nothing passes that a guard must stop: a Host
  * that is not loopback with the port, a browser or impersonation header,
- * a dot segment after decoding, a write to the own Leases. Headers the
- * filter forwards are never Authorization, Host, Forwarded or
- * X-Forwarded-*.
+ * a dot segment after decoding, a write to the own Leases, a POST to the
+ * own namespace's Lease collection whose body names one of them or is not
+ * plain JSON (judged once the body is read; before, only a standby's
+ * leadership answer may wait for it). Headers the filter forwards are
+ * never Authorization, Host, Forwarded, X-Forwarded-*, X-Real-Ip or
+ * X-Remote-*.
  */
 #include "fuzz.h"
 
@@ -152,6 +155,110 @@ static bool hits_own_lease(const char *method, const char *p, size_t len, bool s
     return slen > strlen("grp-member-") && memcmp(seg, "grp-member-", 11) == 0;
 }
 
+/* The path is the own namespace's Lease collection (a POST there creates). */
+static bool own_collection(const char *p, size_t len)
+{
+    static const char *const fixed[] = {
+        "apis", "coordination.k8s.io", NULL, "namespaces", "ns", "leases"};
+    const char *seg;
+    size_t slen;
+    for (size_t i = 0; i < 6; i++) {
+        if (!segment(p, len, i, &seg, &slen))
+            return false;
+        if (fixed[i] && !seg_eq(seg, slen, fixed[i]))
+            return false;
+    }
+    return !segment(p, len, 6, &seg, &slen);
+}
+
+/* Whether the Lease name n could be made from generateName base: base cut
+ * to 58 bytes, then 5 characters of any kind. */
+static bool could_make(const char *base, size_t blen, const char *n, size_t nlen)
+{
+    if (blen == 0)
+        return false;
+    blen = blen > 58 ? 58 : blen;
+    return nlen == blen + 5 && memcmp(base, n, blen) == 0;
+}
+
+/* A name or generateName value (generate) that is one of the own Leases:
+ * "lease", or grp-0..2 and grp-member-*. */
+static bool names_own(const json_t *value, bool generate, bool shards)
+{
+    static const char *const own_shards[] = {"grp-0", "grp-1", "grp-2"};
+    static const char member[] = "grp-member-";
+    const char *s = json_string_value(value);
+    size_t len = json_string_length(value), mlen = strlen(member);
+    if (!shards)
+        return generate ? could_make(s, len, "lease", 5) : strcmp(s, "lease") == 0;
+    for (size_t i = 0; i < 3; i++)
+        if (generate ? could_make(s, len, own_shards[i], 5)
+                     : strcmp(s, own_shards[i]) == 0)
+            return true;
+    if (!generate)
+        return len > mlen && memcmp(s, member, mlen) == 0;
+    /* A made name of the cut base and 5 characters, one that starts with
+     * the member prefix and goes on, exists when they agree so far. */
+    size_t cut = len > 58 ? 58 : len, k = cut < mlen ? cut : mlen;
+    return len > 0 && cut + 5 > mlen && memcmp(s, member, k) == 0;
+}
+
+/* Whether a metadata value lets a create pass: null, or an object whose
+ * name and generateName members (keys in any case) are null or strings
+ * naming no own Lease. */
+static bool metadata_harmless(const json_t *meta, bool shards)
+{
+    const char *key;
+    json_t *value;
+    if (json_is_null(meta))
+        return true;
+    if (!json_is_object(meta))
+        return false;
+    json_object_foreach((json_t *)meta, key, value)
+    {
+        bool generate = strcasecmp(key, "generatename") == 0;
+        if (!generate && strcasecmp(key, "name") != 0)
+            continue;
+        if (json_is_null(value))
+            continue;
+        if (!json_is_string(value) || names_own(value, generate, shards))
+            return false;
+    }
+    return true;
+}
+
+/* Whether a POST body may pass: one plain JSON object (Content-Type JSON
+ * or none, no encoding, each header once, no duplicate keys) whose
+ * metadata members (in any case) are harmless. */
+static bool create_harmless(const char *body, size_t len, const char *ctype,
+                            const char *encoding, unsigned int body_headers, bool shards)
+{
+    const char *key;
+    json_t *value;
+    bool ok = body_headers <= 1 &&
+              (!encoding || !encoding[0] || strcasecmp(encoding, "identity") == 0);
+    if (ok && ctype) {
+        size_t n = strcspn(ctype, ";");
+        while (n > 0 && (ctype[n - 1] == ' ' || ctype[n - 1] == '\t'))
+            n--;
+        size_t lead = strspn(ctype, " \t");
+        lead = lead < n ? lead : n;
+        ok = n == lead ||
+             (n - lead == 16 && strncasecmp(ctype + lead, "application/json", 16) == 0);
+    }
+    json_t *root = ok ? json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    ok = json_is_object(root);
+    if (ok) {
+        json_object_foreach(root, key, value)
+        {
+            if (strcasecmp(key, "metadata") == 0 && !metadata_harmless(value, shards))
+                ok = false;
+        }
+    }
+    json_decref(root);
+    return ok;
+}
+
 /* Whether a Host value could pass: it ends with the port and starts like
  * one of the loopback names. */
 static bool host_plausible(const char *host)
@@ -186,6 +293,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *method = next_field(buf, n, &off);
     const char *target = next_field(buf, n, &off);
     const char *shard = next_field(buf, n, &off);
+    const char *body = (knobs & 0x20) ? next_field(buf, n, &off) : NULL;
     if (!method || !target) {
         free(buf);
         return 0;
@@ -196,10 +304,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                .shard = shard,
                                .version = (knobs & 0x08) ? "HTTP/1.0" : "HTTP/1.1",
                                .has_length = (knobs & 0x10) != 0,
-                               .content_length = (uint64_t)LD_PROXY_MAX_BODY + 1};
+                               .content_length = (uint64_t)LD_PROXY_MAX_BODY + 1,
+                               .body_read = (knobs & 0x20) != 0,
+                               .body = body,
+                               .body_len = body ? strlen(body) : 0};
     bool browser = false, impersonate = false;
-    unsigned int hosts = 0;
-    const char *host = NULL;
+    unsigned int hosts = 0, types = 0, encodings = 0;
+    const char *host = NULL, *ctype = NULL, *encoding = NULL;
     for (int i = 0; i < MAX_HEADERS; i++) {
         const char *name = next_field(buf, n, &off);
         const char *value = next_field(buf, n, &off);
@@ -211,11 +322,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         browser |=
             strcasecmp(name, "origin") == 0 || strcasecmp(name, "sec-fetch-site") == 0;
         impersonate |= strncasecmp(name, "impersonate-", 12) == 0;
+        if (strcasecmp(name, "content-type") == 0 && types++ == 0)
+            ctype = value ? value : "";
+        if (strcasecmp(name, "content-encoding") == 0 && encodings++ == 0)
+            encoding = value ? value : "";
         if (ld_proxy_forward_request_header(name, NULL))
             FUZZ_CHECK(strcasecmp(name, "authorization") != 0 &&
                        strcasecmp(name, "host") != 0 &&
                        strcasecmp(name, "forwarded") != 0 &&
-                       strncasecmp(name, "x-forwarded-", 12) != 0);
+                       strcasecmp(name, "x-real-ip") != 0 &&
+                       strncasecmp(name, "x-forwarded-", 12) != 0 &&
+                       strncasecmp(name, "x-remote-", 9) != 0);
     }
 
     struct ld_snapshot s;
@@ -262,12 +379,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(!has_dot_segment(path, plen));
         FUZZ_CHECK(read || !hits_own_lease(method, path, plen, shards));
         FUZZ_CHECK(!(knobs & 0x10));
+        bool create = strcmp(method, "POST") == 0 && own_collection(path, plen);
+        FUZZ_CHECK(!create || !req.body_read ||
+                   create_harmless(body, req.body_len, ctype, encoding,
+                                   types > encodings ? types : encodings, shards));
+        /* Only a standby's answer to such a create waits for its body. */
+        FUZZ_CHECK(!v.body_pending || (create && !req.body_read && !s.leading));
         /* A read never takes the write path: not gated, never cut. */
         if (read) {
             FUZZ_CHECK(!v.write);
             FUZZ_CHECK(ld_proxy_still_leads(&v, &view, NOW + 1000000, NULL));
         } else {
-            FUZZ_CHECK(v.write && s.leading);
+            FUZZ_CHECK(v.write && (s.leading || v.body_pending));
         }
     } else {
         /* A refusal is answered, never handed upstream. */

@@ -7,13 +7,18 @@ header; a path with dot segments, percent-encoded or not, gets 400; a
 write to the replica's own Lease (a PATCH, percent-encoded too, a DELETE of
 the namespace's Leases) gets 403 on the leader itself and the Lease is left
 as it was; in shard mode the group's shard and member Leases are refused
-the same way. Every refusal is a metav1.Status naming the replica, and
+the same way. So is a POST to the namespace's Lease collection whose body
+would create one of them (by metadata.name, or in shard mode by a
+generateName the API server could make a member Lease from), and one whose
+body the gate cannot read as JSON (YAML, protobuf, duplicate keys): nothing
+is created. Every refusal is a metav1.Status naming the replica, and
 nothing refused reaches the API server (its per-client request counts).
 
 The bundled API server does not record request headers, so the last test
 puts a recording HTTP server in its place for one replica (which then never
-leads; reads pass all the same): X-Forwarded-* and Forwarded headers sent
-to the proxy never reach it, while an ordinary header does."""
+leads; reads pass all the same): X-Forwarded-*, Forwarded, X-Real-Ip and
+X-Remote-* headers sent to the proxy never reach it, while an ordinary
+header does."""
 import http.client
 import json
 import os
@@ -46,6 +51,25 @@ def raw_request(port, method, path, headers, body=None, host=True, timeout=10.0)
             conn.putheader("Content-Type", MERGE if method == "PATCH" else "application/json")
             conn.putheader("Content-Length", str(len(body)))
         conn.endheaders(body)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def post_raw(port, path, ctype, data, headers=None):
+    """(status, body bytes) of a POST of the bytes data through a proxy, with
+    Content-Type ctype (None: no Content-Type header)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10.0)
+    try:
+        conn.putrequest("POST", path, skip_host=True, skip_accept_encoding=True)
+        conn.putheader("Host", "127.0.0.1:%d" % port)
+        for k, v in (headers or {}).items():
+            conn.putheader(k, v)
+        if ctype is not None:
+            conn.putheader("Content-Type", ctype)
+        conn.putheader("Content-Length", str(len(data)))
+        conn.endheaders(data)
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -180,6 +204,45 @@ class TestApiProxyGuards(GuardAsserts, ApiProxyBase):
         status, lease = self.api.get_lease(NS, "app-lock")
         self.assertEqual(lease["spec"]["leaseDurationSeconds"], 86400)
 
+    def test_the_own_lease_cannot_be_created_through_the_collection(self):
+        lead, standby = self.roles()
+        status, before = self.api.get_lease(NS, "demo")
+        self.assertEqual(status, 200)
+        self.api.reset_stats()
+        create = json.dumps({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                             "metadata": {"name": "demo", "namespace": NS},
+                             "spec": {"holderIdentity": "app"}}).encode()
+        odd = LEASES.replace("coordination.k8s.io", "coordination%2Ek8s.io") + "/"
+        for r in (lead, standby):
+            for path in (LEASES, odd, LEASES + "?fieldManager=app"):
+                for ctype in (None, "application/json"):
+                    status, data = post_raw(self.port(r), path, ctype, create)
+                    self.assert_forbidden(status, data, r.identity,
+                                          "would create the Lease %s/demo" % NS)
+                status, data = post_raw(self.port(r), path, None,
+                                        b'{"metadata":{"Name":"demo"}}')
+                self.assert_forbidden(status, data, r.identity, "metadata.name")
+            # A body the gate cannot read, even one naming another Lease.
+            for ctype, data in (("application/yaml", b"metadata:\n  name: demo\n"),
+                                ("application/yaml", b'{"metadata":{"name":"app-lock"}}'),
+                                ("application/vnd.kubernetes.protobuf", b"k8s\x00\n\x0c"),
+                                (None, b'{"metadata":{"name":"x","name":"demo"}}'),
+                                (None, b"")):
+                status, body = post_raw(self.port(r), LEASES, ctype, data)
+                self.assert_forbidden(status, body, r.identity, "cannot read this body")
+        self.assertEqual(self.writes_seen(lead.client), {})
+        self.assertEqual(self.writes_seen(standby.client), {})
+        # The Lease is still the election's (renewals change its version).
+        status, after = self.api.get_lease(NS, "demo")
+        self.assertEqual(after["spec"]["holderIdentity"], lead.identity)
+        self.assertEqual(after["metadata"]["uid"], before["metadata"]["uid"])
+        status, leases = self.api.list_leases(NS)
+        self.assertEqual(sorted(i["metadata"]["name"] for i in leases["items"]), ["demo"])
+        # Another name passes, read from JSON with its charset.
+        status, data = post_raw(self.port(lead), LEASES, "application/json; charset=utf-8",
+                                b'{"metadata":{"name":"app-lock"},"spec":{}}')
+        self.assertEqual(status, 201, data[:300])
+
 
 def proxy_get(port, path):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -230,7 +293,25 @@ class TestApiProxyGuardsShards(GuardAsserts, unittest.TestCase):
             self.assert_forbidden(status, data, "r1", "shard group work")
         status, data = raw_request(self.port, "DELETE", LEASES, {"X-Leaderd-Shard": "0"})
         self.assert_forbidden(status, data, "r1", "shard group work")
+        # Creating one through the collection: by name, or by a generateName
+        # the API server could make a member Lease from (a fake member would
+        # change the group's assignment).
+        for meta, why in (({"name": "work-member-ghost"}, "metadata.name"),
+                          ({"name": "work-1"}, "metadata.name"),
+                          ({"generateName": "work-member-"}, "metadata.generateName"),
+                          ({"generateName": "w"}, "metadata.generateName")):
+            status, data = raw_request(self.port, "POST", LEASES, {"X-Leaderd-Shard": "0"},
+                                       {"metadata": meta, "spec": {}})
+            self.assert_forbidden(status, data, "r1", "shard group work", why)
+        status, data = post_raw(self.port, LEASES, "application/yaml",
+                                b"metadata:\n  generateName: work-member-\n",
+                                {"X-Leaderd-Shard": "0"})
+        self.assert_forbidden(status, data, "r1", "shard group work", "cannot read")
         self.assertNotIn("patch", self.api.stats().get("r1", {}))
+        self.assertNotIn("create", self.api.stats().get("r1", {}))
+        status, leases = self.api.list_leases(NS)
+        self.assertEqual(sorted(i["metadata"]["name"] for i in leases["items"]),
+                         ["work-0", "work-1", "work-member-r1"])
         status, after = self.api.get_lease(NS, "work-0")
         self.assertEqual(after["spec"]["leaseDurationSeconds"],
                          before["spec"]["leaseDurationSeconds"])
@@ -326,14 +407,19 @@ class TestApiProxyForwardedHeaders(unittest.TestCase):
         status, data = raw_request(self.port, "GET", POD, {
             "X-Forwarded-For": "203.0.113.7", "X-Forwarded-Host": "evil.example",
             "X-Forwarded-Proto": "https", "x-forwarded-user": "admin",
-            "Forwarded": "for=203.0.113.7;host=evil.example", "X-App-Marker": "kept"})
+            "Forwarded": "for=203.0.113.7;host=evil.example", "X-App-Marker": "kept",
+            "X-Real-Ip": "203.0.113.7", "X-Real-IP": "203.0.113.8",
+            "X-Remote-User": "admin", "x-remote-group": "system:masters",
+            "X-Remote-Extra-Scopes": "all", "X-Remote-Uid": "0"})
         self.assertEqual(status, 200, data[:300])
         seen = self.recorder.seen(POD)
         self.assertEqual(len(seen), 1, seen)
         headers = {k.lower(): v for k, v in seen[0][2].items()}
         self.assertEqual(headers.get("x-app-marker"), "kept")
         self.assertEqual(headers.get("authorization"), "Bearer recorder-token")
-        leaked = [k for k in headers if k.startswith("x-forwarded-") or k == "forwarded"]
+        leaked = [k for k in headers
+                  if k.startswith(("x-forwarded-", "x-remote-"))
+                  or k in ("forwarded", "x-real-ip")]
         self.assertEqual(leaked, [], headers)
         # Impersonation is refused unless the flag allows it.
         status, data = raw_request(self.port, "GET", POD, {"Impersonate-User": "admin"})

@@ -489,6 +489,374 @@ START_TEST(quoted_client_bytes_keep_the_body_json)
 }
 END_TEST
 
+/* ---- creating an own Lease through the collection ---- */
+
+/* A POST of body to path as the proxy judges it once the body is read,
+ * with the Content-Type ctype (NULL: none). */
+static struct ld_proxy_req create_req(const char *path, const char *ctype,
+                                      const char *body)
+{
+    struct ld_proxy_req r = req("POST", path);
+    if (ctype)
+        ld_proxy_req_note_header(&r, "Content-Type", ctype);
+    r.body_read = true;
+    r.body = body;
+    r.body_len = body ? strlen(body) : 0;
+    return r;
+}
+
+/* Collection paths of namespace ns, as the API server decodes them. */
+static const char *const collection_paths[] = {
+    COLLECTION,
+    COLLECTION "/",
+    COLLECTION "?fieldManager=app&dryRun=All",
+    "//apis//coordination.k8s.io/v1beta1/namespaces/ns/leases",
+    "/apis/coordination%2Ek8s.io/v1/namespaces/%6Es/le%61ses",
+    "/apis/coordination.k8s.io/v1/namespaces%2Fns%2Fleases",
+};
+
+START_TEST(own_lease_creates_get_403)
+{
+    static const char *const bodies[] = {
+        "{\"metadata\":{\"name\":\"lease\"},\"spec\":{}}",
+        "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"l\\u0065ase\"}}",
+        "{\"metadata\":{\"name\":\"lease\",\"generateName\":\"app-\"}}",
+        /* Keys in another case: the gate does not rely on the API server's
+         * matching. */
+        "{\"Metadata\":{\"Name\":\"lease\"}}",
+        "{\"metadata\":{\"NAME\":\"lease\"}}",
+        "{\"metadata\":{\"name\":\"x\"},\"METADATA\":{\"name\":\"lease\"}}",
+        " \n{\"metadata\":{\"name\":\"lease\"}} \n",
+    };
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    for (size_t lead = 0; lead < 2; lead++) {
+        snap_init(&s, lead);
+        for (size_t p = 0; p < N(collection_paths); p++) {
+            for (size_t i = 0; i < N(bodies); i++) {
+                const char *body = bodies[i];
+                for (size_t c = 0; c < 3; c++) {
+                    static const char *const ctypes[] = {
+                        NULL, "application/json", " Application/JSON ; charset=utf-8"};
+                    struct ld_proxy_req r =
+                        create_req(collection_paths[p], ctypes[c], body);
+                    judge(&r, &s, &v);
+                    assert_forbidden(&v, body, "would create the Lease ns/lease");
+                }
+            }
+        }
+    }
+    /* The message says which key and quotes it. */
+    snap_init(&s, true);
+    struct ld_proxy_req r =
+        create_req(COLLECTION, NULL, "{\"metadata\":{\"name\":\"lease\"}}");
+    judge(&r, &s, &v);
+    assert_forbidden(&v, "name", "(metadata.name \"lease\")");
+    ck_assert_ptr_nonnull(strstr(v.message, "namespace ns"));
+}
+END_TEST
+
+START_TEST(unreadable_creates_get_403)
+{
+    static const struct {
+        const char *ctype, *encoding, *body;
+    } bad[] = {
+        {"application/yaml", NULL, "metadata:\n  name: lease\n"},
+        /* The gate reads YAML as nothing, even when it names no Lease. */
+        {"application/yaml", NULL, "{\"metadata\":{\"name\":\"app\"}}"},
+        {"application/vnd.kubernetes.protobuf", NULL, "k8s\x01\x02"},
+        {"application/json-seq", NULL, "{\"metadata\":{\"name\":\"app\"}}"},
+        {"text/plain", NULL, "{\"metadata\":{\"name\":\"app\"}}"},
+        {NULL, "gzip", "{\"metadata\":{\"name\":\"app\"}}"},
+        {NULL, "identity, gzip", "{\"metadata\":{\"name\":\"app\"}}"},
+        {NULL, NULL, ""},
+        {NULL, NULL, "not json"},
+        {NULL, NULL, "[{\"metadata\":{\"name\":\"lease\"}}]"},
+        {NULL, NULL, "\"lease\""},
+        {NULL, NULL, "{\"metadata\":{\"name\":\"app\"}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":\"app\"}} {}"},
+        /* Which of two the API server takes is not the gate's to guess. */
+        {NULL, NULL, "{\"metadata\":{\"name\":\"app\",\"name\":\"lease\"}}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":\"app\"},\"metadata\":{}}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":\"\xff\"}}"},
+        {NULL, NULL, "{\"metadata\":[]}"},
+        {NULL, NULL, "{\"metadata\":\"lease\"}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":7}}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":\"app\",\"generateName\":{}}}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":[\"lease\"]}}"},
+    };
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, true);
+    for (size_t i = 0; i < N(bad); i++) {
+        struct ld_proxy_req r = create_req(COLLECTION, bad[i].ctype, bad[i].body);
+        if (bad[i].encoding)
+            ld_proxy_req_note_header(&r, "Content-Encoding", bad[i].encoding);
+        judge(&r, &s, &v);
+        assert_forbidden(&v, bad[i].body, "cannot read this body");
+        ck_assert_ptr_nonnull(strstr(v.message, "the Lease ns/lease"));
+    }
+    /* Either header twice. */
+    struct ld_proxy_req r = create_req(COLLECTION, "application/json", "{}");
+    ld_proxy_req_note_header(&r, "content-type", "application/json");
+    judge(&r, &s, &v);
+    assert_forbidden(&v, "two types", "cannot read this body");
+    r = create_req(COLLECTION, NULL, "{}");
+    ld_proxy_req_note_header(&r, "Content-Encoding", "identity");
+    ld_proxy_req_note_header(&r, "Content-Encoding", "identity");
+    judge(&r, &s, &v);
+    assert_forbidden(&v, "two encodings", "cannot read this body");
+    /* A body with a NUL the API server would read past is no JSON text. */
+    r = create_req(COLLECTION, NULL, NULL);
+    r.body = "{}\0{\"metadata\":{\"name\":\"lease\"}}";
+    r.body_len = 34;
+    judge(&r, &s, &v);
+    assert_forbidden(&v, "NUL", "cannot read this body");
+}
+END_TEST
+
+START_TEST(harmless_creates_pass)
+{
+    static const struct {
+        const char *ctype, *encoding, *body;
+    } fine[] = {
+        {NULL, NULL, "{\"metadata\":{\"name\":\"app-lock\"},\"spec\":{}}"},
+        {"application/json", "identity", "{\"metadata\":{\"name\":\"leas\"}}"},
+        {"", "", "{\"metadata\":{\"name\":\"lease2\"}}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":\"Lease\"}}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":\"ns/lease\"}}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":\"lease-member-me\"}}"},
+        /* "le" + 5 is 7 bytes, "leas" + 5 is 9: neither is "lease". */
+        {NULL, NULL, "{\"metadata\":{\"generateName\":\"le\"}}"},
+        {NULL, NULL, "{\"metadata\":{\"generateName\":\"leas\"}}"},
+        {NULL, NULL, "{\"metadata\":{\"generateName\":\"lease\"}}"},
+        {NULL, NULL, "{\"metadata\":{\"generateName\":\"a\"}}"},
+        /* No name at all: the API server refuses it. */
+        {NULL, NULL, "{\"metadata\":{}}"},
+        {NULL, NULL, "{}"},
+        {NULL, NULL, "{\"metadata\":null}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":null,\"generateName\":null}}"},
+        /* Other keys that mention it. */
+        {NULL, NULL,
+         "{\"spec\":{\"name\":\"lease\"},\"metadata\":{\"name\":\"app\","
+         "\"labels\":{\"name\":\"lease\"}}}"},
+        {NULL, NULL, "{\"metadata\":{\"name\":\"app\",\"namespace\":\"ns\"}}"},
+    };
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, true);
+    for (size_t i = 0; i < N(fine); i++) {
+        struct ld_proxy_req r = create_req(COLLECTION, fine[i].ctype, fine[i].body);
+        if (fine[i].encoding)
+            ld_proxy_req_note_header(&r, "Content-Encoding", fine[i].encoding);
+        judge(&r, &s, &v);
+        ck_assert_msg(v.status == 0, "%s: %u %s", fine[i].body, v.status, v.message);
+        ck_assert(v.write);
+    }
+    /* Before the body is read the rule cannot tell, and passes. */
+    struct ld_proxy_req r =
+        create_req(COLLECTION, NULL, "{\"metadata\":{\"name\":\"lease\"}}");
+    r.body_read = false;
+    judge(&r, &s, &v);
+    ck_assert_uint_eq(v.status, 0);
+    /* Another namespace's collection, or another collection, is not judged
+     * by its body (the API server refuses a metadata.namespace that
+     * differs from the path's). */
+    static const char *const elsewhere[] = {
+        "/apis/coordination.k8s.io/v1/namespaces/other/leases",
+        "/apis/coordination.k8s.io/v1/namespaces/ns/leasecandidates",
+        "/api/v1/namespaces/ns/configmaps",
+        "/apis/coordination.k8s.io/v1/leases",
+    };
+    for (size_t i = 0; i < N(elsewhere); i++) {
+        r = create_req(elsewhere[i], "application/yaml",
+                       "{\"metadata\":{\"name\":\"lease\",\"namespace\":\"ns\"}}");
+        judge(&r, &s, &v);
+        ck_assert_msg(v.status == 0, "%s: %u %s", elsewhere[i], v.status, v.message);
+    }
+    /* Only a POST creates; a PUT to the collection is the API server's to
+     * refuse, and reads pass. */
+    r = create_req(COLLECTION, NULL, "{\"metadata\":{\"name\":\"lease\"}}");
+    r.method = "PUT";
+    judge(&r, &s, &v);
+    ck_assert_uint_eq(v.status, 0);
+    r.method = "GET";
+    judge(&r, &s, &v);
+    ck_assert_uint_eq(v.status, 0);
+    /* A standby gets the leadership answer for a harmless body. */
+    snap_init(&s, false);
+    r = create_req(COLLECTION, NULL, fine[0].body);
+    judge(&r, &s, &v);
+    ck_assert_uint_eq(v.status, 503);
+}
+END_TEST
+
+/* A standby's 503 for such a POST waits for the body, so that the 403
+ * does not depend on who leads; a leader's pass is the same either way. */
+START_TEST(a_standby_judges_a_create_once_its_body_is_read)
+{
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, false);
+    for (size_t i = 0; i < N(collection_paths); i++) {
+        struct ld_proxy_req r = create_req(collection_paths[i], NULL, NULL);
+        r.body_read = false;
+        judge(&r, &s, &v);
+        ck_assert_msg(v.status == 0, "%s: %u", collection_paths[i], v.status);
+        ck_assert(v.write && v.body_pending && !v.refused);
+        r = create_req(collection_paths[i], NULL, "{\"metadata\":{\"name\":\"lease\"}}");
+        judge(&r, &s, &v);
+        assert_forbidden(&v, collection_paths[i], "would create the Lease ns/lease");
+        ck_assert(!v.body_pending);
+        r = create_req(collection_paths[i], NULL, "{\"metadata\":{\"name\":\"app\"}}");
+        judge(&r, &s, &v);
+        ck_assert_uint_eq(v.status, 503);
+        ck_assert(v.refused && !v.body_pending);
+    }
+    /* Other writes, and other namespaces, get their 503 at once. */
+    static const char *const now[] = {
+        "/apis/coordination.k8s.io/v1/namespaces/other/leases",
+        COLLECTION "/app",
+        "/api/v1/namespaces/ns/configmaps",
+    };
+    for (size_t i = 0; i < N(now); i++) {
+        struct ld_proxy_req r = req("POST", now[i]);
+        judge(&r, &s, &v);
+        ck_assert_msg(v.status == 503, "%s: %u", now[i], v.status);
+        ck_assert(!v.body_pending);
+    }
+    struct ld_proxy_req r = req("PATCH", COLLECTION);
+    judge(&r, &s, &v);
+    ck_assert_uint_eq(v.status, 503);
+    /* The leader's header-time pass is no pending one. */
+    snap_init(&s, true);
+    r = req("POST", COLLECTION);
+    judge(&r, &s, &v);
+    ck_assert(v.status == 0 && v.write && !v.body_pending);
+}
+END_TEST
+
+/* The API server makes a name from generateName and 5 random characters
+ * (of which the gate assumes nothing), after cutting it to 58 bytes. */
+START_TEST(generate_names_are_judged_like_the_api_server)
+{
+    /* Keys in any case; names compare exactly, as Lease names do. */
+    static const char *const keys[] = {"generateName", "GenerateName", "generatename"};
+    static const char *const passed[] = {"app", "app-x", "app-xk7vq", "", "ap", "APP-"};
+    char name[64], body[256];
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    snap_init(&s, true);
+    snprintf(s.lease, sizeof(s.lease), "ns/app-xk7vq");
+    for (size_t i = 0; i < N(keys); i++) {
+        snprintf(body, sizeof(body), "{\"metadata\":{\"%s\":\"app-\"}}", keys[i]);
+        struct ld_proxy_req r = create_req(COLLECTION, NULL, body);
+        judge(&r, &s, &v);
+        assert_forbidden(&v, body, "(metadata.generateName \"app-\")");
+    }
+    /* Beside a name too: which one the API server takes is its own. */
+    struct ld_proxy_req r = create_req(
+        COLLECTION, NULL, "{\"metadata\":{\"name\":\"x\",\"generateName\":\"app-\"}}");
+    judge(&r, &s, &v);
+    assert_forbidden(&v, "beside", "would create the Lease ns/app-xk7vq");
+    for (size_t i = 0; i < N(passed); i++) {
+        snprintf(body, sizeof(body), "{\"metadata\":{\"generateName\":\"%s\"}}",
+                 passed[i]);
+        r = create_req(COLLECTION, NULL, body);
+        judge(&r, &s, &v);
+        ck_assert_msg(v.status == 0, "%s: %s", body, v.message);
+    }
+    /* A 63-byte Lease name comes from any base that starts like it and is
+     * at least 58 bytes long. */
+    memset(name, 'a', 63);
+    name[63] = '\0';
+    snprintf(s.lease, sizeof(s.lease), "ns/%s", name);
+    for (size_t len = 50; len <= 63; len++) {
+        snprintf(body, sizeof(body), "{\"metadata\":{\"generateName\":\"%.*s%s\"}}",
+                 (int)len, name, len > 58 ? "zzz" : "");
+        r = create_req(COLLECTION, NULL, body);
+        judge(&r, &s, &v);
+        if (len >= 58)
+            assert_forbidden(&v, body, "metadata.generateName");
+        else
+            ck_assert_msg(v.status == 0, "%s: %s", body, v.message);
+    }
+}
+END_TEST
+
+START_TEST(shard_group_creates_get_403)
+{
+    static const char *const named[] = {"eu", "us"};
+    struct ld_shardlayout *by_name = ld_shardlayout_new("grp", named, 2);
+    ck_assert_ptr_nonnull(by_name);
+    struct ld_snapshot s;
+    struct ld_proxy_verdict v;
+    char body[256];
+    memset(&s, 0, sizeof(s));
+    snprintf(s.lease, sizeof(s.lease), "ns/grp");
+    snprintf(s.identity, sizeof(s.identity), "me");
+    struct ld_proxy_view view = {.snap = &s, .layout = by_name};
+    static const char *const names[] = {"grp-eu", "grp-us", "grp-member-me",
+                                        "grp-member-x"};
+    /* "grp-member-" + 5 is a member Lease, and so is "grp-mem" + 5 (the
+     * gate assumes nothing of the characters) or anything longer that
+     * starts like it; "g" + 5 could be "grp-eu" or "grp-us". */
+    static const char *const bases[] = {
+        "grp-member-", "grp-member-me", "grp-membe", "grp-mem", "g", "grp-member-x-y-z"};
+    static const char *const passed[] = {"grp", "grp-de", "grp-member-", "grp-member",
+                                         "other-eu"};
+    static const char *const passed_bases[] = {"grp-eu", "grp-me",        "grp-x",
+                                               "",       "other-member-", "grp-eu-"};
+    for (size_t i = 0; i < N(names) + N(bases); i++) {
+        if (i < N(names))
+            snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\"}}", names[i]);
+        else
+            snprintf(body, sizeof(body), "{\"metadata\":{\"generateName\":\"%s\"}}",
+                     bases[i - N(names)]);
+        struct ld_proxy_req r = create_req(COLLECTION, NULL, body);
+        r.shard = "eu";
+        ld_proxy_judge(&r, &pol, &view, NOW, &v);
+        assert_forbidden(&v, body, "a Lease of the shard group grp");
+    }
+    for (size_t i = 0; i < N(passed) + N(passed_bases); i++) {
+        if (i < N(passed))
+            snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\"}}", passed[i]);
+        else
+            snprintf(body, sizeof(body), "{\"metadata\":{\"generateName\":\"%s\"}}",
+                     passed_bases[i - N(passed)]);
+        struct ld_proxy_req r = create_req(COLLECTION, NULL, body);
+        r.shard = "eu";
+        ld_proxy_judge(&r, &pol, &view, NOW, &v);
+        ck_assert_msg(v.status != 403, "%s: %s", body, v.message);
+    }
+    struct ld_proxy_req r = create_req(COLLECTION, "application/yaml", "{}");
+    r.shard = "eu";
+    ld_proxy_judge(&r, &pol, &view, NOW, &v);
+    assert_forbidden(&v, "yaml", "cannot read this body");
+    ck_assert_ptr_nonnull(strstr(v.message, "shard group grp"));
+    /* A member-like name longer than any Lease name is refused all the
+     * same, in the body and in the path (where only its start is kept). */
+    static char path[512];
+    static char long_body[512];
+    int n =
+        snprintf(long_body, sizeof(long_body), "{\"metadata\":{\"name\":\"grp-member-");
+    memset(long_body + n, 'x', 300);
+    snprintf(long_body + n + 300, sizeof(long_body) - (size_t)n - 300, "\"}}");
+    r = create_req(COLLECTION, NULL, long_body);
+    r.shard = "eu";
+    ld_proxy_judge(&r, &pol, &view, NOW, &v);
+    assert_forbidden(&v, "long body", "shard group grp");
+    n = snprintf(path, sizeof(path), "%s/grp-member-", COLLECTION);
+    memset(path + n, 'x', 300);
+    path[n + 300] = '\0';
+    r = req("PATCH", path);
+    r.shard = "eu";
+    ld_proxy_judge(&r, &pol, &view, NOW, &v);
+    assert_forbidden(&v, "long path", "shard group grp");
+    ld_shardlayout_unref(by_name);
+}
+END_TEST
+
 /* ---- shard mode ---- */
 
 static struct ld_shardlayout *group_of(const char *const *names, uint32_t n)
@@ -658,10 +1026,16 @@ END_TEST
 START_TEST(forwarded_headers_are_dropped)
 {
     static const char *const dropped[] = {
-        "X-Forwarded-For",  "x-forwarded-for",    "X-Forwarded-Host", "X-Forwarded-Proto",
-        "X-Forwarded-Port", "X-Forwarded-Prefix", "Forwarded",        "FORWARDED"};
-    static const char *const passed[] = {"X-Forwarded", "X-Forwardedx", "Forwarded-For",
-                                         "X-Real-Ip", "Impersonate-User"};
+        "X-Forwarded-For", "x-forwarded-for", "X-Forwarded-Host", "X-Forwarded-Proto",
+        "X-Forwarded-Port", "X-Forwarded-Prefix", "Forwarded", "FORWARDED",
+        /* A front proxy's word for the client's address. */
+        "X-Real-Ip", "X-Real-IP", "x-real-ip",
+        /* Request-header authentication: who the client is. */
+        "X-Remote-User", "x-remote-user", "X-Remote-Group", "X-REMOTE-GROUP",
+        "X-Remote-Extra-Scopes", "X-Remote-Extra-", "X-Remote-Uid"};
+    static const char *const passed[] = {
+        "X-Forwarded", "X-Forwardedx", "Forwarded-For", "X-Real",          "X-Real-Ipx",
+        "X-Remote",    "X-Remoteuser", "Remote-User",   "Impersonate-User"};
     for (size_t i = 0; i < N(dropped); i++)
         ck_assert_msg(!ld_proxy_forward_request_header(dropped[i], NULL), "%s",
                       dropped[i]);
@@ -740,6 +1114,12 @@ static Suite *proxy_gate_suite(void)
     tcase_add_test(tc, long_segments_and_messages_stay_bounded);
     tcase_add_test(tc, quoted_client_bytes_keep_the_body_json);
     tcase_add_test(tc, shard_group_leases_get_403);
+    tcase_add_test(tc, own_lease_creates_get_403);
+    tcase_add_test(tc, unreadable_creates_get_403);
+    tcase_add_test(tc, harmless_creates_pass);
+    tcase_add_test(tc, a_standby_judges_a_create_once_its_body_is_read);
+    tcase_add_test(tc, generate_names_are_judged_like_the_api_server);
+    tcase_add_test(tc, shard_group_creates_get_403);
     tcase_add_test(tc, guards_come_first_then_leadership);
     tcase_add_test(tc, forbidden_is_a_metav1_status);
     tcase_add_test(tc, forwarded_headers_are_dropped);

@@ -117,7 +117,9 @@ static enum MHD_Result note_header(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
-static void req_info(struct ld_pxe *q, const char *version, struct ld_proxy_req *r)
+/* What the gate sees of q; its body only once read whole (body_read). */
+static void req_info(struct ld_pxe *q, const char *version, bool body_read,
+                     struct ld_proxy_req *r)
 {
     const char *cl = header(q->mc, "Content-Length");
     memset(r, 0, sizeof(*r));
@@ -128,6 +130,11 @@ static void req_info(struct ld_pxe *q, const char *version, struct ld_proxy_req 
     r->connection = header(q->mc, "Connection");
     r->upgrade = header(q->mc, "Upgrade");
     r->shard = header(q->mc, LD_PROXY_SHARD_HEADER);
+    r->body_read = body_read;
+    if (body_read) {
+        r->body = q->body.data;
+        r->body_len = q->body.len;
+    }
     if (cl) {
         char *end = NULL;
         errno = 0;
@@ -139,12 +146,13 @@ static void req_info(struct ld_pxe *q, const char *version, struct ld_proxy_req 
     }
 }
 
-static void decide(struct ld_proxy *p, struct ld_pxe *q, const char *version)
+static void decide(struct ld_proxy *p, struct ld_pxe *q, const char *version,
+                   bool body_read)
 {
     struct ld_proxy_req r;
     struct ld_pxe_view h;
     struct ld_proxy_policy pol = {.port = p->port, .impersonation = p->impersonation};
-    req_info(q, version, &r);
+    req_info(q, version, body_read, &r);
     ld_pxe_view_take(q->hub, &h);
     ld_proxy_judge(&r, &pol, &h.v, ld_mono_ms(), &q->verdict);
     ld_pxe_view_drop(&h);
@@ -599,7 +607,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         q->fd = ld_http_conn_fd(c);
         q->body_due_ms = ld_mono_ms() + p->body_timeout_ms;
         ld_http_conns_busy(p->conns, c);
-        decide(p, q, version);
+        decide(p, q, version, false);
         /* A client waiting for "100 Continue" before it sends the body
          * gets the refusal instead, and sends nothing. */
         const char *expect = header(c, "Expect");
@@ -616,9 +624,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (body_late(q, p->body_timeout_ms))
         return answer_status(q, &q->verdict);
-    /* The request has been read: a write is judged again. */
+    /* The request has been read: a write is judged again, now with its
+     * body (a POST may create one of the own Leases). */
     if (!q->verdict.status && q->verdict.write)
-        decide(p, q, version);
+        decide(p, q, version, true);
     if (q->verdict.status)
         return answer_status(q, &q->verdict);
     return hand_over(q);

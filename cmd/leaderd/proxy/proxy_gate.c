@@ -22,6 +22,10 @@
 #define SEG_MAX 253
 /* The segments of /apis/coordination.k8s.io/VERSION/namespaces/NS/leases/NAME. */
 #define SEG_KEEP 7
+/* The API server makes a name from generateName by cutting it to 58 bytes
+ * and appending 5 random characters (k8s.io/apiserver names). */
+#define GENERATED_BASE_MAX 58
+#define GENERATED_SUFFIX 5
 
 bool ld_proxy_is_read(const char *method)
 {
@@ -106,16 +110,20 @@ static bool hop_by_hop(const char *name, const char *connection)
 
 bool ld_proxy_forward_request_header(const char *name, const char *connection)
 {
-    static const char *const own[] = {"Authorization",  "Host",
-                                      "Content-Length", "Expect",
-                                      "Forwarded",      LD_PROXY_SHARD_HEADER};
+    static const char *const own[] = {
+        "Authorization", "Host",      "Content-Length",     "Expect",
+        "Forwarded",     "X-Real-Ip", LD_PROXY_SHARD_HEADER};
+    /* Who the client is, as a front proxy tells the API server: the app
+     * speaks for nobody but itself (see proxy_gate.h). */
+    static const char *const claims[] = {"X-Forwarded-", "X-Remote-"};
     if (!name || !name[0])
         return false;
     for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
         if (strcasecmp(name, own[i]) == 0)
             return false;
-    if (strncasecmp(name, "X-Forwarded-", strlen("X-Forwarded-")) == 0)
-        return false;
+    for (size_t i = 0; i < sizeof(claims) / sizeof(claims[0]); i++)
+        if (strncasecmp(name, claims[i], strlen(claims[i])) == 0)
+            return false;
     return !hop_by_hop(name, connection);
 }
 
@@ -278,6 +286,14 @@ void ld_proxy_req_note_header(struct ld_proxy_req *req, const char *name,
     } else if (!req->impersonate &&
                strncasecmp(name, IMPERSONATE_PREFIX, strlen(IMPERSONATE_PREFIX)) == 0) {
         req->impersonate = name;
+    } else if (strcasecmp(name, "Content-Type") == 0) {
+        req->body_headers_repeated |= req->content_type != NULL;
+        if (!req->content_type)
+            req->content_type = value ? value : "";
+    } else if (strcasecmp(name, "Content-Encoding") == 0) {
+        req->body_headers_repeated |= req->content_encoding != NULL;
+        if (!req->content_encoding)
+            req->content_encoding = value ? value : "";
     }
 }
 
@@ -338,8 +354,8 @@ static bool host_is_loopback(const char *host, int port)
  * split at '/', empty segments left out. The first SEG_KEEP segments are
  * kept for the Lease rule. */
 struct path_segs {
-    char seg[SEG_KEEP][SEG_MAX + 1]; /* NUL-terminated when kept */
-    size_t len[SEG_KEEP];            /* SEG_MAX + 1: longer than SEG_MAX, not kept */
+    char seg[SEG_KEEP][SEG_MAX + 1]; /* NUL-terminated; at most SEG_MAX bytes */
+    size_t len[SEG_KEEP];            /* SEG_MAX + 1: longer, only its start kept */
     size_t n;                        /* the segments */
     bool dot;                        /* a "." or ".." segment */
 };
@@ -375,11 +391,12 @@ static void end_segment(struct path_segs *ps, const char *seg, size_t len)
     if ((len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
         ps->dot = true;
     if (ps->n < SEG_KEEP) {
+        /* A longer segment names no Lease but may start like a member
+         * Lease (own_name), so its start is kept too. */
+        size_t kept = len <= SEG_MAX ? len : SEG_MAX;
         ps->len[ps->n] = len;
-        if (len <= SEG_MAX) {
-            memcpy(ps->seg[ps->n], seg, len);
-            ps->seg[ps->n][len] = '\0';
-        }
+        memcpy(ps->seg[ps->n], seg, kept);
+        ps->seg[ps->n][kept] = '\0';
     }
     ps->n++;
 }
@@ -421,19 +438,236 @@ static bool seg_is(const struct path_segs *ps, size_t i, const char *s)
     return seg_is_n(ps, i, s, strlen(s));
 }
 
-/* True when the Lease named by segment 6 of ps is one of the shard group's:
- * a shard Lease, or any replica's member Lease. */
-static bool group_lease(const struct path_segs *ps, const struct ld_shardlayout *l)
+/* True when the first n bytes of s are those of the concatenation a b
+ * (n at most their lengths together). */
+static bool starts_like(const char *s, size_t n, const char *a, const char *b)
 {
-    const char *group = l->name;
-    size_t glen = strlen(group), ilen = strlen(MEMBER_INFIX);
-    if (ps->len[6] > glen + ilen && memcmp(ps->seg[6], group, glen) == 0 &&
-        memcmp(ps->seg[6] + glen, MEMBER_INFIX, ilen) == 0)
+    size_t alen = strlen(a);
+    size_t k = n < alen ? n : alen;
+    return memcmp(s, a, k) == 0 && memcmp(s + k, b, n - k) == 0;
+}
+
+/* True when the Lease name (len bytes, of which at least SEG_MAX or all
+ * are readable) is one of v's: the election's, or in shard mode a shard
+ * Lease or any replica's member Lease. Whatever starts like a member Lease
+ * counts, however long: refusing a name the API server would refuse costs
+ * nothing. */
+static bool own_name(const struct ld_proxy_view *v, const char *name, size_t len)
+{
+    if (!v->layout) {
+        const char *lease = strchr(v->snap->lease, '/') + 1;
+        return len == strlen(lease) && memcmp(name, lease, len) == 0;
+    }
+    const char *group = v->layout->name;
+    size_t plen = strlen(group) + strlen(MEMBER_INFIX);
+    if (len > plen && plen <= SEG_MAX && starts_like(name, plen, group, MEMBER_INFIX))
         return true;
-    for (uint32_t s = 0; s < l->n_shards; s++)
-        if (seg_is(ps, 6, l->shards[s].lease))
+    for (uint32_t s = 0; s < v->layout->n_shards; s++) {
+        const char *lease = v->layout->shards[s].lease;
+        if (len == strlen(lease) && memcmp(name, lease, len) == 0)
             return true;
+    }
     return false;
+}
+
+/* True when the API server could name a Lease of v from the generateName
+ * base (len bytes): it cuts base to GENERATED_BASE_MAX bytes and appends
+ * GENERATED_SUFFIX random characters (names.SimpleNameGenerator). Which
+ * characters those are is not relied on. */
+static bool own_generated(const struct ld_proxy_view *v, const char *base, size_t len)
+{
+    if (len == 0)
+        return false; /* none: the API server then needs a name */
+    if (len > GENERATED_BASE_MAX)
+        len = GENERATED_BASE_MAX;
+    size_t made = len + GENERATED_SUFFIX;
+    if (!v->layout) {
+        const char *lease = strchr(v->snap->lease, '/') + 1;
+        return made == strlen(lease) && memcmp(base, lease, len) == 0;
+    }
+    /* A member Lease: the made name starts with GROUP-member- and goes on. */
+    const char *group = v->layout->name;
+    size_t plen = strlen(group) + strlen(MEMBER_INFIX);
+    if (made > plen && starts_like(base, len < plen ? len : plen, group, MEMBER_INFIX))
+        return true;
+    for (uint32_t s = 0; s < v->layout->n_shards; s++) {
+        const char *lease = v->layout->shards[s].lease;
+        if (made == strlen(lease) && memcmp(base, lease, len) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The 403 for a DELETE of the own namespace's Lease collection. */
+static void refuse_delete_all(const struct ld_proxy_view *v, struct ld_proxy_verdict *out)
+{
+    const struct ld_snapshot *s = v->snap;
+    int nslen = (int)(strchr(s->lease, '/') - s->lease);
+    if (v->layout)
+        answer(out, 403, "Forbidden",
+               "write refused by leaderd: deleting the Leases of namespace %.*s would "
+               "delete those of the shard group %s that %s (this replica) belongs "
+               "to; only leaderd writes them",
+               nslen, s->lease, v->layout->name, s->identity);
+    else
+        answer(out, 403, "Forbidden",
+               "write refused by leaderd: deleting the Leases of namespace %.*s would "
+               "delete the Lease %s of %s (this replica); only leaderd writes it",
+               nslen, s->lease, s->lease, s->identity);
+}
+
+/* True when the media type of a Content-Type value is application/json
+ * (parameters aside); no value counts, as the API server then reads JSON. */
+static bool json_media(const char *type)
+{
+    if (!type)
+        return true;
+    type += strspn(type, " \t");
+    size_t n = strcspn(type, ";");
+    while (n > 0 && (type[n - 1] == ' ' || type[n - 1] == '\t'))
+        n--;
+    return n == 0 || (n == strlen("application/json") &&
+                      strncasecmp(type, "application/json", n) == 0);
+}
+
+/* True when the body's headers let the gate read it as the API server
+ * will: JSON, not encoded, each header once. */
+static bool body_plain_json(const struct ld_proxy_req *req)
+{
+    const char *enc = req->content_encoding;
+    return !req->body_headers_repeated && json_media(req->content_type) &&
+           (!enc || !enc[0] || strcasecmp(enc, "identity") == 0);
+}
+
+/* What a create body names: a Lease of the group, or nothing that could
+ * be, or something the gate cannot read. */
+enum create_find { CREATE_HARMLESS, CREATE_OWN, CREATE_UNREADABLE };
+
+/* Judges the name or generateName value of a metadata (generate: a
+ * generateName); *hit is set to the string that names an own Lease. */
+static enum create_find judge_name(const struct ld_proxy_view *v, const json_t *value,
+                                   bool generate, const char **hit)
+{
+    if (json_is_null(value))
+        return CREATE_HARMLESS;
+    if (!json_is_string(value))
+        return CREATE_UNREADABLE;
+    const char *s = json_string_value(value);
+    size_t len = json_string_length(value);
+    if (!(generate ? own_generated(v, s, len) : own_name(v, s, len)))
+        return CREATE_HARMLESS;
+    *hit = s;
+    return CREATE_OWN;
+}
+
+/* Judges every name and generateName of one metadata, keys in any case:
+ * the API server matches them exactly, the gate does not rely on it. The
+ * first own name found wins; *field says which key it was under. */
+static enum create_find judge_metadata(const struct ld_proxy_view *v, json_t *meta,
+                                       const char **field, const char **hit)
+{
+    enum create_find found = CREATE_HARMLESS;
+    const char *key;
+    json_t *value;
+    if (json_is_null(meta))
+        return CREATE_HARMLESS;
+    if (!json_is_object(meta))
+        return CREATE_UNREADABLE;
+    json_object_foreach(meta, key, value)
+    {
+        bool generate = strcasecmp(key, "generateName") == 0;
+        if (!generate && strcasecmp(key, "name") != 0)
+            continue;
+        enum create_find f = judge_name(v, value, generate, hit);
+        if (f == CREATE_OWN) {
+            *field = generate ? "metadata.generateName" : "metadata.name";
+            return f;
+        }
+        if (f == CREATE_UNREADABLE)
+            found = f;
+    }
+    return found;
+}
+
+/* Judges a create body (see ld_proxy_judge). *field and *hit point into
+ * *root, which the caller releases (json_decref) once done with them. */
+static enum create_find judge_create(const struct ld_proxy_req *req,
+                                     const struct ld_proxy_view *v, json_t **root,
+                                     const char **field, const char **hit)
+{
+    enum create_find found = CREATE_HARMLESS;
+    const char *key;
+    json_t *value;
+    if (!body_plain_json(req))
+        return CREATE_UNREADABLE;
+    *root = json_loadb(req->body ? req->body : "", req->body_len, JSON_REJECT_DUPLICATES,
+                       NULL);
+    if (!json_is_object(*root))
+        return CREATE_UNREADABLE;
+    json_object_foreach(*root, key, value)
+    {
+        if (strcasecmp(key, "metadata") != 0)
+            continue;
+        enum create_find f = judge_metadata(v, value, field, hit);
+        if (f == CREATE_OWN)
+            return f;
+        if (f == CREATE_UNREADABLE)
+            found = f;
+    }
+    return found;
+}
+
+/* The 403 for a create body judged own (field and hit set) or unreadable. */
+static void refuse_create(const struct ld_proxy_view *v, enum create_find found,
+                          const char *field, const char *hit,
+                          struct ld_proxy_verdict *out)
+{
+    const struct ld_snapshot *s = v->snap;
+    int nslen = (int)(strchr(s->lease, '/') - s->lease);
+    const char *what = v->layout ? "a Lease of the shard group" : "the Lease";
+    const char *which = v->layout ? v->layout->name : s->lease;
+    const char *role = v->layout ? "belongs to" : "holds its election with";
+    char quoted[101];
+    if (found == CREATE_OWN)
+        answer(out, 403, "Forbidden",
+               "write refused by leaderd: this POST to the Leases of namespace %.*s "
+               "would create %s %s that %s (this replica) %s (%s \"%s\"); only "
+               "leaderd writes it",
+               nslen, s->lease, what, which, s->identity, role, field,
+               shown(hit, quoted, sizeof(quoted)));
+    else
+        answer(out, 403, "Forbidden",
+               "write refused by leaderd: a POST to the Leases of namespace %.*s could "
+               "create %s %s that %s (this replica) %s, and leaderd cannot read this "
+               "body to tell (it reads one JSON object, Content-Type application/json, "
+               "no Content-Encoding); only leaderd writes it",
+               nslen, s->lease, what, which, s->identity, role);
+}
+
+/* Fills out with a 403 and returns true for a POST to the own namespace's
+ * Lease collection whose body would create one of v's Leases, or that the
+ * gate cannot read (see ld_proxy_judge). */
+static bool own_lease_create(const struct ld_proxy_req *req,
+                             const struct ld_proxy_view *v, struct ld_proxy_verdict *out)
+{
+    json_t *root = NULL;
+    const char *field = NULL, *hit = NULL;
+    enum create_find found = judge_create(req, v, &root, &field, &hit);
+    if (found != CREATE_HARMLESS)
+        refuse_create(v, found, field, hit, out);
+    json_decref(root);
+    return found != CREATE_HARMLESS;
+}
+
+/* True when ps starts with the path of the Lease collection of s's
+ * namespace: /apis/coordination.k8s.io/VERSION/namespaces/NS/leases. */
+static bool own_collection(const struct path_segs *ps, const struct ld_snapshot *s)
+{
+    const char *slash = strchr(s->lease, '/');
+    return slash && ps->n >= 6 && seg_is(ps, 0, "apis") &&
+           seg_is(ps, 1, "coordination.k8s.io") && seg_is(ps, 3, "namespaces") &&
+           seg_is_n(ps, 4, s->lease, (size_t)(slash - s->lease)) &&
+           seg_is(ps, 5, "leases");
 }
 
 /* Fills out with a 403 and returns true for a write to one of this
@@ -444,31 +678,20 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
     const struct ld_snapshot *s = v->snap;
     const char *slash = strchr(s->lease, '/');
     char quoted[SEG_MAX + 1];
-    if (!slash || ps->n < 6 || !seg_is(ps, 0, "apis") ||
-        !seg_is(ps, 1, "coordination.k8s.io") || !seg_is(ps, 3, "namespaces") ||
-        !seg_is_n(ps, 4, s->lease, (size_t)(slash - s->lease)) ||
-        !seg_is(ps, 5, "leases"))
+    if (!own_collection(ps, s))
         return false;
     if (ps->n == 6) {
-        if (strcmp(req->method, "DELETE") != 0)
-            return false;
-        if (v->layout)
-            answer(
-                out, 403, "Forbidden",
-                "write refused by leaderd: deleting the Leases of namespace %.*s would "
-                "delete those of the shard group %s that %s (this replica) belongs "
-                "to; only leaderd writes them",
-                (int)(slash - s->lease), s->lease, v->layout->name, s->identity);
-        else
-            answer(
-                out, 403, "Forbidden",
-                "write refused by leaderd: deleting the Leases of namespace %.*s would "
-                "delete the Lease %s of %s (this replica); only leaderd writes it",
-                (int)(slash - s->lease), s->lease, s->lease, s->identity);
-        return true;
+        if (strcmp(req->method, "DELETE") == 0) {
+            refuse_delete_all(v, out);
+            return true;
+        }
+        /* Before the body is read nothing tells; the proxy judges again. */
+        if (strcmp(req->method, "POST") == 0 && req->body_read)
+            return own_lease_create(req, v, out);
+        return false;
     }
     if (v->layout) {
-        if (!group_lease(ps, v->layout))
+        if (!own_name(v, ps->seg[6], ps->len[6]))
             return false;
         answer(out, 403, "Forbidden",
                "write refused by leaderd: the Lease %.*s/%s belongs to the shard group "
@@ -477,7 +700,7 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
                shown(ps->seg[6], quoted, sizeof(quoted)), v->layout->name, s->identity);
         return true;
     }
-    if (!seg_is(ps, 6, slash + 1))
+    if (!own_name(v, ps->seg[6], ps->len[6]))
         return false;
     answer(out, 403, "Forbidden",
            "write refused by leaderd: the Lease %s is the one %s (this replica) holds "
@@ -543,6 +766,16 @@ void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy
         own_lease_write(req, &ps, v, out))
         return;
     ld_proxy_decide(req, v, now_ms, out);
+    /* A create in the own namespace may yet be a 403, which does not
+     * depend on who leads: the leadership's answer waits for the body. */
+    if (out->refused && !req->body_read && req->method &&
+        strcmp(req->method, "POST") == 0 && ps.n == 6 && own_collection(&ps, v->snap)) {
+        uint32_t shard = out->shard;
+        memset(out, 0, sizeof(*out));
+        out->write = true;
+        out->shard = shard;
+        out->body_pending = true;
+    }
 }
 
 bool ld_proxy_still_leads(const struct ld_proxy_verdict *passed,

@@ -2,8 +2,9 @@
  * proxy_gate: the decisions of the API write gate (--api-proxy), as pure
  * functions of a request's method, target and headers, the published
  * leadership (a snapshot, and in shard mode the shard table) and the time.
- * No I/O, no clock, no allocation: the proxy (proxy.h) asks, forwards or
- * answers.
+ * No I/O, no clock; nothing allocated but jansson's reading of a body
+ * that may create a Lease (freed before returning) and the Status bodies
+ * of ld_proxy_status_json: the proxy (proxy.h) asks, forwards or answers.
  *
  * The rule it keeps: a write (POST, PUT, PATCH, DELETE; any method that is
  * not a read counts as one) passes only while this replica leads as of
@@ -19,7 +20,8 @@
  * a browser marks as its own (Origin, Sec-Fetch-Site), no impersonation
  * unless allowed, no path with dot segments (which libcurl and the API
  * server would resolve to another path than the one judged), and never a
- * write to a Lease of this replica's own election or shard group.
+ * write to a Lease of this replica's own election or shard group, nor a
+ * create of one.
  */
 #ifndef LEADERD_PROXY_GATE_H
 #define LEADERD_PROXY_GATE_H
@@ -50,10 +52,19 @@ struct ld_proxy_req {
     bool has_length;        /* Content-Length given */
     uint64_t content_length;
     /* What ld_proxy_req_note_header gathered from the whole header list. */
-    const char *host;        /* the first Host header's value */
-    unsigned int hosts;      /* how many Host headers there were */
-    const char *browser;     /* the name of an Origin or Sec-Fetch-Site header */
-    const char *impersonate; /* the name of the first Impersonate-* header */
+    const char *host;             /* the first Host header's value */
+    unsigned int hosts;           /* how many Host headers there were */
+    const char *browser;          /* the name of an Origin or Sec-Fetch-Site header */
+    const char *impersonate;      /* the name of the first Impersonate-* header */
+    const char *content_type;     /* the first Content-Type header's value */
+    const char *content_encoding; /* the first Content-Encoding header's value */
+    bool body_headers_repeated;   /* Content-Type or Content-Encoding given twice */
+    /* The body, once read whole (body_read; body need not end in NUL and
+     * may be NULL when body_len is 0). Before that the Lease-create rule of
+     * ld_proxy_judge cannot tell, and passes. */
+    bool body_read;
+    const char *body;
+    size_t body_len;
 };
 
 /* What the proxy adds to the judgement of ld_proxy_judge. */
@@ -77,7 +88,11 @@ struct ld_proxy_verdict {
     char message[512];   /* its message */
     bool write;          /* a write: gated before sending and while in flight */
     bool refused;        /* a write refused because this replica does not lead */
-    uint32_t shard;      /* shard mode, a write: the shard's index */
+    /* Passed only until the body is read: a POST to the own namespace's
+     * Lease collection on a replica that does not lead, judged whole (the
+     * 403 before the 503) once its body is read. */
+    bool body_pending;
+    uint32_t shard; /* shard mode, a write: the shard's index */
 };
 
 /* True for GET, HEAD and OPTIONS. */
@@ -93,9 +108,14 @@ bool ld_proxy_is_upgrade(const struct ld_proxy_req *req);
  * Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade, and every
  * header the Connection header names, given as connection), not what
  * libcurl writes itself (Host, Content-Length, Expect), not X-Leaderd-Shard
- * (it is addressed to the proxy), not Forwarded or X-Forwarded-* (the app
- * cannot speak for other clients; an API server behind a front proxy may
- * trust them). Impersonate-* headers are forwarded: ld_proxy_judge has
+ * (it is addressed to the proxy), not Forwarded, X-Forwarded-* or
+ * X-Real-Ip (the app cannot speak for other clients; an API server behind a
+ * front proxy may trust them for its audit log), not X-Remote-* (an API
+ * server with request-header authentication takes the user, groups and
+ * extras from X-Remote-User, X-Remote-Group and X-Remote-Extra-*, and the
+ * app must not name them; other prefixes can be configured there, which
+ * only the API server's front proxy can strip). Impersonate-* headers are
+ * forwarded: ld_proxy_judge has
  * refused the request already unless they are allowed. Names compare
  * case-insensitively. */
 bool ld_proxy_forward_request_header(const char *name, const char *connection);
@@ -106,8 +126,9 @@ bool ld_proxy_forward_response_header(const char *name, const char *connection);
 
 /* Records what the guards of ld_proxy_judge need of one request header
  * (name and value borrowed, kept in req while they live): the Host
- * headers, an Origin or Sec-Fetch-Site header, an Impersonate-* header.
- * Other headers are ignored. Names compare case-insensitively. */
+ * headers, an Origin or Sec-Fetch-Site header, an Impersonate-* header,
+ * the Content-Type and Content-Encoding headers (and whether either came
+ * twice). Other headers are ignored. Names compare case-insensitively. */
 void ld_proxy_req_note_header(struct ld_proxy_req *req, const char *name,
                               const char *value);
 
@@ -125,9 +146,26 @@ void ld_proxy_req_note_header(struct ld_proxy_req *req, const char *name,
  *    Lease's namespace (/apis/coordination.k8s.io/VERSION/namespaces/NS/
  *    leases/NAME and below), or in shard mode to the group's shard
  *    Leases and member Leases, and for a DELETE of that namespace's Lease
- *    collection; the path judged as above, empty segments ignored.
- * Each answer's message names this replica. Then ld_proxy_decide. Called
- * wherever ld_proxy_decide would be. */
+ *    collection; the path judged as above, empty segments ignored;
+ *  - once the body is read (req->body_read), 403 for a POST to that
+ *    namespace's Lease collection (the same path judgement) whose body
+ *    would create one of those Leases: a metadata.name that is one, or a
+ *    metadata.generateName from which the API server could make one (it
+ *    cuts it to 58 characters and appends 5 random ones); keys "metadata",
+ *    "name" and "generateName" match in any case, and a generateName is
+ *    judged even beside a name. A body the gate cannot read so is refused
+ *    as well, since it cannot be shown harmless: a Content-Type other than
+ *    application/json (none counts as JSON, as the API server takes it), a
+ *    Content-Encoding other than identity, either header twice, a body
+ *    that is not one JSON object (duplicate keys, invalid UTF-8, YAML,
+ *    protobuf), a metadata that is not an object, a name or generateName
+ *    that is neither a string nor null. The namespace is the path's: the
+ *    API server refuses a body whose metadata.namespace differs.
+ * Each answer's message names this replica. Then ld_proxy_decide, except
+ * that before the body is read such a POST is not refused for leadership
+ * yet (out->body_pending): its 403 comes first on every replica. The proxy
+ * judges every write again once its body is read. Called wherever
+ * ld_proxy_decide would be. */
 void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy *pol,
                     const struct ld_proxy_view *v, int64_t now_ms,
                     struct ld_proxy_verdict *out);
