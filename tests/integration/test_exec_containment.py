@@ -116,7 +116,8 @@ class ExecContainment(unittest.TestCase):
         wait_until(leader.is_leader, 5, what=f"{identity} to report leading")
         # One line at start says how the command is kept together.
         said = re.findall(
-            r"containment: (?:cgroup v2 \(/\S+\)|process tree \(subreaper\)): \S.*$",
+            r"containment: (?:cgroup v2 \(/\S+\)(?: and process tree \(subreaper\))?"
+            r"|process tree \(subreaper\)): \S.*$",
             leader.log(), re.M)
         self.assertEqual(len(said), 1, leader.log())
         return leader, pids

@@ -391,8 +391,16 @@ static void setup_contained(void)
     enter_test_cgroup();
 }
 
+/* Mode 2's other process in the test's cgroup, so that leaderd shares it. */
+static pid_t neighbour = -1;
+
 static void teardown_contained(void)
 {
+    if (neighbour > 0) {
+        kill(neighbour, SIGKILL);
+        waitpid(neighbour, NULL, 0);
+        neighbour = -1;
+    }
     leave_test_cgroup();
     teardown();
 }
@@ -407,14 +415,23 @@ static void keep_line(void *ctx, enum ld_log_level level, const char *msg)
         snprintf(logged, sizeof(logged), "%s", msg);
 }
 
-/* Loop index 0: the process tree; 1: a cgroup v2. Returns false (the test
- * has nothing to check) when the machine offers no cgroup v2 to write. */
+/* Loop index 0: the process tree; 1: a cgroup v2 tree of leaderd's own; 2:
+ * a cgroup v2 leaderd shares with another process (the command's cgroup
+ * and the process tree). Returns false (the test has nothing to check)
+ * when the machine offers no cgroup v2 to write. */
 static bool spawn_contained(int mode, char *const *argv, int64_t grace,
                             struct ld_supervisor *s)
 {
     const char *mount = mode == 0 ? "/nonexistent" : cgroup_v2_mount();
-    if (!mount || (mode == 1 && !test_cgroup[0]))
+    if (!mount || (mode != 0 && !test_cgroup[0]))
         return false;
+    if (mode == 2) {
+        neighbour = fork();
+        if (neighbour == 0)
+            for (;;)
+                pause();
+        ck_assert_int_gt(neighbour, 0);
+    }
     struct ld_supervisor_config cfg = {.command = argv,
                                        .lease = "ns/lease",
                                        .identity = "me",
@@ -429,6 +446,13 @@ static bool spawn_contained(int mode, char *const *argv, int64_t grace,
         ck_assert_ptr_null(s->tree);
         ck_assert_msg(strncmp(logged, "containment: process tree (subreaper): ", 39) == 0,
                       "%s", logged);
+    } else if (mode == 2) {
+        ck_assert_ptr_nonnull(s->cgroup);
+        ck_assert_ptr_null(s->tree);
+        char want[700];
+        snprintf(want, sizeof(want),
+                 "containment: cgroup v2 (%s) and process tree (subreaper): ", s->cgroup);
+        ck_assert_msg(strncmp(logged, want, strlen(want)) == 0, "%s", logged);
     } else {
         /* The test's own cgroup is claimed; the command gets one in it. */
         ck_assert_ptr_nonnull(s->cgroup);
@@ -871,13 +895,13 @@ static Suite *supervisor_suite(void)
     TCase *tk = tcase_create("containment");
     tcase_add_checked_fixture(tk, setup_contained, teardown_contained);
     tcase_set_timeout(tk, 60);
-    tcase_add_loop_test(tk, stop_ends_processes_that_left_the_group, 0, 2);
-    tcase_add_loop_test(tk, a_daemon_does_not_outlive_its_child, 0, 2);
-    tcase_add_loop_test(tk, exit_status_survives_orphans_dying_with_the_child, 0, 2);
-    tcase_add_loop_test(tk, signals_reach_every_process, 0, 2);
-    tcase_add_loop_test(tk, supervisor_death_leaves_nothing, 0, 2);
-    tcase_add_loop_test(tk, stop_ends_processes_that_moved_cgroup, 0, 2);
-    tcase_add_loop_test(tk, reclaim_ends_processes_that_moved_cgroup, 0, 2);
+    tcase_add_loop_test(tk, stop_ends_processes_that_left_the_group, 0, 3);
+    tcase_add_loop_test(tk, a_daemon_does_not_outlive_its_child, 0, 3);
+    tcase_add_loop_test(tk, exit_status_survives_orphans_dying_with_the_child, 0, 3);
+    tcase_add_loop_test(tk, signals_reach_every_process, 0, 3);
+    tcase_add_loop_test(tk, supervisor_death_leaves_nothing, 0, 3);
+    tcase_add_loop_test(tk, stop_ends_processes_that_moved_cgroup, 0, 3);
+    tcase_add_loop_test(tk, reclaim_ends_processes_that_moved_cgroup, 0, 3);
     suite_add_tcase(s, tk);
 
     TCase *tw = tcase_create("whose");

@@ -979,31 +979,35 @@ out:
     return dir;
 }
 
-/* Claims the caller's cgroup tree when cgroup v2 is mounted at mount and
- * the tree is the caller's alone: moves the caller into its leaf and makes
- * the command's cgroup. Sets s->tree, s->tree_cgroup and s->cgroup on
- * success (0); leaves them NULL otherwise (-1). */
-static int claim_tree(struct ld_supervisor *s, const char *mount)
+/* Claims the caller's cgroup tree when it is the caller's alone: moves the
+ * caller into its leaf and makes the command's cgroup there; sets s->tree,
+ * s->tree_cgroup and s->cgroup. Else, where the caller may still make a
+ * cgroup below its own, only s->cgroup: the command gets cgroup.kill, and
+ * the subreaper follows what moves out of it. Leaves them NULL when cgroup
+ * v2 is not mounted at mount or cannot be written. */
+static void choose_cgroups(struct ld_supervisor *s, const char *mount)
 {
     struct statfs fs;
     size_t at = 0;
-    char *tree = NULL;
-    int rc = -1;
+    char *tree = NULL, *own = NULL, *shared = NULL;
     if (statfs(mount, &fs) != 0 || fs.f_type != CGROUP2_MAGIC)
-        goto out;
+        return;
     tree = tree_path(mount, &at);
-    if (!tree || !tree_is_ours(tree) || enter_leaf(tree) != 0)
-        goto out;
-    s->cgroup = command_cgroup(tree);
-    if (!s->cgroup)
-        goto out;
-    s->tree = tree;
-    s->tree_cgroup = tree + at;
-    tree = NULL;
-    rc = 0;
-out:
+    if (tree && tree_is_ours(tree) && enter_leaf(tree) == 0) {
+        s->cgroup = command_cgroup(tree);
+        if (s->cgroup) {
+            s->tree = tree;
+            s->tree_cgroup = tree + at;
+            return;
+        }
+    }
     free(tree);
-    return rc;
+    own = own_cgroup();
+    if (own && asprintf(&shared, "%s%s", mount, own) >= 0) {
+        s->cgroup = command_cgroup(shared);
+        free(shared);
+    }
+    free(own);
 }
 
 /* The one line at start: which containment, and what it guarantees. */
@@ -1015,6 +1019,15 @@ static void log_containment(const struct ld_supervisor *s)
                "leaderd and its supervisor is the command's, wherever in the tree it "
                "moves; each command starts in %s",
                s->tree, s->cgroup + strlen(s->tree) + 1);
+    else if (s->cgroup)
+        ld_log(LD_LOG_INFO,
+               "containment: cgroup v2 (%s) and process tree (subreaper): leaderd's "
+               "cgroup has other processes, so the command's are those in this "
+               "cgroup (ended with cgroup.kill) and every descendant of the "
+               "supervisor, whatever its group, session or cgroup; a process started "
+               "for the command by one outside that tree (a daemon it asks, kubectl "
+               "exec) that leaves this cgroup is not found",
+               s->cgroup);
     else
         ld_log(LD_LOG_INFO,
                "containment: process tree (subreaper): every descendant of the "
@@ -1043,12 +1056,17 @@ int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_conf
         goto out;
     }
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    if (claim_tree(s, cfg->cgroup_mount ? cfg->cgroup_mount : "/sys/fs/cgroup") == 0) {
+    choose_cgroups(s, cfg->cgroup_mount ? cfg->cgroup_mount : "/sys/fs/cgroup");
+    if (s->cgroup) {
         sup.cg_dir = open(s->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (sup.cg_dir >= 0)
             sup.cg_events = openat(sup.cg_dir, "cgroup.events", O_RDONLY | O_CLOEXEC);
+        if (sup.cg_events < 0)
+            goto out;
+    }
+    if (s->tree) {
         sup.tree_dir = open(s->tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (sup.cg_events < 0 || sup.tree_dir < 0)
+        if (sup.tree_dir < 0)
             goto out;
         sup.tree = s->tree_cgroup;
     }
@@ -1089,8 +1107,9 @@ out:
         close(sup.cg_dir);
     if (sup.tree_dir >= 0)
         close(sup.tree_dir);
-    if (rc != 0 && s->cgroup) {
+    if (rc != 0 && s->cgroup)
         rmdir(s->cgroup);
+    if (rc != 0) {
         free(s->cgroup);
         free(s->tree);
         s->cgroup = NULL;

@@ -23,8 +23,10 @@
  * own ("leaderd"), each command starts in another ("child-PID-N", ended
  * with cgroup.kill), and every other process anywhere in the tree counts
  * as the command's, so one that moves itself elsewhere in it (leaderd's
- * leaf included) is still found. Otherwise the supervisor is a child
- * subreaper and follows every process descended from it. Either way the
+ * leaf included) is still found. The supervisor is also a child subreaper
+ * and follows every process descended from it, wherever it moved; that
+ * alone is the containment where there is no cgroup v2 to write, and with
+ * a command cgroup below leaderd's where leaderd shares its cgroup. The
  * command counts as ended (the child's exit is reported) only once none of
  * its processes is left.
  *
@@ -97,7 +99,8 @@ struct ld_supervisor {
     char *cgroup; /* the command's cgroup directory, owned; NULL: the
                      supervisor contains it as a subreaper */
     char *tree;   /* the cgroup tree claimed (leaderd's, above its leaf),
-                     owned; NULL: none */
+                     owned; NULL: none (leaderd shares its cgroup, or
+                     there is no cgroup) */
     const char *tree_cgroup; /* inside tree: its path as /proc/PID/cgroup
                                 shows it ("" for the namespace's root) */
 };
@@ -119,12 +122,15 @@ struct ld_supervisor_config {
  * v2 is mounted at cfg->cgroup_mount, the caller's cgroup is not the
  * hierarchy's root, no other process is in it or below it, and the caller
  * may move itself into a new leaf "leaderd" there and a probe process into
- * a new cgroup for the command; else the process tree. The caller stays in
- * that leaf. It logs which one, and what it guarantees, in one line
- * ("containment: cgroup v2 (PATH): ..." or "containment: process tree
- * (subreaper): ..."). It also makes the calling process a child subreaper,
- * so that should the supervisor die, what is left of the command becomes
- * the caller's (see ld_supervisor_reclaim).
+ * a new cgroup for the command (the caller stays in that leaf); else, when
+ * the caller may still make and enter a cgroup below its own, that cgroup
+ * for the command plus the process tree; else the process tree alone. It
+ * logs which one, and what it guarantees, in one line ("containment:
+ * cgroup v2 (TREE): ...", "containment: cgroup v2 (CGROUP) and process
+ * tree (subreaper): ..." or "containment: process tree (subreaper): ...").
+ * It also makes the calling process a child subreaper, so that should the
+ * supervisor die, what is left of the command becomes the caller's (see
+ * ld_supervisor_reclaim).
  *
  * Returns 0, or -1 with errno set and s left without a supervisor. */
 int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_config *cfg);
