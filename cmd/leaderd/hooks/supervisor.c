@@ -55,6 +55,15 @@
 #define STRINGIFY_(x) #x
 #define STRINGIFY(x) STRINGIFY_(x)
 #define LD_SUP_TREE_DEPTH_TEXT STRINGIFY(LD_SUP_TREE_DEPTH)
+/* Where the libc's headers predate them: the numbers are the same on every
+ * architecture (the table shared since Linux 5.1; alpha aside). An older
+ * kernel answers ENOSYS, and a plain kill stands in. */
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 /* ---- policy -------------------------------------------------------------- */
 
@@ -332,44 +341,72 @@ static size_t procs_others(int dir, const pid_t *keep, size_t n_keep, pid_t *out
 
 #define DIRENT_TYPE_AT 18
 
-/* procs_others for dir and every cgroup below it, depth levels deep at
- * most. The directory is listed through an fd of its own, so the caller's
- * dir keeps its offset and can be scanned again. */
-static size_t tree_walk(int dir, int depth, const pid_t *keep, size_t n_keep, pid_t *out,
-                        size_t cap, size_t n)
+/* One directory of a walk down a cgroup tree, listed through an fd of its
+ * own (so the caller's dir keeps its offset and can be scanned again). */
+struct walk_level {
+    int fd;
+    long got;          /* bytes of getdents64 records in buf... */
+    long at;           /* ...and where the next one starts */
+    uint64_t buf[128]; /* getdents64 wants its buffer aligned */
+};
+
+/* The walk's levels: static, as the tables above, since only one thread
+ * ever scans, and the supervisor's stack need not hold them. */
+static struct walk_level levels[LD_SUP_TREE_DEPTH];
+
+/* The next subdirectory's name in l, or NULL once l is listed. */
+static const char *next_subdir(struct walk_level *l)
 {
-    uint64_t words[256]; /* getdents64 wants its buffer aligned */
-    n = procs_others(dir, keep, n_keep, out, cap, n);
-    int list = depth > 0 ? openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (list < 0)
-        return n;
-    long got;
-    while ((got = syscall(SYS_getdents64, list, words, sizeof(words))) > 0) {
-        for (long at = 0; at < got;) {
-            const char *rec = (const char *)words + at;
-            unsigned short reclen;
-            memcpy(&reclen, rec + DIRENT_RECLEN_AT, sizeof(reclen));
-            at += reclen;
-            const char *name = rec + DIRENT_NAME_AT;
-            unsigned char type = (unsigned char)rec[DIRENT_TYPE_AT];
-            if ((type != DT_DIR && type != DT_UNKNOWN) || strcmp(name, ".") == 0 ||
-                strcmp(name, "..") == 0)
-                continue;
-            int sub = openat(list, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0)
-                continue;
-            n = tree_walk(sub, depth - 1, keep, n_keep, out, cap, n);
-            close(sub);
+    for (;;) {
+        if (l->at >= l->got) {
+            l->got = syscall(SYS_getdents64, l->fd, l->buf, sizeof(l->buf));
+            l->at = 0;
+            if (l->got <= 0)
+                return NULL;
         }
+        const char *rec = (const char *)l->buf + l->at;
+        unsigned short reclen;
+        memcpy(&reclen, rec + DIRENT_RECLEN_AT, sizeof(reclen));
+        l->at += reclen;
+        const char *name = rec + DIRENT_NAME_AT;
+        unsigned char type = (unsigned char)rec[DIRENT_TYPE_AT];
+        if ((type == DT_DIR || type == DT_UNKNOWN) && strcmp(name, ".") != 0 &&
+            strcmp(name, "..") != 0)
+            return name;
     }
-    close(list);
-    return n;
 }
 
+static bool open_level(int depth, int dir)
+{
+    levels[depth].fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    levels[depth].got = 0;
+    levels[depth].at = 0;
+    return levels[depth].fd >= 0;
+}
+
+/* Depth first, without recursion: levels[d] is the directory d below dir
+ * being listed; a cgroup LD_SUP_TREE_DEPTH below dir is read, not listed. */
 size_t ld_sup_tree_others(int dir, const pid_t *keep, size_t n_keep, pid_t *out,
                           size_t cap)
 {
-    return tree_walk(dir, LD_SUP_TREE_DEPTH, keep, n_keep, out, cap, 0);
+    size_t n = procs_others(dir, keep, n_keep, out, cap, 0);
+    int depth = open_level(0, dir) ? 0 : -1;
+    while (depth >= 0) {
+        const char *name = next_subdir(&levels[depth]);
+        if (!name) {
+            close(levels[depth--].fd);
+            continue;
+        }
+        int sub = openat(levels[depth].fd, name,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+            continue;
+        n = procs_others(sub, keep, n_keep, out, cap, n);
+        if (depth + 1 < LD_SUP_TREE_DEPTH && open_level(depth + 1, sub))
+            depth++;
+        close(sub);
+    }
+    return n;
 }
 
 bool ld_sup_cgroup_within(const char *text, const char *tree)
@@ -399,12 +436,9 @@ bool ld_sup_cgroup_within(const char *text, const char *tree)
 static void signal_in_tree(pid_t pid, int sig, const char *tree)
 {
     char path[48], text[4096];
-    int pidfd = -1;
-#ifdef SYS_pidfd_open
-    pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (pidfd < 0 && errno != ENOSYS)
         return; /* gone */
-#endif
     append(path, sizeof(path),
            append_num(path, sizeof(path), append(path, sizeof(path), 0, "/proc/"),
                       (unsigned long long)pid),
@@ -416,11 +450,9 @@ static void signal_in_tree(pid_t pid, int sig, const char *tree)
     if (n > 0) {
         text[n] = '\0';
         if (ld_sup_cgroup_within(text, tree)) {
-#ifdef SYS_pidfd_send_signal
             if (pidfd >= 0)
                 syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
             else
-#endif
                 kill(pid, sig);
         }
     }

@@ -172,8 +172,9 @@ void ld_supervisor_close(struct ld_supervisor *s);
 /* Every process listed in cgroup.procs of the cgroup directory dir (open)
  * and of every cgroup below it, up to LD_SUP_TREE_DEPTH levels, except the
  * n_keep pids of keep: with the tree claimed, these are the command's. At
- * most cap of them are stored in out; returns how many were stored. Uses
- * only system calls and the stack, so the supervisor may call it. */
+ * most cap of them are stored in out; returns how many were stored. Only
+ * system calls and static buffers, so the supervisor may call it; one
+ * thread at a time. */
 size_t ld_sup_tree_others(int dir, const pid_t *keep, size_t n_keep, pid_t *out,
                           size_t cap);
 
