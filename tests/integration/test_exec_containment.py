@@ -4,11 +4,19 @@ starts grandchildren which leave its process group and session (setsid, and
 a daemon's double fork). Every process of the leader's command is gone
 before the next leader's command starts, after SIGTERM and after POST
 /resign; when the supervisor itself is killed, leaderd kills them all and
-writes no release, so the Lease keeps its holder until it expires."""
+writes no release, so the Lease keeps its holder until it expires.
+
+CgroupEscape runs a leader in a cgroup v2 of its own (a private mount and
+cgroup namespace, cgroup2 mounted on /sys/fs/cgroup): processes of its
+command that move themselves into leaderd's cgroup, or into one they make
+beside it, are dead before the release (SIGTERM, resign) or the takeover
+(renew deadline)."""
 import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -107,8 +115,10 @@ class ExecContainment(unittest.TestCase):
             self.assertTrue(ec.alive(pid))
         wait_until(leader.is_leader, 5, what=f"{identity} to report leading")
         # One line at start says how the command is kept together.
-        said = re.findall(r"containment: (?:cgroup v2 \(/\S+\)|process tree \(subreaper\))$",
-                          leader.log(), re.M)
+        said = re.findall(
+            r"containment: (?:cgroup v2 \(/\S+\)(?: and process tree \(subreaper\))?"
+            r"|process tree \(subreaper\)): \S.*$",
+            leader.log(), re.M)
         self.assertEqual(len(said), 1, leader.log())
         return leader, pids
 
@@ -149,6 +159,189 @@ class ExecContainment(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertEqual(lease["spec"]["holderIdentity"], leader.identity)
         self.assert_next_command_saw_none(leader.identity, KILL_BOUND + SCHED_SLACK + 5)
+
+
+# leaderd's wrapper, with the test's cgroup as $0 and leaderd's argv after:
+# the shell moves itself into that cgroup, then (exec, so the pid stays
+# leaderd's) into a new mount and cgroup namespace whose cgroup root is it,
+# mounts cgroup2 there, and execs leaderd, alone in its cgroup.
+WRAP = ('echo $$ > "$0/cgroup.procs" && exec unshare --mount --cgroup -- '
+        'sh -c \'mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec "$@"\' sh "$@"')
+
+# The command: one process moves itself into leaderd's cgroup (its parent,
+# the supervisor, is in it), another into a cgroup it makes beside it; both
+# leave the child's group and session; each notes "moved PID" once moved.
+MOVES = r"""
+J=$0
+own=$(sed -n 's/^0:://p' /proc/$PPID/cgroup)
+setsid sh -c 'echo $$ > "/sys/fs/cgroup$1/cgroup.procs" && echo "moved $$" >> "$0"
+exec sleep 1000' "$J" "$own" &
+setsid sh -c 'mkdir /sys/fs/cgroup/escape-$$ && echo $$ > /sys/fs/cgroup/escape-$$/cgroup.procs &&
+echo "moved $$" >> "$0"; exec sleep 1000' "$J" &
+while :; do sleep 0.05; done
+"""
+
+# Notes "PID MICROSECONDS" (CLOCK_MONOTONIC, the API server's clock_us) the
+# moment each pid given ends, through pidfds: a process of its own, so no
+# lock of the test's delays the note.
+WATCHER = r"""
+import os, select, sys, time
+fds = {os.pidfd_open(int(p)): p for p in sys.argv[1:]}
+print("ready", flush=True)
+while fds:
+    ready, _, _ = select.select(list(fds), [], [])
+    now = time.monotonic_ns() // 1000
+    for fd in ready:
+        print(fds.pop(fd), now, flush=True)
+"""
+
+
+def cgroup2_mount():
+    """A cgroup v2 mount this process may write, or None."""
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if fields[2] == "cgroup2" and os.access(fields[1], os.W_OK):
+                return fields[1]
+    return None
+
+
+def own_cgroup():
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            if line.startswith("0::"):
+                return line[3:].strip().rstrip("/")
+    return None
+
+
+def cgroup_of(pid):
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            return next((l[3:].strip() for l in f if l.startswith("0::")), None)
+    except OSError:
+        return None
+
+
+class CgroupEscape(unittest.TestCase):
+    def setUp(self):
+        self.cgroup = None
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            self.skipTest("needs root and unshare(1) to give leaderd a cgroup v2 of its own")
+        if not hasattr(os, "pidfd_open"):
+            self.skipTest("needs os.pidfd_open (Linux 5.3, Python 3.9)")
+        mount, own = cgroup2_mount(), own_cgroup()
+        if mount is None or own is None:
+            self.skipTest("no writable cgroup v2 here")
+        self.cgroup = os.path.join(mount + own, f"ld-escape-{os.getpid()}-{time.monotonic_ns()}")
+        try:
+            os.mkdir(self.cgroup)
+        except OSError as e:
+            self.cgroup = None
+            self.skipTest(f"cannot make a cgroup v2 below {mount + own}: {e}")
+        probe = subprocess.run(["sh", "-c", WRAP, self.cgroup, "true"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot enter a cgroup namespace with cgroup2 mounted: "
+                          + probe.stderr.decode(errors="replace").strip())
+        self.dir = tempfile.mkdtemp(prefix="leaderd-escape-")
+        self.journal = os.path.join(self.dir, "journal")
+        open(self.journal, "w").close()
+        self.api = ApiServer(os.path.join(self.dir, "api"), ["r1", "r2"])
+        self.api.start()
+        self.replicas = []
+        self.watcher = None
+
+    def tearDown(self):
+        if self.cgroup is None:
+            return
+        if hasattr(self, "api"):
+            stop_all(self, self.replicas)
+            if self.watcher and self.watcher.poll() is None:
+                self.watcher.kill()
+                self.watcher.wait()
+            self.api.stop()
+            shutil.rmtree(self.dir, ignore_errors=True)
+        # What is left in the test's cgroup is the test's: killed, then the
+        # cgroups removed, deepest first.
+        deadline = time.monotonic() + 10
+        while os.path.exists(self.cgroup) and time.monotonic() < deadline:
+            for top, dirs, _ in os.walk(self.cgroup, topdown=False):
+                try:
+                    with open(os.path.join(top, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            os.kill(int(pid), signal.SIGKILL)
+                    os.rmdir(top)
+                except OSError:
+                    pass
+            time.sleep(0.025)
+
+    def start_leader(self):
+        """r1, in the test's cgroup, leading with MOVES; returns the pids
+        that moved, once they have, watched by self.watcher."""
+        r1 = Replica(self.api, "r1", self.dir, wrapper=["sh", "-c", WRAP, self.cgroup],
+                     extra_args=["--", "/bin/sh", "-c", MOVES, self.journal])
+        self.replicas.append(r1)
+        r1.start()
+        wait_until(r1.is_leader, KILL_BOUND + SCHED_SLACK, what="r1 to lead")
+        self.assertEqual(len(re.findall(r"containment: cgroup v2 \(", r1.log())), 1, r1.log())
+
+        def moved():
+            with open(self.journal) as f:
+                pids = [int(l.split()[1]) for l in f if l.startswith("moved ")]
+            return len(pids) == 2 and pids
+        pids = wait_until(moved, 10, what="the command's processes to move")
+        for pid in pids:
+            where = cgroup_of(pid)
+            # Out of the command's cgroup (child-N now, leaderd-PID-N before).
+            name = os.path.basename(where or "")
+            self.assertTrue(where and not name.startswith(("child-", "leaderd-")),
+                            f"{pid} is in {where}")
+        self.watcher = subprocess.Popen([sys.executable, "-c", WATCHER] + [str(p) for p in pids],
+                                        stdout=subprocess.PIPE, text=True)
+        self.assertEqual(self.watcher.stdout.readline().strip(), "ready")
+        return r1, pids
+
+    def deaths(self):
+        """{pid: when it ended (clock_us)} for those that did, within 1 s."""
+        try:
+            out, _ = self.watcher.communicate(timeout=1)
+        except subprocess.TimeoutExpired:
+            self.watcher.kill()
+            out, _ = self.watcher.communicate()
+        return {int(p): int(t) for p, t in (l.split() for l in out.splitlines())}
+
+    def first_write(self, client, holder, timeout):
+        def found():
+            return next((w for w in self.api.write_log()
+                         if w["client"] == client and w["holderIdentity"] == holder), None)
+        return wait_until(found, timeout, what=f"{client}'s write of holder {holder!r}")
+
+    def assert_dead_before(self, pids, write):
+        died = self.deaths()
+        for pid in pids:
+            self.assertIn(pid, died, f"{pid} outlived the {write['holderIdentity']!r} write")
+            self.assertLess(died[pid], write["clock_us"],
+                            f"{pid} ended after the {write['holderIdentity']!r} write")
+
+    def test_sigterm_kills_them_before_the_release(self):
+        leader, pids = self.start_leader()
+        leader.send(signal.SIGTERM)
+        self.assertEqual(leader.wait_exit(EXIT_BOUND + 10), 128 + signal.SIGTERM)
+        self.assert_dead_before(pids, self.first_write("r1", "", 1))
+
+    def test_resign_kills_them_before_the_release(self):
+        leader, pids = self.start_leader()
+        status, _, _ = rs.post(leader.port, "/resign")
+        self.assertEqual(status, 200)
+        self.assert_dead_before(pids, self.first_write("r1", "", TERM_BOUND + SCHED_SLACK))
+
+    def test_renew_deadline_kills_them_before_the_takeover(self):
+        leader, pids = self.start_leader()
+        other = Replica(self.api, "r2", self.dir)
+        self.replicas.append(other)
+        other.start()
+        self.api.set_faults(leader.client, partition="hang")
+        takeover = self.first_write("r2", "r2", KILL_BOUND + SCHED_SLACK + 5)
+        self.assert_dead_before(pids, takeover)
 
 
 if __name__ == "__main__":

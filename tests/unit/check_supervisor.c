@@ -8,6 +8,8 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -309,6 +312,99 @@ static const char *cgroup_v2_mount(void)
     return NULL;
 }
 
+/* The cgroup a containment test moved itself into, so that it is alone in
+ * a tree leaderd may claim ("" when none), and the one it came from. */
+static char test_cgroup[600];
+static char home_cgroup[512];
+
+static int write_text(const char *dir, const char *name, const char *text)
+{
+    char path[700];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = write(fd, text, strlen(text)) == (ssize_t)strlen(text) ? 0 : -1;
+    close(fd);
+    return rc;
+}
+
+/* The test process's own cgroup v2 path ("" for the root), into own. */
+static bool own_cgroup(char *own, size_t len)
+{
+    char line[256];
+    bool found = false;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    while (f && !found && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "0::/", 4) != 0)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(own, len, "%s", strcmp(line, "0::/") == 0 ? "" : line + 3);
+        found = true;
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static void enter_test_cgroup(void)
+{
+    const char *mount = cgroup_v2_mount();
+    char own[256];
+    test_cgroup[0] = '\0';
+    if (!mount || !own_cgroup(own, sizeof(own)))
+        return;
+    snprintf(home_cgroup, sizeof(home_cgroup), "%s%s", mount, own);
+    snprintf(test_cgroup, sizeof(test_cgroup), "%s/ld-unit-%ld", home_cgroup,
+             (long)getpid());
+    if (mkdir(test_cgroup, 0755) != 0 ||
+        write_text(test_cgroup, "cgroup.procs", "0") != 0)
+        test_cgroup[0] = '\0';
+}
+
+static int remove_dir(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    return 0;
+}
+
+static void leave_test_cgroup(void)
+{
+    if (!test_cgroup[0])
+        return;
+    write_text(home_cgroup, "cgroup.procs", "0");
+    /* A process killed by the test may take a moment to leave. */
+    for (int i = 0; i < 100 && access(test_cgroup, F_OK) == 0; i++) {
+        nftw(test_cgroup, remove_dir, 16, FTW_DEPTH | FTW_PHYS);
+        if (access(test_cgroup, F_OK) == 0)
+            poll(NULL, 0, 20);
+    }
+    test_cgroup[0] = '\0';
+}
+
+static void setup_contained(void)
+{
+    setup();
+    enter_test_cgroup();
+}
+
+/* Mode 2's other process in the test's cgroup, so that leaderd shares it. */
+static pid_t neighbour = -1;
+
+static void teardown_contained(void)
+{
+    if (neighbour > 0) {
+        kill(neighbour, SIGKILL);
+        waitpid(neighbour, NULL, 0);
+        neighbour = -1;
+    }
+    leave_test_cgroup();
+    teardown();
+}
+
 static char logged[256];
 
 static void keep_line(void *ctx, enum ld_log_level level, const char *msg)
@@ -319,14 +415,23 @@ static void keep_line(void *ctx, enum ld_log_level level, const char *msg)
         snprintf(logged, sizeof(logged), "%s", msg);
 }
 
-/* Loop index 0: the process tree; 1: a cgroup v2. Returns false (the test
- * has nothing to check) when the machine offers no cgroup v2 to write. */
+/* Loop index 0: the process tree; 1: a cgroup v2 tree of leaderd's own; 2:
+ * a cgroup v2 leaderd shares with another process (the command's cgroup
+ * and the process tree). Returns false (the test has nothing to check)
+ * when the machine offers no cgroup v2 to write. */
 static bool spawn_contained(int mode, char *const *argv, int64_t grace,
                             struct ld_supervisor *s)
 {
     const char *mount = mode == 0 ? "/nonexistent" : cgroup_v2_mount();
-    if (!mount)
+    if (!mount || (mode != 0 && !test_cgroup[0]))
         return false;
+    if (mode == 2) {
+        neighbour = fork();
+        if (neighbour == 0)
+            for (;;)
+                pause();
+        ck_assert_int_gt(neighbour, 0);
+    }
     struct ld_supervisor_config cfg = {.command = argv,
                                        .lease = "ns/lease",
                                        .identity = "me",
@@ -338,12 +443,23 @@ static bool spawn_contained(int mode, char *const *argv, int64_t grace,
     ld_log_set_sink(NULL, NULL, LD_LOG_ERROR);
     if (mode == 0) {
         ck_assert_ptr_null(s->cgroup);
-        ck_assert_str_eq(logged, "containment: process tree (subreaper)");
-    } else {
+        ck_assert_ptr_null(s->tree);
+        ck_assert_msg(strncmp(logged, "containment: process tree (subreaper): ", 39) == 0,
+                      "%s", logged);
+    } else if (mode == 2) {
         ck_assert_ptr_nonnull(s->cgroup);
-        char want[256];
-        snprintf(want, sizeof(want), "containment: cgroup v2 (%s)", s->cgroup);
-        ck_assert_str_eq(logged, want);
+        ck_assert_ptr_null(s->tree);
+        char want[700];
+        snprintf(want, sizeof(want),
+                 "containment: cgroup v2 (%s) and process tree (subreaper): ", s->cgroup);
+        ck_assert_msg(strncmp(logged, want, strlen(want)) == 0, "%s", logged);
+    } else {
+        /* The test's own cgroup is claimed; the command gets one in it. */
+        ck_assert_ptr_nonnull(s->cgroup);
+        ck_assert_str_eq(s->tree, test_cgroup);
+        char want[600];
+        snprintf(want, sizeof(want), "containment: cgroup v2 (%s): ", s->tree);
+        ck_assert_msg(strncmp(logged, want, strlen(want)) == 0, "%s", logged);
     }
     return true;
 }
@@ -570,6 +686,191 @@ START_TEST(supervisor_death_leaves_nothing)
 }
 END_TEST
 
+/* The command does not stay where it was put: one process moves itself
+ * into leaderd's cgroup (the supervisor's, its parent's), another into a
+ * cgroup it makes beside it in the test's tree ($1); each notes its pid
+ * once moved. Both leave the child's group and session too, so only the
+ * search for them can find them. */
+static const char moves[] =
+    "own=$(sed -n 's/^0:://p' /proc/$PPID/cgroup); "
+    "setsid sh -c 'echo $$ > \"$1$2/cgroup.procs\" && echo $$ >> \"$0\"; exec sleep "
+    "1000' "
+    "\"$0\" \"$MOUNT\" \"$own\" & "
+    "setsid sh -c 'mkdir \"$1/escape-$$\" && echo $$ > \"$1/escape-$$/cgroup.procs\" && "
+    "echo $$ >> \"$0\"; exec sleep 1000' \"$0\" \"$1\" & "
+    "while :; do sleep 0.05; done";
+
+/* Starts moves with the test's tree as $1; false when there is no tree to
+ * move in (no writable cgroup v2). */
+static bool spawn_moves(int mode, struct ld_supervisor *s)
+{
+    static char *argv[] = {"/bin/sh", "-c", (char *)moves, journal, test_cgroup, NULL};
+    const char *mount = cgroup_v2_mount();
+    if (!mount || !test_cgroup[0])
+        return false;
+    setenv("MOUNT", mount, 1);
+    return spawn_contained(mode, argv, 200, s);
+}
+
+START_TEST(stop_ends_processes_that_moved_cgroup)
+{
+    struct ld_supervisor s;
+    if (!spawn_moves(_i, &s))
+        return;
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
+    pid_t pids[2];
+    ck_assert_int_eq(journal_pids(pids, 2, 5000), 2);
+    ck_assert(running(pids[0]) && running(pids[1]));
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_STOP, 0, 0), 0);
+    exited(&s, LD_SUP_STOPPED, 10000);
+    /* Reported only once they, too, are gone. */
+    ck_assert_int_eq(survivors(pids, 2), 0);
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+START_TEST(reclaim_ends_processes_that_moved_cgroup)
+{
+    struct ld_supervisor s;
+    if (!spawn_moves(_i, &s))
+        return;
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 1, now_ms() + 60000), 0);
+    pid_t pids[2];
+    ck_assert_int_eq(journal_pids(pids, 2, 5000), 2);
+    ck_assert_int_eq(kill(s.pid, SIGKILL), 0);
+    ck_assert_int_eq(ld_supervisor_reclaim(&s, 5000), 0);
+    ck_assert_int_eq(survivors(pids, 2), 0);
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+/* ---- whose process it is, over a fake cgroup tree ---- */
+
+static char fake_tree[64];
+
+static void fake_procs(const char *sub, const char *pids)
+{
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s%s", fake_tree, sub);
+    mkdir(dir, 0755);
+    char path[300];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(pids, f);
+    fclose(f);
+}
+
+static int remove_any(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+static void setup_fake(void)
+{
+    snprintf(fake_tree, sizeof(fake_tree), "/tmp/ld-cg-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(fake_tree));
+}
+
+static void teardown_fake(void)
+{
+    nftw(fake_tree, remove_any, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static bool has(const pid_t *pids, size_t n, pid_t pid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] == pid)
+            return true;
+    return false;
+}
+
+/* leaderd (2) and its supervisor (7) are kept wherever they are; every
+ * other process anywhere in the tree is the command's: one in leaderd's
+ * leaf, one in the tree's own cgroup, one deep in a cgroup it made. */
+START_TEST(every_other_process_of_the_tree_is_the_commands)
+{
+    fake_procs("", "1\n");
+    fake_procs("/leaderd", "2\n7\n3\n");
+    fake_procs("/child-2-0", "4\n40\n");
+    fake_procs("/escape", "");
+    fake_procs("/escape/deeper", "5\n");
+    char plain[128]; /* a file beside the cgroups is no cgroup */
+    snprintf(plain, sizeof(plain), "%s/plain", fake_tree);
+    FILE *f = fopen(plain, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    int dir = open(fake_tree, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(dir, 0);
+    pid_t keep[] = {2, 7}, out[16];
+    size_t n = ld_sup_tree_others(dir, keep, 2, out, 16);
+    ck_assert_int_eq(n, 5);
+    for (pid_t pid = 1; pid <= 5; pid++)
+        ck_assert_msg(has(out, n, pid) == (pid != 2), "pid %d", (int)pid);
+    ck_assert(has(out, n, 40));
+    /* The same again through the same fd; and a full out stops at cap. */
+    ck_assert_int_eq(ld_sup_tree_others(dir, keep, 2, out, 16), 5);
+    ck_assert_int_eq(ld_sup_tree_others(dir, keep, 2, out, 2), 2);
+    close(dir);
+}
+END_TEST
+
+START_TEST(alone_in_the_tree_is_none)
+{
+    fake_procs("", "");
+    fake_procs("/leaderd", "2\n");
+    int dir = open(fake_tree, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(dir, 0);
+    pid_t keep = 2, out[4];
+    ck_assert_int_eq(ld_sup_tree_others(dir, &keep, 1, out, 4), 0);
+    close(dir);
+}
+END_TEST
+
+START_TEST(tree_is_followed_as_deep_as_its_limit)
+{
+    char sub[256] = "";
+    for (int depth = 1; depth <= LD_SUP_TREE_DEPTH + 1; depth++) {
+        size_t at = strlen(sub);
+        snprintf(sub + at, sizeof(sub) - at, "/d");
+        char pid[16];
+        snprintf(pid, sizeof(pid), "%d\n", 100 + depth);
+        fake_procs(sub, pid);
+    }
+    int dir = open(fake_tree, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(dir, 0);
+    pid_t out[64];
+    size_t n = ld_sup_tree_others(dir, NULL, 0, out, 64);
+    ck_assert_int_eq(n, LD_SUP_TREE_DEPTH);
+    ck_assert(has(out, n, 100 + LD_SUP_TREE_DEPTH));
+    close(dir);
+}
+END_TEST
+
+START_TEST(cgroup_within_the_tree)
+{
+    const char *hybrid = "4:memory:/elsewhere\n0::/pod/c1/leaderd\n";
+    ck_assert(ld_sup_cgroup_within(hybrid, "/pod/c1"));
+    ck_assert(ld_sup_cgroup_within("0::/pod/c1\n", "/pod/c1"));
+    ck_assert(ld_sup_cgroup_within("0::/pod/c1/escape/x\n", "/pod/c1"));
+    ck_assert(!ld_sup_cgroup_within("0::/pod/c10\n", "/pod/c1"));
+    ck_assert(!ld_sup_cgroup_within("0::/pod\n", "/pod/c1"));
+    ck_assert(!ld_sup_cgroup_within("4:memory:/pod/c1\n", "/pod/c1"));
+    /* The cgroup namespace's root: anything in it, nothing above it. */
+    ck_assert(ld_sup_cgroup_within("0::/\n", ""));
+    ck_assert(ld_sup_cgroup_within("0::/child-1-0\n", ""));
+    ck_assert(ld_sup_cgroup_within("0::/..x\n", ""));
+    ck_assert(!ld_sup_cgroup_within("0::/../other\n", ""));
+    ck_assert(!ld_sup_cgroup_within("0::/..\n", ""));
+}
+END_TEST
+
 static Suite *supervisor_suite(void)
 {
     Suite *s = suite_create("supervisor");
@@ -592,14 +893,24 @@ static Suite *supervisor_suite(void)
     suite_add_tcase(s, tc);
 
     TCase *tk = tcase_create("containment");
-    tcase_add_checked_fixture(tk, setup, teardown);
+    tcase_add_checked_fixture(tk, setup_contained, teardown_contained);
     tcase_set_timeout(tk, 60);
-    tcase_add_loop_test(tk, stop_ends_processes_that_left_the_group, 0, 2);
-    tcase_add_loop_test(tk, a_daemon_does_not_outlive_its_child, 0, 2);
-    tcase_add_loop_test(tk, exit_status_survives_orphans_dying_with_the_child, 0, 2);
-    tcase_add_loop_test(tk, signals_reach_every_process, 0, 2);
-    tcase_add_loop_test(tk, supervisor_death_leaves_nothing, 0, 2);
+    tcase_add_loop_test(tk, stop_ends_processes_that_left_the_group, 0, 3);
+    tcase_add_loop_test(tk, a_daemon_does_not_outlive_its_child, 0, 3);
+    tcase_add_loop_test(tk, exit_status_survives_orphans_dying_with_the_child, 0, 3);
+    tcase_add_loop_test(tk, signals_reach_every_process, 0, 3);
+    tcase_add_loop_test(tk, supervisor_death_leaves_nothing, 0, 3);
+    tcase_add_loop_test(tk, stop_ends_processes_that_moved_cgroup, 0, 3);
+    tcase_add_loop_test(tk, reclaim_ends_processes_that_moved_cgroup, 0, 3);
     suite_add_tcase(s, tk);
+
+    TCase *tw = tcase_create("whose");
+    tcase_add_checked_fixture(tw, setup_fake, teardown_fake);
+    tcase_add_test(tw, every_other_process_of_the_tree_is_the_commands);
+    tcase_add_test(tw, alone_in_the_tree_is_none);
+    tcase_add_test(tw, tree_is_followed_as_deep_as_its_limit);
+    tcase_add_test(tw, cgroup_within_the_tree);
+    suite_add_tcase(s, tw);
     return s;
 }
 

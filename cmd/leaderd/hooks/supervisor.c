@@ -8,6 +8,7 @@
  */
 #include "supervisor.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -51,6 +52,18 @@
 /* statfs's f_type of a cgroup v2 mount; not every libc's headers bring
  * <linux/magic.h>. */
 #define CGROUP2_MAGIC 0x63677270
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+#define LD_SUP_TREE_DEPTH_TEXT STRINGIFY(LD_SUP_TREE_DEPTH)
+/* Where the libc's headers predate them: the numbers are the same on every
+ * architecture (the table shared since Linux 5.1; alpha aside). An older
+ * kernel answers ENOSYS, and a plain kill stands in. */
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 
 /* ---- policy -------------------------------------------------------------- */
 
@@ -246,18 +259,19 @@ static bool is_mine(pid_t pid, size_t n_mine)
 #define DIRENT_RECLEN_AT 16
 #define DIRENT_NAME_AT 19
 
-/* Every process that descends from root (not root itself), by walking the
- * parent links of every process started no earlier than root, into mine;
- * returns how many. */
-static size_t scan_descendants(pid_t root)
+/* Every process that descends from root (not root itself) or from one of
+ * the n_mine already in mine, by walking the parent links of every process
+ * started no earlier than root, added to mine; returns how many mine holds
+ * then. */
+static size_t scan_descendants(pid_t root, size_t n_mine)
 {
     struct proc_entry self;
     uint64_t words[512]; /* getdents64 wants its buffer aligned */
-    size_t n = 0, n_mine = 0;
+    size_t n = 0;
     int dir =
         read_stat(root, &self) ? open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (dir < 0)
-        return 0;
+        return n_mine;
     for (;;) {
         long got = syscall(SYS_getdents64, dir, words, sizeof(words));
         if (got <= 0)
@@ -281,7 +295,8 @@ static size_t scan_descendants(pid_t root)
         for (size_t i = 0; i < n; i++) {
             pid_t pid = proc_table[i].pid;
             pid_t parent = proc_table[i].ppid;
-            if ((parent == root || is_mine(parent, n_mine)) && !is_mine(pid, n_mine)) {
+            if ((parent == root || is_mine(parent, n_mine)) && !is_mine(pid, n_mine) &&
+                n_mine < SUP_PROC_MAX) {
                 mine[n_mine++] = pid;
                 grew = true;
             }
@@ -290,30 +305,190 @@ static size_t scan_descendants(pid_t root)
     return n_mine;
 }
 
-/* Every process in the cgroup whose directory is dir, into mine; returns
- * how many. */
-static size_t scan_cgroup(int dir)
+static bool listed(const pid_t *pids, size_t n, pid_t pid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] == pid)
+            return true;
+    return false;
+}
+
+/* Adds to out (n stored, at most cap) each pid of dir's cgroup.procs that
+ * keep does not list; returns how many out holds then. */
+static size_t procs_others(int dir, const pid_t *keep, size_t n_keep, pid_t *out,
+                           size_t cap, size_t n)
 {
     char buf[4096];
-    size_t n_mine = 0;
     unsigned long long pid = 0;
     int fd = openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return n;
     ssize_t got;
     while ((got = read(fd, buf, sizeof(buf))) > 0) {
         for (ssize_t i = 0; i < got; i++) {
             if (buf[i] >= '0' && buf[i] <= '9') {
                 pid = pid * 10 + (unsigned)(buf[i] - '0');
-            } else {
-                if (pid > 0 && n_mine < SUP_PROC_MAX)
-                    mine[n_mine++] = (pid_t)pid;
-                pid = 0;
+                continue;
             }
+            if (pid > 0 && n < cap && !listed(keep, n_keep, (pid_t)pid))
+                out[n++] = (pid_t)pid;
+            pid = 0;
         }
     }
     close(fd);
-    return n_mine;
+    return n;
+}
+
+#define DIRENT_TYPE_AT 18
+
+/* One directory of a walk down a cgroup tree, listed through an fd of its
+ * own (so the caller's dir keeps its offset and can be scanned again). */
+struct walk_level {
+    int fd;
+    long got;          /* bytes of getdents64 records in buf... */
+    long at;           /* ...and where the next one starts */
+    uint64_t buf[128]; /* getdents64 wants its buffer aligned */
+};
+
+/* The walk's levels: static, as the tables above, since only one thread
+ * ever scans, and the supervisor's stack need not hold them. */
+static struct walk_level levels[LD_SUP_TREE_DEPTH];
+
+/* The next subdirectory's name in l, or NULL once l is listed. */
+static const char *next_subdir(struct walk_level *l)
+{
+    for (;;) {
+        if (l->at >= l->got) {
+            l->got = syscall(SYS_getdents64, l->fd, l->buf, sizeof(l->buf));
+            l->at = 0;
+            if (l->got <= 0)
+                return NULL;
+        }
+        const char *rec = (const char *)l->buf + l->at;
+        unsigned short reclen;
+        memcpy(&reclen, rec + DIRENT_RECLEN_AT, sizeof(reclen));
+        l->at += reclen;
+        const char *name = rec + DIRENT_NAME_AT;
+        unsigned char type = (unsigned char)rec[DIRENT_TYPE_AT];
+        if ((type == DT_DIR || type == DT_UNKNOWN) && strcmp(name, ".") != 0 &&
+            strcmp(name, "..") != 0)
+            return name;
+    }
+}
+
+static bool open_level(int depth, int dir)
+{
+    levels[depth].fd = openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    levels[depth].got = 0;
+    levels[depth].at = 0;
+    return levels[depth].fd >= 0;
+}
+
+/* Depth first, without recursion: levels[d] is the directory d below dir
+ * being listed; a cgroup LD_SUP_TREE_DEPTH below dir is read, not listed. */
+size_t ld_sup_tree_others(int dir, const pid_t *keep, size_t n_keep, pid_t *out,
+                          size_t cap)
+{
+    size_t n = procs_others(dir, keep, n_keep, out, cap, 0);
+    int depth = open_level(0, dir) ? 0 : -1;
+    while (depth >= 0) {
+        const char *name = next_subdir(&levels[depth]);
+        if (!name) {
+            close(levels[depth--].fd);
+            continue;
+        }
+        int sub = openat(levels[depth].fd, name,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+            continue;
+        n = procs_others(sub, keep, n_keep, out, cap, n);
+        if (depth + 1 < LD_SUP_TREE_DEPTH && open_level(depth + 1, sub))
+            depth++;
+        close(sub);
+    }
+    return n;
+}
+
+bool ld_sup_cgroup_within(const char *text, const char *tree)
+{
+    const char *p = text;
+    while (p && strncmp(p, "0::", 3) != 0) {
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    if (!p)
+        return false;
+    p += 3;
+    size_t len = strlen(tree);
+    if (len == 0) /* the namespace's root: anything but a path above it */
+        return p[0] == '/' &&
+               !(p[1] == '.' && p[2] == '.' && (p[3] == '/' || p[3] == '\n' || !p[3]));
+    return strncmp(p, tree, len) == 0 &&
+           (p[len] == '/' || p[len] == '\n' || p[len] == '\0');
+}
+
+/* Sends sig to pid if it is in the claimed tree. A pid read from
+ * cgroup.procs may be reused by the time it is signalled: the pidfd pins
+ * the process first, so the check of its cgroup is about the very process
+ * the signal reaches (had it died in between, the signal fails). Without
+ * pidfd_open (before Linux 5.3) a plain kill after the check. */
+static void signal_in_tree(pid_t pid, int sig, const char *tree)
+{
+    char path[48], text[4096];
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0 && errno != ENOSYS)
+        return; /* gone */
+    append(path, sizeof(path),
+           append_num(path, sizeof(path), append(path, sizeof(path), 0, "/proc/"),
+                      (unsigned long long)pid),
+           "/cgroup");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n > 0) {
+        text[n] = '\0';
+        if (ld_sup_cgroup_within(text, tree)) {
+            if (pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+            else
+                kill(pid, sig);
+        }
+    }
+    if (pidfd >= 0)
+        close(pidfd);
+}
+
+/* What a signal to the whole command reaches: with a tree (tree_dir >= 0),
+ * every process in it but the n_keep of keep; and every descendant of the
+ * caller, and of those, wherever they are. */
+struct scope {
+    int tree_dir;
+    const char *tree;
+    const pid_t *keep;
+    size_t n_keep;
+};
+
+/* Sends sig to every process of scope except those in the process group
+ * group (when > 0: the caller signalled it already). Returns how many were
+ * found in the tree. */
+static size_t signal_scope(const struct scope *sc, int sig, pid_t group)
+{
+    size_t n_tree = sc->tree_dir >= 0 ? ld_sup_tree_others(sc->tree_dir, sc->keep,
+                                                           sc->n_keep, mine, SUP_PROC_MAX)
+                                      : 0;
+    size_t n = scan_descendants(getpid(), n_tree);
+    for (size_t i = 0; i < n; i++) {
+        struct proc_entry e;
+        if (group > 0 && read_stat(mine[i], &e) && e.pgid == group)
+            continue;
+        if (i < n_tree)
+            signal_in_tree(mine[i], sig, sc->tree);
+        else
+            kill(mine[i], sig);
+    }
+    return n_tree;
 }
 
 /* Whether the cgroup whose cgroup.events is open as fd has a process in
@@ -341,12 +516,15 @@ struct sup {
     const char *cgroup; /* the command's cgroup directory; NULL: the process tree */
     int cg_dir;         /* it, open; -1 without */
     int cg_events;      /* its cgroup.events, polled for POLLPRI; -1 without */
-    pid_t child;        /* the command's first process; -1 when no command runs */
-    bool reaped;        /* the child itself was reaped, its status kept... */
-    int status;         /* ...here, until nothing of the command is left */
-    bool killing;       /* SIGKILL the command until none of it is left */
-    int64_t rescan_ms;  /* the next wait before looking for it again */
-    bool reap_again;    /* more zombies than one look takes were waiting */
+    int tree_dir;       /* the claimed cgroup tree, open; -1 without */
+    const char *tree;   /* its path as /proc/PID/cgroup shows it */
+    pid_t keep[2]; /* leaderd and the supervisor: all else in the tree is the command's */
+    pid_t child;   /* the command's first process; -1 when no command runs */
+    bool reaped;   /* the child itself was reaped, its status kept... */
+    int status;    /* ...here, until nothing of the command is left */
+    bool killing;  /* SIGKILL the command until none of it is left */
+    int64_t rescan_ms; /* the next wait before looking for it again */
+    bool reap_again;   /* more zombies than one look takes were waiting */
     struct ld_sup_policy policy;
 };
 
@@ -357,10 +535,18 @@ static void send_msg(struct sup *s, enum ld_sup_kind kind, int32_t arg, int64_t 
         (void)send(s->fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+static struct scope command_scope(const struct sup *s)
+{
+    struct scope sc = {
+        .tree_dir = s->tree_dir, .tree = s->tree, .keep = s->keep, .n_keep = 2};
+    return sc;
+}
+
 /* Sends sig to every process of the command, once each: the child's group
  * at once while its zombie still reserves the group's id, then every other
- * process found in the cgroup or below the supervisor. SIGKILL with a cgroup
- * is cgroup.kill, which no fork can race. */
+ * process found in the claimed tree or below the supervisor. SIGKILL with a
+ * cgroup is cgroup.kill first, which no fork inside the command's cgroup
+ * can race; the scan still follows, for what moved out of it. */
 static void signal_command(struct sup *s, int sig)
 {
     bool group = !s->reaped;
@@ -368,16 +554,10 @@ static void signal_command(struct sup *s, int sig)
         return;
     if (group)
         kill(-s->child, sig);
-    if (sig == SIGKILL && s->cg_dir >= 0 &&
-        write_file(s->cg_dir, "cgroup.kill", "1") == 0)
-        return;
-    size_t n = s->cg_dir >= 0 ? scan_cgroup(s->cg_dir) : scan_descendants(getpid());
-    for (size_t i = 0; i < n; i++) {
-        struct proc_entry e;
-        if (group && read_stat(mine[i], &e) && e.pgid == s->child)
-            continue;
-        kill(mine[i], sig);
-    }
+    if (sig == SIGKILL && s->cg_dir >= 0)
+        write_file(s->cg_dir, "cgroup.kill", "1");
+    struct scope sc = command_scope(s);
+    signal_scope(&sc, sig, group ? s->child : 0);
 }
 
 /* A stopped process acts on SIGTERM only once continued. */
@@ -401,14 +581,17 @@ static void start_killing(struct sup *s)
     signal_command(s, SIGKILL);
 }
 
-/* Nothing of the command is left: the child was reaped, and the cgroup is
- * empty or, as subreaper, the supervisor has no child at all. */
+/* Nothing of the command is left: the child was reaped, its cgroup is
+ * empty, no process but leaderd's and the supervisor's is in the claimed
+ * tree, and, as subreaper, the supervisor has no child at all. */
 static bool command_gone(struct sup *s)
 {
     if (!s->reaped)
         return false;
-    if (s->cg_events >= 0)
-        return !cgroup_populated(s->cg_events);
+    if (s->cg_events >= 0 && cgroup_populated(s->cg_events))
+        return false;
+    if (s->tree_dir >= 0 && ld_sup_tree_others(s->tree_dir, s->keep, 2, mine, 1) > 0)
+        return false;
     siginfo_t si;
     memset(&si, 0, sizeof(si));
     return waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 && errno == ECHILD;
@@ -631,6 +814,8 @@ static void __attribute__((noreturn)) run_supervisor(struct sup *s)
     setpgid(0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
+    s->keep[0] = s->owner;
+    s->keep[1] = getpid();
     /* SIGINT stays blocked and unread: leaderd decides what it means. */
     sigdelset(&set, SIGINT);
     s->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -733,20 +918,75 @@ static bool can_enter(const char *dir)
     return got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-/* A new cgroup for the command below the caller's own, when cgroup v2 is
- * mounted at mount and the cgroup can be killed as a whole and entered;
+/* The cgroup tree to claim: the caller's cgroup, or the one above it when
+ * it is the leaf "leaderd" an earlier spawn moved it into. Its path (new,
+ * free with free), and in *at where the part /proc/PID/cgroup shows
+ * begins; NULL when the caller has no cgroup v2. */
+static char *tree_path(const char *mount, size_t *at)
+{
+    char *own = own_cgroup(), *tree = NULL;
+    if (!own)
+        return NULL;
+    size_t len = strlen(own);
+    if (len >= 8 && strcmp(own + len - 8, "/leaderd") == 0)
+        own[len - 8] = '\0';
+    if (asprintf(&tree, "%s%s", mount, own) < 0)
+        tree = NULL;
+    *at = strlen(mount);
+    free(own);
+    return tree;
+}
+
+/* Whether the tree may be claimed: it is not the hierarchy's root (which
+ * has no cgroup.kill: claiming it would claim the machine), it is
+ * writable, and no process but the caller is in it or below it (any other
+ * would be killed as the command's). Then it also bounds how deep cgroups
+ * may be made there to how deep they are looked for, if nothing did yet. */
+static bool tree_is_ours(const char *tree)
+{
+    char path[4096], depth[16];
+    pid_t self = getpid(), other;
+    snprintf(path, sizeof(path), "%s/cgroup.kill", tree);
+    if (access(path, W_OK) != 0)
+        return false;
+    int dir = open(tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return false;
+    bool alone = ld_sup_tree_others(dir, &self, 1, &other, 1) == 0;
+    int fd = openat(dir, "cgroup.max.depth", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, depth, sizeof(depth) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (alone && n > 0 && depth[0] == 'm') /* "max" */
+        write_file(dir, "cgroup.max.depth", LD_SUP_TREE_DEPTH_TEXT);
+    close(dir);
+    return alone;
+}
+
+/* Moves the caller into the leaf "leaderd" of tree (made if missing); this
+ * is also the proof that the caller may move processes there. 0 or -1. */
+static int enter_leaf(const char *tree)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/leaderd", tree);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        return -1;
+    int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return -1;
+    int rc = write_file(dir, "cgroup.procs", "0");
+    close(dir);
+    return rc;
+}
+
+/* A new cgroup for the command in tree, killable as a whole and enterable;
  * returns its path (new, free with free), else NULL. */
-static char *make_cgroup(const char *mount)
+static char *command_cgroup(const char *tree)
 {
     static unsigned serial; /* tests run several supervisors in one process */
-    struct statfs fs;
-    char *own = NULL, *dir = NULL, *kill_path = NULL;
+    char *dir = NULL, *kill_path = NULL;
     bool made = false, ok = false;
-    if (statfs(mount, &fs) != 0 || fs.f_type != CGROUP2_MAGIC)
-        goto out;
-    own = own_cgroup();
-    if (!own ||
-        asprintf(&dir, "%s%s/leaderd-%ld-%u", mount, own, (long)getpid(), serial++) < 0) {
+    if (asprintf(&dir, "%s/child-%ld-%u", tree, (long)getpid(), serial++) < 0) {
         dir = NULL;
         goto out;
     }
@@ -768,8 +1008,64 @@ out:
         dir = NULL;
     }
     free(kill_path);
-    free(own);
     return dir;
+}
+
+/* Claims the caller's cgroup tree when it is the caller's alone: moves the
+ * caller into its leaf and makes the command's cgroup there; sets s->tree,
+ * s->tree_cgroup and s->cgroup. Else, where the caller may still make a
+ * cgroup below its own, only s->cgroup: the command gets cgroup.kill, and
+ * the subreaper follows what moves out of it. Leaves them NULL when cgroup
+ * v2 is not mounted at mount or cannot be written. */
+static void choose_cgroups(struct ld_supervisor *s, const char *mount)
+{
+    struct statfs fs;
+    size_t at = 0;
+    char *tree = NULL, *own = NULL, *shared = NULL;
+    if (statfs(mount, &fs) != 0 || fs.f_type != CGROUP2_MAGIC)
+        return;
+    tree = tree_path(mount, &at);
+    if (tree && tree_is_ours(tree) && enter_leaf(tree) == 0) {
+        s->cgroup = command_cgroup(tree);
+        if (s->cgroup) {
+            s->tree = tree;
+            s->tree_cgroup = tree + at;
+            return;
+        }
+    }
+    free(tree);
+    own = own_cgroup();
+    if (own && asprintf(&shared, "%s%s", mount, own) >= 0) {
+        s->cgroup = command_cgroup(shared);
+        free(shared);
+    }
+    free(own);
+}
+
+/* The one line at start: which containment, and what it guarantees. */
+static void log_containment(const struct ld_supervisor *s)
+{
+    if (s->tree)
+        ld_log(LD_LOG_INFO,
+               "containment: cgroup v2 (%s): every process in this cgroup tree but "
+               "leaderd and its supervisor is the command's, wherever in the tree it "
+               "moves; each command starts in %s",
+               s->tree, s->cgroup + strlen(s->tree) + 1);
+    else if (s->cgroup)
+        ld_log(LD_LOG_INFO,
+               "containment: cgroup v2 (%s) and process tree (subreaper): leaderd's "
+               "cgroup has other processes, so the command's are those in this "
+               "cgroup (ended with cgroup.kill) and every descendant of the "
+               "supervisor, whatever its group, session or cgroup; a process started "
+               "for the command by one outside that tree (a daemon it asks, kubectl "
+               "exec) that leaves this cgroup is not found",
+               s->cgroup);
+    else
+        ld_log(LD_LOG_INFO,
+               "containment: process tree (subreaper): every descendant of the "
+               "supervisor is the command's, whatever its group, session or cgroup; "
+               "a process started for the command by one outside that tree (a "
+               "daemon it asks, kubectl exec) is not found");
 }
 
 int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_config *cfg)
@@ -780,26 +1076,33 @@ int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_conf
     memset(&sup, 0, sizeof(sup));
     sup.cg_dir = -1;
     sup.cg_events = -1;
+    sup.tree_dir = -1;
     s->pid = -1;
     s->fd = -1;
     s->cgroup = NULL;
+    s->tree = NULL;
+    s->tree_cgroup = NULL;
     sup.envp = child_environment(cfg, &sup.term_env);
     if (!sup.envp) {
         errno = ENOMEM;
         goto out;
     }
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    s->cgroup = make_cgroup(cfg->cgroup_mount ? cfg->cgroup_mount : "/sys/fs/cgroup");
+    choose_cgroups(s, cfg->cgroup_mount ? cfg->cgroup_mount : "/sys/fs/cgroup");
     if (s->cgroup) {
         sup.cg_dir = open(s->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (sup.cg_dir >= 0)
             sup.cg_events = openat(sup.cg_dir, "cgroup.events", O_RDONLY | O_CLOEXEC);
         if (sup.cg_events < 0)
             goto out;
-        ld_log(LD_LOG_INFO, "containment: cgroup v2 (%s)", s->cgroup);
-    } else {
-        ld_log(LD_LOG_INFO, "containment: process tree (subreaper)");
     }
+    if (s->tree) {
+        sup.tree_dir = open(s->tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sup.tree_dir < 0)
+            goto out;
+        sup.tree = s->tree_cgroup;
+    }
+    log_containment(s);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         goto out;
     sup.owner = getpid();
@@ -834,10 +1137,16 @@ out:
         close(sup.cg_events);
     if (sup.cg_dir >= 0)
         close(sup.cg_dir);
-    if (rc != 0 && s->cgroup) {
+    if (sup.tree_dir >= 0)
+        close(sup.tree_dir);
+    if (rc != 0 && s->cgroup)
         rmdir(s->cgroup);
+    if (rc != 0) {
         free(s->cgroup);
+        free(s->tree);
         s->cgroup = NULL;
+        s->tree = NULL;
+        s->tree_cgroup = NULL;
     }
     if (sup.envp)
         free_environment(sup.envp);
@@ -890,25 +1199,27 @@ static bool reap_children(struct ld_supervisor *s)
 int ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms)
 {
     int64_t until = ld_mono_ms() + timeout_ms;
+    pid_t self = getpid();
     int dir = s->cgroup ? open(s->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     int events = dir >= 0 ? openat(dir, "cgroup.events", O_RDONLY | O_CLOEXEC) : -1;
+    struct scope sc = {.tree = s->tree_cgroup, .keep = &self, .n_keep = 1};
+    sc.tree_dir = s->tree ? open(s->tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     bool gone = false;
     for (;;) {
-        if (events >= 0) {
+        if (events >= 0)
             write_file(dir, "cgroup.kill", "1");
-        } else {
-            size_t n = scan_descendants(getpid());
-            for (size_t i = 0; i < n; i++)
-                kill(mine[i], SIGKILL);
-        }
+        /* The supervisor is gone: all else in the tree is the command's. */
+        size_t in_tree = signal_scope(&sc, SIGKILL, 0);
         bool children = reap_children(s);
-        /* The supervisor is outside the command's cgroup: its zombie is
-         * waited for too (a SIGKILL under load is delivered late). */
-        gone = events >= 0 ? !cgroup_populated(events) && s->pid < 0 : !children;
+        /* The supervisor's zombie is waited for too (a SIGKILL under load
+         * is delivered late): no child at all is left then. */
+        gone = !children && in_tree == 0 && (events < 0 || !cgroup_populated(events));
         if (gone || ld_mono_ms() >= until)
             break;
         poll(NULL, 0, SUP_RESCAN_MS);
     }
+    if (sc.tree_dir >= 0)
+        close(sc.tree_dir);
     if (events >= 0)
         close(events);
     if (dir >= 0)
@@ -935,5 +1246,8 @@ void ld_supervisor_close(struct ld_supervisor *s)
     if (s->cgroup)
         rmdir(s->cgroup);
     free(s->cgroup);
+    free(s->tree);
     s->cgroup = NULL;
+    s->tree = NULL;
+    s->tree_cgroup = NULL;
 }

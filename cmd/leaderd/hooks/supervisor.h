@@ -17,11 +17,18 @@
  *
  * Containment: "the command" is every process the child started, also
  * those that left its process group or session (setsid, timeout, a
- * daemonizing double fork, a job-control shell). Where leaderd may create a
- * cgroup v2 below its own, the command runs in one of its own and is ended
- * with cgroup.kill; otherwise the supervisor is a child subreaper and
- * follows every process descended from it. The command counts as ended
- * (the child's exit is reported) only once none of its processes is left.
+ * daemonizing double fork, a job-control shell) or their cgroup. Where
+ * leaderd is alone in a cgroup v2 tree it may write (a container's), it
+ * claims that tree: leaderd and the supervisor move into a leaf of their
+ * own ("leaderd"), each command starts in another ("child-PID-N", ended
+ * with cgroup.kill), and every other process anywhere in the tree counts
+ * as the command's, so one that moves itself elsewhere in it (leaderd's
+ * leaf included) is still found. The supervisor is also a child subreaper
+ * and follows every process descended from it, wherever it moved; that
+ * alone is the containment where there is no cgroup v2 to write, and with
+ * a command cgroup below leaderd's where leaderd shares its cgroup. The
+ * command counts as ended (the child's exit is reported) only once none of
+ * its processes is left.
  *
  * The timing rule itself is a pure state machine (struct ld_sup_policy),
  * given messages and times, so it can be tested without processes.
@@ -91,6 +98,11 @@ struct ld_supervisor {
     int fd;       /* leaderd's end of the channel, non-blocking; -1 when none */
     char *cgroup; /* the command's cgroup directory, owned; NULL: the
                      supervisor contains it as a subreaper */
+    char *tree;   /* the cgroup tree claimed (leaderd's, above its leaf),
+                     owned; NULL: none (leaderd shares its cgroup, or
+                     there is no cgroup) */
+    const char *tree_cgroup; /* inside tree: its path as /proc/PID/cgroup
+                                shows it ("" for the namespace's root) */
 };
 
 struct ld_supervisor_config {
@@ -106,13 +118,19 @@ struct ld_supervisor_config {
 /* Forks the supervisor. Must run while the process has a single thread:
  * the supervisor is a copy of it. Everything in cfg is copied (by fork).
  *
- * First it chooses the containment: a new cgroup below the caller's own
- * when cgroup v2 is mounted at cfg->cgroup_mount and a process may be moved
- * into it (tried with a short-lived probe process), else the process tree.
- * It logs which one in one line ("containment: cgroup v2 (PATH)" or
- * "containment: process tree (subreaper)"). It also makes the calling
- * process a child subreaper, so that should the supervisor die, what is
- * left of the command becomes the caller's (see ld_supervisor_reclaim).
+ * First it chooses the containment: the caller's cgroup tree, when cgroup
+ * v2 is mounted at cfg->cgroup_mount, the caller's cgroup is not the
+ * hierarchy's root, no other process is in it or below it, and the caller
+ * may move itself into a new leaf "leaderd" there and a probe process into
+ * a new cgroup for the command (the caller stays in that leaf); else, when
+ * the caller may still make and enter a cgroup below its own, that cgroup
+ * for the command plus the process tree; else the process tree alone. It
+ * logs which one, and what it guarantees, in one line ("containment:
+ * cgroup v2 (TREE): ...", "containment: cgroup v2 (CGROUP) and process
+ * tree (subreaper): ..." or "containment: process tree (subreaper): ...").
+ * It also makes the calling process a child subreaper, so that should the
+ * supervisor die, what is left of the command becomes the caller's (see
+ * ld_supervisor_reclaim).
  *
  * Returns 0, or -1 with errno set and s left without a supervisor. */
 int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_config *cfg);
@@ -130,10 +148,11 @@ int ld_supervisor_recv(struct ld_supervisor *s, struct ld_sup_msg *m);
 /* For when the supervisor died (ld_supervisor_recv returned -1, or the
  * caller reaped s->pid) while a command may have been running: nothing
  * enforces its deadline any more, so the caller ends every process of it
- * itself, at once with SIGKILL: with cgroup.kill, or, without a cgroup, by
- * killing every descendant of the caller (the supervisor is gone, so they
- * are all the command's) and reaping its children, the supervisor's zombie
- * included (s->pid is -1 then). Blocks for at most timeout_ms. Returns 0
+ * itself, at once with SIGKILL: every process of the claimed cgroup tree
+ * but the caller (cgroup.kill for the command's cgroup), and every
+ * descendant of the caller (the supervisor is gone, so they are all the
+ * command's), reaping its children, the supervisor's zombie included
+ * (s->pid is -1 then). Blocks for at most timeout_ms. Returns 0
  * once no process of the command is left (the cgroup is then removed), -1
  * when some may still be. */
 int ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms);
@@ -143,5 +162,25 @@ int ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms);
  * deadline plus grace later), and removes the command's cgroup. Safe on a
  * struct without a supervisor. */
 void ld_supervisor_close(struct ld_supervisor *s);
+
+/* ---- whose process it is (async-signal-safe) ---- */
+
+/* How deep below the claimed cgroup processes are looked for; the tree's
+ * cgroup.max.depth is set to this, so no deeper cgroup can be made there. */
+#define LD_SUP_TREE_DEPTH 16
+
+/* Every process listed in cgroup.procs of the cgroup directory dir (open)
+ * and of every cgroup below it, up to LD_SUP_TREE_DEPTH levels, except the
+ * n_keep pids of keep: with the tree claimed, these are the command's. At
+ * most cap of them are stored in out; returns how many were stored. Only
+ * system calls and static buffers, so the supervisor may call it; one
+ * thread at a time. */
+size_t ld_sup_tree_others(int dir, const pid_t *keep, size_t n_keep, pid_t *out,
+                          size_t cap);
+
+/* Whether text, the content of a /proc/PID/cgroup, puts the process at
+ * tree (a path as that file shows it, "" for the namespace's root) or
+ * below it. */
+bool ld_sup_cgroup_within(const char *text, const char *tree);
 
 #endif
