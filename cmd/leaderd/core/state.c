@@ -45,7 +45,7 @@ void ld_state_destroy(struct ld_state *st)
 
 int ld_state_drain_enable(struct ld_state *st, uint32_t n_shards)
 {
-    uint8_t *d = calloc(n_shards ? n_shards : 1, 1);
+    struct ld_drain_slot *d = calloc(n_shards ? n_shards : 1, sizeof(*d));
     if (!d)
         return -1;
     pthread_mutex_lock(&st->mu);
@@ -56,40 +56,49 @@ int ld_state_drain_enable(struct ld_state *st, uint32_t n_shards)
     return 0;
 }
 
-void ld_state_drain_set(struct ld_state *st, uint32_t s, bool giving_back)
+void ld_state_drain_set(struct ld_state *st, uint32_t s, bool giving_back, int64_t term)
 {
     pthread_mutex_lock(&st->mu);
-    if (st->drain && s < st->n_drain)
-        st->drain[s] = giving_back ? DRAIN_GIVING_BACK : 0;
+    if (st->drain && s < st->n_drain) {
+        st->drain[s].flags = giving_back ? DRAIN_GIVING_BACK : 0;
+        st->drain[s].term = term;
+    }
     pthread_mutex_unlock(&st->mu);
 }
 
-bool ld_state_drained_post(struct ld_state *st, uint32_t s)
+enum ld_drained_answer ld_state_drained_answer(struct ld_state *st, uint32_t s,
+                                               int64_t term)
 {
-    bool ok = false;
+    enum ld_drained_answer a = LD_DRAINED_NOT_GIVING_BACK;
     uint64_t one = 1;
     pthread_mutex_lock(&st->mu);
-    if (st->drain && s < st->n_drain && (st->drain[s] & DRAIN_GIVING_BACK)) {
-        st->drain[s] |= DRAIN_DRAINED;
-        ok = true;
-    }
+    struct ld_drain_slot *d = st->drain && s < st->n_drain ? &st->drain[s] : NULL;
+    if (d && (d->flags & DRAIN_GIVING_BACK))
+        a = term < 0 || term == d->term ? LD_DRAINED_NOTED : LD_DRAINED_STALE;
+    if (a == LD_DRAINED_NOTED)
+        d->flags |= DRAIN_DRAINED;
     int fd = st->resign.fd;
     pthread_mutex_unlock(&st->mu);
-    if (ok && fd >= 0) {
+    if (a == LD_DRAINED_NOTED && fd >= 0) {
         /* A failed write (a full counter wakes it anyway) leaves the news
          * for the loop's next pass, at most a heartbeat later. */
         ssize_t w = write(fd, &one, sizeof(one));
         (void)w;
     }
-    return ok;
+    return a;
+}
+
+bool ld_state_drained_post(struct ld_state *st, uint32_t s)
+{
+    return ld_state_drained_answer(st, s, -1) == LD_DRAINED_NOTED;
 }
 
 bool ld_state_drained_take(struct ld_state *st, uint32_t s)
 {
     bool drained = false;
     pthread_mutex_lock(&st->mu);
-    if (st->drain && s < st->n_drain && (st->drain[s] & DRAIN_DRAINED)) {
-        st->drain[s] &= (uint8_t)~DRAIN_DRAINED;
+    if (st->drain && s < st->n_drain && (st->drain[s].flags & DRAIN_DRAINED)) {
+        st->drain[s].flags &= (uint8_t)~DRAIN_DRAINED;
         drained = true;
     }
     pthread_mutex_unlock(&st->mu);

@@ -78,6 +78,12 @@ struct ld_state_listener {
     struct ld_state_listener *next; /* owned by ld_state */
 };
 
+/* Shard mode: one shard's drain, under the state's mutex. */
+struct ld_drain_slot {
+    uint8_t flags; /* private: giving back, drained */
+    int64_t term;  /* the give-back's term */
+};
+
 struct ld_state {
     pthread_mutex_t mu;
     struct ld_snapshot snap;
@@ -95,7 +101,7 @@ struct ld_state {
      * (its claim ended, its release not written yet) and whether the app
      * said it drained it since. NULL until ld_state_drain_enable. */
     uint32_t n_drain;
-    uint8_t *drain;
+    struct ld_drain_slot *drain;
 };
 
 void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
@@ -107,12 +113,26 @@ void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
  * memory ran out (POST /shards/ID/drained then answers 409). Before any
  * thread uses st. */
 int ld_state_drain_enable(struct ld_state *st, uint32_t n_shards);
-/* Loop side: shard s is being given back (true) or not (false); either
- * forgets an earlier "drained". */
-void ld_state_drain_set(struct ld_state *st, uint32_t s, bool giving_back);
-/* HTTP side: the app has drained shard s. True (and the loop is woken
- * through the resign channel's eventfd, when enabled) when s is being
- * given back; false when it is not (409). */
+/* Loop side: shard s is being given back (true) or not (false), the
+ * give-back of the claim of term (the shard record's leaseTransitions, as
+ * /shards showed it); either forgets an earlier "drained". */
+void ld_state_drain_set(struct ld_state *st, uint32_t s, bool giving_back, int64_t term);
+
+/* What became of a POST /shards/ID/drained. */
+enum ld_drained_answer {
+    LD_DRAINED_NOTED,          /* s is being given back: its drain is over */
+    LD_DRAINED_NOT_GIVING_BACK, /* nothing to drain (409) */
+    LD_DRAINED_STALE,          /* a give-back of another term is under way (409) */
+};
+
+/* HTTP side: the app has drained shard s, of the give-back of term (or of
+ * whichever give-back is under way with term < 0). The loop is woken
+ * through the resign channel's eventfd, when enabled, when noted. A late
+ * answer to an earlier give-back names that one's term and so never cuts
+ * a later drain short. */
+enum ld_drained_answer ld_state_drained_answer(struct ld_state *st, uint32_t s,
+                                               int64_t term);
+/* ld_state_drained_answer without a term: true when noted. */
 bool ld_state_drained_post(struct ld_state *st, uint32_t s);
 /* Loop side: whether the app said it drained s since the give-back
  * began; consumes the news. */

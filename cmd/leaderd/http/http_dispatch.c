@@ -122,14 +122,19 @@ static bool is_drained_path(const char *url)
            strcmp(url + n - ns, suffix) == 0;
 }
 
-/* POST /shards/ID/drained: the app has stopped working on shard ID, so a
- * give-back waiting for the drain may write its release now. Answered at
- * once from the state: the loop learns of it through the drain channel. */
+/* POST /shards/ID/drained[?term=T]: the app has stopped working on shard
+ * ID (of its claim of term T), so a give-back waiting for the drain may
+ * write its release now. Answered at once from the state: the loop learns
+ * of it through the drain channel. */
 static enum MHD_Result answer_drained(struct ld_http *h, struct MHD_Connection *c,
                                       const char *url)
 {
     char id[256];
     uint32_t s;
+    int64_t term = -1;
+    const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "term");
+    if (t && ld_http_parse_count(t, &term) != 0)
+        return queue_error(c, 400, "term must be a non-negative integer");
     size_t len = strlen(url) - strlen("/shards/") - strlen("/drained");
     if (len >= sizeof(id))
         return queue_error(c, 404, "no such shard");
@@ -137,8 +142,13 @@ static enum MHD_Result answer_drained(struct ld_http *h, struct MHD_Connection *
     id[len] = '\0';
     if (!ld_shardlayout_find(h->st->layout, id, &s))
         return queue_error(c, 404, "no such shard");
-    if (!ld_state_drained_post(h->st, s))
+    enum ld_drained_answer a = ld_state_drained_answer(h->st, s, term);
+    if (a == LD_DRAINED_NOT_GIVING_BACK)
         return queue_error(c, 409, "this shard is not being given back");
+    if (a == LD_DRAINED_STALE)
+        return queue_error(c, 409,
+                           "this shard's give-back under way is of another term; "
+                           "this answer is stale");
     json_t *o =
         json_pack("{s:s,s:b}", "shard", h->st->layout->shards[s].id, "drained", 1);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;

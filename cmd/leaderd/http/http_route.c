@@ -346,7 +346,7 @@ static bool all_digits(const char *s)
 }
 
 /* A non-negative decimal integer with nothing around it. */
-static int parse_count(const char *s, int64_t *out)
+int ld_http_parse_count(const char *s, int64_t *out)
 {
     if (!all_digits(s))
         return -1;
@@ -375,7 +375,7 @@ int ld_http_poll_arg(struct ld_http_poll *p, const char *key, const char *value,
         if (p->wait)
             return poll_fail(err, errlen, key, "given twice, again as", v);
         if (all_digits(v)) /* whole seconds; too many for int64 is capped too */
-            ms = parse_count(v, &secs) != 0 || secs > INT64_MAX / 1000 ? INT64_MAX
+            ms = ld_http_parse_count(v, &secs) != 0 || secs > INT64_MAX / 1000 ? INT64_MAX
                                                                        : secs * 1000;
         else if (ld_duration_parse(v, &ms) != LD_OK || ms < 0)
             return poll_fail(err, errlen, key, "not a duration such as 30s:", v);
@@ -391,7 +391,7 @@ int ld_http_poll_arg(struct ld_http_poll *p, const char *key, const char *value,
     } else if (strcmp(key, "term") == 0) {
         if (p->has_term)
             return poll_fail(err, errlen, key, "given twice, again as", v);
-        if (parse_count(v, &p->term) != 0)
+        if (ld_http_parse_count(v, &p->term) != 0)
             return poll_fail(err, errlen, key, "not an integer >= 0:", v);
         p->has_term = true;
     } else if (strcmp(key, "is_leader") == 0) {

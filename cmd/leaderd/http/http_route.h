@@ -77,4 +77,8 @@ char *ld_http_sse_frame(bool with_id, uint64_t id, const char *event, char *json
  * NULL. Returns false, *out untouched, for anything else. */
 bool ld_http_parse_event_id(const char *s, uint64_t *out);
 
+/* A non-negative decimal integer with nothing around it (a query's wait=
+ * or term=): 0 with *out set, or -1. */
+int ld_http_parse_count(const char *s, int64_t *out);
+
 #endif

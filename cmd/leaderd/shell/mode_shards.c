@@ -294,7 +294,7 @@ static void begin_give_back(struct ld_mode_shards *s, uint32_t k, int64_t now_ms
     sl->drain_until_ms = now_ms + s->c.drain_ms;
     sl->unclaimed_ms = now_ms;
     sl->drained = false;
-    ld_state_drain_set(s->c.state, k, true);
+    ld_state_drain_set(s->c.state, k, true, s->entries[k].term);
 }
 
 static void end_drain(struct ld_mode_shards *s, uint32_t k)
@@ -305,7 +305,7 @@ static void end_drain(struct ld_mode_shards *s, uint32_t k)
     sl->drain_until_ms = INT64_MAX;
     sl->held_until_ms = INT64_MAX;
     sl->drained = false;
-    ld_state_drain_set(s->c.state, k, false);
+    ld_state_drain_set(s->c.state, k, false, 0);
 }
 
 /* Whether shard k's drain is over: its time is up, or the app said so. */
