@@ -696,6 +696,7 @@ END_TEST
  * about a release, and a safety hold the test turns on and off. */
 struct shard_probe {
     bool holding;
+    bool forbidding;
     int asked;
     int asked_while_published_leading;
     int fed_leading; /* statuses fed that said the shard is claimed */
@@ -710,6 +711,12 @@ static bool probe_on_publish(void *ctx, const struct ld_election_status *st,
     (void)now_ms;
     probe.fed_leading += st->leading && st->lead_until_ms > now_ms;
     return false;
+}
+
+static bool probe_forbids_release(void *ctx)
+{
+    (void)ctx;
+    return probe.forbidding;
 }
 
 static bool probe_holds_release(void *ctx, int64_t now_ms)
@@ -735,6 +742,7 @@ static struct replica *add_probed_replica(void)
         struct ld_hook h = {.ctx = &probe.shard[k],
                             .on_publish = probe_on_publish,
                             .holds_release = probe_holds_release,
+                            .forbids_release = probe_forbids_release,
                             .hold = LD_HOOK_HOLD_SAFETY};
         ck_assert_int_eq(ld_mode_shards_add_shard_hook(r->mode, k, &h, &err), LD_OK);
     }
@@ -831,6 +839,52 @@ START_TEST(an_exit_whose_hold_outlasts_the_term_releases_nothing)
     ck_assert_str_eq(holder_of(member), "r0");
     ck_assert_int_eq(owned_by("r0"), N_SHARDS);
     ck_assert_int_eq(probe.asked_while_published_leading, 0);
+}
+END_TEST
+
+/* The member election of r0 resigns (as when it steps out of the group):
+ * its release would free every shard whose record names r0 at once, so it
+ * waits while a shard's hook holds (a write the gate sent), and is not
+ * written at all while one forbids it (a write of unknown fate). */
+static void member_resigns(struct replica *r)
+{
+    struct ld_now at = {.mono_ms = now(), .wall_us = now() * 1000};
+    ck_assert(ld_election_resign(ld_host_election(ld_shell_host(r->sh), 0), at, LEASE_MS));
+    ld_host_wake(ld_shell_host(r->sh), 0);
+}
+
+START_TEST(the_member_release_waits_for_every_shards_hold)
+{
+    struct replica *r = add_probed_replica();
+    want_r0_holds = N_SHARDS;
+    ck_assert(run_until(r0_holds, 30000));
+    const char *member = ld_shardgroup_member_lease(group());
+    probe.holding = true;
+    int64_t t = now();
+    member_resigns(r);
+    run_for(RENEW_MS / 2);
+    ck_assert_ptr_null(release_of(member, 0, t));
+    ck_assert_str_eq(holder_of(member), "r0");
+    probe.holding = false;
+    int64_t freed = now();
+    ld_host_wake(ld_shell_host(r->sh), 0); /* as the gate's eventfd would */
+    run_for(RETRY_MS);
+    ck_assert_ptr_nonnull(release_of(member, 0, freed));
+}
+END_TEST
+
+START_TEST(a_forbidding_shard_hook_leaves_the_member_lease_to_expire)
+{
+    struct replica *r = add_probed_replica();
+    want_r0_holds = N_SHARDS;
+    ck_assert(run_until(r0_holds, 30000));
+    const char *member = ld_shardgroup_member_lease(group());
+    probe.forbidding = true;
+    int64_t t = now();
+    member_resigns(r);
+    run_for(RENEW_MS + RETRY_MS);
+    ck_assert_ptr_null(release_of(member, 0, t));
+    ck_assert_str_eq(holder_of(member), "r0");
 }
 END_TEST
 
@@ -997,6 +1051,8 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(
         tc, a_give_back_waits_for_a_safety_hold_while_the_member_term_lasts);
     tcase_add_test(tc, an_exit_whose_hold_outlasts_the_term_releases_nothing);
+    tcase_add_test(tc, the_member_release_waits_for_every_shards_hold);
+    tcase_add_test(tc, a_forbidding_shard_hook_leaves_the_member_lease_to_expire);
     tcase_add_test(tc, the_table_is_rebuilt_only_when_something_in_it_changed);
     suite_add_tcase(s, tc);
     return s;

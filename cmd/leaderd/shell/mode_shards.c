@@ -846,8 +846,9 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         .term = rec ? rec->spec.transitions : 0,
         .observed = ld_shardgroup_shard_observed(s->group, k),
         .leading = claimed,
-        .in_term = claimed || (sl->drain_until_ms != INT64_MAX && rec &&
-                               ld_lease_spec_held_by(&rec->spec, s->c.identity)),
+        /* Claimed or not, nobody else takes it while its record names us
+         * and our member term lasts (the table's term_until_ms). */
+        .in_term = claimed || (rec && ld_lease_spec_held_by(&rec->spec, s->c.identity)),
         .has_renewed_at = rec && rec->spec.has_renew,
         .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
         .last_renew_wall_us = s->entries[k].last_renew_wall_us,
@@ -1053,6 +1054,46 @@ static int64_t rebalance_delay(const struct ld_mode_shards_config *c)
     return budget < c->lease_duration_ms ? budget : c->lease_duration_ms;
 }
 
+/* The member Lease's release frees every shard whose record names this
+ * replica at once (the others count it gone), so it waits for what every
+ * shard's hooks hold, and is not written when a shard's hook forbids it
+ * (release_hold.h): a hook of the member election that speaks for all of
+ * them. The shell bounds it by the member term. */
+static bool member_holds_release(void *ctx, int64_t now_ms)
+{
+    struct ld_mode_shards *s = ctx;
+    bool held = false;
+    for (uint32_t k = 0; k < s->n; k++) {
+        struct ld_release_hold h = ld_release_hold_judge(s->slots[k].hooks,
+                                                         s->slots[k].n_hooks, INT64_MAX,
+                                                         INT64_MIN, now_ms);
+        held |= h.verdict == LD_RELEASE_WAIT;
+    }
+    return held;
+}
+
+static bool member_forbids_release(void *ctx)
+{
+    struct ld_mode_shards *s = ctx;
+    for (uint32_t k = 0; k < s->n; k++) {
+        for (size_t i = 0; i < s->slots[k].n_hooks; i++) {
+            const struct ld_hook *h = &s->slots[k].hooks[i];
+            if (h->forbids_release && h->forbids_release(h->ctx))
+                return true;
+        }
+    }
+    return false;
+}
+
+static bool member_on_publish(void *ctx, const struct ld_election_status *st,
+                              int64_t now_ms)
+{
+    (void)ctx;
+    (void)st;
+    (void)now_ms;
+    return false;
+}
+
 static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
                               struct ld_errinfo *err)
 {
@@ -1072,6 +1113,14 @@ static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
     enum ld_err rc = ld_shell_add_election(sh, &ec, &index, err);
     if (rc == LD_OK && index != MEMBER)
         return ld_errinfo_set(err, LD_EINVAL, "election host: unexpected index");
+    struct ld_hook shards = {.ctx = s,
+                             .election = MEMBER,
+                             .on_publish = member_on_publish,
+                             .holds_release = member_holds_release,
+                             .forbids_release = member_forbids_release,
+                             .hold = LD_HOOK_HOLD_SAFETY};
+    if (rc == LD_OK)
+        rc = ld_shell_add_hook(sh, &shards, err);
     return rc;
 }
 
