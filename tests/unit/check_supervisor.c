@@ -7,7 +7,6 @@
  * machine lets the test make one), with the supervisor alive and killed.
  */
 #include <check.h>
-#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,6 +22,7 @@
 
 #include "../../cmd/leaderd/hooks/supervisor.h"
 #include "log.h"
+#include "support/fake_clock.h"
 #include "support/run_suite.h"
 
 #define GRACE 500
@@ -246,36 +246,6 @@ START_TEST(deadline_kills_a_stubborn_child)
 }
 END_TEST
 
-/* From /proc/PID/fdinfo: whether one of pid's fds is a timerfd on
- * CLOCK_BOOTTIME, armed at an absolute time, due in between min_s and
- * max_s seconds. */
-static bool has_boottime_timer(pid_t pid, long min_s, long max_s)
-{
-    char dir_path[64], path[320], line[256];
-    snprintf(dir_path, sizeof(dir_path), "/proc/%d/fdinfo", (int)pid);
-    DIR *d = opendir(dir_path);
-    bool found = false;
-    struct dirent *e;
-    while (d && !found && (e = readdir(d))) {
-        snprintf(path, sizeof(path), "%s/%s", dir_path, e->d_name);
-        FILE *f = fopen(path, "re");
-        int clockid = -1;
-        unsigned flags = 0;
-        long sec = -1, nsec = 0;
-        while (f && fgets(line, sizeof(line), f)) {
-            sscanf(line, "clockid: %d", &clockid);
-            sscanf(line, "settime flags: %o", &flags);
-            sscanf(line, "it_value: (%ld, %ld)", &sec, &nsec);
-        }
-        if (f)
-            fclose(f);
-        found = clockid == CLOCK_BOOTTIME && (flags & 1) && sec >= min_s && sec <= max_s;
-    }
-    if (d)
-        closedir(d);
-    return found;
-}
-
 /* A poll timeout is counted on CLOCK_MONOTONIC, which a suspend stops: the
  * supervisor waits for the deadline on a timer of the clock that counts
  * the suspend, armed at the deadline itself, so after a resume it does not
@@ -288,7 +258,7 @@ START_TEST(the_deadline_is_awaited_on_the_suspend_counting_clock)
     int64_t until = now_ms() + 5000;
     bool armed = false;
     while (!armed && now_ms() < until) {
-        armed = has_boottime_timer(s.pid, 30, 40);
+        armed = boottime_timer_armed(s.pid, 30, 40);
         if (!armed)
             poll(NULL, 0, 20);
     }
@@ -298,7 +268,7 @@ START_TEST(the_deadline_is_awaited_on_the_suspend_counting_clock)
     armed = false;
     until = now_ms() + 5000;
     while (!armed && now_ms() < until) {
-        armed = has_boottime_timer(s.pid, 80, 90);
+        armed = boottime_timer_armed(s.pid, 80, 90);
         if (!armed)
             poll(NULL, 0, 20);
     }

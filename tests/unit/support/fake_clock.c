@@ -3,7 +3,10 @@
  */
 #include "fake_clock.h"
 
+#include <dirent.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 void fake_clock_init(struct fake_clock *fc, int64_t start_ms)
@@ -82,4 +85,31 @@ int fake_clock_armed(const struct fake_clock *fc)
     for (int i = 0; i < FAKE_CLOCK_TIMERS; i++)
         n += fc->timers[i].fd >= 0;
     return n;
+}
+
+bool boottime_timer_armed(pid_t pid, long min_s, long max_s)
+{
+    char dir_path[64], path[320], line[256];
+    snprintf(dir_path, sizeof(dir_path), "/proc/%d/fdinfo", (int)pid);
+    DIR *d = opendir(dir_path);
+    bool found = false;
+    struct dirent *e;
+    while (d && !found && (e = readdir(d))) {
+        snprintf(path, sizeof(path), "%s/%s", dir_path, e->d_name);
+        FILE *f = fopen(path, "re");
+        int clockid = -1;
+        unsigned flags = 0;
+        long sec = -1, nsec = 0;
+        while (f && fgets(line, sizeof(line), f)) {
+            sscanf(line, "clockid: %d", &clockid);
+            sscanf(line, "settime flags: %o", &flags);
+            sscanf(line, "it_value: (%ld, %ld)", &sec, &nsec);
+        }
+        if (f)
+            fclose(f);
+        found = clockid == CLOCK_BOOTTIME && (flags & 1) && sec >= min_s && sec <= max_s;
+    }
+    if (d)
+        closedir(d);
+    return found;
 }

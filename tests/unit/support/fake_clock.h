@@ -7,7 +7,9 @@
 #ifndef FAKE_CLOCK_H
 #define FAKE_CLOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "clock.h"
 
@@ -33,5 +35,10 @@ void fake_clock_advance(struct fake_clock *fc, int64_t ms);
 
 /* How many timers are armed. */
 int fake_clock_armed(const struct fake_clock *fc);
+
+/* From /proc/PID/fdinfo, for the real clock's timers: whether one of
+ * pid's fds is a timerfd on CLOCK_BOOTTIME armed at an absolute time that
+ * is due in min_s to max_s seconds. */
+bool boottime_timer_armed(pid_t pid, long min_s, long max_s);
 
 #endif
