@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -125,9 +126,9 @@ static int timerfd_clockid(int fd)
     FILE *f = fopen(path, "re");
     if (!f)
         return -1;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "clockid: %d", &id) == 1)
-            break;
+    while (id < 0 && fgets(line, sizeof(line), f))
+        if (strncmp(line, "clockid:", 8) == 0)
+            id = (int)strtol(line + 8, NULL, 10);
     fclose(f);
     return id;
 }
