@@ -16,6 +16,7 @@
 #ifndef LEADERD_CLOCK_H
 #define LEADERD_CLOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The monotonic clock in ns and ms: never goes back, unaffected by
@@ -37,11 +38,19 @@ int64_t ld_wall_us(void);
 struct timespec;
 void ld_cond_deadline(int64_t ms_from_now, struct timespec *out);
 
-/* A clock that can be replaced: both readers take ctx. A NULL member of a
- * struct ld_clock handed to a constructor means the real reader. */
+/* A clock that can be replaced: every member takes ctx. A NULL member of a
+ * struct ld_clock handed to a constructor means the real one.
+ *
+ * arm drives the timers (struct ld_timer below) of a clock that is not the
+ * real one: fd is an eventfd the timer owns, and the clock writes to it
+ * (any count) once its mono_ms reaches at_ms, at once if it already has;
+ * arming fd again replaces its deadline, at_ms INT64_MAX forgets fd. 0, or
+ * -1 when it cannot keep one more. A clock whose mono_ms is simulated gives
+ * arm too, or its timers follow the real clock. */
 struct ld_clock {
     int64_t (*mono_ms)(void *ctx);
     int64_t (*wall_us)(void *ctx);
+    int (*arm)(void *ctx, int fd, int64_t at_ms);
     void *ctx;
 };
 
@@ -60,5 +69,41 @@ static inline int64_t ld_clock_wall_us(const struct ld_clock *c)
 {
     return c->wall_us(c->ctx);
 }
+
+/* ---- timers that enforce a deadline ----
+ *
+ * The kernel counts a poll, epoll_wait or curl_multi_poll timeout on
+ * CLOCK_MONOTONIC, which stops while the machine is suspended: a wait that
+ * should end at a deadline would, after a resume, sleep on for as long as
+ * was left of its timeout when the machine went to sleep, past a deadline
+ * that passed meanwhile. So a wait that enforces a deadline puts a timer's
+ * fd in its fd set (the timeout is then none, or a generous backstop): the
+ * fd becomes readable once ld_clock_mono_ms of the timer's clock reaches
+ * the deadline, whatever that clock counted while suspended. On the real
+ * clock it is a timerfd on the clock behind ld_mono_ms; on a replaced clock
+ * an eventfd that the clock's arm fires.
+ *
+ * The functions make system calls only (no allocation, no lock), so the
+ * exec child's supervisor may use them after its fork. */
+struct ld_timer {
+    int fd; /* poll it for POLLIN; -1 when not open */
+    struct ld_clock clock;
+};
+
+/* Opens t, disarmed, on c (NULL: the real clock); the caller owns t->fd
+ * until ld_timer_close. 0, or -1 with errno set (t->fd is then -1). */
+int ld_timer_open(struct ld_timer *t, const struct ld_clock *c);
+
+/* Arms t to fire when its clock reaches at_ms (ld_mono_ms milliseconds);
+ * one already in the past fires at once, INT64_MAX disarms. Forgets a
+ * firing not yet taken. 0, or -1 with errno set. */
+int ld_timer_arm(struct ld_timer *t, int64_t at_ms);
+
+/* Whether t fired since it was last armed or asked; takes the firing, so
+ * t->fd is no longer readable until it fires again. */
+bool ld_timer_fired(struct ld_timer *t);
+
+/* Closes t->fd (a closed or never opened t, with fd -1, is left alone). */
+void ld_timer_close(struct ld_timer *t);
 
 #endif

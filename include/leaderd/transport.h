@@ -120,7 +120,11 @@ struct ld_transport_ops {
      * least one callback ran. When wake_fd >= 0 it also returns as soon as
      * wake_fd is readable or hung up (it is polled, never read), with
      * LD_ECANCELED; otherwise LD_OK. With nothing in flight it only waits.
-     * Must not be called from a callback. */
+     * Must not be called from a callback. wait_ms, like every exchange's
+     * timeout, is counted from the call on the clock of ld_mono_ms, which
+     * counts a suspend: an implementation ends its waits with a clock.h
+     * timer, not with a poll timeout alone, so a wait under way while the
+     * machine slept ends on resume if its time passed meanwhile. */
     enum ld_err (*run)(struct ld_transport *t, int64_t wait_ms, int wake_fd);
     /* How many exchanges are in flight (submitted, not yet done or
      * canceled). */

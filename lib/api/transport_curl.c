@@ -38,8 +38,9 @@
 /* curl enforces each exchange's timeout; this deadline of our own, a little
  * later, only ends one that curl somehow did not. */
 #define DEADLINE_GRACE_MS 2000
-/* Longest single wait inside run, so a deadline of our own is never slept
- * through by much even if curl asked for a longer wait. */
+/* Longest single wait inside run. The end of run and the exchanges' own
+ * deadlines are enforced by a timer (clock.h), which a suspend cannot
+ * stretch as it does a poll timeout; this only bounds each wait. */
 #define POLL_SLICE_MS 1000
 /* Why a round trip that timed out before curl had it was never sent. */
 #define WAIT_EXPIRED "not sent: its time ran out before curl had it"
@@ -118,6 +119,7 @@ struct tcurl {
     /* The last answer came over HTTP/2: exchanges share a connection, so
      * more than one per connection can run (see add_queued). */
     bool multiplexed;
+    struct ld_timer wait_end; /* fires when run's wait must end */
 };
 
 static void free_secret(char *s)
@@ -973,14 +975,11 @@ static enum ld_err tc_run(struct ld_transport *base, int64_t wait_ms, int wake_f
         for (const struct xfer *x = t->head; x; x = x->next)
             if (x->deadline_ns < until)
                 until = x->deadline_ns;
-        int64_t slice = (until - now + 999999) / 1000000;
-        if (slice > POLL_SLICE_MS)
-            slice = POLL_SLICE_MS;
-        if (slice < 1)
-            slice = 1;
-        struct curl_waitfd w = {.fd = wake_fd, .events = CURL_WAIT_POLLIN};
-        mc = curl_multi_poll(t->multi, wake_fd >= 0 ? &w : NULL, wake_fd >= 0 ? 1 : 0,
-                             (int)slice, NULL);
+        /* Rounded up: woken before until, the loop would only wait again. */
+        ld_timer_arm(&t->wait_end, (until + 999999) / 1000000);
+        struct curl_waitfd w[2] = {{.fd = t->wait_end.fd, .events = CURL_WAIT_POLLIN},
+                                   {.fd = wake_fd, .events = CURL_WAIT_POLLIN}};
+        mc = curl_multi_poll(t->multi, w, wake_fd >= 0 ? 2 : 1, POLL_SLICE_MS, NULL);
         if (mc != CURLM_OK) {
             fail_all(t, mc);
             complete_finished(t);
@@ -1007,6 +1006,7 @@ static void tc_free(struct ld_transport *base)
     if (t->proto)
         curl_easy_cleanup(t->proto);
     curl_slist_free_all(t->connect_to);
+    ld_timer_close(&t->wait_end);
     free(t->base);
     free_secret(t->token);
     free(t->token_file);
@@ -1109,6 +1109,10 @@ struct ld_transport *ld_transport_curl_new(const struct ld_kube_config *cfg,
     if (!t)
         goto oom;
     t->iface.ops = &tcurl_ops;
+    if (ld_timer_open(&t->wait_end, NULL) != 0) {
+        ld_errinfo_set(err, LD_ENOMEM, "transport: timerfd: %s", strerror(errno));
+        goto fail;
+    }
     if (setup_url(t, cfg, err))
         goto fail;
     if (cfg->token_file && cfg->token_file[0]) {

@@ -3,7 +3,12 @@
  */
 #include "clock.h"
 
+#include <errno.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The clock behind every deadline: CLOCK_BOOTTIME is monotonic and, unlike
  * CLOCK_MONOTONIC, keeps counting while the machine is suspended. A leader
@@ -74,5 +79,68 @@ struct ld_clock ld_clock_or_real(const struct ld_clock *c)
         out.mono_ms = c->mono_ms;
     if (c->wall_us)
         out.wall_us = c->wall_us;
+    out.arm = c->arm;
     return out;
+}
+
+/* ---- timers ---- */
+
+int ld_timer_open(struct ld_timer *t, const struct ld_clock *c)
+{
+    t->clock = ld_clock_or_real(c);
+    /* The real timer counts on MONO_CLOCK itself, so a deadline that
+     * passed while suspended has passed for it too. */
+    if (t->clock.arm)
+        t->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    else
+        t->fd = timerfd_create(MONO_CLOCK, TFD_NONBLOCK | TFD_CLOEXEC);
+    return t->fd >= 0 ? 0 : -1;
+}
+
+/* The kernel's absolute expiry for at_ms; a zero it_value would disarm,
+ * so a deadline at or before the clock's start is its first nanosecond. */
+static struct itimerspec expiry(int64_t at_ms)
+{
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (at_ms == INT64_MAX)
+        return its;
+    if (at_ms <= 0) {
+        its.it_value.tv_nsec = 1;
+        return its;
+    }
+    its.it_value.tv_sec = (time_t)(at_ms / 1000);
+    its.it_value.tv_nsec = (long)(at_ms % 1000) * 1000000;
+    return its;
+}
+
+int ld_timer_arm(struct ld_timer *t, int64_t at_ms)
+{
+    if (t->fd < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    /* A firing of the old deadline must not end a wait for the new one
+     * (timerfd_settime clears it too; the eventfd needs the read). */
+    ld_timer_fired(t);
+    if (t->clock.arm)
+        return t->clock.arm(t->clock.ctx, t->fd, at_ms);
+    struct itimerspec its = expiry(at_ms);
+    return timerfd_settime(t->fd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+bool ld_timer_fired(struct ld_timer *t)
+{
+    uint64_t n = 0;
+    /* Both kinds read as one 8-byte count, EAGAIN while not fired. */
+    return t->fd >= 0 && read(t->fd, &n, sizeof(n)) == (ssize_t)sizeof(n) && n > 0;
+}
+
+void ld_timer_close(struct ld_timer *t)
+{
+    if (t->fd < 0)
+        return;
+    if (t->clock.arm)
+        t->clock.arm(t->clock.ctx, t->fd, INT64_MAX);
+    close(t->fd);
+    t->fd = -1;
 }

@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "../../cmd/leaderd/http/http.h"
 #include "clock.h"
+#include "support/fake_clock.h"
 #include "support/http_client.h"
 #include "support/http_rig.h"
 #include "support/run_suite.h"
@@ -181,6 +183,24 @@ START_TEST(longpoll_wakes_on_lapse_without_publish)
         json_decref(o);
         free(a[i]);
     }
+}
+END_TEST
+
+/* A poll timeout is counted on CLOCK_MONOTONIC, which a suspend stops: the
+ * lapse that turns is_leader false for the held requests is awaited on a
+ * timer of the clock that counts the suspend, armed at the lead deadline,
+ * so after a resume they learn at once that leadership ran out. */
+START_TEST(the_lapse_is_awaited_on_the_suspend_counting_clock)
+{
+    rig_publish("me", 40000, 3);
+    int64_t until = ld_mono_ms() + 5000;
+    bool armed = false;
+    while (!armed && ld_mono_ms() < until) {
+        armed = boottime_timer_armed(getpid(), 30, 40);
+        if (!armed)
+            poll(NULL, 0, 20);
+    }
+    ck_assert_msg(armed, "no CLOCK_BOOTTIME timer armed at the lead deadline");
 }
 END_TEST
 
@@ -530,6 +550,7 @@ static Suite *http_hold_suite(void)
     tcase_add_test(tc, longpoll_held_until_change);
     tcase_add_test(tc, longpoll_times_out_with_current_state);
     tcase_add_test(tc, longpoll_wakes_on_lapse_without_publish);
+    tcase_add_test(tc, the_lapse_is_awaited_on_the_suspend_counting_clock);
     tcase_add_test(tc, longpoll_without_fields_waits_for_any_change);
     tcase_add_test(tc, first_observation_is_a_stream_event_only);
     tcase_add_test(tc, longpoll_cap_answers_at_once);

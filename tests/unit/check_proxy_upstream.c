@@ -26,6 +26,7 @@
 #include "../../cmd/leaderd/proxy/proxy.h"
 #include "../../cmd/leaderd/core/state.h"
 #include "clock.h"
+#include "support/fake_clock.h"
 #include "support/run_suite.h"
 
 /* ---- the upstream: one thread per connection ---- */
@@ -444,6 +445,28 @@ START_TEST(a_cut_write_resets_its_upstream_connection)
 }
 END_TEST
 
+/* A poll timeout is counted on CLOCK_MONOTONIC, which a suspend stops: the
+ * upstream thread waits for a held write's lead deadline on a timer of the
+ * clock that counts the suspend, armed at that deadline, so after a resume
+ * the write is cut at once if leadership ran out while the machine slept. */
+START_TEST(the_cut_is_awaited_on_the_suspend_counting_clock)
+{
+    struct rig r;
+    int fd = start_with_a_held_write(&r); /* leading for 60 s */
+    int64_t until = ld_mono_ms() + 5000;
+    bool armed = false;
+    while (!armed && ld_mono_ms() < until) {
+        armed = boottime_timer_armed(getpid(), 40, 60);
+        if (!armed)
+            poll(NULL, 0, 20);
+    }
+    ck_assert_msg(armed, "no CLOCK_BOOTTIME timer armed at the lead deadline");
+    rig_publish(&r, false);
+    assert_cut_answer(fd);
+    rig_stop(&r);
+}
+END_TEST
+
 /* A write held upstream when the proxy stops is answered 503 saying it
  * was cut in flight, before the connection closes (a client left with a
  * closed connection cannot tell a cut from a hang), and its upstream
@@ -583,6 +606,7 @@ static Suite *proxy_upstream_suite(void)
     tcase_set_timeout(tc, 120); /* the waits are bounded at 30 s each */
     tcase_add_test(tc, a_write_reset_upstream_is_sent_once_and_gets_502);
     tcase_add_test(tc, a_cut_write_resets_its_upstream_connection);
+    tcase_add_test(tc, the_cut_is_awaited_on_the_suspend_counting_clock);
     tcase_add_test(tc, a_write_in_flight_when_the_proxy_stops_gets_503);
     tcase_add_test(tc, a_read_in_flight_when_the_proxy_stops_gets_503);
     tcase_add_test(tc, a_cut_answered_just_before_the_stop_reaches_the_client);

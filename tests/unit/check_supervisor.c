@@ -25,6 +25,7 @@
 
 #include "../../cmd/leaderd/hooks/supervisor.h"
 #include "log.h"
+#include "support/fake_clock.h"
 #include "support/run_suite.h"
 
 #define GRACE 500
@@ -244,6 +245,39 @@ START_TEST(deadline_kills_a_stubborn_child)
     ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     ck_assert_int_ge(at, deadline + 300);
     ck_assert_int_eq(kill(pid, 0), -1); /* reaped, not a zombie */
+    ld_supervisor_close(&s);
+}
+END_TEST
+
+/* A poll timeout is counted on CLOCK_MONOTONIC, which a suspend stops: the
+ * supervisor waits for the deadline on a timer of the clock that counts
+ * the suspend, armed at the deadline itself, so after a resume it does not
+ * sleep past a deadline that passed meanwhile. */
+START_TEST(the_deadline_is_awaited_on_the_suspend_counting_clock)
+{
+    struct ld_supervisor s = spawn(300);
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_START, 42, now_ms() + 40000), 0);
+    child_record(5000);
+    int64_t until = now_ms() + 5000;
+    bool armed = false;
+    while (!armed && now_ms() < until) {
+        armed = boottime_timer_armed(s.pid, 30, 40);
+        if (!armed)
+            poll(NULL, 0, 20);
+    }
+    ck_assert_msg(armed, "no CLOCK_BOOTTIME timer armed at the deadline");
+    /* A renewal moves the timer with the deadline. */
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_DEADLINE, 0, now_ms() + 90000), 0);
+    armed = false;
+    until = now_ms() + 5000;
+    while (!armed && now_ms() < until) {
+        armed = boottime_timer_armed(s.pid, 80, 90);
+        if (!armed)
+            poll(NULL, 0, 20);
+    }
+    ck_assert_msg(armed, "the timer did not follow the renewed deadline");
+    ck_assert_int_eq(ld_supervisor_send(&s, LD_SUP_STOP, 0, 0), 0);
+    exited(&s, LD_SUP_STOPPED, 10000);
     ld_supervisor_close(&s);
 }
 END_TEST
@@ -887,6 +921,7 @@ static Suite *supervisor_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, deadline_kills_a_stubborn_child);
+    tcase_add_test(tc, the_deadline_is_awaited_on_the_suspend_counting_clock);
     tcase_add_test(tc, eof_ends_the_child_and_the_supervisor);
     tcase_add_test(tc, signal_is_passed_to_the_group);
     tcase_add_test(tc, missing_command_is_127);

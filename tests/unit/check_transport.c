@@ -11,6 +11,8 @@
  * run.
  */
 #include <check.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@
 
 #include <curl/curl.h>
 
+#include "support/fake_clock.h"
 #include "support/fake_http.h"
 #include "support/run_suite.h"
 #include "transport_curl.h"
@@ -601,6 +604,44 @@ START_TEST(wake_fd_ends_run)
 }
 END_TEST
 
+struct long_run {
+    int wake_fd;
+    enum ld_err rc;
+};
+
+static void *run_long(void *arg)
+{
+    struct long_run *r = arg;
+    r->rc = ld_transport_run(tr, 40000, r->wake_fd);
+    return NULL;
+}
+
+/* A poll timeout is counted on CLOCK_MONOTONIC, which a suspend stops: run
+ * ends its wait on a timer of the clock that counts the suspend, armed at
+ * the wait's end, so after a resume it does not sleep on past it. */
+START_TEST(run_waits_on_the_suspend_counting_clock)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    struct long_run r = {.wake_fd = p[0], .rc = LD_OK};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, run_long, &r), 0);
+    int64_t until = now_ms() + 5000;
+    bool armed = false;
+    while (!armed && now_ms() < until) {
+        armed = boottime_timer_armed(getpid(), 30, 40);
+        if (!armed)
+            poll(NULL, 0, 20);
+    }
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    pthread_join(th, NULL);
+    ck_assert_msg(armed, "run's wait has no CLOCK_BOOTTIME timer at its end");
+    ck_assert_int_eq(r.rc, LD_ECANCELED);
+    close(p[0]);
+    close(p[1]);
+}
+END_TEST
+
 START_TEST(bad_requests_rejected)
 {
     struct outcome o = {0};
@@ -639,6 +680,7 @@ static Suite *transport_suite(void)
     tcase_add_test(tc, unauthorized_rereads_token);
     tcase_add_test(tc, body_over_cap);
     tcase_add_test(tc, wake_fd_ends_run);
+    tcase_add_test(tc, run_waits_on_the_suspend_counting_clock);
     tcase_add_test(tc, bad_requests_rejected);
     suite_add_tcase(s, tc);
     return s;

@@ -34,7 +34,7 @@
 #endif
 
 /* The longest poll of the supervisor; it has nothing periodic to do, this
- * only bounds each wait. */
+ * only bounds each wait (its timer ends the wait at a deadline). */
 #define SUP_MAX_WAIT_MS 60000
 /* Orphans reaped per wake-up; more wait for the next SIGCHLD. */
 #define SUP_REAP_MAX 64
@@ -526,6 +526,7 @@ struct sup {
     int64_t rescan_ms; /* the next wait before looking for it again */
     bool reap_again;   /* more zombies than one look takes were waiting */
     struct ld_sup_policy policy;
+    struct ld_timer wake; /* ends the wait at the policy's next time (clock.h) */
 };
 
 static void send_msg(struct sup *s, enum ld_sup_kind kind, int32_t arg, int64_t value)
@@ -776,15 +777,15 @@ static void __attribute__((noreturn)) supervise(struct sup *s)
                 rmdir(s->cgroup);
             _exit(0);
         }
-        int64_t delay = wake == INT64_MAX ? SUP_MAX_WAIT_MS : wake - now;
-        if (delay > SUP_MAX_WAIT_MS)
-            delay = SUP_MAX_WAIT_MS;
-        if (s->reap_again)
-            delay = 0;
-        struct pollfd p[3] = {{.fd = s->sig_fd, .events = POLLIN},
+        /* The deadline is enforced by the timer, not by the poll's timeout,
+         * which a suspend would stretch past it; the timeout only bounds
+         * each wait. poll skips the negative fds. */
+        ld_timer_arm(&s->wake, wake);
+        struct pollfd p[4] = {{.fd = s->sig_fd, .events = POLLIN},
                               {.fd = s->cg_events, .events = POLLPRI},
-                              {.fd = s->fd, .events = POLLIN}};
-        if (poll(p, s->fd >= 0 ? 3 : 2, (int)delay) < 0)
+                              {.fd = s->fd, .events = POLLIN},
+                              {.fd = s->wake.fd, .events = POLLIN}};
+        if (poll(p, 4, s->reap_again ? 0 : SUP_MAX_WAIT_MS) < 0)
             continue;
         if (p[0].revents || s->reap_again)
             take_signals(s);
@@ -819,7 +820,7 @@ static void __attribute__((noreturn)) run_supervisor(struct sup *s)
     /* SIGINT stays blocked and unread: leaderd decides what it means. */
     sigdelset(&set, SIGINT);
     s->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (s->sig_fd < 0)
+    if (s->sig_fd < 0 || ld_timer_open(&s->wake, NULL) != 0)
         _exit(1);
     /* leaderd may have died before the death signal was armed. */
     if (getppid() != s->owner)

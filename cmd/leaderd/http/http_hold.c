@@ -5,9 +5,9 @@
 #include "http_hold.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +31,11 @@
 #define RETRY_MS 100
 /* At most this long to let held requests end cleanly when stopping. */
 #define DRAIN_MS 1000
+/* The notifier's longest wait: its timer (due) ends it at every time it
+ * has to act, this only bounds a missed wake-up. */
+#define NOTIFIER_BACKSTOP_MS 60000
+/* The epoll data of the timer; holds' ids count up from 1. */
+#define DUE_EVENT UINT64_MAX
 /* Recent events kept so that a stream that is a little behind (two
  * changes in a row, a slow reader) still gets every change in order. */
 #define EVENT_RING 16
@@ -97,6 +102,7 @@ struct ld_http_holds {
     int64_t heartbeat_ms;
     unsigned int max_held, max_subs;
     int epfd, wakefd;
+    struct ld_timer due; /* ends the notifier's wait at the next time due */
     pthread_t notifier;
     bool notifier_running, listening, mu_ready;
     struct ld_state_listener listener;
@@ -425,8 +431,8 @@ static void heartbeat_locked(struct ld_http_holds *hs, int64_t now)
     }
 }
 
-/* Milliseconds until the next timer, -1 for none. */
-static int next_timeout_locked(struct ld_http_holds *hs, int64_t now)
+/* When the notifier has to act next (ld_mono_ms), INT64_MAX for never. */
+static int64_t next_due_locked(const struct ld_http_holds *hs)
 {
     int64_t t = hs->flip_at_ms < hs->retry_at_ms ? hs->flip_at_ms : hs->retry_at_ms;
     if (hs->nsubs > 0 && hs->next_ping_ms < t)
@@ -439,11 +445,7 @@ static int next_timeout_locked(struct ld_http_holds *hs, int64_t now)
         if (x->u.resign.deadline_ms < t)
             t = x->u.resign.deadline_ms;
     }
-    if (t == INT64_MAX)
-        return -1;
-    if (t <= now)
-        return 0;
-    return t - now > INT_MAX ? INT_MAX : (int)(t - now);
+    return t;
 }
 
 static struct ld_http_hold *find_hold(struct ld_http_holds *hs, uint64_t id)
@@ -478,10 +480,13 @@ static void *notifier_main(void *arg)
         expire_polls_locked(hs, now);
         settle_resigns_locked(hs, now);
         heartbeat_locked(hs, now);
-        int timeout = next_timeout_locked(hs, now);
+        /* A lead deadline (flip_at_ms) is enforced by the timer, not by
+         * epoll_wait's timeout, which a suspend would stretch past it. */
+        ld_timer_arm(&hs->due, next_due_locked(hs));
         pthread_mutex_unlock(&hs->mu);
 
-        int n = epoll_wait(hs->epfd, evs, (int)(sizeof(evs) / sizeof(evs[0])), timeout);
+        int n = epoll_wait(hs->epfd, evs, (int)(sizeof(evs) / sizeof(evs[0])),
+                           NOTIFIER_BACKSTOP_MS);
         if (n < 0) {
             if (errno != EINTR)
                 ld_log(LD_LOG_WARN, "http: epoll_wait: %s", strerror(errno));
@@ -489,6 +494,8 @@ static void *notifier_main(void *arg)
         }
         bool locked = false;
         for (int i = 0; i < n; i++) {
+            if (evs[i].data.u64 == DUE_EVENT)
+                continue; /* the next round acts on it and rearms it */
             if (evs[i].data.u64 == 0) {
                 uint64_t count;
                 if (read(hs->wakefd, &count, sizeof(count)) < 0 && errno != EAGAIN)
@@ -778,17 +785,21 @@ static int init_sync(struct ld_http_holds *hs, struct ld_errinfo *err)
     return rc;
 }
 
-/* The epoll set with the wake-up eventfd in it (data 0). */
+/* The epoll set with the wake-up eventfd in it (data 0) and the timer
+ * (data DUE_EVENT). */
 static int init_epoll(struct ld_http_holds *hs, struct ld_errinfo *err)
 {
-    struct epoll_event ev;
+    struct epoll_event ev, due;
     hs->epfd = epoll_create1(EPOLL_CLOEXEC);
     hs->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     memset(&ev, 0, sizeof(ev));
     ev.events = EPOLLIN;
     ev.data.u64 = 0;
-    if (hs->epfd < 0 || hs->wakefd < 0 ||
-        epoll_ctl(hs->epfd, EPOLL_CTL_ADD, hs->wakefd, &ev) != 0) {
+    due = ev;
+    due.data.u64 = DUE_EVENT;
+    if (hs->epfd < 0 || hs->wakefd < 0 || ld_timer_open(&hs->due, NULL) != 0 ||
+        epoll_ctl(hs->epfd, EPOLL_CTL_ADD, hs->wakefd, &ev) != 0 ||
+        epoll_ctl(hs->epfd, EPOLL_CTL_ADD, hs->due.fd, &due) != 0) {
         ld_errinfo_set(err, LD_EIO, "http: cannot set up notifications: %s",
                        strerror(errno));
         return -1;
@@ -811,7 +822,7 @@ struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat
     hs->heartbeat_ms = heartbeat_ms;
     hs->max_held = max_held;
     hs->max_subs = max_subs;
-    hs->epfd = hs->wakefd = -1;
+    hs->epfd = hs->wakefd = hs->due.fd = -1;
     hs->flip_at_ms = hs->retry_at_ms = INT64_MAX;
     /* Ids keep growing across restarts, so a client's Last-Event-ID from
      * an earlier process never matches by accident. */
@@ -887,6 +898,7 @@ void ld_http_holds_free(struct ld_http_holds *hs)
         close(hs->epfd);
     if (hs->wakefd >= 0)
         close(hs->wakefd);
+    ld_timer_close(&hs->due);
     if (hs->mu_ready) {
         pthread_cond_destroy(&hs->drained);
         pthread_mutex_destroy(&hs->mu);

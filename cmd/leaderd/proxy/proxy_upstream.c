@@ -46,6 +46,7 @@
  */
 #include "proxy_upstream.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +61,8 @@
  * (CURL_MAX_WRITE_SIZE; the transport's receive buffer is smaller). */
 #define RELAY_BUFFER CURL_MAX_WRITE_SIZE
 /* Longest single sleep of the upstream thread; all it waits for wakes it
- * sooner, this only bounds a missed wake-up. */
+ * sooner (the hub's wake, curl's sockets, the cut's timer), this only
+ * bounds a missed wake-up. */
 #define POLL_SLICE_MS 1000
 #define CONNECT_TIMEOUT_MS 3000
 #define HANGUPS_PER_ROUND 64
@@ -73,6 +75,7 @@ struct ld_proxy_upstream {
     struct ld_pxe *running; /* exchanges whose handle is added */
     pthread_t thread;
     bool thread_started;
+    struct ld_timer cut; /* fires at the writes' next lead deadline */
 };
 
 /* Resumes q's connection once curl is done with the bytes it read (see
@@ -486,17 +489,6 @@ static int64_t gate_writes(struct ld_proxy_upstream *u)
     return due;
 }
 
-/* How long the thread may sleep from now: until due, read after the work
- * of the round (curl's own, which can be long: TLS handshakes), so that
- * the time spent on it does not push the next judgment past due. */
-static int sleep_ms(int64_t due)
-{
-    int64_t left = due - ld_mono_ms();
-    if (left > POLL_SLICE_MS)
-        left = POLL_SLICE_MS;
-    return left < 0 ? 0 : (int)left;
-}
-
 static void collect_done(struct ld_proxy_upstream *u)
 {
     CURLMsg *msg;
@@ -520,7 +512,8 @@ static void *upstream_main(void *arg)
 {
     struct ld_proxy_upstream *u = arg;
     struct ld_pxe_hub *hub = u->hub;
-    struct curl_waitfd w = {.fd = hub->epfd, .events = CURL_WAIT_POLLIN, .revents = 0};
+    struct curl_waitfd w[2] = {{.fd = hub->epfd, .events = CURL_WAIT_POLLIN},
+                               {.fd = u->cut.fd, .events = CURL_WAIT_POLLIN}};
     for (;;) {
         pthread_mutex_lock(&hub->mu);
         take_hangups_locked(hub);
@@ -553,8 +546,12 @@ static void *upstream_main(void *arg)
         curl_multi_perform(hub->multi, &running);
         run_wakes(u);
         collect_done(u);
-        w.revents = 0;
-        curl_multi_poll(hub->multi, &w, 1, sleep_ms(due), NULL);
+        /* The cut is enforced by the timer, armed at due itself: neither
+         * curl's work of the round nor a suspend (which stretches a poll
+         * timeout) can push it past due. */
+        ld_timer_arm(&u->cut, due);
+        w[0].revents = w[1].revents = 0;
+        curl_multi_poll(hub->multi, w, 2, POLL_SLICE_MS, NULL);
     }
     return NULL;
 }
@@ -570,10 +567,15 @@ struct ld_proxy_upstream *ld_proxy_upstream_new(struct ld_pxe_hub *hub,
         return NULL;
     }
     u->hub = hub;
+    if (ld_timer_open(&u->cut, NULL) != 0) {
+        ld_errinfo_set(err, LD_ENOMEM, "api-proxy: timerfd: %s", strerror(errno));
+        ld_proxy_upstream_free(u);
+        return NULL;
+    }
     u->tr = ld_transport_curl_new(kube, &ei);
     if (!u->tr) {
         ld_errinfo_set(err, ei.code, "api-proxy: %s", ei.msg);
-        free(u);
+        ld_proxy_upstream_free(u);
         return NULL;
     }
     ld_transport_curl_set_user_agent_suffix(u->tr, "api-proxy");
@@ -612,5 +614,6 @@ void ld_proxy_upstream_free(struct ld_proxy_upstream *u)
     if (!u)
         return;
     ld_transport_free(u->tr);
+    ld_timer_close(&u->cut);
     free(u);
 }
