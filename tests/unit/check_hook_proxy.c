@@ -202,6 +202,28 @@ static void *call_run(void *arg)
     return NULL;
 }
 
+/* Starts a POST through r's proxy in thread t that the fake upstream
+ * answers with status and body after delay_ms; returns once the write has
+ * reached the upstream. */
+static void start_held_write(struct rig *r, pthread_t *t, struct call *c, long status,
+                             const char *body, int delay_ms)
+{
+    fake_http_push(r->fake, &(struct fake_http_response){
+                                .status = status, .body = body, .delay_ms = delay_ms});
+    *c = (struct call){.base = r->base, .method = "POST"};
+    ck_assert_int_eq(pthread_create(t, NULL, call_run, c), 0);
+    ck_assert(fake_http_wait_requests(r->fake, 1, 5000));
+}
+
+/* The shell's wait on the hook's eventfd ends, and the hook holds nothing
+ * any more. */
+static void hold_ends(struct rig *r, int within_ms)
+{
+    ck_assert(fd_readable(ld_hook_proxy_fd(r->hp), within_ms));
+    ck_assert(r->hook.take_wake(r->hook.ctx));
+    ck_assert(!holds(&r->hook));
+}
+
 /* A write held upstream holds the release; another holder in view cuts
  * it, which wakes the shell, which finds nothing held any more but the
  * release forbidden: the cut write may still be applied. */
@@ -210,16 +232,11 @@ START_TEST(a_write_held_upstream_holds_until_its_cut)
     struct rig r;
     pthread_t t;
     rig_start(&r);
-    fake_http_push(r.fake, &(struct fake_http_response){
-                               .status = 200, .body = "{}", .delay_ms = 10000});
-    struct call c = {.base = r.base, .method = "POST"};
-    ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
-    ck_assert(fake_http_wait_requests(r.fake, 1, 5000));
+    struct call c;
+    start_held_write(&r, &t, &c, 200, "{}", 10000);
     ck_assert(holds(&r.hook));
     publish(&r, false);
-    ck_assert(fd_readable(ld_hook_proxy_fd(r.hp), 5000));
-    ck_assert(r.hook.take_wake(r.hook.ctx));
-    ck_assert(!holds(&r.hook));
+    hold_ends(&r, 5000);
     ck_assert(forbids(&r.hook));
     pthread_join(t, NULL);
     ck_assert_int_eq(c.status, 503);
@@ -236,16 +253,11 @@ START_TEST(a_step_down_on_purpose_lets_a_sent_write_run_to_its_answer)
     struct rig r;
     pthread_t t;
     rig_start(&r);
-    fake_http_push(r.fake, &(struct fake_http_response){
-                               .status = 201, .body = "{\"done\":1}", .delay_ms = 1500});
-    struct call c = {.base = r.base, .method = "POST"};
-    ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
-    ck_assert(fake_http_wait_requests(r.fake, 1, 5000));
+    struct call c;
+    start_held_write(&r, &t, &c, 201, "{\"done\":1}", 1500);
     publish_stepped_down(&r, 60000);
     ck_assert(holds(&r.hook));
-    ck_assert(fd_readable(ld_hook_proxy_fd(r.hp), 10000));
-    ck_assert(r.hook.take_wake(r.hook.ctx));
-    ck_assert(!holds(&r.hook));
+    hold_ends(&r, 10000);
     ck_assert(!forbids(&r.hook));
     pthread_join(t, NULL);
     ck_assert_int_eq(c.status, 201);
@@ -269,9 +281,7 @@ START_TEST(a_sent_write_outlives_its_clients_hang_up)
     ck_assert(holds(&r.hook));
     publish_stepped_down(&r, 60000);
     ck_assert(holds(&r.hook));
-    ck_assert(fd_readable(ld_hook_proxy_fd(r.hp), 10000));
-    ck_assert(r.hook.take_wake(r.hook.ctx));
-    ck_assert(!holds(&r.hook));
+    hold_ends(&r, 10000);
     ck_assert(!forbids(&r.hook));
     ck_assert_uint_eq(r.m.proxy.aborted, 0);
     rig_stop(&r);
@@ -286,18 +296,13 @@ START_TEST(a_write_cut_at_its_terms_deadline_forbids_the_release)
     struct rig r;
     pthread_t t;
     rig_start(&r);
-    fake_http_push(r.fake, &(struct fake_http_response){
-                               .status = 200, .body = "{}", .delay_ms = 10000});
-    struct call c = {.base = r.base, .method = "POST"};
-    ck_assert_int_eq(pthread_create(&t, NULL, call_run, &c), 0);
-    ck_assert(fake_http_wait_requests(r.fake, 1, 5000));
+    struct call c;
+    start_held_write(&r, &t, &c, 200, "{}", 10000);
     int64_t t0 = ld_mono_ms();
     publish_stepped_down(&r, 800);
     ck_assert(holds(&r.hook)); /* the shell waits */
-    ck_assert(fd_readable(ld_hook_proxy_fd(r.hp), 5000));
+    hold_ends(&r, 5000);
     ck_assert_int_ge(ld_mono_ms() - t0, 800);
-    ck_assert(r.hook.take_wake(r.hook.ctx));
-    ck_assert(!holds(&r.hook));
     ck_assert(forbids(&r.hook));
     pthread_join(t, NULL);
     ck_assert_int_eq(c.status, 503);
