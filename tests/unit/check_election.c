@@ -2091,7 +2091,8 @@ static Suite *election_suite(void)
     TCase *rs = tcase_create("resign");
     tcase_add_checked_fixture(rs, setup, teardown);
     tcase_add_test(rs, resign_releases_then_sits_out_the_cooldown);
-    tcase_add_test(rs, the_term_outlives_a_step_down_on_purpose_until_another_holder_is_seen);
+    tcase_add_test(rs,
+                   the_term_outlives_a_step_down_on_purpose_until_another_holder_is_seen);
     tcase_add_test(rs, resign_with_a_renewal_in_flight_never_leads_again);
     tcase_add_test(rs, resign_after_a_lost_renewal_reply_reads_then_releases);
     tcase_add_test(rs, resign_release_retries_a_conflict_after_a_get);

@@ -55,7 +55,8 @@ START_TEST(a_key_holds_while_a_write_of_it_is_counted)
     ld_hook_proxy_ended(hp, 1, LD_WRITE_ANSWERED);
     ck_assert(holds(&h1));
     ck_assert(!fd_readable(ld_hook_proxy_fd(hp), 0));
-    ld_hook_proxy_ended(hp, 1, LD_WRITE_ANSWERED); /* the last one, while the shell waits */
+    /* The last one, while the shell waits. */
+    ld_hook_proxy_ended(hp, 1, LD_WRITE_ANSWERED);
     ck_assert(fd_readable(ld_hook_proxy_fd(hp), 0));
     ck_assert(!holds(&h1));
     ck_assert_ptr_null(h1.take_wake); /* key 0's hook reads it for all */

@@ -637,9 +637,9 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
         bool claims = ld_shardsnap_leads(table, k, now());
         bool holds = strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r0") == 0;
         if (holds && !claims)
-            ck_assert_int_eq(ld_state_drained_answer(&fx.r[0].state, k,
-                                                     table->shards[k].term + 1),
-                             LD_DRAINED_STALE);
+            ck_assert_int_eq(
+                ld_state_drained_answer(&fx.r[0].state, k, table->shards[k].term + 1),
+                LD_DRAINED_STALE);
     }
     run_for(DRAIN_MS / 2);
     ck_assert_int_eq(owned_by("r0"), N_SHARDS / 2);
@@ -649,8 +649,9 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
         bool claims = ld_shardsnap_leads(table, k, now());
         bool holds = strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r0") == 0;
         /* Only a shard being given back takes the word (else 409). */
-        ck_assert_int_eq(ld_state_drained_answer(&fx.r[0].state, k, table->shards[k].term),
-                         holds && !claims ? LD_DRAINED_NOTED : LD_DRAINED_NOT_GIVING_BACK);
+        ck_assert_int_eq(
+            ld_state_drained_answer(&fx.r[0].state, k, table->shards[k].term),
+            holds && !claims ? LD_DRAINED_NOTED : LD_DRAINED_NOT_GIVING_BACK);
         posted += holds && !claims;
     }
     ld_shardsnap_unref(table);
@@ -849,7 +850,8 @@ END_TEST
 static void member_resigns(struct replica *r)
 {
     struct ld_now at = {.mono_ms = now(), .wall_us = now() * 1000};
-    ck_assert(ld_election_resign(ld_host_election(ld_shell_host(r->sh), 0), at, LEASE_MS));
+    ck_assert(
+        ld_election_resign(ld_host_election(ld_shell_host(r->sh), 0), at, LEASE_MS));
     ld_host_wake(ld_shell_host(r->sh), 0);
 }
 
@@ -1048,8 +1050,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);
     tcase_add_test(tc, the_clean_up_deletes_only_the_record_it_judged_long_expired);
     tcase_add_test(tc, a_give_back_waits_for_the_drain_or_the_app);
-    tcase_add_test(
-        tc, a_give_back_waits_for_a_safety_hold_while_the_member_term_lasts);
+    tcase_add_test(tc, a_give_back_waits_for_a_safety_hold_while_the_member_term_lasts);
     tcase_add_test(tc, an_exit_whose_hold_outlasts_the_term_releases_nothing);
     tcase_add_test(tc, the_member_release_waits_for_every_shards_hold);
     tcase_add_test(tc, a_forbidding_shard_hook_leaves_the_member_lease_to_expire);

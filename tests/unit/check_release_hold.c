@@ -46,7 +46,8 @@ START_TEST(nothing_held_releases_now)
 {
     struct fake_hook f = {0};
     struct ld_hook h = bind(&f, LD_HOOK_HOLD_SAFETY);
-    struct ld_release_hold r = ld_release_hold_judge(&h, 1, TERM_UNTIL, NO_COURTESY, 8000);
+    struct ld_release_hold r =
+        ld_release_hold_judge(&h, 1, TERM_UNTIL, NO_COURTESY, 8000);
     ck_assert_int_eq(r.verdict, LD_RELEASE_NOW);
     ck_assert_int_eq(f.asked, 1);
     r = ld_release_hold_judge(NULL, 0, TERM_UNTIL, NO_COURTESY, 8000);
@@ -93,7 +94,8 @@ START_TEST(a_forbidding_hook_gives_the_release_up_at_once)
 {
     struct fake_hook f = {.forbidding = true};
     struct ld_hook h = bind(&f, LD_HOOK_HOLD_SAFETY);
-    struct ld_release_hold r = ld_release_hold_judge(&h, 1, TERM_UNTIL, NO_COURTESY, 8000);
+    struct ld_release_hold r =
+        ld_release_hold_judge(&h, 1, TERM_UNTIL, NO_COURTESY, 8000);
     ck_assert_int_eq(r.verdict, LD_RELEASE_GIVE_UP);
     ck_assert_ptr_nonnull(r.why);
 }
@@ -104,8 +106,10 @@ END_TEST
 START_TEST(courtesy_holds_count_only_within_their_bound)
 {
     struct fake_hook c = {.holding = true}, s = {0};
-    struct ld_hook hs[2] = {bind(&c, LD_HOOK_HOLD_COURTESY), bind(&s, LD_HOOK_HOLD_SAFETY)};
-    struct ld_release_hold r = ld_release_hold_judge(hs, 2, TERM_UNTIL, NO_COURTESY, 8000);
+    struct ld_hook hs[2] = {bind(&c, LD_HOOK_HOLD_COURTESY),
+                            bind(&s, LD_HOOK_HOLD_SAFETY)};
+    struct ld_release_hold r =
+        ld_release_hold_judge(hs, 2, TERM_UNTIL, NO_COURTESY, 8000);
     ck_assert_int_eq(r.verdict, LD_RELEASE_NOW); /* not shutting down */
     ck_assert_int_eq(c.asked, 0);
     r = ld_release_hold_judge(hs, 2, TERM_UNTIL, 9000, 8000);

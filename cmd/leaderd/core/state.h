@@ -120,9 +120,9 @@ void ld_state_drain_set(struct ld_state *st, uint32_t s, bool giving_back, int64
 
 /* What became of a POST /shards/ID/drained. */
 enum ld_drained_answer {
-    LD_DRAINED_NOTED,          /* s is being given back: its drain is over */
+    LD_DRAINED_NOTED,           /* s is being given back: its drain is over */
     LD_DRAINED_NOT_GIVING_BACK, /* nothing to drain (409) */
-    LD_DRAINED_STALE,          /* a give-back of another term is under way (409) */
+    LD_DRAINED_STALE,           /* a give-back of another term is under way (409) */
 };
 
 /* HTTP side: the app has drained shard s, of the give-back of term (or of

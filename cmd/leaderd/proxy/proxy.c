@@ -313,14 +313,15 @@ static enum MHD_Result answer_failure(struct ld_pxe *q)
         bool back = ld_proxy_still_leads(&q->verdict, &h.v, ld_mono_ms(), &v);
         if (q->cut == LD_PXE_CUT_LEADERSHIP) {
             ld_pxe_verdict_printf(&v, 503, "ServiceUnavailable", "%s",
-                                  q->sent ? "write cut by leaderd: the term this replica "
-                                            "sent it in ended (its renew deadline passed, "
-                                            "or another holder is in view) while the "
-                                            "request was in flight to the API server, "
-                                            "which may or may not have applied it"
-                                          : "write cut by leaderd: this replica stopped "
-                                            "leading before the request was sent; it was "
-                                            "not sent");
+                                  q->sent
+                                      ? "write cut by leaderd: the term this replica "
+                                        "sent it in ended (its renew deadline passed, "
+                                        "or another holder is in view) while the "
+                                        "request was in flight to the API server, "
+                                        "which may or may not have applied it"
+                                      : "write cut by leaderd: this replica stopped "
+                                        "leading before the request was sent; it was "
+                                        "not sent");
         } else if (back) {
             /* Refused by the last check, with leadership back by now: the
              * holder is this replica again, and the refusal stands. */

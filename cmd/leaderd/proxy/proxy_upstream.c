@@ -291,8 +291,10 @@ static void cut_leadership(struct ld_proxy_upstream *u, struct ld_pxe *q)
                "the API server may still apply it, so no release is written",
                q->method, q->target);
     else
-        ld_log(LD_LOG_WARN, "api proxy: cut %s %.200s before sending: this replica "
-               "stopped leading", q->method, q->target);
+        ld_log(LD_LOG_WARN,
+               "api proxy: cut %s %.200s before sending: this replica "
+               "stopped leading",
+               q->method, q->target);
     finish(u, q, LD_PXE_CUT_LEADERSHIP);
 }
 
