@@ -1063,6 +1063,14 @@ static bool member_holds_release(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
     bool held = false;
+    /* The table that ends every claim goes out before the member release
+     * may be written (the group broke them when the member election
+     * stepped down), not merely before the transport sends it. */
+    for (uint32_t k = 0; k < s->n && !held; k++)
+        held = s->entries[k].leading;
+    if (held)
+        publish(s, now_ms);
+    held = false;
     for (uint32_t k = 0; k < s->n; k++) {
         struct ld_release_hold h = ld_release_hold_judge(
             s->slots[k].hooks, s->slots[k].n_hooks, INT64_MAX, INT64_MIN, now_ms);
