@@ -343,6 +343,12 @@ bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_m
 /* The same without the time: a claim that holds until the member
  * election's deadline (ld_shardgroup_lead_until). */
 bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s);
+
+/* Whether the record of s as last seen names this replica, claimed or not
+ * (being given back, or the claims broken by a step-down of the member
+ * election): nobody else takes s while that holds and this replica's
+ * member term lasts, so what it sent under its claim may still land. */
+bool ld_shardgroup_named(const struct ld_shardgroup *g, uint32_t s);
 int64_t ld_shardgroup_lead_until(const struct ld_shardgroup *g);
 
 /* Shard s's observed record (borrowed; valid until the next observation),

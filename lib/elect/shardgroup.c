@@ -1322,6 +1322,11 @@ bool ld_shardgroup_unlisted(const struct ld_shardgroup *g, uint32_t s)
     return s < g->n_shards && g->shards[s].present && g->shards[s].unlisted;
 }
 
+bool ld_shardgroup_named(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards && names_us(g, &g->shards[s]);
+}
+
 bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s)
 {
     return s < g->n_shards && claim_valid(g, &g->shards[s]);

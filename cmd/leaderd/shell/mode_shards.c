@@ -848,7 +848,7 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         .leading = claimed,
         /* Claimed or not, nobody else takes it while its record names us
          * and our member term lasts (the table's term_until_ms). */
-        .in_term = claimed || (rec && ld_lease_spec_held_by(&rec->spec, s->c.identity)),
+        .in_term = claimed || ld_shardgroup_named(s->group, k),
         .has_renewed_at = rec && rec->spec.has_renew,
         .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
         .last_renew_wall_us = s->entries[k].last_renew_wall_us,
