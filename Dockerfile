@@ -108,6 +108,10 @@ RUN make -j"$(nproc)" static LIBC="${LIBC}" \
     && if [ "${LIBC}" = musl ]; then out=build/static-musl; else out=build/static; fi \
     && cp "$out/leaderd" /usr/local/bin/leaderd \
     && /usr/local/bin/leaderd --version
+# The licences of everything in the binary ship with it (libmicrohttpd is
+# LGPL-2.1+: docs/image.md, "Licences").
+RUN sh tools/image/collect-licenses.sh /usr/share/licenses/leaderd "${LIBC}" \
+    /usr/src/dep /usr/src/dep-musl
 
 # ---- final image ----
 FROM scratch
@@ -128,6 +132,7 @@ LABEL org.opencontainers.image.title="leaderd" \
       io.leaderd.libc="${LIBC}"
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /usr/local/bin/leaderd /usr/local/bin/leaderd
+COPY --from=build /usr/share/licenses/leaderd /usr/share/licenses/leaderd
 USER 65532:65532
 EXPOSE 4040
 ENTRYPOINT ["/usr/local/bin/leaderd"]

@@ -184,6 +184,26 @@ def test_image_config():
           repr(cfg.get("Entrypoint")))
 
 
+def test_licences(root):
+    """The licence texts of everything in the static binary ship in the image
+    (docs/image.md, "Licences"), libmicrohttpd's LGPL among them."""
+    cid = podman("create", IMAGE, check_rc=True).stdout.strip()
+    try:
+        dest = os.path.join(root, "licenses")
+        p = podman("cp", cid + ":/usr/share/licenses/leaderd", dest)
+        names = sorted(os.listdir(dest)) if p.returncode == 0 else []
+    finally:
+        podman("rm", "-f", cid)
+    want = ["leaderd.LICENSE", "libmicrohttpd.copyright", "curl.copyright",
+            "nghttp2.copyright"]
+    missing = [n for n in want if n not in names]
+    check(not missing, "licence texts in /usr/share/licenses/leaderd",
+          "missing %s among %s" % (missing, names))
+    lgpl = os.path.join(dest, "libmicrohttpd.copyright")
+    text = open(lgpl, encoding="utf-8", errors="replace").read() if not missing else ""
+    check("LGPL" in text, "libmicrohttpd's LGPL notice shipped", "no LGPL in its copyright")
+
+
 def make_sa_dir(root, srv, client):
     """Service-account files as the kubelet mounts them."""
     sa = os.path.join(root, "sa-" + client)
@@ -455,6 +475,7 @@ def main():
     root = tempfile.mkdtemp(prefix="leaderd-image-test.")
     try:
         test_image_config()
+        test_licences(root)
         test_cli()
         test_election(root)
         test_client_certs(root)
