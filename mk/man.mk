@@ -3,8 +3,10 @@
 # cmd/leaderd/shell/config.c (the one --help prints), and committed, so that
 # `man ./docs/leaderd.8` works in a fresh checkout.
 #
-#   make man          regenerates docs/leaderd.8 (also `make docs/leaderd.8`);
-#                     commit the result with the change that made it
+#   make man          regenerates docs/leaderd.8 (also `make docs/leaderd.8`)
+#                     and its Markdown rendering docs/options.md
+#                     (tools/man2md.py); commit both with the change that
+#                     made them
 #   make man-check    fails when docs/leaderd.8 is not what `make man` would
 #                     write, or when `mandoc -T lint` finds a fault in it;
 #                     `make lint` runs it
@@ -12,6 +14,7 @@
 MAN_PAGE := docs/leaderd.8
 MAN_IN   := docs/leaderd.8.in
 MAN_GEN  := $(B)/tools/gen-man
+MAN_MD   := docs/options.md
 
 .PHONY: man man-check
 
@@ -24,7 +27,11 @@ $(MAN_PAGE): $(MAN_IN) $(MAN_GEN)
 	$(MAN_GEN) $(MAN_IN) > $(B)/leaderd.8.new
 	mv $(B)/leaderd.8.new $@
 
-man: $(MAN_PAGE)
+$(MAN_MD): $(MAN_PAGE) tools/man2md.py
+	$(PY) tools/man2md.py $(MAN_PAGE) > $(B)/options.md.new
+	mv $(B)/options.md.new $@
+
+man: $(MAN_PAGE) $(MAN_MD)
 
 $(B)/.man-deps: tools/deps.sh
 	@bash tools/deps.sh --as man-check mandoc
@@ -39,9 +46,17 @@ man-check: $(MAN_GEN) $(B)/.man-deps
 	        "and commit it" >&2; \
 	    exit 1; \
 	fi
+	@$(PY) tools/man2md.py $(MAN_PAGE) > $(B)/options.md.check
+	@if ! cmp -s $(MAN_MD) $(B)/options.md.check; then \
+	    diff -u $(MAN_MD) $(B)/options.md.check | head -n 60 >&2; \
+	    echo "man-check: $(MAN_MD) is out of date with $(MAN_PAGE): run 'make man'" \
+	        "and commit it" >&2; \
+	    exit 1; \
+	fi
 	@mandoc -T lint -W warning $(MAN_PAGE) >&2 || \
 	    { echo "man-check: mandoc -T lint found the faults above in $(MAN_PAGE)" >&2; \
 	      exit 1; }
-	@echo "man-check: ok ($(MAN_PAGE) matches $(MAN_IN) and the flags; mandoc -T lint clean)"
+	@echo "man-check: ok ($(MAN_PAGE) matches $(MAN_IN) and the flags, $(MAN_MD) matches" \
+	    "$(MAN_PAGE); mandoc -T lint clean)"
 
 lint: man-check
