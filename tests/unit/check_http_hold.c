@@ -390,7 +390,7 @@ START_TEST(watch_cap_and_cleanup)
     ck_assert_int_eq(r.rc, CURLE_OK);
     ck_assert_int_eq(r.status, 503);
     json_t *j = rig_parse_json(r.body);
-    ck_assert(json_is_string(json_object_get(j, "error")));
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "error")), "too many"));
     json_decref(j);
     /* HEAD does not subscribe; other methods are refused. */
     rig_fetch_at(hp, "HEAD", "/watch", &r);

@@ -315,6 +315,10 @@ static enum MHD_Result answer_watch(struct ld_http *h, struct MHD_Connection *c,
     case LD_HTTP_WATCH_FULL:
         snprintf(msg, sizeof(msg), "too many /watch streams (limit %u)", h->lim.max_subs);
         return queue_error(c, 503, msg);
+    case LD_HTTP_WATCH_STARTING:
+        return queue_error(c, 503, "no state yet: leaderd is starting; retry");
+    case LD_HTTP_WATCH_STOPPING:
+        return queue_error(c, 503, "leaderd is stopping");
     case LD_HTTP_WATCH_NOMEM:
         return queue_oom(c);
     case LD_HTTP_WATCH_FAILED:

@@ -722,7 +722,11 @@ enum ld_http_watch_rc ld_http_watch_open(struct ld_http_holds *hs,
 
     pthread_mutex_lock(&hs->mu);
     refresh_locked(hs, ld_mono_ms());
-    bool full = hs->stopping || !hs->have_view || hs->nsubs >= hs->max_subs;
+    enum ld_http_watch_rc refused = hs->stopping                ? LD_HTTP_WATCH_STOPPING
+                                    : !hs->have_view            ? LD_HTTP_WATCH_STARTING
+                                    : hs->nsubs >= hs->max_subs ? LD_HTTP_WATCH_FULL
+                                                                : LD_HTTP_WATCH_OK;
+    bool full = refused != LD_HTTP_WATCH_OK;
     if (!full && ensure_current_locked(hs) == 0)
         x = new_hold_locked(hs, c, HOLD_WATCH);
     if (x) {
@@ -736,7 +740,7 @@ enum ld_http_watch_rc ld_http_watch_open(struct ld_http_holds *hs,
     }
     pthread_mutex_unlock(&hs->mu);
     if (full)
-        return LD_HTTP_WATCH_FULL;
+        return refused;
     if (!x)
         return LD_HTTP_WATCH_NOMEM;
 

@@ -112,9 +112,11 @@ void ld_http_hold_release(struct ld_http_hold *x);
 
 enum ld_http_watch_rc {
     LD_HTTP_WATCH_OK,
-    LD_HTTP_WATCH_FULL,   /* at max_subs streams, or stopping: answer 503 */
-    LD_HTTP_WATCH_NOMEM,  /* answer 500 */
-    LD_HTTP_WATCH_FAILED, /* MHD could not make a response: close c */
+    LD_HTTP_WATCH_FULL,     /* at max_subs streams: answer 503 */
+    LD_HTTP_WATCH_STARTING, /* no state published yet: answer 503 */
+    LD_HTTP_WATCH_STOPPING, /* the server is stopping: answer 503 */
+    LD_HTTP_WATCH_NOMEM,    /* answer 500 */
+    LD_HTTP_WATCH_FAILED,   /* MHD could not make a response: close c */
 };
 
 /* Opens a /watch stream on c. last_event_id is the client's Last-Event-ID
