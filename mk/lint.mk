@@ -12,8 +12,11 @@ $(B)/.lint-deps: tools/run-lint.sh
 # An include cycle between modules, or an include from a lower layer of
 # tools/layers.txt to a higher one (tools/include-graph.py), fails lint too,
 # and so does a file that refers to something outside the tree or a Markdown
-# link that leads nowhere (tools/check-refs.py); every check runs either way.
+# link that leads nowhere (tools/check-refs.py), docs/http-api.md that
+# disagrees with the routes, codes and metrics of the code
+# (tools/check-api-docs.py); every check runs either way.
 lint: $(B)/.deps $(B)/.lint-deps
 	@graph=0; $(PY) tools/include-graph.py --quiet --layers tools/layers.txt || graph=1; \
 	$(PY) tools/check-refs.py . || graph=1; \
+	$(PY) tools/check-api-docs.py || graph=1; \
 	bash tools/run-lint.sh -- $(LINT_CFLAGS) && exit $$graph
