@@ -7,6 +7,9 @@
 2. Every Markdown link to a relative path names a file or folder of the
    tree, and a link with a #fragment names a heading of that document (as
    GitHub makes anchors of headings).
+3. Every other text file (code and its comments, YAML, scripts, make
+   files) that names a document of the tree (under docs/, or a top-level
+   one such as the README), names one that exists.
 
 Each finding is one line, FILE:LINE: what; the last line counts them, and
 the exit status is 1 when there is any. Standard library only.
@@ -30,6 +33,7 @@ IMAGE = re.compile(r"!\[[^\]]*\]\(([^()\s]+)\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 INLINE_CODE = re.compile(r"`[^`]*`")
+DOC_PATH = re.compile(r"(?<![\w./-])((?:docs/[\w./-]+|[A-Z][A-Z_]+)\.md)\b")
 
 
 def tracked_files(root):
@@ -114,6 +118,13 @@ def check_links(root, rel, lines, anchor_cache, findings):
                 findings.append("%s:%d: no heading for #%s in %s" % (rel, n, frag, dest))
 
 
+def check_doc_paths(root, rel, lines, findings):
+    for n, line in enumerate(lines, 1):
+        for m in DOC_PATH.finditer(line):
+            if not os.path.exists(os.path.join(root, m.group(1))):
+                findings.append("%s:%d: names a missing document: %s" % (rel, n, m.group(1)))
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..")
@@ -133,6 +144,8 @@ def main():
                     findings.append("%s:%d: %s: %s" % (rel, n, what, line.strip()[:100]))
         if rel.endswith(".md"):
             check_links(root, rel, lines, anchor_cache, findings)
+        else:
+            check_doc_paths(root, rel, lines, findings)
     for f in findings:
         print(f)
     print("check-refs: %d findings" % len(findings))
