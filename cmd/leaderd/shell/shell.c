@@ -116,7 +116,8 @@ static void begin_shutdown(struct ld_shell *sh, int64_t now)
         return;
     sh->stopping = true;
     sh->hold_until_ms = now + ld_release_courtesy_ms(sh->c.renew_deadline_ms);
-    /* A resignation under way keeps the bound of its own step-down. */
+    /* A step-down on purpose is in force for every election from now (a
+     * resignation under way keeps its own time, which the log reports). */
     for (size_t e = 0; e < sh->n_slots; e++) {
         if (sh->slots[e].step_down_ms > now)
             sh->slots[e].step_down_ms = now;
