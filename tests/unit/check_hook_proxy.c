@@ -25,6 +25,9 @@
 #include "support/fake_http.h"
 #include "support/run_suite.h"
 
+/* How long a write of unknown fate forbids its key's release. */
+#define FORBID_MS 60000
+
 static bool fd_readable(int fd, int timeout_ms)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -40,7 +43,7 @@ static bool holds(const struct ld_hook *h)
 
 START_TEST(a_key_holds_while_a_write_of_it_is_counted)
 {
-    struct ld_hook_proxy *hp = ld_hook_proxy_new(2);
+    struct ld_hook_proxy *hp = ld_hook_proxy_new(2, FORBID_MS);
     ck_assert_ptr_nonnull(hp);
     struct ld_hook h0 = ld_hook_proxy_bind(hp, 0, 1);
     struct ld_hook h1 = ld_hook_proxy_bind(hp, 1, 2);
@@ -70,7 +73,7 @@ END_TEST
 /* A leader's ordinary writes never wake the shell: nobody waits. */
 START_TEST(no_wake_up_while_nobody_waits)
 {
-    struct ld_hook_proxy *hp = ld_hook_proxy_new(1);
+    struct ld_hook_proxy *hp = ld_hook_proxy_new(1, FORBID_MS);
     ck_assert_ptr_nonnull(hp);
     struct ld_hook h = ld_hook_proxy_bind(hp, 0, 0);
     ck_assert(!holds(&h)); /* asked with nothing in flight: not waiting */
@@ -80,6 +83,28 @@ START_TEST(no_wake_up_while_nobody_waits)
     }
     ck_assert(!fd_readable(ld_hook_proxy_fd(hp), 0));
     ck_assert(!h.take_wake(h.ctx));
+    ld_hook_proxy_free(hp);
+}
+END_TEST
+
+/* A write of unknown fate forbids its key's release for the window after
+ * it ended, not for ever; a new start of leading ends it at once. */
+START_TEST(an_unknown_fate_forbids_the_release_for_a_window)
+{
+    struct ld_hook_proxy *hp = ld_hook_proxy_new(2, FORBID_MS);
+    ck_assert_ptr_nonnull(hp);
+    struct ld_hook h1 = ld_hook_proxy_bind(hp, 1, 1);
+    struct ld_hook h0 = ld_hook_proxy_bind(hp, 0, 0);
+    int64_t t = ld_mono_ms();
+    ld_hook_proxy_sent(hp, 1);
+    ld_hook_proxy_ended(hp, 1, LD_WRITE_FATE_UNKNOWN);
+    ck_assert(h1.forbids_release(h1.ctx, t));
+    ck_assert(h1.forbids_release(h1.ctx, ld_mono_ms() + FORBID_MS - 1000));
+    ck_assert(!h1.forbids_release(h1.ctx, ld_mono_ms() + FORBID_MS + 1000));
+    ck_assert(!h0.forbids_release(h0.ctx, t)); /* another key's write */
+    struct ld_election_status st = {.leading = true};
+    h1.on_publish(h1.ctx, &st, t);
+    ck_assert(!h1.forbids_release(h1.ctx, t));
     ld_hook_proxy_free(hp);
 }
 END_TEST
@@ -112,7 +137,7 @@ static void publish_stepped_down(struct rig *r, int64_t term_ms)
 
 static bool forbids(const struct ld_hook *h)
 {
-    return h->forbids_release(h->ctx);
+    return h->forbids_release(h->ctx, ld_mono_ms());
 }
 
 static void publish(struct rig *r, bool leading)
@@ -141,7 +166,7 @@ static void rig_start(struct rig *r)
     ld_state_init(&r->st, "ns/lease", "me", 0);
     ld_metrics_init(&r->m);
     publish(r, true);
-    r->hp = ld_hook_proxy_new(1);
+    r->hp = ld_hook_proxy_new(1, FORBID_MS);
     ck_assert_ptr_nonnull(r->hp);
     r->hook = ld_hook_proxy_bind(r->hp, 0, 0);
     struct ld_proxy_options po = {.writes = r->hp};
@@ -365,6 +390,7 @@ static Suite *hook_proxy_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, a_key_holds_while_a_write_of_it_is_counted);
     tcase_add_test(tc, no_wake_up_while_nobody_waits);
+    tcase_add_test(tc, an_unknown_fate_forbids_the_release_for_a_window);
     tcase_add_test(tc, a_write_held_upstream_holds_until_its_cut);
     tcase_add_test(tc, answered_writes_and_reads_hold_nothing);
     tcase_add_test(tc, a_step_down_on_purpose_lets_a_sent_write_run_to_its_answer);

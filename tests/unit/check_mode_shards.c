@@ -714,9 +714,10 @@ static bool probe_on_publish(void *ctx, const struct ld_election_status *st,
     return false;
 }
 
-static bool probe_forbids_release(void *ctx)
+static bool probe_forbids_release(void *ctx, int64_t now_ms)
 {
     (void)ctx;
+    (void)now_ms;
     return probe.forbidding;
 }
 

@@ -26,8 +26,9 @@ static bool fake_holds(void *ctx, int64_t now_ms)
     return f->holding;
 }
 
-static bool fake_forbids(void *ctx)
+static bool fake_forbids(void *ctx, int64_t now_ms)
 {
+    (void)now_ms;
     return ((struct fake_hook *)ctx)->forbidding;
 }
 

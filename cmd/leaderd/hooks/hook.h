@@ -61,7 +61,7 @@ struct ld_hook {
      * effect, unseen (an API write whose answer never came): the release
      * must not be written at all, so that the Lease expires by itself.
      * Asked with holds_release. May be NULL. */
-    bool (*forbids_release)(void *ctx);
+    bool (*forbids_release)(void *ctx, int64_t now_ms);
     enum ld_hook_hold hold;
     /* For a hook with an fd of its own in the shell's wake set (shell.h):
      * called whenever that set ended a wait, it consumes what the fd says

@@ -17,22 +17,27 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 struct key {
     struct ld_hook_proxy *hp;
     uint32_t index;
     atomic_uint in_flight;
     atomic_bool waited;  /* the shell holds this key's release */
-    atomic_bool unknown; /* a write of unknown fate since leading began */
+    /* When a write of unknown fate last ended (ld_mono_ms), INT64_MIN for
+     * none since leading began. */
+    _Atomic int64_t unknown_at_ms;
     bool was_leading;    /* at the last publish (the shell's thread only) */
 };
 
 struct ld_hook_proxy {
     int fd;
+    int64_t forbid_ms;
     uint32_t n;
     struct key keys[];
 };
 
-struct ld_hook_proxy *ld_hook_proxy_new(uint32_t n_keys)
+struct ld_hook_proxy *ld_hook_proxy_new(uint32_t n_keys, int64_t forbid_ms)
 {
     struct ld_hook_proxy *hp = NULL;
     if (n_keys == 0)
@@ -41,12 +46,13 @@ struct ld_hook_proxy *ld_hook_proxy_new(uint32_t n_keys)
     if (!hp)
         return NULL;
     hp->n = n_keys;
+    hp->forbid_ms = forbid_ms;
     for (uint32_t i = 0; i < n_keys; i++) {
         hp->keys[i].hp = hp;
         hp->keys[i].index = i;
         atomic_init(&hp->keys[i].in_flight, 0);
         atomic_init(&hp->keys[i].waited, false);
-        atomic_init(&hp->keys[i].unknown, false);
+        atomic_init(&hp->keys[i].unknown_at_ms, INT64_MIN);
     }
     hp->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (hp->fd < 0) {
@@ -82,7 +88,7 @@ void ld_hook_proxy_ended(struct ld_hook_proxy *hp, uint32_t key, enum ld_write_f
     struct key *k = &hp->keys[key];
     /* Before the count drops: the shell, woken by it, finds the mark. */
     if (fate == LD_WRITE_FATE_UNKNOWN)
-        atomic_store(&k->unknown, true);
+        atomic_store(&k->unknown_at_ms, ld_mono_ms());
     if (atomic_fetch_sub(&k->in_flight, 1) == 1 && atomic_exchange(&k->waited, false))
         (void)!eventfd_write(hp->fd, 1);
 }
@@ -94,14 +100,16 @@ static bool on_publish(void *ctx, const struct ld_election_status *st, int64_t n
     struct key *k = ctx;
     (void)now_ms;
     if (st->leading && !k->was_leading)
-        atomic_store(&k->unknown, false);
+        atomic_store(&k->unknown_at_ms, INT64_MIN);
     k->was_leading = st->leading;
     return false;
 }
 
-static bool forbids_release(void *ctx)
+static bool forbids_release(void *ctx, int64_t now_ms)
 {
-    return atomic_load(&((struct key *)ctx)->unknown);
+    struct key *k = ctx;
+    int64_t at = atomic_load(&k->unknown_at_ms);
+    return at != INT64_MIN && now_ms - at < k->hp->forbid_ms;
 }
 
 static bool holds_release(void *ctx, int64_t now_ms)

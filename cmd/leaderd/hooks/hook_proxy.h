@@ -25,10 +25,12 @@
 
 struct ld_hook_proxy;
 
-/* Counts for keys 0 .. n_keys - 1 (n_keys >= 1). Returns a new object
- * (free with ld_hook_proxy_free, after the proxy and the shell are gone),
- * or NULL with errno set. */
-struct ld_hook_proxy *ld_hook_proxy_new(uint32_t n_keys);
+/* Counts for keys 0 .. n_keys - 1 (n_keys >= 1); a write of unknown fate
+ * forbids its key's release for forbid_ms after it ended (the daemon
+ * passes the lease duration: as long as an expiry of the Lease would have
+ * given it to land). Returns a new object (free with ld_hook_proxy_free,
+ * after the proxy and the shell are gone), or NULL with errno set. */
+struct ld_hook_proxy *ld_hook_proxy_new(uint32_t n_keys, int64_t forbid_ms);
 
 void ld_hook_proxy_free(struct ld_hook_proxy *hp); /* NULL-safe */
 
@@ -60,10 +62,12 @@ enum ld_write_fate {
 };
 
 /* A write counted by ld_hook_proxy_sent ended. One of unknown fate forbids
- * key's next release (its hook's forbids_release) until key's election
- * starts leading again: the Lease then expires by itself, which gives the
- * write lease-duration - renew-deadline to land before anyone may take
- * over. Any thread. */
+ * key's release (its hook's forbids_release) for forbid_ms from now, or
+ * until key's election starts leading again: a release given up for it
+ * lets the Lease expire by itself, which gives the write lease-duration -
+ * renew-deadline to land before anyone may take over; one asked later
+ * (a shard's give-back tried again, a leader that went on leading) finds
+ * the write landed or lost by then. Any thread. */
 void ld_hook_proxy_ended(struct ld_hook_proxy *hp, uint32_t key, enum ld_write_fate fate);
 
 #endif

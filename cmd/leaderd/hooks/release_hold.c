@@ -20,7 +20,7 @@ struct ld_release_hold ld_release_hold_judge(const struct ld_hook *hooks, size_t
     bool courtesy_open = now_ms < courtesy_until_ms;
     for (size_t i = 0; i < n; i++) {
         const struct ld_hook *h = &hooks[i];
-        if (h->forbids_release && h->forbids_release(h->ctx))
+        if (h->forbids_release && h->forbids_release(h->ctx, now_ms))
             forbidden = true;
         if (!h->holds_release)
             continue;

@@ -329,7 +329,8 @@ static enum ld_err start_proxy(struct daemon *d, struct ld_errinfo *err)
 {
     if (!d->cfg.api_proxy_host)
         return LD_OK;
-    d->proxy_writes = ld_hook_proxy_new(d->cfg.n_shards > 0 ? d->cfg.n_shards : 1);
+    d->proxy_writes = ld_hook_proxy_new(d->cfg.n_shards > 0 ? d->cfg.n_shards : 1,
+                                        d->cfg.lease_duration_ms);
     struct epoll_event ev = {.events = EPOLLIN};
     if (d->proxy_writes)
         ev.data.fd = ld_hook_proxy_fd(d->proxy_writes);

@@ -1079,13 +1079,13 @@ static bool member_holds_release(void *ctx, int64_t now_ms)
     return held;
 }
 
-static bool member_forbids_release(void *ctx)
+static bool member_forbids_release(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
     for (uint32_t k = 0; k < s->n; k++) {
         for (size_t i = 0; i < s->slots[k].n_hooks; i++) {
             const struct ld_hook *h = &s->slots[k].hooks[i];
-            if (h->forbids_release && h->forbids_release(h->ctx))
+            if (h->forbids_release && h->forbids_release(h->ctx, now_ms))
                 return true;
         }
     }
