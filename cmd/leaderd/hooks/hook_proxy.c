@@ -23,11 +23,11 @@ struct key {
     struct ld_hook_proxy *hp;
     uint32_t index;
     atomic_uint in_flight;
-    atomic_bool waited;  /* the shell holds this key's release */
+    atomic_bool waited; /* the shell holds this key's release */
     /* When a write of unknown fate last ended (ld_mono_ms), INT64_MIN for
      * none since leading began. */
     _Atomic int64_t unknown_at_ms;
-    bool was_leading;    /* at the last publish (the shell's thread only) */
+    bool was_leading; /* at the last publish (the shell's thread only) */
 };
 
 struct ld_hook_proxy {
