@@ -20,7 +20,8 @@ the run is judged:
   member Lease still names itself): deletes by a non-owner;
 - from the apps' own lines (on the same CLOCK_MONOTONIC): two apps working
   on one shard at once, where a crashed app's work ends at its SIGKILL;
-- the longest an expired object waited.
+- the longest an expired object waited (from its expiry, or from its
+  creation for one created expired).
 
 Every judged event goes to a JSON lines file (--events, printed at the
 end). --short runs the shortened scenario of tests/integration/test_cleaner.py;
@@ -192,7 +193,8 @@ class Creator(threading.Thread):
                 delay = self.rand.uniform(*delay)
             wall = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(
                 seconds=delay)
-            expires_us = mono_us() + int(delay * 1e6)
+            created_us = mono_us()
+            expires_us = created_us + int(delay * 1e6)
             notes = {EXPIRES: wall.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
             if self.named:
                 notes[SHARD_ANN] = self.rand.choice(NAMED)
@@ -206,6 +208,8 @@ class Creator(threading.Thread):
                 uid = body["metadata"]["uid"]
                 self.objects[name] = {
                     "uid": uid, "expires_us": expires_us, "expires": notes[EXPIRES],
+                    # Expired already when created: it waits from its creation.
+                    "due_us": max(expires_us, created_us),
                     "shard": notes[SHARD_ANN] if self.named else numbered_shard(uid)}
             self.stop.wait(self.period)
 
@@ -277,9 +281,9 @@ def judge(api, creator, pods, stop_us, events_path):
                          and m.get("holderIdentity") == d["client"])
         owned = owner == d["client"] and member_ok
         non_owner += not owned
-        waited = (d["clock_us"] - o["expires_us"]) / 1e6 if o else None
+        waited = (d["clock_us"] - o["due_us"]) / 1e6 if o else None
         if waited is not None:
-            premature += waited < 0
+            premature += d["clock_us"] < o["expires_us"]
             longest = max(longest, waited)
         judged.append({"kind": "delete", "name": d["name"], "client": d["client"],
                        "clock_us": d["clock_us"], "shard": shard, "shard_holder": owner,
