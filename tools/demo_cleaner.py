@@ -339,7 +339,7 @@ def run(short=False, named=False, events=None, seed=1):
     work = tempfile.mkdtemp(prefix="leaderd-demo-cleaner-")
     shards = NAMED if named else [str(i) for i in range(NUMBERED)]
     shards_arg = ",".join(NAMED) if named else str(NUMBERED)
-    dwell = 1.0 if short else 4.0  # how long each phase runs before the next
+    dwell = 0.5 if short else 4.0  # how long each phase runs before the next
     # Mixed expiries: already past, a few seconds ahead, far in the future.
     delays = [-5.0, (0.0, 2.0), (0.0, 2.0), (2.0, 5.0), 3600.0] if short else \
         [-30.0, (0.0, 3.0), (0.0, 3.0), (3.0, 10.0), (3.0, 10.0), 3600.0]
