@@ -6,7 +6,9 @@ The bundled API server, three "Pods" (each a leaderd replica with
 `--shards` and the write gate `--api-proxy`, plus examples/cleaner/cleaner.py
 talking only to them), and a creator making ConfigMaps continuously with
 mixed expiries (some already past, most a few seconds ahead, some far in the
-future). Then a crash (SIGKILL of a Pod's two processes), a join, a rolling
+future). The API server holds every delete 200 ms and applies it even when
+its client has gone, so deletes are in flight at the crash and at every
+hand-over. Then a crash (SIGKILL of a Pod's two processes), a join, a rolling
 update of every replica (a new Pod starts, then an old one is stopped as
 Kubernetes stops it: the app first, then the native sidecar) and a graceful
 leave. Then creation stops, every expired object is given time to go, and
@@ -59,6 +61,11 @@ NUMBERED = 6
 NAMED = ["eu", "us", "ap", "sa", "af", "oc"]
 NAMES = ["pod-a", "pod-b", "pod-c", "pod-d", "pod-e", "pod-f", "pod-g"]
 CREATOR = "creator"
+# Every delete is held this long by the API server before it is applied,
+# and applied even if its client has hung up or died meanwhile ("admitted",
+# as kube-apiserver does): deletes are in flight at the crash and at every
+# hand-over.
+DELETE_LATENCY_MS = 200
 
 
 def say(msg):
@@ -101,6 +108,8 @@ class Pod:
         self.interval = interval
         self.app = None
         self.app_end_us = None  # when the app's work ended by force
+        self.crashed_us = None
+        self.sigterm_us = None  # when leaderd got SIGTERM with the app still running
 
     def start(self):
         self.leaderd.start()
@@ -124,7 +133,7 @@ class Pod:
         if self.app and self.app.poll() is None:
             self.app.kill()
         self.leaderd.send(signal.SIGKILL)
-        self.app_end_us = mono_us()
+        self.app_end_us = self.crashed_us = mono_us()
         if self.app:
             self.app.wait(10)
         self.leaderd.stop(signal.SIGKILL)
@@ -141,6 +150,22 @@ class Pod:
                 self.app.kill()
                 self.app_end_us = mono_us()
                 self.app.wait(10)
+        return self.leaderd.stop(signal.SIGTERM, timeout=15)
+
+    def terminate_together(self):
+        """As the kubelet stops a Pod whose leaderd is a plain container: both
+        get SIGTERM at once. leaderd stops claiming at once; the app's delete
+        in flight holds the shard's release (the gate) until it is answered,
+        and the app's POST /drained then ends the drain."""
+        self.app.send_signal(signal.SIGTERM)
+        self.leaderd.send(signal.SIGTERM)
+        self.sigterm_us = mono_us()
+        try:
+            self.app.wait(10)
+        except subprocess.TimeoutExpired:
+            self.app.kill()
+            self.app_end_us = mono_us()
+            self.app.wait(10)
         return self.leaderd.stop(signal.SIGTERM, timeout=15)
 
     def shards(self):
@@ -311,6 +336,12 @@ def judge(api, creator, pods, stop_us, events_path):
         "two_apps_on_one_shard": overlaps, "longest_wait_s": round(longest, 3),
         "deletes_refused_by_gate": sum(1 for e in app_events(pods)
                                        if e["event"] == "delete" and e.get("answer") == 503),
+        "deletes_landed_after_crash": sum(
+            1 for d in deletes for p in pods
+            if p.crashed_us and d["client"] == p.name and d["clock_us"] > p.crashed_us),
+        "deletes_landed_after_sigterm": sum(
+            1 for d in deletes for p in pods
+            if p.sigterm_us and d["client"] == p.name and d["clock_us"] > p.sigterm_us),
         "drained_answered": sum(1 for e in app_events(pods)
                                 if e["event"] == "drained" and e.get("answer") == 200),
     }
@@ -371,9 +402,13 @@ def run(short=False, named=False, events=None, seed=1):
 
     try:
         api.start()
+        for name in NAMES:
+            api.set_faults(name, latency_ms=DELETE_LATENCY_MS, verbs=["delete"],
+                           commit="admitted")
         say(f"bundled API server (test-only) on {api.url}; timings: lease-duration "
             f"{t['lease_duration']:g}s, renew-deadline {t['renew_deadline']:g}s, "
-            f"retry-period {t['retry_period']:g}s (= --shard-drain)")
+            f"retry-period {t['retry_period']:g}s (= --shard-drain); the API server holds "
+            f"every delete {DELETE_LATENCY_MS} ms and applies it even if its client is gone")
         creator = Creator(api, named, 0.1 if short else 0.2, delays, seed)
         creator.start()
         say("creating ConfigMaps continuously (one every "
@@ -381,7 +416,14 @@ def run(short=False, named=False, events=None, seed=1):
         for name in NAMES[:3]:
             start(name)
         settle("start", 20)
-        say("crash: SIGKILL pod-a's leaderd and cleaner")
+        # Crash while the API server holds one of pod-a's deletes: it is
+        # applied after the SIGKILL, as a real API server would.
+        try:
+            wait_until(lambda: api.held("pod-a", "delete") > 0, 10, interval=0.01,
+                       what="a delete of pod-a in flight")
+        except AssertionError as e:
+            say(str(e))
+        say("crash: SIGKILL pod-a's leaderd and cleaner, with a delete in flight")
         live("pod-a").crash()
         settle("after the crash", 20)
         say("join: pod-d")
@@ -393,8 +435,14 @@ def run(short=False, named=False, events=None, seed=1):
             rc = live(old).terminate()
             say(f"  {old} exited with {rc}")
             settle(f"{old} -> {new}", 20)
-        say("graceful leave: pod-e stops (app, then leaderd)")
-        rc = live("pod-e").terminate()
+        try:
+            wait_until(lambda: api.held("pod-e", "delete") > 0, 10, interval=0.01,
+                       what="a delete of pod-e in flight")
+        except AssertionError as e:
+            say(str(e))
+        say("graceful leave: pod-e stops, app and leaderd SIGTERMed together (leaderd as a "
+            "plain container), with a delete in flight")
+        rc = live("pod-e").terminate_together()
         say(f"  pod-e exited with {rc}")
         settle("after the leave", 20)
         creator.stop.set()
@@ -430,6 +478,10 @@ def run(short=False, named=False, events=None, seed=1):
         say(f"  longest an expired object waited: {figures['longest_wait_s']:.2f} s")
         say(f"  deletes the gate refused (503): {figures['deletes_refused_by_gate']}; "
             f"give-backs cut short by POST /drained: {figures['drained_answered']}")
+        say(f"  deletes the crashed replica had sent, applied after its SIGKILL: "
+            f"{figures['deletes_landed_after_crash']}; sent before leaderd's SIGTERM and "
+            f"applied after it, before its shard's release: "
+            f"{figures['deletes_landed_after_sigterm']} (all judged like the others)")
         say(f"  judged events: {events}")
         if left:
             say(f"  left: {left[:10]}")

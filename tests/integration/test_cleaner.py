@@ -1,7 +1,9 @@
 """examples/cleaner end to end (the shortened `make demo-cleaner`): three
 replicas of leaderd (--shards, --api-proxy) + examples/cleaner/cleaner.py on
 loopback, ConfigMaps created continuously with mixed expiries, a crash, a
-join, a rolling update of every replica and a graceful leave.
+join, a rolling update of every replica and a graceful leave; the API server
+holds every delete 200 ms and applies it even when its client is gone, and
+the crash and the leave come while one is in flight.
 
 Judged from the bundled API server's own logs, not from the apps' claims:
 every object that expired is deleted exactly once and none before its expiry;
@@ -34,6 +36,10 @@ class CleanerEndToEnd(unittest.TestCase):
         self.assertEqual(f["deleted_exactly_once"], f["expired"], f)
         for k in demo_cleaner.ZEROS:
             self.assertEqual(f[k], 0, "%s: %s" % (k, f))
+        # A delete was in flight at the crash and at the graceful exit, and
+        # the API server applied it after the SIGKILL / the SIGTERM.
+        self.assertGreaterEqual(f["deletes_landed_after_crash"], 1, f)
+        self.assertGreaterEqual(f["deletes_landed_after_sigterm"], 1, f)
         # Every figure's events were written for others to check.
         self.assertEqual(kinds.count("object"), f["created"])
         self.assertIn("lease", kinds)
