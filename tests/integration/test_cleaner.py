@@ -107,7 +107,8 @@ class JudgeCatchesEveryFault(unittest.TestCase):
                         f.write(json.dumps({"event": event, "app": name, "shard": "0",
                                             "term": 1, "mono_us": t}) + "\n")
                 pods.append(types.SimpleNamespace(name=name, events_path=path,
-                                                  app_end_us=None))
+                                                  app_end_us=None, crashed_us=None,
+                                                  sigterm_us=None))
             f, _ = demo_cleaner.judge(FakeApi(leases, deletes), creator, pods, 5000,
                                       os.path.join(d, "judged.jsonl"))
         self.assertEqual(f["non_owner_deletes"], 2, f)
