@@ -435,6 +435,24 @@ def check_render(path, objs):
     return deps
 
 
+def check_guide_shows_cleaner():
+    """The sharding guide prints examples/cleaner's manifests whole: each
+    file's text must appear in it as it is, so the two cannot drift."""
+    guide = os.path.join(REPO, "docs", "guides", "sharding.md")
+    with open(guide, encoding="utf-8") as f:
+        text = f.read()
+    root = EXAMPLES[0]
+    for top, _, files in os.walk(root):
+        for name in sorted(files):
+            if name.endswith(".yaml"):
+                path = os.path.join(top, name)
+                with open(path, encoding="utf-8") as f:
+                    body = f.read()
+                rel = os.path.relpath(path, REPO)
+                check("`%s`:\n\n```yaml\n%s```" % (rel, body) in text,
+                      "docs/guides/sharding.md shows %s as it is" % rel)
+
+
 def main():
     for tool, pkg in (("kubectl", "kubectl"), ("yamllint", "yamllint")):
         if not shutil.which(tool):
@@ -442,6 +460,7 @@ def main():
             print("deploy: 0 passed, 1 failed, 0 skipped")
             return 1
     ok, out = yamllint()
+    check_guide_shows_cleaner()
     check(ok, "yamllint deploy/", out)
     dirs = kustomizations()
     check(len(dirs) >= 5, "deploy/ has the base and four examples",
