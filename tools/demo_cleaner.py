@@ -68,6 +68,60 @@ CREATOR = "creator"
 DELETE_LATENCY_MS = 200
 
 
+# --without-gate: the loop of the sharding guide's former example, as a
+# user would copy it without --api-proxy: it reads /shards once per pass,
+# deletes through the API server directly with its own token, and sleeps
+# 5 s (the old example slept 10 s against the default 2 s drain; here the
+# drain is 1 s). It logs its passes as work on the shards it read.
+WITHOUT_GATE = r"""
+import datetime, json, ssl, sys, time, urllib.error, urllib.request
+sidecar, api, ca, token_file, me, ann = sys.argv[1:7]
+ctx = ssl.create_default_context(cafile=ca)
+with open(token_file) as f:
+    auth = {"Authorization": "Bearer " + f.read().strip()}
+def log(**f):
+    f.update(app=me, mono_us=int(time.monotonic() * 1e6))
+    print(json.dumps(f), flush=True)
+def expired(text, now):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() <= now
+coll = api + "/api/v1/namespaces/default/configmaps"
+while True:
+    try:
+        with urllib.request.urlopen(sidecar + "/shards", timeout=2) as r:
+            mine = {s["shard"]: s["term"] for s in json.load(r)["shards"] if s["is_leader"]}
+    except (OSError, ValueError):
+        mine = {}
+    for s, t in mine.items():
+        log(event="start", shard=s, term=t)
+    now = time.time()
+    try:
+        req = urllib.request.Request(coll, headers=auth)
+        with urllib.request.urlopen(req, context=ctx, timeout=30) as r:
+            items = json.load(r)["items"]
+    except (OSError, ValueError):
+        items = []
+    for cm in items:
+        meta = cm["metadata"]
+        notes = meta.get("annotations") or {}
+        if notes.get(ann) not in mine or not expired(notes.get("cleaner.example/expires", "9999-01-01T00:00:00Z"), now):
+            continue
+        req = urllib.request.Request(coll + "/" + meta["name"], method="DELETE",
+            headers=dict(auth, **{"Content-Type": "application/json"}),
+            data=json.dumps({"preconditions": {"uid": meta["uid"]}}).encode())
+        try:
+            urllib.request.urlopen(req, context=ctx, timeout=10).close()
+            code = 200
+        except urllib.error.HTTPError as e:
+            code = e.code
+        except OSError:
+            code = None
+        log(event="delete", shard=notes[ann], name=meta["name"], answer=code)
+    for s, t in mine.items():
+        log(event="stop", shard=s, term=t)
+    time.sleep(5)
+"""
+
+
 def say(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -97,7 +151,7 @@ class Pod:
     """One Pod of the Deployment: leaderd (a native sidecar: the app starts
     once /readyz answers 200) and the cleaner, which talks only to it."""
 
-    def __init__(self, api, name, work, shards_arg, named, interval):
+    def __init__(self, api, name, work, shards_arg, named, interval, gated=True):
         self.name = name
         self.proxy_port = free_port()
         self.leaderd = Replica(api, name, work, lease=GROUP, extra_args=[
@@ -106,6 +160,8 @@ class Pod:
         self.app_log = os.path.join(work, f"app-{name}.stderr")
         self.named = named
         self.interval = interval
+        self.gated = gated
+        self.api = api
         self.app = None
         self.app_end_us = None  # when the app's work ended by force
         self.crashed_us = None
@@ -120,6 +176,10 @@ class Pod:
                 "--identity", self.name, "--interval", str(self.interval)]
         if self.named:
             argv += ["--shard-annotation", SHARD_ANN]
+        if not self.gated:
+            argv = [sys.executable, "-c", WITHOUT_GATE, self.leaderd.url, self.api.url,
+                    self.api.ca, os.path.join(self.api.dir, "tokens", self.name), self.name,
+                    SHARD_ANN]
         with open(self.events_path, "ab") as out, open(self.app_log, "ab") as err:
             self.app = subprocess.Popen(argv, stdout=out, stderr=err,
                                         stdin=subprocess.DEVNULL)
@@ -148,8 +208,9 @@ class Pod:
                 self.app.wait(10)
             except subprocess.TimeoutExpired:
                 self.app.kill()
-                self.app_end_us = mono_us()
                 self.app.wait(10)
+        # Work it did not say it stopped ends here (cleaner.py always says).
+        self.app_end_us = mono_us()
         return self.leaderd.stop(signal.SIGTERM, timeout=15)
 
     def terminate_together(self):
@@ -164,8 +225,8 @@ class Pod:
             self.app.wait(10)
         except subprocess.TimeoutExpired:
             self.app.kill()
-            self.app_end_us = mono_us()
             self.app.wait(10)
+        self.app_end_us = mono_us()
         return self.leaderd.stop(signal.SIGTERM, timeout=15)
 
     def shards(self):
@@ -364,7 +425,7 @@ ZEROS = ("deleted_more_than_once", "expired_not_deleted", "deleted_before_expiry
          "deleted_unknown", "non_owner_deletes", "two_apps_on_one_shard")
 
 
-def run(short=False, named=False, events=None, seed=1):
+def run(short=False, named=False, events=None, seed=1, gated=True):
     """The whole scenario; returns the figures (a dict)."""
     t = FAST
     work = tempfile.mkdtemp(prefix="leaderd-demo-cleaner-")
@@ -380,7 +441,7 @@ def run(short=False, named=False, events=None, seed=1):
     events = events or os.path.join(work, "judged.jsonl")
 
     def start(name):
-        p = Pod(api, name, work, shards_arg, named, 0.5).start()
+        p = Pod(api, name, work, shards_arg, named, 0.5, gated).start()
         pods.append(p)
         say(f"started {name}: leaderd pid {p.leaderd.proc.pid} (--shards {shards_arg} "
             f"--api-proxy 127.0.0.1:{p.proxy_port}), cleaner pid {p.app.pid}")
@@ -505,11 +566,15 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--short", action="store_true", help="the integration test's scenario")
     p.add_argument("--named", action="store_true", help="named shards by annotation")
+    p.add_argument("--without-gate", action="store_true",
+                   help="run the former guide's loop without --api-proxy instead of "
+                        "cleaner.py (with --named): shows what the gate prevents")
     p.add_argument("--events", default=os.path.join(REPO, "build", "demo-cleaner-events.jsonl"),
                    help="where to write the judged events (JSON lines)")
     args = p.parse_args()
     os.makedirs(os.path.dirname(os.path.abspath(args.events)), exist_ok=True)
-    figures = run(args.short, args.named, os.path.abspath(args.events))
+    figures = run(args.short, args.named or args.without_gate, os.path.abspath(args.events),
+                  gated=not args.without_gate)
     bad = [k for k in ZEROS if figures[k]]
     if bad or figures["deleted_exactly_once"] != figures["expired"]:
         say("FAILED: " + ", ".join(f"{k} = {figures[k]}" for k in bad))
