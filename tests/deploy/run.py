@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""`make deploy-test`: checks the manifests under deploy/ so that what the docs promise
+"""`make deploy-test`: checks the manifests under deploy/ (and those of
+examples/cleaner, beside its code) so that what the docs promise
 cannot silently regress. Every kustomization renders with `kubectl kustomize`, every
 file passes yamllint (deploy/.yamllint), and the rendered objects keep their structure:
 non-root, read-only root filesystem, no privilege escalation, all capabilities
 dropped, seccomp RuntimeDefault, leaderd's probes on the right paths, the Downward
 API identity, RBAC limited to the one Lease (a shard group's Role: exactly the verbs
-the group needs), every leaderd flag and environment variable named in the user
+the group needs; an app behind the write gate: only the rights it needs, on
+leaderd's ServiceAccount), every leaderd flag and environment variable named in the user
 documentation, and the rollout strategy that does not stall when readiness means
 leadership. Ends with
 `deploy: N passed, N failed, 0 skipped`.
@@ -24,6 +26,10 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(REPO, "deploy")
+# Examples whose manifests live beside their code (a kustomization that
+# generates a ConfigMap from the code must sit above it): rendered and
+# checked like deploy/.
+EXAMPLES = [os.path.join(REPO, "examples", "cleaner")]
 LEADERD_PORT = 4040
 # leaderd's API calls: create (cannot be limited by name), and get/update/watch on the
 # named Lease (the watch uses a metadata.name field selector, which resourceNames covers).
@@ -56,9 +62,10 @@ def check(ok, what, detail=""):
 
 def kustomizations():
     out = []
-    for dirpath, _, files in os.walk(DEPLOY):
-        if "kustomization.yaml" in files:
-            out.append(dirpath)
+    for top in [DEPLOY] + EXAMPLES:
+        for dirpath, _, files in os.walk(top):
+            if "kustomization.yaml" in files:
+                out.append(dirpath)
     return sorted(out)
 
 
@@ -72,7 +79,7 @@ def render(path):
 
 def yamllint():
     proc = subprocess.run(["yamllint", "-s", "-f", "parsable", "-c",
-                           os.path.join(DEPLOY, ".yamllint"), DEPLOY],
+                           os.path.join(DEPLOY, ".yamllint"), DEPLOY] + EXAMPLES,
                           capture_output=True, text=True, timeout=120)
     return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
 
@@ -231,8 +238,38 @@ def mode_of(role):
     return None
 
 
-def check_rbac(name, objs, lease, modes=frozenset(), sharded=False):
+# What an app may be granted on leaderd's ServiceAccount when it writes
+# through the write gate (--api-proxy, which uses leaderd's credentials):
+# (apiGroup, resource) -> the verbs an example may grant. Never Leases (the
+# group's own), never secrets, never a wildcard.
+GATED_APP_RULES = {("", "configmaps"): {"list", "delete"}}
+
+
+def gated_app_role(role):
+    """True for a Role whose every rule is about a resource of
+    GATED_APP_RULES (the app's rights through the gate)."""
+    rules = role.get("rules", [])
+    return bool(rules) and all(
+        len(r.get("apiGroups", [])) == 1 and len(r.get("resources", [])) == 1
+        and (r["apiGroups"][0], r["resources"][0]) in GATED_APP_RULES for r in rules)
+
+
+def check_gated_app_roles(name, roles, gated):
+    for role in roles:
+        rname = "%s: Role %s" % (name, role["metadata"]["name"])
+        check(gated, rname + " is for an app behind the write gate (--api-proxy is on)")
+        for rule in role.get("rules", []):
+            key = (rule["apiGroups"][0], rule["resources"][0])
+            verbs = set(rule.get("verbs", []))
+            check(verbs <= GATED_APP_RULES[key], rname + ": %s/%s verbs within %s"
+                  % (key[0] or "core", key[1], sorted(GATED_APP_RULES[key])),
+                  str(sorted(verbs)))
+
+
+def check_rbac(name, objs, lease, modes=frozenset(), sharded=False, gated=False):
     all_roles = [o for o in objs if o["kind"] in ("Role", "ClusterRole")]
+    app_roles = [r for r in all_roles if gated_app_role(r)]
+    check_gated_app_roles(name, app_roles, gated)
     check(all(r["kind"] == "Role" for r in all_roles), name + ": namespaced Roles only",
           str([r["kind"] for r in all_roles]))
     extra = [r for r in all_roles if mode_of(r)]
@@ -249,7 +286,7 @@ def check_rbac(name, objs, lease, modes=frozenset(), sharded=False):
               % sorted(MODE_RULES[mode][1]), str(sorted(granted)))
     for mode in modes:
         check(any(mode_of(r) == mode for r in extra), "%s: --%s has its Role" % (name, mode))
-    roles = [r for r in all_roles if not mode_of(r)]
+    roles = [r for r in all_roles if not mode_of(r) and not gated_app_role(r)]
     if sharded:
         check_shard_rbac(name, objs, roles)
         roles = []
@@ -299,6 +336,28 @@ def check_strategy(name, dep):
     check(spec.get("minReadySeconds", 0) == 0, name + ": minReadySeconds 0")
 
 
+def check_gated_app(dname, pod, sidecar, apps):
+    """A sharded app behind the write gate (examples/cleaner): the gate
+    listens on loopback, the app reaches the API only through it and
+    leaderd's own port, its code is the ConfigMap generated from the
+    example's source, and it is stopped before leaderd (native sidecar)."""
+    proxy = [a.split("=", 1)[1] for a in sidecar.get("args", [])
+             if a.startswith("--api-proxy=")][0]
+    check(proxy.startswith("127.0.0.1:"), dname + ": --api-proxy on loopback", proxy)
+    check(sidecar in pod.get("initContainers", []),
+          dname + ": leaderd is a native sidecar (stops after the app)")
+    for c in apps:
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        check(env.get("CLEANER_API") == "http://" + proxy,
+              dname + ": the app's API is the write gate", str(env.get("CLEANER_API")))
+        check(env.get("CLEANER_SIDECAR") == "http://127.0.0.1:%d" % LEADERD_PORT,
+              dname + ": the app asks leaderd on 4040", str(env.get("CLEANER_SIDECAR")))
+        mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+        code = [v for v in pod.get("volumes", []) if v["name"] in mounts and "configMap" in v]
+        check(len(code) == 1 and "/app/cleaner.py" in c.get("command", []),
+              dname + ": the app runs cleaner.py from its generated ConfigMap")
+
+
 def check_render(path, objs):
     name = os.path.relpath(path, REPO)
     kinds = [o["kind"] for o in objs]
@@ -308,6 +367,7 @@ def check_render(path, objs):
     leases = set()
     modes = set()
     sharded = set()
+    gated_app = False
     for dep in deps:
         dname = "%s:%s" % (name, dep["metadata"]["name"])
         pod = dep["spec"]["template"]["spec"]
@@ -347,6 +407,9 @@ def check_render(path, objs):
                   dname + ": readiness /leader on leaderd's port 4040")
         if gated:
             check_strategy(dname, dep)
+        elif is_sharded(sidecar) and any(a.startswith("--api-proxy=") for a in args):
+            gated_app = True
+            check_gated_app(dname, pod, sidecar, apps)
         elif is_sharded(sidecar):
             script = " ".join(" ".join(c.get("command", []) + c.get("args", [])) for c in apps)
             check('curl -fs "http://localhost:4040/shard?key=' in script,
@@ -365,11 +428,29 @@ def check_render(path, objs):
     check(len(leases) <= 1, name + ": one Lease name", str(leases))
     lease = next(iter(leases)) if leases else "my-operator"
     check(len(sharded) <= 1, name + ": all or no Deployment in shard mode")
-    check_rbac(name, objs, lease, frozenset(modes), sharded=True in sharded)
+    check_rbac(name, objs, lease, frozenset(modes), sharded=True in sharded, gated=gated_app)
     check(not any(o["kind"] == "PodDisruptionBudget" and
                   (o["spec"].get("minAvailable") not in (None, 0))
                   for o in objs), name + ": no PodDisruptionBudget with minAvailable")
     return deps
+
+
+def check_guide_shows_cleaner():
+    """The sharding guide prints examples/cleaner's manifests whole: each
+    file's text must appear in it as it is, so the two cannot drift."""
+    guide = os.path.join(REPO, "docs", "guides", "sharding.md")
+    with open(guide, encoding="utf-8") as f:
+        text = f.read()
+    root = EXAMPLES[0]
+    for top, _, files in os.walk(root):
+        for name in sorted(files):
+            if name.endswith(".yaml"):
+                path = os.path.join(top, name)
+                with open(path, encoding="utf-8") as f:
+                    body = f.read()
+                rel = os.path.relpath(path, REPO)
+                check("`%s`:\n\n```yaml\n%s```" % (rel, body) in text,
+                      "docs/guides/sharding.md shows %s as it is" % rel)
 
 
 def main():
@@ -379,6 +460,7 @@ def main():
             print("deploy: 0 passed, 1 failed, 0 skipped")
             return 1
     ok, out = yamllint()
+    check_guide_shows_cleaner()
     check(ok, "yamllint deploy/", out)
     dirs = kustomizations()
     check(len(dirs) >= 5, "deploy/ has the base and four examples",
