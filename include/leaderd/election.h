@@ -56,6 +56,12 @@ struct ld_election_config {
      * command may still run, and is stopped by its own deadline, which a
      * lease duration always outlasts. false: the two retry periods. */
     bool distrust_own_record_at_start;
+    /* Never hand over on spec.preferredHolder: for a Lease that only this
+     * replica may hold (a shard group's member Lease), where a hand-over
+     * has no successor and a stray preferredHolder would make it resign
+     * and rejoin for ever. false: hand over as Kubernetes' coordinated
+     * leader election asks. */
+    bool ignore_preferred_holder;
 };
 
 /* One reading of both clocks, taken once per pass by the caller. */

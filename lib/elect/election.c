@@ -64,6 +64,7 @@ struct ld_election {
     int64_t request_timeout_ms;
     bool release_on_exit;
     bool distrust_own_record_at_start;
+    bool ignore_preferred_holder;
     uint64_t rng;
     /* Owned compact JSON text of an object, NULL: none. Text, not a tree:
      * it is read only for a create, and a host of many keeps one each. */
@@ -328,6 +329,8 @@ static bool cooling_down(const struct ld_election *e, int64_t now_ms)
  * so it names someone else. */
 static bool handover_asked(const struct ld_election *e, int64_t now_ms)
 {
+    if (e->ignore_preferred_holder)
+        return false;
     if (!ld_leads_at(e->leading, e->lead_until_ms, now_ms) || !e->have_cache)
         return false;
     const char *p = e->cache.spec.preferred_holder;
@@ -1154,6 +1157,7 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
     e->request_timeout_ms = max64(1000, cfg->renew_deadline_ms / 2);
     e->release_on_exit = cfg->release_on_exit;
     e->distrust_own_record_at_start = cfg->distrust_own_record_at_start;
+    e->ignore_preferred_holder = cfg->ignore_preferred_holder;
     e->rng = cfg->seed;
     if (cfg->create_metadata) {
         json_t *md = json_loads(cfg->create_metadata, JSON_REJECT_DUPLICATES, NULL);

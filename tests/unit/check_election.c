@@ -1876,6 +1876,25 @@ START_TEST(preferred_holder_naming_another_hands_over_keeping_the_fields)
 }
 END_TEST
 
+/* An engine told to ignore preferredHolder (a shard group's member Lease)
+ * keeps leading and renewing, the fields written back unchanged. */
+START_TEST(preferred_holder_is_ignored_when_configured)
+{
+    struct ld_election_config c = config_for("a");
+    c.ignore_preferred_holder = true;
+    struct ld_election *e = engine_for(&c);
+    int64_t wake = settle(e, 0);
+    put_preferred("OldestEmulationVersion", "b");
+    watch_store(e, wake);
+    int64_t t = settle(e, wake);
+    t = settle(e, t);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert(!took_event(e, LD_EV_STOPPED_LEADING, LD_STOP_PREFERRED_HOLDER));
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    ck_assert_str_eq(api.lease.spec.preferred_holder, "b");
+}
+END_TEST
+
 START_TEST(preferred_holder_seen_by_watch_hands_over_at_the_next_step)
 {
     struct ld_election *e = new_engine("a");
@@ -2100,6 +2119,7 @@ static Suite *election_suite(void)
     tcase_add_test(rs, resign_release_timing_out_is_bounded_and_reported);
     tcase_add_test(rs, resign_hands_over_and_contention_resumes_after_the_cooldown);
     tcase_add_test(rs, preferred_holder_naming_another_hands_over_keeping_the_fields);
+    tcase_add_test(rs, preferred_holder_is_ignored_when_configured);
     tcase_add_test(rs, preferred_holder_seen_by_watch_hands_over_at_the_next_step);
     tcase_add_test(rs, preferred_holder_naming_us_or_cleared_keeps_the_leader);
     tcase_add_test(rs, abridged_preferred_holder_hands_over_and_is_kept);

@@ -1113,6 +1113,8 @@ static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
         .retry_period_ms = s->c.retry_period_ms,
         /* The mode releases it itself, after the shards' releases. */
         .release_on_exit = false,
+        /* Nobody else may hold it: no hand-over to anyone. */
+        .ignore_preferred_holder = true,
         .seed = mix(s->c.seed, MEMBER),
         .create_metadata = ld_shardgroup_member_metadata(s->group),
     };
