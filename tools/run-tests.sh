@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: unit tests, the same under ASan+UBSan, then the integration
-# tests of the real binaries, the manifests, the short chaos suite and the
-# fuzz smoke. Every suite ends with "NAME: N passed, N failed, N skipped";
+# tests of the real binaries, the manifests, the monitoring rules and
+# dashboard, the short chaos suite and the fuzz smoke. Every suite ends with
+# "NAME: N passed, N failed, N skipped";
 # the last line here is their sum, "N passed, N failed, N skipped" (CI
 # parses that form). A suite that printed no such line, or that exited
 # non-zero while its line counts no failure, adds one failure.
@@ -49,6 +50,11 @@ echo "== deploy/ manifests (kustomize, yamllint, structure)"
 make --no-print-directory deploy-test 2>&1 | tee "$log/deploy"
 st=${PIPESTATUS[0]}
 tally "$log/deploy" deploy "$st"
+
+echo "== deploy/monitoring (promtool check and test rules, PrometheusRule in sync, dashboard)"
+make --no-print-directory monitoring-test 2>&1 | tee "$log/monitoring"
+st=${PIPESTATUS[0]}
+tally "$log/monitoring" monitoring "$st"
 
 echo "== chaos, short (each fault scenario once, 3 replicas)"
 make --no-print-directory chaos-short 2>&1 | tee "$log/chaos"
