@@ -41,6 +41,11 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 st=${PIPESTATUS[0]}
 tally "$log/san" unit-san "$st"
 
+# Debian's prometheus (promtool, and the server test_monitoring.py starts):
+# installed as root, else the checks that need it are skipped with the line.
+command -v promtool >/dev/null ||
+    bash tools/deps.sh --as monitoring --no-install-recommends prometheus || true
+
 echo "== integration tests (real binaries, HTTPS, several replicas)"
 LEADERD_BUILD=$(cd "$build" && pwd) python3 tests/integration/run.py 2>&1 | tee "$log/it"
 st=${PIPESTATUS[0]}

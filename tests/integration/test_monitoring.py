@@ -32,8 +32,6 @@ import unittest
 import urllib.parse
 from datetime import datetime
 
-import yaml
-
 from leaderd_testing import promql
 from leaderd_testing.apiserver import REPO, ApiServer
 from leaderd_testing.cluster import (FAST, KILL_BOUND, SCHED_SLACK, Replica, free_port,
@@ -78,9 +76,7 @@ def merge(into, more):
 def queries():
     """[(where, expr)] of every alert and every dashboard query."""
     with open(os.path.join(MON, "rules.yaml"), encoding="utf-8") as f:
-        rules = yaml.safe_load(f)
-    out = [("alert " + r["alert"], r["expr"])
-           for g in rules["groups"] for r in g["rules"] if "alert" in r]
+        out = [("alert " + name, expr) for name, expr in promql.rule_exprs(f.read())]
     with open(os.path.join(MON, "dashboard.json"), encoding="utf-8") as f:
         dash = json.load(f)
     out += [("dashboard " + t, promql.grafana_expand(e)) for t, e in promql.dashboard_queries(dash)]
@@ -311,7 +307,7 @@ class Prometheus:
         }
         path = os.path.join(self.dir, "prometheus.yml")
         with open(path, "w", encoding="utf-8") as f:
-            yaml.safe_dump(config, f)
+            json.dump(config, f)  # JSON is YAML
         self.port = free_port()
         self.log = open(os.path.join(self.dir, "log"), "ab")
         self.proc = subprocess.Popen(

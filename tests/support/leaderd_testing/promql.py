@@ -176,3 +176,40 @@ def dashboard_queries(dashboard):
         elif q:
             out.append(("variable " + v["name"], q))
     return out
+
+
+def rule_exprs(text):
+    """[(alert or record name, expr)] of a Prometheus rules file, read without
+    a YAML library: each rule's `- alert: NAME` (or `- record:`) and its
+    `expr:`, either on one line or as a block scalar (`expr: |`) of the
+    lines indented deeper than the key. Enough for deploy/monitoring/rules.yaml
+    (tests/monitoring/run.py checks it reads the same as a YAML parser)."""
+    out = []
+    lines = text.splitlines()
+    name = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m = re.match(r"^\s*-\s+(?:alert|record):\s*(\S.*?)\s*$", line)
+        if m:
+            name = m.group(1).strip("'\"")
+        m = re.match(r"^(\s*)expr:\s*(.*?)\s*$", line)
+        if m and name is not None:
+            indent, value = len(m.group(1)), m.group(2)
+            if value in ("|", "|-", ">", ">-"):
+                body = []
+                i += 1
+                while i < len(lines) and (not lines[i].strip() or
+                                          len(lines[i]) - len(lines[i].lstrip()) > indent):
+                    body.append(lines[i])
+                    i += 1
+                depth = min(len(b) - len(b.lstrip()) for b in body if b.strip())
+                joiner = "\n" if value.startswith("|") else " "
+                value = joiner.join(b[depth:] for b in body).strip()
+                out.append((name, value))
+                name = None
+                continue
+            out.append((name, value.strip("'\"")))
+            name = None
+        i += 1
+    return out
