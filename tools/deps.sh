@@ -2,7 +2,8 @@
 # Makes sure Debian packages are present. As root it installs what is
 # missing (apt-get); otherwise it prints the exact line to run and fails.
 #
-#   tools/deps.sh build|test      the packages leaderd builds and tests with
+#   tools/deps.sh build|test      the packages leaderd builds with (build), and
+#                                 tests with (test: also promtool, from prometheus)
 #   tools/deps.sh [--as NAME] [--no-install-recommends] PACKAGE...
 #                                 these packages; NAME starts the messages
 #                                 (default "deps")
@@ -20,7 +21,8 @@ case ${1:-build} in
 build | test)
     want=(build-essential pkg-config libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev
           libyaml-dev libssl-dev check openssl curl python3 valgrind groff-base
-          nghttp2-proxy) ;;
+          nghttp2-proxy)
+    [ "${1:-build}" = test ] && want+=(prometheus) ;;
 *) want=("$@") ;;
 esac
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: unit tests, the same under ASan+UBSan, then the integration
-# tests of the real binaries, the manifests, the short chaos suite and the
-# fuzz smoke. Every suite ends with "NAME: N passed, N failed, N skipped";
+# tests of the real binaries, the manifests, the monitoring rules and
+# dashboard, the short chaos suite and the fuzz smoke. Every suite ends with
+# "NAME: N passed, N failed, N skipped";
 # the last line here is their sum, "N passed, N failed, N skipped" (CI
 # parses that form). A suite that printed no such line, or that exited
 # non-zero while its line counts no failure, adds one failure.
@@ -40,6 +41,11 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 st=${PIPESTATUS[0]}
 tally "$log/san" unit-san "$st"
 
+# Debian's prometheus (promtool, and the server test_monitoring.py starts):
+# installed as root, else the checks that need it are skipped with the line.
+command -v promtool >/dev/null ||
+    bash tools/deps.sh --as monitoring --no-install-recommends prometheus || true
+
 echo "== integration tests (real binaries, HTTPS, several replicas)"
 LEADERD_BUILD=$(cd "$build" && pwd) python3 tests/integration/run.py 2>&1 | tee "$log/it"
 st=${PIPESTATUS[0]}
@@ -49,6 +55,11 @@ echo "== deploy/ manifests (kustomize, yamllint, structure)"
 make --no-print-directory deploy-test 2>&1 | tee "$log/deploy"
 st=${PIPESTATUS[0]}
 tally "$log/deploy" deploy "$st"
+
+echo "== deploy/monitoring (promtool check and test rules, PrometheusRule in sync, dashboard)"
+make --no-print-directory monitoring-test 2>&1 | tee "$log/monitoring"
+st=${PIPESTATUS[0]}
+tally "$log/monitoring" monitoring "$st"
 
 echo "== chaos, short (each fault scenario once, 3 replicas)"
 make --no-print-directory chaos-short 2>&1 | tee "$log/chaos"

@@ -9,8 +9,10 @@ API identity, RBAC limited to the one Lease (a shard group's Role: exactly the v
 the group needs; an app behind the write gate: only the rights it needs, on
 leaderd's ServiceAccount), every leaderd flag and environment variable named in the user
 documentation, and the rollout strategy that does not stall when readiness means
-leadership. Ends with
-`deploy: N passed, N failed, 0 skipped`.
+leadership. deploy/monitoring holds no workload: it renders the PrometheusRule (the
+groups of its rules.yaml) and the dashboard's ConfigMap (dashboard.json, labelled for
+Grafana's sidecar); tests/monitoring/run.py tests the rules and the dashboard themselves.
+Ends with `deploy: N passed, N failed, 0 skipped`.
 
 Needs kubectl and yamllint (Debian's yamllint brings python3-yaml, used to read the
 rendered YAML).
@@ -453,6 +455,31 @@ def check_guide_shows_cleaner():
                       "docs/guides/sharding.md shows %s as it is" % rel)
 
 
+def check_monitoring(path, objs):
+    """deploy/monitoring: a PrometheusRule with rules.yaml's groups and the
+    dashboard's ConfigMap for Grafana's sidecar, nothing else."""
+    name = os.path.relpath(path, REPO)
+    kinds = sorted(o["kind"] for o in objs)
+    check(kinds == ["ConfigMap", "PrometheusRule"],
+          name + ": renders a PrometheusRule and a ConfigMap only", str(kinds))
+    with open(os.path.join(path, "rules.yaml"), encoding="utf-8") as f:
+        groups = yaml.safe_load(f).get("groups")
+    with open(os.path.join(path, "dashboard.json"), encoding="utf-8") as f:
+        dashboard = f.read()
+    for o in objs:
+        if o["kind"] == "PrometheusRule":
+            check(o.get("apiVersion") == "monitoring.coreos.com/v1"
+                  and (o.get("spec") or {}).get("groups") == groups,
+                  name + ": the PrometheusRule carries rules.yaml's groups")
+        elif o["kind"] == "ConfigMap":
+            labels = o["metadata"].get("labels") or {}
+            check(labels.get("grafana_dashboard") == "1",
+                  name + ": the dashboard ConfigMap is labelled grafana_dashboard: \"1\"",
+                  str(labels))
+            check((o.get("data") or {}).get("leaderd.json") == dashboard,
+                  name + ": the ConfigMap's leaderd.json is dashboard.json")
+
+
 def main():
     for tool, pkg in (("kubectl", "kubectl"), ("yamllint", "yamllint")):
         if not shutil.which(tool):
@@ -470,6 +497,9 @@ def main():
         objs, err = render(path)
         rel = os.path.relpath(path, REPO)
         if not check(objs is not None, "kubectl kustomize %s" % rel, err):
+            continue
+        if path == os.path.join(DEPLOY, "monitoring"):
+            check_monitoring(path, objs)
             continue
         deps = check_render(path, objs)
         for dep in deps:
