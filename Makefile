@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # leaderd — plain GNU make. `make` builds, `make test` runs every test,
 # `make demo` shows a failover on loopback (`make demo-child`: with a command
 # run only on the leader). See README.md.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * elect KUBECONFIG NAMESPACE LEASE IDENTITY: one Lease election in-process on
  * the election host (one event loop, the Lease watched), at client-go's

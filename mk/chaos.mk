@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Chaos suite, sanitizer builds of the binaries, soak. See tests/chaos/run.py.
 #
 #   make chaos             every scenario CHAOS_REPEAT (20) times, 3 and 5 replicas

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Memory footprint: `make bench-footprint` prints VmRSS, RssAnon and RssFile of
 # three replicas for the dynamic build and, when `make static` built it, the
 # static one; `make static-deps` builds the static libraries `make static`

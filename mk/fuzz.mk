@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c), built with clang. The library
 # and daemon sources are compiled with fuzzer coverage and ASan+UBSan; each
 # harness is linked with -fsanitize=fuzzer.

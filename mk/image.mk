@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Container image: `make image` builds the Dockerfile with buildah (no Docker engine
 # needed), `make image-test` runs it, `make deploy-test` checks deploy/. The `static`
 # and `image-unit` targets are what the Dockerfile's build stages run.

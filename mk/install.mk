@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installing leaderd: the daemon, and libleaderd with its public headers.
 #
 #   make install     $(PREFIX)/bin/leaderd, $(PREFIX)/lib/libleaderd.a, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # `make test` under CPU load: tools/test-under-load.sh starts two busy loops,
 # runs `make test`, stops them and keeps make test's status.
 #   make test-under-load                        one run

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The man page leaderd(8), docs/leaderd.8: written by tools/gen-man.c from
 # the template docs/leaderd.8.in and the table of flags in
 # cmd/leaderd/shell/config.c (the one --help prints), and committed, so that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # deploy/monitoring: `make monitoring-test` checks the alerts (promtool check
 # rules, promtool test rules with tests/monitoring/rules_test.yaml), that the
 # PrometheusRule carries exactly the rules file's groups, and the Grafana

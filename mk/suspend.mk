@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The suspend test's LD_PRELOAD shim (tests/integration/suspend_shim.c):
 # test-only, built beside the binaries the integration tests run.
 SUSPEND_SHIM := $(B)/tests/suspend_shim.so

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make bench: figures, not assertions. One leader and two standbys with the
 default timings (15s/10s/2s) against the bundled API server for
 BENCH_SECONDS (default 60): memory of each leaderd (VmRSS and RssAnon),

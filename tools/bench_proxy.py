@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Part of make bench: figures, not assertions, for the API write gate
 (--api-proxy). One leader with default timings against the bundled API
 server: the latency of a GET and a PUT (a Lease nobody elects) sent

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make bench-shards (and the end of make bench): figures of a shard group
 under shard protocol 2 (docs/design/shard-protocol.md), printed, never
 asserted.

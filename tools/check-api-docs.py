@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Keeps docs/http-api.md true to the code, both ways:
 
 - every metric name the daemon exports (cmd/leaderd/core/metrics.c) is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make check-install` (run by `make lint`): installs into a temporary root
 # (DESTDIR, PREFIX=/usr/local) and checks what a user of the library gets:
 #   - the binary, the archive, leaderd.pc, the man page leaderd(8) as

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`make lint`'s check that the tree stands on its own.
 
 1. No tracked text file refers to a file outside the repository or to a path

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make demo: the bundled Lease API server and three leaderd replicas on
 loopback. Shows who leads, kills the leader (SIGKILL) and times the
 failover, then stops the new leader gracefully (SIGTERM) and times the

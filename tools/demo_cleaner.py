@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make demo-cleaner: the sharded clean-up operator of examples/cleaner run
 end to end on loopback, and judged from the API server's own log.
 

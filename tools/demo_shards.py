@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make demo-shards: the bundled Lease API server and three leaderd replicas
 on loopback sharing 12 shards (--shards 12). Prints who owns which shard,
 then SIGKILLs one replica, starts a new one and SIGTERMs another, each time

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Makes sure Debian packages are present. As root it installs what is
 # missing (apt-get); otherwise it prints the exact line to run and fails.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make bench-footprint: figures, not assertions. For each leaderd binary given
 (label=path; default the dynamic build and, when built, the static ones of
 `make static` and `make static LIBC=musl`), three replicas with the default

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gen-man: writes the man page leaderd(8) from its roff template and the
  * daemon's own table of flags (ld_config_option), so the page's OPTIONS and

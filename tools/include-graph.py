@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The project's include graph, module by module (a .c and its own .h are one
 module): prints it layer by layer, lowest first (a layer holds the modules
 whose project includes are all in lower layers), then every include cycle.

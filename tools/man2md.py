@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Renders the man page docs/leaderd.8 as Markdown, docs/options.md, so that
 every flag is one click from the README. It reads only the subset of man(7)
 that tools/gen-man.c and the template docs/leaderd.8.in use, and refuses

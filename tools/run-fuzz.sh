@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the libFuzzer harnesses built by mk/fuzz.mk.
 #
 #   tools/run-fuzz.sh deps

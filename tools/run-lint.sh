@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make lint`: cppcheck and clang-tidy over lib/, cmd/, tests/unit and
 # tests/fuzz with the checked-in configuration (.clang-tidy,
 # tools/cppcheck-suppressions.txt, tools/cppcheck.cfg,

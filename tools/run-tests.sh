@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make test`: unit tests, the same under ASan+UBSan, then the integration
 # tests of the real binaries, the manifests, the monitoring rules and
 # dashboard, the short chaos suite and the fuzz smoke. Every suite ends with

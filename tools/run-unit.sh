@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs Check unit-test binaries and adds up their results.
 # Usage: tools/run-unit.sh DIR NAME... ; prints
 # "unit(DIR): N passed, N failed, N skipped" (Check has no skipped tests, so

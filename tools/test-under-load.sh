@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `make test-under-load`: `make test` while two CPU burners compete for the
 # cores, as on a busy CI runner, so a bound that only holds on an idle
 # machine shows up here and not in someone else's acceptance run.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * api: the HTTP front of leaderd-apiserver (libmicrohttpd, thread per
  * connection). Authenticates (client certificate or bearer token), applies

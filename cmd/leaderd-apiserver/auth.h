@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * auth: who is calling leaderd-apiserver. One bearer token per client name
  * (DIR/tokens/NAME) plus an admin token (DIR/admin-token), reused across

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * certs: the throw-away PKI of leaderd-apiserver (OpenSSL). A P-256 CA valid
  * for one day, reused from DIR when still good for an hour; signed by it, a

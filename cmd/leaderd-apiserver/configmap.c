@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * configmap: ConfigMap bodies decoded and validated like kube-apiserver's
  * core/v1 ConfigMap (see configmap.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * configmap: decoding and validation of core/v1 ConfigMap bodies the way
  * kube-apiserver does it: a field of the wrong JSON type or binaryData that

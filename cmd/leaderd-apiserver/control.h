@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control: the admin-only /_control/ API tests use to steer
  * leaderd-apiserver: faults per client, pause/resume, token rotation and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * discovery: the non-resource documents kubectl and client-go read before
  * touching Leases (/version, legacy /api and /apis discovery, health

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * events: the events.k8s.io/v1 Event resource of leaderd-apiserver: create
  * (POST) with the validation the real server applies to a new Event

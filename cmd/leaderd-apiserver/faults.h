@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * faults: per-client fault injection for leaderd-apiserver tests (partition
  * hang/reset, latency with a commit rule for a client that hangs up during

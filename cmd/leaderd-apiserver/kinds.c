@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kinds: the Lease and ConfigMap descriptions the store works from (see
  * kinds.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kinds: the resource kinds the store holds (coordination.k8s.io/v1 Lease,
  * core/v1 ConfigMap), described once so the store, watch and REST front

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * labelsel: Kubernetes label selectors ("app=x,tier in (a,b),!canary") and
  * label key/value rules, as apimachinery's labels.Parse and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * leaseval: decoding and validation of coordination.k8s.io/v1 Lease bodies
  * the way kube-apiserver does it: type errors and malformed MicroTime are

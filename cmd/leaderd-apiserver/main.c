@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * leaderd-apiserver: a small Kubernetes Lease API server for `make demo` and
  * the leaderd tests. It speaks enough of kube-apiserver (coordination.k8s.io/v1

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * peercert: the client certificate of an HTTPS connection (GnuTLS, under
  * libmicrohttpd). The daemon asks for one without requiring it

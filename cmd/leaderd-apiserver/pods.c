@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pods: the Pod table, its REST answers and its label log.
  */

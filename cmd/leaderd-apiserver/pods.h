@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pods: a minimal core/v1 Pod resource for leaderd-apiserver, enough for
  * --pod-label: GET one Pod, LIST a namespace's Pods by labelSelector

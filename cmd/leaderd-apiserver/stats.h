@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stats: per-client request counters of leaderd-apiserver, by verb and by
  * outcome (an HTTP code, or "reset" / "disconnected" / "lost-reply" when no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status: HTTP replies of leaderd-apiserver. A struct as_reply carries one
  * response body; the as_reply_* helpers build metav1.Status failure bodies

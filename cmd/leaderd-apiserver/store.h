@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * store: the objects of leaderd-apiserver (Leases and ConfigMaps, kinds.h)
  * with kube's write semantics (one global resourceVersion counter across

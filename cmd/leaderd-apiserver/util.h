@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * util: small helpers shared by the leaderd-apiserver modules: clocks,
  * strict integer parsing, random hex, whole-file reads and atomic writes,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * watch: streamed watches of any kind the store holds (newline-delimited JSON over
  * chunked HTTP/1.1) from the store's history, with resourceVersion (410 as an ERROR

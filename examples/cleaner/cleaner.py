@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """cleaner.py: a sharded clean-up operator, in the shape of k8s-cleaner, next
 to a leaderd sidecar run as a shard group (`--shards`) with the API write
 gate (`--api-proxy`). Python standard library only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * buf: the growable byte buffer of libleaderd and its daemons, for anything
  * collected in pieces whose total length is not known up front (response

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * election: the leader-election engine as a pure state machine. It follows
  * client-go's algorithm on a coordination.k8s.io/v1 Lease but does no I/O

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host: many elections, one thread, one event loop. The host owns N
  * election engines (election.h) and drives them over one Kubernetes client

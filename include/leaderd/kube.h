@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kube: a small Kubernetes API client for one resource kind, the Lease: the
  * REST layer (paths, checks, encoding, answers mapped to enum ld_err by

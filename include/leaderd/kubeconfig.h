@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kubeconfig: where the API server is and how to authenticate to it.
  * Builds a struct ld_kube_config from the in-cluster service-account mount

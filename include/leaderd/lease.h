@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lease: the coordination.k8s.io/v1 Lease as a C value, and its JSON codec
  * (jansson). Also decodes metav1.Status error bodies. Pure: no I/O, no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardgroup: the decision part of a shard group under protocol 2 (one
  * heartbeat per replica; docs/design/shard-protocol.md has the rules and

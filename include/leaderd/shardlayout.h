@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardlayout: the part of a shard group that never changes once the group
  * is made: its name, and each shard's ID, Lease name and (numbered shards)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardrange: the hash range of each numbered shard, as Kubernetes'
  * server-side sharded list/watch (KEP-5866) defines it. The space is the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport: the seam between the Lease REST layer (kube.h) and HTTP.
  *

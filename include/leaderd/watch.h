@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * watch: decodes a Kubernetes watch stream (newline-delimited JSON events)
  * for one Lease. Bytes go in as they arrive, whole events come out. Pure:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * event: one events.k8s.io/v1 Event about a Lease, encoded and POSTed
  * asynchronously over a transport (transport.h), with the fields and the

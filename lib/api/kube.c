@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kube: the Lease REST layer over a transport (transport.h), whichever it
  * is (kube_curl.c picks libcurl's): paths, name checks, encoding and

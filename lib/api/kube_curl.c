@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kube_curl: the two functions of kube.h that tie the Lease client to
  * libcurl (transport_curl.h); the rest of the client sees only transport.h,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kubeconfig: in-cluster service-account config and kubeconfig files.
  * The YAML is read with libyaml's document API; only the current context's

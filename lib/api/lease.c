@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lease: Lease <-> JSON, and metav1.Status error bodies.
  *

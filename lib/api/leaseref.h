@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * leaseref: the one spelling of a Lease reference, "NAMESPACE/NAME", as log
  * lines, the state's snapshot and the exec child's environment show it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pods: Pod label patch and labelled list over a transport.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pods: the two Pod REST calls --pod-label needs, asynchronous over a
  * transport (transport.h): a JSON merge patch of one label of one Pod, and

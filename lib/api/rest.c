@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rest: a Status to an ld_errinfo, a non-2xx answer to one with its request
  * named, and the outcome of a round trip.

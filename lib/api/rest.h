@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rest: what an answer of the Kubernetes API means, one rule for every REST
  * call of the library (Leases and their watches in kube.h, Pods in pods.h,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport_curl: transport.h over one libcurl multi handle (see
  * transport_curl.h). Each exchange gets its own easy handle, duplicated from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport_curl: the libcurl implementation of transport.h, the one
  * production uses. One curl multi handle drives every exchange; its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * watch: newline-delimited watch events to struct ld_watch_event.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base64: the alphabet of RFC 4648 section 4 and its padding rule.
  */

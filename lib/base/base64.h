@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base64: checks standard, padded base64 (RFC 4648 section 4), the form
  * Kubernetes uses for bytes in JSON and kubeconfig files, and says where

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * buf: growth by doubling up to the cap, the shared empty string before the
  * first byte, and the reset that returns a burst's memory.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dnsname: DNS-1123 label and subdomain checks, written as a scan over the
  * bytes rather than a regular expression so that lib/ needs no regex engine.

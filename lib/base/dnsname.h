@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dnsname: the two Kubernetes object-name rules leaderd needs, as
  * apimachinery's pkg/util/validation defines them, kept in one place so the

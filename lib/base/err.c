@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * err: names for the error codes and the errinfo helpers.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hash: FNV-1a 64 as specified by its authors (offset basis and prime from
  * draft-eastlake-fnv): xor the byte in, then multiply.

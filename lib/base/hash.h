@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hash: FNV-1a, 64-bit. The hash KEP-5866 shard ranges are defined over, and
  * the digest that tells two abridged Lease strings apart. Not a MAC: anyone

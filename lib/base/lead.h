@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lead: the one statement of when a replica may act as the leader.
  *

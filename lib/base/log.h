@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * log: the library's only way to say something. lib/ never prints; it calls
  * the sink the application installed (none by default). The sink receives

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * timefmt: MicroTime and Go duration text forms.
  *

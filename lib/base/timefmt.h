@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * timefmt: text forms of time. Kubernetes MicroTime (RFC 3339 with exactly
  * six fractional digits, UTC) for the Lease, and Go-style durations

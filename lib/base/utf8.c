@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * utf8: one well-formed UTF-8 sequence, decoded far enough to reject the
  * forms RFC 3629 forbids.

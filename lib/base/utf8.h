@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * utf8: recognises one well-formed UTF-8 sequence (RFC 3629) at a time, so
  * that callers walking text byte by byte can check it (the identity) or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * election: client-go's tryAcquireOrRenew as a pure state machine.
  *

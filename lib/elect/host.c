@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * host: drives many election engines from one loop over asynchronous
  * Lease calls and one shared watch.

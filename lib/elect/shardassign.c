@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardassign: quotas that favour the newest members, holders kept when
  * shards are fewer than members, keep what fits, fill the rest.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardassign: which live member should own each shard of a group. Every
  * replica runs this on what it observes (the sorted live members and the

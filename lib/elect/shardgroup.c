@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardgroup: names and metadata of a shard group, the member table kept
  * from observations, and the per-shard contend decision. See shardgroup.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardlayout: a group's constant names and ranges (see shardlayout.h).
  * One allocation holds the header, the per-shard entries and every string,

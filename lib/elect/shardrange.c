@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardrange: KEP-5866 ranges with 64-bit arithmetic only.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The exec child of the chaos suite (`leaderd ... -- python3 childrec.py FILE`).
 
 It records its own life in FILE, one line per write(2) on an O_APPEND

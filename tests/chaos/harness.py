@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Chaos harness: real leaderd replicas against build/leaderd-apiserver, a
 poller that asks every replica's /leader every 25 ms, and the checks that turn
 the samples and the API server's write log into pass/fail. Standard library

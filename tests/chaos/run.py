@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """leaderd chaos suite: N real leaderd replicas against build/leaderd-apiserver,
 one fault per scenario, every replica's /leader polled every 25 ms, and the
 safety and liveness checks of harness.analyse() plus each scenario's own.

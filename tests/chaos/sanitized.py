@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs the integration tests (--integration) and the short chaos suite
 (--chaos) against ASan+UBSan builds of leaderd and leaderd-apiserver
 ($LEADERD_BUILD, normally build/san from `make san-daemon`).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The chaos scenarios. Each takes a Ctx whose cluster has just agreed on one
 leader, injects one fault, heals it, checks what is specific to that fault and
 leaves the cluster converged with every replica running (so the soak can chain

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Soak: one cluster (3 leaderd replicas and the bundled API server) kept up
 for SOAK_SECONDS (default 3600) while the chaos scenarios that keep the
 replica processes alive run one after another, each with its usual checks.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The chaos checks must be able to fail: harness.analyse() over made-up
 samples and write logs, one violation at a time. run.py runs these before any
 scenario; `python3 tests/chaos/test_checks.py` runs them alone."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`make deploy-test`: checks the manifests under deploy/ (and those of
 examples/cleaner, beside its code) so that what the docs promise
 cannot silently regress. Every kustomization renders with `kubectl kustomize`, every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz: what every libFuzzer harness in tests/fuzz shares. The entry points
  * libFuzzer calls, and small helpers that turn the raw input into C

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_config: ld_config_parse_args with an argv split from the input at
  * NUL bytes. A token "=xVALUE" (x = 'a', 'b', ...) sets the x-th variable

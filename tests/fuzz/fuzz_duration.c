@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_duration: ld_duration_parse on arbitrary text, and the
  * format -> parse round trip both for what parsed and for an arbitrary

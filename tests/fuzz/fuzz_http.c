@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_http: the request router, ld_http_route, with method and path from
  * the input, and the snapshot and API metrics it renders built from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_kubeconfig: ld_kube_config_load_text on arbitrary YAML. A config
  * that loads must be usable as the header promises (a clean server URL,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_lease: ld_lease_decode on arbitrary bytes. Whatever decodes must
  * satisfy the decoder's promises, survive ld_lease_copy, and survive an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_microtime: ld_microtime_parse on arbitrary text, and the
  * format -> parse round trip for whatever parsed and for an arbitrary

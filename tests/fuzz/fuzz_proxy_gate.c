@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_proxy_gate: the API write gate's judgement, ld_proxy_judge, with the
  * method, the target (and so its percent-decoding), the shard header and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_status: ld_status_decode on arbitrary response bodies (Status JSON,
  * proxies' HTML, plain text). It must never fail, must leave reason and msg

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_watch: the watch-stream line splitter and event decoder
  * (ld_watch_feed). The same bytes fed at once and fed in arbitrary pieces

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs every tests/integration/test_*.py with unittest and prints one
 summary line, "integration: N passed, N failed, N skipped", after the
 reason of every skip. A failing setUpClass or tearDownClass counts as one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * suspend_shim: an LD_PRELOAD library for the suspend test
  * (test_suspend.py). A machine that is suspended and resumed stops

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of the API write gate, --api-proxy ADDR:PORT: two
 replicas over HTTPS against the bundled API server, each serving a proxy on
 loopback. Reads pass on a standby; writes pass on the leader and get a 503

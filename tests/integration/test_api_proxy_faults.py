@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The API write gate (--api-proxy) when the network fails under a write, with
 the real binary and the bundled API server.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of the API write gate's guards (--api-proxy), on the real
 binary: two replicas with a proxy each against the bundled API server over
 HTTPS. A request whose Host is not the proxy's loopback address and port

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A release waits for what another leader must not overlap.
 
 Through the API write gate (--api-proxy), against an API server that, as

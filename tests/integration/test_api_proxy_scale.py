@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The API write gate (--api-proxy) at scale, against the real binary and the
 bundled API server: the proxy is event-driven (one MHD polling thread, one
 upstream thread), so as many watches as the proxy runs at once (64) streamed

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A shard's give-back and the API write gate (--shards with --api-proxy),
 against an API server that, as kube-apiserver does, commits a write it has
 admitted at the end of its hold whether or not its client is still there

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tests of build/leaderd-apiserver itself: kube-apiserver behaviour leaderd depends on
 (status codes, Status bodies, validation, optimistic concurrency), persistence, fault
 injection, the control API, watch, and the real kubectl against it.

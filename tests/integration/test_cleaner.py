@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """examples/cleaner end to end (the shortened `make demo-cleaner`): three
 replicas of leaderd (--shards, --api-proxy) + examples/cleaner/cleaner.py on
 loopback, ConfigMaps created continuously with mixed expiries, a crash, a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The command line contract: exit codes and one-line errors, and one full
 election under valgrind (no leaks, no invalid accesses). Without valgrind the
 valgrind test fails, unless LEADERD_ALLOW_SKIP=1 lets it be skipped (and

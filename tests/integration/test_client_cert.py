@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Client-certificate authentication, end to end. leaderd-apiserver authenticates a TLS
 client certificate signed by its CA as the client its Subject CN names, as kube-apiserver
 does; real leaderd replicas then elect with kubeconfigs that carry a certificate instead of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of the real leaderd binary: three replicas over HTTPS
 against the bundled Lease API server, with failover, handover, conflicts,
 API errors and partitions."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of --events: three replicas over HTTPS against the
 bundled API server. Every start and stop of leading is one
 events.k8s.io/v1 Event about the Lease in client-go's wording; Event API

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration test of examples/elect.c, the library's example program, built by
 `make examples` against an installed libleaderd (headers and leaderd.pc only): two
 copies elect themselves against the bundled Lease API server over HTTPS, the leader is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of `leaderd [flags] -- CMD`: three replicas over HTTPS
 against the bundled Lease API server, each running a small Python child that
 records its life in a shared journal. Only the leader runs a child; a child

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of the exec child's containment: three replicas over
 HTTPS against the bundled Lease API server, each with a shell command that
 starts grandchildren which leave its process group and session (setsid, and

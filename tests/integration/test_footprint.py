@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Memory given back after a peak: one megabyte-sized Lease (a large
 annotation, as kube-apiserver accepts) passes through the leader's renewals
 (decode, re-encode, PUT, response) and the standby's watch; once the Lease is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """leaderd over HTTP/2: nghttpx terminates TLS and HTTP/2 on 127.0.0.1 in front of
 the bundled API server (which speaks HTTP/1.1 over TLS), and one replica with a
 group of 64 shards talks to the API through it. Its renewals, claims, reads and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hardening of leaderd's HTTP server, against the real binary: 2,000
 concurrent idle connections and a slowloris client do not stop /healthz and
 /leader answering on a fresh connection (at once, not once idle connections

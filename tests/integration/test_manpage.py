@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The man page, docs/leaderd.8, against the binary it describes: every flag
 `leaderd --help` lists is in the page's OPTIONS with the same value name,
 variable and default (and no other flag is), every variable leaderd reads is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The alerts and the dashboard under deploy/monitoring read only what a
 running leaderd exports. Four real replicas against the bundled API server:
 two on one Lease, each with the API write gate (--api-proxy) and a command

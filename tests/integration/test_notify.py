@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of the change notifications for apps, against the real
 leaderd binaries and the bundled Lease API server: the /leader long-poll and
 the /watch Server-Sent Events stream (with curl -N and with a Python

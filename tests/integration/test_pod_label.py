@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of --pod-label KEY: three replicas over HTTPS against the
 bundled API server, each the identity of a Pod created there. The leader's
 Pod says KEY: "true" and the others "false"; a new leader unlabels a killed or

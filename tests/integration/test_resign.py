@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of stepping down on request: POST /resign on three
 replicas against the bundled Lease API server (HTTPS), the cooldown after
 it, and the hand-over a Lease's spec.preferredHolder asks for."""

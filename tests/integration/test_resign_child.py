@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """POST /resign on a leader that runs an exec child: the release would let
 another replica take the Lease within milliseconds (its watch sees it free),
 so it waits until the resigning replica's child is gone. The child here

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration tests of shard mode (`--shards`, protocol 2: see
 docs/design/shards.md and docs/design/shard-protocol.md): real
 leaderd replicas over HTTPS against the bundled API server, 2 to 5 replicas

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A rolling update of a shard group, as a Deployment with maxSurge 1 and
 maxUnavailable 0 does it with fresh Pod names: a new replica starts, the
 next old one gets SIGTERM once the new one is ready, and so on until every

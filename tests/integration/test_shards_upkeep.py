@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a shard group does with Lease fields and Leases it did not write.
 
 - spec.preferredHolder (and spec.strategy, as Kubernetes' coordinated

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Integration test of the clock across a suspend: a machine that sleeps
 stops CLOCK_MONOTONIC but not CLOCK_BOOTTIME, so a leader whose deadlines ran
 on the former would wake up trusting a renew deadline that passed while it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A rotated bearer token is used from the next request on. Each replica reads
 its token from a kubelet-style projected directory (token -> ..data/token,
 ..data -> a generation directory that a rotation replaces by renaming a new

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One version everywhere: `leaderd --version`, the Makefile's VERSION (which
 tags the image, mk/image.mk), the image's version label in the Dockerfile,
 and the newest released version in CHANGELOG.md agree. A release bumps them

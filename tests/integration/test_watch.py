@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Watch-driven election of the real binary: standbys stop polling while the
 watch is healthy, hand over at once on a release, and fall back to polling
 when their watch is cut."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`make monitoring-test`: checks deploy/monitoring/, the alerts and the Grafana
 dashboard that ship with leaderd.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for lib/base64: decoded lengths of every padding form, each
  * kind of invalid input with the offset Go's decoder names, and every

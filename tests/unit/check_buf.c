@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for lib/buf: the cap holds and a refused append changes
  * nothing, the content is a C string at every step, a burst's memory goes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for lib/clock: the deadline clock is the one that counts a
  * suspend (CLOCK_BOOTTIME), the readers agree with each other, a timed

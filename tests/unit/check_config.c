@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/config (flags, variables, defaults, fallbacks,
  * validation) and cmd/leaderd/logsink (line formats). Every test starts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_dnsname: the DNS-1123 label and subdomain rules at their edges
  * (63/64 bytes, 253/254 in all, '-' and '.' at either end, empty parts,

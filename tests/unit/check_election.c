@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_election: the election engine as a pure state machine, driven by a
  * fake clock (plain integers) and the in-memory fake API.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_hook_child: the exec child's hook (cmd/leaderd/hooks/hook_child.h) over a
  * real supervisor and a small shell command, driven by publishes made here

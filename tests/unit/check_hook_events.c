@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_hook_events: --events. lib/event encodes client-go's Event about the
  * Lease and POSTs it (a recording transport stands in for HTTP); the queue

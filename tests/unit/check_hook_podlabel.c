@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_hook_podlabel: --pod-label. lib/pods builds the merge patch and the
  * labelled list exactly and maps answers (a recording transport stands in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_hook_proxy: the API write gate's writes in flight as a release hold
  * (cmd/leaderd/hooks/hook_proxy.h). First the counts and the wake-up alone: a key

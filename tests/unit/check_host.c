@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_host: the election host (many engines, one loop, one watch) over
  * the in-memory Lease API of support/fake_transport on a fake clock. Every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/http_conn: a sidecar HTTP server filled with
  * idle and slow connections closes the longest idle ones, so probes always

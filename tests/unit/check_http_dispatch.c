@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/http_dispatch: the sidecar's HTTP server on
  * 127.0.0.1 (port 0) answering plain requests (/leader, /, /healthz,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/http_hold: the requests the sidecar's HTTP
  * server holds, on 127.0.0.1 (port 0) while snapshots are published through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/http_listen: starting the sidecar's HTTP server
  * (its errors, all interfaces, IPv6 loopback) and stopping it, and the

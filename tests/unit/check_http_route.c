@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/http_route: what the sidecar's HTTP server
  * says, as plain functions of a snapshot and a time, without a socket: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for the HTTP server in shard mode (cmd/leaderd/http_shards,
  * and http_hold / http_dispatch / metrics with a group): with a real

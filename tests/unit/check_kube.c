@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_kube: the Lease REST client against fake_http on 127.0.0.1: status
  * mapping, token files (a rewrite is used by the next request, a 401 re-reads

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_kubeconfig: kubeconfig files (tests/data/kubeconfig) and in-cluster
  * service-account config.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for lib/lease (Lease codec, Status bodies) and the small
  * lib/err and lib/log modules it relies on. Canned objects live in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_leaseref: "NAMESPACE/NAME" is written whole or reported as cut.
  */

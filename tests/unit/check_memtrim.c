@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/memtrim: dropping the read-only segments' pages
  * lowers this process's file-backed RSS and leaves its code working, and an

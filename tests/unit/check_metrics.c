@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/metrics: every metric has HELP and TYPE, the
  * histogram is cumulative with a matching _count and _sum, the request

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_mode_lease: the daemon's one-Lease mode (cmd/leaderd/shell/mode_lease.h)
  * in the shell over the in-memory Lease API of support/fake_transport on

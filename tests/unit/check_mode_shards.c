@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_mode_shards: the daemon's shard mode (cmd/leaderd/shell/mode_shards.h) in
  * the shell, two or three replicas on one in-memory Lease API

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/proxy_gate (the API write gate's decisions:
  * reads, writes, upgrades, sizes, shard mode, the refusal's Status body,

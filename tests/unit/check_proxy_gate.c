@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for the guards of cmd/leaderd/proxy_gate (ld_proxy_judge): the
  * Host of a request, browser headers, impersonation, dot segments, writes

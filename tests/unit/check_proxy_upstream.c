@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for the API write gate's upstream side (cmd/leaderd/proxy,
  * proxy_upstream): what the API server sees of a write at the wire. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_release_hold: the one release-hold judgement
  * (cmd/leaderd/hooks/release_hold.h) on a fake clock: safety holds last

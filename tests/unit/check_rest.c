@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for lib/rest: transport results in, enum ld_err and
  * ld_errinfo out. Every HTTP status the client must tell apart, the

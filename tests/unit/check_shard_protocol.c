@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_shard_protocol: the safety argument of shard protocol 2
  * (docs/design/shard-protocol.md) put to the test. Three to six replicas of

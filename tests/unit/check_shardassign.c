@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_shardassign: the assignment function's contract over thousands of
  * random membership sequences from fixed seeds (N in 1..256, M in 1..40;

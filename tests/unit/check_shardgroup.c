@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_shardgroup: the shard group driver on a simulated clock. Names and
  * their validation, the create_metadata JSON, member liveness to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for lib/shardlayout: a layout names numbered and named shards
  * and their Leases, finds a shard by exact ID, gives numbered shards the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_shardrange: KEP-5866 ranges against an independent oracle (128-bit
  * long division, one bit at a time), at every boundary for N = 1, 2, 3, 7,

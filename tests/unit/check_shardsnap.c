@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/shardsnap: a snapshot copies what it is given
  * (strings too), counts its references, is extended to a new claims

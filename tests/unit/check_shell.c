@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_shell: the daemon's one loop (cmd/leaderd/shell/shell.h) with a recording
  * mode of one election and one hook, over the in-memory Lease API of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for cmd/leaderd/supervisor: the deadline policy as a pure
  * function of messages and integer time, then the real process with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for lib/timefmt: MicroTime formatting and parsing, Go
  * durations. libc's gmtime_r serves as an independent oracle for dates.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * check_transport: the libcurl transport (transport_curl.h) against fake_http
  * on 127.0.0.1: exchanges run concurrently (a held one does not delay

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for lib/utf8: the edges of every sequence length, the forms
  * RFC 3629 forbids (overlongs, surrogates, past U+10FFFF, C0/C1/F5..FF),

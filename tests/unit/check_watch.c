@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for lib/watch: the watch-stream decoder. Bytes are fed the way a
  * socket delivers them (split anywhere); events are recorded and compared.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the static OpenSSL, nghttp2, libcurl and libmicrohttpd that the image
 # links, under PREFIX (only .a, headers and .pc files), from unpacked Debian
 # sources in SRC.

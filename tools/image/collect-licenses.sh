@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The licence and copyright texts of everything the static binary is made
 # of, for the image (docs/image.md, "Licences"): leaderd's own LICENSE, and
 # for each library linked in, its source package's debian/copyright and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs buildah, podman or skopeo with the project's private container configuration:
 # storage (overlay) and run state under $LEADERD_IMAGE_DIR, runc, chroot isolation for
 # builds, no default network. Usage: tools/image/ctr.sh buildah|podman|skopeo ARGS...

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Unpacks the Debian sources the image is built from (the Dockerfile's pinned
 # CURL_VERSION, NGHTTP2_VERSION, MHD_VERSION and OPENSSL_VERSION) into DEST, for building the
 # same static libraries outside an image build (`make static-deps`) on a

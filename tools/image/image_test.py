@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`make image-test`: runs the leaderd image with podman (no Docker engine) and checks
 what users rely on: --version, exit status 2 on a bad flag, the image's own settings
 (numeric non-root user, no shell, size), and a real election between two containers

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds a local stand-in for docker.io/library/debian:bookworm-slim with debootstrap
 # (no registry is needed) and writes it as a rootfs tarball. The layout follows the
 # official slim image: deb822 sources, no docs/man/locales, apt's docker-clean config.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Prints the OpenSSL source the image build can use (the Dockerfile's OPENSSL_SOURCE):
 # "debian" when Debian's mirror serves the pinned source package whole, "upstream"
 # otherwise (the upstream tarball alone, which apt still checks against the signed

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fake DNS server for resolver-check.sh, on 127.0.0.1:53 inside that script's
 network namespace: A 10.96.0.1 for kubernetes.default.svc.cluster.local (no AAAA),
 NXDOMAIN for every other name; appends each query's name and type to LOG, whose

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * resolver-check: prints the addresses getaddrinfo gives for each name on the
  * command line (or that it gave none), built once against glibc and once against

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compares name resolution of a static glibc and a static musl program the way a
 # pod sees it: the kubelet's resolv.conf (search list of the namespace, ndots:5)
 # and /etc/hosts, against a fake DNS server on 127.0.0.1:53 that logs every query.

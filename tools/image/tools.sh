@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what `make image`, `make image-test` and `make deploy-test` need: buildah,
 # podman, runc, debootstrap and yamllint from Debian (as root with apt-get; otherwise
 # prints the line to run), and dockerfilelint from npm into BUILD/tools (never global).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memtrim: allocator limits and give-back after peaks (the allocator parts
  * are glibc's; with another C library they do nothing and its own policy

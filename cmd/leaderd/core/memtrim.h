@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memtrim: the allocator settings that keep the daemon's heap at what its
  * steady state needs, and the give-back after a peak. A sidecar is paid once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics: counters for the Kubernetes API requests leaderd makes, and the
  * Prometheus text exposition (format 0.0.4) of those plus the election

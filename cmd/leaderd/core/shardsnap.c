@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardsnap: immutable, reference-counted shard tables (see shardsnap.h).
  * One allocation holds the header, the entries, the member pointers and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shardsnap: what the shard loop publishes for the HTTP server in shard
  * mode (--shards): every shard's election as last observed, and the live

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * state: the snapshot the election loop publishes to the HTTP server.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * state: what the election loop publishes for the HTTP server. The loop is
  * the only writer; HTTP handlers take a copy under a short mutex and never

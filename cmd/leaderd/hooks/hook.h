@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hook: the one interface of everything in the daemon that consumes
  * leadership (the exec child, the Pod label, Events: hook_*.h). A hook is

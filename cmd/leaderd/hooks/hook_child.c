@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hook_child: the exec child's state as leaderd tracks it, driven once per
  * publish. Everything here is a request to the supervisor; nothing depends on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hook_child: leaderd's side of `leaderd [flags] -- CMD [ARG...]`, a hook
  * (hook.h) of the one Lease's election. It turns what the shell publishes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hook_events: --events, a hook (hook.h) of one election. One events.k8s.io/v1 Event per
  * start and per stop of leading, regarding the Lease, in client-go's wording

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hook_podlabel: the label policy and its asynchronous calls.
  */

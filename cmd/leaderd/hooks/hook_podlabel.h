@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hook_podlabel: --pod-label KEY, a hook (hook.h) of the one Lease's
  * election. While leading, this replica's own Pod (named

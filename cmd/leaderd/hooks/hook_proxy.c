@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hook_proxy: the writes in flight of the API write gate as a release hold
  * (see hook_proxy.h).

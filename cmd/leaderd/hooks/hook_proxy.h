@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hook_proxy: the API write gate (proxy.h) as a hook of the shell (hook.h).
  * The proxy's upstream thread counts, per election, the writes it has sent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * release_hold: whether a release may be written now (see release_hold.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * release_hold: the one judgement of whether a release may be written now,
  * for the single Lease (shell.c) and for each shard (mode_shards.c) alike.

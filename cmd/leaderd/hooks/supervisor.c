@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * supervisor: runs the exec child and enforces its deadline on its own
  * clock. After the fork the supervisor only makes system calls and touches

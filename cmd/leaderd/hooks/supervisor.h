@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * supervisor: the small process that runs the exec child (leaderd -- CMD)
  * and enforces its deadline from outside leaderd, so a leaderd that is

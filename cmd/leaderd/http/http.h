@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http: the sidecar's HTTP server on libmicrohttpd (/leader, /healthz,
  * /readyz, /metrics, /, the /leader long-poll, the /watch event stream and

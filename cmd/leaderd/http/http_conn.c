@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_conn: the idle list and eviction (see http_conn.h).
  */

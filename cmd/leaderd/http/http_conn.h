@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_conn: connection bookkeeping for the HTTP server, so that probes
  * always find room. Every open connection is counted; one with no request

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_dispatch: what MHD calls for each request (see http_dispatch.h).
  * All of it runs on MHD's thread.

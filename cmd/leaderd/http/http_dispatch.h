@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_dispatch: libmicrohttpd's request handler for the server of
  * http_listen, which ties the other http_* modules together: it marks the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_hold: long-polls, /watch streams, the event ring and the notifier
  * thread (see http_hold.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_hold: requests the HTTP server holds open for one election's state
  * — GET /leader long-polls waiting for a change, /watch event streams and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_listen: limits, the listening socket, and the server's start, stop
  * and counters (see http_listen.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_listen: the HTTP server's life — the limits it runs with, the
  * listening socket, starting and stopping libmicrohttpd together with the

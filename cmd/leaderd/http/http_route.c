@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_route: the route table and renderers, the /healthz judgement and
  * the long-poll argument parser (see http_route.h). Each answer is built

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_route: what the HTTP server says, as plain functions of a snapshot
  * and a time (no socket, no thread, no server state): the route table,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_server: the sidecar HTTP server's object and the limits it runs
  * with. http_listen builds and frees it; the request dispatch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_shards: shard-mode routes and renderers (see http_shards.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_shards: what the HTTP server says in shard mode (--shards, see
  * docs/http-api.md, "Shard mode"), as plain functions of the group, the snapshot,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proxy: the API write gate's server (see proxy.h): libmicrohttpd on the
  * loopback address, libcurl to the API server, event-driven on both sides.

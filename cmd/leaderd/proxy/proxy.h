@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proxy: the API write gate (--api-proxy ADDR:PORT), a local proxy to the
  * Kubernetes API for the app, like `kubectl proxy`, that lets writes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proxy_exchange: the exchange and the hub the API write gate's two
  * threads share (see proxy_exchange.h): an exchange's references, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proxy_exchange: what the API write gate's two threads share (see
  * proxy.h): an exchange (one request, from MHD's URI callback until both

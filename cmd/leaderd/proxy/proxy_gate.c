@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proxy_gate: the write gate's decisions (see proxy_gate.h).
  */

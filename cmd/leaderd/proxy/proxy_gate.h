@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proxy_gate: the decisions of the API write gate (--api-proxy), as pure
  * functions of a request's method, target and headers, the published

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proxy_upstream: the API write gate's upstream thread (see proxy.h and
  * proxy_upstream.h; what it shares with MHD's side in proxy.c:

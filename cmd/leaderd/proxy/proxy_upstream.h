@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proxy_upstream: the API write gate's upstream thread (see proxy.h), the
  * one thread that drives every exchange MHD's side hands over through the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config: flags + LEADERD_* variables -> struct ld_config. parse_args()
  * is pure (argv and getenv only); ld_config_load() does the file I/O.

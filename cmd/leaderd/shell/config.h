@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config: the daemon's configuration from flags and LEADERD_* variables
  * (a flag beats its variable), with the contract's defaults and fallbacks,

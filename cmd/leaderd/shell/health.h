@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * health: the rule /healthz applies to an election's API calls, shared by
  * both of the shell's modes (mode_lease.h, mode_shards.h): credentials

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * logsink: one line per message on stderr, text or JSON lines.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * logsink: the daemon's log output. Installs a sink into lib/base/log.h that
  * writes one line per message to stderr, as text or as JSON lines, with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * leaderd: a Kubernetes Lease leader-election sidecar.
  *

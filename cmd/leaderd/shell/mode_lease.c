@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mode_lease: one Lease, published for the HTTP server (see mode_lease.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mode_lease: the shell's mode (shell.h) for the daemon's one Lease. Its
  * election is the shell's election 0; each publish becomes the snapshot the

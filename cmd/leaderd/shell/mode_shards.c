@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mode_shards: the shard group on the shell's host (see mode_shards.h).
  *

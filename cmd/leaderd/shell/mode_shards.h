@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mode_shards: the shell's mode (shell.h) for --shards, shard protocol 2
  * (docs/design/shard-protocol.md). The shell's host carries one election,

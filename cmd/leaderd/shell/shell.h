@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shell: the daemon's one loop around the election host (include/leaderd/host.h). It
  * owns the host and runs it, turns SIGTERM/SIGINT into an orderly release

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """leaderd_testing: the Python helpers shared by the integration tests
 (tests/integration), the chaos suite (tests/chaos), the deployment and image
 checks and the benchmarks and demos (tools/). Standard library only.

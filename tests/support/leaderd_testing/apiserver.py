@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Start, stop and steer build/leaderd-apiserver, the bundled test Lease API
 server (not for production), from Python tests. Standard library only.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real leaderd replicas on loopback against the bundled Lease API server
 (apiserver.py): starting and stopping them, polling their /leader, checking
 safety while polling (Watcher), unittest mixins, and what /proc says of a

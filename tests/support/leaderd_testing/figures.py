@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Statistics the benchmarks (tools/bench*.py) print."""
 
 

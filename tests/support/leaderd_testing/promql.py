@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a PromQL expression reads: its metric names, the label matchers of
 each selector, and the labels it groups or matches by (by, without, on,
 ignoring, group_left, group_right). Enough of PromQL's lexical grammar for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_api: the in-memory Lease store of fake_api.h.
  */

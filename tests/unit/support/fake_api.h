@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_api: an in-memory Lease store that stands in for kube-apiserver in
  * tests of the election engine (election.h), which it serves by executing

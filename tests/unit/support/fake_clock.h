@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_clock: a clock a test moves by hand, with timers that follow it
  * (clock.h's struct ld_timer): an armed timer's eventfd is written when

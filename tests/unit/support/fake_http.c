@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_http: the scripted server of fake_http.h on libmicrohttpd.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_http: a scripted HTTP(S) server on 127.0.0.1 (libmicrohttpd, one
  * thread per connection) that stands in for kube-apiserver (or any

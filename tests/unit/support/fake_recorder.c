@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_recorder: the recording transport of fake_recorder.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_recorder: a struct ld_transport (transport.h) that stands in for the
  * libcurl transport in tests of what goes over it (the Pod label and Event

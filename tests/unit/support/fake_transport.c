@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_transport: an in-memory Lease API behind the transport vtable, run
  * as a discrete-event simulation on a fake clock (see fake_transport.h).

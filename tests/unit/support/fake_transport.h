@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fake_transport: an in-memory struct ld_transport (transport.h) that stands
  * in for the libcurl transport and kube-apiserver behind it in tests of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_client: the libcurl and socket clients of http_client.h.
  */

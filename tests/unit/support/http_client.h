@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_client: the client side of unit tests that run the daemon's HTTP
  * server in process on 127.0.0.1: one request with libcurl (http_fetch),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_rig: the sidecar's HTTP server (cmd/leaderd/http/http.h) under test in
  * the check_http_* binaries: a state, metrics and a server on 127.0.0.1

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * run_suite: srunner boilerplate shared by the unit-test mains.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * run_suite: the one way every unit-test binary runs its Check suite, so
  * each main() is a call and its exit status means the same everywhere.
