@@ -232,7 +232,7 @@ static void *call_run(void *arg)
 /* Starts a POST through r's proxy in thread t that the fake upstream
  * answers with status and body after delay_ms; returns once the write has
  * reached the upstream. */
-static void start_held_write(struct rig *r, pthread_t *t, struct call *c, long status,
+static void start_held_write(struct rig *r, pthread_t *t, struct call *c, int status,
                              const char *body, int delay_ms)
 {
     fake_http_push(r->fake, &(struct fake_http_response){
