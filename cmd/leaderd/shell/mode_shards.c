@@ -97,7 +97,7 @@ struct ld_mode_shards {
     char stuck[256];
     int64_t stuck_until_ms;
     bool member_observed;
-    bool member_live;             /* our member election led at its last publish */
+    bool member_live; /* our member election led at its last publish */
     /* The deadline of our member election's term (election.h's
      * term_until_ms): a shard's sent writes run, and hold its release, at
      * most until then. */
@@ -329,15 +329,15 @@ static enum ld_release_verdict release_hold(struct ld_mode_shards *s, uint32_t k
     struct slot *sl = &s->slots[k];
     if (s->entries[k].leading)
         publish(s, now_ms);
-    struct ld_release_hold h = ld_release_hold_judge(
-        sl->hooks, sl->n_hooks, s->member_term_until_ms,
-        s->stopping ? s->courtesy_until_ms : INT64_MIN, now_ms);
+    struct ld_release_hold h =
+        ld_release_hold_judge(sl->hooks, sl->n_hooks, s->member_term_until_ms,
+                              s->stopping ? s->courtesy_until_ms : INT64_MIN, now_ms);
     sl->held_until_ms = h.until_ms;
     if (h.verdict == LD_RELEASE_GIVE_UP)
         ld_log(LD_LOG_WARN,
                "shard %s: the release is given up %lld ms after the claim ended: %s",
-               ld_shardgroup_shard_id(s->group, k), (long long)(now_ms - sl->unclaimed_ms),
-               h.why);
+               ld_shardgroup_shard_id(s->group, k),
+               (long long)(now_ms - sl->unclaimed_ms), h.why);
     return h.verdict;
 }
 
@@ -847,7 +847,7 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         .observed = ld_shardgroup_shard_observed(s->group, k),
         .leading = claimed,
         .in_term = claimed || (sl->drain_until_ms != INT64_MAX && rec &&
-                               ld_lease_spec_held_by(&rec->spec, s->c.identity)),
+                               ld_lease_held_by(rec, s->c.identity, s->c.incarnation)),
         .has_renewed_at = rec && rec->spec.has_renew,
         .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
         .last_renew_wall_us = s->entries[k].last_renew_wall_us,
@@ -1060,6 +1060,7 @@ static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
         .namespace_ = s->c.namespace_,
         .name = ld_shardgroup_member_lease(s->group),
         .identity = s->c.identity,
+        .incarnation = s->c.incarnation,
         .lease_duration_ms = s->c.lease_duration_ms,
         .renew_deadline_ms = s->c.renew_deadline_ms,
         .retry_period_ms = s->c.retry_period_ms,
@@ -1080,6 +1081,7 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
     struct ld_shardgroup_config gc = {
         .name = s->c.group,
         .identity = s->c.identity,
+        .incarnation = s->c.incarnation,
         .names = s->c.names,
         .n_shards = s->c.n_shards,
         .pod_uid = s->c.pod_uid,
@@ -1181,7 +1183,7 @@ static void on_shutdown(void *ctx, int64_t now_ms)
          * back from another process of its identity would otherwise wipe
          * that process's shards, whose records name the same identity. */
         if (s->c.release_on_exit && s->led_at_stop && rec &&
-            ld_lease_spec_held_by(&rec->spec, s->c.identity))
+            ld_lease_held_by(rec, s->c.identity, s->c.incarnation))
             begin_give_back(s, k, now_ms);
         else
             end_drain(s, k);
@@ -1261,10 +1263,14 @@ static void release_member(struct ld_mode_shards *s)
         return;
     const char *name = ld_shardgroup_member_lease(s->group);
     enum ld_err rc = ld_kube_lease_get(s->c.kube, s->c.namespace_, name, &cur, &err);
-    if (rc == LD_OK && !ld_lease_spec_held_by(&cur.spec, s->c.identity))
-        goto done; /* evicted meanwhile: no longer ours */
+    /* Evicted meanwhile, or taken over by another process of our
+     * identity: no longer ours. */
+    if (rc == LD_OK && !ld_lease_held_by(&cur, s->c.identity, s->c.incarnation))
+        goto done;
     if (rc == LD_OK)
         rc = ld_lease_spec_set_holder(&cur.spec, "");
+    if (rc == LD_OK)
+        rc = ld_lease_set_incarnation(&cur, NULL);
     if (rc == LD_OK) {
         int64_t wall = ld_clock_wall_us(&s->clock);
         cur.spec.duration_s = 1;
