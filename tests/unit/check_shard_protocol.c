@@ -633,9 +633,8 @@ START_TEST(two_processes_of_one_identity_never_claim_the_same_shard)
 
     /* r0 is cut off from the API server, alive; its successor starts. */
     ft_fault_add_for(fx.ft, fx.r[0].client, NULL, FT_VERB_ANY,
-                     (struct ft_fault){.kind = FT_HANG,
-                                       .count = -1,
-                                       .until_ms = now() + 6 * LEASE_MS});
+                     (struct ft_fault){
+                         .kind = FT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
     int64_t cut = now(), took = -1;
     start(&fx.r[2]);
     for (int64_t end = now() + 5 * LEASE_MS; now() < end;) {
