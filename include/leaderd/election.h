@@ -101,7 +101,10 @@ enum ld_event_kind {
     LD_EV_NEW_LEADER,        /* the observed holder changed (leader may be "") */
     LD_EV_RELEASED,          /* our release was written; for a resignation also
                                 when the Lease turned out not to name us any more */
-    LD_EV_IDENTITY_CONFLICT, /* someone else writes the Lease under our identity */
+    LD_EV_IDENTITY_CONFLICT, /* someone else writes the Lease under our identity;
+                                with an incarnation only a report (once per other
+                                incarnation seen writing): its record is waited
+                                out as any foreign holder's, no quarantine */
     LD_EV_RELEASE_FAILED,    /* a resignation's release was not written (reason
                                 says which resignation; see ld_election_resign),
                                 or a shutdown's was given up (LD_STOP_SHUTDOWN;

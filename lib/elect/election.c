@@ -136,6 +136,9 @@ struct ld_election {
     bool not_contending; /* ld_election_set_contending(false) */
 
     char *reported_leader; /* last holder announced with NEW_LEADER */
+    /* The other incarnation of our identity last reported with
+     * IDENTITY_CONFLICT (owned; NULL: none yet, "" for a record without one). */
+    char *reported_twin;
 
     struct queued_event events[EVENT_QUEUE];
     unsigned event_head;
@@ -380,6 +383,26 @@ static void announce_leader(struct ld_election *e)
     push_event(e, LD_EV_NEW_LEADER, LD_STOP_NONE);
 }
 
+/* With an incarnation, a record of our identity that another process
+ * wrote while we watched (a change, not the record a dead predecessor
+ * left) is a live twin: only reported, once per incarnation, for the
+ * operator; it is waited out as any foreign holder is. */
+static void report_twin(struct ld_election *e, bool was_cached, bool changed)
+{
+    if (!e->incarnation || !was_cached || !changed || holder_is_me(e) ||
+        !ld_lease_spec_held_by(&e->cache.spec, e->identity))
+        return;
+    const char *other = str_or_empty(e->cache.incarnation);
+    if (e->reported_twin && strcmp(e->reported_twin, other) == 0)
+        return;
+    char *copy = strdup(other);
+    if (!copy)
+        return; /* reported on its next change instead */
+    free(e->reported_twin);
+    e->reported_twin = copy;
+    push_event(e, LD_EV_IDENTITY_CONFLICT, LD_STOP_NONE);
+}
+
 /* The term is over for good: another holder (or nobody) is in view. */
 static void end_term(struct ld_election *e)
 {
@@ -476,6 +499,7 @@ static void remember_gone(struct ld_election *e, const char *uid)
  * when the record changed, exactly as client-go's observedTime. */
 static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t now_ms)
 {
+    bool was_cached = e->have_cache;
     bool changed = !e->have_cache || !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
     struct ld_lease copy;
     ld_lease_init(&copy);
@@ -508,6 +532,7 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     if (!holder_is_me(e))
         end_term(e);
     announce_leader(e);
+    report_twin(e, was_cached, changed);
     return true;
 }
 
@@ -1225,6 +1250,7 @@ void ld_election_free(struct ld_election *e)
     free(e->identity);
     free(e->incarnation);
     free(e->reported_leader);
+    free(e->reported_twin);
     free(e);
 }
 
