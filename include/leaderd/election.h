@@ -160,7 +160,8 @@ struct ld_election_status {
     bool watching;                /* ld_election_set_watch(true) is in force */
     uint64_t watch_missed;        /* reads that found changes the watch never sent:
                                      when it grows, the watch is stalled; restart it */
-    bool quarantined;             /* backing off after an identity conflict */
+    bool quarantined;             /* backing off after an identity conflict
+                                     (only without an incarnation) */
     /* Until when the observed record counts as held by its holder (local
      * monotonic: its last change seen plus its duration, the rule standbys
      * take over by); INT64_MIN when the Lease is free or absent. */

@@ -247,9 +247,11 @@ static bool lease_valid(const struct ld_election *e, int64_t now_ms)
     return e->have_cache && now_ms < expiry_ms(e);
 }
 
-/* Our identity in a record this process has not confirmed by writing it:
- * either our own previous incarnation or a twin. Treated like a foreign
- * holder until it has stayed unchanged for resume_window_ms. */
+/* Without an incarnation only: our identity in a record this process has
+ * not confirmed by writing it, either our own previous process or a twin.
+ * Treated like a foreign holder until it has stayed unchanged for
+ * resume_window_ms. (With one, such a record is not ours to begin with,
+ * and observe() confirms every record under our incarnation.) */
 static bool own_unconfirmed(const struct ld_election *e)
 {
     return holder_is_me(e) && !e->wrote_once;
