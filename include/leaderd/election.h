@@ -48,7 +48,7 @@ struct ld_election_config {
     const char *identity;   /* copied; must be non-empty */
     /* This process's incarnation (copied; NULL or "": none, see above).
      * The same value for every engine of one process, a new one for every
-     * process start: ld_incarnation_draw in leaderd. */
+     * process start (leaderd draws 128 bits with getrandom). */
     const char *incarnation;
     int64_t lease_duration_ms; /* whole seconds >= 1; written into the Lease */
     int64_t renew_deadline_ms; /* < lease_duration_ms */

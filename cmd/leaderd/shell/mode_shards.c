@@ -97,7 +97,7 @@ struct ld_mode_shards {
     char stuck[256];
     int64_t stuck_until_ms;
     bool member_observed;
-    bool member_live; /* our member election led at its last publish */
+    bool member_live;             /* our member election led at its last publish */
     /* The deadline of our member election's term (election.h's
      * term_until_ms): a shard's sent writes run, and hold its release, at
      * most until then. */
@@ -329,15 +329,15 @@ static enum ld_release_verdict release_hold(struct ld_mode_shards *s, uint32_t k
     struct slot *sl = &s->slots[k];
     if (s->entries[k].leading)
         publish(s, now_ms);
-    struct ld_release_hold h =
-        ld_release_hold_judge(sl->hooks, sl->n_hooks, s->member_term_until_ms,
-                              s->stopping ? s->courtesy_until_ms : INT64_MIN, now_ms);
+    struct ld_release_hold h = ld_release_hold_judge(
+        sl->hooks, sl->n_hooks, s->member_term_until_ms,
+        s->stopping ? s->courtesy_until_ms : INT64_MIN, now_ms);
     sl->held_until_ms = h.until_ms;
     if (h.verdict == LD_RELEASE_GIVE_UP)
         ld_log(LD_LOG_WARN,
                "shard %s: the release is given up %lld ms after the claim ended: %s",
-               ld_shardgroup_shard_id(s->group, k),
-               (long long)(now_ms - sl->unclaimed_ms), h.why);
+               ld_shardgroup_shard_id(s->group, k), (long long)(now_ms - sl->unclaimed_ms),
+               h.why);
     return h.verdict;
 }
 
