@@ -153,7 +153,7 @@ class ThreeReplicas(FreshReplicas, unittest.TestCase):
         """A restarted process is a new incarnation: its old self's record is
         someone else's, expired after a lease duration like any failover's,
         and whoever takes it over (the restarted replica or another) starts
-        a new term (CONTRACT.md, "One identity, two processes")."""
+        a new term (docs/design/election.md, "Incarnations")."""
         old = self.current_leader()
         term = old.leader()[1]["term"]
         acquire = self.lease()["spec"]["acquireTime"]

@@ -1,4 +1,4 @@
-"""One identity, two processes (CONTRACT.md, "Kubernetes semantics"; issue #28):
+"""One identity, two processes (docs/design/election.md, "Incarnations"; issue #28):
 every leaderd process draws an incarnation and writes it with every Lease it
 holds (annotation leaderd.io/incarnation). A StatefulSet Pod force-deleted on
 a partitioned node comes back under the same name while the old process
