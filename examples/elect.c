@@ -9,12 +9,13 @@
  * Built against the installed library alone: the public headers are
  * <leaderd/...>, and nothing else of the source tree is on the include path.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* getrandom */
 #include <curl/curl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -23,6 +24,22 @@
 #include <leaderd/host.h>
 #include <leaderd/kube.h>
 #include <leaderd/kubeconfig.h>
+#include <leaderd/lease.h>
+
+/* This process's incarnation (docs/design/election.md): 128 random bits in
+ * hex, so that a second process of the same identity (a restarted or a
+ * duplicated Pod) never takes this one's records for its own. */
+static char incarnation[LD_INCARNATION_HEX + 1];
+
+static bool draw_incarnation(void)
+{
+    unsigned char raw[LD_INCARNATION_HEX / 2];
+    if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+        return false;
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(incarnation + 2 * i, 3, "%02x", raw[i]);
+    return true;
+}
 
 /* Runs inside ld_host_run, on this thread: events are copies, nothing borrowed. */
 static void on_event(void *ctx, size_t index, const struct ld_event *ev)
@@ -84,6 +101,7 @@ static struct ld_host *start(struct ld_kube *k, const char *namespace_, const ch
         .namespace_ = namespace_,
         .name = lease,
         .identity = identity,
+        .incarnation = incarnation,
         .lease_duration_ms = 15000,
         .renew_deadline_ms = 10000,
         .retry_period_ms = 2000,
@@ -123,6 +141,10 @@ int main(int argc, char **argv)
     if (argc != 5) {
         fprintf(stderr, "usage: elect KUBECONFIG NAMESPACE LEASE IDENTITY\n");
         return 2;
+    }
+    if (!draw_incarnation()) {
+        perror("elect: getrandom");
+        return 1;
     }
     sfd = signal_fd();
     if (sfd < 0) {

@@ -12,15 +12,25 @@
  * lease_duration after observing that write, and lease_duration >
  * renew_deadline).
  *
- * Identities must be unique. A record that names our identity but that this
- * process did not write means a second process uses it: the engine reports
- * LD_EV_IDENTITY_CONFLICT, steps down and stays out for two lease durations.
- * For the same reason a freshly started engine that finds its identity in
- * the Lease resumes it only after the record stayed unchanged for two retry
- * periods (a restarted replica's old self is gone by then; a live twin is
- * not). With distrust_own_record_at_start the wait is a whole lease
- * duration instead, for callers whose old self may have left work running
- * that must end first.
+ * One identity, two processes. Each process passes its own incarnation
+ * (a random value drawn at start, LD_INCARNATION_HEX hex digits); the
+ * engine writes it with every claim as the annotation LD_LEASE_INCARNATION
+ * and counts a record as its own only when identity and incarnation both
+ * match. A record of our identity under another incarnation, or none (a
+ * restarted replica's old self, a twin, a client-go peer of that name), is
+ * a foreign holder's: taken over only once it stayed unchanged for its
+ * lease duration, with leaseTransitions + 1, and never renewed as ours.
+ *
+ * Without an incarnation (NULL or ""), a record of our identity that
+ * carries none is ours, as for client-go, and two processes of one
+ * identity are told apart only by what this one wrote: a record naming
+ * our identity that this process did not write means a second process
+ * uses it, the engine reports LD_EV_IDENTITY_CONFLICT, steps down and
+ * stays out for two lease durations; a freshly started engine that finds
+ * its identity in the Lease resumes it only after the record stayed
+ * unchanged for two retry periods (a whole lease duration with
+ * distrust_own_record_at_start). With an incarnation none of that can
+ * happen: a second process's record is simply not ours.
  */
 #ifndef LEADERD_ELECTION_H
 #define LEADERD_ELECTION_H
@@ -34,9 +44,13 @@
 struct ld_election;
 
 struct ld_election_config {
-    const char *namespace_;    /* copied */
-    const char *name;          /* copied */
-    const char *identity;      /* copied; must be non-empty */
+    const char *namespace_; /* copied */
+    const char *name;       /* copied */
+    const char *identity;   /* copied; must be non-empty */
+    /* This process's incarnation (copied; NULL or "": none, see above).
+     * The same value for every engine of one process, a new one for every
+     * process start (leaderd draws 128 bits with getrandom). */
+    const char *incarnation;
     int64_t lease_duration_ms; /* whole seconds >= 1; written into the Lease */
     int64_t renew_deadline_ms; /* < lease_duration_ms */
     int64_t retry_period_ms;   /* renew_deadline_ms > 1.2 * retry_period_ms */
@@ -49,7 +63,8 @@ struct ld_election_config {
     /* How long a leader that stepped down because spec.preferredHolder named
      * someone else stays out of the contest; 0 means lease_duration_ms. */
     int64_t handover_cooldown_ms;
-    /* A record naming our identity that this engine finds before its first
+    /* Only without an incarnation (with one, such a record is never ours):
+     * a record naming our identity that this engine finds before its first
      * write of its own is treated as a foreign holder's: it is taken over
      * only once it expired, the holder's lease duration after it was
      * observed (unchanged), instead of after two retry periods. For a
@@ -93,7 +108,10 @@ enum ld_event_kind {
     LD_EV_NEW_LEADER,        /* the observed holder changed (leader may be "") */
     LD_EV_RELEASED,          /* our release was written; for a resignation also
                                 when the Lease turned out not to name us any more */
-    LD_EV_IDENTITY_CONFLICT, /* someone else writes the Lease under our identity */
+    LD_EV_IDENTITY_CONFLICT, /* someone else writes the Lease under our identity;
+                                with an incarnation only a report (once per other
+                                incarnation seen writing): its record is waited
+                                out as any foreign holder's, no quarantine */
     LD_EV_RELEASE_FAILED,    /* a resignation's release was not written (reason
                                 says which resignation; see ld_election_resign),
                                 or a shutdown's was given up (LD_STOP_SHUTDOWN;
@@ -149,7 +167,8 @@ struct ld_election_status {
     bool watching;                /* ld_election_set_watch(true) is in force */
     uint64_t watch_missed;        /* reads that found changes the watch never sent:
                                      when it grows, the watch is stalled; restart it */
-    bool quarantined;             /* backing off after an identity conflict */
+    bool quarantined;             /* backing off after an identity conflict
+                                     (only without an incarnation) */
     /* Until when the observed record counts as held by its holder (local
      * monotonic: its last change seen plus its duration, the rule standbys
      * take over by); INT64_MIN when the Lease is free or absent. */

@@ -31,6 +31,14 @@
 #define LD_LEASE_MAX_HOLDER 1024
 #define LD_LEASE_SHOWN_PREFIX 64
 
+/* The annotation that names the process (not only the identity) that
+ * wrote a Lease as its holder: a random value every leaderd process draws
+ * at start (docs/design/election.md, "Incarnations"). client-go peers keep
+ * annotations they do not know, and write none. */
+#define LD_LEASE_INCARNATION "leaderd.io/incarnation"
+/* Length of an incarnation leaderd draws: 128 bits in lower-case hex. */
+#define LD_INCARNATION_HEX 32
+
 /* The election-relevant part of spec. Time fields are wall microseconds
  * since the epoch, valid only when the matching has_ flag is set. */
 struct ld_lease_spec {
@@ -54,6 +62,12 @@ struct ld_lease {
     char *resource_version; /* owned; NULL for a Lease never stored */
     char *uid;              /* owned; metadata.uid, NULL when absent */
     struct ld_lease_spec spec;
+    /* metadata.annotations[LD_LEASE_INCARNATION] (owned), NULL when absent.
+     * It is the source of the annotation on encode: set when non-NULL,
+     * removed when NULL. A value holding a NUL byte decodes as its prefix
+     * followed by "(nul)", which names no process (and is what a write of
+     * such a record would put back). */
+    char *incarnation;
     /* The whole object as the server returned it (owned reference), or
      * NULL. Encoding starts from it so labels, annotations, ownerReferences
      * and fields this code does not know survive a PUT. */
@@ -91,6 +105,18 @@ bool ld_lease_spec_equal(const struct ld_lease_spec *a, const struct ld_lease_sp
 
 /* Whether s names identity as its holder. An abridged holder names nobody. */
 bool ld_lease_spec_held_by(const struct ld_lease_spec *s, const char *identity);
+
+/* Whether l is held by this very process: its holder is identity and its
+ * incarnation annotation is incarnation; with incarnation NULL or "" (a
+ * caller that draws none), whether it is held by identity and carries no
+ * incarnation. */
+bool ld_lease_held_by(const struct ld_lease *l, const char *identity,
+                      const char *incarnation);
+
+/* Replaces l->incarnation with a copy of incarnation (NULL or "": none, so
+ * the annotation is removed on encode). LD_OK, or LD_ENOMEM with l
+ * unchanged. */
+enum ld_err ld_lease_set_incarnation(struct ld_lease *l, const char *incarnation);
 
 /* Replaces s->holder with a copy of holder (a value kept in full, "" to
  * free the Lease). LD_OK, or LD_ENOMEM with s unchanged. */

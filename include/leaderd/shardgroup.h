@@ -90,6 +90,11 @@ struct ld_shardgroup;
 struct ld_shardgroup_config {
     const char *name;     /* the group (--lease-name); copied */
     const char *identity; /* this replica; copied; non-empty */
+    /* This process's incarnation (election.h; copied; NULL or "": none). A
+     * shard record of our identity under another incarnation is not ours:
+     * it is taken over as soon as our member election leads (that process
+     * lost the member Lease, and with it every claim, before we got it). */
+    const char *incarnation;
     /* NULL: n_shards numbered shards 0..n_shards-1; else n_shards distinct
      * DNS-1123 labels, none starting with "member-", in the order given.
      * Copied. 1 <= n_shards <= LD_SHARDGROUP_MAX_SHARDS. */

@@ -48,6 +48,7 @@ void ld_lease_clear(struct ld_lease *l)
     free(l->namespace_);
     free(l->resource_version);
     free(l->uid);
+    free(l->incarnation);
     ld_lease_spec_clear(&l->spec);
     json_decref(l->object);
     free(l->object_text);
@@ -96,7 +97,8 @@ static enum ld_err copy_lease(struct ld_lease *dst, const struct ld_lease *src,
     ld_lease_init(&tmp);
     if (!dup_opt(&tmp.name, src->name) || !dup_opt(&tmp.namespace_, src->namespace_) ||
         !dup_opt(&tmp.resource_version, src->resource_version) ||
-        !dup_opt(&tmp.uid, src->uid) || !dup_opt(&tmp.object_text, src->object_text))
+        !dup_opt(&tmp.uid, src->uid) || !dup_opt(&tmp.incarnation, src->incarnation) ||
+        !dup_opt(&tmp.object_text, src->object_text))
         goto out;
     rc = ld_lease_spec_copy(&tmp.spec, &src->spec);
     if (rc != LD_OK || !src->object)
@@ -160,6 +162,26 @@ bool ld_lease_spec_held_by(const struct ld_lease_spec *s, const char *identity)
 {
     return s && identity && !s->holder_abridged &&
            strcmp(or_empty(s->holder), identity) == 0;
+}
+
+bool ld_lease_held_by(const struct ld_lease *l, const char *identity,
+                      const char *incarnation)
+{
+    if (!l || !ld_lease_spec_held_by(&l->spec, identity))
+        return false;
+    if (!incarnation || !*incarnation)
+        return !l->incarnation || !*l->incarnation;
+    return l->incarnation && strcmp(l->incarnation, incarnation) == 0;
+}
+
+enum ld_err ld_lease_set_incarnation(struct ld_lease *l, const char *incarnation)
+{
+    char *copy = NULL;
+    if (incarnation && *incarnation && !(copy = strdup(incarnation)))
+        return LD_ENOMEM;
+    free(l->incarnation);
+    l->incarnation = copy;
+    return LD_OK;
 }
 
 enum ld_err ld_lease_spec_set_holder(struct ld_lease_spec *s, const char *holder)
@@ -255,6 +277,23 @@ static enum ld_err check_const(json_t *obj, const char *key, const char *want,
     return rc;
 }
 
+/* metadata.annotations[LD_LEASE_INCARNATION]. Anything but a string there
+ * (the API server allows none) reads as no incarnation. */
+static enum ld_err decode_incarnation(json_t *md, struct ld_lease *l,
+                                      struct ld_errinfo *err)
+{
+    json_t *v = json_object_get(json_object_get(md, "annotations"), LD_LEASE_INCARNATION);
+    if (!json_is_string(v))
+        return LD_OK;
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (strlen(s) == len)
+        l->incarnation = strdup(s);
+    else if ((l->incarnation = malloc(strlen(s) + sizeof("(nul)"))) != NULL)
+        sprintf(l->incarnation, "%s(nul)", s);
+    return l->incarnation ? LD_OK : no_memory(err);
+}
+
 static enum ld_err decode_meta(json_t *root, struct ld_lease *l, struct ld_errinfo *err)
 {
     json_t *md = json_object_get(root, "metadata");
@@ -279,7 +318,7 @@ static enum ld_err decode_meta(json_t *root, struct ld_lease *l, struct ld_errin
     if (!dup_opt(&l->name, name) || !dup_opt(&l->namespace_, or_empty(ns)) ||
         !dup_opt(&l->resource_version, rv) || !dup_opt(&l->uid, uid))
         return no_memory(err);
-    return LD_OK;
+    return decode_incarnation(md, l, err);
 }
 
 /* The display form of a value too long to keep or holding a NUL byte (see
@@ -455,6 +494,20 @@ static int set_time(json_t *obj, const char *key, bool has, int64_t us)
         obj, key, has ? json_string(ld_microtime_format(us, buf)) : json_null());
 }
 
+/* The incarnation annotation follows l->incarnation; other annotations
+ * stay as the object has them. */
+static int encode_incarnation(json_t *md, const char *incarnation)
+{
+    json_t *ann = json_object_get(md, "annotations");
+    if (!incarnation || !*incarnation) {
+        if (json_is_object(ann))
+            json_object_del(ann, LD_LEASE_INCARNATION);
+        return 0;
+    }
+    ann = child_object(md, "annotations");
+    return ann ? set_string(ann, LD_LEASE_INCARNATION, incarnation) : -1;
+}
+
 static int encode_meta(json_t *root, const struct ld_lease *l)
 {
     json_t *md = child_object(root, "metadata");
@@ -462,10 +515,13 @@ static int encode_meta(json_t *root, const struct ld_lease *l)
     if (!md || set_nonempty(md, "name", l->name) ||
         set_nonempty(md, "namespace", l->namespace_))
         return -1;
-    if (l->resource_version)
-        return set_string(md, "resourceVersion", l->resource_version);
-    json_object_del(md, "resourceVersion");
-    return 0;
+    if (l->resource_version) {
+        if (set_string(md, "resourceVersion", l->resource_version))
+            return -1;
+    } else {
+        json_object_del(md, "resourceVersion");
+    }
+    return encode_incarnation(md, l->incarnation);
 }
 
 /* An abridged value is only a display form: the object still holds the

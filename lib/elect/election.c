@@ -59,6 +59,10 @@ struct ld_election {
     char *namespace_;
     char *name;
     char *identity;
+    /* Owned; NULL when the caller gave none (then a record of our identity
+     * without an incarnation is ours, and the twin detection below is the
+     * only guard against a duplicate identity). */
+    char *incarnation;
     int64_t lease_duration_ms;
     int64_t renew_deadline_ms;
     int64_t retry_period_ms;
@@ -134,6 +138,9 @@ struct ld_election {
     bool not_contending; /* ld_election_set_contending(false) */
 
     char *reported_leader; /* last holder announced with NEW_LEADER */
+    /* The other incarnation of our identity last reported with
+     * IDENTITY_CONFLICT (owned; NULL: none yet, "" for a record without one). */
+    char *reported_twin;
 
     struct queued_event events[EVENT_QUEUE];
     unsigned event_head;
@@ -206,9 +213,16 @@ static const char *observed_holder(const struct ld_election *e)
     return e->have_cache ? str_or_empty(e->cache.spec.holder) : "";
 }
 
+/* Held by this process: our identity and our incarnation. A record of our
+ * identity under another incarnation, or none, is someone else's. */
+static bool written_by_me(const struct ld_election *e, const struct ld_lease *l)
+{
+    return ld_lease_held_by(l, e->identity, e->incarnation);
+}
+
 static bool holder_is_me(const struct ld_election *e)
 {
-    return e->have_cache && ld_lease_spec_held_by(&e->cache.spec, e->identity);
+    return e->have_cache && written_by_me(e, &e->cache);
 }
 
 static bool held_by_other(const struct ld_election *e)
@@ -235,9 +249,11 @@ static bool lease_valid(const struct ld_election *e, int64_t now_ms)
     return e->have_cache && now_ms < expiry_ms(e);
 }
 
-/* Our identity in a record this process has not confirmed by writing it:
- * either our own previous incarnation or a twin. Treated like a foreign
- * holder until it has stayed unchanged for resume_window_ms. */
+/* Without an incarnation only: our identity in a record this process has
+ * not confirmed by writing it, either our own previous process or a twin.
+ * Treated like a foreign holder until it has stayed unchanged for
+ * resume_window_ms. (With one, such a record is not ours to begin with,
+ * and observe() confirms every record under our incarnation.) */
 static bool own_unconfirmed(const struct ld_election *e)
 {
     return holder_is_me(e) && !e->wrote_once;
@@ -373,6 +389,26 @@ static void announce_leader(struct ld_election *e)
     push_event(e, LD_EV_NEW_LEADER, LD_STOP_NONE);
 }
 
+/* With an incarnation, a record of our identity that another process
+ * wrote while we watched (a change, not the record a dead predecessor
+ * left) is a live twin: only reported, once per incarnation, for the
+ * operator; it is waited out as any foreign holder is. */
+static void report_twin(struct ld_election *e, bool was_cached, bool changed)
+{
+    if (!e->incarnation || !was_cached || !changed || holder_is_me(e) ||
+        !ld_lease_spec_held_by(&e->cache.spec, e->identity))
+        return;
+    const char *other = str_or_empty(e->cache.incarnation);
+    if (e->reported_twin && strcmp(e->reported_twin, other) == 0)
+        return;
+    char *copy = strdup(other);
+    if (!copy)
+        return; /* reported on its next change instead */
+    free(e->reported_twin);
+    e->reported_twin = copy;
+    push_event(e, LD_EV_IDENTITY_CONFLICT, LD_STOP_NONE);
+}
+
 /* The term is over for good: another holder (or nobody) is in view. */
 static void end_term(struct ld_election *e)
 {
@@ -407,7 +443,9 @@ static void enter_quarantine(struct ld_election *e, int64_t now_ms)
 static bool written_by_twin(const struct ld_election *e, const struct ld_lease *lease,
                             bool fresh)
 {
-    if (!ld_lease_spec_held_by(&lease->spec, e->identity) || !e->have_cache)
+    /* With an incarnation a twin's record is not ours to begin with: it is
+     * a foreign holder's, waited out like any other. */
+    if (e->incarnation || !written_by_me(e, lease) || !e->have_cache)
         return false;
     bool changed = !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
     if (!changed)
@@ -467,6 +505,7 @@ static void remember_gone(struct ld_election *e, const char *uid)
  * when the record changed, exactly as client-go's observedTime. */
 static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t now_ms)
 {
+    bool was_cached = e->have_cache;
     bool changed = !e->have_cache || !ld_lease_spec_equal(&e->cache.spec, &lease->spec);
     struct ld_lease copy;
     ld_lease_init(&copy);
@@ -491,13 +530,15 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     if (changed)
         e->observed_ms = now_ms;
     /* A record naming us with a renewTime we sent is ours, even when the
-     * answer to that write was lost. */
-    if (holder_is_me(e) && e->cache.spec.has_renew &&
-        sent_by_us(e, e->cache.spec.renew_us))
+     * answer to that write was lost; one carrying our incarnation was
+     * written by this process by construction. */
+    if (holder_is_me(e) && (e->incarnation || (e->cache.spec.has_renew &&
+                                               sent_by_us(e, e->cache.spec.renew_us))))
         e->wrote_once = true;
     if (!holder_is_me(e))
         end_term(e);
     announce_leader(e);
+    report_twin(e, was_cached, changed);
     return true;
 }
 
@@ -566,6 +607,8 @@ static enum ld_err prepare_claim(struct ld_election *e, struct ld_now now)
     enum ld_err rc = ld_lease_copy(&e->desired, &e->cache);
     if (rc == LD_OK)
         rc = ld_lease_spec_set_holder(&e->desired.spec, e->identity);
+    if (rc == LD_OK)
+        rc = ld_lease_set_incarnation(&e->desired, e->incarnation);
     if (rc != LD_OK)
         return rc;
     struct ld_lease_spec *s = &e->desired.spec;
@@ -588,7 +631,8 @@ static enum ld_err prepare_create(struct ld_election *e, struct ld_now now)
     d->name = strdup(e->name);
     d->namespace_ = strdup(e->namespace_);
     d->spec.holder = strdup(e->identity);
-    if (!d->name || !d->namespace_ || !d->spec.holder)
+    if (!d->name || !d->namespace_ || !d->spec.holder ||
+        ld_lease_set_incarnation(d, e->incarnation) != LD_OK)
         return LD_ENOMEM;
     d->spec.duration_s = (int32_t)(e->lease_duration_ms / 1000);
     d->spec.has_acquire = d->spec.has_renew = true;
@@ -606,13 +650,17 @@ static enum ld_err prepare_create(struct ld_election *e, struct ld_now now)
 }
 
 /* What client-go >= 0.20 writes on release: no holder, a one-second
- * duration so even old peers take over at once, transitions unchanged. */
+ * duration so even old peers take over at once, transitions unchanged.
+ * The incarnation goes with the holder: a record that names nobody names
+ * no process either. */
 static enum ld_err prepare_release(struct ld_election *e, struct ld_now now)
 {
     ld_lease_clear(&e->desired);
     enum ld_err rc = ld_lease_copy(&e->desired, &e->cache);
     if (rc == LD_OK)
         rc = ld_lease_spec_set_holder(&e->desired.spec, "");
+    if (rc == LD_OK)
+        rc = ld_lease_set_incarnation(&e->desired, NULL);
     if (rc != LD_OK)
         return rc;
     struct ld_lease_spec *s = &e->desired.spec;
@@ -1150,6 +1198,9 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
     e->identity = strdup(cfg->identity);
     if (!e->namespace_ || !e->name || !e->identity)
         goto nomem;
+    if (cfg->incarnation && cfg->incarnation[0] &&
+        !(e->incarnation = strdup(cfg->incarnation)))
+        goto nomem;
     e->lease_duration_ms = cfg->lease_duration_ms;
     e->renew_deadline_ms = cfg->renew_deadline_ms;
     e->retry_period_ms = cfg->retry_period_ms;
@@ -1204,7 +1255,9 @@ void ld_election_free(struct ld_election *e)
     free(e->namespace_);
     free(e->name);
     free(e->identity);
+    free(e->incarnation);
     free(e->reported_leader);
+    free(e->reported_twin);
     free(e);
 }
 
@@ -1268,8 +1321,8 @@ void ld_election_observe(struct ld_election *e, struct ld_now now,
      * with our latest renewTime is either the echo of that write (equal to
      * what we know) or someone's edit of it, such as a coordinator's
      * preferredHolder, which is news. */
-    if (e->leading && ld_lease_spec_held_by(&lease->spec, e->identity) &&
-        lease->spec.has_renew && lease->spec.renew_us < e->last_renew_wall_us)
+    if (e->leading && written_by_me(e, lease) && lease->spec.has_renew &&
+        lease->spec.renew_us < e->last_renew_wall_us)
         return;
     bool twin = written_by_twin(e, lease, false);
     if (!observe(e, lease, now.mono_ms))

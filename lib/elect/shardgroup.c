@@ -63,6 +63,7 @@ struct ld_shardgroup {
     struct ld_shardlayout *layout;
     char *label_value; /* of LD_SHARDGROUP_LABEL: see group_label_value */
     char *identity;
+    char *incarnation; /* NULL: none given */
     char *selector;
     char *member_selector;
     char *member_lease;
@@ -271,6 +272,9 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     char buf[SHOWN_MAX + 4];
     g->layout = ld_shardlayout_new(cfg->name, cfg->names, cfg->n_shards);
     g->identity = strdup(cfg->identity);
+    if (cfg->incarnation && cfg->incarnation[0] &&
+        !(g->incarnation = strdup(cfg->incarnation)))
+        return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     g->label_value = group_label_value(cfg->name);
     g->selector =
         g->label_value ? format(LD_SHARDGROUP_LABEL "=%s", g->label_value) : NULL;
@@ -369,6 +373,7 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
     ld_shardlayout_unref(g->layout);
     free(g->label_value);
     free(g->identity);
+    free(g->incarnation);
     free(g->selector);
     free(g->member_selector);
     free(g->member_lease);
@@ -686,9 +691,11 @@ static struct shard *shard_named(struct ld_shardgroup *g, const char *name, uint
     return &g->shards[k];
 }
 
+/* Written by this process: our identity and our incarnation. A record of
+ * our identity under another incarnation is another process's. */
 static bool names_us(const struct ld_shardgroup *g, const struct shard *sh)
 {
-    return sh->present && ld_lease_spec_held_by(&sh->rec.spec, g->identity);
+    return sh->present && ld_lease_held_by(&sh->rec, g->identity, g->incarnation);
 }
 
 static void shard_absent(struct shard *sh)
@@ -1076,8 +1083,13 @@ static enum ld_shard_step step_foreign(const struct ld_shardgroup *g,
     const char *h = holder_of(sh);
     if (!h[0])
         return LD_SHARD_TAKE;
-    const struct member *m = find_member((struct ld_shardgroup *)g, h);
     enum ld_shard_step take = fresh && sh->from_list ? LD_SHARD_TAKE : LD_SHARD_READ;
+    /* Another process of our identity wrote it: its claims ended with its
+     * member election, no later than its renew deadline, before ours could
+     * take the member Lease over (the caller checked that ours leads). */
+    if (strcmp(h, g->identity) == 0)
+        return take;
+    const struct member *m = find_member((struct ld_shardgroup *)g, h);
     if (!m) {
         bool waited = !g->overflow && sh->absent_of && strcmp(sh->absent_of, h) == 0 &&
                       sh->absent_since_ms != INT64_MAX &&
@@ -1194,6 +1206,8 @@ enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
     if (rc == LD_OK)
         rc = ld_lease_spec_set_holder(&out->spec, g->identity);
     if (rc == LD_OK)
+        rc = ld_lease_set_incarnation(out, g->incarnation);
+    if (rc == LD_OK)
         rc = merge_metadata(out, sh->metadata);
     if (rc != LD_OK)
         return rc;
@@ -1216,6 +1230,8 @@ static enum ld_err emptied(struct ld_lease *out, const struct ld_lease *rec,
     enum ld_err rc = ld_lease_copy(out, rec);
     if (rc == LD_OK)
         rc = ld_lease_spec_set_holder(&out->spec, "");
+    if (rc == LD_OK)
+        rc = ld_lease_set_incarnation(out, NULL); /* names no process now */
     if (rc == LD_OK)
         rc = merge_metadata(out, md_json);
     if (rc != LD_OK)

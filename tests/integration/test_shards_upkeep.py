@@ -181,9 +181,12 @@ class LeftoverMembers(ShardBase):
         self.start("r2")
         _, took = self.wait_balanced()
         print(f"\n  balanced over 2 in {took:.2f}s beside two leftover member Leases")
-        # The leftovers carry what a replica's own member Lease carries.
+        # The leftovers carry what a replica's own member Lease carries, but
+        # for the incarnation: that names the process that wrote it.
         status, real = self.api.get_lease(NS, f"{GROUP}-member-r1", client="admin")
         self.assertEqual(status, 200, real)
+        self.assertRegex(real["metadata"]["annotations"].pop("leaderd.io/incarnation"),
+                         r"^[0-9a-f]{32}$")
         for name in (self.GHOST, self.GHOST2):
             _, left = self.api.get_lease(NS, name, client="admin")
             for field in ("labels", "annotations"):

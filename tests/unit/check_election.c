@@ -672,6 +672,203 @@ START_TEST(own_timed_out_write_is_not_a_twin)
 }
 END_TEST
 
+/* ---- incarnations: one identity, two processes ------------------------------ */
+
+static struct ld_election *incarnated(const char *identity, const char *incarnation)
+{
+    struct ld_election_config c = config_for(identity);
+    c.incarnation = incarnation;
+    return engine_for(&c);
+}
+
+/* Stores a record as another process wrote it: holder under incarnation
+ * (NULL: none, as a client-go peer writes). */
+static void put_incarnated(const char *holder, const char *incarnation,
+                           int32_t transitions, int64_t renew_us)
+{
+    fake_api_put_record(&api, holder, 15, transitions, renew_us);
+    ld_lease_set_incarnation(&api.lease, incarnation);
+}
+
+START_TEST(own_identity_other_incarnation_is_taken_over_after_expiry)
+{
+    /* A restart: the old process's record names us, under its incarnation. */
+    put_incarnated("a", "old", 6, WALL0);
+    struct ld_election *e = incarnated("a", "new");
+    int64_t t = run_until_leader(e, 0, 40000);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_ge(t, 15000); /* the expiry rule, not two retry periods */
+    ck_assert_int_le(t, 15000 + 2400);
+    ck_assert_int_eq(api.writes_ok, 1);
+    ck_assert_int_eq(api.lease.spec.transitions, 7); /* a change of holder */
+    ck_assert_int_eq(api.lease.spec.acquire_us, WALL0 + t * 1000);
+    ck_assert_str_eq(api.lease.incarnation, "new");
+    struct ld_event ev;
+    ld_election_take_event(e, &ev); /* NEW_LEADER "a", the old record's */
+    ck_assert_int_eq(ev.kind, LD_EV_NEW_LEADER);
+    /* A record left unchanged is no twin: nothing to report. */
+    ck_assert_int_eq(count_events(e, LD_EV_STARTED_LEADING, &ev), 1);
+    ck_assert_int_eq(ev.term, 7);
+}
+END_TEST
+
+START_TEST(own_identity_without_incarnation_is_not_ours)
+{
+    /* Written by a client-go peer of our name, or a leaderd without one. */
+    put_incarnated("a", NULL, 3, WALL0);
+    struct ld_election *e = incarnated("a", "new");
+    int64_t t = run_until_leader(e, 0, 40000);
+    ck_assert_int_ge(t, 15000);
+    ck_assert_int_eq(api.lease.spec.transitions, 4);
+    ck_assert_str_eq(api.lease.incarnation, "new");
+}
+END_TEST
+
+START_TEST(own_incarnation_is_resumed_and_renewed_as_ours)
+{
+    put_incarnated("a", "same", 6, WALL0);
+    struct ld_election *e = incarnated("a", "same");
+    settle(e, 0); /* GET, then a renewal at once: it is this process's */
+    ck_assert(ld_election_is_leader(e, 0));
+    ck_assert_int_eq(api.lease.spec.transitions, 6);
+    ck_assert_int_eq(api.lease.spec.acquire_us, WALL0); /* kept: a renewal */
+    /* A renewal whose answer was lost is still ours when read back. */
+    int64_t t = settle(e, 0);
+    struct ld_action a = ld_election_next(e, at(t));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    land_but_lose_reply(e, &a, t + 3000);
+    settle(e, t + 3000);
+    ck_assert(ld_election_is_leader(e, t + 3000));
+    ck_assert_int_eq(api.lease.spec.transitions, 6);
+    ck_assert_str_eq(api.lease.incarnation, "same");
+    ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 0);
+}
+END_TEST
+
+START_TEST(late_renewal_of_dead_predecessor_is_no_quarantine)
+{
+    put_incarnated("a", "old", 2, WALL0);
+    struct ld_election *e = incarnated("a", "new");
+    int64_t t = run_until_leader(e, 0, 40000);
+    ck_assert_int_eq(api.lease.spec.transitions, 3);
+    /* The dead predecessor's renewal, delayed in the network, lands now. */
+    t += 1000;
+    put_incarnated("a", "old", 2, WALL0 + t * 1000);
+    int64_t landed = t;
+    int64_t wake = settle(e, t);
+    while (ld_election_is_leader(e, t)) {
+        t = wake;
+        wake = settle(e, t);
+    }
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    ck_assert(!st.quarantined);
+    /* Reported (another process did write under our identity), no more. */
+    ck_assert_int_eq(count_events(e, LD_EV_IDENTITY_CONFLICT, NULL), 1);
+    /* Someone else's record, waited out once: back after a lease duration
+     * (not two), as a new change of holder. */
+    t = run_until_leader(e, t, landed + 60000);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_le(t, landed + 2000 + 15000 + 2400);
+    ck_assert_int_eq(api.lease.spec.transitions, 4);
+}
+END_TEST
+
+/* Two live processes of one identity on one Lease: the one that holds it
+ * keeps it while it renews; when it is cut off, the other takes over only
+ * after its claim ended. At no moment do both claim. */
+START_TEST(two_incarnations_never_lead_at_once)
+{
+    struct ld_election *old = incarnated("a", "one");
+    int64_t w_old = settle(old, 0);
+    ck_assert(ld_election_is_leader(old, 0));
+    struct ld_election *fresh = incarnated("a", "two");
+    int64_t w_new = 0;
+    int writes_before = 0;
+    bool cut = false;
+    int64_t took = -1;
+    for (int64_t t = 0; t <= 90000; t += 100) {
+        if (t == 30000) { /* the old process is partitioned: it stops talking */
+            cut = true;
+            writes_before = api.writes_ok;
+        }
+        if (!cut && t >= w_old)
+            w_old = settle(old, t);
+        else if (cut)
+            ld_election_tick(old, at(t));
+        if (t >= w_new)
+            w_new = settle(fresh, t);
+        bool a = ld_election_is_leader(old, t), b = ld_election_is_leader(fresh, t);
+        ck_assert_msg(!(a && b), "both lead at %lld", (long long)t);
+        if (!cut)
+            ck_assert_msg(!b, "the second process leads at %lld", (long long)t);
+        if (b && took < 0)
+            took = t;
+    }
+    ck_assert_int_ge(took, 30000 + 10000); /* not before the old one's deadline */
+    ck_assert_int_gt(api.writes_ok, writes_before);
+    ck_assert_str_eq(api.lease.incarnation, "two");
+    ck_assert_int_eq(api.lease.spec.transitions, 1);
+    /* The live twin is reported once, however often it renewed. */
+    ck_assert_int_eq(count_events(fresh, LD_EV_IDENTITY_CONFLICT, NULL), 1);
+
+    /* The partition heals: the old process finds the Lease written by
+     * another incarnation and never writes it as its own again. */
+    int writes = api.writes_ok;
+    w_old = 90000;
+    for (int64_t t = 90000; t <= 150000; t += 100) {
+        if (t >= w_old)
+            w_old = settle(old, t);
+        if (t >= w_new)
+            w_new = settle(fresh, t);
+        ck_assert(!ld_election_is_leader(old, t));
+        ck_assert(ld_election_is_leader(fresh, t));
+    }
+    ck_assert_str_eq(api.lease.incarnation, "two");
+    ck_assert_int_eq(api.lease.spec.transitions, 1);
+    ck_assert_int_gt(api.writes_ok, writes); /* the new one's renewals only */
+    ck_assert_int_eq(count_events(old, LD_EV_IDENTITY_CONFLICT, NULL), 1);
+}
+END_TEST
+
+START_TEST(writes_carry_the_incarnation_and_release_drops_it)
+{
+    struct ld_election *e = incarnated("a", "0123456789abcdef0123456789abcdef");
+    ck_assert_int_eq(step(e, 0).kind, LD_ACT_GET); /* 404 */
+    struct ld_action a = ld_election_next(e, at(1));
+    ck_assert_int_eq(a.kind, LD_ACT_CREATE);
+    char *body = ld_lease_encode(a.lease);
+    ck_assert_ptr_nonnull(
+        strstr(body, "\"leaderd.io/incarnation\":\"0123456789abcdef0123456789abcdef\""));
+    free(body);
+    deliver(e, &a, 1);
+    ck_assert(ld_election_is_leader(e, 1));
+    ld_election_shutdown(e, at(2));
+    a = ld_election_next(e, at(2));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    ck_assert_str_eq(a.lease->spec.holder, "");
+    body = ld_lease_encode(a.lease);
+    ck_assert_ptr_null(strstr(body, "leaderd.io/incarnation"));
+    free(body);
+    deliver(e, &a, 2);
+    ck_assert_ptr_null(api.lease.incarnation);
+}
+END_TEST
+
+/* Shutting down, a process releases only its own incarnation's record. */
+START_TEST(shutdown_does_not_release_another_incarnations_record)
+{
+    put_incarnated("a", "other", 1, WALL0);
+    struct ld_election *e = incarnated("a", "mine");
+    settle(e, 0);
+    ck_assert(!ld_election_is_leader(e, 0));
+    ld_election_shutdown(e, at(1));
+    ck_assert_int_eq(ld_election_next(e, at(1)).kind, LD_ACT_DONE);
+    ck_assert_str_eq(api.lease.spec.holder, "a");
+    ck_assert_str_eq(api.lease.incarnation, "other");
+}
+END_TEST
+
 /* ---- watch-driven ---------------------------------------------------------- */
 
 static void observe_store(struct ld_election *e, int64_t now)
@@ -2086,6 +2283,13 @@ static Suite *election_suite(void)
     tcase_add_test(tc, live_twin_at_start_is_detected_and_never_joined);
     tcase_add_test(tc, twin_writing_during_leadership_is_detected);
     tcase_add_test(tc, own_timed_out_write_is_not_a_twin);
+    tcase_add_test(tc, own_identity_other_incarnation_is_taken_over_after_expiry);
+    tcase_add_test(tc, own_identity_without_incarnation_is_not_ours);
+    tcase_add_test(tc, own_incarnation_is_resumed_and_renewed_as_ours);
+    tcase_add_test(tc, late_renewal_of_dead_predecessor_is_no_quarantine);
+    tcase_add_test(tc, two_incarnations_never_lead_at_once);
+    tcase_add_test(tc, writes_carry_the_incarnation_and_release_drops_it);
+    tcase_add_test(tc, shutdown_does_not_release_another_incarnations_record);
     tcase_add_test(tc, watching_standby_does_not_poll);
     tcase_add_test(tc, watching_standby_claims_released_lease_without_get);
     tcase_add_test(tc, watching_standby_takes_over_at_expiry);

@@ -222,6 +222,69 @@ START_TEST(encode_preserves_unknown)
 }
 END_TEST
 
+/* The incarnation annotation (election.h) is read into l.incarnation and
+ * written from it; every other annotation stays as read. */
+START_TEST(incarnation_annotation_round_trip)
+{
+    const char *in = "{\"kind\":\"Lease\",\"apiVersion\":\"coordination.k8s.io/v1\","
+                     "\"metadata\":{\"name\":\"n\",\"namespace\":\"ns\","
+                     "\"resourceVersion\":\"5\",\"annotations\":{\"c\":\"d\","
+                     "\"leaderd.io/incarnation\":\"old\"}},"
+                     "\"spec\":{\"holderIdentity\":\"a\"}}";
+    struct ld_lease l, back;
+    ld_lease_init(&l);
+    ld_lease_init(&back);
+    ck_assert_int_eq(decode_str(in, &l, NULL), LD_OK);
+    ck_assert_str_eq(l.incarnation, "old");
+    ck_assert(ld_lease_held_by(&l, "a", "old"));
+    ck_assert(!ld_lease_held_by(&l, "a", "new"));
+    ck_assert(!ld_lease_held_by(&l, "a", NULL)); /* none expected, one found */
+    ck_assert(!ld_lease_held_by(&l, "b", "old"));
+
+    ck_assert_int_eq(ld_lease_set_incarnation(&l, "new"), LD_OK);
+    char *enc = ld_lease_encode(&l);
+    ck_assert_int_eq(decode_str(enc, &back, NULL), LD_OK);
+    ck_assert_str_eq(back.incarnation, "new");
+    json_t *o = json_loads(enc, 0, NULL);
+    json_t *ann = json_object_get(json_object_get(o, "metadata"), "annotations");
+    ck_assert_str_eq(json_string_value(json_object_get(ann, "c")), "d");
+    json_decref(o);
+    free(enc);
+
+    /* Copies keep it; none removes the annotation and nothing else. */
+    ck_assert_int_eq(ld_lease_copy_compact(&back, &l), LD_OK);
+    ck_assert_str_eq(back.incarnation, "new");
+    ck_assert_int_eq(ld_lease_set_incarnation(&l, NULL), LD_OK);
+    ck_assert(ld_lease_held_by(&l, "a", NULL));
+    ck_assert(ld_lease_held_by(&l, "a", ""));
+    enc = ld_lease_encode(&l);
+    o = json_loads(enc, 0, NULL);
+    ann = json_object_get(json_object_get(o, "metadata"), "annotations");
+    ck_assert_ptr_null(json_object_get(ann, "leaderd.io/incarnation"));
+    ck_assert_str_eq(json_string_value(json_object_get(ann, "c")), "d");
+    json_decref(o);
+    free(enc);
+    ld_lease_clear(&l);
+    ld_lease_clear(&back);
+}
+END_TEST
+
+/* A value with a NUL byte names no process (and a non-string none). */
+START_TEST(incarnation_with_nul_names_nobody)
+{
+    const char *in = "{\"metadata\":{\"name\":\"n\",\"annotations\":"
+                     "{\"leaderd.io/incarnation\":\"ab\\u0000cd\"}},"
+                     "\"spec\":{\"holderIdentity\":\"a\"}}";
+    struct ld_lease l;
+    ld_lease_init(&l);
+    ck_assert_int_eq(decode_str(in, &l, NULL), LD_OK);
+    ck_assert_str_eq(l.incarnation, "ab(nul)");
+    ck_assert(!ld_lease_held_by(&l, "a", "ab"));
+    ck_assert(!ld_lease_held_by(&l, "a", NULL));
+    ld_lease_clear(&l);
+}
+END_TEST
+
 START_TEST(encode_fresh_exact)
 {
     struct ld_lease l;
@@ -1232,6 +1295,8 @@ static Suite *lease_suite(void)
     tcase_add_test(dec, from_json_aliasing);
     tcase_add_test(enc, round_trip_kube_lease);
     tcase_add_test(enc, encode_preserves_unknown);
+    tcase_add_test(enc, incarnation_annotation_round_trip);
+    tcase_add_test(enc, incarnation_with_nul_names_nobody);
     tcase_add_test(enc, encode_fresh_exact);
     tcase_add_test(enc, encode_zeroed);
     tcase_add_test(enc, encode_removes_keys);

@@ -75,6 +75,7 @@ static const uint64_t regression_seeds[] = {40, 127, 148, 161};
 
 struct replica {
     char id[16];
+    char incarnation[16]; /* a new one for every start, as leaderd draws */
     int client;
     struct ld_kube *kube;
     struct ld_state state;
@@ -146,6 +147,7 @@ static void start(struct replica *r)
     struct ld_transport *t = ft_add_client(fx.ft);
     ck_assert_ptr_nonnull(t);
     r->client = ++fx.clients;
+    snprintf(r->incarnation, sizeof(r->incarnation), "inc%d", r->client);
     r->kube = ld_kube_new_on(t, &err);
     ck_assert_msg(r->kube != NULL, "ld_kube_new_on: %s", err.msg);
     ld_state_init(&r->state, NS "/" GROUP, r->id, LEASE_MS + RENEW_MS);
@@ -158,6 +160,7 @@ static void start(struct replica *r)
         .namespace_ = NS,
         .group = GROUP,
         .identity = r->id,
+        .incarnation = r->incarnation,
         .n_shards = N_SHARDS,
         .lease_duration_ms = LEASE_MS,
         .renew_deadline_ms = RENEW_MS,
@@ -243,6 +246,18 @@ static void teardown(void)
     ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
 }
 
+/* Whether the stored shard k names r (identity and incarnation). */
+static bool stored_by(uint32_t k, const struct replica *r)
+{
+    struct ld_lease l;
+    char name[64];
+    snprintf(name, sizeof(name), GROUP "-%u", k);
+    bool ok = ft_lease_get(fx.ft, name, &l) == LD_OK &&
+              ld_lease_held_by(&l, r->id, r->incarnation);
+    ld_lease_clear(&l);
+    return ok;
+}
+
 /* The stored holder of shard k, "" when free or absent. */
 static void stored_holder(uint32_t k, char *out, size_t len)
 {
@@ -274,11 +289,11 @@ static void check_exclusive(void)
             who = fx.r[i].id;
             char holder[LD_LEASE_MAX_HOLDER + 1];
             stored_holder(k, holder, sizeof(holder));
-            ck_assert_msg(strcmp(holder, who) == 0,
-                          "seed %llu at %lld ms: %s claims shard %u stored as held by "
-                          "\"%s\"",
-                          (unsigned long long)fx.seed, (long long)(t - T0_MS), who, k,
-                          holder);
+            ck_assert_msg(strcmp(holder, who) == 0 && stored_by(k, &fx.r[i]),
+                          "seed %llu at %lld ms: %s (%s) claims shard %u stored as held "
+                          "by \"%s\" under another incarnation",
+                          (unsigned long long)fx.seed, (long long)(t - T0_MS), who,
+                          fx.r[i].incarnation, k, holder);
         }
     }
     for (size_t i = 0; i < fx.n; i++)
@@ -569,6 +584,89 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
 }
 END_TEST
 
+/* The shards replica r claims at now. */
+static int claims_of(struct replica *r)
+{
+    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    int n = 0;
+    for (uint32_t k = 0; k < N_SHARDS; k++)
+        n += ld_shardsnap_leads(table, k, now());
+    ld_shardsnap_unref(table);
+    return n;
+}
+
+/* Turns every replica for ms of fake time. */
+static void run_for(int64_t ms)
+{
+    for (int64_t end = now() + ms; now() < end;)
+        turn_all();
+}
+
+/* Issue #28: a StatefulSet Pod force-deleted on a partitioned node comes
+ * back under the same name while the old process still runs. The first
+ * process of identity "a" (r0) is cut off from the API server, alive, and
+ * a second one (r2) starts at once: it takes the member Lease and r0's
+ * shards over, but only after r0's claims ended (before incarnations it
+ * resumed the member Lease after two retry periods and claimed r0's shards
+ * while r0 still claimed them). When r0 reaches the API again it finds
+ * its identity's records written by another incarnation and claims
+ * nothing any more. Then a third process of "a" (r3 in r0's place)
+ * starts next to a live r2: it claims nothing while r2 renews.
+ * check_exclusive runs after every turn of every replica. */
+START_TEST(two_processes_of_one_identity_never_claim_the_same_shard)
+{
+    setup_seed(1000);
+    for (size_t i = 0; i < fx.n; i++)
+        kill_replica(&fx.r[i]);
+    fx.n = 3;
+    snprintf(fx.r[0].id, sizeof(fx.r[0].id), "a");
+    snprintf(fx.r[1].id, sizeof(fx.r[1].id), "b");
+    snprintf(fx.r[2].id, sizeof(fx.r[2].id), "a");
+    start(&fx.r[0]);
+    start(&fx.r[1]);
+    for (int64_t end = now() + SETTLE_MS; now() < end && !settled();)
+        turn_all();
+    ck_assert(settled());
+    int of_a = claims_of(&fx.r[0]);
+    ck_assert_int_ge(of_a, N_SHARDS / 2);
+    /* Mid-way between two renewals of r0's member Lease. */
+    run_for(RETRY_MS / 2);
+
+    /* r0 is cut off from the API server, alive; its successor starts. */
+    ft_fault_add_for(fx.ft, fx.r[0].client, NULL, FT_VERB_ANY,
+                     (struct ft_fault){
+                         .kind = FT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
+    int64_t cut = now(), took = -1;
+    start(&fx.r[2]);
+    for (int64_t end = now() + 5 * LEASE_MS; now() < end;) {
+        turn_all();
+        if (took < 0 && claims_of(&fx.r[2]) > 0)
+            took = now() - cut;
+    }
+    ck_assert_msg(took >= LEASE_MS, "took over %lld ms after the cut", (long long)took);
+    ck_assert_int_eq(claims_of(&fx.r[0]), 0);
+    ck_assert_int_eq(claims_of(&fx.r[2]), of_a);
+
+    /* r0 reaches the API again: it never claims its identity's records. */
+    ft_fault_clear(fx.ft);
+    for (int64_t end = now() + 4 * LEASE_MS; now() < end;) {
+        turn_all();
+        ck_assert_int_eq(claims_of(&fx.r[0]), 0);
+    }
+    ck_assert_int_eq(claims_of(&fx.r[2]), of_a);
+
+    /* Vice versa: a new process of "a" next to a live r2 claims nothing. */
+    kill_replica(&fx.r[0]);
+    start(&fx.r[0]);
+    for (int64_t end = now() + 4 * LEASE_MS; now() < end;) {
+        turn_all();
+        ck_assert_int_eq(claims_of(&fx.r[0]), 0);
+    }
+    ck_assert_int_eq(claims_of(&fx.r[2]), of_a);
+    teardown_seed();
+}
+END_TEST
+
 static Suite *shard_protocol_suite(void)
 {
     Suite *s = suite_create("shard_protocol");
@@ -576,6 +674,7 @@ static Suite *shard_protocol_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, no_shard_ever_has_two_owners_and_the_group_settles);
+    tcase_add_test(tc, two_processes_of_one_identity_never_claim_the_same_shard);
     suite_add_tcase(s, tc);
     return s;
 }

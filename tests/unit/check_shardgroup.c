@@ -666,6 +666,86 @@ START_TEST(a_claim_needs_a_write_in_the_current_member_term)
 }
 END_TEST
 
+/* Shard s's record naming holder under incarnation (NULL: none). */
+static void shard_record_of(struct ld_shardgroup *g, uint32_t s, const char *holder,
+                            const char *incarnation, int64_t rv, int64_t now_ms)
+{
+    struct ld_lease l;
+    lease_record(&l, ld_shardgroup_shard_lease(g, s), holder, 10, rv, "uid-s", true);
+    ck_assert_int_eq(ld_lease_set_incarnation(&l, incarnation), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, now_ms), LD_OK);
+    ld_lease_clear(&l);
+}
+
+/* One identity, two processes: a shard record of our identity under
+ * another incarnation (or none) is another process's. It is never claimed
+ * as ours, it is taken over (not renewed: leaseTransitions + 1, a new
+ * acquireTime) once our member election leads, and every take carries our
+ * incarnation; a release drops it. */
+START_TEST(a_shard_of_our_identity_under_another_incarnation_is_not_ours)
+{
+    struct ld_errinfo err;
+    struct ld_shardgroup_config cfg = {
+        .name = "web",
+        .identity = "a",
+        .incarnation = "new",
+        .n_shards = 3,
+        .lease_duration_ms = DURATION_MS,
+    };
+    struct ld_shardgroup *g = ld_shardgroup_new(&cfg, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    struct ld_lease out;
+    ld_lease_init(&out);
+
+    shard_record_of(g, 0, "a", "old", 100, 0);
+    shard_record_of(g, 1, "a", NULL, 101, 0);
+    shard_record_of(g, 2, "a", "new", 102, 0);
+    /* Not leading our member Lease: nothing to do, nothing claimed. */
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    for (uint32_t k = 0; k < 3; k++)
+        ck_assert_int_eq(ld_shardgroup_step(g, k, 0, true), LD_SHARD_NONE);
+    own_at(g, true, 8000, 1, 0);
+    uint64_t term = ld_shardgroup_term(g);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    for (uint32_t k = 0; k < 2; k++) {
+        enum ld_shard_step st = ld_shardgroup_step(g, k, 0, false);
+        ck_assert_msg(st == LD_SHARD_TAKE || st == LD_SHARD_READ, "shard %u: %d", k, st);
+        ck_assert(!ld_shardgroup_owns(g, k, 0));
+        ck_assert_int_eq(ld_shardgroup_take_lease(g, k, "ns", 500, &out), LD_OK);
+        ck_assert_int_eq(out.spec.transitions, 1); /* a change of holder */
+        ck_assert_int_eq(out.spec.acquire_us, 500);
+        ck_assert_str_eq(out.incarnation, "new");
+    }
+    /* Our own incarnation's record is renewed as ours. */
+    ck_assert_int_eq(ld_shardgroup_step(g, 2, 0, false), LD_SHARD_TAKE);
+    ck_assert_int_eq(ld_shardgroup_take_lease(g, 2, "ns", 500, &out), LD_OK);
+    ck_assert_int_eq(out.spec.transitions, 0);
+    ck_assert_str_eq(out.incarnation, "new");
+    char *text = ld_lease_encode(&out);
+    ck_assert_ptr_nonnull(strstr(text, "\"leaderd.io/incarnation\":\"new\""));
+    free(text);
+
+    /* A write answered with another incarnation's record claims nothing. */
+    struct ld_lease stored;
+    lease_record(&stored, ld_shardgroup_shard_lease(g, 0), "a", 10, 200, "uid-s", true);
+    ck_assert_int_eq(ld_lease_set_incarnation(&stored, "old"), LD_OK);
+    ld_shardgroup_wrote(g, 0, term, "100", &stored, 10);
+    ck_assert(!ld_shardgroup_owns(g, 0, 10));
+    ck_assert_int_eq(ld_lease_set_incarnation(&stored, "new"), LD_OK);
+    free(stored.resource_version);
+    stored.resource_version = strdup("201");
+    ld_shardgroup_wrote(g, 0, term, "200", &stored, 10);
+    ck_assert(ld_shardgroup_owns(g, 0, 10));
+    ld_lease_clear(&stored);
+
+    ck_assert_int_eq(ld_shardgroup_release_lease(g, 0, 600, &out), LD_OK);
+    ck_assert_str_eq(out.spec.holder, "");
+    ck_assert_ptr_null(out.incarnation);
+    ld_lease_clear(&out);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 /* A record older than the one held (a list answered after the watch showed
  * a newer one, or events that came out of order) changes nothing; a
  * give-back ends when the shard turns out to be someone else's. */
@@ -1560,6 +1640,8 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members, a_full_table_gives_a_stale_member_up_for_a_new_one);
     tcase_add_test(members, our_own_member_counts_only_while_we_hold_it);
     tcase_add_test(members, a_claim_needs_a_write_in_the_current_member_term);
+    tcase_add_test(members,
+                   a_shard_of_our_identity_under_another_incarnation_is_not_ours);
     tcase_add_test(members,
                    a_member_counts_once_seen_to_change_and_only_with_the_protocol);
     tcase_add_test(members, shards_are_taken_only_on_the_rules);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <time.h>
@@ -46,6 +47,9 @@ struct daemon {
     char **argv;
     struct ld_config cfg;
     char lease[512]; /* "NAMESPACE/NAME" */
+    /* This process's incarnation, written with every Lease it holds: tells
+     * it from an earlier or a concurrent process of the same identity. */
+    char incarnation[LD_INCARNATION_HEX + 1];
     int signal_fd;
     bool child_ready;
     struct ld_hook_child child;
@@ -92,6 +96,27 @@ static uint64_t jitter_seed(const char *identity)
     for (const char *p = identity; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ULL;
     return h ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ld_wall_us();
+}
+
+/* Draws this process's incarnation: 128 random bits in hex. A repeated
+ * value would let two processes of one identity both count a record as
+ * their own, so a failing source is fatal rather than replaced by
+ * something guessable. */
+static enum ld_err draw_incarnation(struct daemon *d, struct ld_errinfo *err)
+{
+    unsigned char raw[LD_INCARNATION_HEX / 2];
+    size_t got = 0;
+    while (got < sizeof(raw)) {
+        ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ld_errinfo_set(err, LD_EIO, "getrandom: %s", strerror(errno));
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(d->incarnation + 2 * i, 3, "%02x", raw[i]);
+    return LD_OK;
 }
 
 /* The uid for the member Lease's ownerReference: POD_UID names the Pod
@@ -240,6 +265,7 @@ static enum ld_err make_shards_mode(struct daemon *d, struct ld_shell_mode *mode
         .namespace_ = d->cfg.namespace_,
         .group = d->cfg.lease_name,
         .identity = d->cfg.identity,
+        .incarnation = d->incarnation,
         .names = (const char *const *)d->cfg.shard_names,
         .n_shards = d->cfg.n_shards,
         .pod_uid = owner_uid(&d->cfg),
@@ -273,14 +299,17 @@ static void make_lease_mode(struct daemon *d, struct ld_shell_mode *mode)
                 .namespace_ = d->cfg.namespace_,
                 .name = d->cfg.lease_name,
                 .identity = d->cfg.identity,
+                .incarnation = d->incarnation,
                 .lease_duration_ms = d->cfg.lease_duration_ms,
                 .renew_deadline_ms = d->cfg.renew_deadline_ms,
                 .retry_period_ms = d->cfg.retry_period_ms,
                 .release_on_exit = d->cfg.release_on_exit,
                 .seed = jitter_seed(d->cfg.identity),
                 .handover_cooldown_ms = d->cfg.resign_cooldown_ms,
-                /* Our old self's command may outlive it (leaderd restarted
-                 * in place): its deadline ends it before the record expires. */
+                /* Moot with an incarnation (our old self's record is a
+                 * foreign holder's, waited out for a lease duration, which
+                 * its command's deadline always ends before), kept for
+                 * the rule's sake should the incarnation ever be absent. */
                 .distrust_own_record_at_start = d->cfg.command != NULL,
             },
     };
@@ -425,9 +454,9 @@ static const struct start_step {
     enum ld_err (*start)(struct daemon *d, struct ld_errinfo *err);
     int exit_status;
 } start_steps[] = {
-    {start_config, 2}, {start_child, 1}, {start_signals, 1},  {start_curl, 1},
-    {start_client, 2}, {start_state, 1}, {start_election, 2}, {start_http, 1},
-    {start_proxy, 1},  {start_hooks, 1},
+    {start_config, 2}, {start_child, 1}, {start_signals, 1},    {start_curl, 1},
+    {start_client, 2}, {start_state, 1}, {draw_incarnation, 1}, {start_election, 2},
+    {start_http, 1},   {start_proxy, 1}, {start_hooks, 1},
 };
 
 static void teardown(struct daemon *d)
@@ -490,6 +519,8 @@ int main(int argc, char **argv)
         ld_config_describe(&d.cfg, desc, sizeof(desc));
         ld_log(LD_LOG_INFO, "leaderd %s starting: %s, http port %d", LEADERD_VERSION,
                desc, ld_http_port(d.http));
+        ld_log(LD_LOG_INFO, "incarnation %s (annotation %s on every Lease it holds)",
+               d.incarnation, LD_LEASE_INCARNATION);
         ld_shell_run(d.shell);
         status = d.child_ready ? ld_hook_child_exit_status(&d.child) : 0;
         ld_log(LD_LOG_INFO, "leaderd stopped");

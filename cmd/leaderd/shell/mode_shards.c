@@ -1109,6 +1109,7 @@ static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
         .namespace_ = s->c.namespace_,
         .name = ld_shardgroup_member_lease(s->group),
         .identity = s->c.identity,
+        .incarnation = s->c.incarnation,
         .lease_duration_ms = s->c.lease_duration_ms,
         .renew_deadline_ms = s->c.renew_deadline_ms,
         .retry_period_ms = s->c.retry_period_ms,
@@ -1139,6 +1140,7 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
     struct ld_shardgroup_config gc = {
         .name = s->c.group,
         .identity = s->c.identity,
+        .incarnation = s->c.incarnation,
         .names = s->c.names,
         .n_shards = s->c.n_shards,
         .pod_uid = s->c.pod_uid,
@@ -1240,7 +1242,7 @@ static void on_shutdown(void *ctx, int64_t now_ms)
          * back from another process of its identity would otherwise wipe
          * that process's shards, whose records name the same identity. */
         if (s->c.release_on_exit && s->led_at_stop && rec &&
-            ld_lease_spec_held_by(&rec->spec, s->c.identity))
+            ld_lease_held_by(rec, s->c.identity, s->c.incarnation))
             begin_give_back(s, k, now_ms);
         else
             end_drain(s, k);
@@ -1320,10 +1322,14 @@ static void release_member(struct ld_mode_shards *s)
         return;
     const char *name = ld_shardgroup_member_lease(s->group);
     enum ld_err rc = ld_kube_lease_get(s->c.kube, s->c.namespace_, name, &cur, &err);
-    if (rc == LD_OK && !ld_lease_spec_held_by(&cur.spec, s->c.identity))
-        goto done; /* evicted meanwhile: no longer ours */
+    /* Evicted meanwhile, or taken over by another process of our
+     * identity: no longer ours. */
+    if (rc == LD_OK && !ld_lease_held_by(&cur, s->c.identity, s->c.incarnation))
+        goto done;
     if (rc == LD_OK)
         rc = ld_lease_spec_set_holder(&cur.spec, "");
+    if (rc == LD_OK)
+        rc = ld_lease_set_incarnation(&cur, NULL);
     if (rc == LD_OK) {
         int64_t wall = ld_clock_wall_us(&s->clock);
         cur.spec.duration_s = 1;

@@ -60,6 +60,7 @@ struct ld_mode_shards_config {
     const char *namespace_;       /* copied (by the engines), as the rest */
     const char *group;            /* --lease-name */
     const char *identity;
+    const char *incarnation;  /* this process's (see election.h); borrowed */
     const char *const *names; /* NULL: n_shards numbered shards */
     uint32_t n_shards;
     const char *pod_uid;  /* NULL or "": the member Lease has no ownerReference */
