@@ -57,6 +57,9 @@ struct ft_client {
     int index;
     bool freed;
     uint64_t idle_runs; /* runs in a row that neither waited nor delivered */
+    /* Added to the watch latency of this client's streams (one replica's
+     * watch behind the others'); ft_set_client_watch_lag_ms. */
+    int64_t watch_lag_ms;
 };
 
 struct xchg {
@@ -65,6 +68,9 @@ struct xchg {
     bool stream;
     bool live; /* a stream whose first events went out */
     bool stalled;
+    /* When its last event falls due: a lag that shrinks must not let a
+     * later event overtake an earlier one (a stream keeps its order). */
+    int64_t last_due_ms;
     ld_http_done_fn done;
     ld_http_data_fn data;
     void *ctx;
@@ -225,7 +231,11 @@ static void notify(struct fake_transport *f, const char *type, json_t *o)
         struct xchg *x = f->x[i];
         if (!x->stream || !x->live || x->stalled || !obj_matches(o, x))
             continue;
-        struct item *it = push_item(f, f->now_ms + f->watch_latency_ms, IT_DATA, x->id);
+        int64_t due = f->now_ms + f->watch_latency_ms + x->c->watch_lag_ms;
+        if (due < x->last_due_ms)
+            due = x->last_due_ms;
+        x->last_due_ms = due;
+        struct item *it = push_item(f, due, IT_DATA, x->id);
         it->data = event_line(type, o);
     }
 }
@@ -1136,6 +1146,12 @@ void ft_set_latency_ms(struct fake_transport *f, int64_t ms)
 void ft_set_watch_latency_ms(struct fake_transport *f, int64_t ms)
 {
     f->watch_latency_ms = ms < 0 ? 0 : ms;
+}
+
+void ft_set_client_watch_lag_ms(struct fake_transport *f, int client, int64_t ms)
+{
+    if (client >= 0 && (size_t)client < f->nclients && f->clients[client])
+        f->clients[client]->watch_lag_ms = ms < 0 ? 0 : ms;
 }
 
 void ft_fault_add(struct fake_transport *f, const char *name, const char *verb,

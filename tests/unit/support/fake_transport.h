@@ -123,6 +123,9 @@ int64_t ft_wall_us(const struct fake_transport *f);
 
 void ft_set_latency_ms(struct fake_transport *f, int64_t ms);
 void ft_set_watch_latency_ms(struct fake_transport *f, int64_t ms);
+/* Adds ms to the watch latency of one client's streams (a replica whose
+ * watch lags the others'); events of a stream keep their order. */
+void ft_set_client_watch_lag_ms(struct fake_transport *f, int client, int64_t ms);
 
 /* Adds a fault for exchanges on Lease name (NULL: any; a LIST or WATCH
  * matches the name of its fieldSelector, or any name when it has none) and
