@@ -78,6 +78,10 @@
 /* Annotation on every Lease of the group: the protocol it follows. */
 #define LD_SHARDGROUP_PROTOCOL "leaderd.io/shard-protocol"
 #define LD_SHARDGROUP_PROTOCOL_VERSION "2"
+/* Annotation every take and release of a shard Lease writes: its holder.
+ * A record whose holder differs (edited by hand) or that lacks it counts
+ * as rewritten from outside (ld_shardgroup_config.outside_wait_ms). */
+#define LD_SHARDGROUP_HOLDER "leaderd.io/holder"
 /* Annotation an eviction writes: who evicted the member. */
 #define LD_SHARDGROUP_EVICTED_BY "leaderd.io/evicted-by"
 /* Label values are at most this long; a longer group name is labelled by a
@@ -105,6 +109,18 @@ struct ld_shardgroup_config {
      * update, then moves each shard once instead of twice. Balance after a
      * change comes this much later. */
     int64_t rebalance_delay_ms;
+    /* Issue #28: a shard Lease may be deleted, or its holder rewritten, by
+     * hand while its holder's watch lags. > 0 turns on two rules that keep
+     * that from giving two owners: (1) a claim lasts only a lease duration
+     * past the last time the view was confirmed complete
+     * (ld_shardgroup_confirm); (2) a shard seen deleted (naming another),
+     * absent on first sight or in a list after being seen, made anew
+     * (another uid) or not stamped (LD_SHARDGROUP_HOLDER) is not written
+     * (taken, re-taken, released) for this long after that was seen.
+     * The daemon gives lease duration + --shard-drain: by then whoever
+     * claimed it has stopped and its app had the drain. 0: off (tests of
+     * the other rules that feed the group by hand). */
+    int64_t outside_wait_ms;
 };
 
 /* Validates cfg and returns a new group (free with ld_shardgroup_free), or
@@ -170,8 +186,11 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
  * later observations of that object (its metadata.uid), such as a list
  * answered before the deletion, are ignored; a DELETED of an older object
  * (another metadata.uid) changes nothing else. A shard Lease deleted is
- * absent (free) and ends this replica's claim on it. */
-void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone);
+ * absent (free) and ends this replica's claim on it; when its last state
+ * (gone's holder, or the record held) named another replica, it counts as
+ * changed from outside at now_ms (outside_wait_ms). */
+void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone,
+                                   int64_t now_ms);
 
 /* Kept for callers that know the Lease is a member's. */
 void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
@@ -197,6 +216,13 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
  * member term: claims made in an older term are void. */
 void ld_shardgroup_observe_own(struct ld_shardgroup *g,
                                const struct ld_election_status *st, int64_t now_ms);
+
+/* The view now holds everything stored before at_ms (local monotonic): a
+ * list sent at at_ms was applied, or the group watch showed our own member
+ * renewal sent at at_ms (a watch delivers in order, so everything stored
+ * before that renewal was delivered first). Claims end a lease duration
+ * after the latest such time (with outside_wait_ms > 0). */
+void ld_shardgroup_confirm(struct ld_shardgroup *g, int64_t at_ms);
 
 /* Starts a new member term without a status (the member election said it
  * stopped leading). */
@@ -257,7 +283,10 @@ enum ld_shard_step {
  * member election does not lead. Ours but not claimed in this term: TAKE
  * (a new write). Assigned here and free: TAKE. Held by H whose member
  * Lease names nobody, or which has had no member Lease for a lease
- * duration since that was first seen: READ, or TAKE when fresh (the view
+ * duration since a list first showed that (the count starts only on a
+ * list, where the shard's record and the member table are one snapshot;
+ * before it has started, READ asks for that list): READ, or TAKE when
+ * fresh (the view
  * is a list of the group just answered, one consistent snapshot: a view
  * put together from separate answers could pair a member record older
  * than the shard record). Held by H whose member record has been unchanged

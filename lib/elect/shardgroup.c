@@ -54,6 +54,9 @@ struct shard {
      * answer's) with an older member table could pair a holder's rewrite
      * of the shard with its member Lease not yet seen again. */
     bool from_list;
+    /* Since when the shard has been seen deleted, made anew or rewritten
+     * from outside (ld_shardgroup_config.outside_wait_ms); INT64_MAX: not. */
+    int64_t outside_since_ms;
     bool mark; /* scratch of ld_shardgroup_observe_list */
 };
 
@@ -71,6 +74,11 @@ struct ld_shardgroup {
     struct shard *shards;
     int64_t lease_duration_ms;
     int64_t rebalance_delay_ms;
+    int64_t outside_wait_ms; /* 0: the rules of issue #28 are off */
+    /* The view holds everything stored before this time (local monotonic):
+     * a list sent then, or the watch showing our member renewal sent then
+     * (ld_shardgroup_confirm). */
+    int64_t confirmed_ms;
 
     bool own_leading;
     int64_t own_until_ms;
@@ -252,6 +260,7 @@ static enum ld_err build_shards(struct ld_shardgroup *g, struct ld_errinfo *err)
         struct shard *sh = &g->shards[s];
         const char *lease = g->layout->shards[s].lease;
         sh->absent_since_ms = INT64_MAX;
+        sh->outside_since_ms = INT64_MAX;
         if (!ld_dns1123_subdomain(lease))
             return ld_errinfo_set(err, LD_EINVAL,
                                   "shard Lease name %s is not a valid Lease name "
@@ -295,6 +304,8 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     g->n_shards = cfg->n_shards;
     g->lease_duration_ms = cfg->lease_duration_ms;
     g->rebalance_delay_ms = cfg->rebalance_delay_ms > 0 ? cfg->rebalance_delay_ms : 0;
+    g->outside_wait_ms = cfg->outside_wait_ms > 0 ? cfg->outside_wait_ms : 0;
+    g->confirmed_ms = INT64_MIN;
     /* Until our member record is seen (within a moment of joining, long
      * before a joining replica takes anything) we rank as the oldest. */
     g->own_joined_us = 0;
@@ -701,6 +712,49 @@ static void shard_absent(struct shard *sh)
     sh->from_list = false;
 }
 
+static const char *holder_of(const struct shard *sh);
+static void start_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms);
+
+/* Marks shard sh as changed from outside (deleted, made anew, or its
+ * holder rewritten) from now_ms on, unless that is marked already. */
+static void outside_change(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
+{
+    if (g->outside_wait_ms > 0 && sh->outside_since_ms == INT64_MAX)
+        sh->outside_since_ms = now_ms;
+}
+
+/* Whether a write of shard sh must wait: it was changed from outside less
+ * than outside_wait_ms ago. Whoever claimed it before may claim it until
+ * its own view, which does not show the change, is a lease duration old
+ * (ld_shardgroup_confirm); its app needs the drain after that. */
+static bool outside_wait(const struct ld_shardgroup *g, const struct shard *sh,
+                         int64_t now_ms)
+{
+    return sh->outside_since_ms != INT64_MAX &&
+           now_ms - sh->outside_since_ms < g->outside_wait_ms;
+}
+
+/* Whether lease, a shard record, bears the stamp our writes put on it: the
+ * annotation LD_SHARDGROUP_HOLDER equal to its holder. A holder edited by
+ * hand (kubectl edit, a restored copy of another's record) lacks it. */
+static bool stamped(const struct ld_lease *lease)
+{
+    return has_metadata(lease, "annotations", LD_SHARDGROUP_HOLDER,
+                        lease->spec.holder ? lease->spec.holder : "");
+}
+
+/* Judges a new record of shard sh against the one held (before it is
+ * replaced): made anew (another uid than the one seen) or not stamped by
+ * a replica of the group, it counts as changed from outside. */
+static void judge_outside(struct ld_shardgroup *g, struct shard *sh,
+                          const struct ld_lease *lease, int64_t now_ms)
+{
+    bool anew =
+        sh->present && sh->rec.uid && lease->uid && strcmp(sh->rec.uid, lease->uid) != 0;
+    if (anew || !stamped(lease))
+        outside_change(g, sh, now_ms);
+}
+
 static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
                                  const struct ld_lease *lease)
 {
@@ -782,12 +836,16 @@ enum ld_err ld_shardgroup_observe_lease(struct ld_shardgroup *g,
             m->mark = true;
         return LD_OK;
     }
-    if (sh)
+    if (sh) {
+        if (!sh->present || !same_rv(sh->rec.resource_version, lease->resource_version))
+            judge_outside(g, sh, lease, now_ms);
         return observe_shard(g, sh, lease);
+    }
     return ld_shardgroup_observe_member(g, lease, now_ms);
 }
 
-void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone)
+void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone,
+                                   int64_t now_ms)
 {
     struct shard *sh = gone ? shard_named(g, gone->name, NULL) : NULL;
     if (!sh) {
@@ -797,6 +855,14 @@ void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_leas
     /* A DELETED of an older object than the one seen changes nothing. */
     if (sh->present && sh->rec.uid && gone->uid && strcmp(sh->rec.uid, gone->uid) != 0)
         return;
+    /* No replica deletes a shard Lease: whoever it named may claim it yet,
+     * its view not showing the deletion. Its last state (the event's, or
+     * the one held) naming nobody, or us, leaves no such claimant. */
+    const char *h = gone->spec.holder ? gone->spec.holder
+                    : sh->present     ? holder_of(sh)
+                                      : "";
+    if (h[0] && strcmp(h, g->identity) != 0)
+        outside_change(g, sh, now_ms);
     shard_absent(sh);
 }
 
@@ -822,6 +888,10 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
     }
     for (uint32_t s = 0; s < g->n_shards; s++) {
         if (!shards[s].mark && !shards[s].unlisted) {
+            /* Absent in the list: deleted since it was seen (by whom, and
+             * over what, a list cannot tell), or never seen at all. */
+            if (shards[s].present || !shards[s].observed)
+                outside_change(g, &shards[s], now_ms);
             shard_absent(&shards[s]);
             shards[s].from_list = true; /* its absence is the list's */
         }
@@ -834,6 +904,8 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
             i++;
     }
     g->listed = true;
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        start_absence(g, &shards[s], now_ms);
     return first;
 }
 
@@ -961,20 +1033,43 @@ static const char *holder_of(const struct shard *sh)
     return sh->present && sh->rec.spec.holder ? sh->rec.spec.holder : "";
 }
 
-/* Keeps each shard's count of how long its holder has had no member
- * record: the count starts when it is first seen so and ends when the
- * holder changes or its record appears. */
-static void track_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
+/* Whether shard sh names a holder other than us that has no member
+ * record in the view. */
+static bool holder_absent(struct ld_shardgroup *g, const struct shard *sh)
 {
     const char *h = holder_of(sh);
-    bool absent = h[0] && strcmp(h, g->identity) != 0 && !find_member(g, h);
-    if (!absent) {
+    return h[0] && strcmp(h, g->identity) != 0 && !find_member(g, h);
+}
+
+/* Whether sh's count of its holder's absence is running. */
+static bool counting(const struct shard *sh)
+{
+    return sh->absent_since_ms != INT64_MAX && sh->absent_of &&
+           strcmp(sh->absent_of, holder_of(sh)) == 0;
+}
+
+/* Ends each shard's count of how long its holder has had no member record
+ * when the holder changes or its record appears. It never starts one: a
+ * count starts only on a list (start_absence), where the shard's record
+ * and the member table are of one snapshot. A view assembled from the
+ * watch and an older list can pair the holder's rewrite of the shard with
+ * its member Lease dropped before that rewrite, a state never stored: an
+ * absence counted from it would let a later, real deletion of the
+ * holder's member Lease be followed at once by a takeover (issue #28). */
+static void track_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
+{
+    (void)now_ms;
+    if (!holder_absent(g, sh) || !counting(sh))
         sh->absent_since_ms = INT64_MAX;
+}
+
+/* Starts the count of shard sh's holder's absence at now_ms, unless it runs
+ * already: called on a list, for a shard whose record is the list's. */
+static void start_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
+{
+    if (g->overflow || !sh->from_list || !holder_absent(g, sh) || counting(sh))
         return;
-    }
-    if (sh->absent_of && strcmp(sh->absent_of, h) == 0 &&
-        sh->absent_since_ms != INT64_MAX)
-        return;
+    const char *h = holder_of(sh);
     char *copy = strdup(h);
     if (!copy)
         return; /* not counting: no takeover on this rule until memory returns */
@@ -998,6 +1093,9 @@ static int64_t earliest_change(const struct ld_shardgroup *g, int64_t now_ms)
         next = rebalance_at;
     for (uint32_t s = 0; s < g->n_shards; s++) {
         const struct shard *sh = &g->shards[s];
+        if (outside_wait(g, sh, now_ms) &&
+            sh->outside_since_ms + g->outside_wait_ms < next)
+            next = sh->outside_since_ms + g->outside_wait_ms;
         if (sh->absent_since_ms == INT64_MAX)
             continue;
         int64_t at = sh->absent_since_ms + g->lease_duration_ms;
@@ -1078,9 +1176,12 @@ static enum ld_shard_step step_foreign(const struct ld_shardgroup *g,
     const struct member *m = find_member((struct ld_shardgroup *)g, h);
     enum ld_shard_step take = fresh && sh->from_list ? LD_SHARD_TAKE : LD_SHARD_READ;
     if (!m) {
-        bool waited = !g->overflow && sh->absent_of && strcmp(sh->absent_of, h) == 0 &&
-                      sh->absent_since_ms != INT64_MAX &&
-                      now_ms - sh->absent_since_ms >= g->lease_duration_ms;
+        if (g->overflow)
+            return LD_SHARD_NONE; /* an absent record proves nothing */
+        /* Not counting yet: a list starts the count (one snapshot). */
+        if (!counting(sh))
+            return LD_SHARD_READ;
+        bool waited = now_ms - sh->absent_since_ms >= g->lease_duration_ms;
         return waited ? take : LD_SHARD_NONE;
     }
     if (!m->compatible)
@@ -1096,7 +1197,7 @@ enum ld_shard_step ld_shardgroup_step(const struct ld_shardgroup *g, uint32_t s,
     if (s >= g->n_shards || !own_live(g, now_ms))
         return LD_SHARD_NONE;
     const struct shard *sh = &g->shards[s];
-    if (!sh->observed)
+    if (!sh->observed || outside_wait(g, sh, now_ms))
         return LD_SHARD_NONE;
     if (sh->giving_back) /* until its release is written */
         return names_us(g, sh) ? LD_SHARD_RELEASE : LD_SHARD_NONE;
@@ -1172,6 +1273,19 @@ done:
     return rc;
 }
 
+/* Stamps l (whose object merge_metadata made) with its holder, so that a
+ * holder edited by hand shows (stamped). */
+static enum ld_err stamp(struct ld_lease *l)
+{
+    json_t *meta = json_object_get(l->object, "metadata");
+    json_t *ann = json_is_object(meta) ? json_object_get(meta, "annotations") : NULL;
+    if (!json_is_object(ann) ||
+        json_object_set_new(ann, LD_SHARDGROUP_HOLDER,
+                            json_string(l->spec.holder ? l->spec.holder : "")) != 0)
+        return LD_ENOMEM;
+    return LD_OK;
+}
+
 enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
                                      const char *ns, int64_t wall_us,
                                      struct ld_lease *out)
@@ -1194,6 +1308,8 @@ enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
         rc = ld_lease_spec_set_holder(&out->spec, g->identity);
     if (rc == LD_OK)
         rc = merge_metadata(out, sh->metadata);
+    if (rc == LD_OK)
+        rc = stamp(out);
     if (rc != LD_OK)
         return rc;
     struct ld_lease_spec *sp = &out->spec;
@@ -1231,7 +1347,8 @@ enum ld_err ld_shardgroup_release_lease(const struct ld_shardgroup *g, uint32_t 
     ld_lease_clear(out);
     if (s >= g->n_shards || !g->shards[s].present)
         return LD_EINVAL;
-    return emptied(out, &g->shards[s].rec, g->shards[s].metadata, wall_us);
+    enum ld_err rc = emptied(out, &g->shards[s].rec, g->shards[s].metadata, wall_us);
+    return rc == LD_OK ? stamp(out) : rc;
 }
 
 enum ld_err ld_shardgroup_label_lease(const struct ld_shardgroup *g, uint32_t s,
@@ -1290,6 +1407,10 @@ void ld_shardgroup_wrote(struct ld_shardgroup *g, uint32_t s, uint64_t term,
                            : !sh->present;
     if (predecessor && observe_shard(g, sh, stored) != LD_OK)
         shard_absent(sh); /* unknown now: nothing is claimed on it */
+    /* Our own take or release, written after any wait: the record is the
+     * group's again. */
+    if (predecessor && stamped(stored))
+        sh->outside_since_ms = INT64_MAX;
     bool giving_back = sh->giving_back;
     sh->giving_back = false;
     if (giving_back || !sh->present ||
@@ -1332,14 +1453,36 @@ bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s)
     return s < g->n_shards && claim_valid(g, &g->shards[s]);
 }
 
+/* Until when our claims may last by our view's age: a lease duration
+ * after the view was last confirmed (issue #28: a shard Lease deleted or
+ * rewritten while our watch lags is taken by another only outside_wait_ms
+ * after it saw that, which is after this). */
+static int64_t view_until(const struct ld_shardgroup *g)
+{
+    if (g->outside_wait_ms == 0)
+        return INT64_MAX;
+    if (g->confirmed_ms == INT64_MIN)
+        return INT64_MIN;
+    return g->confirmed_ms + g->lease_duration_ms;
+}
+
+void ld_shardgroup_confirm(struct ld_shardgroup *g, int64_t at_ms)
+{
+    if (at_ms > g->confirmed_ms)
+        g->confirmed_ms = at_ms;
+}
+
 int64_t ld_shardgroup_lead_until(const struct ld_shardgroup *g)
 {
-    return g->own_leading ? g->own_until_ms : INT64_MIN;
+    if (!g->own_leading)
+        return INT64_MIN;
+    int64_t v = view_until(g);
+    return v < g->own_until_ms ? v : g->own_until_ms;
 }
 
 bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms)
 {
-    return ld_shardgroup_claimed(g, s) && own_live(g, now_ms);
+    return ld_shardgroup_claimed(g, s) && own_live(g, now_ms) && now_ms < view_until(g);
 }
 
 uint32_t ld_shardgroup_owned(const struct ld_shardgroup *g, int64_t now_ms, uint32_t *out)
