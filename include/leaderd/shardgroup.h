@@ -84,6 +84,10 @@
 #define LD_SHARDGROUP_HOLDER "leaderd.io/holder"
 /* Annotation an eviction writes: who evicted the member. */
 #define LD_SHARDGROUP_EVICTED_BY "leaderd.io/evicted-by"
+/* And the renewTime it wrote (microseconds since the epoch, decimal): a
+ * member record naming nobody without it matching its renewTime was
+ * emptied by hand, and proves no more than an absent one. */
+#define LD_SHARDGROUP_EVICTED_AT "leaderd.io/evicted-at"
 /* Label values are at most this long; a longer group name is labelled by a
  * prefix of it and its hash (ld_shardgroup_selector shows the value). */
 #define LD_SHARDGROUP_NAME_MAX 63
@@ -282,15 +286,18 @@ enum ld_shard_step {
 /* The step for shard s at now_ms. Nothing is written while this replica's
  * member election does not lead. Ours but not claimed in this term: TAKE
  * (a new write). Assigned here and free: TAKE. Held by H whose member
- * Lease names nobody, or which has had no member Lease for a lease
- * duration since a list first showed that (the count starts only on a
- * list, where the shard's record and the member table are one snapshot;
- * before it has started, READ asks for that list): READ, or TAKE when
- * fresh (the view
+ * Lease an eviction emptied (LD_SHARDGROUP_EVICTED_AT), or which has had
+ * no member Lease (or one emptied otherwise, by hand or by its own
+ * resignation) for a lease duration since a list first showed that (the
+ * count starts only on a list, where the shard's record and the member
+ * table are one snapshot; before it has started, READ asks for that
+ * list): READ, or TAKE when fresh (the view
  * is a list of the group just answered, one consistent snapshot: a view
  * put together from separate answers could pair a member record older
  * than the shard record). Held by H whose member record has been unchanged
  * for its duration: EVICT. Named ours and assigned elsewhere: RELEASE. */
+/* With outside_wait_ms > 0, a shard changed from outside less than that
+ * long ago: NONE, whatever else holds. */
 enum ld_shard_step ld_shardgroup_step(const struct ld_shardgroup *g, uint32_t s,
                                       int64_t now_ms, bool fresh);
 

@@ -30,7 +30,10 @@ struct member {
     int64_t changed_ms;  /* when the record last changed, as seen here */
     bool seen_change;    /* a change was seen: only then may it count live */
     bool compatible;     /* carries the protocol annotation */
-    bool mark;           /* scratch of ld_shardgroup_observe_list */
+    /* Names nobody by a replica's eviction (LD_SHARDGROUP_EVICTED_AT
+     * matches its renewTime), not by a hand edit: see evicted_record. */
+    bool evicted;
+    bool mark; /* scratch of ld_shardgroup_observe_list */
 };
 
 struct shard {
@@ -523,6 +526,21 @@ static bool has_metadata(const struct ld_lease *l, const char *field, const char
     return found;
 }
 
+/* Whether member record lease was emptied by a replica's eviction: it
+ * names nobody and carries LD_SHARDGROUP_EVICTED_AT equal to its own
+ * renewTime. An eviction is written only after the member was silent for
+ * its lease duration; a record emptied by hand (kubectl edit) may name a
+ * member that leads yet, and a stale annotation of an older eviction no
+ * longer matches the renewTime its renewals moved on. */
+static bool evicted_record(const struct ld_lease *lease)
+{
+    char want[24];
+    if ((lease->spec.holder && lease->spec.holder[0]) || !lease->spec.has_renew)
+        return false;
+    snprintf(want, sizeof(want), "%lld", (long long)lease->spec.renew_us);
+    return has_metadata(lease, "annotations", LD_SHARDGROUP_EVICTED_AT, want);
+}
+
 static bool same_rv(const char *a, const char *b)
 {
     return a && b && strcmp(a, b) == 0;
@@ -548,6 +566,7 @@ static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
     }
     m->compatible = has_metadata(lease, "annotations", LD_SHARDGROUP_PROTOCOL,
                                  LD_SHARDGROUP_PROTOCOL_VERSION);
+    m->evicted = evicted_record(lease);
     ld_lease_clear(&m->rec);
     m->rec = rec;
     return LD_OK;
@@ -716,10 +735,11 @@ static const char *holder_of(const struct shard *sh);
 static void start_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms);
 
 /* Marks shard sh as changed from outside (deleted, made anew, or its
- * holder rewritten) from now_ms on, unless that is marked already. */
+ * holder rewritten) at now_ms. A second change restarts the wait: the
+ * record it replaced may have been claimed by another replica again. */
 static void outside_change(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
 {
-    if (g->outside_wait_ms > 0 && sh->outside_since_ms == INT64_MAX)
+    if (g->outside_wait_ms > 0)
         sh->outside_since_ms = now_ms;
 }
 
@@ -1033,12 +1053,20 @@ static const char *holder_of(const struct shard *sh)
     return sh->present && sh->rec.spec.holder ? sh->rec.spec.holder : "";
 }
 
-/* Whether shard sh names a holder other than us that has no member
- * record in the view. */
+/* Whether member record m (NULL: none in the view) proves nothing about
+ * its holder having stopped until a lease duration has passed: absent, or
+ * emptied by hand rather than by an eviction. */
+static bool member_unproven(const struct member *m)
+{
+    return !m || (m->compatible && !m->rec.spec.holder[0] && !m->evicted);
+}
+
+/* Whether shard sh names a holder other than us whose member record is
+ * absent from the view or emptied by hand (member_unproven). */
 static bool holder_absent(struct ld_shardgroup *g, const struct shard *sh)
 {
     const char *h = holder_of(sh);
-    return h[0] && strcmp(h, g->identity) != 0 && !find_member(g, h);
+    return h[0] && strcmp(h, g->identity) != 0 && member_unproven(find_member(g, h));
 }
 
 /* Whether sh's count of its holder's absence is running. */
@@ -1175,8 +1203,10 @@ static enum ld_shard_step step_foreign(const struct ld_shardgroup *g,
         return LD_SHARD_TAKE;
     const struct member *m = find_member((struct ld_shardgroup *)g, h);
     enum ld_shard_step take = fresh && sh->from_list ? LD_SHARD_TAKE : LD_SHARD_READ;
-    if (!m) {
-        if (g->overflow)
+    if (m && !m->compatible)
+        return LD_SHARD_NONE; /* neither live nor dead: never taken over */
+    if (member_unproven(m)) {
+        if (!m && g->overflow)
             return LD_SHARD_NONE; /* an absent record proves nothing */
         /* Not counting yet: a list starts the count (one snapshot). */
         if (!counting(sh))
@@ -1375,8 +1405,10 @@ enum ld_err ld_shardgroup_evict_lease(const struct ld_shardgroup *g, uint32_t s,
         find_member((struct ld_shardgroup *)g, holder_of(&g->shards[s]));
     if (!m || !m->rec.resource_version)
         return LD_EINVAL;
-    json_t *ann =
-        json_pack("{s:{s:s}}", "annotations", LD_SHARDGROUP_EVICTED_BY, g->identity);
+    char at[24];
+    snprintf(at, sizeof(at), "%lld", (long long)wall_us); /* emptied's renewTime */
+    json_t *ann = json_pack("{s:{s:s,s:s}}", "annotations", LD_SHARDGROUP_EVICTED_BY,
+                            g->identity, LD_SHARDGROUP_EVICTED_AT, at);
     char *md_json = ann ? json_dumps(ann, JSON_COMPACT) : NULL;
     enum ld_err rc = md_json ? emptied(out, &m->rec, md_json, wall_us) : LD_ENOMEM;
     free(md_json);

@@ -833,7 +833,12 @@ static void relist(struct ld_shardgroup *g, int64_t member_rv, int64_t now_ms)
         ld_lease_init(&items[n]);
         ck_assert_int_eq(ld_lease_copy(&items[n++], rec), LD_OK);
     }
-    member_record(&items[n++], ld_shardgroup_name(g), "b", "", 1, member_rv, "uid-1");
+    member_record(&items[n], ld_shardgroup_name(g), "b", "", 1, member_rv, "uid-1");
+    char at[24];
+    snprintf(at, sizeof(at), "%lld", (long long)member_rv); /* as an eviction */
+    json_object_set_new(
+        json_object_get(json_object_get(items[n++].object, "metadata"), "annotations"),
+        LD_SHARDGROUP_EVICTED_AT, json_string(at));
     ck_assert_int_eq(ld_shardgroup_observe_list(g, items, n, now_ms), LD_OK);
     for (size_t i = 0; i < n; i++)
         ld_lease_clear(&items[i]);
@@ -1032,6 +1037,47 @@ START_TEST(an_absence_counts_only_from_one_snapshot)
                   "taken at %lld while r led until %lld (two owners)", (long long)took,
                   (long long)r_leads_until);
     ck_assert_int_le(took, 13000 + DURATION_MS + 2 * RETRY_MS);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* Found by the hostile simulation: a member Lease emptied by hand
+ * (kubectl edit of holderIdentity) names nobody like an eviction, but its
+ * member may lead on its last renewal for its renew deadline. Only an
+ * eviction's record (LD_SHARDGROUP_EVICTED_AT matching its renewTime) lets
+ * the shards go at once; one emptied by hand counts like an absent member
+ * Lease: a lease duration from the list that first showed it. */
+START_TEST(a_member_lease_emptied_by_hand_proves_nothing_at_once)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 1, NULL);
+    struct ld_lease items[2];
+
+    own(g, true, 1000000);
+    for (int round = 0; round < 2; round++) {
+        int64_t at = round == 0 ? 1000 : 1000 + DURATION_MS;
+        lease_record(&items[0], "web-0", "r", 10, 100, "uid-s", true);
+        member_record(&items[1], "web", "r", "", 10, 200, "uid-r");
+        ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 2, at), LD_OK);
+        ld_lease_clear(&items[0]);
+        ld_lease_clear(&items[1]);
+        ck_assert_int_eq(ld_shardgroup_assign(g, at, NULL), LD_OK);
+        ck_assert_int_eq(ld_shardgroup_step(g, 0, at, true),
+                         round == 0 ? LD_SHARD_NONE : LD_SHARD_TAKE);
+    }
+    /* The same record as an eviction wrote it: taken at once. */
+    ld_shardgroup_free(g);
+    g = numbered_group("web", "a", 1, NULL);
+    own(g, true, 1000000);
+    lease_record(&items[0], "web-0", "r", 10, 100, "uid-s", true);
+    member_record(&items[1], "web", "r", "", 10, 200, "uid-r");
+    json_object_set_new(
+        json_object_get(json_object_get(items[1].object, "metadata"), "annotations"),
+        LD_SHARDGROUP_EVICTED_AT, json_string("200"));
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 2, 1000), LD_OK);
+    ld_lease_clear(&items[0]);
+    ld_lease_clear(&items[1]);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 1000, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 1000, true), LD_SHARD_TAKE);
     ld_shardgroup_free(g);
 }
 END_TEST
@@ -1245,6 +1291,7 @@ struct world_lease {
     int32_t transitions;
     int64_t renew_us;
     int64_t rv;
+    char evicted_at[24]; /* LD_SHARDGROUP_EVICTED_AT as written, "" none */
 };
 
 struct replica {
@@ -1277,6 +1324,10 @@ static void world_lease_of(const struct world_lease *wl, const char *name,
     char rv[32];
     lease_record(l, name, wl->holder, wl->duration_s, wl->renew_us, uid, true);
     l->spec.transitions = wl->transitions;
+    if (wl->evicted_at[0])
+        json_object_set_new(
+            json_object_get(json_object_get(l->object, "metadata"), "annotations"),
+            LD_SHARDGROUP_EVICTED_AT, json_string(wl->evicted_at));
     snprintf(rv, sizeof(rv), "%lld", (long long)wl->rv);
     free(l->resource_version);
     l->resource_version = strdup(rv);
@@ -1329,6 +1380,10 @@ static bool cas(struct world *w, struct world_lease *wl, struct ld_lease *out)
     wl->duration_s = out->spec.duration_s;
     wl->transitions = out->spec.transitions;
     wl->renew_us = out->spec.renew_us;
+    json_t *ann =
+        json_object_get(json_object_get(out->object, "metadata"), "annotations");
+    const char *at = json_string_value(json_object_get(ann, LD_SHARDGROUP_EVICTED_AT));
+    snprintf(wl->evicted_at, sizeof(wl->evicted_at), "%s", at ? at : "");
     wl->rv = ++w->rv;
     snprintf(rv, sizeof(rv), "%lld", (long long)wl->rv);
     free(out->resource_version);
@@ -1638,6 +1693,7 @@ static Suite *shardgroup_suite(void)
                    a_member_record_never_seen_to_change_is_evicted_for_its_shards);
     tcase_add_test(members, older_records_are_ignored_and_give_backs_end_with_the_shard);
     tcase_add_test(members, an_absence_counts_only_from_one_snapshot);
+    tcase_add_test(members, a_member_lease_emptied_by_hand_proves_nothing_at_once);
     tcase_add_test(members, writes_are_compare_and_swap_with_the_contract_fields);
     suite_add_tcase(s, members);
     TCase *group = tcase_create("group");

@@ -654,8 +654,15 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
             sl->wanted_since_ms = now_ms;
         switch (step) {
         case LD_SHARD_TAKE:
-            if (settled)
-                take(s, k);
+            if (!settled)
+                break;
+            ld_log(LD_LOG_DEBUG, "shard %s: taking it (held by \"%s\" in our view%s)",
+                   ld_shardgroup_shard_id(s->group, k),
+                   ld_shardgroup_record(s->group, k)
+                       ? ld_shardgroup_record(s->group, k)->spec.holder
+                       : "(absent)",
+                   fresh ? ", on a fresh list" : "");
+            take(s, k);
             break;
         case LD_SHARD_READ:
             if (settled)

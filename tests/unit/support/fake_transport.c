@@ -46,6 +46,8 @@ struct item {
      * for the others), and its timeout. */
     int64_t answer_ms;
     int64_t limit_ms;
+    /* IT_SERVE of an FT_APPLIED_STATUS exchange: the answer's status. */
+    long applied_status;
 };
 
 struct fake_transport;
@@ -126,7 +128,8 @@ struct fake_transport {
     struct fault *faults;
     size_t nfaults, capfaults;
     size_t max_in_flight, max_per_name;
-    uint64_t spin_ms; /* fake time that passed only because a caller spun */
+    uint64_t spin_ms;    /* fake time that passed only because a caller spun */
+    bool writes_outlive; /* ft_set_writes_outlive_clients */
 };
 
 /* Test support: allocation failure is not a case the fake handles. */
@@ -622,6 +625,13 @@ static void process(struct fake_transport *f, struct item *it)
         if (!x)
             return;
         long status = serve(f, x, &body);
+        if (it->applied_status) {
+            /* Applied, but the client hears of a failure (a conflict or a
+             * 5xx from a proxy or an etcd timeout after the commit). */
+            free(body);
+            body = status_body(it->applied_status, NULL, "fake transport: applied");
+            status = it->applied_status;
+        }
         if (it->answer_ms) {
             answer_later(f, it, status, body);
             return;
@@ -877,6 +887,8 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
             return LD_OK;
         }
         it = push_item(f, at, IT_SERVE, x->id);
+        if (fl && fl->kind == FT_APPLIED_STATUS)
+            it->applied_status = fl->status;
         if (fl && fl->kind == FT_LATE_ANSWER) {
             it->answer_ms = at + (fl->delay_ms > 0 ? fl->delay_ms : 0);
             it->limit_ms = limit;
@@ -1056,8 +1068,20 @@ static void ft_free(struct ld_transport *t)
         if (x->c != c)
             continue;
         finish_x(f, x, LD_ECANCELED, 0, true);
-        drop_items(f, x->id, false);
-        free_x(x);
+        /* A killed process's request already on the wire may still land
+         * (ft_set_writes_outlive_clients): it is served, unanswered. */
+        bool land = f->writes_outlive && !x->stream;
+        drop_items(f, x->id, land);
+        bool kept = false;
+        for (size_t j = 0; land && j < f->nitems; j++) {
+            if (f->items[j].id == x->id && f->items[j].kind == IT_SERVE &&
+                !f->items[j].ghost) {
+                f->items[j].ghost = x;
+                kept = true;
+            }
+        }
+        if (!kept)
+            free_x(x);
     }
     c->freed = true;
     if (--f->live_clients == 0)
@@ -1146,6 +1170,11 @@ void ft_set_latency_ms(struct fake_transport *f, int64_t ms)
 void ft_set_watch_latency_ms(struct fake_transport *f, int64_t ms)
 {
     f->watch_latency_ms = ms < 0 ? 0 : ms;
+}
+
+void ft_set_writes_outlive_clients(struct fake_transport *f, bool on)
+{
+    f->writes_outlive = on;
 }
 
 void ft_set_client_watch_lag_ms(struct fake_transport *f, int client, int64_t ms)
