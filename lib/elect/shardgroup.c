@@ -680,20 +680,29 @@ static void drop_member(struct ld_shardgroup *g, struct member *m)
     *m = g->members[--g->n_members];
 }
 
+/* Remembers that the object uid was deleted: a list answered before the
+ * deletion but applied after it must not bring it back (a member counted
+ * live, a shard shown held by its old holder until the next change). */
+static void note_gone(struct ld_shardgroup *g, const char *uid)
+{
+    if (!uid || is_gone(g, uid))
+        return;
+    char *copy = strdup(uid);
+    if (!copy)
+        return; /* without it, a late list may show the object a while */
+    free(g->gone_uids[g->gone_next]);
+    g->gone_uids[g->gone_next] = copy;
+    g->gone_next = (g->gone_next + 1) % GONE_UIDS;
+}
+
 void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
                                           const struct ld_lease *gone)
 {
     const char *identity = gone ? member_identity(g, gone->name) : NULL;
     struct member *m = identity ? find_member(g, identity) : NULL;
 
-    if (identity && gone->uid && !is_gone(g, gone->uid)) {
-        char *uid = strdup(gone->uid);
-        if (uid) { /* without it, a late list may count the member a while */
-            free(g->gone_uids[g->gone_next]);
-            g->gone_uids[g->gone_next] = uid;
-            g->gone_next = (g->gone_next + 1) % GONE_UIDS;
-        }
-    }
+    if (identity)
+        note_gone(g, gone->uid);
     if (!m || (m->rec.uid && gone->uid && strcmp(m->rec.uid, gone->uid) != 0))
         return;
     drop_member(g, m);
@@ -856,6 +865,8 @@ enum ld_err ld_shardgroup_observe_lease(struct ld_shardgroup *g,
             m->mark = true;
         return LD_OK;
     }
+    if (sh && lease->uid && is_gone(g, lease->uid))
+        return LD_OK; /* deleted since that snapshot: it stays absent */
     if (sh) {
         if (!sh->present || !same_rv(sh->rec.resource_version, lease->resource_version))
             judge_outside(g, sh, lease, now_ms);
@@ -883,6 +894,7 @@ void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_leas
                                       : "";
     if (h[0] && strcmp(h, g->identity) != 0)
         outside_change(g, sh, now_ms);
+    note_gone(g, gone->uid ? gone->uid : sh->rec.uid);
     shard_absent(sh);
 }
 
