@@ -1129,6 +1129,11 @@ END_TEST
 
 /* ---- randomized multi-replica simulation -------------------------------- */
 
+/* Three engines on one store with lost replies, partitions and a lagging
+ * watch; and (issue #28) clocks that run up to 2 % apart and writes the
+ * store applied but answered 409 or 5xx. Never two leaders, and a leader's
+ * Lease names it. */
+
 #define SIM_REPLICAS 3
 
 struct pending {
@@ -1136,6 +1141,8 @@ struct pending {
     struct ld_action act;
     int64_t apply_at, reply_at;
     bool applied, lost; /* lost: the reply never comes, the caller times out */
+    /* Applied by the store, answered 409 or 5xx anyway (issue #28). */
+    bool applied_error;
     enum ld_err rc;
     struct ld_lease out;
     struct ld_errinfo err;
@@ -1149,7 +1156,16 @@ struct replica {
     int64_t wake;
     bool down; /* partitioned: every request fails or hangs */
     int64_t last_term;
+    /* Its clock runs this many parts per million fast (or slow), within
+     * what the margin lease duration - renew deadline absorbs. */
+    int64_t ppm;
 };
+
+/* Replica r's own reading of the simulation's time now. */
+static int64_t sim_clock(const struct replica *r, int64_t now)
+{
+    return now + now * r->ppm / 1000000;
+}
 
 static uint64_t sim_rng = 12345;
 static uint64_t sim_rand(uint64_t n)
@@ -1160,7 +1176,7 @@ static uint64_t sim_rand(uint64_t n)
 
 static void sim_issue(struct replica *r, int64_t now)
 {
-    struct ld_action a = ld_election_next(r->e, at(now));
+    struct ld_action a = ld_election_next(r->e, at(sim_clock(r, now)));
     if (a.kind == LD_ACT_WAIT) {
         r->wake = a.wake_at_ms;
         return;
@@ -1193,8 +1209,8 @@ static void sim_watch(struct replica *r, int64_t now)
     if (!r->p.active && r->seen.resource_version &&
         strcmp(r->seen.resource_version, r->seen_rv) != 0) {
         snprintf(r->seen_rv, sizeof(r->seen_rv), "%s", r->seen.resource_version);
-        ld_election_observe(r->e, at(now), &r->seen);
-        r->wake = now; /* let the engine decide again */
+        ld_election_observe(r->e, at(sim_clock(r, now)), &r->seen);
+        r->wake = sim_clock(r, now); /* let the engine decide again */
     }
 }
 
@@ -1209,17 +1225,21 @@ static void sim_tick(struct replica *r, int64_t now, bool watching)
             p->rc = ld_errinfo_set(&p->err, LD_ETRANSPORT, "partitioned");
         else
             p->rc = fake_api_execute(&api, &p->act, "default", "lock", &p->out, &p->err);
+        p->applied_error = p->rc == LD_OK && !p->lost && sim_rand(25) == 0;
     }
     if (p->active && p->applied && now >= p->reply_at) {
         p->active = false;
         if (p->lost)
             p->rc = ld_errinfo_set(&p->err, LD_ETIMEOUT, "timeout");
-        ld_election_result(r->e, at(now), p->rc, p->rc == LD_OK ? &p->out : NULL,
-                           &p->err);
+        if (p->applied_error)
+            p->rc = sim_rand(2) ? ld_errinfo_set(&p->err, LD_ECONFLICT, "applied, 409")
+                                : ld_errinfo_set(&p->err, LD_ESERVER, "applied, 504");
+        ld_election_result(r->e, at(sim_clock(r, now)), p->rc,
+                           p->rc == LD_OK ? &p->out : NULL, &p->err);
         ld_lease_clear(&p->out);
-        r->wake = now;
+        r->wake = sim_clock(r, now);
     }
-    if (!p->active && now >= r->wake)
+    if (!p->active && sim_clock(r, now) >= r->wake)
         sim_issue(r, now);
 }
 
@@ -1235,6 +1255,7 @@ START_TEST(simulation_never_has_two_leaders)
         struct ld_election_config c = config_for(names[i]);
         c.seed = (uint64_t)i * 7 + (uint64_t)_i;
         rs[i].e = engine_for(&c);
+        rs[i].ppm = (int64_t)sim_rand(40001) - 20000; /* 2 % either way */
         ld_lease_init(&rs[i].seen);
         ld_election_set_watch(rs[i].e, watching);
     }
@@ -1248,7 +1269,7 @@ START_TEST(simulation_never_has_two_leaders)
         int leaders = 0, who = -1;
         for (int i = 0; i < SIM_REPLICAS; i++) {
             sim_tick(&rs[i], now, watching);
-            if (ld_election_is_leader(rs[i].e, now)) {
+            if (ld_election_is_leader(rs[i].e, sim_clock(&rs[i], now))) {
                 leaders++;
                 who = i;
                 /* Stronger than "one leader at a time": nobody else's
