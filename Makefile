@@ -45,7 +45,7 @@ obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
 # source file that was since removed or renamed.
 archive = rm -f $@ && ar rcs $@ $^
 
-.PHONY: all deps test unit unit-san integration demo demo-child demo-shards demo-cleaner bench bench-shards clean format lint
+.PHONY: all deps test unit unit-san sim-deep integration demo demo-child demo-shards demo-cleaner bench bench-shards clean format lint
 all: $(B)/.deps $(B)/leaderd $(B)/leaderd-apiserver
 
 $(B)/.deps: tools/deps.sh
@@ -96,6 +96,13 @@ unit: $(addprefix $(B)/tests/,$(UNITS))
 	@bash tools/run-unit.sh $(B)/tests $(UNITS)
 unit-san: $(addprefix $(SAN_B)/tests/,$(UNITS))
 	@bash tools/run-unit.sh $(SAN_B)/tests $(UNITS)
+
+# The shard-protocol simulation (tests/unit/check_shard_protocol.c) over
+# many more seeds than `make test` runs; prints seeds/s and checks. Without
+# a fork Check sets no timeout, which a long run needs.
+SIM_DEEP_SEEDS ?= 400
+sim-deep: $(B)/tests/check_shard_protocol
+	LD_SIM_SEEDS=$(SIM_DEEP_SEEDS) CK_FORK=no $(B)/tests/check_shard_protocol
 
 integration: all examples
 	@LEADERD_BUILD=$(abspath $(B)) $(PY) tests/integration/run.py

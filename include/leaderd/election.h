@@ -159,6 +159,15 @@ struct ld_election_status {
      * replica sent while leading may still land until then, so a release
      * waits for them at most that long (docs/design/election.md). */
     int64_t term_until_ms;
+    /* While leading: from when (local monotonic) no earlier holder of the
+     * Lease can still count itself the leader. The start of our term when
+     * we took a held record over after its expiry (or resumed our own);
+     * when we found the Lease absent or naming nobody, a lease duration
+     * after we first saw it so, since a deletion or an edit by hand says
+     * nothing of when the holder stops (a shard group takes the shards of
+     * an earlier process of its identity only from then on). INT64_MAX
+     * while not leading. */
+    int64_t predecessors_over_ms;
     bool has_renew_time;
     int64_t renew_time_us;        /* renewTime of the observed record */
     int64_t last_renew_wall_us;   /* wall time of our last successful write */

@@ -136,10 +136,12 @@ enum ld_err ld_kube_lease_delete_start(struct ld_kube *k, const char *ns,
 
 /* The answer to a LIST: on LD_OK the n Leases that decoded (items
  * borrowed for the callback; an item that is no Lease is skipped and
- * logged), else items NULL, n 0 and err says why. */
+ * logged) and the list's own resourceVersion, the revision of its snapshot
+ * (borrowed; NULL when the answer has none), else items NULL, n 0, list_rv
+ * NULL and err says why. */
 typedef void (*ld_kube_lease_list_fn)(void *ctx, ld_kube_call call, enum ld_err rc,
                                       const struct ld_lease *items, size_t n,
-                                      const struct ld_errinfo *err);
+                                      const char *list_rv, const struct ld_errinfo *err);
 
 /* Starts a LIST of the Leases of ns matching label_selector (NULL or "":
  * all), in one page, with the checks, errors and 401 retry of the other

@@ -79,8 +79,16 @@
 /* Annotation on every Lease of the group: the protocol it follows. */
 #define LD_SHARDGROUP_PROTOCOL "leaderd.io/shard-protocol"
 #define LD_SHARDGROUP_PROTOCOL_VERSION "2"
+/* Annotation every take and release of a shard Lease writes: its holder.
+ * A record whose holder differs (edited by hand) or that lacks it counts
+ * as rewritten from outside (ld_shardgroup_config.outside_wait_ms). */
+#define LD_SHARDGROUP_HOLDER "leaderd.io/holder"
 /* Annotation an eviction writes: who evicted the member. */
 #define LD_SHARDGROUP_EVICTED_BY "leaderd.io/evicted-by"
+/* And the renewTime it wrote (microseconds since the epoch, decimal): a
+ * member record naming nobody without it matching its renewTime was
+ * emptied by hand, and proves no more than an absent one. */
+#define LD_SHARDGROUP_EVICTED_AT "leaderd.io/evicted-at"
 /* Label values are at most this long; a longer group name is labelled by a
  * prefix of it and its hash (ld_shardgroup_selector shows the value). */
 #define LD_SHARDGROUP_NAME_MAX 63
@@ -111,6 +119,18 @@ struct ld_shardgroup_config {
      * update, then moves each shard once instead of twice. Balance after a
      * change comes this much later. */
     int64_t rebalance_delay_ms;
+    /* Issue #28: a shard Lease may be deleted, or its holder rewritten, by
+     * hand while its holder's watch lags. > 0 turns on two rules that keep
+     * that from giving two owners: (1) a claim lasts only a lease duration
+     * past the last time the view was confirmed complete
+     * (ld_shardgroup_confirm); (2) a shard seen deleted (naming another),
+     * absent on first sight or in a list after being seen, made anew
+     * (another uid) or not stamped (LD_SHARDGROUP_HOLDER) is not written
+     * (taken, re-taken, released) for this long after that was seen.
+     * The daemon gives lease duration + --shard-drain: by then whoever
+     * claimed it has stopped and its app had the drain. 0: off (tests of
+     * the other rules that feed the group by hand). */
+    int64_t outside_wait_ms;
 };
 
 /* Validates cfg and returns a new group (free with ld_shardgroup_free), or
@@ -176,8 +196,11 @@ enum ld_err ld_shardgroup_observe_member(struct ld_shardgroup *g,
  * later observations of that object (its metadata.uid), such as a list
  * answered before the deletion, are ignored; a DELETED of an older object
  * (another metadata.uid) changes nothing else. A shard Lease deleted is
- * absent (free) and ends this replica's claim on it. */
-void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone);
+ * absent (free) and ends this replica's claim on it; when its last state
+ * (gone's holder, or the record held) named another replica, it counts as
+ * changed from outside at now_ms (outside_wait_ms). */
+void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone,
+                                   int64_t now_ms);
 
 /* Kept for callers that know the Lease is a member's. */
 void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
@@ -188,13 +211,16 @@ void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
  * so lists leave it as it is, and after a refused write it is read by name
  * again. The next write of ours labels it. */
 bool ld_shardgroup_unlisted(const struct ld_shardgroup *g, uint32_t s);
-/* A LIST of the whole group (items borrowed): one consistent snapshot.
- * Every item is observed as above; a shard Lease missing from it is
- * absent, a member missing from it leaves the table, and every shard
- * counts as observed from then on. LD_OK or the first error of an item. */
+/* A LIST of the whole group (items borrowed): one consistent snapshot, of
+ * revision list_rv (the list's resourceVersion; NULL: unknown). Every item
+ * is observed as above; a shard Lease missing from it is absent, a member
+ * missing from it leaves the table, unless the view holds a record of it
+ * newer than the snapshot (seen on the watch or in an answer while the
+ * list was on its way); every shard counts as observed from then on.
+ * LD_OK or the first error of an item. */
 enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
                                        const struct ld_lease *items, size_t n,
-                                       int64_t now_ms);
+                                       const char *list_rv, int64_t now_ms);
 
 /* The status of this replica's own member election (st borrowed) at
  * now_ms. This replica is a live member while it leads (ld_leads_at). Any
@@ -203,6 +229,13 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
  * member term: claims made in an older term are void. */
 void ld_shardgroup_observe_own(struct ld_shardgroup *g,
                                const struct ld_election_status *st, int64_t now_ms);
+
+/* The view now holds everything stored before at_ms (local monotonic): a
+ * list sent at at_ms was applied, or the group watch showed our own member
+ * renewal sent at at_ms (a watch delivers in order, so everything stored
+ * before that renewal was delivered first). Claims end a lease duration
+ * after the latest such time (with outside_wait_ms > 0). */
+void ld_shardgroup_confirm(struct ld_shardgroup *g, int64_t at_ms);
 
 /* Starts a new member term without a status (the member election said it
  * stopped leading). */
@@ -262,12 +295,18 @@ enum ld_shard_step {
 /* The step for shard s at now_ms. Nothing is written while this replica's
  * member election does not lead. Ours but not claimed in this term: TAKE
  * (a new write). Assigned here and free: TAKE. Held by H whose member
- * Lease names nobody, or which has had no member Lease for a lease
- * duration since that was first seen: READ, or TAKE when fresh (the view
+ * Lease an eviction emptied (LD_SHARDGROUP_EVICTED_AT), or which has had
+ * no member Lease (or one emptied otherwise, by hand or by its own
+ * resignation) for a lease duration since a list first showed that (the
+ * count starts only on a list, where the shard's record and the member
+ * table are one snapshot; before it has started, READ asks for that
+ * list): READ, or TAKE when fresh (the view
  * is a list of the group just answered, one consistent snapshot: a view
  * put together from separate answers could pair a member record older
  * than the shard record). Held by H whose member record has been unchanged
  * for its duration: EVICT. Named ours and assigned elsewhere: RELEASE. */
+/* With outside_wait_ms > 0, a shard changed from outside less than that
+ * long ago: NONE, whatever else holds. */
 enum ld_shard_step ld_shardgroup_step(const struct ld_shardgroup *g, uint32_t s,
                                       int64_t now_ms, bool fresh);
 

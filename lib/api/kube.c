@@ -199,17 +199,22 @@ out:
 }
 
 /* A 2xx answer to a LIST: its items decoded into a new array (*items,
- * free each with ld_lease_clear, then the array); items that are no Lease
- * are skipped, so one malformed object does not hide the others. */
+ * free each with ld_lease_clear, then the array) and its resourceVersion
+ * (*list_rv, owned, NULL when absent); items that are no Lease are
+ * skipped, so one malformed object does not hide the others. */
 static enum ld_err list_answer(const struct acall *c, const struct ld_http_result *r,
-                               struct ld_lease **items, size_t *n, struct ld_errinfo *err)
+                               struct ld_lease **items, size_t *n, char **list_rv,
+                               struct ld_errinfo *err)
 {
     json_error_t je;
     json_t *root = json_loadb(r->body ? r->body : "", r->body_len, 0, &je);
     json_t *arr = json_is_object(root) ? json_object_get(root, "items") : NULL;
+    json_t *meta = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
+    const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
     enum ld_err rc = LD_OK;
     *items = NULL;
     *n = 0;
+    *list_rv = rv ? strdup(rv) : NULL; /* out of memory: as if absent */
     if (!json_is_array(arr)) {
         rc = ld_errinfo_set(err, LD_EDECODE, "%s %s: HTTP %ld body is not a LeaseList",
                             c->verb, c->rel, r->status);
@@ -257,6 +262,7 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
     struct ld_lease lease;
     struct ld_lease *items = NULL;
     size_t n_items = 0;
+    char *list_rv = NULL;
     enum ld_err rc;
     (void)hid;
 
@@ -274,18 +280,19 @@ static void on_acall_done(void *ctx, ld_http_id hid, const struct ld_http_result
         /* A DELETE's 2xx (no_answer) says it all; other bodies are read. */
         rc = ld_rest_outcome(r, c->verb, c->rel, &err);
         if (rc == LD_OK && c->list_done)
-            rc = list_answer(c, r, &items, &n_items, &err);
+            rc = list_answer(c, r, &items, &n_items, &list_rv, &err);
         else if (rc == LD_OK && !c->no_answer)
             rc = lease_answer(c, r, &lease, &err);
     }
     acall_unlink(k, c);
     if (c->list_done)
         c->list_done(c->ctx, c->id, rc, rc == LD_OK ? items : NULL,
-                     rc == LD_OK ? n_items : 0, &err);
+                     rc == LD_OK ? n_items : 0, rc == LD_OK ? list_rv : NULL, &err);
     else
         c->done(c->ctx, c->id, rc, rc == LD_OK && !c->no_answer ? &lease : NULL, &err);
     ld_lease_clear(&lease);
     free_items(items, n_items);
+    free(list_rv);
     acall_free(c);
 }
 

@@ -116,6 +116,12 @@ struct ld_election {
     int64_t quarantine_until_ms;
     bool quarantine_pending; /* no attempt since the quarantine began */
     int64_t free_seen_ms;    /* first saw the Lease free or expired */
+    /* First saw the Lease absent or naming nobody, with no held record
+     * seen since; NO_TIME otherwise. */
+    int64_t unheld_seen_ms;
+    /* From when no earlier holder can still count itself the leader: see
+     * ld_election_status.predecessors_over_ms. */
+    int64_t predecessors_over_ms;
 
     enum phase phase;
     enum ld_action_kind write_kind; /* for PH_WRITE_NEXT */
@@ -501,6 +507,16 @@ static void remember_gone(struct ld_election *e, const char *uid)
     e->gone_uids[i] = strdup(uid);
 }
 
+/* Keeps unheld_seen_ms: held records end it, an absent or empty one starts
+ * it. */
+static void note_unheld(struct ld_election *e, bool unheld, int64_t now_ms)
+{
+    if (!unheld)
+        e->unheld_seen_ms = NO_TIME;
+    else if (e->unheld_seen_ms == NO_TIME)
+        e->unheld_seen_ms = now_ms;
+}
+
 /* Adopts a Lease read from or written to the server. Expiry restarts only
  * when the record changed, exactly as client-go's observedTime. */
 static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t now_ms)
@@ -529,6 +545,7 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     e->seen_term = true;
     if (changed)
         e->observed_ms = now_ms;
+    note_unheld(e, !e->cache.spec.holder[0], now_ms);
     /* A record naming us with a renewTime we sent is ours, even when the
      * answer to that write was lost; one carrying our incarnation was
      * written by this process by construction. */
@@ -542,8 +559,9 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     return true;
 }
 
-static void observe_absent(struct ld_election *e)
+static void observe_absent(struct ld_election *e, int64_t now_ms)
 {
+    note_unheld(e, true, now_ms);
     if (e->have_cache)
         remember_gone(e, e->cache.uid);
     ld_lease_clear(&e->cache);
@@ -559,6 +577,7 @@ static void observe_absent(struct ld_election *e)
 static void adopt_write(struct ld_election *e, const struct ld_lease *stored,
                         int64_t now_ms)
 {
+    int64_t unheld_seen_ms = e->unheld_seen_ms; /* before our own record */
     if (!observe(e, stored, now_ms) || !holder_is_me(e)) {
         step_down(e, LD_STOP_TAKEN);
         return;
@@ -576,6 +595,12 @@ static void adopt_write(struct ld_election *e, const struct ld_lease *stored,
     e->term_until_ms = until;
     if (!e->leading) {
         e->leading = true;
+        /* Taken over after its expiry (or resumed), the record's holder has
+         * stopped by the expiry rule. Found absent or naming nobody, it
+         * says nothing of when its holder stops (a deletion or an edit by
+         * hand): count its lease duration from when we first saw it so. */
+        e->predecessors_over_ms =
+            unheld_seen_ms == NO_TIME ? now_ms : unheld_seen_ms + e->lease_duration_ms;
         push_event(e, LD_EV_STARTED_LEADING, LD_STOP_NONE);
         struct queued_event *ev =
             &e->events[(e->event_head + e->event_count - 1) % EVENT_QUEUE];
@@ -1002,7 +1027,7 @@ static void on_get(struct ld_election *e, struct ld_now now, enum ld_err rc,
         return;
     }
     if (rc == LD_ENOTFOUND) {
-        observe_absent(e);
+        observe_absent(e, now.mono_ms);
         step_down(e, LD_STOP_TAKEN);
         if (!cooling_down(e, now.mono_ms) && prepare_create(e, now) == LD_OK) {
             e->phase = PH_WRITE_NEXT;
@@ -1053,7 +1078,7 @@ static void on_result_stopping(struct ld_election *e, struct ld_now now, enum ld
         return;
     }
     if (rc == LD_ENOTFOUND && was == PH_GET) {
-        observe_absent(e);
+        observe_absent(e, now.mono_ms);
         return;
     }
     if (was != PH_GET)
@@ -1090,7 +1115,7 @@ static void on_result_resigning(struct ld_election *e, struct ld_now now, enum l
         return;
     }
     if (rc == LD_ENOTFOUND && was == PH_GET) {
-        observe_absent(e);
+        observe_absent(e, now.mono_ms);
         return;
     }
     if (was != PH_GET) {
@@ -1227,6 +1252,7 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
     e->phase = PH_IDLE;
     e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
     e->free_seen_ms = NO_TIME;
+    e->unheld_seen_ms = NO_TIME;
     e->quarantine_until_ms = INT64_MIN;
     e->term_until_ms = INT64_MIN;
     e->cooldown_until_ms = INT64_MIN;
@@ -1347,7 +1373,7 @@ void ld_election_observe_deleted(struct ld_election *e, struct ld_now now,
         remember_gone(e, gone->uid);
         return;
     }
-    observe_absent(e);
+    observe_absent(e, now.mono_ms);
     step_down(e, LD_STOP_TAKEN);
     reschedule_after_observation(e, now.mono_ms);
 }
@@ -1379,6 +1405,7 @@ void ld_election_status(const struct ld_election *e, struct ld_election_status *
     out->leading = e->leading;
     out->lead_until_ms = e->lead_until_ms;
     out->term_until_ms = e->term_until_ms;
+    out->predecessors_over_ms = e->leading ? e->predecessors_over_ms : INT64_MAX;
     out->has_renew_time = e->have_cache && e->cache.spec.has_renew;
     out->renew_time_us = out->has_renew_time ? e->cache.spec.renew_us : 0;
     out->last_renew_wall_us = e->last_renew_wall_us;

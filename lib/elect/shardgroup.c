@@ -31,7 +31,10 @@ struct member {
     int64_t changed_ms;  /* when the record last changed, as seen here */
     bool seen_change;    /* a change was seen: only then may it count live */
     bool compatible;     /* carries the protocol annotation */
-    bool mark;           /* scratch of ld_shardgroup_observe_list */
+    /* Names nobody by a replica's eviction (LD_SHARDGROUP_EVICTED_AT
+     * matches its renewTime), not by a hand edit: see evicted_record. */
+    bool evicted;
+    bool mark; /* scratch of ld_shardgroup_observe_list */
 };
 
 struct shard {
@@ -55,6 +58,9 @@ struct shard {
      * answer's) with an older member table could pair a holder's rewrite
      * of the shard with its member Lease not yet seen again. */
     bool from_list;
+    /* Since when the shard has been seen deleted, made anew or rewritten
+     * from outside (ld_shardgroup_config.outside_wait_ms); INT64_MAX: not. */
+    int64_t outside_since_ms;
     bool mark; /* scratch of ld_shardgroup_observe_list */
 };
 
@@ -73,12 +79,20 @@ struct ld_shardgroup {
     struct shard *shards;
     int64_t lease_duration_ms;
     int64_t rebalance_delay_ms;
+    int64_t outside_wait_ms; /* 0: the rules of issue #28 are off */
+    /* The view holds everything stored before this time (local monotonic):
+     * a list sent then, or the watch showing our member renewal sent then
+     * (ld_shardgroup_confirm). */
+    int64_t confirmed_ms;
 
     bool own_leading;
     int64_t own_until_ms;
     int32_t own_transitions;
     char *own_uid;
     int64_t own_joined_us; /* acquireTime of our member Lease as last seen */
+    /* From when no earlier process of our identity can claim anything:
+     * ld_election_status.predecessors_over_ms of our member election. */
+    int64_t own_predecessors_over_ms;
     uint64_t term;         /* the member term: see ld_shardgroup_observe_own */
     bool listed;           /* a list of the group has been observed */
     /* A member record was not kept (table full): an absent record then
@@ -254,6 +268,7 @@ static enum ld_err build_shards(struct ld_shardgroup *g, struct ld_errinfo *err)
         struct shard *sh = &g->shards[s];
         const char *lease = g->layout->shards[s].lease;
         sh->absent_since_ms = INT64_MAX;
+        sh->outside_since_ms = INT64_MAX;
         if (!ld_dns1123_subdomain(lease))
             return ld_errinfo_set(err, LD_EINVAL,
                                   "shard Lease name %s is not a valid Lease name "
@@ -300,10 +315,13 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     g->n_shards = cfg->n_shards;
     g->lease_duration_ms = cfg->lease_duration_ms;
     g->rebalance_delay_ms = cfg->rebalance_delay_ms > 0 ? cfg->rebalance_delay_ms : 0;
+    g->outside_wait_ms = cfg->outside_wait_ms > 0 ? cfg->outside_wait_ms : 0;
+    g->confirmed_ms = INT64_MIN;
     /* Until our member record is seen (within a moment of joining, long
      * before a joining replica takes anything) we rank as the oldest. */
     g->own_joined_us = 0;
     g->own_until_ms = INT64_MIN;
+    g->own_predecessors_over_ms = INT64_MAX;
     g->own_transitions = -1;
     if (!ld_dns1123_subdomain(g->member_lease))
         return ld_errinfo_set(err, LD_EINVAL,
@@ -518,6 +536,21 @@ static bool has_metadata(const struct ld_lease *l, const char *field, const char
     return found;
 }
 
+/* Whether member record lease was emptied by a replica's eviction: it
+ * names nobody and carries LD_SHARDGROUP_EVICTED_AT equal to its own
+ * renewTime. An eviction is written only after the member was silent for
+ * its lease duration; a record emptied by hand (kubectl edit) may name a
+ * member that leads yet, and a stale annotation of an older eviction no
+ * longer matches the renewTime its renewals moved on. */
+static bool evicted_record(const struct ld_lease *lease)
+{
+    char want[24];
+    if ((lease->spec.holder && lease->spec.holder[0]) || !lease->spec.has_renew)
+        return false;
+    snprintf(want, sizeof(want), "%lld", (long long)lease->spec.renew_us);
+    return has_metadata(lease, "annotations", LD_SHARDGROUP_EVICTED_AT, want);
+}
+
 static bool same_rv(const char *a, const char *b)
 {
     return a && b && strcmp(a, b) == 0;
@@ -543,6 +576,7 @@ static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
     }
     m->compatible = has_metadata(lease, "annotations", LD_SHARDGROUP_PROTOCOL,
                                  LD_SHARDGROUP_PROTOCOL_VERSION);
+    m->evicted = evicted_record(lease);
     ld_lease_clear(&m->rec);
     m->rec = rec;
     return LD_OK;
@@ -656,20 +690,29 @@ static void drop_member(struct ld_shardgroup *g, struct member *m)
     *m = g->members[--g->n_members];
 }
 
+/* Remembers that the object uid was deleted: a list answered before the
+ * deletion but applied after it must not bring it back (a member counted
+ * live, a shard shown held by its old holder until the next change). */
+static void note_gone(struct ld_shardgroup *g, const char *uid)
+{
+    if (!uid || is_gone(g, uid))
+        return;
+    char *copy = strdup(uid);
+    if (!copy)
+        return; /* without it, a late list may show the object a while */
+    free(g->gone_uids[g->gone_next]);
+    g->gone_uids[g->gone_next] = copy;
+    g->gone_next = (g->gone_next + 1) % GONE_UIDS;
+}
+
 void ld_shardgroup_observe_member_deleted(struct ld_shardgroup *g,
                                           const struct ld_lease *gone)
 {
     const char *identity = gone ? member_identity(g, gone->name) : NULL;
     struct member *m = identity ? find_member(g, identity) : NULL;
 
-    if (identity && gone->uid && !is_gone(g, gone->uid)) {
-        char *uid = strdup(gone->uid);
-        if (uid) { /* without it, a late list may count the member a while */
-            free(g->gone_uids[g->gone_next]);
-            g->gone_uids[g->gone_next] = uid;
-            g->gone_next = (g->gone_next + 1) % GONE_UIDS;
-        }
-    }
+    if (identity)
+        note_gone(g, gone->uid);
     if (!m || (m->rec.uid && gone->uid && strcmp(m->rec.uid, gone->uid) != 0))
         return;
     drop_member(g, m);
@@ -707,6 +750,50 @@ static void shard_absent(struct shard *sh)
     sh->giving_back = false;
     sh->unlisted = false;
     sh->from_list = false;
+}
+
+static const char *holder_of(const struct shard *sh);
+static void start_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms);
+
+/* Marks shard sh as changed from outside (deleted, made anew, or its
+ * holder rewritten) at now_ms. A second change restarts the wait: the
+ * record it replaced may have been claimed by another replica again. */
+static void outside_change(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
+{
+    if (g->outside_wait_ms > 0)
+        sh->outside_since_ms = now_ms;
+}
+
+/* Whether a write of shard sh must wait: it was changed from outside less
+ * than outside_wait_ms ago. Whoever claimed it before may claim it until
+ * its own view, which does not show the change, is a lease duration old
+ * (ld_shardgroup_confirm); its app needs the drain after that. */
+static bool outside_wait(const struct ld_shardgroup *g, const struct shard *sh,
+                         int64_t now_ms)
+{
+    return sh->outside_since_ms != INT64_MAX &&
+           now_ms - sh->outside_since_ms < g->outside_wait_ms;
+}
+
+/* Whether lease, a shard record, bears the stamp our writes put on it: the
+ * annotation LD_SHARDGROUP_HOLDER equal to its holder. A holder edited by
+ * hand (kubectl edit, a restored copy of another's record) lacks it. */
+static bool stamped(const struct ld_lease *lease)
+{
+    return has_metadata(lease, "annotations", LD_SHARDGROUP_HOLDER,
+                        lease->spec.holder ? lease->spec.holder : "");
+}
+
+/* Judges a new record of shard sh against the one held (before it is
+ * replaced): made anew (another uid than the one seen) or not stamped by
+ * a replica of the group, it counts as changed from outside. */
+static void judge_outside(struct ld_shardgroup *g, struct shard *sh,
+                          const struct ld_lease *lease, int64_t now_ms)
+{
+    bool anew =
+        sh->present && sh->rec.uid && lease->uid && strcmp(sh->rec.uid, lease->uid) != 0;
+    if (anew || !stamped(lease))
+        outside_change(g, sh, now_ms);
 }
 
 static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
@@ -790,12 +877,18 @@ enum ld_err ld_shardgroup_observe_lease(struct ld_shardgroup *g,
             m->mark = true;
         return LD_OK;
     }
-    if (sh)
+    if (sh && lease->uid && is_gone(g, lease->uid))
+        return LD_OK; /* deleted since that snapshot: it stays absent */
+    if (sh) {
+        if (!sh->present || !same_rv(sh->rec.resource_version, lease->resource_version))
+            judge_outside(g, sh, lease, now_ms);
         return observe_shard(g, sh, lease);
+    }
     return ld_shardgroup_observe_member(g, lease, now_ms);
 }
 
-void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone)
+void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_lease *gone,
+                                   int64_t now_ms)
 {
     struct shard *sh = gone ? shard_named(g, gone->name, NULL) : NULL;
     if (!sh) {
@@ -805,12 +898,21 @@ void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_leas
     /* A DELETED of an older object than the one seen changes nothing. */
     if (sh->present && sh->rec.uid && gone->uid && strcmp(sh->rec.uid, gone->uid) != 0)
         return;
+    /* No replica deletes a shard Lease: whoever it named may claim it yet,
+     * its view not showing the deletion. Its last state (the event's, or
+     * the one held) naming nobody, or us, leaves no such claimant. */
+    const char *h = gone->spec.holder ? gone->spec.holder
+                    : sh->present     ? holder_of(sh)
+                                      : "";
+    if (h[0] && strcmp(h, g->identity) != 0)
+        outside_change(g, sh, now_ms);
+    note_gone(g, gone->uid ? gone->uid : sh->rec.uid);
     shard_absent(sh);
 }
 
 enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
                                        const struct ld_lease *items, size_t n,
-                                       int64_t now_ms)
+                                       const char *list_rv, int64_t now_ms)
 {
     enum ld_err first = LD_OK;
     struct shard *shards = g->shards; /* the array never moves */
@@ -828,8 +930,21 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
             same_rv(sh->rec.resource_version, items[i].resource_version))
             sh->from_list = true; /* not when a newer record was kept */
     }
+    /* A record newer than the snapshot was written after it: the list
+     * cannot show it, and no event will show it again (shard Leases are
+     * written only when their owner changes). */
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        if (shards[s].present && rv_newer(shards[s].rec.resource_version, list_rv))
+            shards[s].mark = true;
+    for (uint32_t i = 0; i < g->n_members; i++)
+        if (rv_newer(g->members[i].rec.resource_version, list_rv))
+            g->members[i].mark = true;
     for (uint32_t s = 0; s < g->n_shards; s++) {
         if (!shards[s].mark && !shards[s].unlisted) {
+            /* Absent in the list: deleted since it was seen (by whom, and
+             * over what, a list cannot tell), or never seen at all. */
+            if (shards[s].present || !shards[s].observed)
+                outside_change(g, &shards[s], now_ms);
             shard_absent(&shards[s]);
             shards[s].from_list = true; /* its absence is the list's */
         }
@@ -842,6 +957,8 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
             i++;
     }
     g->listed = true;
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        start_absence(g, &shards[s], now_ms);
     return first;
 }
 
@@ -875,6 +992,7 @@ void ld_shardgroup_observe_own(struct ld_shardgroup *g,
     }
     g->own_leading = st->leading;
     g->own_until_ms = st->lead_until_ms;
+    g->own_predecessors_over_ms = st->predecessors_over_ms;
     g->own_transitions = st->term;
 }
 
@@ -969,20 +1087,68 @@ static const char *holder_of(const struct shard *sh)
     return sh->present && sh->rec.spec.holder ? sh->rec.spec.holder : "";
 }
 
-/* Keeps each shard's count of how long its holder has had no member
- * record: the count starts when it is first seen so and ends when the
- * holder changes or its record appears. */
-static void track_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
+/* Whether member record m (NULL: none in the view) proves nothing about
+ * its holder having stopped until a lease duration has passed: absent, or
+ * emptied by hand rather than by an eviction. */
+static bool member_unproven(const struct member *m)
+{
+    return !m || (m->compatible && !m->rec.spec.holder[0] && !m->evicted);
+}
+
+/* Whether member record m names another process of its identity than the
+ * one that wrote shard sh (a restart, or a second process of that name,
+ * took the member Lease over): that process's claims ended with its member
+ * term, by a time the record does not tell. */
+static bool member_of_another_process(const struct member *m, const struct shard *sh)
+{
+    const char *inc = sh->rec.incarnation ? sh->rec.incarnation : "";
+    return m->compatible && m->rec.spec.holder[0] &&
+           !ld_lease_held_by(&m->rec, m->rec.spec.holder, inc);
+}
+
+/* Whether the process that wrote shard sh, naming a holder other than us,
+ * is not proven live by the view: its identity's member record is absent,
+ * emptied by hand (member_unproven) or written by another process. */
+static bool writer_unproven(const struct member *m, const struct shard *sh)
+{
+    return member_unproven(m) || member_of_another_process(m, sh);
+}
+
+static bool holder_absent(struct ld_shardgroup *g, const struct shard *sh)
 {
     const char *h = holder_of(sh);
-    bool absent = h[0] && strcmp(h, g->identity) != 0 && !find_member(g, h);
-    if (!absent) {
+    return h[0] && strcmp(h, g->identity) != 0 && writer_unproven(find_member(g, h), sh);
+}
+
+/* Whether sh's count of its holder's absence is running. */
+static bool counting(const struct shard *sh)
+{
+    return sh->absent_since_ms != INT64_MAX && sh->absent_of &&
+           strcmp(sh->absent_of, holder_of(sh)) == 0;
+}
+
+/* Ends each shard's count of how long its holder has had no member record
+ * when the holder changes or its record appears. It never starts one: a
+ * count starts only on a list (start_absence), where the shard's record
+ * and the member table are of one snapshot. A view assembled from the
+ * watch and an older list can pair the holder's rewrite of the shard with
+ * its member Lease dropped before that rewrite, a state never stored: an
+ * absence counted from it would let a later, real deletion of the
+ * holder's member Lease be followed at once by a takeover (issue #28). */
+static void track_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
+{
+    (void)now_ms;
+    if (!holder_absent(g, sh) || !counting(sh))
         sh->absent_since_ms = INT64_MAX;
+}
+
+/* Starts the count of shard sh's holder's absence at now_ms, unless it runs
+ * already: called on a list, for a shard whose record is the list's. */
+static void start_absence(struct ld_shardgroup *g, struct shard *sh, int64_t now_ms)
+{
+    if (g->overflow || !sh->from_list || !holder_absent(g, sh) || counting(sh))
         return;
-    }
-    if (sh->absent_of && strcmp(sh->absent_of, h) == 0 &&
-        sh->absent_since_ms != INT64_MAX)
-        return;
+    const char *h = holder_of(sh);
     char *copy = strdup(h);
     if (!copy)
         return; /* not counting: no takeover on this rule until memory returns */
@@ -1006,6 +1172,9 @@ static int64_t earliest_change(const struct ld_shardgroup *g, int64_t now_ms)
         next = rebalance_at;
     for (uint32_t s = 0; s < g->n_shards; s++) {
         const struct shard *sh = &g->shards[s];
+        if (outside_wait(g, sh, now_ms) &&
+            sh->outside_since_ms + g->outside_wait_ms < next)
+            next = sh->outside_since_ms + g->outside_wait_ms;
         if (sh->absent_since_ms == INT64_MAX)
             continue;
         int64_t at = sh->absent_since_ms + g->lease_duration_ms;
@@ -1084,20 +1253,25 @@ static enum ld_shard_step step_foreign(const struct ld_shardgroup *g,
     if (!h[0])
         return LD_SHARD_TAKE;
     enum ld_shard_step take = fresh && sh->from_list ? LD_SHARD_TAKE : LD_SHARD_READ;
-    /* Another process of our identity wrote it: its claims ended with its
-     * member election, no later than its renew deadline, before ours could
-     * take the member Lease over (the caller checked that ours leads). */
+    /* Another process of our identity wrote it: its claims end with its
+     * member election, no later than its renew deadline. Ours leads (the
+     * caller checked); when it took that process's record over after its
+     * expiry, they ended before; when it found the member Lease deleted or
+     * emptied, a lease duration after that was seen (issue #28). */
     if (strcmp(h, g->identity) == 0)
-        return take;
+        return now_ms >= g->own_predecessors_over_ms ? take : LD_SHARD_NONE;
     const struct member *m = find_member((struct ld_shardgroup *)g, h);
-    if (!m) {
-        bool waited = !g->overflow && sh->absent_of && strcmp(sh->absent_of, h) == 0 &&
-                      sh->absent_since_ms != INT64_MAX &&
-                      now_ms - sh->absent_since_ms >= g->lease_duration_ms;
+    if (m && !m->compatible)
+        return LD_SHARD_NONE; /* neither live nor dead: never taken over */
+    if (writer_unproven(m, sh)) {
+        if (!m && g->overflow)
+            return LD_SHARD_NONE; /* an absent record proves nothing */
+        /* Not counting yet: a list starts the count (one snapshot). */
+        if (!counting(sh))
+            return LD_SHARD_READ;
+        bool waited = now_ms - sh->absent_since_ms >= g->lease_duration_ms;
         return waited ? take : LD_SHARD_NONE;
     }
-    if (!m->compatible)
-        return LD_SHARD_NONE; /* neither live nor dead: never taken over */
     if (!m->rec.spec.holder[0])
         return take;
     return now_ms >= member_expiry(g, m) ? LD_SHARD_EVICT : LD_SHARD_NONE;
@@ -1109,7 +1283,7 @@ enum ld_shard_step ld_shardgroup_step(const struct ld_shardgroup *g, uint32_t s,
     if (s >= g->n_shards || !own_live(g, now_ms))
         return LD_SHARD_NONE;
     const struct shard *sh = &g->shards[s];
-    if (!sh->observed)
+    if (!sh->observed || outside_wait(g, sh, now_ms))
         return LD_SHARD_NONE;
     if (sh->giving_back) /* until its release is written */
         return names_us(g, sh) ? LD_SHARD_RELEASE : LD_SHARD_NONE;
@@ -1185,6 +1359,19 @@ done:
     return rc;
 }
 
+/* Stamps l (whose object merge_metadata made) with its holder, so that a
+ * holder edited by hand shows (stamped). */
+static enum ld_err stamp(struct ld_lease *l)
+{
+    json_t *meta = json_object_get(l->object, "metadata");
+    json_t *ann = json_is_object(meta) ? json_object_get(meta, "annotations") : NULL;
+    if (!json_is_object(ann) ||
+        json_object_set_new(ann, LD_SHARDGROUP_HOLDER,
+                            json_string(l->spec.holder ? l->spec.holder : "")) != 0)
+        return LD_ENOMEM;
+    return LD_OK;
+}
+
 enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
                                      const char *ns, int64_t wall_us,
                                      struct ld_lease *out)
@@ -1209,6 +1396,8 @@ enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
         rc = ld_lease_set_incarnation(out, g->incarnation);
     if (rc == LD_OK)
         rc = merge_metadata(out, sh->metadata);
+    if (rc == LD_OK)
+        rc = stamp(out);
     if (rc != LD_OK)
         return rc;
     struct ld_lease_spec *sp = &out->spec;
@@ -1248,7 +1437,8 @@ enum ld_err ld_shardgroup_release_lease(const struct ld_shardgroup *g, uint32_t 
     ld_lease_clear(out);
     if (s >= g->n_shards || !g->shards[s].present)
         return LD_EINVAL;
-    return emptied(out, &g->shards[s].rec, g->shards[s].metadata, wall_us);
+    enum ld_err rc = emptied(out, &g->shards[s].rec, g->shards[s].metadata, wall_us);
+    return rc == LD_OK ? stamp(out) : rc;
 }
 
 enum ld_err ld_shardgroup_label_lease(const struct ld_shardgroup *g, uint32_t s,
@@ -1275,8 +1465,10 @@ enum ld_err ld_shardgroup_evict_lease(const struct ld_shardgroup *g, uint32_t s,
         find_member((struct ld_shardgroup *)g, holder_of(&g->shards[s]));
     if (!m || !m->rec.resource_version)
         return LD_EINVAL;
-    json_t *ann =
-        json_pack("{s:{s:s}}", "annotations", LD_SHARDGROUP_EVICTED_BY, g->identity);
+    char at[24];
+    snprintf(at, sizeof(at), "%lld", (long long)wall_us); /* emptied's renewTime */
+    json_t *ann = json_pack("{s:{s:s,s:s}}", "annotations", LD_SHARDGROUP_EVICTED_BY,
+                            g->identity, LD_SHARDGROUP_EVICTED_AT, at);
     char *md_json = ann ? json_dumps(ann, JSON_COMPACT) : NULL;
     enum ld_err rc = md_json ? emptied(out, &m->rec, md_json, wall_us) : LD_ENOMEM;
     free(md_json);
@@ -1307,6 +1499,10 @@ void ld_shardgroup_wrote(struct ld_shardgroup *g, uint32_t s, uint64_t term,
                            : !sh->present;
     if (predecessor && observe_shard(g, sh, stored) != LD_OK)
         shard_absent(sh); /* unknown now: nothing is claimed on it */
+    /* Our own take or release, written after any wait: the record is the
+     * group's again. */
+    if (predecessor && stamped(stored))
+        sh->outside_since_ms = INT64_MAX;
     bool giving_back = sh->giving_back;
     sh->giving_back = false;
     if (giving_back || !sh->present ||
@@ -1349,14 +1545,36 @@ bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s)
     return s < g->n_shards && claim_valid(g, &g->shards[s]);
 }
 
+/* Until when our claims may last by our view's age: a lease duration
+ * after the view was last confirmed (issue #28: a shard Lease deleted or
+ * rewritten while our watch lags is taken by another only outside_wait_ms
+ * after it saw that, which is after this). */
+static int64_t view_until(const struct ld_shardgroup *g)
+{
+    if (g->outside_wait_ms == 0)
+        return INT64_MAX;
+    if (g->confirmed_ms == INT64_MIN)
+        return INT64_MIN;
+    return g->confirmed_ms + g->lease_duration_ms;
+}
+
+void ld_shardgroup_confirm(struct ld_shardgroup *g, int64_t at_ms)
+{
+    if (at_ms > g->confirmed_ms)
+        g->confirmed_ms = at_ms;
+}
+
 int64_t ld_shardgroup_lead_until(const struct ld_shardgroup *g)
 {
-    return g->own_leading ? g->own_until_ms : INT64_MIN;
+    if (!g->own_leading)
+        return INT64_MIN;
+    int64_t v = view_until(g);
+    return v < g->own_until_ms ? v : g->own_until_ms;
 }
 
 bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms)
 {
-    return ld_shardgroup_claimed(g, s) && own_live(g, now_ms);
+    return ld_shardgroup_claimed(g, s) && own_live(g, now_ms) && now_ms < view_until(g);
 }
 
 uint32_t ld_shardgroup_owned(const struct ld_shardgroup *g, int64_t now_ms, uint32_t *out)

@@ -1151,7 +1151,10 @@ class Unlabelled(ShardBase):
             raise AssertionError(f"{e}; creates per replica: "
                                  f"{ {c: stats.get(c, {}).get('create') for c in ('r1', 'r2')} }, "
                                  f"lists: {self.lists()}") from None
-        owners, took = self.wait_balanced(t_start)
+        # A Lease made by hand bears no holder stamp: the group writes it
+        # only a lease duration and the drain (the retry period) after it
+        # saw it (docs/design/shard-protocol.md, rule O2).
+        owners, took = self.wait_balanced(t_start, BALANCE_BOUND + LEASE + RETRY)
         print(f"\n  balanced over 2 with {name} labelled {labels} in {took:.2f}s: {owners}")
         # The take was an update of the Lease that was there (same uid),
         # which now carries the group's labels and the protocol annotation.

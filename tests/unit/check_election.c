@@ -712,6 +712,45 @@ START_TEST(own_identity_other_incarnation_is_taken_over_after_expiry)
 }
 END_TEST
 
+static int64_t predecessors_over(struct ld_election *e)
+{
+    struct ld_election_status st;
+    ld_election_status(e, &st);
+    return st.predecessors_over_ms;
+}
+
+/* From when no earlier holder can still lead: at once after an expiry
+ * takeover; a lease duration after the Lease was first seen absent or free
+ * when it was taken so (a deletion or an edit by hand says nothing of when
+ * its holder stops). A shard group's member election uses it to time the
+ * takeover of its identity's older records. */
+START_TEST(predecessors_are_over_at_an_expiry_takeover_or_a_lease_duration_after_a_gap)
+{
+    put_incarnated("a", "old", 6, WALL0);
+    struct ld_election *e = incarnated("a", "new");
+    ck_assert_int_eq(predecessors_over(e), INT64_MAX);
+    int64_t t = run_until_leader(e, 0, 40000);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_eq(predecessors_over(e), t);
+
+    /* Found absent (deleted, say): made anew. */
+    fake_api_clear(&api);
+    ld_lease_init(&api.lease);
+    api.exists = false; /* resourceVersions go on growing, as on a server */
+    struct ld_election *g = incarnated("c", "y");
+    settle(g, 700);
+    ck_assert(ld_election_is_leader(g, 700));
+    ck_assert_int_eq(predecessors_over(g), 700 + 15000);
+
+    /* Found naming nobody. */
+    struct ld_election *f = incarnated("b", "x");
+    fake_api_put_record(&api, "", 1, 3, WALL0);
+    settle(f, 500);
+    ck_assert(ld_election_is_leader(f, 500));
+    ck_assert_int_eq(predecessors_over(f), 500 + 15000);
+}
+END_TEST
+
 START_TEST(own_identity_without_incarnation_is_not_ours)
 {
     /* Written by a client-go peer of our name, or a leaderd without one. */
@@ -1327,6 +1366,11 @@ END_TEST
 
 /* ---- randomized multi-replica simulation -------------------------------- */
 
+/* Three engines on one store with lost replies, partitions and a lagging
+ * watch; and (issue #28) clocks that run up to 2 % apart and writes the
+ * store applied but answered 409 or 5xx. Never two leaders, and a leader's
+ * Lease names it. */
+
 #define SIM_REPLICAS 3
 
 struct pending {
@@ -1334,6 +1378,8 @@ struct pending {
     struct ld_action act;
     int64_t apply_at, reply_at;
     bool applied, lost; /* lost: the reply never comes, the caller times out */
+    /* Applied by the store, answered 409 or 5xx anyway (issue #28). */
+    bool applied_error;
     enum ld_err rc;
     struct ld_lease out;
     struct ld_errinfo err;
@@ -1347,7 +1393,16 @@ struct replica {
     int64_t wake;
     bool down; /* partitioned: every request fails or hangs */
     int64_t last_term;
+    /* Its clock runs this many parts per million fast (or slow), within
+     * what the margin lease duration - renew deadline absorbs. */
+    int64_t ppm;
 };
+
+/* Replica r's own reading of the simulation's time now. */
+static int64_t sim_clock(const struct replica *r, int64_t now)
+{
+    return now + now * r->ppm / 1000000;
+}
 
 static uint64_t sim_rng = 12345;
 static uint64_t sim_rand(uint64_t n)
@@ -1358,7 +1413,7 @@ static uint64_t sim_rand(uint64_t n)
 
 static void sim_issue(struct replica *r, int64_t now)
 {
-    struct ld_action a = ld_election_next(r->e, at(now));
+    struct ld_action a = ld_election_next(r->e, at(sim_clock(r, now)));
     if (a.kind == LD_ACT_WAIT) {
         r->wake = a.wake_at_ms;
         return;
@@ -1391,8 +1446,8 @@ static void sim_watch(struct replica *r, int64_t now)
     if (!r->p.active && r->seen.resource_version &&
         strcmp(r->seen.resource_version, r->seen_rv) != 0) {
         snprintf(r->seen_rv, sizeof(r->seen_rv), "%s", r->seen.resource_version);
-        ld_election_observe(r->e, at(now), &r->seen);
-        r->wake = now; /* let the engine decide again */
+        ld_election_observe(r->e, at(sim_clock(r, now)), &r->seen);
+        r->wake = sim_clock(r, now); /* let the engine decide again */
     }
 }
 
@@ -1407,17 +1462,21 @@ static void sim_tick(struct replica *r, int64_t now, bool watching)
             p->rc = ld_errinfo_set(&p->err, LD_ETRANSPORT, "partitioned");
         else
             p->rc = fake_api_execute(&api, &p->act, "default", "lock", &p->out, &p->err);
+        p->applied_error = p->rc == LD_OK && !p->lost && sim_rand(25) == 0;
     }
     if (p->active && p->applied && now >= p->reply_at) {
         p->active = false;
         if (p->lost)
             p->rc = ld_errinfo_set(&p->err, LD_ETIMEOUT, "timeout");
-        ld_election_result(r->e, at(now), p->rc, p->rc == LD_OK ? &p->out : NULL,
-                           &p->err);
+        if (p->applied_error)
+            p->rc = sim_rand(2) ? ld_errinfo_set(&p->err, LD_ECONFLICT, "applied, 409")
+                                : ld_errinfo_set(&p->err, LD_ESERVER, "applied, 504");
+        ld_election_result(r->e, at(sim_clock(r, now)), p->rc,
+                           p->rc == LD_OK ? &p->out : NULL, &p->err);
         ld_lease_clear(&p->out);
-        r->wake = now;
+        r->wake = sim_clock(r, now);
     }
-    if (!p->active && now >= r->wake)
+    if (!p->active && sim_clock(r, now) >= r->wake)
         sim_issue(r, now);
 }
 
@@ -1433,6 +1492,7 @@ START_TEST(simulation_never_has_two_leaders)
         struct ld_election_config c = config_for(names[i]);
         c.seed = (uint64_t)i * 7 + (uint64_t)_i;
         rs[i].e = engine_for(&c);
+        rs[i].ppm = (int64_t)sim_rand(40001) - 20000; /* 2 % either way */
         ld_lease_init(&rs[i].seen);
         ld_election_set_watch(rs[i].e, watching);
     }
@@ -1446,7 +1506,7 @@ START_TEST(simulation_never_has_two_leaders)
         int leaders = 0, who = -1;
         for (int i = 0; i < SIM_REPLICAS; i++) {
             sim_tick(&rs[i], now, watching);
-            if (ld_election_is_leader(rs[i].e, now)) {
+            if (ld_election_is_leader(rs[i].e, sim_clock(&rs[i], now))) {
                 leaders++;
                 who = i;
                 /* Stronger than "one leader at a time": nobody else's
@@ -2284,6 +2344,7 @@ static Suite *election_suite(void)
     tcase_add_test(tc, twin_writing_during_leadership_is_detected);
     tcase_add_test(tc, own_timed_out_write_is_not_a_twin);
     tcase_add_test(tc, own_identity_other_incarnation_is_taken_over_after_expiry);
+    tcase_add_test(tc, predecessors_are_over_at_an_expiry_takeover_or_a_lease_duration_after_a_gap);
     tcase_add_test(tc, own_identity_without_incarnation_is_not_ours);
     tcase_add_test(tc, own_incarnation_is_resumed_and_renewed_as_ours);
     tcase_add_test(tc, late_renewal_of_dead_predecessor_is_no_quarantine);

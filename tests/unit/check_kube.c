@@ -991,10 +991,11 @@ struct listed {
     size_t n;
     char names[4][64];
     char holders[4][64];
+    char list_rv[32]; /* "(none)" when the answer had none */
 };
 
 static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
-                      const struct ld_lease *items, size_t n,
+                      const struct ld_lease *items, size_t n, const char *list_rv,
                       const struct ld_errinfo *err)
 {
     struct listed *l = ctx;
@@ -1003,7 +1004,8 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
     l->calls++;
     l->rc = rc;
     l->n = n;
-    ck_assert(rc == LD_OK || (items == NULL && n == 0));
+    snprintf(l->list_rv, sizeof(l->list_rv), "%s", list_rv ? list_rv : "(none)");
+    ck_assert(rc == LD_OK || (items == NULL && n == 0 && list_rv == NULL));
     for (size_t i = 0; i < n && i < 4; i++) {
         snprintf(l->names[i], sizeof(l->names[i]), "%s", items[i].name);
         snprintf(l->holders[i], sizeof(l->holders[i]), "%s",
@@ -1041,6 +1043,7 @@ START_TEST(async_list_by_selector)
     ck_assert_str_eq(l.names[0], "web-member-a");
     ck_assert_str_eq(l.holders[0], "a");
     ck_assert_str_eq(l.names[1], "web-0");
+    ck_assert_str_eq(l.list_rv, "77"); /* the snapshot's revision */
     struct fake_http_request r = req(0);
     ck_assert_str_eq(r.method, "GET");
     ck_assert_str_eq(r.path, "/apis/coordination.k8s.io/v1/namespaces/default/leases");

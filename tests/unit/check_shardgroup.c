@@ -764,7 +764,7 @@ START_TEST(older_records_are_ignored_and_give_backs_end_with_the_shard)
     struct ld_lease items[2];
     lease_record(&items[0], "web-0", "a", 10, 450, "uid-s", true);
     member_record(&items[1], "web", "b", "b", 10, 15, "uid-1");
-    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 2, 0), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 2, NULL, 0), LD_OK);
     ld_lease_clear(&items[0]);
     ld_lease_clear(&items[1]);
     ck_assert_str_eq(ld_shardgroup_record(g, 0)->spec.holder, "b");
@@ -914,8 +914,13 @@ static void relist(struct ld_shardgroup *g, int64_t member_rv, int64_t now_ms)
         ld_lease_init(&items[n]);
         ck_assert_int_eq(ld_lease_copy(&items[n++], rec), LD_OK);
     }
-    member_record(&items[n++], ld_shardgroup_name(g), "b", "", 1, member_rv, "uid-1");
-    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, n, now_ms), LD_OK);
+    member_record(&items[n], ld_shardgroup_name(g), "b", "", 1, member_rv, "uid-1");
+    char at[24];
+    snprintf(at, sizeof(at), "%lld", (long long)member_rv); /* as an eviction */
+    json_object_set_new(
+        json_object_get(json_object_get(items[n++].object, "metadata"), "annotations"),
+        LD_SHARDGROUP_EVICTED_AT, json_string(at));
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, n, NULL, now_ms), LD_OK);
     for (size_t i = 0; i < n; i++)
         ld_lease_clear(&items[i]);
 }
@@ -981,8 +986,12 @@ START_TEST(shards_are_taken_only_on_the_rules)
         ck_assert_int_eq(ld_shardgroup_step(g, s, 10001, true), LD_SHARD_TAKE);
     }
     /* A member Lease that is gone proves nothing until a lease duration
-     * after the shard was first seen naming the absent holder. */
+     * after a list first showed the shard naming the absent holder: seen
+     * on the watch, the count waits for a list (one snapshot). */
     shard_record(g, 0, "c", 30, 10001);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 10001, &next), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10001, false), LD_SHARD_READ);
+    relist(g, 3, 10001);
     ck_assert_int_eq(ld_shardgroup_assign(g, 10001, &next), LD_OK);
     ck_assert_int_eq(next, 20001);
     ck_assert_int_eq(ld_shardgroup_step(g, 0, 20000, true), LD_SHARD_NONE);
@@ -1023,14 +1032,15 @@ START_TEST(a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence)
     shard_record(g, 0, "r", 60, 10001);
     /* The list, answered now, was read before both. */
     lease_record(&items[0], "web-0", "r", 10, 10, "uid-s", true);
-    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 1, 10002), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 1, NULL, 10002), LD_OK);
     ck_assert_str_eq(ld_shardgroup_record(g, 0)->resource_version, "60");
     ck_assert_int_eq(ld_shardgroup_assign(g, 10002, NULL), LD_OK);
-    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10002, true), LD_SHARD_NONE);
+    /* Takes nothing; the view is not one snapshot, so it asks for one. */
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 10002, true), LD_SHARD_READ);
     /* A lease duration later, another list from before r's return. */
     ck_assert_int_eq(ld_shardgroup_assign(g, 20002, NULL), LD_OK);
     ck_assert_int_eq(ld_shardgroup_step(g, 0, 20002, false), LD_SHARD_READ);
-    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 1, 20002), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 1, NULL, 20002), LD_OK);
     ld_lease_clear(&items[0]);
     ck_assert_int_eq(ld_shardgroup_assign(g, 20002, NULL), LD_OK);
     ck_assert_int_eq(ld_shardgroup_step(g, 0, 20002, true), LD_SHARD_READ);
@@ -1038,11 +1048,154 @@ START_TEST(a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence)
     lease_record(&items[0], "web-0", "r", 10, 60, "uid-s", true);
     struct ld_lease both[2] = {items[0]};
     member_record(&both[1], "web", "r", "r", 10, 50, "uid-r");
-    ck_assert_int_eq(ld_shardgroup_observe_list(g, both, 2, 20003), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, both, 2, NULL, 20003), LD_OK);
     ld_lease_clear(&both[0]);
     ld_lease_clear(&both[1]);
     ck_assert_int_eq(ld_shardgroup_assign(g, 20003, NULL), LD_OK);
     ck_assert_int_eq(ld_shardgroup_step(g, 0, 20003, true), LD_SHARD_NONE);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* A list answered late, its snapshot taken before a shard Lease was made
+ * anew and a member renewed (both seen on the watch meanwhile), leaves the
+ * newer records in the view: no event would show the shard again, as
+ * shard Leases are written only when their owner changes (before, the
+ * shard looked absent to its own holder for good, and the group never
+ * settled: seed 90 of the hostile simulation). A list whose snapshot is
+ * newer than the records decides. */
+START_TEST(a_list_older_than_a_record_leaves_the_record)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 2, NULL);
+    struct ld_lease m;
+    const char *const *live = NULL;
+    own(g, true, 1000000);
+    /* Labelled as the group's writes label it, so lists show it. */
+    lease_record(&m, ld_shardgroup_shard_lease(g, 0), "a", 10, 70, "uid-s", true);
+    ck_assert_int_eq(json_object_set_new(json_object_get(m.object, "metadata"), "labels",
+                                         json_pack("{s:s}", LD_SHARDGROUP_LABEL, "web")),
+                     0);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &m, 1000), LD_OK);
+    ld_lease_clear(&m);
+    for (int rv = 79; rv <= 80; rv++) { /* live once seen to renew */
+        member_record(&m, "web", "r", "r", 10, rv, "uid-r");
+        ck_assert_int_eq(ld_shardgroup_observe_lease(g, &m, 1000), LD_OK);
+        ld_lease_clear(&m);
+    }
+    ck_assert_uint_eq(ld_shardgroup_members(g, 1000, &live), 2);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, NULL, 0, "65", 1001), LD_OK);
+    ck_assert_ptr_nonnull(ld_shardgroup_record(g, 0));
+    ck_assert_str_eq(ld_shardgroup_record(g, 0)->resource_version, "70");
+    ck_assert_uint_eq(ld_shardgroup_members(g, 1001, &live), 2);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, NULL, 0, "81", 1002), LD_OK);
+    ck_assert_ptr_null(ld_shardgroup_record(g, 0));
+    ck_assert_uint_eq(ld_shardgroup_members(g, 1002, &live), 1);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* Issue #28, interleaving 3: an absence counted on a view that was never
+ * true at one instant. r's member Lease is deleted (d1) and made anew; r
+ * rewrites its shard, which the watch shows. A slow list from between d1
+ * and r's return is answered after that: the view keeps the shard's newer
+ * record and drops r's member, a pairing that was never stored. r's new
+ * member Lease is then really deleted (d2) just after r's last renewal,
+ * while this replica's watch lags; r leads on that renewal for its renew
+ * deadline. A fresh list after d2 shows the shard's record and r absent:
+ * a count started on the mixed view would take the shard while r still
+ * claims it. The count must start on one snapshot, so the take comes a
+ * lease duration after the list that first showed both. */
+START_TEST(an_absence_counts_only_from_one_snapshot)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 1, NULL);
+    struct ld_lease items[2], l;
+
+    own(g, true, 1000000);
+    lease_record(&items[0], "web-0", "r", 10, 100, "uid-s", true);
+    member_record(&items[1], "web", "r", "r", 10, 90, "uid-r1");
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 2, NULL, 0), LD_OK);
+    ld_lease_clear(&items[1]);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    /* d1 at 1000, seen on the watch; r's return and rewrite at 2000. */
+    member_record(&l, "web", "r", "r", 10, 90, "uid-r1");
+    ld_shardgroup_observe_deleted(g, &l, 0);
+    ld_lease_clear(&l);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 1000, NULL), LD_OK);
+    member_record(&l, "web", "r", "r", 10, 200, "uid-r2");
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, 2000), LD_OK);
+    ld_lease_clear(&l);
+    shard_record(g, 0, "r", 210, 2000);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 2000, NULL), LD_OK);
+    /* The slow list (snapshot between d1 and 2000), answered at 3000. */
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 1, NULL, 3000), LD_OK);
+    ld_lease_clear(&items[0]);
+    ck_assert_str_eq(ld_shardgroup_record(g, 0)->resource_version, "210");
+    ck_assert_int_eq(ld_shardgroup_assign(g, 3000, NULL), LD_OK);
+    /* r renews at 11900 (leads until 11900 + its renew deadline), its
+     * member Lease is deleted at 12000; this replica's watch lags, so the
+     * DELETED of uid-r2 is the first it hears of r since 3000. */
+    int64_t r_leads_until = 11900 + RENEW_DEADLINE_MS;
+    member_record(&l, "web", "r", "r", 10, 200, "uid-r2");
+    ld_shardgroup_observe_deleted(g, &l, 0);
+    ld_lease_clear(&l);
+    int64_t took = -1;
+    for (int64_t t = 13000; t <= 40000 && took < 0; t += RETRY_MS) {
+        ck_assert_int_eq(ld_shardgroup_assign(g, t, NULL), LD_OK);
+        if (ld_shardgroup_step(g, 0, t, false) != LD_SHARD_READ)
+            continue;
+        /* The list it asks for: the shard at 210, no member Lease of r. */
+        lease_record(&items[0], "web-0", "r", 10, 210, "uid-s", true);
+        ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 1, NULL, t), LD_OK);
+        ld_lease_clear(&items[0]);
+        ck_assert_int_eq(ld_shardgroup_assign(g, t, NULL), LD_OK);
+        if (ld_shardgroup_step(g, 0, t, true) == LD_SHARD_TAKE)
+            took = t;
+    }
+    ck_assert_msg(took >= r_leads_until,
+                  "taken at %lld while r led until %lld (two owners)", (long long)took,
+                  (long long)r_leads_until);
+    ck_assert_int_le(took, 13000 + DURATION_MS + 2 * RETRY_MS);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
+/* Found by the hostile simulation: a member Lease emptied by hand
+ * (kubectl edit of holderIdentity) names nobody like an eviction, but its
+ * member may lead on its last renewal for its renew deadline. Only an
+ * eviction's record (LD_SHARDGROUP_EVICTED_AT matching its renewTime) lets
+ * the shards go at once; one emptied by hand counts like an absent member
+ * Lease: a lease duration from the list that first showed it. */
+START_TEST(a_member_lease_emptied_by_hand_proves_nothing_at_once)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 1, NULL);
+    struct ld_lease items[2];
+
+    own(g, true, 1000000);
+    for (int round = 0; round < 2; round++) {
+        int64_t at = round == 0 ? 1000 : 1000 + DURATION_MS;
+        lease_record(&items[0], "web-0", "r", 10, 100, "uid-s", true);
+        member_record(&items[1], "web", "r", "", 10, 200, "uid-r");
+        ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 2, NULL, at), LD_OK);
+        ld_lease_clear(&items[0]);
+        ld_lease_clear(&items[1]);
+        ck_assert_int_eq(ld_shardgroup_assign(g, at, NULL), LD_OK);
+        ck_assert_int_eq(ld_shardgroup_step(g, 0, at, true),
+                         round == 0 ? LD_SHARD_NONE : LD_SHARD_TAKE);
+    }
+    /* The same record as an eviction wrote it: taken at once. */
+    ld_shardgroup_free(g);
+    g = numbered_group("web", "a", 1, NULL);
+    own(g, true, 1000000);
+    lease_record(&items[0], "web-0", "r", 10, 100, "uid-s", true);
+    member_record(&items[1], "web", "r", "", 10, 200, "uid-r");
+    json_object_set_new(
+        json_object_get(json_object_get(items[1].object, "metadata"), "annotations"),
+        LD_SHARDGROUP_EVICTED_AT, json_string("200"));
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 2, NULL, 1000), LD_OK);
+    ld_lease_clear(&items[0]);
+    ld_lease_clear(&items[1]);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 1000, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 1000, true), LD_SHARD_TAKE);
     ld_shardgroup_free(g);
 }
 END_TEST
@@ -1069,7 +1222,7 @@ START_TEST(a_member_record_never_seen_to_change_is_evicted_for_its_shards)
         for (uint32_t s = 0; s < 4; s++)
             lease_record(&items[1 + s], ld_shardgroup_shard_lease(g, s), "b", 10, 100 + s,
                          "uid-s", true);
-        ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 5, at), LD_OK);
+        ck_assert_int_eq(ld_shardgroup_observe_list(g, items, 5, NULL, at), LD_OK);
         for (int i = 0; i < 5; i++)
             ld_lease_clear(&items[i]);
         ck_assert_str_eq(members_at(g, at), "a");
@@ -1256,6 +1409,7 @@ struct world_lease {
     int32_t transitions;
     int64_t renew_us;
     int64_t rv;
+    char evicted_at[24]; /* LD_SHARDGROUP_EVICTED_AT as written, "" none */
 };
 
 struct replica {
@@ -1288,6 +1442,10 @@ static void world_lease_of(const struct world_lease *wl, const char *name,
     char rv[32];
     lease_record(l, name, wl->holder, wl->duration_s, wl->renew_us, uid, true);
     l->spec.transitions = wl->transitions;
+    if (wl->evicted_at[0])
+        json_object_set_new(
+            json_object_get(json_object_get(l->object, "metadata"), "annotations"),
+            LD_SHARDGROUP_EVICTED_AT, json_string(wl->evicted_at));
     snprintf(rv, sizeof(rv), "%lld", (long long)wl->rv);
     free(l->resource_version);
     l->resource_version = strdup(rv);
@@ -1319,7 +1477,7 @@ static void feed(struct world *w, int i)
         snprintf(name, sizeof(name), "grp-%u", s);
         world_lease_of(&w->s[s], name, "uid-s", &items[n++]);
     }
-    ck_assert_int_eq(ld_shardgroup_observe_list(r->g, items, n, w->now_ms), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_list(r->g, items, n, NULL, w->now_ms), LD_OK);
     for (size_t k = 0; k < n; k++)
         ld_lease_clear(&items[k]);
     ck_assert_int_eq(ld_shardgroup_assign(r->g, w->now_ms, NULL), LD_OK);
@@ -1340,6 +1498,10 @@ static bool cas(struct world *w, struct world_lease *wl, struct ld_lease *out)
     wl->duration_s = out->spec.duration_s;
     wl->transitions = out->spec.transitions;
     wl->renew_us = out->spec.renew_us;
+    json_t *ann =
+        json_object_get(json_object_get(out->object, "metadata"), "annotations");
+    const char *at = json_string_value(json_object_get(ann, LD_SHARDGROUP_EVICTED_AT));
+    snprintf(wl->evicted_at, sizeof(wl->evicted_at), "%s", at ? at : "");
     wl->rv = ++w->rv;
     snprintf(rv, sizeof(rv), "%lld", (long long)wl->rv);
     free(out->resource_version);
@@ -1647,9 +1809,12 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members, shards_are_taken_only_on_the_rules);
     tcase_add_test(members,
                    a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence);
+    tcase_add_test(members, a_list_older_than_a_record_leaves_the_record);
     tcase_add_test(members,
                    a_member_record_never_seen_to_change_is_evicted_for_its_shards);
     tcase_add_test(members, older_records_are_ignored_and_give_backs_end_with_the_shard);
+    tcase_add_test(members, an_absence_counts_only_from_one_snapshot);
+    tcase_add_test(members, a_member_lease_emptied_by_hand_proves_nothing_at_once);
     tcase_add_test(members, writes_are_compare_and_swap_with_the_contract_fields);
     suite_add_tcase(s, members);
     TCase *group = tcase_create("group");

@@ -27,6 +27,8 @@
 
 /* With nothing visible changing, the heartbeat is still published this
  * often (/healthz judges the loop alive by it). */
+/* Member renewals remembered for confirming the view (see sent). */
+#define SENT_RENEWALS 8
 #define HEARTBEAT_MS 1000
 
 #define MEMBER 0
@@ -117,6 +119,14 @@ struct ld_mode_shards {
     char *shown_rv; /* the last record of ours the watch showed */
     int64_t echo_since_ms;
     bool watch_silent;
+    /* Our last member renewals and when each was sent: the watch showing
+     * one confirms the view up to its sending (ld_shardgroup_confirm). A
+     * few, so a watch a retry period or two behind still confirms. */
+    struct {
+        char *rv;
+        int64_t sent_ms;
+    } sent[SENT_RENEWALS];
+    unsigned sent_next;
     bool listing;
     ld_kube_call list_call;
     int64_t next_list_ms;
@@ -167,6 +177,19 @@ static bool join_settled(const struct ld_mode_shards *s, int64_t now_ms)
            (s->join_held && !ld_shardgroup_members_unproven(s->group, now_ms));
 }
 
+/* Remembers our member renewal rv, sent at sent_ms; the watch may have
+ * shown it already (it can be faster than the answer), which confirms
+ * the view at once. */
+static void note_sent(struct ld_mode_shards *s, const char *rv, int64_t sent_ms)
+{
+    unsigned i = s->sent_next;
+    s->sent_next = (i + 1) % SENT_RENEWALS;
+    set_str(&s->sent[i].rv, rv);
+    s->sent[i].sent_ms = sent_ms;
+    if (s->sent[i].rv && s->shown_rv && strcmp(s->shown_rv, rv) == 0)
+        ld_shardgroup_confirm(s->group, sent_ms);
+}
+
 /* ---- what the member election and the watch say -------------------------- */
 
 static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *v,
@@ -203,9 +226,25 @@ static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *
             s->echo_since_ms = now_ms;
         set_str(&s->echo_rv, v->status.resource_version);
     }
+    if (v->status.resource_version && live &&
+        (!s->member_rv || strcmp(s->member_rv, v->status.resource_version) != 0))
+        note_sent(s, v->status.resource_version,
+                  v->status.lead_until_ms - s->c.renew_deadline_ms);
     if (v->status.resource_version)
         set_str(&s->member_rv, v->status.resource_version);
     ld_health_describe(v, s->c.renew_deadline_ms, now_ms, s->health, sizeof(s->health));
+}
+
+/* The watch showed our member record rv: when it is a renewal of ours,
+ * the view holds everything stored before that renewal was sent. */
+static void confirm_by(struct ld_mode_shards *s, const char *rv)
+{
+    for (unsigned i = 0; i < SENT_RENEWALS; i++) {
+        if (s->sent[i].rv && strcmp(s->sent[i].rv, rv) == 0) {
+            ld_shardgroup_confirm(s->group, s->sent[i].sent_ms);
+            return;
+        }
+    }
 }
 
 static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
@@ -268,6 +307,7 @@ static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t n
     if (ev->lease->resource_version &&
         strcmp(ev->lease->name, ld_shardgroup_member_lease(s->group)) == 0) {
         set_str(&s->shown_rv, ev->lease->resource_version);
+        confirm_by(s, ev->lease->resource_version);
         if (s->echo_rv && strcmp(ev->lease->resource_version, s->echo_rv) == 0) {
             free(s->echo_rv);
             s->echo_rv = NULL;
@@ -275,7 +315,7 @@ static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t n
         }
     }
     if (ev->type == LD_WATCH_DELETED)
-        ld_shardgroup_observe_deleted(s->group, ev->lease);
+        ld_shardgroup_observe_deleted(s->group, ev->lease, now_ms);
     else
         observe(s, ev->lease, now_ms);
     s->inputs_changed = true;
@@ -420,7 +460,7 @@ static void on_read(void *ctx, ld_kube_call call, enum ld_err rc, struct ld_leas
         const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
         struct ld_lease gone = {.name = (char *)ld_shardgroup_shard_lease(s->group, k)};
         if (!rec || ld_shardgroup_unlisted(s->group, k))
-            ld_shardgroup_observe_deleted(s->group, &gone);
+            ld_shardgroup_observe_deleted(s->group, &gone, now_ms);
     } else {
         ld_log(LD_LOG_WARN, "shard %s: cannot read its Lease: %s",
                ld_shardgroup_shard_id(s->group, k),
@@ -615,8 +655,15 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
             sl->wanted_since_ms = now_ms;
         switch (step) {
         case LD_SHARD_TAKE:
-            if (settled)
-                take(s, k);
+            if (!settled)
+                break;
+            ld_log(LD_LOG_DEBUG, "shard %s: taking it (held by \"%s\" in our view%s)",
+                   ld_shardgroup_shard_id(s->group, k),
+                   ld_shardgroup_record(s->group, k)
+                       ? ld_shardgroup_record(s->group, k)->spec.holder
+                       : "(absent)",
+                   fresh ? ", on a fresh list" : "");
+            take(s, k);
             break;
         case LD_SHARD_READ:
             if (settled)
@@ -744,7 +791,7 @@ static bool every_shard_held(const struct ld_mode_shards *s)
 }
 
 static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
-                      const struct ld_lease *items, size_t n,
+                      const struct ld_lease *items, size_t n, const char *list_rv,
                       const struct ld_errinfo *err)
 {
     struct ld_mode_shards *s = ctx;
@@ -759,8 +806,11 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
     bool *was = calloc(n ? n : 1, sizeof(*was));
     for (size_t i = 0; was && i < n; i++)
         was[i] = incompatible(s, &items[i]);
-    if (ld_shardgroup_observe_list(s->group, items, n, now_ms) != LD_OK)
+    if (ld_shardgroup_observe_list(s->group, items, n, list_rv, now_ms) != LD_OK)
         ld_log(LD_LOG_WARN, "listing the group: not every Lease kept");
+    /* A list is one snapshot taken after it was sent: the view now holds
+     * everything stored before then. */
+    ld_shardgroup_confirm(s->group, s->list_started_ms);
     for (size_t i = 0; was && i < n; i++)
         note_incompatible(s, &items[i], was[i]);
     free(was);
@@ -786,6 +836,7 @@ static void poll_group(struct ld_mode_shards *s, int64_t now_ms)
     bool read = s->want_read && now_ms >= s->next_read_ms;
     if (s->listing || s->stopping || !(due || read))
         return;
+
     struct ld_errinfo err;
     if (due)
         s->next_list_ms = now_ms + s->c.retry_period_ms;
@@ -1147,6 +1198,10 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
         .pod_name = s->c.pod_name,
         .lease_duration_ms = s->c.lease_duration_ms,
         .rebalance_delay_ms = rebalance_delay(&s->c),
+        /* A shard Lease changed from outside is written again only once
+         * whoever claimed it stopped (its view a lease duration old) and
+         * its app had the drain. */
+        .outside_wait_ms = s->c.lease_duration_ms + s->c.drain_ms,
     };
     s->group = ld_shardgroup_new(&gc, err);
     if (!s->group)
@@ -1538,5 +1593,7 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
     free(s->member_rv);
     free(s->echo_rv);
     free(s->shown_rv);
+    for (unsigned i = 0; i < SENT_RENEWALS; i++)
+        free(s->sent[i].rv);
     free(s);
 }

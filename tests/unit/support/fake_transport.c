@@ -47,6 +47,8 @@ struct item {
      * for the others), and its timeout. */
     int64_t answer_ms;
     int64_t limit_ms;
+    /* IT_SERVE of an FT_APPLIED_STATUS exchange: the answer's status. */
+    long applied_status;
 };
 
 struct fake_transport;
@@ -58,6 +60,9 @@ struct ft_client {
     int index;
     bool freed;
     uint64_t idle_runs; /* runs in a row that neither waited nor delivered */
+    /* Added to the watch latency of this client's streams (one replica's
+     * watch behind the others'); ft_set_client_watch_lag_ms. */
+    int64_t watch_lag_ms;
 };
 
 struct xchg {
@@ -66,6 +71,9 @@ struct xchg {
     bool stream;
     bool live; /* a stream whose first events went out */
     bool stalled;
+    /* When its last event falls due: a lag that shrinks must not let a
+     * later event overtake an earlier one (a stream keeps its order). */
+    int64_t last_due_ms;
     ld_http_done_fn done;
     ld_http_data_fn data;
     void *ctx;
@@ -121,7 +129,8 @@ struct fake_transport {
     struct fault *faults;
     size_t nfaults, capfaults;
     size_t max_in_flight, max_per_name;
-    uint64_t spin_ms; /* fake time that passed only because a caller spun */
+    uint64_t spin_ms;    /* fake time that passed only because a caller spun */
+    bool writes_outlive; /* ft_set_writes_outlive_clients */
 };
 
 /* Test support: allocation failure is not a case the fake handles. */
@@ -226,7 +235,11 @@ static void notify(struct fake_transport *f, const char *type, json_t *o)
         struct xchg *x = f->x[i];
         if (!x->stream || !x->live || x->stalled || !obj_matches(o, x))
             continue;
-        struct item *it = push_item(f, f->now_ms + f->watch_latency_ms, IT_DATA, x->id);
+        int64_t due = f->now_ms + f->watch_latency_ms + x->c->watch_lag_ms;
+        if (due < x->last_due_ms)
+            due = x->last_due_ms;
+        x->last_due_ms = due;
+        struct item *it = push_item(f, due, IT_DATA, x->id);
         it->data = event_line(type, o);
     }
 }
@@ -613,6 +626,13 @@ static void process(struct fake_transport *f, struct item *it)
         if (!x)
             return;
         long status = serve(f, x, &body);
+        if (it->applied_status) {
+            /* Applied, but the client hears of a failure (a conflict or a
+             * 5xx from a proxy or an etcd timeout after the commit). */
+            free(body);
+            body = status_body(it->applied_status, NULL, "fake transport: applied");
+            status = it->applied_status;
+        }
         if (it->answer_ms) {
             answer_later(f, it, status, body);
             return;
@@ -868,6 +888,8 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
             return LD_OK;
         }
         it = push_item(f, at, IT_SERVE, x->id);
+        if (fl && fl->kind == FT_APPLIED_STATUS)
+            it->applied_status = fl->status;
         if (fl && fl->kind == FT_LATE_ANSWER) {
             it->answer_ms = at + (fl->delay_ms > 0 ? fl->delay_ms : 0);
             it->limit_ms = limit;
@@ -1047,8 +1069,20 @@ static void ft_free(struct ld_transport *t)
         if (x->c != c)
             continue;
         finish_x(f, x, LD_ECANCELED, 0, true);
-        drop_items(f, x->id, false);
-        free_x(x);
+        /* A killed process's request already on the wire may still land
+         * (ft_set_writes_outlive_clients): it is served, unanswered. */
+        bool land = f->writes_outlive && !x->stream;
+        drop_items(f, x->id, land);
+        bool kept = false;
+        for (size_t j = 0; land && j < f->nitems; j++) {
+            if (f->items[j].id == x->id && f->items[j].kind == IT_SERVE &&
+                !f->items[j].ghost) {
+                f->items[j].ghost = x;
+                kept = true;
+            }
+        }
+        if (!kept)
+            free_x(x);
     }
     c->freed = true;
     if (--f->live_clients == 0)
@@ -1137,6 +1171,17 @@ void ft_set_latency_ms(struct fake_transport *f, int64_t ms)
 void ft_set_watch_latency_ms(struct fake_transport *f, int64_t ms)
 {
     f->watch_latency_ms = ms < 0 ? 0 : ms;
+}
+
+void ft_set_writes_outlive_clients(struct fake_transport *f, bool on)
+{
+    f->writes_outlive = on;
+}
+
+void ft_set_client_watch_lag_ms(struct fake_transport *f, int client, int64_t ms)
+{
+    if (client >= 0 && (size_t)client < f->nclients && f->clients[client])
+        f->clients[client]->watch_lag_ms = ms < 0 ? 0 : ms;
 }
 
 void ft_fault_add(struct fake_transport *f, const char *name, const char *verb,

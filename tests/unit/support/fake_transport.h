@@ -78,6 +78,9 @@ enum ft_fault_kind {
      * made meanwhile reach the client first, as from a server slow to
      * send its answer. */
     FT_LATE_ANSWER,
+    /* Served (its effect applied) at its time and answered with status
+     * anyway, as a 409 or 5xx after the write was committed. */
+    FT_APPLIED_STATUS,
     /* Streams only (verb WATCH): */
     FT_STALL, /* opens (200) and stays silent until it times out */
     FT_END,   /* opens, sends what it would, and ends after delay_ms */
@@ -87,7 +90,7 @@ struct ft_fault {
     enum ft_fault_kind kind;
     int64_t delay_ms;  /* FT_DELAY, FT_END, FT_LATE_ANSWER; also added before
                           FT_STATUS/FT_FAIL */
-    long status;       /* FT_STATUS */
+    long status;       /* FT_STATUS, FT_APPLIED_STATUS */
     int retry_after_s; /* FT_STATUS: Retry-After header when > 0 */
     enum ld_err rc;    /* FT_FAIL */
     int count;         /* exchanges it applies to; < 0: until cleared */
@@ -124,6 +127,13 @@ int64_t ft_wall_us(const struct fake_transport *f);
 
 void ft_set_latency_ms(struct fake_transport *f, int64_t ms);
 void ft_set_watch_latency_ms(struct fake_transport *f, int64_t ms);
+/* Adds ms to the watch latency of one client's streams (a replica whose
+ * watch lags the others'); events of a stream keep their order. */
+void ft_set_client_watch_lag_ms(struct fake_transport *f, int client, int64_t ms);
+/* From now on, freeing a client (a killed process) lets its requests that
+ * the server had not served yet land at their time, unanswered, as
+ * requests already on the wire do; by default they have no effect. */
+void ft_set_writes_outlive_clients(struct fake_transport *f, bool on);
 
 /* Adds a fault for exchanges on Lease name (NULL: any; a LIST or WATCH
  * matches the name of its fieldSelector, or any name when it has none) and
