@@ -60,6 +60,11 @@ struct ld_election_config {
      * (labels that put it in a watched group, ownerReferences); copied;
      * NULL: none. Never applied to a Lease that exists. */
     const char *create_metadata;
+    /* Annotations (a JSON object of strings, as text) written with every
+     * create, takeover and renewal of ours, also onto a record someone
+     * else made (a shard group's member Lease says which shard set its
+     * replica runs); copied; NULL: none. A release keeps them. */
+    const char *own_annotations;
     /* How long a leader that stepped down because spec.preferredHolder named
      * someone else stays out of the contest; 0 means lease_duration_ms. */
     int64_t handover_cooldown_ms;

@@ -118,6 +118,12 @@ bool ld_lease_held_by(const struct ld_lease *l, const char *identity,
  * unchanged. */
 enum ld_err ld_lease_set_incarnation(struct ld_lease *l, const char *incarnation);
 
+/* Sets every annotation of annotations (a JSON object of strings, as
+ * text) on l's object, which becomes a tree if it was text (an absent one
+ * is made). Other annotations stay. LD_OK, LD_EINVAL when annotations is
+ * no such object, or LD_ENOMEM; l unchanged on failure. */
+enum ld_err ld_lease_set_annotations(struct ld_lease *l, const char *annotations);
+
 /* Replaces s->holder with a copy of holder (a value kept in full, "" to
  * free the Lease). LD_OK, or LD_ENOMEM with s unchanged. */
 enum ld_err ld_lease_spec_set_holder(struct ld_lease_spec *s, const char *holder);

@@ -83,6 +83,12 @@
  * A record whose holder differs (edited by hand) or that lacks it counts
  * as rewritten from outside (ld_shardgroup_config.outside_wait_ms). */
 #define LD_SHARDGROUP_HOLDER "leaderd.io/holder"
+/* Annotation of a member Lease, written with every write of its member
+ * election: the shard set its replica runs, "numbered/N" or
+ * "named/N/<FNV-1a64 of the names in order, hex>". Two sets map keys and
+ * Lease names to shards differently; a replica does not join a group
+ * whose earlier members run another (ld_shardgroup_set_conflict). */
+#define LD_SHARDGROUP_SHARD_SET "leaderd.io/shard-set"
 /* Annotation an eviction writes: who evicted the member. */
 #define LD_SHARDGROUP_EVICTED_BY "leaderd.io/evicted-by"
 /* And the renewTime it wrote (microseconds since the epoch, decimal): a
@@ -258,6 +264,22 @@ bool ld_shardgroup_observed(const struct ld_shardgroup *g);
  * the members is not complete until none is left, or until such a record
  * expires. */
 bool ld_shardgroup_members_unproven(const struct ld_shardgroup *g, int64_t now_ms);
+/* The annotations this replica's member election writes with every write
+ * (ld_election_config.own_annotations): its LD_SHARDGROUP_SHARD_SET.
+ * Borrowed, valid while g lives. */
+const char *ld_shardgroup_member_annotations(const struct ld_shardgroup *g);
+/* This replica's LD_SHARDGROUP_SHARD_SET value; borrowed. */
+const char *ld_shardgroup_shard_set(const struct ld_shardgroup *g);
+
+/* A live member that joined the group before this replica (its member
+ * Lease's acquireTime is earlier; ties by identity; before our own record
+ * was seen, every one) and whose LD_SHARDGROUP_SHARD_SET differs from
+ * ours: its identity (borrowed, valid until the view changes), its set
+ * copied into theirs (len bytes, cut to fit). NULL when there is none;
+ * members that write no set (older versions) are not judged. */
+const char *ld_shardgroup_set_conflict(const struct ld_shardgroup *g, int64_t now_ms,
+                                       char *theirs, size_t len);
+
 /* Whether member identity's record lacks the protocol annotation (an
  * incompatible version). */
 bool ld_shardgroup_incompatible(const struct ld_shardgroup *g, const char *identity);

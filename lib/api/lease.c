@@ -471,6 +471,45 @@ static json_t *child_object(json_t *obj, const char *key)
     return c;
 }
 
+enum ld_err ld_lease_set_annotations(struct ld_lease *l, const char *annotations)
+{
+    enum ld_err rc = LD_ENOMEM;
+    json_t *add = json_loads(annotations ? annotations : "", 0, NULL);
+    json_t *root = l->object ? json_deep_copy(l->object)
+                   : l->object_text ? json_loads(l->object_text, JSON_ALLOW_NUL, NULL)
+                                    : json_object();
+    json_t *ann = NULL;
+    const char *key;
+    json_t *value;
+
+    if (!json_is_object(add)) {
+        rc = LD_EINVAL;
+        goto out;
+    }
+    json_object_foreach(add, key, value)
+    {
+        if (!json_is_string(value)) {
+            rc = LD_EINVAL;
+            goto out;
+        }
+    }
+    if (!json_is_object(root))
+        goto out;
+    ann = child_object(child_object(root, "metadata"), "annotations");
+    if (!ann || json_object_update(ann, add) != 0)
+        goto out;
+    json_decref(l->object);
+    free(l->object_text);
+    l->object = root;
+    l->object_text = NULL;
+    root = NULL;
+    rc = LD_OK;
+out:
+    json_decref(add);
+    json_decref(root);
+    return rc;
+}
+
 /* json_object_set_new takes the value even on failure, and fails on NULL
  * (allocation failure or invalid UTF-8), so these need no cleanup. */
 static int set_string(json_t *obj, const char *key, const char *val)

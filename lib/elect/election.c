@@ -74,6 +74,7 @@ struct ld_election {
     /* Owned compact JSON text of an object, NULL: none. Text, not a tree:
      * it is read only for a create, and a host of many keeps one each. */
     char *create_metadata;
+    char *own_annotations; /* see ld_election_config */
 
     struct ld_lease cache; /* last object seen or written */
     bool have_cache;
@@ -634,6 +635,8 @@ static enum ld_err prepare_claim(struct ld_election *e, struct ld_now now)
         rc = ld_lease_spec_set_holder(&e->desired.spec, e->identity);
     if (rc == LD_OK)
         rc = ld_lease_set_incarnation(&e->desired, e->incarnation);
+    if (rc == LD_OK && e->own_annotations)
+        rc = ld_lease_set_annotations(&e->desired, e->own_annotations);
     if (rc != LD_OK)
         return rc;
     struct ld_lease_spec *s = &e->desired.spec;
@@ -671,6 +674,8 @@ static enum ld_err prepare_create(struct ld_election *e, struct ld_now now)
         if (!d->object)
             return LD_ENOMEM;
     }
+    if (e->own_annotations)
+        return ld_lease_set_annotations(d, e->own_annotations);
     return LD_OK;
 }
 
@@ -1249,6 +1254,19 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
         if (!e->create_metadata)
             goto nomem;
     }
+    if (cfg->own_annotations) {
+        struct ld_lease probe;
+        ld_lease_init(&probe);
+        enum ld_err rc = ld_lease_set_annotations(&probe, cfg->own_annotations);
+        ld_lease_clear(&probe);
+        if (rc == LD_EINVAL) {
+            ld_election_free(e);
+            ld_errinfo_set(err, LD_EINVAL, "own_annotations is not a JSON object of strings");
+            return NULL;
+        }
+        if (rc != LD_OK || !(e->own_annotations = strdup(cfg->own_annotations)))
+            goto nomem;
+    }
     e->phase = PH_IDLE;
     e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
     e->free_seen_ms = NO_TIME;
@@ -1274,6 +1292,7 @@ void ld_election_free(struct ld_election *e)
     ld_lease_clear(&e->cache);
     ld_lease_clear(&e->desired);
     free(e->create_metadata);
+    free(e->own_annotations);
     for (unsigned i = 0; i < EVENT_QUEUE; i++)
         free(e->events[i].leader);
     for (unsigned i = 0; i < GONE_UIDS; i++)

@@ -74,6 +74,8 @@ struct ld_shardgroup {
     char *member_selector;
     char *member_lease;
     char *member_metadata;
+    char *shard_set;          /* LD_SHARDGROUP_SHARD_SET of this replica */
+    char *member_annotations; /* {LD_SHARDGROUP_SHARD_SET: shard_set} */
     char *member_prefix; /* "NAME-member-" */
     uint32_t n_shards;
     struct shard *shards;
@@ -261,6 +263,25 @@ done:
     return out;
 }
 
+/* LD_SHARDGROUP_SHARD_SET's value for a layout: see shardgroup.h. */
+static char *shard_set_of(const struct ld_shardlayout *layout)
+{
+    if (layout->numbered)
+        return format("numbered/%u", (unsigned)layout->n_shards);
+    /* The names in order, each followed by ',' (no DNS label holds one). */
+    size_t len = 0;
+    for (uint32_t s = 0; s < layout->n_shards; s++)
+        len += strlen(layout->shards[s].id) + 1;
+    char *joined = malloc(len + 1), *end = joined;
+    if (!joined)
+        return NULL;
+    for (uint32_t s = 0; s < layout->n_shards; s++)
+        end += sprintf(end, "%s,", layout->shards[s].id);
+    uint64_t h = ld_fnv1a64(joined, len);
+    free(joined);
+    return format("named/%u/%016llx", (unsigned)layout->n_shards, (unsigned long long)h);
+}
+
 static enum ld_err build_shards(struct ld_shardgroup *g, struct ld_errinfo *err)
 {
     char buf[SHOWN_MAX + 4];
@@ -331,7 +352,11 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
                               shown(g->member_lease, buf), LD_DNS1123_SUBDOMAIN_MAX);
     g->member_metadata = metadata_json(
         g->label_value, NULL, cfg->pod_name ? cfg->pod_name : g->identity, cfg->pod_uid);
-    if (!g->member_metadata)
+    g->shard_set = g->layout ? shard_set_of(g->layout) : NULL;
+    g->member_annotations =
+        g->shard_set ? format("{\"" LD_SHARDGROUP_SHARD_SET "\":\"%s\"}", g->shard_set)
+                     : NULL;
+    if (!g->member_metadata || !g->member_annotations)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     return build_shards(g, err);
 }
@@ -396,6 +421,8 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
     free(g->member_selector);
     free(g->member_lease);
     free(g->member_metadata);
+    free(g->shard_set);
+    free(g->member_annotations);
     free(g->member_prefix);
     free(g->own_uid);
     free(g);
@@ -442,6 +469,17 @@ const char *ld_shardgroup_member_metadata(const struct ld_shardgroup *g)
 {
     return g->member_metadata;
 }
+
+const char *ld_shardgroup_member_annotations(const struct ld_shardgroup *g)
+{
+    return g->member_annotations;
+}
+
+const char *ld_shardgroup_shard_set(const struct ld_shardgroup *g)
+{
+    return g->shard_set;
+}
+
 
 const char *ld_shardgroup_shard_id(const struct ld_shardgroup *g, uint32_t s)
 {
@@ -604,6 +642,44 @@ static bool member_live(const struct ld_shardgroup *g, const struct member *m,
     return m->compatible && m->seen_change &&
            ld_lease_spec_held_by(&m->rec.spec, m->identity) &&
            now_ms < member_expiry(g, m);
+}
+
+/* Whether lease's annotation key is present and differs from want; its
+ * value copied into theirs (len bytes, cut to fit) when it does. */
+static bool annotation_differs(const struct ld_lease *l, const char *key, const char *want,
+                               char *theirs, size_t len)
+{
+    json_t *root = l->object;
+    bool owned = false, differs = false;
+    if (!root && l->object_text) {
+        root = json_loads(l->object_text, JSON_ALLOW_NUL, NULL);
+        owned = true;
+    }
+    json_t *md = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
+    json_t *ann = json_is_object(md) ? json_object_get(md, "annotations") : NULL;
+    const char *v = json_string_value(json_is_object(ann) ? json_object_get(ann, key) : NULL);
+    if (v && strcmp(v, want) != 0) {
+        snprintf(theirs, len, "%s", v);
+        differs = true;
+    }
+    if (owned)
+        json_decref(root);
+    return differs;
+}
+
+const char *ld_shardgroup_set_conflict(const struct ld_shardgroup *g, int64_t now_ms,
+                                       char *theirs, size_t len)
+{
+    for (uint32_t i = 0; i < g->n_members; i++) {
+        const struct member *m = &g->members[i];
+        int64_t joined = m->rec.spec.has_acquire ? m->rec.spec.acquire_us : 0;
+        bool earlier = g->own_joined_us == 0 || joined < g->own_joined_us ||
+                       (joined == g->own_joined_us && strcmp(m->identity, g->identity) < 0);
+        if (earlier && member_live(g, m, now_ms) &&
+            annotation_differs(&m->rec, LD_SHARDGROUP_SHARD_SET, g->shard_set, theirs, len))
+            return m->identity;
+    }
+    return NULL;
 }
 
 /* The record a full table gives up for a new member: the one not live for

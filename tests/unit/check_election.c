@@ -206,6 +206,52 @@ START_TEST(create_carries_the_configured_metadata_only_on_create)
 }
 END_TEST
 
+/* Own annotations go with every write of ours: the create, a takeover of a
+ * record someone else made, and each renewal, next to the annotations the
+ * record has. */
+START_TEST(own_annotations_go_with_every_write)
+{
+    struct ld_election_config c = config_for("a");
+    c.own_annotations = "{\"leaderd.io/shard-set\":\"numbered/4\"}";
+    struct ld_election *e = engine_for(&c);
+    struct ld_action a = step(e, 0); /* GET: 404 */
+    a = ld_election_next(e, at(1));
+    ck_assert_int_eq(a.kind, LD_ACT_CREATE);
+    char *body = ld_lease_encode(a.lease);
+    ck_assert_ptr_nonnull(strstr(body, "\"leaderd.io/shard-set\":\"numbered/4\""));
+    free(body);
+    deliver(e, &a, 1);
+
+    /* Someone else's released record, with an annotation of its own. */
+    fake_api_put_record(&api, "", 1, 4, WALL0);
+    ck_assert_int_eq(ld_lease_set_annotations(&api.lease,
+                                              "{\"leaderd.io/shard-set\":\"numbered/8\","
+                                              "\"x.io/keep\":\"yes\"}"),
+                     LD_OK);
+    struct ld_election *b = engine_for(&c);
+    a = step(b, 0);
+    a = ld_election_next(b, at(1));
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    body = ld_lease_encode(a.lease);
+    ck_assert_ptr_nonnull(strstr(body, "\"leaderd.io/shard-set\":\"numbered/4\""));
+    ck_assert_ptr_nonnull(strstr(body, "\"x.io/keep\":\"yes\""));
+    free(body);
+    deliver(b, &a, 1);
+    ck_assert(ld_election_is_leader(b, 1));
+    int64_t t = settle(b, 1);
+    a = ld_election_next(b, at(t)); /* the renewal */
+    ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
+    body = ld_lease_encode(a.lease);
+    ck_assert_ptr_nonnull(strstr(body, "\"leaderd.io/shard-set\":\"numbered/4\""));
+    free(body);
+
+    struct ld_errinfo err;
+    c.own_annotations = "{\"k\":1}";
+    ck_assert_ptr_null(ld_election_new(&c, &err));
+    ck_assert_int_eq(err.code, LD_EINVAL);
+}
+END_TEST
+
 /* ---- contending (shards): a caller decides who should hold the Lease ---- */
 
 START_TEST(not_contending_never_claims_then_claims_at_once)
@@ -2320,6 +2366,7 @@ static Suite *election_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, acquires_absent_lease_by_create);
     tcase_add_test(tc, create_carries_the_configured_metadata_only_on_create);
+    tcase_add_test(tc, own_annotations_go_with_every_write);
     tcase_add_test(tc, not_contending_never_claims_then_claims_at_once);
     tcase_add_test(tc, leader_not_contending_gives_back_and_stays_out);
     tcase_add_test(tc, not_contending_while_a_claim_is_in_flight);

@@ -269,6 +269,40 @@ START_TEST(incarnation_annotation_round_trip)
 }
 END_TEST
 
+/* Annotations set on a Lease kept as text join the ones it has; a value
+ * that is no string, or no object, changes nothing. */
+START_TEST(annotations_are_set_next_to_the_others)
+{
+    const char *in = "{\"kind\":\"Lease\",\"apiVersion\":\"coordination.k8s.io/v1\","
+                     "\"metadata\":{\"name\":\"n\",\"namespace\":\"ns\","
+                     "\"resourceVersion\":\"5\",\"annotations\":{\"c\":\"d\"}},"
+                     "\"spec\":{\"holderIdentity\":\"a\"}}";
+    struct ld_lease l, kept;
+    ld_lease_init(&l);
+    ld_lease_init(&kept);
+    ck_assert_int_eq(decode_str(in, &l, NULL), LD_OK);
+    ck_assert_int_eq(ld_lease_copy_compact(&kept, &l), LD_OK);
+    ck_assert_ptr_nonnull(kept.object_text);
+    ck_assert_int_eq(ld_lease_set_annotations(&kept, "{\"x\":\"1\",\"c\":\"e\"}"), LD_OK);
+    ck_assert_int_eq(ld_lease_set_annotations(&kept, "{\"y\":2}"), LD_EINVAL);
+    ck_assert_int_eq(ld_lease_set_annotations(&kept, "[1]"), LD_EINVAL);
+    char *enc = ld_lease_encode(&kept);
+    json_t *o = json_loads(enc, 0, NULL);
+    json_t *ann = json_object_get(json_object_get(o, "metadata"), "annotations");
+    ck_assert_str_eq(json_string_value(json_object_get(ann, "x")), "1");
+    ck_assert_str_eq(json_string_value(json_object_get(ann, "c")), "e");
+    ck_assert_ptr_null(json_object_get(ann, "y"));
+    json_decref(o);
+    free(enc);
+    /* A Lease with no object gets one. */
+    ld_lease_clear(&l);
+    ck_assert_int_eq(ld_lease_set_annotations(&l, "{\"x\":\"1\"}"), LD_OK);
+    ck_assert_ptr_nonnull(l.object);
+    ld_lease_clear(&l);
+    ld_lease_clear(&kept);
+}
+END_TEST
+
 /* A value with a NUL byte names no process (and a non-string none). */
 START_TEST(incarnation_with_nul_names_nobody)
 {
@@ -1277,6 +1311,7 @@ static Suite *lease_suite(void)
     TCase *sup = tcase_create("support");
 
     tcase_add_test(dec, decode_kube_lease);
+    tcase_add_test(dec, annotations_are_set_next_to_the_others);
     tcase_add_test(dec, decode_released);
     tcase_add_test(dec, decode_null_times);
     tcase_add_test(dec, decode_minimal);

@@ -63,7 +63,8 @@ static struct {
     struct ld_clock clock;
     struct replica r[MAX_REPLICAS];
     size_t n;
-    int64_t drain_ms; /* for the replicas added from now on */
+    int64_t drain_ms;  /* for the replicas added from now on */
+    uint32_t n_shards; /* the same; 0: N_SHARDS */
 } fx;
 
 static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
@@ -121,7 +122,7 @@ static struct replica *add_replica(void)
         .namespace_ = NS,
         .group = GROUP,
         .identity = r->id,
-        .n_shards = N_SHARDS,
+        .n_shards = fx.n_shards ? fx.n_shards : N_SHARDS,
         .lease_duration_ms = LEASE_MS,
         .renew_deadline_ms = RENEW_MS,
         .retry_period_ms = RETRY_MS,
@@ -423,6 +424,51 @@ START_TEST(a_replica_that_cannot_own_its_shards_steps_out)
     for (uint32_t k = 0; k < N_SHARDS; k++)
         ck_assert(ld_shardsnap_leads(table, k, now()));
     ld_shardsnap_unref(table);
+}
+END_TEST
+
+/* The shards replica r claims now. */
+static int claims_of(struct replica *r)
+{
+    int n = 0;
+    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    for (uint32_t k = 0; table && k < table->n_shards; k++)
+        n += ld_shardsnap_leads(table, k, now());
+    ld_shardsnap_unref(table);
+    return n;
+}
+
+/* --shards changed in a running group: numbered shards map keys to shards
+ * by the shard count, so two replicas of two counts could give one key to
+ * two apps. Every member Lease says its replica's set
+ * (leaderd.io/shard-set); a replica whose set differs from an earlier
+ * member's claims nothing, steps out and says why on /healthz, and the
+ * earlier member keeps every shard. */
+START_TEST(a_replica_running_another_shard_set_claims_nothing)
+{
+    add_replica();
+    ck_assert(run_until(r0_holds_all, 30000));
+    fx.n_shards = N_SHARDS * 2;
+    struct replica *r1 = add_replica();
+    for (int64_t end = now() + 4 * LEASE_MS; now() < end;) {
+        turn_all();
+        ck_assert_int_eq(claims_of(r1), 0);
+    }
+    ck_assert_int_eq(claims_of(&fx.r[0]), N_SHARDS);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+    struct ld_snapshot snap;
+    ld_state_read(&r1->state, &snap);
+    char want[64];
+    snprintf(want, sizeof(want), "runs another shard set (numbered/%d)", N_SHARDS);
+    ck_assert_msg(strstr(snap.health_error, want) != NULL, "%s", snap.health_error);
+    struct ld_lease member;
+    ld_lease_init(&member);
+    ck_assert_int_eq(ft_lease_get(fx.ft, GROUP "-member-r0", &member), LD_OK);
+    char *body = ld_lease_encode(&member);
+    snprintf(want, sizeof(want), "\"leaderd.io/shard-set\":\"numbered/%d\"", N_SHARDS);
+    ck_assert_msg(strstr(body, want) != NULL, "%s", body);
+    free(body);
+    ld_lease_clear(&member);
 }
 END_TEST
 
@@ -1120,6 +1166,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, sigterm_releases_every_shard_and_deletes_the_member_lease);
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
     tcase_add_test(tc, a_replica_that_cannot_own_its_shards_steps_out);
+    tcase_add_test(tc, a_replica_running_another_shard_set_claims_nothing);
     tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);
     tcase_add_test(tc, the_clean_up_deletes_only_the_record_it_judged_long_expired);
     tcase_add_test(tc, a_give_back_waits_for_the_drain_or_the_app);

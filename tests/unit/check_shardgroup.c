@@ -1057,6 +1057,66 @@ START_TEST(a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence)
 }
 END_TEST
 
+/* Member identity's record as its member election writes it: joined at
+ * acquire_us, running shard set set (NULL: an older version, none). */
+static void member_with_set(struct ld_shardgroup *g, const char *identity,
+                            int64_t acquire_us, const char *set, int64_t renew_us)
+{
+    struct ld_lease l;
+    char ann[128];
+    member_record(&l, ld_shardgroup_name(g), identity, identity, 10, renew_us, "uid-m");
+    l.spec.has_acquire = true;
+    l.spec.acquire_us = acquire_us;
+    snprintf(ann, sizeof(ann), "{\"" LD_SHARDGROUP_SHARD_SET "\":\"%s\"}", set ? set : "");
+    if (set)
+        ck_assert_int_eq(ld_lease_set_annotations(&l, ann), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, 0), LD_OK);
+    ld_lease_clear(&l);
+}
+
+/* Every member Lease says its replica's shard set; a member that joined
+ * before us with another set is a conflict (we refuse to join), one that
+ * joined after us is not ours to judge (it refuses), and one that says
+ * nothing (an older version) is not judged. */
+START_TEST(an_earlier_member_of_another_shard_set_is_a_conflict)
+{
+    struct ld_shardgroup *g = numbered_group("web", "b", 4, NULL);
+    char theirs[64] = "";
+    ck_assert_str_eq(ld_shardgroup_shard_set(g), "numbered/4");
+    ck_assert_str_eq(ld_shardgroup_member_annotations(g),
+                     "{\"leaderd.io/shard-set\":\"numbered/4\"}");
+    own(g, true, 1000000);
+    member_with_set(g, "b", 2000, "numbered/4", 50); /* our own record */
+    member_with_set(g, "a", 1000, "numbered/8", 10);
+    ck_assert_ptr_null(ld_shardgroup_set_conflict(g, 0, theirs, sizeof(theirs)));
+    member_with_set(g, "a", 1000, "numbered/8", 11); /* now live: seen to renew */
+    ck_assert_str_eq(ld_shardgroup_set_conflict(g, 0, theirs, sizeof(theirs)), "a");
+    ck_assert_str_eq(theirs, "numbered/8");
+    member_with_set(g, "a", 1000, "numbered/4", 12);
+    ck_assert_ptr_null(ld_shardgroup_set_conflict(g, 0, theirs, sizeof(theirs)));
+    member_with_set(g, "a", 1000, NULL, 13);
+    ck_assert_ptr_null(ld_shardgroup_set_conflict(g, 0, theirs, sizeof(theirs)));
+    member_with_set(g, "c", 3000, "numbered/8", 20);
+    member_with_set(g, "c", 3000, "numbered/8", 21);
+    ck_assert_ptr_null(ld_shardgroup_set_conflict(g, 0, theirs, sizeof(theirs)));
+    ld_shardgroup_free(g);
+
+    /* Named shards: their count and their names in order. */
+    struct ld_errinfo err;
+    const char *names[] = {"x", "y"};
+    struct ld_shardgroup_config cfg = {
+        .name = "web", .identity = "b", .names = names, .n_shards = 2,
+        .lease_duration_ms = DURATION_MS};
+    g = ld_shardgroup_new(&cfg, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    char want[64];
+    snprintf(want, sizeof(want), "named/2/%016llx",
+             (unsigned long long)ld_fnv1a64("x,y,", 4));
+    ck_assert_str_eq(ld_shardgroup_shard_set(g), want);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 /* A list answered late, its snapshot taken before a shard Lease was made
  * anew and a member renewed (both seen on the watch meanwhile), leaves the
  * newer records in the view: no event would show the shard again, as
@@ -1810,6 +1870,7 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members,
                    a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence);
     tcase_add_test(members, a_list_older_than_a_record_leaves_the_record);
+    tcase_add_test(members, an_earlier_member_of_another_shard_set_is_a_conflict);
     tcase_add_test(members,
                    a_member_record_never_seen_to_change_is_evicted_for_its_shards);
     tcase_add_test(members, older_records_are_ignored_and_give_backs_end_with_the_shard);

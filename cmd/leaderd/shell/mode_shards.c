@@ -96,7 +96,8 @@ struct ld_mode_shards {
 
     char health[256];
     /* Why this replica stepped out of the group (a shard assigned here
-     * stayed unowned), shown by /healthz until stuck_until_ms. */
+     * stayed unowned, or an earlier member runs another shard set), shown
+     * by /healthz until stuck_until_ms. */
     char stuck[256];
     int64_t stuck_until_ms;
     bool member_observed;
@@ -635,10 +636,50 @@ done:
     ld_lease_clear(&out);
 }
 
+/* Out of the group for a lease duration (its member election resigns, so
+ * its member Lease names nobody and the others take its quota at once),
+ * and /healthz says why until it has been back for a lease duration. */
+static void step_out(struct ld_mode_shards *s, int64_t now_ms, const char *why)
+{
+    snprintf(s->stuck, sizeof(s->stuck), "%s; out of the group for %lld s", why,
+             (long long)(s->c.lease_duration_ms / 1000));
+    ld_log(LD_LOG_ERROR, "%s", s->stuck);
+    s->stuck_until_ms = now_ms + 2 * s->c.lease_duration_ms;
+    for (uint32_t k = 0; k < s->n; k++)
+        s->slots[k].wanted_since_ms = INT64_MAX;
+    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_clock_wall_us(&s->clock)};
+    ld_election_resign(ld_host_election(s->host, MEMBER), now, s->c.lease_duration_ms);
+    ld_host_wake(s->host, MEMBER);
+}
+
+/* A member that joined before this replica runs another shard set
+ * (--shards or --shard-names changed in a running group, or two
+ * Deployments share a group): the two map keys and Lease names to shards
+ * differently, so an app could work on one key in two replicas. This
+ * replica claims nothing and steps out, and tries again when it comes
+ * back; the earlier members go on. Returns whether it refused. */
+static bool refuse_other_shard_set(struct ld_mode_shards *s, int64_t now_ms)
+{
+    char theirs[64], why[256];
+    const char *who = ld_shardgroup_set_conflict(s->group, now_ms, theirs, sizeof(theirs));
+    if (!who)
+        return false;
+    if (s->stopping || !s->member_live || now_ms < s->stuck_until_ms)
+        return true;
+    snprintf(why, sizeof(why),
+             "member %.60s runs another shard set (%.40s) than this replica (%.40s); "
+             "claiming nothing",
+             who, theirs, ld_shardgroup_shard_set(s->group));
+    step_out(s, now_ms, why);
+    return true;
+}
+
 /* Carries out each shard's step (shardgroup.h); fresh: the view is a list
  * of the group just answered. */
 static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
 {
+    if (refuse_other_shard_set(s, now_ms))
+        return;
     bool settled = join_settled(s, now_ms);
     for (uint32_t k = 0; k < s->n && !s->stopping; k++) {
         struct slot *sl = &s->slots[k];
@@ -700,6 +741,7 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
     }
 }
 
+
 /* A shard this replica may take but has not owned for a lease duration
  * (its writes refused, say) would stay unowned as long as the others count
  * this replica live and leave the shard to it: it steps out of the group
@@ -721,21 +763,14 @@ static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
     }
     if (stuck == s->n || s->stopping || !s->member_live)
         return next;
-    snprintf(s->stuck, sizeof(s->stuck),
-             "shard %s is assigned here but has not been owned for %lld s; "
-             "out of the group for %lld s",
+    char why[256];
+    snprintf(why, sizeof(why), "shard %s is assigned here but has not been owned for %lld s",
              ld_shardgroup_shard_id(s->group, stuck),
-             (long long)(s->c.lease_duration_ms / 1000),
              (long long)(s->c.lease_duration_ms / 1000));
-    ld_log(LD_LOG_ERROR, "%s", s->stuck);
-    s->stuck_until_ms = now_ms + 2 * s->c.lease_duration_ms;
-    for (uint32_t k = 0; k < s->n; k++)
-        s->slots[k].wanted_since_ms = INT64_MAX;
-    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_clock_wall_us(&s->clock)};
-    ld_election_resign(ld_host_election(s->host, MEMBER), now, s->c.lease_duration_ms);
-    ld_host_wake(s->host, MEMBER);
+    step_out(s, now_ms, why);
     return s->stuck_until_ms;
 }
+
 
 static void on_cleaned(void *ctx, ld_kube_call call, enum ld_err rc,
                        struct ld_lease *lease, const struct ld_errinfo *err)
@@ -1170,6 +1205,7 @@ static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
         .ignore_preferred_holder = true,
         .seed = mix(s->c.seed, MEMBER),
         .create_metadata = ld_shardgroup_member_metadata(s->group),
+        .own_annotations = ld_shardgroup_member_annotations(s->group),
     };
     size_t index;
     enum ld_err rc = ld_shell_add_election(sh, &ec, &index, err);
