@@ -82,7 +82,11 @@ struct ld_watch_event;
 /* What the watch sees; any member may be NULL. */
 struct ld_host_observer {
     void *ctx;
-    void (*watch_started)(void *ctx);
+    /* A stream started; from_current: from the current state (ADDED for
+     * each Lease), not from the last resourceVersion, so what happened
+     * between the last stream and this one, a deletion say, is never
+     * shown: a caller that judges its view complete must read anew. */
+    void (*watch_started)(void *ctx, bool from_current);
     void (*watch_event)(void *ctx);
     /* Every ADDED, MODIFIED and DELETED event of the stream, before it goes
      * to its election: also the group's Leases that are no election here

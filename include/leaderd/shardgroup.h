@@ -83,6 +83,13 @@
  * A record whose holder differs (edited by hand) or that lacks it counts
  * as rewritten from outside (ld_shardgroup_config.outside_wait_ms). */
 #define LD_SHARDGROUP_HOLDER "leaderd.io/holder"
+/* Annotation of a shard Lease written by a replica that could not show
+ * the object older than the outside wait (lease duration + drain): it
+ * created it, or had known it (its uid) for less. A claim written on such
+ * a record counts only once its claimant has known the object that long
+ * (docs/design/shard-protocol.md, rule O9); a record without it, stamped
+ * by a replica, was old enough when written. */
+#define LD_SHARDGROUP_NEW_OBJECT "leaderd.io/new-object"
 /* Annotation of a member Lease, written with every write of its member
  * election: the shard set its replica runs, "numbered/N" or
  * "named/N/<FNV-1a64 of the names in order, hex>". Two sets map keys and
@@ -348,7 +355,7 @@ const struct ld_lease *ld_shardgroup_long_expired(const struct ld_shardgroup *g,
  * holder changes), and the group's labels and protocol annotation. LD_OK,
  * LD_EINVAL (s out of range), LD_ENOMEM. */
 enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
-                                     const char *ns, int64_t wall_us,
+                                     const char *ns, int64_t wall_us, int64_t now_ms,
                                      struct ld_lease *out);
 
 /* The observed record of shard s with the group's labels and annotation
@@ -363,7 +370,8 @@ enum ld_err ld_shardgroup_label_lease(const struct ld_shardgroup *g, uint32_t s,
  * leaseDurationSeconds 1, acquireTime = renewTime = now, leaseTransitions
  * kept. LD_EINVAL when s is out of range or absent. */
 enum ld_err ld_shardgroup_release_lease(const struct ld_shardgroup *g, uint32_t s,
-                                        int64_t wall_us, struct ld_lease *out);
+                                        int64_t wall_us, int64_t now_ms,
+                                        struct ld_lease *out);
 
 /* The eviction of shard s's holder: its member record as observed, with
  * holder "", leaseDurationSeconds 1, leaseTransitions kept and annotation
@@ -407,9 +415,11 @@ uint32_t ld_shardgroup_members(struct ld_shardgroup *g, int64_t now_ms,
  * current member term, and it is not giving s back. */
 bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms);
 
-/* The same without the time: a claim that holds until the member
- * election's deadline (ld_shardgroup_lead_until). */
-bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s);
+/* The same without the member election's deadline: a claim that holds
+ * until ld_shardgroup_lead_until. A claim written on a record marked
+ * LD_SHARDGROUP_NEW_OBJECT starts only once this replica has known the
+ * object for the outside wait. */
+bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms);
 
 /* Whether the record of s as last seen names this replica, claimed or not
  * (being given back, or the claims broken by a step-down of the member

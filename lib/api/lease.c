@@ -475,7 +475,7 @@ enum ld_err ld_lease_set_annotations(struct ld_lease *l, const char *annotations
 {
     enum ld_err rc = LD_ENOMEM;
     json_t *add = json_loads(annotations ? annotations : "", 0, NULL);
-    json_t *root = l->object ? json_deep_copy(l->object)
+    json_t *root = l->object        ? json_deep_copy(l->object)
                    : l->object_text ? json_loads(l->object_text, JSON_ALLOW_NUL, NULL)
                                     : json_object();
     json_t *ann = NULL;

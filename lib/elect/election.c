@@ -1261,7 +1261,8 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
         ld_lease_clear(&probe);
         if (rc == LD_EINVAL) {
             ld_election_free(e);
-            ld_errinfo_set(err, LD_EINVAL, "own_annotations is not a JSON object of strings");
+            ld_errinfo_set(err, LD_EINVAL,
+                           "own_annotations is not a JSON object of strings");
             return NULL;
         }
         if (rc != LD_OK || !(e->own_annotations = strdup(cfg->own_annotations)))

@@ -681,7 +681,7 @@ static void maybe_start_watch(struct ld_host *h, int64_t now_ms)
     w->started_ms = now_ms;
     w->last_data_ms = now_ms;
     if (h->obs.watch_started)
-        h->obs.watch_started(h->obs.ctx);
+        h->obs.watch_started(h->obs.ctx, !rv || !rv[0]);
 }
 
 /* A watch that says nothing for too long may be wedged behind a proxy;

@@ -48,6 +48,13 @@ struct shard {
     char *absent_of; /* owned; the holder absent_since_ms is about */
     bool claimed;    /* our last write succeeded and named us */
     uint64_t claim_term;
+    /* The claim counts from then on (rule O9): INT64_MIN, or for a claim
+     * written on a record marked LD_SHARDGROUP_NEW_OBJECT, uid_seen_ms +
+     * outside_wait_ms. */
+    int64_t claim_from_ms;
+    /* When this replica first saw the object (its uid) the record is of;
+     * INT64_MAX while absent. */
+    int64_t uid_seen_ms;
     bool giving_back;
     /* The record was read by name and lacks the group's label: lists and
      * the watch cannot show it, so a list does not make it absent. */
@@ -76,7 +83,7 @@ struct ld_shardgroup {
     char *member_metadata;
     char *shard_set;          /* LD_SHARDGROUP_SHARD_SET of this replica */
     char *member_annotations; /* {LD_SHARDGROUP_SHARD_SET: shard_set} */
-    char *member_prefix; /* "NAME-member-" */
+    char *member_prefix;      /* "NAME-member-" */
     uint32_t n_shards;
     struct shard *shards;
     int64_t lease_duration_ms;
@@ -95,8 +102,8 @@ struct ld_shardgroup {
     /* From when no earlier process of our identity can claim anything:
      * ld_election_status.predecessors_over_ms of our member election. */
     int64_t own_predecessors_over_ms;
-    uint64_t term;         /* the member term: see ld_shardgroup_observe_own */
-    bool listed;           /* a list of the group has been observed */
+    uint64_t term; /* the member term: see ld_shardgroup_observe_own */
+    bool listed;   /* a list of the group has been observed */
     /* A member record was not kept (table full): an absent record then
      * proves nothing. */
     bool overflow;
@@ -290,6 +297,8 @@ static enum ld_err build_shards(struct ld_shardgroup *g, struct ld_errinfo *err)
         const char *lease = g->layout->shards[s].lease;
         sh->absent_since_ms = INT64_MAX;
         sh->outside_since_ms = INT64_MAX;
+        sh->claim_from_ms = INT64_MIN;
+        sh->uid_seen_ms = INT64_MAX;
         if (!ld_dns1123_subdomain(lease))
             return ld_errinfo_set(err, LD_EINVAL,
                                   "shard Lease name %s is not a valid Lease name "
@@ -480,7 +489,6 @@ const char *ld_shardgroup_shard_set(const struct ld_shardgroup *g)
     return g->shard_set;
 }
 
-
 const char *ld_shardgroup_shard_id(const struct ld_shardgroup *g, uint32_t s)
 {
     return s < g->n_shards ? g->layout->shards[s].id : NULL;
@@ -646,8 +654,8 @@ static bool member_live(const struct ld_shardgroup *g, const struct member *m,
 
 /* Whether lease's annotation key is present and differs from want; its
  * value copied into theirs (len bytes, cut to fit) when it does. */
-static bool annotation_differs(const struct ld_lease *l, const char *key, const char *want,
-                               char *theirs, size_t len)
+static bool annotation_differs(const struct ld_lease *l, const char *key,
+                               const char *want, char *theirs, size_t len)
 {
     json_t *root = l->object;
     bool owned = false, differs = false;
@@ -657,7 +665,8 @@ static bool annotation_differs(const struct ld_lease *l, const char *key, const 
     }
     json_t *md = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
     json_t *ann = json_is_object(md) ? json_object_get(md, "annotations") : NULL;
-    const char *v = json_string_value(json_is_object(ann) ? json_object_get(ann, key) : NULL);
+    const char *v =
+        json_string_value(json_is_object(ann) ? json_object_get(ann, key) : NULL);
     if (v && strcmp(v, want) != 0) {
         snprintf(theirs, len, "%s", v);
         differs = true;
@@ -673,10 +682,12 @@ const char *ld_shardgroup_set_conflict(const struct ld_shardgroup *g, int64_t no
     for (uint32_t i = 0; i < g->n_members; i++) {
         const struct member *m = &g->members[i];
         int64_t joined = m->rec.spec.has_acquire ? m->rec.spec.acquire_us : 0;
-        bool earlier = g->own_joined_us == 0 || joined < g->own_joined_us ||
-                       (joined == g->own_joined_us && strcmp(m->identity, g->identity) < 0);
+        bool earlier =
+            g->own_joined_us == 0 || joined < g->own_joined_us ||
+            (joined == g->own_joined_us && strcmp(m->identity, g->identity) < 0);
         if (earlier && member_live(g, m, now_ms) &&
-            annotation_differs(&m->rec, LD_SHARDGROUP_SHARD_SET, g->shard_set, theirs, len))
+            annotation_differs(&m->rec, LD_SHARDGROUP_SHARD_SET, g->shard_set, theirs,
+                               len))
             return m->identity;
     }
     return NULL;
@@ -821,6 +832,7 @@ static void shard_absent(struct shard *sh)
 {
     ld_lease_clear(&sh->rec);
     sh->present = false;
+    sh->uid_seen_ms = INT64_MAX;
     sh->observed = true;
     sh->claimed = false;
     sh->giving_back = false;
@@ -872,8 +884,15 @@ static void judge_outside(struct ld_shardgroup *g, struct shard *sh,
         outside_change(g, sh, now_ms);
 }
 
+/* Whether two uids name one object; true when either is unknown, as
+ * nothing then tells them apart. */
+static bool same_uid(const char *a, const char *b)
+{
+    return !a || !b || strcmp(a, b) == 0;
+}
+
 static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
-                                 const struct ld_lease *lease)
+                                 const struct ld_lease *lease, int64_t now_ms)
 {
     struct ld_lease rec;
     ld_lease_init(&rec);
@@ -888,6 +907,8 @@ static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
      * with no assignment between them. */
     if (!sh->present || !same_rv(sh->rec.resource_version, rec.resource_version))
         sh->absent_since_ms = INT64_MAX;
+    if (!sh->present || !same_uid(sh->rec.uid, rec.uid))
+        sh->uid_seen_ms = now_ms;
     ld_lease_clear(&sh->rec);
     sh->rec = rec;
     sh->present = true;
@@ -958,7 +979,7 @@ enum ld_err ld_shardgroup_observe_lease(struct ld_shardgroup *g,
     if (sh) {
         if (!sh->present || !same_rv(sh->rec.resource_version, lease->resource_version))
             judge_outside(g, sh, lease, now_ms);
-        return observe_shard(g, sh, lease);
+        return observe_shard(g, sh, lease, now_ms);
     }
     return ld_shardgroup_observe_member(g, lease, now_ms);
 }
@@ -975,13 +996,9 @@ void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_leas
     if (sh->present && sh->rec.uid && gone->uid && strcmp(sh->rec.uid, gone->uid) != 0)
         return;
     /* No replica deletes a shard Lease: whoever it named may claim it yet,
-     * its view not showing the deletion. Its last state (the event's, or
-     * the one held) naming nobody, or us, leaves no such claimant. */
-    const char *h = gone->spec.holder ? gone->spec.holder
-                    : sh->present     ? holder_of(sh)
-                                      : "";
-    if (h[0] && strcmp(h, g->identity) != 0)
-        outside_change(g, sh, now_ms);
+     * its view not showing the deletion. A Lease made anew is a new object,
+     * and a claim on it waits (rule O9), so nothing waits here. */
+    (void)now_ms;
     note_gone(g, gone->uid ? gone->uid : sh->rec.uid);
     shard_absent(sh);
 }
@@ -1017,10 +1034,8 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
             g->members[i].mark = true;
     for (uint32_t s = 0; s < g->n_shards; s++) {
         if (!shards[s].mark && !shards[s].unlisted) {
-            /* Absent in the list: deleted since it was seen (by whom, and
-             * over what, a list cannot tell), or never seen at all. */
-            if (shards[s].present || !shards[s].observed)
-                outside_change(g, &shards[s], now_ms);
+            /* Absent in the list: deleted since it was seen, or never made.
+             * Whoever makes it anew claims it only a wait later (rule O9). */
             shard_absent(&shards[s]);
             shards[s].from_list = true; /* its absence is the list's */
         }
@@ -1251,6 +1266,8 @@ static int64_t earliest_change(const struct ld_shardgroup *g, int64_t now_ms)
         if (outside_wait(g, sh, now_ms) &&
             sh->outside_since_ms + g->outside_wait_ms < next)
             next = sh->outside_since_ms + g->outside_wait_ms;
+        if (sh->claimed && sh->claim_from_ms > now_ms && sh->claim_from_ms < next)
+            next = sh->claim_from_ms;
         if (sh->absent_since_ms == INT64_MAX)
             continue;
         int64_t at = sh->absent_since_ms + g->lease_duration_ms;
@@ -1435,9 +1452,25 @@ done:
     return rc;
 }
 
+/* Whether shard sh's object is known older than the outside wait at
+ * now_ms (rule O9): we have known its uid that long, or a replica that had
+ * wrote the record (stamped, and not marked new). */
+static bool proven_old(const struct ld_shardgroup *g, const struct shard *sh,
+                       int64_t now_ms)
+{
+    if (!sh->present)
+        return false;
+    if (sh->uid_seen_ms != INT64_MAX && now_ms - sh->uid_seen_ms >= g->outside_wait_ms)
+        return true;
+    return stamped(&sh->rec) &&
+           !has_metadata(&sh->rec, "annotations", LD_SHARDGROUP_NEW_OBJECT, "true");
+}
+
 /* Stamps l (whose object merge_metadata made) with its holder, so that a
- * holder edited by hand shows (stamped). */
-static enum ld_err stamp(struct ld_lease *l)
+ * holder edited by hand shows (stamped), and marks it new unless its
+ * object is known old (rule O9). */
+static enum ld_err stamp(const struct ld_shardgroup *g, const struct shard *sh,
+                         struct ld_lease *l, int64_t now_ms)
 {
     json_t *meta = json_object_get(l->object, "metadata");
     json_t *ann = json_is_object(meta) ? json_object_get(meta, "annotations") : NULL;
@@ -1445,11 +1478,15 @@ static enum ld_err stamp(struct ld_lease *l)
         json_object_set_new(ann, LD_SHARDGROUP_HOLDER,
                             json_string(l->spec.holder ? l->spec.holder : "")) != 0)
         return LD_ENOMEM;
+    if (g->outside_wait_ms == 0 || proven_old(g, sh, now_ms))
+        json_object_del(ann, LD_SHARDGROUP_NEW_OBJECT);
+    else if (json_object_set_new(ann, LD_SHARDGROUP_NEW_OBJECT, json_string("true")) != 0)
+        return LD_ENOMEM;
     return LD_OK;
 }
 
 enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
-                                     const char *ns, int64_t wall_us,
+                                     const char *ns, int64_t wall_us, int64_t now_ms,
                                      struct ld_lease *out)
 {
     ld_lease_clear(out);
@@ -1473,7 +1510,7 @@ enum ld_err ld_shardgroup_take_lease(const struct ld_shardgroup *g, uint32_t s,
     if (rc == LD_OK)
         rc = merge_metadata(out, sh->metadata);
     if (rc == LD_OK)
-        rc = stamp(out);
+        rc = stamp(g, sh, out, now_ms);
     if (rc != LD_OK)
         return rc;
     struct ld_lease_spec *sp = &out->spec;
@@ -1508,13 +1545,14 @@ static enum ld_err emptied(struct ld_lease *out, const struct ld_lease *rec,
 }
 
 enum ld_err ld_shardgroup_release_lease(const struct ld_shardgroup *g, uint32_t s,
-                                        int64_t wall_us, struct ld_lease *out)
+                                        int64_t wall_us, int64_t now_ms,
+                                        struct ld_lease *out)
 {
     ld_lease_clear(out);
     if (s >= g->n_shards || !g->shards[s].present)
         return LD_EINVAL;
     enum ld_err rc = emptied(out, &g->shards[s].rec, g->shards[s].metadata, wall_us);
-    return rc == LD_OK ? stamp(out) : rc;
+    return rc == LD_OK ? stamp(g, &g->shards[s], out, now_ms) : rc;
 }
 
 enum ld_err ld_shardgroup_label_lease(const struct ld_shardgroup *g, uint32_t s,
@@ -1573,7 +1611,7 @@ void ld_shardgroup_wrote(struct ld_shardgroup *g, uint32_t s, uint64_t term,
     bool predecessor = rv_before
                            ? sh->present && same_rv(sh->rec.resource_version, rv_before)
                            : !sh->present;
-    if (predecessor && observe_shard(g, sh, stored) != LD_OK)
+    if (predecessor && observe_shard(g, sh, stored, now_ms) != LD_OK)
         shard_absent(sh); /* unknown now: nothing is claimed on it */
     /* Our own take or release, written after any wait: the record is the
      * group's again. */
@@ -1587,6 +1625,10 @@ void ld_shardgroup_wrote(struct ld_shardgroup *g, uint32_t s, uint64_t term,
         return;
     sh->claimed = true;
     sh->claim_term = term;
+    sh->claim_from_ms =
+        has_metadata(stored, "annotations", LD_SHARDGROUP_NEW_OBJECT, "true")
+            ? sh->uid_seen_ms + g->outside_wait_ms
+            : INT64_MIN;
 }
 
 void ld_shardgroup_write_failed(struct ld_shardgroup *g, uint32_t s)
@@ -1616,9 +1658,10 @@ bool ld_shardgroup_named(const struct ld_shardgroup *g, uint32_t s)
     return s < g->n_shards && names_us(g, &g->shards[s]);
 }
 
-bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s)
+bool ld_shardgroup_claimed(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms)
 {
-    return s < g->n_shards && claim_valid(g, &g->shards[s]);
+    return s < g->n_shards && claim_valid(g, &g->shards[s]) &&
+           now_ms >= g->shards[s].claim_from_ms;
 }
 
 /* Until when our claims may last by our view's age: a lease duration
@@ -1650,7 +1693,8 @@ int64_t ld_shardgroup_lead_until(const struct ld_shardgroup *g)
 
 bool ld_shardgroup_owns(const struct ld_shardgroup *g, uint32_t s, int64_t now_ms)
 {
-    return ld_shardgroup_claimed(g, s) && own_live(g, now_ms) && now_ms < view_until(g);
+    return ld_shardgroup_claimed(g, s, now_ms) && own_live(g, now_ms) &&
+           now_ms < view_until(g);
 }
 
 uint32_t ld_shardgroup_owned(const struct ld_shardgroup *g, int64_t now_ms, uint32_t *out)

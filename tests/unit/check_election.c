@@ -2391,7 +2391,8 @@ static Suite *election_suite(void)
     tcase_add_test(tc, twin_writing_during_leadership_is_detected);
     tcase_add_test(tc, own_timed_out_write_is_not_a_twin);
     tcase_add_test(tc, own_identity_other_incarnation_is_taken_over_after_expiry);
-    tcase_add_test(tc, predecessors_are_over_at_an_expiry_takeover_or_a_lease_duration_after_a_gap);
+    tcase_add_test(
+        tc, predecessors_are_over_at_an_expiry_takeover_or_a_lease_duration_after_a_gap);
     tcase_add_test(tc, own_identity_without_incarnation_is_not_ours);
     tcase_add_test(tc, own_incarnation_is_resumed_and_renewed_as_ours);
     tcase_add_test(tc, late_renewal_of_dead_predecessor_is_no_quarantine);

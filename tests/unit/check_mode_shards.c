@@ -382,6 +382,33 @@ START_TEST(members_are_listed_while_the_watch_is_down)
 }
 END_TEST
 
+/* The shards replica r claims now. */
+static int claims_of(struct replica *r)
+{
+    int n = 0;
+    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    for (uint32_t k = 0; table && k < table->n_shards; k++)
+        n += ld_shardsnap_leads(table, k, now());
+    ld_shardsnap_unref(table);
+    return n;
+}
+
+static bool r0_claims_all(void)
+{
+    return claims_of(&fx.r[0]) == N_SHARDS;
+}
+
+/* Every running replica claims what its Leases name: a new group's shard
+ * Leases are claimed a lease duration and the drain after they are made
+ * (rule O9 of docs/design/shard-protocol.md). */
+static bool claims_match_holders(void)
+{
+    for (size_t i = 0; i < fx.n; i++)
+        if (!fx.r[i].done && claims_of(&fx.r[i]) != owned_by(fx.r[i].id))
+            return false;
+    return true;
+}
+
 static bool r0_holds_all(void)
 {
     return owned_by("r0") == N_SHARDS;
@@ -418,25 +445,46 @@ START_TEST(a_replica_that_cannot_own_its_shards_steps_out)
                   snap.health_error);
     ck_assert_str_eq(
         holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "");
-    /* r0's own table shows it alone, owning every shard. */
+    /* r0's own table shows it alone; it claims every shard, those it made
+     * only now a lease duration later (rule O9). */
     struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
     ck_assert_uint_eq(table->n_members, 1);
-    for (uint32_t k = 0; k < N_SHARDS; k++)
-        ck_assert(ld_shardsnap_leads(table, k, now()));
     ld_shardsnap_unref(table);
+    ck_assert(run_until(r0_claims_all, 2 * LEASE_MS));
 }
 END_TEST
 
-/* The shards replica r claims now. */
-static int claims_of(struct replica *r)
+static uint32_t gap_victim;
+static bool victim_unclaimed(void)
 {
-    int n = 0;
-    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
-    for (uint32_t k = 0; table && k < table->n_shards; k++)
-        n += ld_shardsnap_leads(table, k, now());
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    bool claimed = table && ld_shardsnap_leads(table, gap_victim, now());
     ld_shardsnap_unref(table);
-    return n;
+    return !claimed;
 }
+
+/* A stream of the group's watch that starts from the current state (after
+ * a 410, say) never shows a DELETED of what went while no stream ran. The
+ * watch then confirms nothing until a list sent since is in, so a claim on
+ * a shard Lease deleted in that gap ends within a retry period or two, and
+ * never outlives the deletion by a lease duration (before, the holder's
+ * renewals, shown by the new stream, kept its view confirmed and it
+ * claimed the deleted shard for good: sim seed 2). */
+START_TEST(a_shard_deleted_between_two_streams_is_not_claimed_for_good)
+{
+    add_replica();
+    ck_assert(run_until(r0_claims_all, 3 * LEASE_MS));
+    run_for(2 * RETRY_MS);
+    gap_victim = 3;
+    ft_watch_gone_all(fx.ft);
+    ck_assert(ft_lease_delete(fx.ft, ld_shardgroup_shard_lease(group(), gap_victim)));
+    int64_t t = now();
+    ck_assert_msg(run_until(victim_unclaimed, LEASE_MS), "still claimed %lld ms later",
+                  (long long)(now() - t));
+    ck_assert_int_le(now() - t, 2 * RETRY_MS + 1000);
+    ck_assert_int_eq(claims_of(&fx.r[0]), N_SHARDS - 1);
+}
+END_TEST
 
 /* --shards changed in a running group: numbered shards map keys to shards
  * by the shard count, so two replicas of two counts could give one key to
@@ -663,6 +711,7 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
     want_r0_holds = N_SHARDS;
     ck_assert(run_until(r0_holds, 30000));
     ck_assert(run_until(balanced, 30000));
+    ck_assert(run_until(r0_claims_all, 30000));
     /* r1 joins: r0 stops claiming half, and the Leases still name it until
      * the drain is over. */
     add_replica();
@@ -825,6 +874,7 @@ START_TEST(a_give_back_waits_for_a_safety_hold_while_the_member_term_lasts)
     add_probed_replica();
     want_r0_holds = N_SHARDS;
     ck_assert(run_until(r0_holds, 30000));
+    ck_assert(run_until(r0_claims_all, 30000));
     ck_assert_int_gt(probe.fed_leading, 0);
 
     /* r1 joins while every write is held: the releases wait. */
@@ -1008,6 +1058,7 @@ START_TEST(the_table_is_rebuilt_only_when_something_in_it_changed)
     for (int i = 0; i < 3; i++)
         add_replica();
     ck_assert(run_until(balanced, 60000));
+    ck_assert(run_until(claims_match_holders, 60000));
     run_for(2 * RETRY_MS);
 
     struct ld_shardsnap *held[3];
@@ -1130,6 +1181,7 @@ START_TEST(a_deleted_shard_lease_never_gives_two_owners)
 {
     add_replica();
     ck_assert(run_until(r0_holds_all, 2 * LEASE_MS));
+    ck_assert(run_until(r0_claims_all, 2 * LEASE_MS));
     run_for(2 * RETRY_MS);
     ft_set_client_watch_lag_ms(fx.ft, 0, 10 * LEASE_MS);
     ft_fault_add_for(fx.ft, 0, NULL, "LIST",
@@ -1167,6 +1219,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
     tcase_add_test(tc, a_replica_that_cannot_own_its_shards_steps_out);
     tcase_add_test(tc, a_replica_running_another_shard_set_claims_nothing);
+    tcase_add_test(tc, a_shard_deleted_between_two_streams_is_not_claimed_for_good);
     tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);
     tcase_add_test(tc, the_clean_up_deletes_only_the_record_it_judged_long_expired);
     tcase_add_test(tc, a_give_back_waits_for_the_drain_or_the_app);

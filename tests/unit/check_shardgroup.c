@@ -600,9 +600,9 @@ static void write_shard(struct ld_shardgroup *g, uint32_t s, bool take, uint64_t
     struct ld_lease out;
     ld_lease_init(&out);
     if (take)
-        ck_assert_int_eq(ld_shardgroup_take_lease(g, s, "ns", rv, &out), LD_OK);
+        ck_assert_int_eq(ld_shardgroup_take_lease(g, s, "ns", rv, 0, &out), LD_OK);
     else
-        ck_assert_int_eq(ld_shardgroup_release_lease(g, s, rv, &out), LD_OK);
+        ck_assert_int_eq(ld_shardgroup_release_lease(g, s, rv, 0, &out), LD_OK);
     char *before = out.resource_version;
     char stored_rv[32];
     snprintf(stored_rv, sizeof(stored_rv), "%lld", (long long)rv);
@@ -711,14 +711,14 @@ START_TEST(a_shard_of_our_identity_under_another_incarnation_is_not_ours)
         enum ld_shard_step st = ld_shardgroup_step(g, k, 0, false);
         ck_assert_msg(st == LD_SHARD_TAKE || st == LD_SHARD_READ, "shard %u: %d", k, st);
         ck_assert(!ld_shardgroup_owns(g, k, 0));
-        ck_assert_int_eq(ld_shardgroup_take_lease(g, k, "ns", 500, &out), LD_OK);
+        ck_assert_int_eq(ld_shardgroup_take_lease(g, k, "ns", 500, 0, &out), LD_OK);
         ck_assert_int_eq(out.spec.transitions, 1); /* a change of holder */
         ck_assert_int_eq(out.spec.acquire_us, 500);
         ck_assert_str_eq(out.incarnation, "new");
     }
     /* Our own incarnation's record is renewed as ours. */
     ck_assert_int_eq(ld_shardgroup_step(g, 2, 0, false), LD_SHARD_TAKE);
-    ck_assert_int_eq(ld_shardgroup_take_lease(g, 2, "ns", 500, &out), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_take_lease(g, 2, "ns", 500, 0, &out), LD_OK);
     ck_assert_int_eq(out.spec.transitions, 0);
     ck_assert_str_eq(out.incarnation, "new");
     char *text = ld_lease_encode(&out);
@@ -738,7 +738,7 @@ START_TEST(a_shard_of_our_identity_under_another_incarnation_is_not_ours)
     ck_assert(ld_shardgroup_owns(g, 0, 10));
     ld_lease_clear(&stored);
 
-    ck_assert_int_eq(ld_shardgroup_release_lease(g, 0, 600, &out), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_release_lease(g, 0, 600, 0, &out), LD_OK);
     ck_assert_str_eq(out.spec.holder, "");
     ck_assert_ptr_null(out.incarnation);
     ld_lease_clear(&out);
@@ -1057,6 +1057,64 @@ START_TEST(a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence)
 }
 END_TEST
 
+static bool marked_new(const struct ld_lease *l)
+{
+    char *text = ld_lease_encode(l);
+    bool marked = strstr(text, "\"" LD_SHARDGROUP_NEW_OBJECT "\":\"true\"") != NULL;
+    free(text);
+    return marked;
+}
+
+/* Rule O9: a Lease we create may replace one deleted under a holder whose
+ * view still shows it (its watch lags), and who claims it until that view
+ * is a lease duration old. So a claim written on an object this replica
+ * has known for less than the outside wait counts only from then on, and
+ * the record says so (marked new); a replica that has known the object
+ * that long writes it unmarked, and a claim on an unmarked record counts
+ * at once (before, the create's claim counted at once: sim seed 57). */
+START_TEST(a_claim_on_a_new_object_counts_after_the_outside_wait)
+{
+    struct ld_errinfo err;
+    struct ld_shardgroup_config cfg = {.name = "web",
+                                       .identity = "a",
+                                       .n_shards = 1,
+                                       .lease_duration_ms = DURATION_MS,
+                                       .outside_wait_ms = DURATION_MS + 2000};
+    struct ld_shardgroup *g = ld_shardgroup_new(&cfg, &err);
+    ck_assert_msg(g != NULL, "%s", err.msg);
+    const int64_t wait = DURATION_MS + 2000;
+    struct ld_lease out, stored;
+    ld_lease_init(&out);
+    ld_lease_init(&stored);
+    own(g, true, 10 * wait);
+    ld_shardgroup_confirm(g, 0);
+    ck_assert_int_eq(ld_shardgroup_observe_list(g, NULL, 0, "1", 0), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 0, true), LD_SHARD_TAKE);
+    ck_assert_int_eq(ld_shardgroup_take_lease(g, 0, "ns", 500, 0, &out), LD_OK);
+    ck_assert_ptr_null(out.resource_version); /* a create */
+    ck_assert(marked_new(&out));
+    ck_assert_int_eq(ld_lease_copy(&stored, &out), LD_OK);
+    stored.uid = strdup("uid-new");
+    stored.resource_version = strdup("7");
+    ld_shardgroup_wrote(g, 0, ld_shardgroup_term(g), NULL, &stored, 100);
+    ck_assert(!ld_shardgroup_claimed(g, 0, 100));
+    ck_assert(!ld_shardgroup_owns(g, 0, 100 + wait - 1));
+    ck_assert_int_eq(ld_shardgroup_step(g, 0, 100, false),
+                     LD_SHARD_NONE);      /* no re-take */
+    ld_shardgroup_confirm(g, 100 + wait); /* a view that new, for rule O1 */
+    ck_assert(ld_shardgroup_owns(g, 0, 100 + wait));
+    /* Known that long now: its release is written unmarked. */
+    ck_assert_int_eq(ld_shardgroup_release_lease(g, 0, 600, 100 + wait, &out), LD_OK);
+    ck_assert(!marked_new(&out));
+    ck_assert_int_eq(ld_shardgroup_release_lease(g, 0, 600, 100 + wait - 1, &out), LD_OK);
+    ck_assert(marked_new(&out));
+    ld_lease_clear(&out);
+    ld_lease_clear(&stored);
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 /* Member identity's record as its member election writes it: joined at
  * acquire_us, running shard set set (NULL: an older version, none). */
 static void member_with_set(struct ld_shardgroup *g, const char *identity,
@@ -1067,7 +1125,8 @@ static void member_with_set(struct ld_shardgroup *g, const char *identity,
     member_record(&l, ld_shardgroup_name(g), identity, identity, 10, renew_us, "uid-m");
     l.spec.has_acquire = true;
     l.spec.acquire_us = acquire_us;
-    snprintf(ann, sizeof(ann), "{\"" LD_SHARDGROUP_SHARD_SET "\":\"%s\"}", set ? set : "");
+    snprintf(ann, sizeof(ann), "{\"" LD_SHARDGROUP_SHARD_SET "\":\"%s\"}",
+             set ? set : "");
     if (set)
         ck_assert_int_eq(ld_lease_set_annotations(&l, ann), LD_OK);
     ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, 0), LD_OK);
@@ -1104,9 +1163,11 @@ START_TEST(an_earlier_member_of_another_shard_set_is_a_conflict)
     /* Named shards: their count and their names in order. */
     struct ld_errinfo err;
     const char *names[] = {"x", "y"};
-    struct ld_shardgroup_config cfg = {
-        .name = "web", .identity = "b", .names = names, .n_shards = 2,
-        .lease_duration_ms = DURATION_MS};
+    struct ld_shardgroup_config cfg = {.name = "web",
+                                       .identity = "b",
+                                       .names = names,
+                                       .n_shards = 2,
+                                       .lease_duration_ms = DURATION_MS};
     g = ld_shardgroup_new(&cfg, &err);
     ck_assert_msg(g != NULL, "%s", err.msg);
     char want[64];
@@ -1350,7 +1411,7 @@ START_TEST(writes_are_compare_and_swap_with_the_contract_fields)
     ld_lease_init(&out);
 
     /* Absent: a create with the labels and the annotation. */
-    ck_assert_int_eq(ld_shardgroup_take_lease(g, 0, "ns", 5, &out), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_take_lease(g, 0, "ns", 5, 0, &out), LD_OK);
     ck_assert_ptr_null(out.resource_version);
     ck_assert_str_eq(out.name, "web-0");
     ck_assert_str_eq(out.namespace_, "ns");
@@ -1372,7 +1433,7 @@ START_TEST(writes_are_compare_and_swap_with_the_contract_fields)
     b.spec.acquire_us = 1;
     ck_assert_int_eq(ld_shardgroup_observe_lease(g, &b, 0), LD_OK);
     ld_lease_clear(&b);
-    ck_assert_int_eq(ld_shardgroup_take_lease(g, 1, "ns", 50, &out), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_take_lease(g, 1, "ns", 50, 0, &out), LD_OK);
     ck_assert_str_eq(out.resource_version, "40");
     ck_assert_str_eq(out.spec.holder, "a");
     ck_assert_int_eq(out.spec.transitions, 7);
@@ -1388,18 +1449,18 @@ START_TEST(writes_are_compare_and_swap_with_the_contract_fields)
     b.spec.acquire_us = 50;
     ck_assert_int_eq(ld_shardgroup_observe_lease(g, &b, 0), LD_OK);
     ld_lease_clear(&b);
-    ck_assert_int_eq(ld_shardgroup_take_lease(g, 1, "ns", 60, &out), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_take_lease(g, 1, "ns", 60, 0, &out), LD_OK);
     ck_assert_int_eq(out.spec.transitions, 7);
     ck_assert_int_eq(out.spec.acquire_us, 50);
     ck_assert_int_eq(out.spec.renew_us, 60);
     /* The release: no holder, one second, the same transitions. */
-    ck_assert_int_eq(ld_shardgroup_release_lease(g, 1, 70, &out), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_release_lease(g, 1, 70, 0, &out), LD_OK);
     ck_assert_str_eq(out.resource_version, "41");
     ck_assert_str_eq(out.spec.holder, "");
     ck_assert_int_eq(out.spec.duration_s, 1);
     ck_assert_int_eq(out.spec.transitions, 7);
     ck_assert_int_eq(out.spec.renew_us, 70);
-    ck_assert_int_eq(ld_shardgroup_release_lease(g, 0, 70, &out), LD_EINVAL);
+    ck_assert_int_eq(ld_shardgroup_release_lease(g, 0, 70, 0, &out), LD_EINVAL);
     ld_lease_clear(&out);
     ld_shardgroup_free(g);
 }
@@ -1592,11 +1653,13 @@ static void act(struct world *w, int i)
         int64_t wall = w->now_ms * 1000;
         switch (ld_shardgroup_step(r->g, s, w->now_ms, fresh)) {
         case LD_SHARD_TAKE:
-            ck_assert_int_eq(ld_shardgroup_take_lease(r->g, s, "ns", wall, &out), LD_OK);
+            ck_assert_int_eq(
+                ld_shardgroup_take_lease(r->g, s, "ns", wall, w->now_ms, &out), LD_OK);
             break;
         case LD_SHARD_RELEASE:
             ld_shardgroup_give_back(r->g, s);
-            ck_assert_int_eq(ld_shardgroup_release_lease(r->g, s, wall, &out), LD_OK);
+            ck_assert_int_eq(ld_shardgroup_release_lease(r->g, s, wall, w->now_ms, &out),
+                             LD_OK);
             break;
         case LD_SHARD_EVICT: {
             ck_assert_int_eq(ld_shardgroup_evict_lease(r->g, s, wall, &out), LD_OK);
@@ -1871,6 +1934,7 @@ static Suite *shardgroup_suite(void)
                    a_takeover_needs_the_shard_record_of_the_list_that_shows_the_absence);
     tcase_add_test(members, a_list_older_than_a_record_leaves_the_record);
     tcase_add_test(members, an_earlier_member_of_another_shard_set_is_a_conflict);
+    tcase_add_test(members, a_claim_on_a_new_object_counts_after_the_outside_wait);
     tcase_add_test(members,
                    a_member_record_never_seen_to_change_is_evicted_for_its_shards);
     tcase_add_test(members, older_records_are_ignored_and_give_backs_end_with_the_shard);

@@ -118,6 +118,12 @@ struct ld_mode_shards {
      * partition) shows nobody's renewals, ours included. */
     char *echo_rv;
     char *shown_rv; /* the last record of ours the watch showed */
+    /* The watch started a stream from the current state at
+     * watch_gap_since_ms: what happened between the last stream and it (a
+     * shard Lease deleted, say) was never shown, so the watch confirms
+     * nothing (ld_shardgroup_confirm) until a list sent since then is in. */
+    bool watch_gap;
+    int64_t watch_gap_since_ms;
     int64_t echo_since_ms;
     bool watch_silent;
     /* Our last member renewals and when each was sent: the watch showing
@@ -187,7 +193,7 @@ static void note_sent(struct ld_mode_shards *s, const char *rv, int64_t sent_ms)
     s->sent_next = (i + 1) % SENT_RENEWALS;
     set_str(&s->sent[i].rv, rv);
     s->sent[i].sent_ms = sent_ms;
-    if (s->sent[i].rv && s->shown_rv && strcmp(s->shown_rv, rv) == 0)
+    if (s->sent[i].rv && s->shown_rv && strcmp(s->shown_rv, rv) == 0 && !s->watch_gap)
         ld_shardgroup_confirm(s->group, sent_ms);
 }
 
@@ -242,7 +248,8 @@ static void confirm_by(struct ld_mode_shards *s, const char *rv)
 {
     for (unsigned i = 0; i < SENT_RENEWALS; i++) {
         if (s->sent[i].rv && strcmp(s->sent[i].rv, rv) == 0) {
-            ld_shardgroup_confirm(s->group, s->sent[i].sent_ms);
+            if (!s->watch_gap)
+                ld_shardgroup_confirm(s->group, s->sent[i].sent_ms);
             return;
         }
     }
@@ -298,6 +305,15 @@ static void observe(struct ld_mode_shards *s, const struct ld_lease *lease,
                LD_SHARDGROUP_MAX_MEMBERS);
     else if (rc == LD_OK)
         note_incompatible(s, lease, was);
+}
+
+static void on_watch_started(void *ctx, bool from_current, int64_t now_ms)
+{
+    struct ld_mode_shards *s = ctx;
+    if (!from_current)
+        return;          /* resumed: nothing was missed */
+    s->watch_gap = true; /* poll_group lists at its usual pace */
+    s->watch_gap_since_ms = now_ms;
 }
 
 static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t now_ms)
@@ -567,7 +583,8 @@ static void take(struct ld_mode_shards *s, uint32_t k)
     struct ld_lease out;
     ld_lease_init(&out);
     if (ld_shardgroup_take_lease(s->group, k, s->c.namespace_,
-                                 ld_clock_wall_us(&s->clock), &out) == LD_OK)
+                                 ld_clock_wall_us(&s->clock), ld_clock_mono_ms(&s->clock),
+                                 &out) == LD_OK)
         start_write(s, k, &out, false);
     ld_lease_clear(&out);
 }
@@ -578,8 +595,8 @@ static void release(struct ld_mode_shards *s, uint32_t k)
     ld_lease_init(&out);
     ld_shardgroup_give_back(s->group, k);
     s->table_changed = true;
-    if (ld_shardgroup_release_lease(s->group, k, ld_clock_wall_us(&s->clock), &out) ==
-        LD_OK)
+    if (ld_shardgroup_release_lease(s->group, k, ld_clock_wall_us(&s->clock),
+                                    ld_clock_mono_ms(&s->clock), &out) == LD_OK)
         start_write(s, k, &out, true);
     else
         ld_shardgroup_write_failed(s->group, k);
@@ -661,7 +678,8 @@ static void step_out(struct ld_mode_shards *s, int64_t now_ms, const char *why)
 static bool refuse_other_shard_set(struct ld_mode_shards *s, int64_t now_ms)
 {
     char theirs[64], why[256];
-    const char *who = ld_shardgroup_set_conflict(s->group, now_ms, theirs, sizeof(theirs));
+    const char *who =
+        ld_shardgroup_set_conflict(s->group, now_ms, theirs, sizeof(theirs));
     if (!who)
         return false;
     if (s->stopping || !s->member_live || now_ms < s->stuck_until_ms)
@@ -741,7 +759,6 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
     }
 }
 
-
 /* A shard this replica may take but has not owned for a lease duration
  * (its writes refused, say) would stay unowned as long as the others count
  * this replica live and leave the shard to it: it steps out of the group
@@ -764,13 +781,13 @@ static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
     if (stuck == s->n || s->stopping || !s->member_live)
         return next;
     char why[256];
-    snprintf(why, sizeof(why), "shard %s is assigned here but has not been owned for %lld s",
+    snprintf(why, sizeof(why),
+             "shard %s is assigned here but has not been owned for %lld s",
              ld_shardgroup_shard_id(s->group, stuck),
              (long long)(s->c.lease_duration_ms / 1000));
     step_out(s, now_ms, why);
     return s->stuck_until_ms;
 }
-
 
 static void on_cleaned(void *ctx, ld_kube_call call, enum ld_err rc,
                        struct ld_lease *lease, const struct ld_errinfo *err)
@@ -844,8 +861,10 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
     if (ld_shardgroup_observe_list(s->group, items, n, list_rv, now_ms) != LD_OK)
         ld_log(LD_LOG_WARN, "listing the group: not every Lease kept");
     /* A list is one snapshot taken after it was sent: the view now holds
-     * everything stored before then. */
+     * everything stored before then, also what a gap of the watch hid. */
     ld_shardgroup_confirm(s->group, s->list_started_ms);
+    if (s->watch_gap && s->list_started_ms >= s->watch_gap_since_ms)
+        s->watch_gap = false;
     for (size_t i = 0; was && i < n; i++)
         note_incompatible(s, &items[i], was[i]);
     free(was);
@@ -866,7 +885,7 @@ static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
  * group is listed instead; a takeover that needs a snapshot lists too. */
 static void poll_group(struct ld_mode_shards *s, int64_t now_ms)
 {
-    bool due = (!s->watch_healthy || s->watch_silent || s->join_list) &&
+    bool due = (!s->watch_healthy || s->watch_silent || s->join_list || s->watch_gap) &&
                now_ms >= s->next_list_ms;
     bool read = s->want_read && now_ms >= s->next_read_ms;
     if (s->listing || s->stopping || !(due || read))
@@ -928,7 +947,7 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
 {
     struct slot *sl = &s->slots[k];
     const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
-    bool claimed = ld_shardgroup_claimed(s->group, k);
+    bool claimed = ld_shardgroup_claimed(s->group, k, now_ms);
     struct ld_shard_entry next = {
         .term = rec ? rec->spec.transitions : 0,
         .observed = ld_shardgroup_shard_observed(s->group, k),
@@ -1107,7 +1126,7 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
     if (hw < at)
         at = hw;
     if (!s->listing && !s->stopping) {
-        if ((!s->watch_healthy || s->watch_silent || s->join_list) &&
+        if ((!s->watch_healthy || s->watch_silent || s->join_list || s->watch_gap) &&
             s->next_list_ms < at)
             at = s->next_list_ms;
         if (s->want_read && s->next_read_ms < at)
@@ -1522,6 +1541,7 @@ static const struct ld_shell_mode_ops ops = {
     .on_publish = on_publish,
     .on_event = on_event,
     .lease_event = on_lease_event,
+    .watch_started = on_watch_started,
     .after_pass = after_pass,
     .on_shutdown = on_shutdown,
     .finish = finish,

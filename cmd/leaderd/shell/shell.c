@@ -263,11 +263,13 @@ static void on_event(void *ctx, size_t index, const struct ld_event *ev)
         sh->resign_result = LD_RESIGN_FAILED;
 }
 
-static void on_watch_started(void *ctx)
+static void on_watch_started(void *ctx, bool from_current)
 {
     struct ld_shell *sh = ctx;
     if (sh->c.metrics)
         ld_metrics_watch_started(sh->c.metrics);
+    if (sh->mode.ops->watch_started)
+        sh->mode.ops->watch_started(sh->mode.ctx, from_current, now_ms(sh));
 }
 
 static void on_watch_event(void *ctx)

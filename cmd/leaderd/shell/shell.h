@@ -57,6 +57,8 @@ struct ld_shell_mode_ops {
     /* After each pass (host.h's after_pass): when to be called again
      * without news, INT64_MAX for only after the next pass. May be NULL. */
     int64_t (*after_pass)(void *ctx, int64_t now_ms);
+    /* The watch started a stream (host.h's watch_started). May be NULL. */
+    void (*watch_started)(void *ctx, bool from_current, int64_t now_ms);
     /* A shutdown begins: the host steps every election down next. May be
      * NULL. */
     void (*on_shutdown)(void *ctx, int64_t now_ms);
