@@ -191,6 +191,12 @@ struct ld_election_status {
     bool resigning;  /* stepped down on request; its release is under way */
 };
 
+/* Replaces the own annotations (ld_election_config.own_annotations) from
+ * the next write on; NULL: none. LD_OK, LD_EINVAL (not a JSON object of
+ * strings) or LD_ENOMEM, the old ones kept on failure. */
+enum ld_err ld_election_set_own_annotations(struct ld_election *e,
+                                            const char *annotations);
+
 /* Checks cfg (the same rules as client-go's NewLeaderElector plus whole
  * seconds for the duration) and returns a new engine (free with
  * ld_election_free), or NULL with err filled (LD_EINVAL or LD_ENOMEM). */

@@ -96,6 +96,12 @@
  * Lease names to shards differently; a replica does not join a group
  * whose earlier members run another (ld_shardgroup_set_conflict). */
 #define LD_SHARDGROUP_SHARD_SET "leaderd.io/shard-set"
+/* Annotation of a member Lease: the shards its replica cannot write (a
+ * webhook or RBAC by name refused its takes for a lease duration), their
+ * IDs comma-separated, "" for none. The assignment skips a shard any live
+ * member names here, unless a live member holds it, so that the others do
+ * not try it in turn (ld_shardgroup_set_unwritable). */
+#define LD_SHARDGROUP_UNWRITABLE "leaderd.io/unwritable"
 /* Annotation an eviction writes: who evicted the member. */
 #define LD_SHARDGROUP_EVICTED_BY "leaderd.io/evicted-by"
 /* And the renewTime it wrote (microseconds since the epoch, decimal): a
@@ -272,9 +278,20 @@ bool ld_shardgroup_observed(const struct ld_shardgroup *g);
  * expires. */
 bool ld_shardgroup_members_unproven(const struct ld_shardgroup *g, int64_t now_ms);
 /* The annotations this replica's member election writes with every write
- * (ld_election_config.own_annotations): its LD_SHARDGROUP_SHARD_SET.
- * Borrowed, valid while g lives. */
+ * (ld_election_config.own_annotations, ld_election_set_own_annotations):
+ * its LD_SHARDGROUP_SHARD_SET and LD_SHARDGROUP_UNWRITABLE. Borrowed,
+ * valid until the next ld_shardgroup_set_unwritable. */
 const char *ld_shardgroup_member_annotations(const struct ld_shardgroup *g);
+
+/* Says whether this replica cannot write shard s (its takes were refused
+ * for a lease duration), which goes into the member annotations. Returns
+ * whether they changed (the caller hands them to the member election), or
+ * false also for s out of range or out of memory (nothing changed then). */
+bool ld_shardgroup_set_unwritable(struct ld_shardgroup *g, uint32_t s, bool unwritable);
+
+/* Whether the last assignment skipped shard s: a live member (this one
+ * included) cannot write it and no live member holds it. */
+bool ld_shardgroup_skipped(const struct ld_shardgroup *g, uint32_t s);
 /* This replica's LD_SHARDGROUP_SHARD_SET value; borrowed. */
 const char *ld_shardgroup_shard_set(const struct ld_shardgroup *g);
 

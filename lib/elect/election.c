@@ -1254,20 +1254,14 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
         if (!e->create_metadata)
             goto nomem;
     }
-    if (cfg->own_annotations) {
-        struct ld_lease probe;
-        ld_lease_init(&probe);
-        enum ld_err rc = ld_lease_set_annotations(&probe, cfg->own_annotations);
-        ld_lease_clear(&probe);
-        if (rc == LD_EINVAL) {
-            ld_election_free(e);
-            ld_errinfo_set(err, LD_EINVAL,
-                           "own_annotations is not a JSON object of strings");
-            return NULL;
-        }
-        if (rc != LD_OK || !(e->own_annotations = strdup(cfg->own_annotations)))
-            goto nomem;
+    enum ld_err own = ld_election_set_own_annotations(e, cfg->own_annotations);
+    if (own == LD_EINVAL) {
+        ld_election_free(e);
+        ld_errinfo_set(err, LD_EINVAL, "own_annotations is not a JSON object of strings");
+        return NULL;
     }
+    if (own != LD_OK)
+        goto nomem;
     e->phase = PH_IDLE;
     e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
     e->free_seen_ms = NO_TIME;
@@ -1414,6 +1408,25 @@ void ld_election_shutdown(struct ld_election *e, struct ld_now now)
 bool ld_election_is_leader(const struct ld_election *e, int64_t now_ms)
 {
     return ld_leads_at(e->leading, e->lead_until_ms, now_ms);
+}
+
+enum ld_err ld_election_set_own_annotations(struct ld_election *e,
+                                            const char *annotations)
+{
+    char *copy = NULL;
+    if (annotations) {
+        struct ld_lease probe;
+        ld_lease_init(&probe);
+        enum ld_err rc = ld_lease_set_annotations(&probe, annotations);
+        ld_lease_clear(&probe);
+        if (rc != LD_OK)
+            return rc;
+        if (!(copy = strdup(annotations)))
+            return LD_ENOMEM;
+    }
+    free(e->own_annotations);
+    e->own_annotations = copy;
+    return LD_OK;
 }
 
 void ld_election_status(const struct ld_election *e, struct ld_election_status *out)

@@ -31,6 +31,7 @@ struct member {
     int64_t changed_ms;  /* when the record last changed, as seen here */
     bool seen_change;    /* a change was seen: only then may it count live */
     bool compatible;     /* carries the protocol annotation */
+    char *unwritable;    /* owned; its LD_SHARDGROUP_UNWRITABLE, NULL when "" */
     /* Names nobody by a replica's eviction (LD_SHARDGROUP_EVICTED_AT
      * matches its renewTime), not by a hand edit: see evicted_record. */
     bool evicted;
@@ -55,6 +56,8 @@ struct shard {
     /* When this replica first saw the object (its uid) the record is of;
      * INT64_MAX while absent. */
     int64_t uid_seen_ms;
+    bool own_unwritable; /* this replica cannot write it */
+    bool skipped;        /* no live member can write it: ld_shardgroup_skipped */
     bool giving_back;
     /* The record was read by name and lacks the group's label: lists and
      * the watch cannot show it, so a list does not make it absent. */
@@ -124,6 +127,11 @@ struct ld_shardgroup {
      * room for cap_members + 1 (ourselves). */
     const char **live;
     const char **owners;
+    /* The shards no live member reports unwritable, which the assignment
+     * function is run on: their holders, indexes and targets. */
+    const char **kept_owners;
+    uint32_t *kept_index;
+    uint32_t *kept_target;
     uint32_t *target;
     bool *contend;
     const char **assigned_live; /* the live list target indexes into */
@@ -289,6 +297,33 @@ static char *shard_set_of(const struct ld_shardlayout *layout)
     return format("named/%u/%016llx", (unsigned)layout->n_shards, (unsigned long long)h);
 }
 
+/* The member election's own annotations (shardgroup.h), as JSON text
+ * (owned), NULL when memory is short. */
+static char *own_annotations(const struct ld_shardgroup *g)
+{
+    char *out = NULL, *ids = NULL;
+    size_t len = 1;
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        len += g->shards[s].own_unwritable ? strlen(g->layout->shards[s].id) + 1 : 0;
+    ids = calloc(1, len);
+    if (!ids)
+        return NULL;
+    for (uint32_t s = 0; s < g->n_shards; s++) {
+        if (!g->shards[s].own_unwritable)
+            continue;
+        if (ids[0])
+            strcat(ids, ",");
+        strcat(ids, g->layout->shards[s].id);
+    }
+    json_t *ann = json_pack("{s:s,s:s}", LD_SHARDGROUP_SHARD_SET, g->shard_set,
+                            LD_SHARDGROUP_UNWRITABLE, ids);
+    if (ann)
+        out = json_dumps(ann, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(ann);
+    free(ids);
+    return out;
+}
+
 static enum ld_err build_shards(struct ld_shardgroup *g, struct ld_errinfo *err)
 {
     char buf[SHOWN_MAX + 4];
@@ -331,6 +366,9 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     g->owners = calloc(cfg->n_shards, sizeof(*g->owners));
     g->target = calloc(cfg->n_shards, sizeof(*g->target));
     g->contend = calloc(cfg->n_shards, sizeof(*g->contend));
+    g->kept_owners = calloc(cfg->n_shards, sizeof(*g->kept_owners));
+    g->kept_index = calloc(cfg->n_shards, sizeof(*g->kept_index));
+    g->kept_target = calloc(cfg->n_shards, sizeof(*g->kept_target));
     /* Room for our own identity in the live lists before any other member
      * is seen; reserve_member grows them with the table. */
     g->live = calloc(1, sizeof(*g->live));
@@ -339,8 +377,9 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     g->entries = calloc(1, sizeof(*g->entries));
     if (!g->layout || !g->identity || !g->label_value || !g->selector ||
         !g->member_selector || !g->member_prefix || !g->member_lease || !g->shards ||
-        !g->owners || !g->target || !g->contend || !g->live || !g->assigned_live ||
-        !g->assigned_joined || !g->entries)
+        !g->owners || !g->target || !g->contend || !g->kept_owners || !g->kept_index ||
+        !g->kept_target || !g->live || !g->assigned_live || !g->assigned_joined ||
+        !g->entries)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     g->n_shards = cfg->n_shards;
     g->lease_duration_ms = cfg->lease_duration_ms;
@@ -362,9 +401,7 @@ static enum ld_err build(struct ld_shardgroup *g, const struct ld_shardgroup_con
     g->member_metadata = metadata_json(
         g->label_value, NULL, cfg->pod_name ? cfg->pod_name : g->identity, cfg->pod_uid);
     g->shard_set = g->layout ? shard_set_of(g->layout) : NULL;
-    g->member_annotations =
-        g->shard_set ? format("{\"" LD_SHARDGROUP_SHARD_SET "\":\"%s\"}", g->shard_set)
-                     : NULL;
+    g->member_annotations = g->shard_set ? own_annotations(g) : NULL;
     if (!g->member_metadata || !g->member_annotations)
         return ld_errinfo_set(err, LD_ENOMEM, "shard group: out of memory");
     return build_shards(g, err);
@@ -393,6 +430,7 @@ struct ld_shardgroup *ld_shardgroup_new(const struct ld_shardgroup_config *cfg,
 static void member_clear(struct member *m)
 {
     free(m->identity);
+    free(m->unwritable);
     ld_lease_clear(&m->rec);
     memset(m, 0, sizeof(*m));
 }
@@ -416,6 +454,9 @@ void ld_shardgroup_free(struct ld_shardgroup *g)
     free(g->owners);
     free(g->target);
     free(g->contend);
+    free(g->kept_owners);
+    free(g->kept_index);
+    free(g->kept_target);
     free(g->live);
     free(g->assigned_live);
     free(g->assigned_joined);
@@ -487,6 +528,27 @@ const char *ld_shardgroup_member_annotations(const struct ld_shardgroup *g)
 const char *ld_shardgroup_shard_set(const struct ld_shardgroup *g)
 {
     return g->shard_set;
+}
+
+bool ld_shardgroup_set_unwritable(struct ld_shardgroup *g, uint32_t s, bool unwritable)
+{
+    if (s >= g->n_shards || g->shards[s].own_unwritable == unwritable)
+        return false;
+    g->shards[s].own_unwritable = unwritable;
+    char *text = own_annotations(g);
+    if (!text) {
+        g->shards[s].own_unwritable = !unwritable;
+        return false;
+    }
+    free(g->member_annotations);
+    g->member_annotations = text;
+    g->assigned = false;
+    return true;
+}
+
+bool ld_shardgroup_skipped(const struct ld_shardgroup *g, uint32_t s)
+{
+    return s < g->n_shards && g->shards[s].skipped;
 }
 
 const char *ld_shardgroup_shard_id(const struct ld_shardgroup *g, uint32_t s)
@@ -588,6 +650,27 @@ static bool has_metadata(const struct ld_lease *l, const char *field, const char
  * its lease duration; a record emptied by hand (kubectl edit) may name a
  * member that leads yet, and a stale annotation of an older eviction no
  * longer matches the renewTime its renewals moved on. */
+/* *dst (owned, freed first) becomes a copy of lease's string annotation
+ * key, NULL when it is absent or "" (or memory is short: then the member
+ * merely reports nothing). */
+static void annotation_copy(const struct ld_lease *lease, const char *key, char **dst)
+{
+    json_t *root = lease->object;
+    bool owned = false;
+    if (!root && lease->object_text) {
+        root = json_loads(lease->object_text, JSON_ALLOW_NUL, NULL);
+        owned = true;
+    }
+    json_t *md = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
+    json_t *ann = json_is_object(md) ? json_object_get(md, "annotations") : NULL;
+    const char *v =
+        json_string_value(json_is_object(ann) ? json_object_get(ann, key) : NULL);
+    free(*dst);
+    *dst = v && v[0] ? strdup(v) : NULL;
+    if (owned)
+        json_decref(root);
+}
+
 static bool evicted_record(const struct ld_lease *lease)
 {
     char want[24];
@@ -623,6 +706,7 @@ static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
     m->compatible = has_metadata(lease, "annotations", LD_SHARDGROUP_PROTOCOL,
                                  LD_SHARDGROUP_PROTOCOL_VERSION);
     m->evicted = evicted_record(lease);
+    annotation_copy(lease, LD_SHARDGROUP_UNWRITABLE, &m->unwritable);
     ld_lease_clear(&m->rec);
     m->rec = rec;
     return LD_OK;
@@ -1295,6 +1379,146 @@ static void note_members(struct ld_shardgroup *g, const char *const *live,
     }
 }
 
+/* The (live member, shard) pairs the assignment avoids: the shards each
+ * live member cannot write (LD_SHARDGROUP_UNWRITABLE, ours from
+ * own_unwritable), member indexes into live. Returns how many, or 0 when
+ * memory is short (nothing is avoided then). *out owned by the caller. */
+struct avoided {
+    uint32_t member, shard;
+};
+
+struct avoided_list {
+    struct avoided *pairs;
+    size_t n, cap;
+    bool short_of_memory;
+};
+
+static void avoid(struct avoided_list *l, uint32_t member, uint32_t shard)
+{
+    if (l->n == l->cap) {
+        size_t more = l->cap ? 2 * l->cap : 8;
+        struct avoided *grown = realloc(l->pairs, more * sizeof(*l->pairs));
+        if (!grown) {
+            l->short_of_memory = true;
+            return;
+        }
+        l->pairs = grown;
+        l->cap = more;
+    }
+    l->pairs[l->n++] = (struct avoided){member, shard};
+}
+
+/* The index of identity in live (sorted by strcmp), or n_live. */
+static uint32_t live_index(const char *const *live, uint32_t n_live, const char *identity)
+{
+    uint32_t lo = 0, hi = n_live;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(live[mid], identity);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return n_live;
+}
+
+/* The (live member, shard) pairs the assignment avoids: the shards each
+ * live member cannot write (its LD_SHARDGROUP_UNWRITABLE; ours from
+ * own_unwritable). Member indexes are into live. */
+static void collect_avoided(const struct ld_shardgroup *g, const char *const *live,
+                            uint32_t n_live, struct avoided_list *l)
+{
+    uint32_t self = live_index(live, n_live, g->identity);
+    for (uint32_t s = 0; self < n_live && s < g->n_shards; s++)
+        if (g->shards[s].own_unwritable)
+            avoid(l, self, s);
+    for (uint32_t i = 0; i < g->n_members; i++) {
+        const struct member *m = &g->members[i];
+        uint32_t at = m->unwritable ? live_index(live, n_live, m->identity) : n_live;
+        char *list = at < n_live ? strdup(m->unwritable) : NULL, *save = NULL;
+        if (at < n_live && !list)
+            l->short_of_memory = true;
+        for (char *id = list ? strtok_r(list, ",", &save) : NULL; id;
+             id = strtok_r(NULL, ",", &save)) {
+            uint32_t s;
+            if (ld_shardgroup_find(g, id, &s))
+                avoid(l, at, s);
+        }
+        free(list);
+    }
+}
+
+static bool is_avoided(const struct avoided *pairs, size_t n, uint32_t member,
+                       uint32_t shard)
+{
+    for (size_t i = 0; i < n; i++)
+        if (pairs[i].member == member && pairs[i].shard == shard)
+            return true;
+    return false;
+}
+
+/* The assignment with reports of unwritable shards: the shards no live
+ * member reports go through the assignment function as usual; each
+ * reported one stays with its live holder when that one can write it,
+ * else goes to the live member that can with the fewest shards (the first
+ * of them in the sorted list), else to nobody (skipped). Every replica
+ * reads the reports from the member Leases, so all compute the same. A
+ * reporter holds none of the shards it reports, so nothing it holds
+ * moves; out of memory, nothing is avoided. */
+static enum ld_err assign_avoiding(struct ld_shardgroup *g, const char *const *live,
+                                   uint32_t n_live)
+{
+    struct avoided_list l = {0};
+    collect_avoided(g, live, n_live, &l);
+    bool avoiding = l.n && !l.short_of_memory;
+    uint32_t *count = avoiding ? calloc(n_live ? n_live : 1, sizeof(*count)) : NULL;
+    avoiding = avoiding && count;
+    uint32_t n_kept = 0;
+    for (uint32_t s = 0; s < g->n_shards; s++) {
+        g->shards[s].skipped = false;
+        bool reported = false;
+        for (size_t i = 0; avoiding && i < l.n && !reported; i++)
+            reported = l.pairs[i].shard == s;
+        g->target[s] = LD_SHARD_NOBODY;
+        if (reported)
+            continue;
+        g->kept_owners[n_kept] = g->owners[s];
+        g->kept_index[n_kept++] = s;
+    }
+    enum ld_err rc = ld_shardassign(n_kept, g->kept_owners, n_live, live,
+                                    g->assigned_joined, g->kept_target);
+    for (uint32_t i = 0; rc == LD_OK && i < n_kept; i++) {
+        g->target[g->kept_index[i]] = g->kept_target[i];
+        if (count && g->kept_target[i] != LD_SHARD_NOBODY)
+            count[g->kept_target[i]]++;
+    }
+    for (uint32_t s = 0; rc == LD_OK && avoiding && s < g->n_shards; s++) {
+        bool reported = false;
+        for (size_t i = 0; i < l.n && !reported; i++)
+            reported = l.pairs[i].shard == s;
+        if (!reported)
+            continue;
+        uint32_t holder = g->owners[s] ? live_index(live, n_live, g->owners[s]) : n_live;
+        uint32_t best = LD_SHARD_NOBODY;
+        if (holder < n_live && !is_avoided(l.pairs, l.n, holder, s))
+            best = holder;
+        for (uint32_t i = 0; best != holder && i < n_live; i++)
+            if (!is_avoided(l.pairs, l.n, i, s) &&
+                (best == LD_SHARD_NOBODY || count[i] < count[best]))
+                best = i;
+        if (best != LD_SHARD_NOBODY)
+            count[best]++;
+        g->target[s] = best;
+        g->shards[s].skipped = best == LD_SHARD_NOBODY;
+    }
+    free(count);
+    free(l.pairs);
+    return rc;
+}
+
 enum ld_err ld_shardgroup_assign(struct ld_shardgroup *g, int64_t now_ms,
                                  int64_t *next_ms)
 {
@@ -1305,8 +1529,7 @@ enum ld_err ld_shardgroup_assign(struct ld_shardgroup *g, int64_t now_ms,
         const char *h = holder_of(&g->shards[s]);
         g->owners[s] = h[0] ? h : NULL;
     }
-    enum ld_err rc = ld_shardassign(g->n_shards, g->owners, n_live, live,
-                                    g->assigned_joined, g->target);
+    enum ld_err rc = assign_avoiding(g, live, n_live);
     if (rc != LD_OK)
         return rc;
     note_members(g, live, g->assigned_joined, n_live, now_ms);

@@ -152,7 +152,9 @@ class LeftoverMembers(ShardBase):
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": name, "namespace": NS,
                          "labels": {"leaderd.io/shard-group": GROUP},
-                         "annotations": {"leaderd.io/shard-protocol": "2"}},
+                         "annotations": {"leaderd.io/shard-protocol": "2",
+                                         "leaderd.io/shard-set": f"numbered/{self.n_shards}",
+                                         "leaderd.io/unwritable": ""}},
             "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
                      "acquireTime": now, "renewTime": now, "leaseTransitions": 0}},
             client="admin")

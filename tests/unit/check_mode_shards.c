@@ -419,11 +419,34 @@ static bool r0_gave_back(void)
     return owned_by("r0") == N_SHARDS / 2;
 }
 
+/* The shards replica r reports it cannot write, in its table. */
+static int unwritable_of(struct replica *r, int *skipped)
+{
+    int n = 0;
+    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    *skipped = 0;
+    for (uint32_t k = 0; table && k < table->n_shards; k++) {
+        n += table->shards[k].unwritable;
+        *skipped += table->shards[k].skipped;
+    }
+    ld_shardsnap_unref(table);
+    return n;
+}
+
+static bool r1_reports_its_quota(void)
+{
+    int skipped;
+    return unwritable_of(&fx.r[1], &skipped) == N_SHARDS / 2;
+}
+
 /* A replica whose shard writes are all refused (RBAC, say) while its
- * member Lease renews would keep its quota unowned for ever: after a lease
- * duration it steps out of the group, says why on /healthz, and the other
- * takes everything. */
-START_TEST(a_replica_that_cannot_own_its_shards_steps_out)
+ * member Lease renews would keep its quota unowned for ever. After a lease
+ * duration it reports those shards in its member Lease
+ * (leaderd.io/unwritable), and every replica's assignment gives them to a
+ * member that can write them: r0 takes everything, and r1 stays a member
+ * (before, it stepped out of the group for a while, and came back to fail
+ * again; with a shard nobody can write every member did so in turn). */
+START_TEST(a_replica_that_cannot_write_its_shards_hands_them_on)
 {
     add_replica();
     add_replica();
@@ -437,20 +460,76 @@ START_TEST(a_replica_that_cannot_own_its_shards_steps_out)
     ck_assert(run_until(r0_gave_back, 2 * LEASE_MS));
     int64_t t = now();
     ck_assert_int_eq(owned_by("r1"), 0);
-    ck_assert_msg(run_until(r0_holds_all, 3 * LEASE_MS), "r0 holds %d", owned_by("r0"));
+    ck_assert(run_until(r1_reports_its_quota, 2 * LEASE_MS));
     ck_assert_int_ge(now() - t, LEASE_MS);
+    /* What the group then gives r1 instead it reports too, a lease
+     * duration later each time, until r0 holds everything. */
+    ck_assert_msg(run_until(r0_holds_all, 8 * LEASE_MS), "r0 holds %d", owned_by("r0"));
+    ck_assert(run_until(r0_claims_all, 2 * LEASE_MS));
+    /* r1 is still a member, in every table, and says why on /metrics. */
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    ck_assert_uint_eq(table->n_members, 2);
+    ld_shardsnap_unref(table);
+    ck_assert_str_eq(
+        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "r1");
     struct ld_snapshot snap;
     ld_state_read(&fx.r[1].state, &snap);
-    ck_assert_msg(strstr(snap.health_error, "has not been owned") != NULL, "%s",
-                  snap.health_error);
-    ck_assert_str_eq(
-        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "");
-    /* r0's own table shows it alone; it claims every shard, those it made
-     * only now a lease duration later (rule O9). */
+    ck_assert_str_eq(snap.health_error, "");
+    struct ld_shardsnap *t1 = ld_state_read_shards(&fx.r[1].state, NULL);
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(ld_metrics_render_shards(&fx.r[1].metrics, &snap,
+                                              ld_shardgroup_layout(group()), t1, now(),
+                                              &text, &len),
+                     0);
+    ld_shardsnap_unref(t1);
+    char want[128];
+    int skipped, unwritable = unwritable_of(&fx.r[1], &skipped);
+    ck_assert_int_ge(unwritable, N_SHARDS / 2);
+    ck_assert_int_eq(skipped, 0);
+    snprintf(want, sizeof(want), "leaderd_shards_unwritable %d\n", unwritable);
+    const char *seen = strstr(text, "\nleaderd_shards_unwritable ");
+    ck_assert_msg(strstr(text, want) != NULL, "%.60s", seen ? seen + 1 : "(none)");
+    ck_assert_ptr_nonnull(strstr(text, "leaderd_shard_unwritable{name=\"" GROUP "-"));
+    ck_assert_ptr_nonnull(strstr(text, "leaderd_shards_skipped 0\n"));
+    free(text);
+    /* Stable: nothing moves while the reports last. */
+    run_for(3 * LEASE_MS);
+    ck_assert_int_eq(owned_by("r0"), N_SHARDS);
+    ck_assert_int_eq(claims_of(&fx.r[0]), N_SHARDS);
+}
+END_TEST
+
+static bool shard0_skipped(void)
+{
+    int skipped0 = 0, skipped1 = 0;
+    unwritable_of(&fx.r[0], &skipped0);
+    unwritable_of(&fx.r[1], &skipped1);
+    return skipped0 == 1 && skipped1 == 1;
+}
+
+/* A shard nobody can write (a webhook refuses its Lease to everyone): each
+ * member that is given it reports it in turn, and once all have, it is
+ * given to nobody; the other shards stay balanced and nobody leaves. */
+START_TEST(a_shard_nobody_can_write_is_given_to_nobody)
+{
+    add_replica();
+    add_replica();
+    const char *lease = ld_shardgroup_shard_lease(group(), 0);
+    struct ft_fault refused = {.kind = FT_STATUS, .status = 403, .count = -1};
+    for (int c = 0; c < 2; c++) {
+        ft_fault_add_for(fx.ft, c, lease, "PUT", refused);
+        ft_fault_add_for(fx.ft, c, lease, "POST", refused);
+    }
+    ck_assert(run_until(shard0_skipped, 6 * LEASE_MS));
+    ck_assert_ptr_null(ld_shardgroup_target(group(), 0));
+    ck_assert(run_until(claims_match_holders, 3 * LEASE_MS));
+    ck_assert_int_eq(owned_by("r0") + owned_by("r1"), N_SHARDS - 1);
+    int d = owned_by("r0") - owned_by("r1");
+    ck_assert_int_le(d < 0 ? -d : d, 1);
     struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
-    ck_assert_uint_eq(table->n_members, 1);
+    ck_assert_uint_eq(table->n_members, 2);
     ld_shardsnap_unref(table);
-    ck_assert(run_until(r0_claims_all, 2 * LEASE_MS));
 }
 END_TEST
 
@@ -1217,7 +1296,8 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, three_replicas_share_the_shards_evenly_and_keep_them);
     tcase_add_test(tc, sigterm_releases_every_shard_and_deletes_the_member_lease);
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
-    tcase_add_test(tc, a_replica_that_cannot_own_its_shards_steps_out);
+    tcase_add_test(tc, a_replica_that_cannot_write_its_shards_hands_them_on);
+    tcase_add_test(tc, a_shard_nobody_can_write_is_given_to_nobody);
     tcase_add_test(tc, a_replica_running_another_shard_set_claims_nothing);
     tcase_add_test(tc, a_shard_deleted_between_two_streams_is_not_claimed_for_good);
     tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);

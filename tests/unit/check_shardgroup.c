@@ -1133,6 +1133,61 @@ static void member_with_set(struct ld_shardgroup *g, const char *identity,
     ld_lease_clear(&l);
 }
 
+/* Member identity's record reporting the shards it cannot write. */
+static void member_reporting(struct ld_shardgroup *g, const char *identity,
+                             const char *unwritable, int64_t renew_us)
+{
+    struct ld_lease l;
+    char ann[128];
+    member_record(&l, ld_shardgroup_name(g), identity, identity, 10, renew_us, "uid-r");
+    snprintf(ann, sizeof(ann), "{\"" LD_SHARDGROUP_UNWRITABLE "\":\"%s\"}", unwritable);
+    ck_assert_int_eq(ld_lease_set_annotations(&l, ann), LD_OK);
+    ck_assert_int_eq(ld_shardgroup_observe_lease(g, &l, 0), LD_OK);
+    ld_lease_clear(&l);
+}
+
+static const char *target_of(const struct ld_shardgroup *g, uint32_t s)
+{
+    const char *t = ld_shardgroup_target(g, s);
+    return t ? t : "(nobody)";
+}
+
+/* A shard a live member reports it cannot write goes to a live member that
+ * can (the one with the fewest shards), stays with a holder that can, and
+ * goes to nobody (skipped) when no live member can; the others are
+ * assigned as usual, every replica alike since the reports are in the
+ * member Leases. */
+START_TEST(reported_unwritable_shards_go_to_a_member_that_can_write_them)
+{
+    struct ld_shardgroup *g = numbered_group("web", "a", 4, NULL);
+    own(g, true, 1000000);
+    member_reporting(g, "b", "web-x,0,1", 10); /* an ID of no shard is ignored */
+    member_reporting(g, "b", "0,1", 11);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    ck_assert_str_eq(target_of(g, 0), "a");
+    ck_assert_str_eq(target_of(g, 1), "a");
+    ck_assert(!ld_shardgroup_skipped(g, 0));
+    /* Shards 2 and 3 go one each, as the assignment function has it. */
+    ck_assert_str_ne(target_of(g, 2), target_of(g, 3));
+
+    /* We cannot write shard 0 either: nobody is given it. */
+    ck_assert(ld_shardgroup_set_unwritable(g, 0, true));
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    ck_assert_str_eq(target_of(g, 0), "(nobody)");
+    ck_assert(ld_shardgroup_skipped(g, 0));
+    ck_assert_str_eq(target_of(g, 1), "a");
+
+    /* A holder that can write a reported shard keeps it. */
+    shard_record(g, 0, "c", 50, 0);
+    member_reporting(g, "c", "", 20);
+    member_reporting(g, "c", "", 21);
+    ck_assert_int_eq(ld_shardgroup_assign(g, 0, NULL), LD_OK);
+    ck_assert_str_eq(target_of(g, 0), "c");
+    ck_assert(!ld_shardgroup_skipped(g, 0));
+    ld_shardgroup_free(g);
+}
+END_TEST
+
 /* Every member Lease says its replica's shard set; a member that joined
  * before us with another set is a conflict (we refuse to join), one that
  * joined after us is not ours to judge (it refuses), and one that says
@@ -1142,8 +1197,18 @@ START_TEST(an_earlier_member_of_another_shard_set_is_a_conflict)
     struct ld_shardgroup *g = numbered_group("web", "b", 4, NULL);
     char theirs[64] = "";
     ck_assert_str_eq(ld_shardgroup_shard_set(g), "numbered/4");
-    ck_assert_str_eq(ld_shardgroup_member_annotations(g),
-                     "{\"leaderd.io/shard-set\":\"numbered/4\"}");
+    ck_assert_str_eq(
+        ld_shardgroup_member_annotations(g),
+        "{\"leaderd.io/shard-set\":\"numbered/4\",\"leaderd.io/unwritable\":\"\"}");
+    ck_assert(ld_shardgroup_set_unwritable(g, 2, true));
+    ck_assert(!ld_shardgroup_set_unwritable(g, 2, true)); /* no change */
+    ck_assert(ld_shardgroup_set_unwritable(g, 0, true));
+    ck_assert_str_eq(
+        ld_shardgroup_member_annotations(g),
+        "{\"leaderd.io/shard-set\":\"numbered/4\",\"leaderd.io/unwritable\":\"0,2\"}");
+    ck_assert(ld_shardgroup_set_unwritable(g, 0, false));
+    ck_assert(ld_shardgroup_set_unwritable(g, 2, false));
+    ck_assert(!ld_shardgroup_set_unwritable(g, 9, true)); /* out of range */
     own(g, true, 1000000);
     member_with_set(g, "b", 2000, "numbered/4", 50); /* our own record */
     member_with_set(g, "a", 1000, "numbered/8", 10);
@@ -1935,6 +2000,8 @@ static Suite *shardgroup_suite(void)
     tcase_add_test(members, a_list_older_than_a_record_leaves_the_record);
     tcase_add_test(members, an_earlier_member_of_another_shard_set_is_a_conflict);
     tcase_add_test(members, a_claim_on_a_new_object_counts_after_the_outside_wait);
+    tcase_add_test(members,
+                   reported_unwritable_shards_go_to_a_member_that_can_write_them);
     tcase_add_test(members,
                    a_member_record_never_seen_to_change_is_evicted_for_its_shards);
     tcase_add_test(members, older_records_are_ignored_and_give_backs_end_with_the_shard);

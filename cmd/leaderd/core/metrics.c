@@ -178,6 +178,28 @@ static void render_group(struct ld_buf *b, const struct ld_shardlayout *l,
            "Live members of the shard group as this replica sees them (itself "
            "included while its member Lease is held).");
     ld_buf_printf(b, "leaderd_shard_members %u\n", (unsigned)(t ? t->n_members : 0));
+    uint32_t unwritable = 0, skipped = 0;
+    for (uint32_t s = 0; t && s < t->n_shards && s < l->n_shards; s++) {
+        unwritable += t->shards[s].unwritable;
+        skipped += t->shards[s].skipped;
+    }
+    header(b, "leaderd_shards_unwritable", "gauge",
+           "Shards this replica could not write (its takes refused for a lease "
+           "duration): the group gives them to other members for a while.");
+    ld_buf_printf(b, "leaderd_shards_unwritable %u\n", (unsigned)unwritable);
+    header(b, "leaderd_shard_unwritable", "gauge",
+           "1 for each shard Lease this replica could not write (name is the lease "
+           "name); absent for the others.");
+    for (uint32_t s = 0; unwritable && s < t->n_shards && s < l->n_shards; s++) {
+        if (!t->shards[s].unwritable)
+            continue;
+        ld_buf_printf(b, "leaderd_shard_unwritable{name=\"");
+        put_label(b, l->shards[s].lease);
+        ld_buf_printf(b, "\"} 1\n");
+    }
+    header(b, "leaderd_shards_skipped", "gauge",
+           "Shards no live member can write, assigned to nobody until one can.");
+    ld_buf_printf(b, "leaderd_shards_skipped %u\n", (unsigned)skipped);
 }
 
 static void render_election(struct ld_buf *b, const struct ld_snapshot *snap,

@@ -38,6 +38,8 @@ struct ld_shard_entry {
      * given back: a write already sent under the claim may run until the
      * table's term_until_ms (ld_shardsnap_in_term). */
     bool in_term;
+    bool unwritable; /* this replica could not write it: the group avoids it here */
+    bool skipped;    /* no live member can write it: nobody is assigned it */
     bool has_renewed_at;
     int64_t renewed_at_us;      /* renewTime of the observed record (wall) */
     int64_t last_renew_wall_us; /* our last successful renewal (wall), 0 if none */

@@ -58,6 +58,10 @@ struct slot {
     /* Since when this replica may take the shard (or evict its holder)
      * without having it; INT64_MAX when it may not or has it. */
     int64_t wanted_since_ms;
+    /* It was wanted for a lease duration and never owned: reported
+     * unwritable (shardgroup.h's LD_SHARDGROUP_UNWRITABLE) until then;
+     * INT64_MIN when not. */
+    int64_t unwritable_until_ms;
     /* Being given back: its release waits until then, or until the app
      * said it drained the shard (drained); INT64_MAX when not. */
     int64_t drain_until_ms;
@@ -658,7 +662,7 @@ done:
  * and /healthz says why until it has been back for a lease duration. */
 static void step_out(struct ld_mode_shards *s, int64_t now_ms, const char *why)
 {
-    snprintf(s->stuck, sizeof(s->stuck), "%s; out of the group for %lld s", why,
+    snprintf(s->stuck, sizeof(s->stuck), "%.200s; out of the group for %lld s", why,
              (long long)(s->c.lease_duration_ms / 1000));
     ld_log(LD_LOG_ERROR, "%s", s->stuck);
     s->stuck_until_ms = now_ms + 2 * s->c.lease_duration_ms;
@@ -759,34 +763,64 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
     }
 }
 
+/* How long the group avoids giving this replica a shard it could not
+ * write, in lease durations; then it may be given it again. */
+#define UNWRITABLE_LEASES 10
+
 /* A shard this replica may take but has not owned for a lease duration
- * (its writes refused, say) would stay unowned as long as the others count
- * this replica live and leave the shard to it: it steps out of the group
- * (its member election resigns, so its member Lease names nobody and the
- * others take its quota at once) for a lease duration, and /healthz says
- * why. Returns when to look again. */
+ * (its writes refused by a webhook or RBAC by name, say) would stay
+ * unowned as long as the group leaves it to this replica. It says so in
+ * its member Lease (LD_SHARDGROUP_UNWRITABLE, with the next renewal), and
+ * every replica's assignment then gives the shard to a member that can
+ * write it, or to nobody when none can, instead of each member stepping
+ * out in turn; after UNWRITABLE_LEASES lease durations it may be given it
+ * again. The log and /metrics say which. Returns when to look again. */
 static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
 {
-    int64_t next = INT64_MAX;
-    uint32_t stuck = s->n;
+    int64_t next = INT64_MAX, skip_ms = UNWRITABLE_LEASES * s->c.lease_duration_ms;
+    bool changed = false;
     for (uint32_t k = 0; k < s->n; k++) {
-        int64_t since = s->slots[k].wanted_since_ms;
+        struct slot *sl = &s->slots[k];
+        const char *id = ld_shardgroup_shard_id(s->group, k);
+        if (sl->unwritable_until_ms != INT64_MIN && now_ms >= sl->unwritable_until_ms) {
+            sl->unwritable_until_ms = INT64_MIN;
+            changed |= ld_shardgroup_set_unwritable(s->group, k, false);
+            ld_log(LD_LOG_INFO, "shard %s: this replica may be given it again", id);
+        }
+        if (sl->unwritable_until_ms != INT64_MIN && sl->unwritable_until_ms < next)
+            next = sl->unwritable_until_ms;
+        int64_t since = sl->wanted_since_ms;
         if (since == INT64_MAX)
             continue;
-        if (now_ms - since >= s->c.lease_duration_ms && stuck == s->n)
-            stuck = k;
-        else if (since + s->c.lease_duration_ms < next)
-            next = since + s->c.lease_duration_ms;
+        if (now_ms - since < s->c.lease_duration_ms) {
+            if (since + s->c.lease_duration_ms < next)
+                next = since + s->c.lease_duration_ms;
+            continue;
+        }
+        if (s->stopping || !s->member_live)
+            continue;
+        sl->wanted_since_ms = INT64_MAX;
+        sl->unwritable_until_ms = now_ms + skip_ms;
+        if (sl->unwritable_until_ms < next)
+            next = sl->unwritable_until_ms;
+        changed |= ld_shardgroup_set_unwritable(s->group, k, true);
+        ld_log(LD_LOG_ERROR,
+               "shard %s is assigned here but has not been owned for %lld s (its writes "
+               "refused?); the group gives it to another member for %lld s",
+               id, (long long)(s->c.lease_duration_ms / 1000),
+               (long long)(skip_ms / 1000));
     }
-    if (stuck == s->n || s->stopping || !s->member_live)
-        return next;
-    char why[256];
-    snprintf(why, sizeof(why),
-             "shard %s is assigned here but has not been owned for %lld s",
-             ld_shardgroup_shard_id(s->group, stuck),
-             (long long)(s->c.lease_duration_ms / 1000));
-    step_out(s, now_ms, why);
-    return s->stuck_until_ms;
+    if (changed) {
+        /* The next member renewal tells the others; our own assignment
+         * knows at once. */
+        if (ld_election_set_own_annotations(ld_host_election(s->host, MEMBER),
+                                            ld_shardgroup_member_annotations(s->group)) !=
+            LD_OK)
+            ld_log(LD_LOG_WARN, "out of memory for the member Lease's annotations");
+        s->inputs_changed = true;
+        s->table_changed = true;
+    }
+    return next;
 }
 
 static void on_cleaned(void *ctx, ld_kube_call call, enum ld_err rc,
@@ -955,6 +989,8 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
         /* Claimed or not, nobody else takes it while its record names us
          * and our member term lasts (the table's term_until_ms). */
         .in_term = claimed || ld_shardgroup_named(s->group, k),
+        .unwritable = s->slots[k].unwritable_until_ms != INT64_MIN,
+        .skipped = ld_shardgroup_skipped(s->group, k),
         .has_renewed_at = rec && rec->spec.has_renew,
         .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
         .last_renew_wall_us = s->entries[k].last_renew_wall_us,
@@ -981,6 +1017,7 @@ static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
     struct ld_shard_entry *e = &s->entries[k];
     if (new_leader || e->term != next.term || e->observed != next.observed ||
         e->leading != next.leading || e->in_term != next.in_term ||
+        e->unwritable != next.unwritable || e->skipped != next.skipped ||
         e->has_renewed_at != next.has_renewed_at ||
         e->renewed_at_us != next.renewed_at_us ||
         e->last_renew_wall_us != next.last_renew_wall_us)
@@ -1269,6 +1306,7 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
     for (uint32_t k = 0; k < s->n; k++) {
         s->entries[k].leader = "";
         s->slots[k].wanted_since_ms = INT64_MAX;
+        s->slots[k].unwritable_until_ms = INT64_MIN;
         s->slots[k].drain_until_ms = INT64_MAX;
         s->slots[k].held_until_ms = INT64_MAX;
     }
