@@ -500,6 +500,34 @@ START_TEST(a_replica_that_cannot_write_its_shards_hands_them_on)
 }
 END_TEST
 
+/* A replica whose shard writes all time out (not refused) while its member
+ * Lease renews steps out of the group for a while instead, says why on
+ * /healthz, and the other takes everything. */
+START_TEST(a_replica_whose_shard_writes_fail_steps_out)
+{
+    add_replica();
+    add_replica();
+    for (uint32_t k = 0; k < N_SHARDS; k++) {
+        const char *lease = ld_shardgroup_shard_lease(group(), k);
+        struct ft_fault hung = {.kind = FT_HANG, .count = -1};
+        ft_fault_add_for(fx.ft, 1, lease, "PUT", hung);
+        ft_fault_add_for(fx.ft, 1, lease, "POST", hung);
+    }
+    ck_assert(run_until(r0_gave_back, 2 * LEASE_MS));
+    int64_t t = now();
+    ck_assert_msg(run_until(r0_holds_all, 3 * LEASE_MS), "r0 holds %d", owned_by("r0"));
+    ck_assert_int_ge(now() - t, LEASE_MS);
+    struct ld_snapshot snap;
+    ld_state_read(&fx.r[1].state, &snap);
+    ck_assert_msg(strstr(snap.health_error, "has not been owned") != NULL, "%s",
+                  snap.health_error);
+    ck_assert_str_eq(
+        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "");
+    int skipped;
+    ck_assert_int_eq(unwritable_of(&fx.r[1], &skipped), 0); /* nothing reported */
+}
+END_TEST
+
 static bool shard0_skipped(void)
 {
     int skipped0 = 0, skipped1 = 0;
@@ -1298,6 +1326,7 @@ static Suite *mode_shards_suite(void)
     tcase_add_test(tc, members_are_listed_while_the_watch_is_down);
     tcase_add_test(tc, a_replica_that_cannot_write_its_shards_hands_them_on);
     tcase_add_test(tc, a_shard_nobody_can_write_is_given_to_nobody);
+    tcase_add_test(tc, a_replica_whose_shard_writes_fail_steps_out);
     tcase_add_test(tc, a_replica_running_another_shard_set_claims_nothing);
     tcase_add_test(tc, a_shard_deleted_between_two_streams_is_not_claimed_for_good);
     tcase_add_test(tc, a_dead_members_lease_is_evicted_then_deleted);

@@ -62,6 +62,9 @@ struct slot {
      * unwritable (shardgroup.h's LD_SHARDGROUP_UNWRITABLE) until then;
      * INT64_MIN when not. */
     int64_t unwritable_until_ms;
+    /* Its last take was refused by the server (403, 422, 400: RBAC by
+     * name, a webhook), not lost to a fault that passes. */
+    bool refused;
     /* Being given back: its release waits until then, or until the app
      * said it drained the shard (drained); INT64_MAX when not. */
     int64_t drain_until_ms;
@@ -522,6 +525,8 @@ static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
     struct slot *sl = &s->slots[k];
     const char *id = ld_shardgroup_shard_id(s->group, k);
     sl->writing = false;
+    sl->refused = !sl->releasing &&
+                  (rc == LD_EFORBIDDEN || rc == LD_EINVALID || rc == LD_EBADREQUEST);
     if (rc == LD_OK) {
         ld_shardgroup_wrote(s->group, k, sl->term_sent, sl->rv_before, lease, now_ms);
         if (sl->releasing)
@@ -799,6 +804,19 @@ static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
         }
         if (s->stopping || !s->member_live)
             continue;
+        if (!sl->refused) {
+            /* Not refused, yet never written (its writes time out or fail
+             * while the member renewals go through): out of the group for
+             * a while, so that the others take this replica's quota. */
+            char why[200];
+            snprintf(why, sizeof(why),
+                     "shard %s is assigned here but has not been owned for %lld s", id,
+                     (long long)(s->c.lease_duration_ms / 1000));
+            step_out(s, now_ms, why);
+            if (s->stuck_until_ms < next)
+                next = s->stuck_until_ms;
+            break;
+        }
         sl->wanted_since_ms = INT64_MAX;
         sl->unwritable_until_ms = now_ms + skip_ms;
         if (sl->unwritable_until_ms < next)
