@@ -625,22 +625,33 @@ static enum ld_err reserve_member(struct ld_shardgroup *g)
     return LD_OK;
 }
 
-/* Whether l's object has metadata.<field>[key] == want. */
-static bool has_metadata(const struct ld_lease *l, const char *field, const char *key,
-                         const char *want)
+/* l's metadata.<field>[key] when it is a string: a copy (owned), NULL when
+ * absent (or memory is short). */
+static char *metadata_string(const struct ld_lease *l, const char *field, const char *key)
 {
     json_t *root = l->object;
-    bool owned = false, found = false;
+    bool owned = false;
     if (!root && l->object_text) {
         root = json_loads(l->object_text, JSON_ALLOW_NUL, NULL);
         owned = true;
     }
     json_t *md = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
-    json_t *ann = json_is_object(md) ? json_object_get(md, field) : NULL;
-    json_t *v = json_is_object(ann) ? json_object_get(ann, key) : NULL;
-    found = json_is_string(v) && strcmp(json_string_value(v), want) == 0;
+    json_t *map = json_is_object(md) ? json_object_get(md, field) : NULL;
+    const char *v =
+        json_string_value(json_is_object(map) ? json_object_get(map, key) : NULL);
+    char *out = v ? strdup(v) : NULL;
     if (owned)
         json_decref(root);
+    return out;
+}
+
+/* Whether l's object has metadata.<field>[key] == want. */
+static bool has_metadata(const struct ld_lease *l, const char *field, const char *key,
+                         const char *want)
+{
+    char *v = metadata_string(l, field, key);
+    bool found = v && strcmp(v, want) == 0;
+    free(v);
     return found;
 }
 
@@ -650,27 +661,6 @@ static bool has_metadata(const struct ld_lease *l, const char *field, const char
  * its lease duration; a record emptied by hand (kubectl edit) may name a
  * member that leads yet, and a stale annotation of an older eviction no
  * longer matches the renewTime its renewals moved on. */
-/* *dst (owned, freed first) becomes a copy of lease's string annotation
- * key, NULL when it is absent or "" (or memory is short: then the member
- * merely reports nothing). */
-static void annotation_copy(const struct ld_lease *lease, const char *key, char **dst)
-{
-    json_t *root = lease->object;
-    bool owned = false;
-    if (!root && lease->object_text) {
-        root = json_loads(lease->object_text, JSON_ALLOW_NUL, NULL);
-        owned = true;
-    }
-    json_t *md = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
-    json_t *ann = json_is_object(md) ? json_object_get(md, "annotations") : NULL;
-    const char *v =
-        json_string_value(json_is_object(ann) ? json_object_get(ann, key) : NULL);
-    free(*dst);
-    *dst = v && v[0] ? strdup(v) : NULL;
-    if (owned)
-        json_decref(root);
-}
-
 static bool evicted_record(const struct ld_lease *lease)
 {
     char want[24];
@@ -706,7 +696,12 @@ static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
     m->compatible = has_metadata(lease, "annotations", LD_SHARDGROUP_PROTOCOL,
                                  LD_SHARDGROUP_PROTOCOL_VERSION);
     m->evicted = evicted_record(lease);
-    annotation_copy(lease, LD_SHARDGROUP_UNWRITABLE, &m->unwritable);
+    free(m->unwritable); /* "" reports nothing, as out of memory does */
+    m->unwritable = metadata_string(lease, "annotations", LD_SHARDGROUP_UNWRITABLE);
+    if (m->unwritable && !m->unwritable[0]) {
+        free(m->unwritable);
+        m->unwritable = NULL;
+    }
     ld_lease_clear(&m->rec);
     m->rec = rec;
     return LD_OK;
@@ -736,27 +731,16 @@ static bool member_live(const struct ld_shardgroup *g, const struct member *m,
            now_ms < member_expiry(g, m);
 }
 
-/* Whether lease's annotation key is present and differs from want; its
- * value copied into theirs (len bytes, cut to fit) when it does. */
+/* Whether l's annotation key is present and differs from want; its value
+ * copied into theirs (len bytes, cut to fit) when it does. */
 static bool annotation_differs(const struct ld_lease *l, const char *key,
                                const char *want, char *theirs, size_t len)
 {
-    json_t *root = l->object;
-    bool owned = false, differs = false;
-    if (!root && l->object_text) {
-        root = json_loads(l->object_text, JSON_ALLOW_NUL, NULL);
-        owned = true;
-    }
-    json_t *md = json_is_object(root) ? json_object_get(root, "metadata") : NULL;
-    json_t *ann = json_is_object(md) ? json_object_get(md, "annotations") : NULL;
-    const char *v =
-        json_string_value(json_is_object(ann) ? json_object_get(ann, key) : NULL);
-    if (v && strcmp(v, want) != 0) {
+    char *v = metadata_string(l, "annotations", key);
+    bool differs = v && strcmp(v, want) != 0;
+    if (differs)
         snprintf(theirs, len, "%s", v);
-        differs = true;
-    }
-    if (owned)
-        json_decref(root);
+    free(v);
     return differs;
 }
 
@@ -1379,10 +1363,8 @@ static void note_members(struct ld_shardgroup *g, const char *const *live,
     }
 }
 
-/* The (live member, shard) pairs the assignment avoids: the shards each
- * live member cannot write (LD_SHARDGROUP_UNWRITABLE, ours from
- * own_unwritable), member indexes into live. Returns how many, or 0 when
- * memory is short (nothing is avoided then). *out owned by the caller. */
+/* A live member (an index into the live list) and a shard it cannot
+ * write. */
 struct avoided {
     uint32_t member, shard;
 };

@@ -780,53 +780,79 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
  * write it, or to nobody when none can, instead of each member stepping
  * out in turn; after UNWRITABLE_LEASES lease durations it may be given it
  * again. The log and /metrics say which. Returns when to look again. */
+static void earlier(int64_t *next, int64_t at)
+{
+    if (at < *next)
+        *next = at;
+}
+
+/* Shard k's report of being unwritable here ends when its time is up.
+ * Returns whether the member annotations changed. */
+static bool expire_report(struct ld_mode_shards *s, uint32_t k, int64_t now_ms,
+                          int64_t *next)
+{
+    struct slot *sl = &s->slots[k];
+    if (sl->unwritable_until_ms == INT64_MIN)
+        return false;
+    if (now_ms < sl->unwritable_until_ms) {
+        earlier(next, sl->unwritable_until_ms);
+        return false;
+    }
+    sl->unwritable_until_ms = INT64_MIN;
+    ld_log(LD_LOG_INFO, "shard %s: this replica may be given it again",
+           ld_shardgroup_shard_id(s->group, k));
+    return ld_shardgroup_set_unwritable(s->group, k, false);
+}
+
+/* Shard k's takes were refused for a lease duration: reported for
+ * UNWRITABLE_LEASES lease durations. Returns whether the member
+ * annotations changed. */
+static bool report_unwritable(struct ld_mode_shards *s, uint32_t k, int64_t now_ms,
+                              int64_t *next)
+{
+    struct slot *sl = &s->slots[k];
+    int64_t skip_ms = UNWRITABLE_LEASES * s->c.lease_duration_ms;
+    sl->wanted_since_ms = INT64_MAX;
+    sl->unwritable_until_ms = now_ms + skip_ms;
+    earlier(next, sl->unwritable_until_ms);
+    ld_log(LD_LOG_ERROR,
+           "shard %s is assigned here but its takes were refused for %lld s; the group "
+           "gives it to another member for %lld s",
+           ld_shardgroup_shard_id(s->group, k),
+           (long long)(s->c.lease_duration_ms / 1000), (long long)(skip_ms / 1000));
+    return ld_shardgroup_set_unwritable(s->group, k, true);
+}
+
 static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
 {
-    int64_t next = INT64_MAX, skip_ms = UNWRITABLE_LEASES * s->c.lease_duration_ms;
+    int64_t next = INT64_MAX;
     bool changed = false;
     for (uint32_t k = 0; k < s->n; k++) {
-        struct slot *sl = &s->slots[k];
-        const char *id = ld_shardgroup_shard_id(s->group, k);
-        if (sl->unwritable_until_ms != INT64_MIN && now_ms >= sl->unwritable_until_ms) {
-            sl->unwritable_until_ms = INT64_MIN;
-            changed |= ld_shardgroup_set_unwritable(s->group, k, false);
-            ld_log(LD_LOG_INFO, "shard %s: this replica may be given it again", id);
-        }
-        if (sl->unwritable_until_ms != INT64_MIN && sl->unwritable_until_ms < next)
-            next = sl->unwritable_until_ms;
-        int64_t since = sl->wanted_since_ms;
+        changed |= expire_report(s, k, now_ms, &next);
+        int64_t since = s->slots[k].wanted_since_ms;
         if (since == INT64_MAX)
             continue;
         if (now_ms - since < s->c.lease_duration_ms) {
-            if (since + s->c.lease_duration_ms < next)
-                next = since + s->c.lease_duration_ms;
+            earlier(&next, since + s->c.lease_duration_ms);
             continue;
         }
         if (s->stopping || !s->member_live)
             continue;
-        if (!sl->refused) {
-            /* Not refused, yet never written (its writes time out or fail
-             * while the member renewals go through): out of the group for
-             * a while, so that the others take this replica's quota. */
-            char why[200];
-            snprintf(why, sizeof(why),
-                     "shard %s is assigned here but has not been owned for %lld s", id,
-                     (long long)(s->c.lease_duration_ms / 1000));
-            step_out(s, now_ms, why);
-            if (s->stuck_until_ms < next)
-                next = s->stuck_until_ms;
-            break;
+        if (s->slots[k].refused) {
+            changed |= report_unwritable(s, k, now_ms, &next);
+            continue;
         }
-        sl->wanted_since_ms = INT64_MAX;
-        sl->unwritable_until_ms = now_ms + skip_ms;
-        if (sl->unwritable_until_ms < next)
-            next = sl->unwritable_until_ms;
-        changed |= ld_shardgroup_set_unwritable(s->group, k, true);
-        ld_log(LD_LOG_ERROR,
-               "shard %s is assigned here but has not been owned for %lld s (its writes "
-               "refused?); the group gives it to another member for %lld s",
-               id, (long long)(s->c.lease_duration_ms / 1000),
-               (long long)(skip_ms / 1000));
+        /* Not refused, yet never written (its writes time out or fail
+         * while the member renewals go through): out of the group for a
+         * while, so that the others take this replica's quota. */
+        char why[200];
+        snprintf(why, sizeof(why),
+                 "shard %s is assigned here but has not been owned for %lld s",
+                 ld_shardgroup_shard_id(s->group, k),
+                 (long long)(s->c.lease_duration_ms / 1000));
+        step_out(s, now_ms, why);
+        earlier(&next, s->stuck_until_ms);
+        break;
     }
     if (changed) {
         /* The next member renewal tells the others; our own assignment
