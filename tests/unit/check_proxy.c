@@ -537,6 +537,7 @@ struct call {
     CURLcode rc;
     double seconds;
     curl_off_t uploaded; /* body bytes curl sent */
+    int done;            /* set (atomically) when call_run is over */
 };
 
 static size_t call_body(char *b, size_t size, size_t n, void *ud)
@@ -592,6 +593,7 @@ static void *call_run(void *arg)
     curl_easy_getinfo(e, CURLINFO_SIZE_UPLOAD_T, &c->uploaded);
     curl_slist_free_all(h);
     curl_easy_cleanup(e);
+    __atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -848,6 +850,15 @@ START_TEST(proxy_stops_with_exchanges_in_flight)
 }
 END_TEST
 
+/* How many of the n calls are over. */
+static int done_calls(struct call *c, int n)
+{
+    int done = 0;
+    for (int i = 0; i < n; i++)
+        done += __atomic_load_n(&c[i].done, __ATOMIC_ACQUIRE);
+    return done;
+}
+
 /* Many clients that each send a body of 1 MiB and a byte at once, while
  * the API server holds the first ones: the proxy holds at most a bounded
  * sum of bodies (64 MiB: 32 of these, whose buffers grow to 2 MiB) and
@@ -865,9 +876,12 @@ START_TEST(proxy_bounds_the_bodies_it_holds)
     ck_assert_ptr_nonnull(body);
     memset(body, 'x', BODY_LEN);
     body[BODY_LEN] = '\0';
+    /* The upstream holds every request until the test lets go: the
+     * proxy then holds the bodies it forwarded, however slow the machine,
+     * and must refuse the rest. */
     for (int i = 0; i < BODIES; i++)
         fake_http_push(r.fake, &(struct fake_http_response){
-                                   .status = 201, .body = "{}", .delay_ms = 3000});
+                                   .status = 201, .body = "{}", .hold = true});
     for (int i = 0; i < BODIES; i++) {
         c[i] =
             (struct call){.base = r.base,
@@ -877,7 +891,13 @@ START_TEST(proxy_bounds_the_bodies_it_holds)
                           .headers = {"Content-Type: application/json", "Expect:", NULL}};
         ck_assert_int_eq(pthread_create(&t[i], NULL, call_run, &c[i]), 0);
     }
+    /* Every client is answered 429 or has its request held upstream. */
     int created = 0, busy = 0;
+    for (int k = 0;
+         k < 3000 && done_calls(c, BODIES) + fake_http_request_count(r.fake) < BODIES;
+         k++)
+        usleep(10000);
+    fake_http_release(r.fake);
     for (int i = 0; i < BODIES; i++) {
         pthread_join(t[i], NULL);
         if (c[i].status == 201)

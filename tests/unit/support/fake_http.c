@@ -34,6 +34,7 @@ struct fake_http {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping;
+    bool released; /* fake_http_release was called */
     struct fake_http_script_entry script[FAKE_HTTP_MAX_SCRIPT];
     int script_head, script_len;
     char *require_auth;
@@ -239,12 +240,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct fake_http_script_entry *e = &f->script[f->script_head++];
     if (e->r.delay_ms > 0)
         wait_locked(f, e->r.delay_ms);
+    while (e->r.hold && !f->released && !f->stopping)
+        pthread_cond_wait(&f->cv, &f->mu);
     /* Script entries stay valid until stop, so no copy is needed. */
     pthread_mutex_unlock(&f->mu);
     if (e->r.chunk_size > 0)
         return respond_in_pieces(f, c, e);
     return respond(c, e->r.status, e->body, e->r.body_len, e->header_name,
                    e->header_value);
+}
+
+void fake_http_release(struct fake_http *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->released = true;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
 }
 
 struct fake_http *fake_http_start(const char *key_pem, const char *cert_pem)

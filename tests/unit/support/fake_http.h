@@ -26,6 +26,10 @@ struct fake_http_response {
     const char *header_name; /* one extra response header, optional */
     const char *header_value;
     int delay_ms; /* wait before answering; fake_http_stop cuts it short */
+    /* Wait before answering until fake_http_release (or fake_http_stop):
+     * an upstream that holds a request as long as a test needs, however
+     * slow the machine. */
+    bool hold;
     /* When > 0 the body goes out in pieces of this many bytes (chunked),
      * chunk_delay_ms apart; fake_http_stop cuts the waits short. */
     int chunk_size;
@@ -60,6 +64,9 @@ const char *fake_http_url(const struct fake_http *f);
 /* Appends a response to the script (copied). When the script is empty the
  * server answers 500 "script exhausted". */
 void fake_http_push(struct fake_http *f, const struct fake_http_response *r);
+
+/* Answers every request held by a response's hold, now and from now on. */
+void fake_http_release(struct fake_http *f);
 
 /* When set, a request whose Authorization header differs gets a 401 Status
  * and does not consume the script. NULL disables. */
