@@ -141,6 +141,8 @@ bool as_fault_from_json(json_t *j, char *client, struct as_fault *out, char *err
     if (!get_commit(j, &out->commit, err, errlen) ||
         !get_int(json_object_get(j, "latency_ms"), "latency_ms", 0, 3600000, 0,
                  &out->latency_ms, err, errlen) ||
+        !get_int(json_object_get(j, "watch_lag_ms"), "watch_lag_ms", 0, 3600000, 0,
+                 &out->watch_lag_ms, err, errlen) ||
         !get_rate(json_object_get(j, "error_rate"), "error_rate", &out->error_rate, err,
                   errlen) ||
         !get_int(json_object_get(j, "error_code"), "error_code", 400, 599, 500,
@@ -194,6 +196,7 @@ json_t *as_fault_to_json(const struct as_fault *f)
                         : f->partition == AS_PART_RESET ? json_string("reset")
                                                         : json_null());
     json_object_set_new(j, "latency_ms", json_integer(f->latency_ms));
+    json_object_set_new(j, "watch_lag_ms", json_integer(f->watch_lag_ms));
     json_object_set_new(
         j, "commit",
         json_string(f->commit == AS_COMMIT_ADMITTED ? "admitted" : "connected"));

@@ -53,6 +53,11 @@ struct as_fault {
     double lose_reply;     /* probability that a committed write's reply is lost:
                               the connection is closed instead of answering */
     enum as_commit commit; /* a hang-up during latency_ms: drop or execute */
+    /* Each event reaches this client's watches only this long after it was
+     * stored: its API server's watch cache behind the others' (the reads
+     * and writes are current). No bookmarks meanwhile, which would carry a
+     * resourceVersion past the events held back. */
+    int watch_lag_ms;
     unsigned verbs;        /* bit (1u << enum as_verb) per verb affected; 0 = all */
 };
 

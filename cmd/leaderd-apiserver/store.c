@@ -36,6 +36,7 @@ struct entry {
 struct event {
     const struct as_kind *kind;
     uint64_t rv;
+    int64_t at_ms; /* when it was stored (as_mono_ms) */
     char *ns;
     char *name;
     char *line; /* {"type":...,"object":...}\n */
@@ -226,6 +227,7 @@ static void push_event(struct as_store *s, const struct as_kind *kind, const cha
     struct event ev = {0};
     ev.kind = kind;
     ev.rv = s->rv;
+    ev.at_ms = as_mono_ms();
     ev.ns = strdup(ns);
     ev.name = strdup(name);
     ev.deleted = strcmp(type, "DELETED") == 0;
@@ -1146,7 +1148,7 @@ static enum ld_err append_event(const struct event *ev, const struct as_filter *
 }
 
 int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t *pos,
-                        int wait_ms, char **out)
+                        int64_t due_ms, int wait_ms, char **out)
 {
     int rc = AS_WATCH_OK;
     struct ld_buf buf;
@@ -1175,6 +1177,8 @@ int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t 
             struct event *ev = &s->hist[(s->hist_start + i) % HIST_CAP];
             if (ev->rv <= *pos)
                 continue;
+            if (ev->at_ms > due_ms)
+                break; /* held back, and so is everything after it */
             enum ld_err e = append_event(ev, f, &buf);
             /* A full batch goes out; this event opens the next one. */
             if (e == LD_ETOOBIG && buf.len > 0)

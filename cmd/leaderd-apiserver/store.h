@@ -137,15 +137,16 @@ enum {
 int as_store_watch_start(struct as_store *s, const struct as_filter *f, const char *rv,
                          uint64_t *pos, char **out);
 
-/* Waits up to wait_ms for events after *pos that f selects, and returns them
- * in *out (NULL when none arrived) with *pos advanced. With a label selector
+/* Waits up to wait_ms for events after *pos that f selects, stored at or
+ * before due_ms (as_mono_ms; later ones are held back, in order), and
+ * returns them in *out (NULL when none arrived) with *pos advanced. With a label selector
  * the events follow the selection like kube's watch cache: a change that
  * makes an object match is sent as ADDED, one that makes it stop matching as
  * DELETED carrying its last matching state stamped with the change's
  * resourceVersion. AS_WATCH_GONE when the history no longer reaches back to
  * *pos. */
 int as_store_watch_next(struct as_store *s, const struct as_filter *f, uint64_t *pos,
-                        int wait_ms, char **out);
+                        int64_t due_ms, int wait_ms, char **out);
 
 /* A BOOKMARK event line of kind for the current resourceVersion (free with
  * free()). */

@@ -81,10 +81,11 @@ static ssize_t watch_read(void *cls, uint64_t offset, char *buf, size_t max)
         if (w->ctx.peer_gone(w->fd, 0))
             return MHD_CONTENT_READER_END_WITH_ERROR;
         int64_t left = w->deadline_ms - now;
+        int64_t lag = faulted ? f.watch_lag_ms : 0;
         char *text = NULL;
         struct as_filter sel = {
             .kind = w->kind, .ns = w->ns, .name = w->name, .labels = w->labels};
-        int rc = as_store_watch_next(w->ctx.store, &sel, &w->pos,
+        int rc = as_store_watch_next(w->ctx.store, &sel, &w->pos, now - lag,
                                      left < POLL_MS ? (int)left : POLL_MS, &text);
         if (rc == AS_WATCH_CLOSED)
             return MHD_CONTENT_READER_END_OF_STREAM;
@@ -94,7 +95,7 @@ static ssize_t watch_read(void *cls, uint64_t offset, char *buf, size_t max)
             set_pending(w, text);
             continue;
         }
-        if (w->bookmarks && as_mono_ms() >= w->next_bookmark_ms) {
+        if (w->bookmarks && lag == 0 && as_mono_ms() >= w->next_bookmark_ms) {
             w->next_bookmark_ms = as_mono_ms() + BOOKMARK_INTERVAL_MS;
             set_pending(w, as_store_bookmark(w->ctx.store, w->kind));
         }

@@ -505,6 +505,50 @@ class Partition(ShardBase):
         print(f"  healed: balanced over 3 again in {took:.2f}s")
 
 
+class DeletedByHand(ShardBase):
+    """A shard Lease deleted by hand while its holder's watch lags two
+    minutes: the API server it talks to serves its reads and writes current
+    but its watch from a cache that far behind (watch_lag_ms), so it sees no
+    DELETED. Its member renewals no longer come back on the watch, so it
+    lists the group, and the list shows the shard gone: its claim ends
+    within a lease duration of the deletion (rule O1). The Lease is made
+    anew and claimed a lease duration and the drain after that (rule O9),
+    and the watcher, which checks every reply, never sees two claims."""
+
+    n_shards = 4
+
+    def test_a_shard_lease_deleted_under_a_lagging_watch_is_never_owned_twice(self):
+        for c in ("r1", "r2"):
+            self.start(c)
+        owners, _ = self.wait_balanced()
+        victim = next(s for s, o in sorted(owners.items()) if o == "r1")
+        self.api.set_faults("r1", watch_lag_ms=120000)
+        t_del = time.monotonic()
+        status, body = self.api.delete_lease(NS, f"{GROUP}-{victim}", client="admin")
+        self.assertEqual(status, 200, body)
+        ended = []
+
+        def claim_ended(snap):
+            claimed = any(e["shard"] == victim and e["is_leader"]
+                          for e in (snap["r1"].doc or {}).get("shards", ()))
+            if not claimed and not ended:
+                ended.append(time.monotonic() - t_del)
+            return bool(ended)
+        self.watch.until(claim_ended, LEASE + SCHED_SLACK,
+                         "the holder to stop claiming the deleted shard")
+
+        def owned_again(snap):
+            return any(e["shard"] == victim and e["is_leader"]
+                       for rep in snap.values() for e in (rep.doc or {}).get("shards", ()))
+        _, took = self.watch.until(owned_again, 2 * LEASE + 2 * RETRY + SCHED_SLACK,
+                                   "the deleted shard to be owned again")
+        print(f"\n  shard {victim} deleted under r1's lagging watch: r1 stopped claiming it "
+              f"after {ended[0]:.2f}s, owned again {took:.2f}s later")
+        self.assertLessEqual(ended[0], LEASE + SCHED_SLACK)
+        self.api.clear_faults("r1")
+        self.wait_balanced()
+
+
 class Heartbeat(ShardBase):
     """Protocol 2: one heartbeat per replica, whatever the number of shards;
     a stopped replica is evicted, not waited for shard by shard."""

@@ -243,7 +243,8 @@ class ApiServer:
     # ---- control API ----
 
     def set_faults(self, name, partition=None, latency_ms=0, error_rate=0.0,
-                   error_code=500, throttle=None, verbs=None, commit=None):
+                   error_code=500, throttle=None, verbs=None, commit=None,
+                   watch_lag_ms=0):
         """Replaces the faults of client name. partition: None, "hang" or "reset";
         throttle: {"rate": 0..1, "retry_after": seconds}; verbs: limit to these kube
         verbs (get, list, watch, create, update, patch, delete, discovery, other).
@@ -252,10 +253,12 @@ class ApiServer:
         behaves: it commits at the end of the hold all the same, only the reply
         is lost; a test that wants the friendlier "connected" (the hang-up drops
         it) must ask for it. A "hang" partition always drops on a hang-up: the
-        request never counted as read."""
+        request never counted as read. watch_lag_ms: every event reaches this
+        client's watches only that long after it was stored (its API server's
+        watch cache behind), its reads and writes current."""
         body = {"client": name, "partition": partition, "latency_ms": latency_ms,
                 "error_rate": error_rate, "error_code": error_code,
-                "commit": commit or "admitted"}
+                "commit": commit or "admitted", "watch_lag_ms": watch_lag_ms}
         if throttle is not None:
             body["throttle"] = throttle
         if verbs is not None:
