@@ -1064,9 +1064,14 @@ void ld_shardgroup_observe_deleted(struct ld_shardgroup *g, const struct ld_leas
     if (sh->present && sh->rec.uid && gone->uid && strcmp(sh->rec.uid, gone->uid) != 0)
         return;
     /* No replica deletes a shard Lease: whoever it named may claim it yet,
-     * its view not showing the deletion. A Lease made anew is a new object,
-     * and a claim on it waits (rule O9), so nothing waits here. */
-    (void)now_ms;
+     * its view not showing the deletion, so it is made anew only the
+     * outside wait later (rule O2). Its last state (the event's, or the one
+     * held) naming nobody, or us, leaves no such claimant. */
+    const char *h = gone->spec.holder ? gone->spec.holder
+                    : sh->present     ? holder_of(sh)
+                                      : "";
+    if (h[0] && strcmp(h, g->identity) != 0)
+        outside_change(g, sh, now_ms);
     note_gone(g, gone->uid ? gone->uid : sh->rec.uid);
     shard_absent(sh);
 }
@@ -1102,8 +1107,12 @@ enum ld_err ld_shardgroup_observe_list(struct ld_shardgroup *g,
             g->members[i].mark = true;
     for (uint32_t s = 0; s < g->n_shards; s++) {
         if (!shards[s].mark && !shards[s].unlisted) {
-            /* Absent in the list: deleted since it was seen, or never made.
-             * Whoever makes it anew claims it only a wait later (rule O9). */
+            /* Absent in the list: deleted since it was seen (by whom, and
+             * over what, a list cannot tell: made anew only the outside
+             * wait later, rule O2), or never made. Whoever makes it claims
+             * it only the outside wait after that (rule O9). */
+            if (shards[s].present)
+                outside_change(g, &shards[s], now_ms);
             shard_absent(&shards[s]);
             shards[s].from_list = true; /* its absence is the list's */
         }

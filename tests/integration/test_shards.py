@@ -512,8 +512,9 @@ class DeletedByHand(ShardBase):
     DELETED. Its member renewals no longer come back on the watch, so it
     lists the group, and the list shows the shard gone: its claim ends
     within a lease duration of the deletion (rule O1). The Lease is made
-    anew and claimed a lease duration and the drain after that (rule O9),
-    and the watcher, which checks every reply, never sees two claims."""
+    anew a lease duration and the drain after the deletion was seen (rule
+    O2) and claimed that long after it was made (rule O9), and the
+    watcher, which checks every reply, never sees two claims."""
 
     n_shards = 4
 
@@ -540,7 +541,7 @@ class DeletedByHand(ShardBase):
         def owned_again(snap):
             return any(e["shard"] == victim and e["is_leader"]
                        for rep in snap.values() for e in (rep.doc or {}).get("shards", ()))
-        _, took = self.watch.until(owned_again, 2 * LEASE + 2 * RETRY + SCHED_SLACK,
+        _, took = self.watch.until(owned_again, 2 * (LEASE + RETRY) + 2 * RETRY + SCHED_SLACK,
                                    "the deleted shard to be owned again")
         print(f"\n  shard {victim} deleted under r1's lagging watch: r1 stopped claiming it "
               f"after {ended[0]:.2f}s, owned again {took:.2f}s later")

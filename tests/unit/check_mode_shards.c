@@ -1312,6 +1312,12 @@ START_TEST(a_deleted_shard_lease_never_gives_two_owners)
                   k, (long long)(at - deleted_at));
     /* Liveness: r1 owns the shard it was given once the bound is past. */
     ck_assert_str_eq(holder_of(ld_shardgroup_shard_lease(group(), victim)), "r1");
+    /* It made it anew only the outside wait after it saw the deletion (rule
+     * O2): no create of it before. */
+    const char *name = ld_shardgroup_shard_lease(group(), victim);
+    size_t creates = ft_count(fx.ft, "POST", name, deleted_at);
+    ck_assert_uint_ge(creates, 1);
+    ck_assert_uint_eq(ft_count(fx.ft, "POST", name, deleted_at + LEASE_MS), creates);
 }
 END_TEST
 
