@@ -772,14 +772,7 @@ static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
  * write, in lease durations; then it may be given it again. */
 #define UNWRITABLE_LEASES 10
 
-/* A shard this replica may take but has not owned for a lease duration
- * (its writes refused by a webhook or RBAC by name, say) would stay
- * unowned as long as the group leaves it to this replica. It says so in
- * its member Lease (LD_SHARDGROUP_UNWRITABLE, with the next renewal), and
- * every replica's assignment then gives the shard to a member that can
- * write it, or to nobody when none can, instead of each member stepping
- * out in turn; after UNWRITABLE_LEASES lease durations it may be given it
- * again. The log and /metrics say which. Returns when to look again. */
+/* Lowers *next to at. */
 static void earlier(int64_t *next, int64_t at)
 {
     if (at < *next)
@@ -823,6 +816,15 @@ static bool report_unwritable(struct ld_mode_shards *s, uint32_t k, int64_t now_
     return ld_shardgroup_set_unwritable(s->group, k, true);
 }
 
+/* A shard this replica may take but has not owned for a lease duration
+ * would stay unowned as long as the group leaves it to this replica. When
+ * the server refused its takes (a webhook, RBAC by name) it says so in its
+ * member Lease (LD_SHARDGROUP_UNWRITABLE, with the next renewal), and every
+ * replica's assignment then gives the shard to a member that can write
+ * it, or to nobody when none can, instead of each member stepping out in
+ * turn; after UNWRITABLE_LEASES lease durations it may be given it again.
+ * The log and /metrics say which. When its takes failed otherwise, it
+ * steps out of the group for a while. Returns when to look again. */
 static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
 {
     int64_t next = INT64_MAX;
