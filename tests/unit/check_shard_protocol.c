@@ -838,6 +838,24 @@ static void run_for(int64_t ms)
         turn_all();
 }
 
+/* A fresh seed with three replica slots named id0, id1 and id2, of which
+ * the first two run, settled. */
+static void two_of_three(uint64_t seed, const char *id0, const char *id1, const char *id2)
+{
+    setup_seed(seed);
+    for (size_t i = 0; i < fx.n; i++)
+        kill_replica(&fx.r[i]);
+    fx.n = 3;
+    snprintf(fx.r[0].id, sizeof(fx.r[0].id), "%s", id0);
+    snprintf(fx.r[1].id, sizeof(fx.r[1].id), "%s", id1);
+    snprintf(fx.r[2].id, sizeof(fx.r[2].id), "%s", id2);
+    start(&fx.r[0]);
+    start(&fx.r[1]);
+    for (int64_t end = now() + SETTLE_MS; now() < end && !settled();)
+        turn_all();
+    ck_assert(settled());
+}
+
 /* Issue #28: a StatefulSet Pod force-deleted on a partitioned node comes
  * back under the same name while the old process still runs. The first
  * process of identity "a" (r0) is cut off from the API server, alive, and
@@ -851,18 +869,7 @@ static void run_for(int64_t ms)
  * check_exclusive runs after every turn of every replica. */
 START_TEST(two_processes_of_one_identity_never_claim_the_same_shard)
 {
-    setup_seed(1000);
-    for (size_t i = 0; i < fx.n; i++)
-        kill_replica(&fx.r[i]);
-    fx.n = 3;
-    snprintf(fx.r[0].id, sizeof(fx.r[0].id), "a");
-    snprintf(fx.r[1].id, sizeof(fx.r[1].id), "b");
-    snprintf(fx.r[2].id, sizeof(fx.r[2].id), "a");
-    start(&fx.r[0]);
-    start(&fx.r[1]);
-    for (int64_t end = now() + SETTLE_MS; now() < end && !settled();)
-        turn_all();
-    ck_assert(settled());
+    two_of_three(1000, "a", "b", "a");
     int of_a = claims_of(&fx.r[0]);
     ck_assert_int_ge(of_a, N_SHARDS / 2);
     /* Mid-way between two renewals of r0's member Lease. */
@@ -917,18 +924,7 @@ END_TEST
  * a and a"). check_exclusive runs after every turn of every replica. */
 START_TEST(a_member_lease_deleted_under_two_processes_of_one_identity)
 {
-    setup_seed(1001);
-    for (size_t i = 0; i < fx.n; i++)
-        kill_replica(&fx.r[i]);
-    fx.n = 3;
-    snprintf(fx.r[0].id, sizeof(fx.r[0].id), "a");
-    snprintf(fx.r[1].id, sizeof(fx.r[1].id), "b");
-    snprintf(fx.r[2].id, sizeof(fx.r[2].id), "a");
-    start(&fx.r[0]);
-    start(&fx.r[1]);
-    for (int64_t end = now() + SETTLE_MS; now() < end && !settled();)
-        turn_all();
-    ck_assert(settled());
+    two_of_three(1001, "a", "b", "a");
     int of_a = claims_of(&fx.r[0]);
     ck_assert_int_ge(of_a, N_SHARDS / 2);
 
@@ -964,18 +960,7 @@ END_TEST
  * "a", which never held them, never did: the group never settled). */
 START_TEST(shards_of_a_replaced_process_move_to_another_member)
 {
-    setup_seed(1002);
-    for (size_t i = 0; i < fx.n; i++)
-        kill_replica(&fx.r[i]);
-    fx.n = 3;
-    snprintf(fx.r[0].id, sizeof(fx.r[0].id), "a");
-    snprintf(fx.r[1].id, sizeof(fx.r[1].id), "b");
-    snprintf(fx.r[2].id, sizeof(fx.r[2].id), "c");
-    start(&fx.r[0]);
-    start(&fx.r[1]);
-    for (int64_t end = now() + SETTLE_MS; now() < end && !settled();)
-        turn_all();
-    ck_assert(settled());
+    two_of_three(1002, "a", "b", "c");
     ck_assert_int_gt(claims_of(&fx.r[0]), (N_SHARDS + 2) / 3);
 
     kill_replica(&fx.r[0]); /* no release: a crash */
