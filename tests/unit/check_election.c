@@ -1413,9 +1413,10 @@ END_TEST
 /* ---- randomized multi-replica simulation -------------------------------- */
 
 /* Three engines on one store with lost replies, partitions and a lagging
- * watch; and (issue #28) clocks that run up to 2 % apart and writes the
- * store applied but answered 409 or 5xx. Never two leaders, and a leader's
- * Lease names it. */
+ * watch; and (issue #28) clocks that run up to 2 % apart, writes the store
+ * applied but answered 409 or 5xx, and two of the three processes of one
+ * identity. Never two leaders, and a leader's Lease names it and its
+ * incarnation. */
 
 #define SIM_REPLICAS 3
 
@@ -1532,10 +1533,14 @@ START_TEST(simulation_never_has_two_leaders)
     bool watching = _i % 2 == 1; /* odd runs: standbys fed by a lagging watch */
     struct replica rs[SIM_REPLICAS];
     memset(rs, 0, sizeof(rs));
-    char names[SIM_REPLICAS][16];
+    char names[SIM_REPLICAS][16], incarnations[SIM_REPLICAS][16];
     for (int i = 0; i < SIM_REPLICAS; i++) {
-        snprintf(names[i], sizeof(names[i]), "r%d", i);
+        /* r0 runs twice: two live processes of one identity (issue #28),
+         * told apart by their incarnations only. */
+        snprintf(names[i], sizeof(names[i]), "r%d", i == 1 ? 0 : i);
+        snprintf(incarnations[i], sizeof(incarnations[i]), "inc%d", i);
         struct ld_election_config c = config_for(names[i]);
+        c.incarnation = incarnations[i];
         c.seed = (uint64_t)i * 7 + (uint64_t)_i;
         rs[i].e = engine_for(&c);
         rs[i].ppm = (int64_t)sim_rand(40001) - 20000; /* 2 % either way */
@@ -1557,9 +1562,11 @@ START_TEST(simulation_never_has_two_leaders)
                 who = i;
                 /* Stronger than "one leader at a time": nobody else's
                  * acquisition may already be stored while i claims. */
-                ck_assert_msg(strcmp(api.lease.spec.holder, names[i]) == 0,
-                              "r%d leads at t=%lld but the Lease names %s", i,
-                              (long long)now, api.lease.spec.holder);
+                ck_assert_msg(
+                    ld_lease_held_by(&api.lease, names[i], incarnations[i]),
+                    "replica %d (%s) leads at t=%lld but the Lease names %s (%s)", i,
+                    incarnations[i], (long long)now, api.lease.spec.holder,
+                    api.lease.incarnation ? api.lease.incarnation : "-");
             }
             struct ld_election_status st;
             ld_election_status(rs[i].e, &st);
