@@ -123,6 +123,10 @@ struct ld_election {
     /* From when no earlier holder can still count itself the leader: see
      * ld_election_status.predecessors_over_ms. */
     int64_t predecessors_over_ms;
+    /* The Lease was seen deleted while another holder's record was valid:
+     * that holder may lead until then, its view not showing the deletion,
+     * so the Lease is not made anew before (NO_TIME: no such wait). */
+    int64_t deleted_holder_until_ms;
 
     enum phase phase;
     enum ld_action_kind write_kind; /* for PH_WRITE_NEXT */
@@ -546,6 +550,7 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
     e->seen_term = true;
     if (changed)
         e->observed_ms = now_ms;
+    e->deleted_holder_until_ms = NO_TIME; /* a record again: the usual rules */
     note_unheld(e, !e->cache.spec.holder[0], now_ms);
     /* A record naming us with a renewTime we sent is ours, even when the
      * answer to that write was lost; one carrying our incarnation was
@@ -562,6 +567,8 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
 
 static void observe_absent(struct ld_election *e, int64_t now_ms)
 {
+    if (e->have_cache && held_by_other(e) && lease_valid(e, now_ms))
+        e->deleted_holder_until_ms = expiry_ms(e);
     note_unheld(e, true, now_ms);
     if (e->have_cache)
         remember_gone(e, e->cache.uid);
@@ -730,6 +737,10 @@ static bool blocked_until(const struct ld_election *e, int64_t now_ms, int64_t *
 {
     if (counted_out(e, now_ms)) {
         *until_ms = counted_out_until(e);
+        return true;
+    }
+    if (!e->have_cache && now_ms < e->deleted_holder_until_ms) {
+        *until_ms = e->deleted_holder_until_ms;
         return true;
     }
     bool other = held_by_other(e) || own_unconfirmed(e);
@@ -1034,6 +1045,11 @@ static void on_get(struct ld_election *e, struct ld_now now, enum ld_err rc,
     if (rc == LD_ENOTFOUND) {
         observe_absent(e, now.mono_ms);
         step_down(e, LD_STOP_TAKEN);
+        int64_t until;
+        if (blocked_until(e, now.mono_ms, &until)) {
+            end_attempt(e, now.mono_ms, NULL); /* deleted under a live holder */
+            return;
+        }
         if (!cooling_down(e, now.mono_ms) && prepare_create(e, now) == LD_OK) {
             e->phase = PH_WRITE_NEXT;
             e->write_kind = LD_ACT_CREATE;
@@ -1265,6 +1281,7 @@ struct ld_election *ld_election_new(const struct ld_election_config *cfg,
     e->phase = PH_IDLE;
     e->next_attempt_ms = INT64_MIN; /* the first attempt is immediate */
     e->free_seen_ms = NO_TIME;
+    e->deleted_holder_until_ms = NO_TIME;
     e->unheld_seen_ms = NO_TIME;
     e->quarantine_until_ms = INT64_MIN;
     e->term_until_ms = INT64_MIN;
@@ -1334,7 +1351,7 @@ static void reschedule_after_observation(struct ld_election *e, int64_t now_ms)
         return;
     note_free(e, now_ms);
     int64_t check;
-    if (!e->have_cache || !blocked_until(e, now_ms, &check)) {
+    if (!blocked_until(e, now_ms, &check)) {
         /* Free, absent or expired: try now, or once the cooldown is over. */
         e->next_attempt_ms = cooling_down(e, now_ms) ? cooldown_end(e) : INT64_MIN;
         return;

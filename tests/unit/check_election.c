@@ -1145,14 +1145,41 @@ START_TEST(quarantined_twin_does_not_release_on_shutdown)
 }
 END_TEST
 
+/* Deleted under a live holder ("other", seen at 0): that holder may lead
+ * until its record would have expired, its view not showing the deletion
+ * (its watch may lag), so the Lease is made anew only then, as after a
+ * crash (issue #28: the chaos scenario lease-deleted found the old leader
+ * still leading when a standby had made it anew at once). */
 START_TEST(deleted_lease_is_recreated)
 {
     struct ld_election *e = watching_standby();
     fake_api_clear(&api);
     fake_api_init(&api);
     ld_election_observe_deleted(e, at(100), NULL);
-    settle(e, 100);
-    ck_assert(ld_election_is_leader(e, 100));
+    ck_assert_int_le(settle(e, 100), 15000); /* looks again by then */
+    ck_assert(!ld_election_is_leader(e, 100));
+    ck_assert_int_eq(api.creates, 0);
+    /* A GET meanwhile finds it absent and waits all the same. */
+    settle(e, 7000);
+    ck_assert_int_eq(api.creates, 0);
+    int64_t t = run_until_leader(e, 7000, 40000);
+    ck_assert(ld_election_is_leader(e, t));
+    ck_assert_int_ge(t, 15000);
+    ck_assert_int_eq(api.creates, 1);
+}
+END_TEST
+
+/* Deleted when it named nobody (released), or when our view held nothing:
+ * no holder can lead on it, so it is made anew at once. */
+START_TEST(deleted_free_lease_is_recreated_at_once)
+{
+    struct ld_election *e = watching_standby();
+    watch_record(e, "", 2, "uid-2", 1000);
+    fake_api_clear(&api);
+    fake_api_init(&api);
+    ld_election_observe_deleted(e, at(1100), NULL);
+    settle(e, 1100);
+    ck_assert(ld_election_is_leader(e, 1100));
     ck_assert_int_eq(api.creates, 1);
 }
 END_TEST
@@ -1181,8 +1208,9 @@ START_TEST(recreated_lease_continues_the_term)
     ld_election_status(e, &st);
     ck_assert_str_eq(st.leader, "");
     ck_assert_int_eq(st.term, 7); /* absent: the last term, not 0 */
-    settle(e, 2000);
-    ck_assert(ld_election_is_leader(e, 2000));
+    int64_t t = run_until_leader(e, 2000, 40000); /* at the old record's expiry */
+    ck_assert_int_ge(t, 1000 + 15000);
+    ck_assert(ld_election_is_leader(e, t));
     ck_assert_int_eq(api.creates, 1);
     ck_assert_int_eq(api.lease.spec.transitions, 8);
     ld_election_status(e, &st);
@@ -1229,15 +1257,15 @@ START_TEST(lagging_events_of_a_deleted_lease_are_ignored)
     fake_api_clear(&api);
     fake_api_init(&api);
     ld_election_observe_deleted(e, at(2000), &old);
-    settle(e, 2000);
-    ck_assert(ld_election_is_leader(e, 2000));
+    int64_t t = run_until_leader(e, 2000, 40000); /* at the old record's expiry */
+    ck_assert(ld_election_is_leader(e, t));
     ck_assert_str_eq(api.lease.uid, "fake-uid-1");
     ck_assert_int_eq(api.lease.spec.transitions, 6);
     count_events(e, LD_EV_STOPPED_LEADING, NULL); /* drain */
 
-    ld_election_observe(e, at(2010), &old);
-    ld_election_observe_deleted(e, at(2020), &old);
-    ck_assert(ld_election_is_leader(e, 2020));
+    ld_election_observe(e, at(t + 10), &old);
+    ld_election_observe_deleted(e, at(t + 20), &old);
+    ck_assert(ld_election_is_leader(e, t + 20));
     struct ld_election_status st;
     ld_election_status(e, &st);
     ck_assert_str_eq(st.leader, "b");
@@ -2413,6 +2441,7 @@ static Suite *election_suite(void)
     tcase_add_test(tc, stalled_watch_is_caught_by_the_silence_check);
     tcase_add_test(tc, leader_steps_down_on_watched_takeover_and_ignores_own_echo);
     tcase_add_test(tc, deleted_lease_is_recreated);
+    tcase_add_test(tc, deleted_free_lease_is_recreated_at_once);
     tcase_add_test(tc, landed_acquire_with_lost_reply_is_ours);
     tcase_add_test(tc, abridged_holder_counts_as_someone_else);
     tcase_add_test(tc, abridged_holder_never_names_us);

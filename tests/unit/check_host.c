@@ -1178,16 +1178,19 @@ static void standby_with_hung_read(void)
     ck_assert(run_until(get_in_flight, 1000));
 }
 
-/* The holder renews, then deletes the Lease, while the read hangs: both
- * events come to the engine after the read's failure, in order, so it
- * takes the free Lease at once instead of after a retry period. */
+/* The holder releases, then someone deletes the Lease, while the read
+ * hangs: both events come to the engine after the read's failure, in
+ * order, so it makes the Lease anew at once (a POST, no PUT on the released
+ * record first) instead of after a retry period. (Deleted under a holder
+ * that still held it, it would wait for that record's expiry.) */
 START_TEST(events_during_a_request_are_applied_after_it_in_order)
 {
     standby_with_hung_read();
     fx.other_every_ms = 0;
-    ft_lease_put(fx.ft, "solo", NULL, OTHER, LEASE_MS / 1000, ft_wall_us(fx.ft));
+    ft_lease_put(fx.ft, "solo", NULL, "", 1, ft_wall_us(fx.ft));
     run_for(STEP_MS);
     ck_assert(ft_lease_delete(fx.ft, "solo"));
+    int64_t deleted = now();
     run_for(STEP_MS);
     ck_assert(get_in_flight());
     ck_assert(!fx.seen[0].leading);
@@ -1196,6 +1199,8 @@ START_TEST(events_during_a_request_are_applied_after_it_in_order)
     ck_assert(run_until(all_lead, RETRY_MS));
     ck_assert_msg(now() - ended <= 500, "took the deleted Lease %lld ms after the read",
                   (long long)(now() - ended));
+    ck_assert_uint_eq(ft_count(fx.ft, "PUT", "solo", deleted), 0);
+    ck_assert_uint_ge(ft_count(fx.ft, "POST", NULL, deleted), 1);
     assert_safe();
 }
 END_TEST
