@@ -308,12 +308,12 @@ static char *own_annotations(const struct ld_shardgroup *g)
     ids = calloc(1, len);
     if (!ids)
         return NULL;
+    size_t at = 0;
     for (uint32_t s = 0; s < g->n_shards; s++) {
         if (!g->shards[s].own_unwritable)
             continue;
-        if (ids[0])
-            strcat(ids, ",");
-        strcat(ids, g->layout->shards[s].id);
+        at += (size_t)snprintf(ids + at, len - at, "%s%s", at ? "," : "",
+                               g->layout->shards[s].id);
     }
     json_t *ann = json_pack("{s:s,s:s}", LD_SHARDGROUP_SHARD_SET, g->shard_set,
                             LD_SHARDGROUP_UNWRITABLE, ids);

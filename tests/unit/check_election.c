@@ -214,8 +214,8 @@ START_TEST(own_annotations_go_with_every_write)
     struct ld_election_config c = config_for("a");
     c.own_annotations = "{\"leaderd.io/shard-set\":\"numbered/4\"}";
     struct ld_election *e = engine_for(&c);
-    struct ld_action a = step(e, 0); /* GET: 404 */
-    a = ld_election_next(e, at(1));
+    step(e, 0); /* GET: 404 */
+    struct ld_action a = ld_election_next(e, at(1));
     ck_assert_int_eq(a.kind, LD_ACT_CREATE);
     char *body = ld_lease_encode(a.lease);
     ck_assert_ptr_nonnull(strstr(body, "\"leaderd.io/shard-set\":\"numbered/4\""));
@@ -229,7 +229,7 @@ START_TEST(own_annotations_go_with_every_write)
                                               "\"x.io/keep\":\"yes\"}"),
                      LD_OK);
     struct ld_election *b = engine_for(&c);
-    a = step(b, 0);
+    step(b, 0);
     a = ld_election_next(b, at(1));
     ck_assert_int_eq(a.kind, LD_ACT_UPDATE);
     body = ld_lease_encode(a.lease);
@@ -1207,7 +1207,7 @@ START_TEST(recreated_lease_continues_the_term)
     struct ld_election_status st;
     ld_election_status(e, &st);
     ck_assert_str_eq(st.leader, "");
-    ck_assert_int_eq(st.term, 7); /* absent: the last term, not 0 */
+    ck_assert_int_eq(st.term, 7);                 /* absent: the last term, not 0 */
     int64_t t = run_until_leader(e, 2000, 40000); /* at the old record's expiry */
     ck_assert_int_ge(t, 1000 + 15000);
     ck_assert(ld_election_is_leader(e, t));

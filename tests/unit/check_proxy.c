@@ -896,7 +896,7 @@ START_TEST(proxy_bounds_the_bodies_it_holds)
     for (int k = 0;
          k < 3000 && done_calls(c, BODIES) + fake_http_request_count(r.fake) < BODIES;
          k++)
-        usleep(10000);
+        nanosleep(&(struct timespec){.tv_nsec = 10000000}, NULL);
     fake_http_release(r.fake);
     for (int i = 0; i < BODIES; i++) {
         pthread_join(t[i], NULL);

@@ -792,7 +792,7 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
     printf("shard_protocol: %llu seeds in %.1f s (%.2f seeds/s), %u checks; outside: %u "
            "shard deletes, %u shard edits, %u member edits; %u watch lags, %u writes "
            "applied but answered 409/5xx; %u second processes of one identity\n",
-           (unsigned long long)(n_seeds + n_regressions), took,
+           (unsigned long long)n_seeds + (unsigned long long)n_regressions, took,
            (double)(n_seeds + n_regressions) / (took > 0 ? took : 1), fx.checks,
            fx.shards_deleted, fx.shards_edited, fx.members_edited, fx.lagged,
            fx.applied_errors, fx.twins);
