@@ -113,6 +113,10 @@ bool ld_lease_spec_held_by(const struct ld_lease_spec *s, const char *identity);
 bool ld_lease_held_by(const struct ld_lease *l, const char *identity,
                       const char *incarnation);
 
+/* Whether a and b are the same stored object: their uids are equal, or
+ * either has none, as nothing then tells them apart. */
+bool ld_lease_same_object(const struct ld_lease *a, const struct ld_lease *b);
+
 /* Replaces l->incarnation with a copy of incarnation (NULL or "": none, so
  * the annotation is removed on encode). LD_OK, or LD_ENOMEM with l
  * unchanged. */

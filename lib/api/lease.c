@@ -174,6 +174,11 @@ bool ld_lease_held_by(const struct ld_lease *l, const char *identity,
     return l->incarnation && strcmp(l->incarnation, incarnation) == 0;
 }
 
+bool ld_lease_same_object(const struct ld_lease *a, const struct ld_lease *b)
+{
+    return !a->uid || !b->uid || strcmp(a->uid, b->uid) == 0;
+}
+
 enum ld_err ld_lease_set_incarnation(struct ld_lease *l, const char *incarnation)
 {
     char *copy = NULL;

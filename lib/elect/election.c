@@ -485,13 +485,6 @@ static void note_free(struct ld_election *e, int64_t now_ms)
 
 /* ---- observations ------------------------------------------------------- */
 
-/* Whether a and b are the same stored object; true when either has no uid,
- * as nothing then tells them apart. */
-static bool same_object(const struct ld_lease *a, const struct ld_lease *b)
-{
-    return !a->uid || !b->uid || strcmp(a->uid, b->uid) == 0;
-}
-
 static bool is_gone(const struct ld_election *e, const char *uid)
 {
     for (unsigned i = 0; uid && i < GONE_UIDS; i++)
@@ -538,7 +531,7 @@ static bool observe(struct ld_election *e, const struct ld_lease *lease, int64_t
         e->have_cache = false;
         return false;
     }
-    if (e->have_cache && !same_object(&e->cache, lease))
+    if (e->have_cache && !ld_lease_same_object(&e->cache, lease))
         remember_gone(e, e->cache.uid);
     ld_lease_clear(&e->cache);
     e->cache = copy;
@@ -1372,7 +1365,7 @@ void ld_election_observe(struct ld_election *e, struct ld_now now,
      * from before what we already know (a lagging watch), not news; unless
      * the object itself is new (the Lease was deleted and created again). */
     if (e->have_cache && lease->spec.transitions < e->cache.spec.transitions &&
-        same_object(&e->cache, lease))
+        ld_lease_same_object(&e->cache, lease))
         return;
     /* Our own earlier renewal echoed late by the watch: nothing new. One
      * with our latest renewTime is either the echo of that write (equal to
@@ -1400,7 +1393,7 @@ void ld_election_observe_deleted(struct ld_election *e, struct ld_now now,
         return;
     e->last_watch_event_ms = now.mono_ms;
     /* A lagging DELETED of an object already replaced by the one we know. */
-    if (gone && e->have_cache && !same_object(&e->cache, gone)) {
+    if (gone && e->have_cache && !ld_lease_same_object(&e->cache, gone)) {
         remember_gone(e, gone->uid);
         return;
     }

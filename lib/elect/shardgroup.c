@@ -686,8 +686,8 @@ static enum ld_err update_member(struct member *m, const struct ld_lease *lease,
         ld_lease_clear(&rec);
         return LD_ENOMEM;
     }
-    bool same_object = !m->rec.uid || !rec.uid || strcmp(m->rec.uid, rec.uid) == 0;
-    if (first || !same_object || !ld_lease_spec_equal(&m->rec.spec, &rec.spec)) {
+    if (first || !ld_lease_same_object(&m->rec, &rec) ||
+        !ld_lease_spec_equal(&m->rec.spec, &rec.spec)) {
         m->changed_ms = now_ms;
         /* A record first seen may be a dead replica's last one: only a
          * change proves that someone writes it. */
@@ -952,13 +952,6 @@ static void judge_outside(struct ld_shardgroup *g, struct shard *sh,
         outside_change(g, sh, now_ms);
 }
 
-/* Whether two uids name one object; true when either is unknown, as
- * nothing then tells them apart. */
-static bool same_uid(const char *a, const char *b)
-{
-    return !a || !b || strcmp(a, b) == 0;
-}
-
 static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
                                  const struct ld_lease *lease, int64_t now_ms)
 {
@@ -975,7 +968,7 @@ static enum ld_err observe_shard(struct ld_shardgroup *g, struct shard *sh,
      * with no assignment between them. */
     if (!sh->present || !same_rv(sh->rec.resource_version, rec.resource_version))
         sh->absent_since_ms = INT64_MAX;
-    if (!sh->present || !same_uid(sh->rec.uid, rec.uid))
+    if (!sh->present || !ld_lease_same_object(&sh->rec, &rec))
         sh->uid_seen_ms = now_ms;
     ld_lease_clear(&sh->rec);
     sh->rec = rec;
