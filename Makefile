@@ -42,8 +42,8 @@ UNITS    := $(patsubst tests/unit/%.c,%,$(UNIT_SRC))
 
 obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
 # Archives are rebuilt whole: `ar r` alone would keep the object of a
-# source file that was since removed or renamed.
-archive = rm -f $@ && ar rcs $@ $^
+# source file that was since removed or renamed. $(AR): a cross build's own.
+archive = rm -f $@ && $(AR) rcs $@ $^
 
 .PHONY: all deps test unit unit-san sim-deep integration demo demo-child demo-shards demo-cleaner bench bench-shards clean format lint
 all: $(B)/.deps $(B)/leaderd $(B)/leaderd-apiserver

@@ -1,13 +1,25 @@
 # SPDX-License-Identifier: Apache-2.0
 # Container image: `make image` builds the Dockerfile with buildah (no Docker engine
-# needed), `make image-test` runs it, `make deploy-test` checks deploy/. The `static`
-# and `image-unit` targets are what the Dockerfile's build stages run.
+# needed) for amd64 and arm64, `make image-test` runs it, `make deploy-test` checks
+# deploy/. The `static` and `image-unit` targets are what the Dockerfile's build
+# stages run.
 
 IMAGE      ?= localhost/leaderd:$(VERSION)
 IMAGE_DIR  ?= $(B)/image
+# The image's architectures: one manifest list $(IMAGE) of one image each,
+# also named $(IMAGE)-ARCH (tools/image/build-image.sh).
+IMAGE_ARCHS ?= amd64 arm64
+# ARCH=arm64: `make static` cross-compiles for arm64 (musl only; the build
+# machine is amd64). Its output and deps prefix get an -arm64 suffix.
+ARCH       ?= amd64
+ARCH_SUFFIX = $(if $(filter arm64,$(ARCH)),-arm64)
 # LIBC=musl: the static binary against musl (docs/design/memory.md).
-LIBC       ?= glibc
-IMAGE_DEP  ?= $(if $(filter musl,$(LIBC)),/opt/dep-musl,/opt/dep)
+LIBC       ?= $(if $(filter arm64,$(ARCH)),musl,glibc)
+IMAGE_DEP  ?= $(if $(filter musl,$(LIBC)),/opt/dep-musl$(ARCH_SUFFIX),/opt/dep)
+# Expanded in a recipe, so a stray ARCH in the environment only stops the
+# targets that use it.
+CHECK_ARCH = $(if $(filter amd64 arm64,$(ARCH)),,$(error ARCH must be amd64 or arm64, not '$(ARCH)'))$(if \
+             $(and $(ARCH_SUFFIX),$(filter-out musl,$(LIBC))),$(error ARCH=$(ARCH) is built with LIBC=musl only))
 IMAGE_BASE := docker.io/library/debian:bookworm-slim
 CTR         = LEADERD_IMAGE_DIR=$(IMAGE_DIR) tools/image/ctr.sh
 DOCKERFILELINT = $(B)/tools/node_modules/.bin/dockerfilelint
@@ -25,9 +37,11 @@ STATIC_PKG_PATH = $(IMAGE_DEP)/curl/lib/pkgconfig:$(IMAGE_DEP)/nghttp2/lib/pkgco
 # only the prefix's (build-deps.sh built all six there; PKG_CONFIG_PATH, searched
 # first, may name glibc builds), through its compiler.
 ifeq ($(LIBC),musl)
-STATIC_DIR = $(B)/static-musl
+STATIC_DIR = $(B)/static-musl$(ARCH_SUFFIX)
 STATIC_PKG = PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR=$(STATIC_PKG_PATH):$(IMAGE_DEP)/jansson/lib/pkgconfig:$(IMAGE_DEP)/libyaml/lib/pkgconfig:$(IMAGE_DEP)/zlib/lib/pkgconfig
-STATIC_CC  = CC=$(IMAGE_DEP)/musl/bin/cc
+# The prefix's compiler (build-deps.sh) is the cross one for arm64; the build
+# machine's ar cannot index arm64 objects.
+STATIC_CC  = CC=$(IMAGE_DEP)/musl/bin/cc $(if $(ARCH_SUFFIX),AR=aarch64-linux-gnu-ar)
 # libcurl.pc says -lz and -lnghttp2 without their directories.
 STATIC_PKGS = $(PKGS) zlib libnghttp2
 else
@@ -41,6 +55,7 @@ endif
 .PHONY: static image-unit image image-base image-lint image-test deploy-test
 
 static:
+	@: $(CHECK_ARCH)
 	@mkdir -p $(STATIC_DIR) && touch $(STATIC_DIR)/.deps
 	$(STATIC_PKG) $(MAKE) --no-print-directory B=$(STATIC_DIR) $(STATIC_CC) \
 	    CFLAGS="-ffunction-sections -fdata-sections $(CFLAGS)" \
@@ -83,13 +98,19 @@ OPENSSL_PIN          = $(shell sed -n 's/^ARG OPENSSL_VERSION=//p' Dockerfile)
 IMAGE_OPENSSL_SOURCE ?= $(shell tools/image/openssl-source.sh '$(OPENSSL_PIN)')
 
 image: image-lint image-base
-	$(CTR) buildah build --pull=never --layers --force-rm --network host \
-	    --build-arg OPENSSL_SOURCE=$(IMAGE_OPENSSL_SOURCE) -t $(IMAGE) -f Dockerfile .
-	@$(CTR) podman image inspect --format 'image: {{.RepoTags}} {{.Size}} bytes' $(IMAGE)
+	@LEADERD_IMAGE_DIR=$(IMAGE_DIR) bash tools/image/build-image.sh $(IMAGE) '$(IMAGE_ARCHS)' \
+	    --build-arg OPENSSL_SOURCE=$(IMAGE_OPENSSL_SOURCE)
 
+# The amd64 image in containers; then the arm64 image's binary under
+# qemu-aarch64-static, beside amd64 replicas (tools/image/arm64_test.py). Both
+# run, whatever the first one's result.
 image-test: image all
-	@LEADERD_IMAGE=$(IMAGE) LEADERD_IMAGE_DIR=$(IMAGE_DIR) LEADERD_BUILD=$(abspath $(B)) \
-	    $(PY) tools/image/image_test.py
+	@rc=0; \
+	LEADERD_IMAGE=$(IMAGE)-amd64 LEADERD_IMAGE_DIR=$(IMAGE_DIR) LEADERD_BUILD=$(abspath $(B)) \
+	    $(PY) tools/image/image_test.py || rc=1; \
+	LEADERD_IMAGE=$(IMAGE) LEADERD_IMAGE_DIR=$(IMAGE_DIR) LEADERD_BUILD=$(abspath $(B)) \
+	    $(PY) tools/image/arm64_test.py || rc=1; \
+	exit $$rc
 
 deploy-test:
 	@bash tools/image/tools.sh $(B) deploy

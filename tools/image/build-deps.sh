@@ -9,10 +9,14 @@
 # PREFIX/musl/gcc.specs: musl-gcc's own specs plus the kernel's headers and the
 # start file of a static PIE), zlib, jansson and libyaml included, whose Debian
 # archives are glibc's; `make static LIBC=musl` links leaderd with that PREFIX.
-# Usage: [LIBC=musl] tools/image/build-deps.sh SRC PREFIX
+# With ARCH=arm64 (musl only) the same libraries are cross-compiled for arm64 by
+# Debian's aarch64-linux-gnu-gcc, against arm64's musl-dev unpacked under
+# PREFIX/musl/sysroot (tools/image/fetch-musl.sh); nothing built here is run.
+# Usage: [LIBC=musl] [ARCH=arm64] tools/image/build-deps.sh SRC PREFIX
 #   SRC holds openssl-*/, nghttp2-*/, curl-*/ and libmicrohttpd-*/ (apt-get
 #   source, or tools/image/fetch-sources.sh), and for musl zlib-*/, jansson-*/, libyaml-*/
 #   (`LIBC=musl fetch-sources.sh`). Each library is skipped when PREFIX has it.
+#   Libraries build in their source trees: each LIBC and ARCH needs its own SRC.
 set -eu
 src=$(cd "${1:?usage: build-deps.sh SRC PREFIX}" && pwd)
 prefix=${2:?usage: build-deps.sh SRC PREFIX}
@@ -32,22 +36,71 @@ libopt=${LIB_OPT:--Os}
 # know no static PIE: they start every program with Scrt1.o, which does not
 # relocate the program itself (rcrt1.o does), and name the dynamic loader.
 libc=${LIBC:-glibc}
+arch=${ARCH:-amd64}
 zlib_opt=
+# Cross builds: the GNU toolchain's prefix, autoconf's --host, CMake's target,
+# OpenSSL's Configure target, and where the target's musl and kernel headers are.
+cross=
+host_opt=()
+cmake_cross=()
+openssl_target=()
+case "$arch" in
+amd64)
+    musl_triple=x86_64-linux-musl
+    musl_root=
+    kernel_inc=/usr/include
+    kernel_asm="/usr/include/$(gcc -print-multiarch)/asm"
+    ;;
+arm64)
+    [ "$libc" = musl ] || { echo "build-deps: ARCH=arm64 is built against musl only (LIBC=musl)" >&2; exit 1; }
+    cross=aarch64-linux-gnu-
+    musl_triple=aarch64-linux-musl
+    musl_root="$prefix/musl/sysroot"
+    # linux-libc-dev-arm64-cross: arm64's asm/ differs from amd64's.
+    kernel_inc=/usr/aarch64-linux-gnu/include
+    kernel_asm=$kernel_inc/asm
+    host_opt=(--host="$musl_triple")
+    cmake_cross=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64)
+    openssl_target=(linux-aarch64)
+    command -v "${cross}gcc" >/dev/null || {
+        echo "build-deps: ARCH=arm64 needs gcc-aarch64-linux-gnu and linux-libc-dev-arm64-cross" >&2
+        exit 1
+    }
+    # The build machine's ar and ranlib do not know arm64 objects (their symbol index).
+    export AR="${cross}ar" RANLIB="${cross}ranlib"
+    ;;
+*)
+    echo "build-deps: ARCH must be amd64 or arm64, not $arch" >&2
+    exit 1
+    ;;
+esac
 if [ "$libc" = musl ]; then
-    spec_in=/usr/lib/x86_64-linux-musl/musl-gcc.specs
-    [ -f "$spec_in" ] || { echo "build-deps: LIBC=musl needs musl-tools and musl-dev" >&2; exit 1; }
+    spec_in=$musl_root/usr/lib/$musl_triple/musl-gcc.specs
+    [ -f "$spec_in" ] || {
+        if [ -n "$cross" ]; then
+            echo "build-deps: no $arch musl-dev under $musl_root (tools/image/fetch-musl.sh $arch $musl_root)" >&2
+        else
+            echo "build-deps: LIBC=musl needs musl-tools and musl-dev" >&2
+        fi
+        exit 1
+    }
     mkdir -p "$prefix/musl/kinc"
-    ln -sfn /usr/include/linux "$prefix/musl/kinc/linux"
-    ln -sfn /usr/include/asm-generic "$prefix/musl/kinc/asm-generic"
-    ln -sfn "/usr/include/$(gcc -print-multiarch)/asm" "$prefix/musl/kinc/asm"
-    sed -e "s|-isystem include%s|-isystem include%s -idirafter $prefix/musl/kinc|g" \
+    ln -sfn "$kernel_inc/linux" "$prefix/musl/kinc/linux"
+    ln -sfn "$kernel_inc/asm-generic" "$prefix/musl/kinc/asm-generic"
+    ln -sfn "$kernel_asm" "$prefix/musl/kinc/asm"
+    # A cross musl's specs name its files where the package installs them
+    # (/usr/...): they are under the sysroot here.
+    sed -e "s|/usr/include/$musl_triple|$musl_root/usr/include/$musl_triple|g" \
+        -e "s|/usr/lib/$musl_triple|$musl_root/usr/lib/$musl_triple|g" \
+        -e "s|-isystem include%s|-isystem include%s -idirafter $prefix/musl/kinc|g" \
         -e 's|%{!shared: \([^ ]*\)/Scrt1.o}|%{!shared:%{static-pie:\1/rcrt1.o;:\1/Scrt1.o}}|' \
         -e 's|-dynamic-linker \([^ ]*\)|%{!static-pie:-dynamic-linker \1}|' \
         -e 's|%{static:-static}|& %{static-pie:-static -pie --no-dynamic-linker -z text}|' \
         "$spec_in" >"$prefix/musl/gcc.specs"
     # One compiler name for configure, cmake and make alike.
     mkdir -p "$prefix/musl/bin"
-    printf '#!/bin/sh\nexec gcc -specs %s "$@"\n' "$prefix/musl/gcc.specs" >"$prefix/musl/bin/cc"
+    printf '#!/bin/sh\nexec %sgcc -specs %s "$@"\n' "$cross" "$prefix/musl/gcc.specs" \
+        >"$prefix/musl/bin/cc"
     chmod +x "$prefix/musl/bin/cc"
     export CC="$prefix/musl/bin/cc"
     # Only this prefix's .pc files: the system's (and any PKG_CONFIG_PATH, which
@@ -74,7 +127,7 @@ if [ "$libc" = musl ]; then
         cmake -S "$(ls -d "$src"/"$name"-*/ | head -n 1)" -B "$src/build-$name" \
             -DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=None \
             -DCMAKE_C_FLAGS="$libopt -fPIC $sections" -DCMAKE_INSTALL_PREFIX="$prefix/$name" \
-            -DBUILD_SHARED_LIBS=OFF "$@" >"$src/build-$name.log"
+            -DBUILD_SHARED_LIBS=OFF "${cmake_cross[@]}" "$@" >"$src/build-$name.log"
         cmake --build "$src/build-$name" -j "$jobs" >"$src/build-$name-make.log"
         cmake --install "$src/build-$name" >/dev/null
         touch "$prefix/$name/.built"
@@ -98,7 +151,7 @@ fi
 # by default, as Debian's openssl.cnf sets it.
 if [ ! -f "$prefix/openssl/lib/libcrypto.a" ]; then
     (cd "$src"/openssl-*/ &&
-        ./Configure --prefix="$prefix/openssl" --libdir=lib --openssldir=/etc/ssl \
+        ./Configure "${openssl_target[@]}" --prefix="$prefix/openssl" --libdir=lib --openssldir=/etc/ssl \
             no-shared no-module no-dso no-engine no-legacy no-deprecated no-comp no-tests \
             no-ui-console no-async no-autoload-config no-filenames no-ssl-trace \
             no-ssl3 no-tls1 no-tls1_1 no-dtls no-srp no-psk no-srtp no-sctp no-nextprotoneg \
@@ -126,7 +179,7 @@ if [ ! -f "$prefix/nghttp2/lib/libnghttp2.a" ]; then
         -DCMAKE_INSTALL_PREFIX="$prefix/nghttp2" \
         -DCMAKE_INSTALL_LIBDIR=lib -DENABLE_LIB_ONLY=ON -DENABLE_STATIC_LIB=ON \
         -DENABLE_SHARED_LIB=OFF -DENABLE_DOC=OFF -DENABLE_FAILMALLOC=OFF \
-        -DWITH_LIBXML2=OFF -DWITH_JEMALLOC=OFF >"$src/build-nghttp2.log"
+        -DWITH_LIBXML2=OFF -DWITH_JEMALLOC=OFF "${cmake_cross[@]}" >"$src/build-nghttp2.log"
     cmake --build "$src/build-nghttp2" -j "$jobs" >"$src/build-nghttp2-make.log"
     cmake --install "$src/build-nghttp2" >/dev/null
 fi
@@ -137,7 +190,7 @@ fi
 if ! grep -qs nghttp2 "$prefix/curl/lib/pkgconfig/libcurl.pc"; then
     (cd "$src"/curl-*/ &&
         CFLAGS="$libopt $sections" \
-            ./configure --prefix="$prefix/curl" --disable-shared --enable-static \
+            ./configure "${host_opt[@]}" --prefix="$prefix/curl" --disable-shared --enable-static \
             --with-openssl="$prefix/openssl" --with-zlib$zlib_opt --enable-threaded-resolver \
             --without-brotli --without-zstd --without-libidn2 --without-libpsl \
             --with-nghttp2="$prefix/nghttp2" --without-libssh2 --without-librtmp \
@@ -160,7 +213,7 @@ fi
 if [ ! -f "$prefix/mhd/lib/libmicrohttpd.a" ]; then
     (cd "$src"/libmicrohttpd-*/ &&
         CFLAGS="$libopt $sections" \
-            ./configure --prefix="$prefix/mhd" --disable-shared --enable-static \
+            ./configure "${host_opt[@]}" --prefix="$prefix/mhd" --disable-shared --enable-static \
             --disable-https --disable-doc --disable-examples --disable-curl --disable-nls \
             >configure.log &&
         make -j"$jobs" -C src/microhttpd >make.log &&
