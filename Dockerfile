@@ -10,7 +10,13 @@
 # library is rebuilt against it, zlib, jansson and libyaml too, from their Debian
 # source packages; with LIBC=glibc, jansson, libyaml and zlib are Debian bookworm's
 # static archives and glibc's own. The unit tests always link the glibc builds.
-# Build: docker build -t leaderd:0.1.0 .   (or `make image` without a Docker engine)
+# Two architectures, linux/amd64 and linux/arm64 (musl only): every build stage runs
+# on the build machine ($BUILDPLATFORM, amd64) and the arm64 libraries and binary are
+# cross-compiled there, so an arm64 image needs no emulator to build; only the last
+# stage, FROM scratch, is of the target platform. The deps stage builds both
+# architectures' libraries whatever the target, so the two images' builds share it.
+# Build: docker buildx build --platform linux/amd64,linux/arm64 -t leaderd:0.1.0 .
+#        (or `make image`, buildah without a Docker engine: tools/image/build-image.sh)
 
 # The exact Debian source packages rebuilt below. A security update in Debian replaces
 # the version on the mirror; the build then stops at `apt-get source` and these lines
@@ -31,7 +37,7 @@ ARG LIBC=musl
 ARG OPENSSL_SOURCE=debian
 
 # ---- toolchain and pinned sources ----
-FROM debian:bookworm-slim AS toolchain
+FROM --platform=$BUILDPLATFORM debian:bookworm-slim AS toolchain
 ARG CURL_VERSION
 ARG NGHTTP2_VERSION
 ARG MHD_VERSION
@@ -42,8 +48,11 @@ ARG JANSSON_VERSION
 ARG LIBYAML_VERSION
 ARG LIBC
 ENV DEBIAN_FRONTEND=noninteractive
+COPY tools/image/fetch-musl.sh /usr/local/bin/fetch-musl.sh
 # Every file is checked by apt against the signed source index. A musl build gets
-# its own copy of the sources (each library builds in its source tree).
+# its own copy of the sources (each library builds in its source tree), and so does
+# arm64's, with Debian's aarch64 cross gcc and arm64's musl-dev (unpacked, not
+# installed: tools/image/fetch-musl.sh) under the arm64 prefix.
 RUN sed -e 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources \
         > /etc/apt/sources.list.d/debian-src.sources \
     && apt-get update \
@@ -62,12 +71,15 @@ RUN sed -e 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sourc
        fi \
     && if [ "${LIBC}" = musl ]; then \
            apt-get install -y --no-install-recommends musl-tools musl-dev \
+                gcc-aarch64-linux-gnu libc6-dev-arm64-cross linux-libc-dev-arm64-cross \
+           && fetch-musl.sh arm64 /opt/dep-musl-arm64/musl/sysroot \
            && mkdir -p /usr/src/dep-musl \
            && cp -a /usr/src/dep/curl-*/ /usr/src/dep/nghttp2-*/ /usr/src/dep/libmicrohttpd-*/ \
                 /usr/src/dep/openssl-*/ /usr/src/dep-musl/ \
            && cd /usr/src/dep-musl \
            && apt-get source --only-source "zlib=${ZLIB_VERSION}" "jansson=${JANSSON_VERSION}" \
-                "libyaml=${LIBYAML_VERSION}"; \
+                "libyaml=${LIBYAML_VERSION}" \
+           && cp -a /usr/src/dep-musl /usr/src/dep-musl-arm64; \
        fi \
     && rm -rf /var/lib/apt/lists/*
 
@@ -85,6 +97,10 @@ WORKDIR /usr/src/dep
 COPY tools/image/build-deps.sh /usr/local/bin/build-deps.sh
 RUN LIBC=glibc build-deps.sh /usr/src/dep /opt/dep \
     && if [ "${LIBC}" = musl ]; then LIBC=musl build-deps.sh /usr/src/dep-musl /opt/dep-musl; fi
+# arm64's, cross-compiled (a layer of its own: the amd64 ones stay cached if it fails).
+RUN if [ "${LIBC}" = musl ]; then \
+        LIBC=musl ARCH=arm64 build-deps.sh /usr/src/dep-musl-arm64 /opt/dep-musl-arm64; \
+    fi
 ENV PKG_CONFIG_PATH=/opt/dep/openssl/lib/pkgconfig
 
 # ---- unit tests, linked with the rebuilt libcurl and OpenSSL ----
@@ -97,17 +113,29 @@ WORKDIR /usr/src/leaderd
 COPY . .
 RUN make -j"$(nproc)" image-unit
 
-# ---- the static binary ----
+# ---- the static binary, for the target's architecture ----
 FROM deps AS build
 ARG LIBC
+# Set by the builder from --platform (empty on a builder that sets none: native).
+ARG TARGETARCH
 WORKDIR /usr/src/leaderd
 COPY . .
 # Ties this stage to the unit tests: a failed test stops the build on every builder.
 COPY --from=unit /usr/src/leaderd/build/unit/passed /tmp/unit-passed
-RUN make -j"$(nproc)" static LIBC="${LIBC}" \
-    && if [ "${LIBC}" = musl ]; then out=build/static-musl; else out=build/static; fi \
+# A binary of the build machine's architecture is run; an arm64 one cannot be (no
+# emulator here), so its ELF header is checked instead.
+RUN native="$(dpkg --print-architecture)" \
+    && arch="${TARGETARCH:-$native}" \
+    && case "${LIBC}-${arch}" in \
+           musl-amd64) out=build/static-musl ;; \
+           musl-arm64) out=build/static-musl-arm64 ;; \
+           glibc-amd64) out=build/static ;; \
+           *) echo "no LIBC=${LIBC} build for ${arch} (arm64 is musl only)" >&2; exit 1 ;; \
+       esac \
+    && make -j"$(nproc)" static LIBC="${LIBC}" ARCH="${arch}" \
     && cp "$out/leaderd" /usr/local/bin/leaderd \
-    && /usr/local/bin/leaderd --version
+    && if [ "${arch}" = "${native}" ]; then /usr/local/bin/leaderd --version; \
+       else readelf -h /usr/local/bin/leaderd | grep -q 'Machine:.*AArch64'; fi
 # The licences of everything in the binary ship with it (libmicrohttpd is
 # LGPL-2.1+: docs/image.md, "Licences").
 RUN sh tools/image/collect-licenses.sh /usr/share/licenses/leaderd "${LIBC}" \

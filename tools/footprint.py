@@ -9,7 +9,11 @@ RssAnon and RssFile of each replica from /proc/PID/status, and with FOOTPRINT_MA
 kB per mapping from /proc/PID/smaps (largest first), which says where the
 pages come from. The same replicas are also sampled BEFORE_DROP_S after start,
 before leaderd drops start-up code's page-table entries (LD_MEMTRIM_STARTUP_MS,
-15 s): the figure without that step, in the same run."""
+15 s): the figure without that step, in the same run.
+A binary of another architecture (`make static ARCH=arm64`, listed by default when
+built) runs under qemu-user (leaderd_testing.foreign): its figures are of the
+emulator's process, which holds qemu itself, its translated code and the guest's
+memory, so they are not what the binary would take on an arm64 node."""
 import os
 import shutil
 import signal
@@ -20,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))  # leaderd_testing
 
-from leaderd_testing import cluster  # noqa: E402
+from leaderd_testing import cluster, foreign  # noqa: E402
 from leaderd_testing.apiserver import ApiServer  # noqa: E402
 from leaderd_testing.cluster import (DEFAULTS, Replica, leaders_in, proc_fields,  # noqa: E402
                                      sample, wait_until)
@@ -55,9 +59,11 @@ def measure(label, binary, settle, show_maps):
     try:
         api.start()
         started = time.monotonic()
+        wrapper = foreign.wrapper_for(binary)
         for c in CLIENTS:
             replicas.append(Replica(api, c, work, timings=DEFAULTS, lease="footprint",
-                                    extra_args=["--log-level", "info"]).start())
+                                    extra_args=["--log-level", "info"], wrapper=wrapper,
+                                    binary=binary).start(timeout=30 if wrapper else 10))
         leader = wait_until(lambda: leaders_in(sample(replicas)), 30, what="a leader")[0]
         elected = time.monotonic()
         # Figures, not synchronisation: the process has no event for "start-up
@@ -67,7 +73,8 @@ def measure(label, binary, settle, show_maps):
         # Start-up (first GET, the watch, TLS handshakes) is not steady state;
         # a few renewals and standby attempts are.
         time.sleep(max(0.0, elected + settle - time.monotonic()))
-        print(f"\n{label}: {binary} ({os.path.getsize(binary) // 1024} kB file)")
+        how = f", run by {os.path.basename(wrapper[0])}: the emulator's RSS" if wrapper else ""
+        print(f"\n{label}: {binary} ({os.path.getsize(binary) // 1024} kB file{how})")
         print(f"  {'replica':8} {'role':8} {'VmRSS':>7} {'RssAnon':>8} {'RssFile':>8} "
               f"{'threads':>7}   (kB; before the drop, {BEFORE_DROP_S:.0f} s after start: "
               f"VmRSS RssAnon RssFile)")
@@ -96,7 +103,8 @@ def main(argv):
     if not targets:
         targets = [("dynamic", os.path.join(build, "leaderd"))]
         for label, sub, how in (("static", "static", "make static"),
-                                ("musl", "static-musl", "make static LIBC=musl")):
+                                ("musl", "static-musl", "make static LIBC=musl"),
+                                ("musl-arm64", "static-musl-arm64", "make static ARCH=arm64")):
             binary = os.path.join(build, sub, "leaderd")
             if os.path.exists(binary):
                 targets.append((label, binary))
@@ -105,6 +113,11 @@ def main(argv):
     settle = float(os.environ.get("FOOTPRINT_SETTLE", "25"))
     show_maps = os.environ.get("FOOTPRINT_MAPS") == "1"
     for label, binary in targets:
+        try:
+            foreign.wrapper_for(binary)
+        except RuntimeError as e:
+            print(f"(no figures for {label}: {e})")
+            continue
         measure(label, os.path.abspath(binary), settle, show_maps)
     return 0
 

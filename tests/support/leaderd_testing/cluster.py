@@ -175,7 +175,7 @@ class Replica:
 
     def __init__(self, api, client, workdir, identity=None, lease="demo",
                  namespace="default", timings=FAST, extra_args=(), wrapper=(),
-                 env=None):
+                 env=None, binary=None):
         self.api = api
         self.client = client
         self.identity = identity or client
@@ -184,6 +184,8 @@ class Replica:
         self.timings = dict(timings)
         self.extra_args = list(extra_args)
         self.wrapper = list(wrapper)
+        # Another build than LEADERD (another architecture's, run by wrapper).
+        self.binary = binary
         self.env = env or {}
         self.workdir = workdir
         self.port = None
@@ -198,7 +200,7 @@ class Replica:
     def argv(self):
         t = self.timings
         return self.wrapper + [
-            LEADERD,
+            self.binary or LEADERD,
             "--lease-name", self.lease,
             "--namespace", self.namespace,
             "--identity", self.identity,
