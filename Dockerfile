@@ -143,6 +143,10 @@ RUN sh tools/image/collect-licenses.sh /usr/share/licenses/leaderd "${LIBC}" \
 
 # ---- final image ----
 FROM scratch
+# First, so that no step of this stage matches another platform's in the layer
+# cache (buildah keys an ARG step by the stage's arguments and their values):
+# a cached amd64 step would hand its architecture to the arm64 image.
+ARG TARGETARCH
 ARG CURL_VERSION
 ARG NGHTTP2_VERSION
 ARG MHD_VERSION
