@@ -15,6 +15,8 @@
 # cross-compiled there, so an arm64 image needs no emulator to build; only the last
 # stage, FROM scratch, is of the target platform. The deps stage builds both
 # architectures' libraries whatever the target, so the two images' builds share it.
+# BuildKit sets BUILDPLATFORM itself; buildah 1.28 (Debian bookworm's) needs
+# --build-arg BUILDPLATFORM=linux/amd64, which `make image` passes.
 # Build: docker buildx build --platform linux/amd64,linux/arm64 -t leaderd:0.1.0 .
 #        (or `make image`, buildah without a Docker engine: tools/image/build-image.sh)
 
@@ -143,10 +145,6 @@ RUN sh tools/image/collect-licenses.sh /usr/share/licenses/leaderd "${LIBC}" \
 
 # ---- final image ----
 FROM scratch
-# First, so that no step of this stage matches another platform's in the layer
-# cache (buildah keys an ARG step by the stage's arguments and their values):
-# a cached amd64 step would hand its architecture to the arm64 image.
-ARG TARGETARCH
 ARG CURL_VERSION
 ARG NGHTTP2_VERSION
 ARG MHD_VERSION

@@ -16,12 +16,17 @@ image=${1:?usage: build-image.sh IMAGE ARCHS [OPTIONS...]}
 archs=${2:?usage: build-image.sh IMAGE ARCHS [OPTIONS...]}
 shift 2
 ctr="$(dirname "$0")/ctr.sh"
+# The Dockerfile's build stages are FROM --platform=$BUILDPLATFORM; buildah 1.28
+# does not set that argument itself (BuildKit does), and without it they would
+# look for a base image of the target's architecture.
+native=$(dpkg --print-architecture)
 
 for arch in $archs; do
     echo "image: building linux/$arch -> $image-$arch"
     start=$(date +%s)
     "$ctr" buildah build --pull=never --layers --force-rm --network host \
-        --platform "linux/$arch" "$@" -t "$image-$arch" -f Dockerfile .
+        --platform "linux/$arch" --build-arg "BUILDPLATFORM=linux/$native" "$@" \
+        -t "$image-$arch" -f Dockerfile .
     echo "image: linux/$arch built in $(($(date +%s) - start)) s"
 done
 
