@@ -90,6 +90,11 @@ def test_manifest():
               "%s vs %s" % (listed[0].get("digest") if listed else None, digest))
         log("image %s-%s: %d bytes (%.2f MB) uncompressed"
             % (IMAGE, arch, info.get("Size", 0), info.get("Size", 0) / 1e6))
+    # What a user runs by the list's name is the image of the machine's own architecture.
+    p = podman("run", "--rm", IMAGE, "--version")
+    check(p.returncode == 0 and p.stdout.startswith("leaderd "),
+          "podman run of the list's name runs the %s image" % foreign.NATIVE,
+          (p.stdout + p.stderr).strip()[:200])
     if len(configs) == 2:
         keys = ("User", "Entrypoint", "ExposedPorts", "Labels")
         same = {k: configs["amd64"].get(k) == configs["arm64"].get(k) for k in keys}
