@@ -13,8 +13,8 @@
 # Two architectures, linux/amd64 and linux/arm64 (musl only): every build stage runs
 # on the build machine ($BUILDPLATFORM, amd64) and the arm64 libraries and binary are
 # cross-compiled there, so an arm64 image needs no emulator to build; only the last
-# stage, FROM scratch, is of the target platform. The deps and deps-arm64 stages
-# are built whatever the target, so the two images' builds share them.
+# stage, FROM scratch, is of the target platform. The deps stage builds both
+# architectures' libraries whatever the target, so the two images' builds share it.
 # BuildKit sets BUILDPLATFORM itself; buildah 1.28 (Debian bookworm's) needs
 # --build-arg BUILDPLATFORM=linux/amd64, which `make image` passes.
 # Build: docker buildx build --platform linux/amd64,linux/arm64 -t leaderd:0.1.0 .
@@ -99,19 +99,11 @@ WORKDIR /usr/src/dep
 COPY tools/image/build-deps.sh /usr/local/bin/build-deps.sh
 RUN LIBC=glibc build-deps.sh /usr/src/dep /opt/dep \
     && if [ "${LIBC}" = musl ]; then LIBC=musl build-deps.sh /usr/src/dep-musl /opt/dep-musl; fi
+# arm64's, cross-compiled (a layer of its own: the amd64 ones stay cached if it fails).
+RUN if [ "${LIBC}" = musl ]; then \
+        LIBC=musl ARCH=arm64 build-deps.sh /usr/src/dep-musl-arm64 /opt/dep-musl-arm64; \
+    fi
 ENV PKG_CONFIG_PATH=/opt/dep/openssl/lib/pkgconfig
-
-# ---- the same libraries for arm64, cross-compiled under /opt/dep-musl-arm64 ----
-# A stage of its own, needing only the toolchain: a builder that runs stages side by
-# side (BuildKit; buildah --jobs, as `make image` does) builds it beside deps and the
-# unit tests, whose configure scripts and test runs leave a core idle much of the time.
-FROM toolchain AS deps-arm64
-ARG LIBC
-COPY tools/image/build-deps.sh /usr/local/bin/build-deps.sh
-RUN mkdir -p /opt/dep-musl-arm64 \
-    && if [ "${LIBC}" = musl ]; then \
-           LIBC=musl ARCH=arm64 build-deps.sh /usr/src/dep-musl-arm64 /opt/dep-musl-arm64; \
-       fi
 
 # ---- unit tests, linked with the rebuilt libcurl and OpenSSL ----
 FROM deps AS unit
@@ -132,7 +124,6 @@ WORKDIR /usr/src/leaderd
 COPY . .
 # Ties this stage to the unit tests: a failed test stops the build on every builder.
 COPY --from=unit /usr/src/leaderd/build/unit/passed /tmp/unit-passed
-COPY --from=deps-arm64 /opt/dep-musl-arm64 /opt/dep-musl-arm64
 # A binary of the build machine's architecture is run; an arm64 one cannot be (no
 # emulator here), so its ELF header is checked instead.
 RUN native="$(dpkg --print-architecture)" \

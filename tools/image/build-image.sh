@@ -8,9 +8,7 @@
 # with several platforms: the second build finds the first one's build stages
 # (they run on the build machine whatever the target) in the layer cache
 # instead of building them again beside it on the same two cores, and each
-# architecture's image has a name the tests can run. Within one build, two
-# stages at a time (--jobs 2): the arm64 libraries build beside amd64's and
-# the unit tests (Dockerfile, deps-arm64).
+# architecture's image has a name the tests can run.
 # Usage: tools/image/build-image.sh IMAGE 'amd64 arm64' [buildah build options...]
 #   (LEADERD_IMAGE_DIR: the container storage, see tools/image/ctr.sh)
 set -euo pipefail
@@ -27,7 +25,7 @@ for arch in $archs; do
     echo "image: building linux/$arch -> $image-$arch"
     start=$(date +%s)
     "$ctr" buildah build --pull=never --layers --force-rm --network host \
-        --jobs 2 --platform "linux/$arch" --build-arg "BUILDPLATFORM=linux/$native" "$@" \
+        --platform "linux/$arch" --build-arg "BUILDPLATFORM=linux/$native" "$@" \
         -t "$image-$arch" -f Dockerfile .
     echo "image: linux/$arch built in $(($(date +%s) - start)) s"
 done
