@@ -6,9 +6,8 @@
 # architecture's image from).
 # One build per architecture, one after another, rather than one buildah build
 # with several platforms: the second build finds the first one's build stages
-# (they run on the build machine whatever the target) in the layer cache
-# instead of building them again beside it on the same two cores, and each
-# architecture's image has a name the tests can run.
+# (they run on the build machine whatever the target) in the layer cache, and
+# each architecture's image has a name the tests can run.
 # Usage: tools/image/build-image.sh IMAGE 'amd64 arm64' [buildah build options...]
 #   (LEADERD_IMAGE_DIR: the container storage, see tools/image/ctr.sh)
 set -euo pipefail
