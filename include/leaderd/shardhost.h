@@ -177,7 +177,7 @@ struct ld_host_election_ops ld_shardhost_member_ops(struct ld_shardhost *sh);
 /* The exit begins (before ld_host_shutdown): every claim ends now, each
  * shard Lease that names this replica starts its give-back (see the top),
  * what is in flight is abandoned. */
-void ld_shardhost_shutdown(struct ld_shardhost *sh, int64_t now_ms);
+void ld_shardhost_shutdown(struct ld_shardhost *sh);
 
 /* Once the host is done after a shutdown: waits for the shards' drains,
  * holds and releases (bounded by the drain or the renew deadline, plus

@@ -1077,8 +1077,9 @@ static enum ld_err make_group(struct ld_shardhost *s, struct ld_errinfo *err)
 /* Every claim ends now; each shard Lease that names this replica is
  * released (with --release-on-exit, and only when its member election
  * led), the writes in flight abandoned. */
-void ld_shardhost_shutdown(struct ld_shardhost *s, int64_t now_ms)
+void ld_shardhost_shutdown(struct ld_shardhost *s)
 {
+    int64_t now_ms = ld_clock_mono_ms(&s->clock);
     ld_log(LD_LOG_INFO, "shutting down: giving back every shard");
     s->stopping = true;
     s->stopping_since_ms = now_ms;
