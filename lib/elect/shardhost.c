@@ -644,7 +644,8 @@ done:
 
 /* Out of the group for a lease duration (its member election resigns, so
  * its member Lease names nobody and the others take its quota at once),
- * and /healthz says why until it has been back for a lease duration. */
+ * and ld_shardhost_stuck says why until it has been back for a lease
+ * duration. */
 static void step_out(struct ld_shardhost *s, int64_t now_ms, const char *why)
 {
     snprintf(s->stuck, sizeof(s->stuck), "%.200s; out of the group for %lld s", why,
@@ -799,8 +800,8 @@ static bool report_unwritable(struct ld_shardhost *s, uint32_t k, int64_t now_ms
  * replica's assignment then gives the shard to a member that can write
  * it, or to nobody when none can, instead of each member stepping out in
  * turn; after UNWRITABLE_LEASES lease durations it may be given it again.
- * The log and /metrics say which. When its takes failed otherwise, it
- * steps out of the group for a while. Returns when to look again. */
+ * The log and the consumer (ld_shardhost_unwritable) say which. When its takes failed
+ * otherwise, it steps out of the group for a while. Returns when to look again. */
 static int64_t check_stuck(struct ld_shardhost *s, int64_t now_ms)
 {
     int64_t next = INT64_MAX;
@@ -999,7 +1000,7 @@ int64_t ld_shardhost_after_pass(struct ld_shardhost *s, int64_t now_ms)
     if (s->reassess_at_ms < at)
         at = s->reassess_at_ms;
     if (now_ms < s->stuck_until_ms && s->stuck_until_ms < at)
-        at = s->stuck_until_ms; /* /healthz recovers then */
+        at = s->stuck_until_ms; /* ld_shardhost_stuck ends then */
     for (uint32_t k = 0; k < s->n; k++) {
         if (s->slots[k].drain_until_ms < at)
             at = s->slots[k].drain_until_ms;
@@ -1075,7 +1076,7 @@ static enum ld_err make_group(struct ld_shardhost *s, struct ld_errinfo *err)
 /* ---- shutting down ------------------------------------------------------- */
 
 /* Every claim ends now; each shard Lease that names this replica is
- * released (with --release-on-exit, and only when its member election
+ * released (with release_on_exit, and only when its member election
  * led), the writes in flight abandoned. */
 void ld_shardhost_shutdown(struct ld_shardhost *s)
 {
@@ -1174,7 +1175,7 @@ static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
 /* The member Lease's release, once the shards' are written: a
  * compare-and-swap of the Lease as read now, only while it still names
  * this replica (not after an eviction, nor one it stood back from for an
- * identity conflict: it did not lead then), with --release-on-exit. Blocks,
+ * identity conflict: it did not lead then), with release_on_exit. Blocks,
  * bounded by the client's timeout. */
 static void release_member(struct ld_shardhost *s)
 {
@@ -1218,7 +1219,7 @@ done:
 /* The member Lease is deleted once every release was written (its own
  * release went out after the shards', which is when the others stop
  * counting this replica); only when this replica released it (so not with
- * --release-on-exit=false, nor after standing back from another process of
+ * release_on_exit false, nor after standing back from another process of
  * its identity), and with preconditions that keep a Lease someone else
  * wrote since (a new Pod of the same name). Bounded by call_timeout_ms. */
 static void delete_member(struct ld_shardhost *s)

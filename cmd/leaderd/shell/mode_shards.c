@@ -23,7 +23,7 @@
 #include "log.h"
 #include "release_hold.h"
 #include "shardhost.h"
-#include "shardsnap.h"
+#include "shard_table.h"
 
 /* With nothing visible changing, the heartbeat is still published this
  * often (/healthz judges the loop alive by it). */
@@ -31,13 +31,10 @@
 
 #define MEMBER 0
 
-/* One shard as the table shows it, and its hooks. */
+/* One shard's hooks, each fed this replica's claim. */
 struct slot {
-    char *leader;          /* owned; the shard's entry points here */
-    struct ld_hook *hooks; /* owned array; each fed this replica's claim */
+    struct ld_hook *hooks; /* owned array */
     size_t n_hooks;
-    int64_t transitions_seen;
-    bool was_claimed; /* at the last publish, for the log and the counts */
 };
 
 struct ld_mode_shards {
@@ -47,35 +44,16 @@ struct ld_mode_shards {
     struct ld_host *host;              /* the shell's, once attached */
     const struct ld_shardgroup *group; /* the shard host's */
     struct slot *slots;                /* one per shard */
-    struct ld_shard_entry *entries;    /* one per shard, as the table shows them */
-    struct ld_shardsnap *last;         /* the last table published (a reference) */
-    /* Made at start: every shard unobserved and not led. Published when a
-     * new table cannot be built, so that readers never keep a table that
-     * still shows a shard this replica has since given back. */
-    struct ld_shardsnap *unknown;
+    struct ld_shard_table *table;
     struct ld_hook_events *events; /* one per shard with --events, else NULL */
     uint32_t n;
     /* The exit's wait (finish): an epoll set of the drain channel's eventfd
      * and the hooks' own fds; -1 until a hook brings an fd, when the drain
      * channel's eventfd is waited on alone. */
     int wait_fd;
-    bool table_changed;      /* a shard's entry changed since the last table */
     int64_t heartbeat_at_ms; /* the last publish of the snapshot */
     char health[256];
 };
-
-static void set_str(char **dst, const char *v)
-{
-    if (!v)
-        v = "";
-    if (*dst && strcmp(*dst, v) == 0)
-        return;
-    char *copy = strdup(v);
-    if (!copy)
-        return; /* keeps the old value; the next publish tries again */
-    free(*dst);
-    *dst = copy;
-}
 
 /* ---- the host's callbacks, passed on -------------------------------------- */
 
@@ -109,132 +87,21 @@ static void on_watch_started(void *ctx, bool from_current, int64_t now_ms)
 
 /* ---- the table ------------------------------------------------------------ */
 
-static uint64_t total_transitions(const struct ld_mode_shards *s)
+/* Shard k's claim, as the table shows it, to its hooks. A hook's wish to
+ * end the daemon is no shard's business: ignored. */
+static void feed_hooks(void *ctx, uint32_t k, const struct ld_election_status *st,
+                       int64_t now_ms)
 {
-    uint64_t t = 0;
-    for (uint32_t k = 0; k < s->n; k++)
-        t += (uint64_t)s->slots[k].transitions_seen;
-    return t;
-}
-
-static bool members_differ(const struct ld_shardsnap *t, const char *const *members,
-                           uint32_t n)
-{
-    if (!t || t->n_members != n)
-        return true;
-    for (uint32_t i = 0; i < n; i++) {
-        if (strcmp(t->members[i], members[i]) != 0)
-            return true;
-    }
-    return false;
-}
-
-/* Shard k's entry from the group's view: the observed record, and our
- * claim, which lasts as long as the member election's lead. */
-static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
-{
-    struct slot *sl = &s->slots[k];
-    const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
-    bool claimed = ld_shardgroup_claimed(s->group, k, now_ms);
-    struct ld_shard_entry next = {
-        .term = rec ? rec->spec.transitions : 0,
-        .observed = ld_shardgroup_shard_observed(s->group, k),
-        .leading = claimed,
-        /* Claimed or not, nobody else takes it while its record names us
-         * and our member term lasts (the table's term_until_ms). */
-        .in_term = claimed || ld_shardgroup_named(s->group, k),
-        .unwritable = ld_shardhost_unwritable(s->sh, k),
-        .skipped = ld_shardgroup_skipped(s->group, k),
-        .has_renewed_at = rec && rec->spec.has_renew,
-        .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
-        .last_renew_wall_us = s->entries[k].last_renew_wall_us,
-    };
-    const char *holder = rec ? rec->spec.holder : "";
-    if (claimed && !sl->was_claimed)
-        next.last_renew_wall_us = ld_clock_wall_us(&s->clock);
-    if (claimed != sl->was_claimed) {
-        ld_log(LD_LOG_INFO, "shard %s: %s", ld_shardgroup_shard_id(s->group, k),
-               claimed ? "claimed" : "no longer claimed");
-        int64_t since = ld_shardhost_wanted_since(s->sh, k);
-        if (claimed && s->c.metrics && since != INT64_MAX)
-            ld_metrics_acquire_delay(s->c.metrics, (double)(now_ms - since) / 1000.0);
-    }
-    /* Compared before set_str frees the text the entry still points to. */
-    bool new_leader = !sl->leader || strcmp(sl->leader, holder) != 0;
-    if (new_leader) {
-        if (sl->leader)
-            sl->transitions_seen++;
-        set_str(&sl->leader, holder);
-    }
-    sl->was_claimed = claimed;
-    next.leader = sl->leader ? sl->leader : "";
-    struct ld_shard_entry *e = &s->entries[k];
-    if (new_leader || e->term != next.term || e->observed != next.observed ||
-        e->leading != next.leading || e->in_term != next.in_term ||
-        e->unwritable != next.unwritable || e->skipped != next.skipped ||
-        e->has_renewed_at != next.has_renewed_at ||
-        e->renewed_at_us != next.renewed_at_us ||
-        e->last_renew_wall_us != next.last_renew_wall_us)
-        s->table_changed = true;
-    *e = next;
-    struct ld_election_status st = {
-        .observed = next.observed,
-        .leader = next.leader,
-        .term = (int32_t)next.term,
-        .leading = next.leading,
-        .lead_until_ms = claimed ? ld_shardgroup_lead_until(s->group) : 0,
-        .uid = rec ? rec->uid : NULL,
-    };
-    /* A hook's wish to end the daemon is no shard's business: ignored. */
-    for (size_t i = 0; i < sl->n_hooks; i++)
-        (void)sl->hooks[i].on_publish(sl->hooks[i].ctx, &st, now_ms);
-}
-
-/* A new shard table when an entry, the live members or the claims'
- * deadline changed, NULL when nothing did. A new deadline alone (a member
- * renewal) extends the last table instead of copying every entry. When
- * memory runs out, the table that says nothing is known (the next pass
- * tries again). */
-static struct ld_shardsnap *new_table(struct ld_mode_shards *s, int64_t now_ms)
-{
-    const char *const *members = NULL;
-    bool claims = false, in_term = false;
-    for (uint32_t k = 0; k < s->n; k++) {
-        update_entry(s, k, now_ms);
-        claims |= s->entries[k].leading;
-        in_term |= s->entries[k].in_term;
-    }
-    uint32_t nm = ld_shardhost_members(s->sh, now_ms, &members);
-    /* Every claim ends with the member election's lead; with none, 0, so
-     * that a renewal of a replica that claims nothing changes no table. */
-    int64_t until = claims ? ld_shardgroup_lead_until(s->group) : 0;
-    struct ld_shardhost_member m = ld_shardhost_member(s->sh);
-    int64_t term_until = in_term ? m.term_until_ms : 0;
-    bool observed = m.observed && ld_shardgroup_observed(s->group);
-    bool same = !s->table_changed && !members_differ(s->last, members, nm) &&
-                s->last->observed == observed;
-    if (same && s->last->claims_until_ms == until && s->last->term_until_ms == term_until)
-        return NULL;
-    struct ld_shardsnap *t =
-        same ? ld_shardsnap_extend(s->last, until)
-             : ld_shardsnap_new(observed, until, s->entries, s->n, members, nm);
-    if (!t) {
-        ld_log(LD_LOG_WARN, "out of memory for the shard table; showing none");
-        t = ld_shardsnap_ref(s->unknown);
-    } else {
-        t->term_until_ms = term_until; /* not yet published: still ours */
-        s->table_changed = false;
-    }
-    ld_shardsnap_unref(s->last);
-    s->last = ld_shardsnap_ref(t);
-    return t;
+    struct ld_mode_shards *s = ctx;
+    for (size_t i = 0; i < s->slots[k].n_hooks; i++)
+        (void)s->slots[k].hooks[i].on_publish(s->slots[k].hooks[i].ctx, st, now_ms);
 }
 
 /* The snapshot after every pass that changed the table, else at least a
  * heartbeat a second. */
 static void publish(struct ld_mode_shards *s, int64_t now_ms)
 {
-    struct ld_shardsnap *table = new_table(s, now_ms);
+    struct ld_shardsnap *table = ld_shard_table_update(s->table, now_ms);
     if (!table && now_ms - s->heartbeat_at_ms < HEARTBEAT_MS)
         return;
     struct ld_snapshot snap;
@@ -244,7 +111,7 @@ static void publish(struct ld_mode_shards *s, int64_t now_ms)
     snap.observed =
         ld_shardhost_member(s->sh).observed && ld_shardgroup_observed(s->group);
     snap.heartbeat_ms = now_ms;
-    snap.transitions_seen = (int64_t)total_transitions(s);
+    snap.transitions_seen = (int64_t)ld_shard_table_transitions(s->table);
     const char *stuck = ld_shardhost_stuck(s->sh, now_ms);
     snprintf(snap.health_error, sizeof(snap.health_error), "%s",
              !s->health[0] && stuck ? stuck : s->health);
@@ -277,7 +144,8 @@ static void publish_op(void *ctx, int64_t now_ms)
 static void on_drain(void *ctx, uint32_t k, bool draining)
 {
     struct ld_mode_shards *s = ctx;
-    ld_state_drain_set(s->c.state, k, draining, draining ? s->entries[k].term : 0);
+    ld_state_drain_set(s->c.state, k, draining,
+                       draining ? ld_shard_table_entry(s->table, k)->term : 0);
 }
 
 static bool take_drained(void *ctx, uint32_t k)
@@ -439,15 +307,15 @@ static enum ld_err make_host(struct ld_mode_shards *s, struct ld_errinfo *err)
     s->group = ld_shardhost_group(s->sh);
     s->n = ld_shardhost_count(s->sh);
     s->slots = calloc(s->n, sizeof(*s->slots));
-    s->entries = calloc(s->n, sizeof(*s->entries));
-    if (!s->slots || !s->entries)
+    if (!s->slots)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    for (uint32_t k = 0; k < s->n; k++)
-        s->entries[k].leader = "";
-    s->unknown = ld_shardsnap_new(false, 0, s->entries, s->n, NULL, 0);
-    if (!s->unknown)
-        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    return LD_OK;
+    struct ld_shard_table_config tc = {.sh = s->sh,
+                                       .clock = &s->clock,
+                                       .metrics = s->c.metrics,
+                                       .on_entry = feed_hooks,
+                                       .ctx = s};
+    s->table = ld_shard_table_new(&tc, err);
+    return s->table ? LD_OK : err->code;
 }
 
 /* With --events, every shard gets its own Event hook. */
@@ -504,7 +372,7 @@ static void on_shutdown(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
     (void)now_ms; /* the shard host reads the same clock */
-    s->table_changed = true;
+    ld_shard_table_touch(s->table);
     ld_shardhost_shutdown(s->sh);
 }
 
@@ -609,13 +477,9 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
     free(s->events);
     if (s->wait_fd >= 0)
         close(s->wait_fd);
-    for (uint32_t k = 0; s->slots && k < s->n; k++) {
+    for (uint32_t k = 0; s->slots && k < s->n; k++)
         free(s->slots[k].hooks);
-        free(s->slots[k].leader);
-    }
     free(s->slots);
-    free(s->entries);
-    ld_shardsnap_unref(s->last);
-    ld_shardsnap_unref(s->unknown);
+    ld_shard_table_free(s->table);
     free(s);
 }
