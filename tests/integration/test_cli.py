@@ -6,6 +6,7 @@ counted as skipped in the summary)."""
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import textwrap
@@ -79,6 +80,18 @@ class CommandLine(unittest.TestCase):
         self.assertBad(["--lease-name", "x", "--identity", "me"], "credentials")
         self.assertBad(g + ["--release-on-exit", "maybe"], "release-on-exit")
         self.assertBad(g, "LEADERD_RETRY_PERIOD", env={"LEADERD_RETRY_PERIOD": "zzz"})
+
+    def test_a_port_in_use_exits_1(self):
+        """What the system refuses is no configuration error: exit 1, one line."""
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen(1)
+            port = taken.getsockname()[1]
+            p = run(self.good() + ["--listen", f"127.0.0.1:{port}"])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn(f"listen 127.0.0.1:{port}", lines[0])
 
     def test_flag_beats_environment(self):
         p = run(self.good() + ["--listen", "127.0.0.1:notaport"],

@@ -1060,7 +1060,7 @@ START_TEST(proxy_start_reports_its_errors)
 
     int port = ld_proxy_port(r.proxy);
     ck_assert_ptr_null(ld_proxy_start("127.0.0.1", port, &kc, &r.st, &r.m, NULL, &err));
-    ck_assert_int_eq(err.code, LD_EIO);
+    ck_assert_int_eq(err.code, LD_ESYS);
     char want[96];
     snprintf(want, sizeof(want), "api-proxy: listen 127.0.0.1:%d: %s", port,
              strerror(EADDRINUSE));

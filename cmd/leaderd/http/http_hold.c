@@ -778,10 +778,10 @@ static int init_sync(struct ld_http_holds *hs, struct ld_errinfo *err)
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, LD_COND_CLOCK);
     if (pthread_mutex_init(&hs->mu, NULL) != 0) {
-        ld_errinfo_set(err, LD_EIO, "http: cannot create a mutex");
+        ld_errinfo_set(err, LD_ESYS, "http: cannot create a mutex");
     } else if (pthread_cond_init(&hs->drained, &attr) != 0) {
         pthread_mutex_destroy(&hs->mu);
-        ld_errinfo_set(err, LD_EIO, "http: cannot create a condition variable");
+        ld_errinfo_set(err, LD_ESYS, "http: cannot create a condition variable");
     } else {
         hs->mu_ready = true;
         rc = 0;
@@ -805,7 +805,7 @@ static int init_epoll(struct ld_http_holds *hs, struct ld_errinfo *err)
     if (hs->epfd < 0 || hs->wakefd < 0 || ld_timer_open(&hs->due, NULL) != 0 ||
         epoll_ctl(hs->epfd, EPOLL_CTL_ADD, hs->wakefd, &ev) != 0 ||
         epoll_ctl(hs->epfd, EPOLL_CTL_ADD, hs->due.fd, &due) != 0) {
-        ld_errinfo_set(err, LD_EIO, "http: cannot set up notifications: %s",
+        ld_errinfo_set(err, LD_ESYS, "http: cannot set up notifications: %s",
                        strerror(errno));
         return -1;
     }
@@ -843,7 +843,7 @@ struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat
         pthread_attr_destroy(&attr);
     }
     if (rc != 0) {
-        ld_errinfo_set(err, LD_EIO, "http: cannot start a thread: %s", strerror(rc));
+        ld_errinfo_set(err, LD_ESYS, "http: cannot start a thread: %s", strerror(rc));
         goto fail;
     }
     hs->notifier_running = true;

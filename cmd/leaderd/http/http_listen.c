@@ -73,7 +73,7 @@ static enum ld_err gai_code(int gai)
     if (gai == EAI_MEMORY)
         return LD_ENOMEM;
     if (gai == EAI_AGAIN || gai == EAI_SYSTEM)
-        return LD_EIO;
+        return LD_ESYS;
     return LD_EINVAL;
 }
 
@@ -119,7 +119,7 @@ int ld_http_open_listener(const char *host, int port, struct ld_errinfo *err)
         freeaddrinfo(res);
     }
     if (fd < 0)
-        ld_errinfo_set(err, e == ENOMEM ? LD_ENOMEM : LD_EIO, "listen %s%s%s:%d: %s",
+        ld_errinfo_set(err, e == ENOMEM ? LD_ENOMEM : LD_ESYS, "listen %s%s%s:%d: %s",
                        v6 ? "[" : "", shown, v6 ? "]" : "", port, strerror(e));
     return fd;
 }
@@ -211,7 +211,7 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
         MHD_OPTION_NOTIFY_CONNECTION, ld_http_conns_notify, h->conns,
         MHD_OPTION_THREAD_STACK_SIZE, (size_t)LD_THREAD_STACK, MHD_OPTION_END);
     if (!h->daemon) {
-        ld_errinfo_set(err, LD_EIO, "http: cannot start the server on port %d", h->port);
+        ld_errinfo_set(err, LD_ESYS, "http: cannot start the server on port %d", h->port);
         goto fail;
     }
     return h;

@@ -463,7 +463,7 @@ enum ld_err ld_mode_shards_add_wake_fd(struct ld_mode_shards *s, int fd,
     if (epoll_ctl(s->wait_fd, EPOLL_CTL_ADD, fd, &ev) == 0)
         return LD_OK;
 fail:
-    return ld_errinfo_set(err, LD_EIO, "shard mode: cannot watch a hook's fd: %s",
+    return ld_errinfo_set(err, LD_ESYS, "shard mode: cannot watch a hook's fd: %s",
                           strerror(errno));
 }
 
