@@ -56,7 +56,7 @@ static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
 
 static int64_t now(void)
 {
-    return ft_now_ms(fx.ft);
+    return fake_transport_now_ms(fx.ft);
 }
 
 static void setup(void)
@@ -64,11 +64,11 @@ static void setup(void)
     struct ld_errinfo err;
     memset(&fx, 0, sizeof(fx));
     ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
-    fx.ft = ft_new(NS, T0_MS, WALL0_US);
+    fx.ft = fake_transport_new(NS, T0_MS, WALL0_US);
     ck_assert_ptr_nonnull(fx.ft);
-    fx.kube = ld_kube_new_on(ft_transport(fx.ft), &err);
+    fx.kube = ld_kube_new_on(fake_transport_transport(fx.ft), &err);
     ck_assert_msg(fx.kube != NULL, "ld_kube_new_on: %s", err.msg);
-    fx.clock = ft_host_clock(fx.ft);
+    fx.clock = fake_transport_host_clock(fx.ft);
     ld_state_init(&fx.state, NS "/" LEASE, ME, LEASE_MS + RENEW_MS);
     ck_assert_int_eq(ld_state_resign_enable(&fx.state, 2 * RENEW_MS), 0);
     ld_metrics_init(&fx.metrics);
@@ -121,7 +121,8 @@ static void other_renews(void)
 {
     if (fx.other_every_ms <= 0 || now() < fx.other_next_ms)
         return;
-    ft_lease_put(fx.ft, LEASE, NULL, OTHER, LEASE_MS / 1000, ft_wall_us(fx.ft));
+    fake_transport_lease_put(fx.ft, LEASE, NULL, OTHER, LEASE_MS / 1000,
+                             fake_transport_wall_us(fx.ft));
     fx.other_next_ms = now() + fx.other_every_ms;
 }
 
@@ -171,14 +172,14 @@ static bool done(void)
 
 static void stored(struct ld_lease *l)
 {
-    ck_assert_int_eq(ft_lease_get(fx.ft, LEASE, l), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.ft, LEASE, l), LD_OK);
 }
 
 START_TEST(publishes_leader_term_and_deadline_of_the_lease)
 {
     struct ld_lease l;
     /* Free when first seen: the acquisition's delay is measured. */
-    ft_lease_put(fx.ft, LEASE, NULL, "", LEASE_MS / 1000, WALL0_US);
+    fake_transport_lease_put(fx.ft, LEASE, NULL, "", LEASE_MS / 1000, WALL0_US);
     new_shell();
     ck_assert(run_until(snap_leads, 3 * RETRY_MS));
     run_for(3 * RETRY_MS);
@@ -229,8 +230,10 @@ START_TEST(health_text_while_credentials_are_refused)
     new_shell();
     ck_assert(run_until(snap_leads, 3 * RETRY_MS));
     int64_t t = now();
-    ft_fault_add(fx.ft, NULL, FT_VERB_ANY,
-                 (struct ft_fault){.kind = FT_STATUS, .status = 403, .count = -1});
+    fake_transport_fault_add(fx.ft, NULL, FAKE_TRANSPORT_VERB_ANY,
+                             (struct fake_transport_fault){.kind = FAKE_TRANSPORT_STATUS,
+                                                           .status = 403,
+                                                           .count = -1});
     run_for(RENEW_MS - RETRY_MS);
     ck_assert_str_eq(snap().health_error, "");
     ck_assert(run_until(snap_unhealthy, 3 * RENEW_MS));
@@ -239,7 +242,7 @@ START_TEST(health_text_while_credentials_are_refused)
     ck_assert_ptr_nonnull(strstr(s.health_error, "rejected our credentials"));
     ck_assert_ptr_nonnull(strstr(s.health_error, "HTTP 403"));
     ck_assert(!ld_snapshot_is_leader(&s, now()));
-    ft_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.ft);
     ck_assert(run_until(snap_leads, 6 * RENEW_MS));
     ck_assert_str_eq(snap().health_error, "");
 }

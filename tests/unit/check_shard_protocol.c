@@ -29,7 +29,7 @@
  * Issue #28's faults come on top: an outside actor deletes shard Leases,
  * rewrites their holder as kubectl edit would (to a replica, or to
  * nobody) and empties member Leases; one replica's watch falls up to two
- * minutes behind the others' (ft_set_client_watch_lag_ms); each replica's
+ * minutes behind the others' (fake_transport_set_client_watch_lag_ms); each replica's
  * clock runs up to 2 % fast or slow; a killed process's requests already
  * sent still land after it is gone (and after its restart); and writes
  * are applied but answered 409 or 5xx. A claim may outlive its Lease's
@@ -155,13 +155,14 @@ static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
     (void)ctx;
     (void)level;
     if (getenv("SIM_TRACE") && fx.ft)
-        fprintf(stderr, "%lld [%s#%d] %s\n", (long long)(ft_now_ms(fx.ft) - T0_MS),
-                trace_who, trace_client, msg);
+        fprintf(stderr, "%lld [%s#%d] %s\n",
+                (long long)(fake_transport_now_ms(fx.ft) - T0_MS), trace_who,
+                trace_client, msg);
 }
 
 static int64_t now(void)
 {
-    return ft_now_ms(fx.ft);
+    return fake_transport_now_ms(fx.ft);
 }
 
 static uint64_t next_rand(void)
@@ -187,14 +188,14 @@ static bool chance(unsigned per_mille)
 static int64_t drift_mono_ms(void *ctx)
 {
     const struct replica *r = ctx;
-    int64_t t = ft_now_ms(fx.ft) - r->drift_t0_ms;
+    int64_t t = fake_transport_now_ms(fx.ft) - r->drift_t0_ms;
     return r->drift_t0_ms + t + t * r->drift_ppm / 1000000;
 }
 
 static int64_t drift_wall_us(void *ctx)
 {
     (void)ctx;
-    return ft_wall_us(fx.ft);
+    return fake_transport_wall_us(fx.ft);
 }
 
 /* r's clock, drifting by r->drift_ppm (a timer armed on it is armed on the
@@ -210,7 +211,7 @@ static int drift_arm(void *ctx, int fd, int64_t at_ms)
 static void start(struct replica *r)
 {
     struct ld_errinfo err;
-    struct ld_transport *t = ft_add_client(fx.ft);
+    struct ld_transport *t = fake_transport_add_client(fx.ft);
     ck_assert_ptr_nonnull(t);
     r->client = ++fx.clients;
     snprintf(r->incarnation, sizeof(r->incarnation), "inc%d", r->client);
@@ -279,11 +280,11 @@ static void kill_replica(struct replica *r)
 
 static void setup_seed(uint64_t seed)
 {
-    fx.ft = ft_new(NS, T0_MS, WALL0_US);
+    fx.ft = fake_transport_new(NS, T0_MS, WALL0_US);
     ck_assert_ptr_nonnull(fx.ft);
-    fx.tick = ft_transport(fx.ft);
-    fx.clock = ft_host_clock(fx.ft);
-    ft_set_writes_outlive_clients(
+    fx.tick = fake_transport_transport(fx.ft);
+    fx.clock = fake_transport_host_clock(fx.ft);
+    fake_transport_set_writes_outlive_clients(
         fx.ft, !getenv("SIM_NO_OUTLIVE")); /* a kill leaves its writes */
     fx.seed = seed;
     fx.rng = seed * 7919;
@@ -327,7 +328,7 @@ static bool stored_by(uint32_t k, const struct replica *r)
     struct ld_lease l;
     char name[64];
     snprintf(name, sizeof(name), GROUP "-%u", k);
-    bool ok = ft_lease_get(fx.ft, name, &l) == LD_OK &&
+    bool ok = fake_transport_lease_get(fx.ft, name, &l) == LD_OK &&
               ld_lease_held_by(&l, r->id, r->incarnation);
     ld_lease_clear(&l);
     return ok;
@@ -340,7 +341,7 @@ static void stored_holder(uint32_t k, char *out, size_t len)
     char name[64];
     snprintf(name, sizeof(name), GROUP "-%u", k);
     out[0] = '\0';
-    if (ft_lease_get(fx.ft, name, &l) == LD_OK)
+    if (fake_transport_lease_get(fx.ft, name, &l) == LD_OK)
         snprintf(out, len, "%s", l.spec.holder);
     ld_lease_clear(&l);
 }
@@ -419,13 +420,13 @@ static struct replica *pick(bool want_running)
 
 static void set_latency(int64_t ms)
 {
-    ft_set_latency_ms(fx.ft, ms);
+    fake_transport_set_latency_ms(fx.ft, ms);
     fx.latency_ms = ms;
 }
 
 static void set_watch_latency(int64_t ms)
 {
-    ft_set_watch_latency_ms(fx.ft, ms);
+    fake_transport_set_watch_latency_ms(fx.ft, ms);
     fx.watch_latency_ms = ms;
 }
 
@@ -445,11 +446,12 @@ static void slow_lists(struct replica *r, int64_t until_ms)
         return;
     r->slow_lists_until_ms = until_ms;
     r->list_delay_ms = between(SLOW_LIST_MIN_MS, SLOW_LIST_MAX_MS);
-    ft_fault_add_for(fx.ft, r->client, NULL, "LIST",
-                     (struct ft_fault){.kind = FT_LATE_ANSWER,
-                                       .delay_ms = r->list_delay_ms,
-                                       .count = -1,
-                                       .until_ms = until_ms});
+    fake_transport_fault_add_for(
+        fx.ft, r->client, NULL, "LIST",
+        (struct fake_transport_fault){.kind = FAKE_TRANSPORT_LATE_ANSWER,
+                                      .delay_ms = r->list_delay_ms,
+                                      .count = -1,
+                                      .until_ms = until_ms});
     fx.slow_lists++;
 }
 
@@ -461,7 +463,7 @@ static void delete_member(struct replica *r)
 {
     char name[64];
     snprintf(name, sizeof(name), GROUP "-member-%s", r->id);
-    if (!ft_lease_delete(fx.ft, name))
+    if (!fake_transport_lease_delete(fx.ft, name))
         return;
     fx.deleted++;
     if (!r->running || r->stopping || now() < r->paused_until_ms ||
@@ -499,8 +501,9 @@ static void on_list(struct replica *q, int64_t sent_ms)
 /* The LISTs sent since the last look by replicas that run. */
 static void look_for_lists(void)
 {
-    for (; fx.lists_seen < ft_record_count(fx.ft); fx.lists_seen++) {
-        const struct ft_record *rec = ft_record(fx.ft, fx.lists_seen);
+    for (; fx.lists_seen < fake_transport_record_count(fx.ft); fx.lists_seen++) {
+        const struct fake_transport_record *rec =
+            fake_transport_record(fx.ft, fx.lists_seen);
         if (strcmp(rec->verb, "LIST") != 0)
             continue;
         for (size_t i = 0; i < fx.n; i++) {
@@ -532,7 +535,7 @@ static void outside_actor(void)
     snprintf(name, sizeof(name), GROUP "-%u", k);
     if (getenv("SIM_TRACE"))
         fprintf(stderr, "%lld actor looks at %s\n", (long long)(now() - T0_MS), name);
-    if (chance(15) && ft_lease_delete(fx.ft, name)) {
+    if (chance(15) && fake_transport_lease_delete(fx.ft, name)) {
         if (getenv("SIM_TRACE"))
             fprintf(stderr, "%lld actor DELETES %s\n", (long long)(now() - T0_MS), name);
         fx.shards_deleted++;
@@ -540,7 +543,8 @@ static void outside_actor(void)
     }
     if (chance(15)) {
         const char *holder = chance(300) ? "" : fx.r[next_rand() % fx.n].id;
-        ft_lease_put(fx.ft, name, NULL, holder, LEASE_MS / 1000, ft_wall_us(fx.ft));
+        fake_transport_lease_put(fx.ft, name, NULL, holder, LEASE_MS / 1000,
+                                 fake_transport_wall_us(fx.ft));
         if (getenv("SIM_TRACE"))
             fprintf(stderr, "%lld actor EDITS %s to '%s'\n", (long long)(now() - T0_MS),
                     name, holder);
@@ -550,8 +554,9 @@ static void outside_actor(void)
     if (chance(8) && !getenv("SIM_NO_MEMBER_EDIT")) {
         snprintf(name, sizeof(name), GROUP "-member-%s", fx.r[next_rand() % fx.n].id);
         struct ld_lease l;
-        if (ft_lease_get(fx.ft, name, &l) == LD_OK) {
-            ft_lease_put(fx.ft, name, NULL, "", 1, ft_wall_us(fx.ft));
+        if (fake_transport_lease_get(fx.ft, name, &l) == LD_OK) {
+            fake_transport_lease_put(fx.ft, name, NULL, "", 1,
+                                     fake_transport_wall_us(fx.ft));
             fx.members_edited++;
         }
         ld_lease_clear(&l);
@@ -565,14 +570,16 @@ static void skew(void)
     struct replica *r;
     if (chance(40) && (r = pick(true)) != NULL) {
         bool lag = chance(500);
-        ft_set_client_watch_lag_ms(fx.ft, r->client, lag ? between(1000, 120000) : 0);
+        fake_transport_set_client_watch_lag_ms(fx.ft, r->client,
+                                               lag ? between(1000, 120000) : 0);
         fx.lagged += lag;
     }
     if (chance(60) && (r = pick(true)) != NULL) {
         long status = chance(500) ? 409 : (chance(500) ? 500 : 504);
-        ft_fault_add_for(
+        fake_transport_fault_add_for(
             fx.ft, r->client, NULL, chance(500) ? "PUT" : "POST",
-            (struct ft_fault){.kind = FT_APPLIED_STATUS, .status = status, .count = 1});
+            (struct fake_transport_fault){
+                .kind = FAKE_TRANSPORT_APPLIED_STATUS, .status = status, .count = 1});
         fx.applied_errors++;
     }
 }
@@ -593,11 +600,12 @@ static void start_twin(struct replica *r)
     if (!q)
         return;
     if (chance(700))
-        ft_fault_add_for(
-            fx.ft, r->client, NULL, FT_VERB_ANY,
-            (struct ft_fault){.kind = FT_HANG,
-                              .count = -1,
-                              .until_ms = now() + between(LEASE_MS, 4 * LEASE_MS)});
+        fake_transport_fault_add_for(
+            fx.ft, r->client, NULL, FAKE_TRANSPORT_VERB_ANY,
+            (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG,
+                                          .count = -1,
+                                          .until_ms =
+                                              now() + between(LEASE_MS, 4 * LEASE_MS)});
     memcpy(q->id, r->id, sizeof(q->id));
     start(q);
     fx.twins++;
@@ -653,10 +661,11 @@ static void disturb(void)
         delete_member(&fx.r[next_rand() % fx.n]);
     if (chance(60) && (r = pick(true)) != NULL) {
         /* Its next write is answered after its timeout and lands late. */
-        ft_fault_add_for(fx.ft, r->client, NULL, "PUT",
-                         (struct ft_fault){.kind = FT_DELAY,
-                                           .delay_ms = between(6000, 14000),
-                                           .count = 1});
+        fake_transport_fault_add_for(
+            fx.ft, r->client, NULL, "PUT",
+            (struct fake_transport_fault){.kind = FAKE_TRANSPORT_DELAY,
+                                          .delay_ms = between(6000, 14000),
+                                          .count = 1});
         fx.late_writes++;
     }
     if (chance(100) && (r = pick(true)) != NULL && !r->stopping && app_drained(r))
@@ -664,19 +673,21 @@ static void disturb(void)
     if (chance(30) && (r = pick(true)) != NULL) {
         /* Its reads alone hang (its writes go through): with a lagging
          * watch its view of the others goes stale while it still leads. */
-        ft_fault_add_for(
+        fake_transport_fault_add_for(
             fx.ft, r->client, NULL, "LIST",
-            (struct ft_fault){.kind = FT_HANG,
-                              .count = -1,
-                              .until_ms = now() + between(1000, 2 * LEASE_MS)});
+            (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG,
+                                          .count = -1,
+                                          .until_ms =
+                                              now() + between(1000, 2 * LEASE_MS)});
         fx.blind++;
     }
     if (chance(20) && (r = pick(true)) != NULL) {
-        ft_fault_add_for(
-            fx.ft, r->client, NULL, FT_VERB_ANY,
-            (struct ft_fault){.kind = FT_HANG,
-                              .count = -1,
-                              .until_ms = now() + between(1000, 2 * LEASE_MS)});
+        fake_transport_fault_add_for(
+            fx.ft, r->client, NULL, FAKE_TRANSPORT_VERB_ANY,
+            (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG,
+                                          .count = -1,
+                                          .until_ms =
+                                              now() + between(1000, 2 * LEASE_MS)});
         fx.partitions++;
     }
 }
@@ -747,7 +758,7 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
             look_for_lists();
         }
         /* The faults stop; every replica runs again. */
-        ft_fault_clear(fx.ft);
+        fake_transport_fault_clear(fx.ft);
         set_latency(1);
         set_watch_latency(1);
         for (size_t i = 0; i < fx.n; i++) {
@@ -755,7 +766,7 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
             fx.r[i].slow_lists_until_ms = 0;
         }
         for (int c = 0; c <= fx.clients; c++)
-            ft_set_client_watch_lag_ms(fx.ft, c, 0);
+            fake_transport_set_client_watch_lag_ms(fx.ft, c, 0);
         end_twins();
         if (running() == 0) {
             struct replica *r = &fx.r[0];
@@ -876,9 +887,10 @@ START_TEST(two_processes_of_one_identity_never_claim_the_same_shard)
     run_for(RETRY_MS / 2);
 
     /* r0 is cut off from the API server, alive; its successor starts. */
-    ft_fault_add_for(fx.ft, fx.r[0].client, NULL, FT_VERB_ANY,
-                     (struct ft_fault){
-                         .kind = FT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
+    fake_transport_fault_add_for(
+        fx.ft, fx.r[0].client, NULL, FAKE_TRANSPORT_VERB_ANY,
+        (struct fake_transport_fault){
+            .kind = FAKE_TRANSPORT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
     int64_t cut = now(), took = -1;
     start(&fx.r[2]);
     for (int64_t end = now() + 5 * LEASE_MS; now() < end;) {
@@ -895,7 +907,7 @@ START_TEST(two_processes_of_one_identity_never_claim_the_same_shard)
     ck_assert_int_eq(claims_of(&fx.r[2]), of_a);
 
     /* r0 reaches the API again: it never claims its identity's records. */
-    ft_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.ft);
     for (int64_t end = now() + 4 * LEASE_MS; now() < end;) {
         turn_all();
         ck_assert_int_eq(claims_of(&fx.r[0]), 0);
@@ -928,14 +940,15 @@ START_TEST(a_member_lease_deleted_under_two_processes_of_one_identity)
     int of_a = claims_of(&fx.r[0]);
     ck_assert_int_ge(of_a, N_SHARDS / 2);
 
-    ft_fault_add_for(fx.ft, fx.r[0].client, NULL, FT_VERB_ANY,
-                     (struct ft_fault){
-                         .kind = FT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
+    fake_transport_fault_add_for(
+        fx.ft, fx.r[0].client, NULL, FAKE_TRANSPORT_VERB_ANY,
+        (struct fake_transport_fault){
+            .kind = FAKE_TRANSPORT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
     start(&fx.r[2]);
     run_for(2 * RETRY_MS); /* r2 reads r0's record and stands by */
     ck_assert_int_eq(claims_of(&fx.r[2]), 0);
     ck_assert_int_gt(claims_of(&fx.r[0]), 0);
-    ck_assert(ft_lease_delete(fx.ft, GROUP "-member-a"));
+    ck_assert(fake_transport_lease_delete(fx.ft, GROUP "-member-a"));
     int64_t deleted = now(), took = -1;
     for (int64_t end = now() + 4 * LEASE_MS; now() < end;) {
         turn_all();

@@ -87,7 +87,7 @@ static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
 
 static int64_t now(void)
 {
-    return ft_now_ms(fx.ft);
+    return fake_transport_now_ms(fx.ft);
 }
 
 /* ---- the recording mode ---- */
@@ -235,11 +235,11 @@ static void setup(void)
     struct ld_errinfo err;
     memset(&fx, 0, sizeof(fx));
     ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
-    fx.ft = ft_new(NS, T0_MS, WALL0_US);
+    fx.ft = fake_transport_new(NS, T0_MS, WALL0_US);
     ck_assert_ptr_nonnull(fx.ft);
-    fx.kube = ld_kube_new_on(ft_transport(fx.ft), &err);
+    fx.kube = ld_kube_new_on(fake_transport_transport(fx.ft), &err);
     ck_assert_msg(fx.kube != NULL, "ld_kube_new_on: %s", err.msg);
-    fx.clock = ft_host_clock(fx.ft);
+    fx.clock = fake_transport_host_clock(fx.ft);
     ld_state_init(&fx.state, NS "/" LEASE, ME, 60000);
     ck_assert_int_eq(ld_state_resign_enable(&fx.state, 20000), 0);
     fx.sig_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -299,8 +299,8 @@ static void other_renews(void)
 {
     if (fx.other_every_ms <= 0 || now() < fx.other_next_ms)
         return;
-    ft_lease_put(fx.ft, LEASE, NULL, OTHER, (int32_t)(fx.lease_ms / 1000),
-                 ft_wall_us(fx.ft));
+    fake_transport_lease_put(fx.ft, LEASE, NULL, OTHER, (int32_t)(fx.lease_ms / 1000),
+                             fake_transport_wall_us(fx.ft));
     fx.other_next_ms = now() + fx.other_every_ms;
 }
 
@@ -343,8 +343,8 @@ static bool done(void)
  * at or after since_ms, -1 if none. */
 static int64_t release_write_ms(int64_t since_ms)
 {
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *r = ft_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.ft); i++) {
+        const struct fake_transport_record *r = fake_transport_record(fx.ft, i);
         if (strcmp(r->name, LEASE) == 0 && strcmp(r->verb, "PUT") == 0 &&
             r->at_ms >= since_ms && strstr(r->body, "\"holderIdentity\":\"\""))
             return r->at_ms;
@@ -356,7 +356,7 @@ static const char *stored_holder(void)
 {
     static char holder[LD_LEASE_MAX_HOLDER + 1];
     struct ld_lease l;
-    if (ft_lease_get(fx.ft, LEASE, &l) != LD_OK)
+    if (fake_transport_lease_get(fx.ft, LEASE, &l) != LD_OK)
         snprintf(holder, sizeof(holder), "(absent)");
     else
         snprintf(holder, sizeof(holder), "%s", l.spec.holder);
@@ -395,9 +395,9 @@ START_TEST(sigterm_releases_at_once_and_ends)
     ck_assert_int_le(d, SLACK_MS);
     ck_assert_int_eq(fx.released, 1);
     /* Done is done: another turn neither writes nor finishes again. */
-    size_t records = ft_record_count(fx.ft);
+    size_t records = fake_transport_record_count(fx.ft);
     ck_assert(ld_shell_turn(fx.sh, STEP_MS));
-    ck_assert_uint_eq(ft_record_count(fx.ft), records);
+    ck_assert_uint_eq(fake_transport_record_count(fx.ft), records);
     ck_assert_int_eq(fx.finishes, 1);
 }
 END_TEST
@@ -528,7 +528,7 @@ START_TEST(a_safety_hold_past_the_bound_writes_no_release)
                   "ended at +%lld ms, the term ended at +%lld ms", (long long)(now() - t),
                   (long long)(term_until - t));
     ck_assert_int_eq(release_write_ms(t), -1);
-    ck_assert_uint_eq(ft_count(fx.ft, "PUT", LEASE, t), 0);
+    ck_assert_uint_eq(fake_transport_count(fx.ft, "PUT", LEASE, t), 0);
     ck_assert_str_eq(stored_holder(), ME);
     ck_assert(!leading());
     ck_assert_int_eq(fx.released, 0);
@@ -574,7 +574,8 @@ START_TEST(a_hook_can_take_a_signal_over)
     ck_assert(!fx.done);
     ck_assert(leading());
     ck_assert_int_eq(fx.shutdowns, 0);
-    ck_assert_uint_gt(ft_count(fx.ft, "PUT", LEASE, t), 0); /* still renewing */
+    ck_assert_uint_gt(fake_transport_count(fx.ft, "PUT", LEASE, t),
+                      0); /* still renewing */
     ck_assert_int_eq(release_write_ms(t), -1);
     /* The hook ends the shell when its work is done; its news wakes the
      * shell (as the exec child's channel does), whose publish takes it. */
@@ -598,7 +599,8 @@ static void still_leading_after(int64_t t)
     ck_assert(!fx.done);
     ck_assert(leading());
     ck_assert_int_eq(fx.shutdowns, 0);
-    ck_assert_uint_gt(ft_count(fx.ft, "PUT", LEASE, t), 0); /* still renewing */
+    ck_assert_uint_gt(fake_transport_count(fx.ft, "PUT", LEASE, t),
+                      0); /* still renewing */
     ck_assert_int_eq(release_write_ms(t), -1);
 }
 
@@ -719,8 +721,8 @@ START_TEST(resign_is_answered_not_leader_on_a_standby)
     ask_resign();
     ck_assert(run_until(answered, 1000));
     ck_assert_int_eq(ld_state_resign_outcome(&fx.state, ticket), LD_RESIGN_NOT_LEADER);
-    ck_assert_uint_eq(ft_count(fx.ft, "PUT", LEASE, 0), 0);
-    ck_assert_uint_eq(ft_count(fx.ft, "POST", LEASE, 0), 0);
+    ck_assert_uint_eq(fake_transport_count(fx.ft, "PUT", LEASE, 0), 0);
+    ck_assert_uint_eq(fake_transport_count(fx.ft, "POST", LEASE, 0), 0);
     ck_assert_str_eq(stored_holder(), OTHER);
     ck_assert_int_le(now() - t, SLACK_MS);
 }
