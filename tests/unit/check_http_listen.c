@@ -46,6 +46,13 @@ START_TEST(start_errors_and_stop)
     /* A caller may not want the detail. */
     ck_assert_ptr_null(ld_http_start("127.0.0.1", -1, &rig.st, &rig.met, NULL));
 
+    /* Shard routes need the group's layout: none is no server, not a crash
+     * at the first GET /shards. */
+    struct ld_http_options shards = {.mode = &ld_http_shard_mode};
+    h = ld_http_start_opts("127.0.0.1", 0, &rig.st, &rig.met, &shards, &err);
+    ck_assert_ptr_null(h);
+    ck_assert_int_eq(err.code, LD_EINVAL);
+
     /* All interfaces, reached over loopback. */
     h = ld_http_start("", 0, &rig.st, &rig.met, &err);
     ck_assert_msg(h != NULL, "%s", err.msg);

@@ -186,6 +186,13 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
     }
     h->st = st;
     h->m = m;
+    h->mode = opts && opts->mode ? opts->mode
+              : st->layout       ? &ld_http_shard_mode
+                                 : &ld_http_lease_mode;
+    if (h->mode == &ld_http_shard_mode && !st->layout) {
+        ld_errinfo_set(err, LD_EINVAL, "http: shard routes without a shard layout");
+        goto fail;
+    }
     ld_http_limits_of(opts ? opts : &defaults, &h->lim);
     h->holds = ld_http_holds_start(st, h->lim.heartbeat_ms, h->lim.max_held,
                                    h->lim.max_subs, err);

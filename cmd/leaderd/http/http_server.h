@@ -36,6 +36,7 @@ struct ld_http {
     struct ld_http_holds *holds; /* owned */
     struct ld_http_conns *conns; /* owned */
     struct ld_http_limits lim;
+    const struct ld_http_mode *mode; /* its routes */
     int port;
 };
 

@@ -347,8 +347,11 @@ static enum ld_err start_election(struct daemon *d, struct ld_errinfo *err)
 static enum ld_err start_http(struct daemon *d, struct ld_errinfo *err)
 {
     raise_fd_limit();
-    d->http = ld_http_start(d->cfg.listen_host, d->cfg.listen_port, &d->state,
-                            &d->metrics, err);
+    struct ld_http_options opts = {
+        .mode = d->shards ? &ld_http_shard_mode : &ld_http_lease_mode,
+    };
+    d->http = ld_http_start_opts(d->cfg.listen_host, d->cfg.listen_port, &d->state,
+                                 &d->metrics, &opts, err);
     return d->http ? LD_OK : err->code;
 }
 
