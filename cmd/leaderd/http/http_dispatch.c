@@ -376,7 +376,13 @@ struct ld_http_mode {
     size_t n_routes;
     answer_fn other;   /* the mode's renderer, for every other request */
     answer_fn resumed; /* a held long-poll resumed (*con_cls is the hold) */
+    const struct ld_http_hold_mode *holds; /* what held requests show */
 };
+
+const struct ld_http_hold_mode *ld_http_mode_holds(const struct ld_http_mode *mode)
+{
+    return mode->holds;
+}
 
 static enum MHD_Result route_resign(struct ld_http *h, struct MHD_Connection *c,
                                     const char *method, const char *url, void **con_cls)
@@ -463,11 +469,11 @@ static const struct route shard_routes[] = {
 
 const struct ld_http_mode ld_http_lease_mode = {
     lease_routes, sizeof(lease_routes) / sizeof(lease_routes[0]), route_other,
-    route_resumed};
+    route_resumed, &ld_http_hold_lease_mode};
 
 const struct ld_http_mode ld_http_shard_mode = {
     shard_routes, sizeof(shard_routes) / sizeof(shard_routes[0]), route_shards_other,
-    route_shard_resumed};
+    route_shard_resumed, &ld_http_hold_shard_mode};
 
 static const struct route *find_route(const struct ld_http_mode *mode, bool plain,
                                       bool post, const char *url)

@@ -194,8 +194,8 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
         goto fail;
     }
     ld_http_limits_of(opts ? opts : &defaults, &h->lim);
-    h->holds = ld_http_holds_start(st, h->lim.heartbeat_ms, h->lim.max_held,
-                                   h->lim.max_subs, err);
+    h->holds = ld_http_holds_start(st, ld_http_mode_holds(h->mode), h->lim.heartbeat_ms,
+                                   h->lim.max_held, h->lim.max_subs, err);
     if (!h->holds)
         goto fail;
     h->conns = ld_http_conns_new(h->lim.evict_at, err);
