@@ -17,7 +17,9 @@
  * streams and their notifier thread), http_conn (idle connections and
  * eviction), http_listen (the socket, limits, start, stop and counters)
  * and http_dispatch (MHD's request handler, which ties them together).
- * Their headers are internal.
+ * Their headers are internal to the HTTP layer, but for http_socket.h
+ * (the listening socket, the limits, MHD's log) and http_conn.h (idle
+ * connections), the plumbing the API proxy's server shares.
  */
 #ifndef LEADERD_HTTP_H
 #define LEADERD_HTTP_H

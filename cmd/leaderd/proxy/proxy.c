@@ -54,7 +54,7 @@
 #include "clock.h"
 #include "http.h"
 #include "http_conn.h"
-#include "http_listen.h"
+#include "http_socket.h"
 #include "log.h"
 #include "memtrim.h"
 #include "proxy_exchange.h"
