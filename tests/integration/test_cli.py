@@ -3,6 +3,7 @@
 election under valgrind (no leaks, no invalid accesses). Without valgrind the
 valgrind test fails, unless LEADERD_ALLOW_SKIP=1 lets it be skipped (and
 counted as skipped in the summary)."""
+import json
 import os
 import shutil
 import signal
@@ -164,6 +165,38 @@ class UnderValgrind(unittest.TestCase):
             r.stop(signal.SIGKILL)
             api.stop()
             shutil.rmtree(d, ignore_errors=True)
+
+    def test_shard_group_clean_under_memcheck(self):
+        """Shard mode's library half (the shard host) and the daemon's table
+        and hooks: a replica claims both shards, then gives them back and
+        removes its member Lease on SIGTERM, with no leak or bad access."""
+        d = tempfile.mkdtemp(prefix="leaderd-vg-shards-")
+        api = ApiServer(os.path.join(d, "api"), ["vg"])
+        api.start()
+        vlog = os.path.join(d, "valgrind.log")
+        r = Replica(api, "vg", d, lease="grp", extra_args=["--shards", "2"],
+                    wrapper=memcheck(vlog))
+
+        def owns_both():
+            status, body = r.get("/shards", timeout=5)
+            return status == 200 and json.loads(body)["owned"] == ["0", "1"]
+        try:
+            r.start(timeout=120)
+            wait_until(owns_both, 90, interval=0.2, what="both shards under valgrind")
+            rc = r.stop(signal.SIGTERM, timeout=120)
+            with open(vlog) as f:
+                report = f.read()
+            self.assertEqual(rc, 0, report[-3000:])
+            self.assertIn("ERROR SUMMARY: 0 errors", report, report[-3000:])
+            for shard in ("0", "1"):
+                lease = api.get_lease("default", f"grp-{shard}")[1]
+                self.assertEqual(lease["spec"].get("holderIdentity", ""), "", lease)
+            self.assertEqual(api.get_lease("default", "grp-member-vg")[0], 404)
+        finally:
+            r.stop(signal.SIGKILL)
+            api.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
 
 
 if __name__ == "__main__":
