@@ -5,9 +5,9 @@
  * the header filters) with hand-built snapshots and shard tables and
  * integer time, and for the proxy's metrics; then the proxy itself
  * (cmd/leaderd/proxy) in process, between a libcurl client (http_client)
- * and a scripted upstream (fake_http), with a real struct ld_state published by the test:
- * what is forwarded, what is refused, and writes cut in flight by a
- * publish and by time alone.
+ * and a scripted upstream (fake_http), with a real struct ld_state
+ * published by the test: what is forwarded, what is refused, and writes
+ * cut in flight by a publish and by time alone.
  */
 #include <check.h>
 #include <errno.h>
