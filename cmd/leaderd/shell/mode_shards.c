@@ -414,7 +414,7 @@ struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cf
     s->clock = ld_clock_or_real(cfg->clock);
     s->wait_fd = -1;
     if (make_host(s, err) != LD_OK || make_events(s, err) != LD_OK ||
-        (ld_state_drain_enable(cfg->state, s->n) != 0 &&
+        (ld_state_drain_enable(cfg->state, s->n) != LD_OK &&
          ld_errinfo_set(err, LD_ENOMEM, "out of memory") != LD_OK)) {
         ld_mode_shards_free(s);
         return NULL;
