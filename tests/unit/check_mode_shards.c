@@ -31,17 +31,17 @@
 #include "log.h"
 #include "shardgroup.h"
 #include "support/fake_transport.h"
+#include "support/fleet.h"
 #include "support/run_suite.h"
 
-#define NS "default"
+#define NS FLEET_NS
 #define GROUP "grp"
 #define N_SHARDS 12
 #define MAX_REPLICAS 3
-#define T0_MS 1000000LL
-#define WALL0_US 1800000000000000LL
-#define LEASE_MS 15000
-#define RENEW_MS 10000
-#define RETRY_MS 2000
+#define WALL0_US FLEET_WALL0_US
+#define LEASE_MS FLEET_LEASE_MS
+#define RENEW_MS FLEET_RENEW_MS
+#define RETRY_MS FLEET_RETRY_MS
 #define CALL_TIMEOUT_MS 5000
 /* Fake time per turn of one replica. */
 #define STEP_MS 20
@@ -59,33 +59,22 @@ struct replica {
 };
 
 static struct {
-    struct fake_transport *ft; /* owned by the replicas' clients */
-    struct ld_clock clock;
+    struct fleet fl; /* its fake is owned by the replicas' clients */
     struct replica r[MAX_REPLICAS];
     size_t n;
     int64_t drain_ms;  /* for the replicas added from now on */
     uint32_t n_shards; /* the same; 0: N_SHARDS */
 } fx;
 
-static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
-{
-    (void)ctx;
-    (void)level;
-    (void)msg;
-}
-
 static int64_t now(void)
 {
-    return fake_transport_now_ms(fx.ft);
+    return fleet_now(&fx.fl);
 }
 
 static void setup(void)
 {
     memset(&fx, 0, sizeof(fx));
-    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
-    fx.ft = fake_transport_new(NS, T0_MS, WALL0_US);
-    ck_assert_ptr_nonnull(fx.ft);
-    fx.clock = fake_transport_host_clock(fx.ft);
+    fleet_init(&fx.fl, STEP_MS, NULL);
 }
 
 static void teardown(void)
@@ -98,7 +87,7 @@ static void teardown(void)
         ld_metrics_destroy(&r->metrics);
         ld_kube_free(r->kube);
     }
-    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+    fleet_destroy(&fx.fl);
 }
 
 /* Starts replica "r<n>" (client n of the fake). */
@@ -108,8 +97,8 @@ static struct replica *add_replica(void)
     ck_assert_uint_lt(fx.n, MAX_REPLICAS);
     struct replica *r = &fx.r[fx.n];
     snprintf(r->id, sizeof(r->id), "r%zu", fx.n);
-    r->kube = ld_kube_new_on(fx.n == 0 ? fake_transport_transport(fx.ft)
-                                       : fake_transport_add_client(fx.ft),
+    r->kube = ld_kube_new_on(fx.n == 0 ? fake_transport_transport(fx.fl.ft)
+                                       : fake_transport_add_client(fx.fl.ft),
                              &err);
     ck_assert_msg(r->kube != NULL, "ld_kube_new_on: %s", err.msg);
     fx.n++;
@@ -119,7 +108,7 @@ static struct replica *add_replica(void)
         .kube = r->kube,
         .state = &r->state,
         .metrics = &r->metrics,
-        .clock = &fx.clock,
+        .clock = &fx.fl.clock,
         .namespace_ = NS,
         .group = GROUP,
         .identity = r->id,
@@ -139,7 +128,7 @@ static struct replica *add_replica(void)
         .kube = r->kube,
         .state = &r->state,
         .metrics = &r->metrics,
-        .clock = &fx.clock,
+        .clock = &fx.fl.clock,
         .namespace_ = NS,
         .lease_duration_ms = LEASE_MS,
         .renew_deadline_ms = RENEW_MS,
@@ -164,34 +153,28 @@ static void turn_all(void)
     }
 }
 
+/* turn_all for the rig's loops, which go on when every replica is done
+ * (the tests' predicates see that). */
+static bool loop_turn(int64_t left_ms)
+{
+    (void)left_ms;
+    turn_all();
+    return false;
+}
+
 static void run_for(int64_t ms)
 {
-    int64_t end = now() + ms;
-    for (int64_t i = 0; i < ms / STEP_MS * 4 + 100 && now() < end; i++)
-        turn_all();
+    fleet_run_for(&fx.fl, ms, loop_turn);
 }
 
 static bool run_until(bool (*pred)(void), int64_t max_ms)
 {
-    int64_t end = now() + max_ms;
-    for (int64_t i = 0; i < max_ms / STEP_MS * 4 + 100 && now() < end; i++) {
-        if (pred())
-            return true;
-        turn_all();
-    }
-    return pred();
+    return fleet_run_until(&fx.fl, pred, max_ms, loop_turn);
 }
 
-static char *holder_of(const char *lease)
+static const char *holder_of(const char *lease)
 {
-    static char holder[LD_LEASE_MAX_HOLDER + 1];
-    struct ld_lease l;
-    if (fake_transport_lease_get(fx.ft, lease, &l) != LD_OK)
-        snprintf(holder, sizeof(holder), "(absent)");
-    else
-        snprintf(holder, sizeof(holder), "%s", l.spec.holder);
-    ld_lease_clear(&l);
-    return holder;
+    return fleet_holder(&fx.fl, lease);
 }
 
 /* Shards whose stored Lease names id. */
@@ -226,7 +209,7 @@ static int32_t total_transitions(void)
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         struct ld_lease l;
         ck_assert_int_eq(
-            fake_transport_lease_get(fx.ft, ld_shardgroup_shard_lease(group(), k), &l),
+            fake_transport_lease_get(fx.fl.ft, ld_shardgroup_shard_lease(group(), k), &l),
             LD_OK);
         t += l.spec.transitions;
         ld_lease_clear(&l);
@@ -238,8 +221,8 @@ static int32_t total_transitions(void)
 static size_t lists(int client, int64_t since_ms)
 {
     size_t n = 0;
-    for (size_t i = 0; i < fake_transport_record_count(fx.ft); i++) {
-        const struct fake_transport_record *r = fake_transport_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, i);
         n += strcmp(r->verb, "LIST") == 0 && r->at_ms >= since_ms &&
              (client < 0 || r->client == client);
     }
@@ -251,14 +234,7 @@ static size_t lists(int client, int64_t since_ms)
 static const struct fake_transport_record *release_of(const char *lease, int client,
                                                       int64_t since_ms)
 {
-    for (size_t i = 0; i < fake_transport_record_count(fx.ft); i++) {
-        const struct fake_transport_record *r = fake_transport_record(fx.ft, i);
-        if (strcmp(r->name, lease) == 0 && strcmp(r->verb, "PUT") == 0 &&
-            r->client == client && r->at_ms >= since_ms &&
-            strstr(r->body, "\"holderIdentity\":\"\""))
-            return r;
-    }
-    return NULL;
+    return fleet_release_of(&fx.fl, lease, client, since_ms);
 }
 
 START_TEST(three_replicas_share_the_shards_evenly_and_keep_them)
@@ -300,7 +276,7 @@ START_TEST(sigterm_releases_every_shard_and_deletes_the_member_lease)
     struct replica *r2 = &fx.r[2];
     const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->mode));
     struct ld_lease before;
-    ck_assert_int_eq(fake_transport_lease_get(fx.ft, member, &before), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, member, &before), LD_OK);
     ck_assert_str_eq(before.spec.holder, "r2");
     uint32_t held[N_SHARDS];
     size_t n_held = 0;
@@ -326,8 +302,8 @@ START_TEST(sigterm_releases_every_shard_and_deletes_the_member_lease)
     /* Then the member Lease is deleted, with preconditions naming what r2
      * last saw of it (its release's uid and resourceVersion). */
     size_t deletes = 0;
-    for (size_t i = 0; i < fake_transport_record_count(fx.ft); i++) {
-        const struct fake_transport_record *rec = fake_transport_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         if (strcmp(rec->verb, "DELETE") != 0)
             continue;
         deletes++;
@@ -350,7 +326,7 @@ END_TEST
 
 START_TEST(members_are_listed_while_the_watch_is_down)
 {
-    fake_transport_fault_add(fx.ft, NULL, "WATCH",
+    fake_transport_fault_add(fx.fl.ft, NULL, "WATCH",
                              (struct fake_transport_fault){.kind = FAKE_TRANSPORT_FAIL,
                                                            .rc = LD_ECONNECT,
                                                            .count = -1});
@@ -378,7 +354,7 @@ START_TEST(members_are_listed_while_the_watch_is_down)
      * up to 30 s (host.c), and where in that the fault ends depends on
      * how long the first balance took (a new group's shards wait a lease
      * duration, see shard-protocol.md "Changed from outside"). */
-    fake_transport_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.fl.ft);
     run_for(LEASE_MS + 30000);
     t = now();
     run_for(5 * RETRY_MS);
@@ -459,8 +435,8 @@ START_TEST(a_replica_that_cannot_write_its_shards_hands_them_on)
         const char *lease = ld_shardgroup_shard_lease(group(), k);
         struct fake_transport_fault refused = {
             .kind = FAKE_TRANSPORT_STATUS, .status = 403, .count = -1};
-        fake_transport_fault_add_for(fx.ft, 1, lease, "PUT", refused);
-        fake_transport_fault_add_for(fx.ft, 1, lease, "POST", refused);
+        fake_transport_fault_add_for(fx.fl.ft, 1, lease, "PUT", refused);
+        fake_transport_fault_add_for(fx.fl.ft, 1, lease, "POST", refused);
     }
     /* Once r0 counts r1, it gives r1's quota back; r1 cannot take it. */
     ck_assert(run_until(r0_gave_back, 2 * LEASE_MS));
@@ -516,8 +492,8 @@ START_TEST(a_replica_whose_shard_writes_fail_steps_out)
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         const char *lease = ld_shardgroup_shard_lease(group(), k);
         struct fake_transport_fault hung = {.kind = FAKE_TRANSPORT_HANG, .count = -1};
-        fake_transport_fault_add_for(fx.ft, 1, lease, "PUT", hung);
-        fake_transport_fault_add_for(fx.ft, 1, lease, "POST", hung);
+        fake_transport_fault_add_for(fx.fl.ft, 1, lease, "PUT", hung);
+        fake_transport_fault_add_for(fx.fl.ft, 1, lease, "POST", hung);
     }
     ck_assert(run_until(r0_gave_back, 2 * LEASE_MS));
     int64_t t = now();
@@ -553,8 +529,8 @@ START_TEST(a_shard_nobody_can_write_is_given_to_nobody)
     struct fake_transport_fault refused = {
         .kind = FAKE_TRANSPORT_STATUS, .status = 403, .count = -1};
     for (int c = 0; c < 2; c++) {
-        fake_transport_fault_add_for(fx.ft, c, lease, "PUT", refused);
-        fake_transport_fault_add_for(fx.ft, c, lease, "POST", refused);
+        fake_transport_fault_add_for(fx.fl.ft, c, lease, "PUT", refused);
+        fake_transport_fault_add_for(fx.fl.ft, c, lease, "POST", refused);
     }
     ck_assert(run_until(shard0_skipped, 6 * LEASE_MS));
     ck_assert_ptr_null(ld_shardgroup_target(group(), 0));
@@ -590,9 +566,9 @@ START_TEST(a_shard_deleted_between_two_streams_is_not_claimed_for_good)
     ck_assert(run_until(r0_claims_all, 3 * LEASE_MS));
     run_for(2 * RETRY_MS);
     gap_victim = 3;
-    fake_transport_watch_gone_all(fx.ft);
+    fake_transport_watch_gone_all(fx.fl.ft);
     ck_assert(fake_transport_lease_delete(
-        fx.ft, ld_shardgroup_shard_lease(group(), gap_victim)));
+        fx.fl.ft, ld_shardgroup_shard_lease(group(), gap_victim)));
     int64_t t = now();
     ck_assert_msg(run_until(victim_unclaimed, LEASE_MS), "still claimed %lld ms later",
                   (long long)(now() - t));
@@ -626,7 +602,8 @@ START_TEST(a_replica_running_another_shard_set_claims_nothing)
     ck_assert_msg(strstr(snap.health_error, want) != NULL, "%s", snap.health_error);
     struct ld_lease member;
     ld_lease_init(&member);
-    ck_assert_int_eq(fake_transport_lease_get(fx.ft, GROUP "-member-r0", &member), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, GROUP "-member-r0", &member),
+                     LD_OK);
     char *body = ld_lease_encode(&member);
     snprintf(want, sizeof(want), "\"leaderd.io/shard-set\":\"numbered/%d\"", N_SHARDS);
     ck_assert_msg(strstr(body, want) != NULL, "%s", body);
@@ -650,12 +627,12 @@ START_TEST(a_dead_members_lease_is_evicted_then_deleted)
                   owned_by("r0"));
     ck_assert_int_ge(now() - t, LEASE_MS - RETRY_MS);
     struct ld_lease l;
-    ck_assert_int_eq(fake_transport_lease_get(fx.ft, member, &l), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, member, &l), LD_OK);
     ck_assert_str_eq(l.spec.holder, "");
     ld_lease_clear(&l);
     size_t evictions = 0;
-    for (size_t i = 0; i < fake_transport_record_count(fx.ft); i++) {
-        const struct fake_transport_record *rec = fake_transport_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         evictions += strcmp(rec->name, member) == 0 && rec->client == 0 &&
                      strcmp(rec->verb, "PUT") == 0 && rec->status == 200 &&
                      strstr(rec->body, "\"leaderd.io/evicted-by\":\"r0\"") != NULL;
@@ -665,8 +642,8 @@ START_TEST(a_dead_members_lease_is_evicted_then_deleted)
     run_for(10 * LEASE_MS + 2 * RETRY_MS);
     ck_assert_str_eq(holder_of(member), "(absent)");
     size_t deletes = 0;
-    for (size_t i = 0; i < fake_transport_record_count(fx.ft); i++) {
-        const struct fake_transport_record *rec = fake_transport_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         if (strcmp(rec->verb, "DELETE") != 0)
             continue;
         deletes++;
@@ -685,8 +662,8 @@ END_TEST
 static size_t nth_delete(const char *lease, size_t n)
 {
     size_t i = 0;
-    for (; i < fake_transport_record_count(fx.ft); i++) {
-        const struct fake_transport_record *rec = fake_transport_record(fx.ft, i);
+    for (; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         if (strcmp(rec->verb, "DELETE") == 0 && strcmp(rec->name, lease) == 0 && n-- == 0)
             break;
     }
@@ -697,21 +674,22 @@ static const char *awaited_lease;
 static size_t awaited_delete;
 static bool delete_sent(void)
 {
-    return nth_delete(awaited_lease, awaited_delete) < fake_transport_record_count(fx.ft);
+    return nth_delete(awaited_lease, awaited_delete) <
+           fake_transport_record_count(fx.fl.ft);
 }
 
 static bool delete_ended(void)
 {
     size_t i = nth_delete(awaited_lease, awaited_delete);
-    return i < fake_transport_record_count(fx.ft) &&
-           fake_transport_record(fx.ft, i)->end_ms >= 0;
+    return i < fake_transport_record_count(fx.fl.ft) &&
+           fake_transport_record(fx.fl.ft, i)->end_ms >= 0;
 }
 
 /* The DELETE logged at index i names uid and rv in its preconditions. */
 static void assert_preconditions(size_t i, const char *uid, const char *rv)
 {
     json_error_t jerr;
-    json_t *body = json_loads(fake_transport_record(fx.ft, i)->body, 0, &jerr);
+    json_t *body = json_loads(fake_transport_record(fx.fl.ft, i)->body, 0, &jerr);
     ck_assert_msg(body != NULL, "DELETE body: %s", jerr.text);
     json_t *pre = json_object_get(body, "preconditions");
     ck_assert_str_eq(json_string_value(json_object_get(pre, "uid")), uid);
@@ -736,15 +714,15 @@ START_TEST(the_clean_up_deletes_only_the_record_it_judged_long_expired)
     /* r0 evicted it: the record r0 judges from then on is the eviction's
      * answer (holder "", leaseDurationSeconds 1), seen when it came. */
     int64_t evicted_ms = -1;
-    for (size_t i = 0; i < fake_transport_record_count(fx.ft); i++) {
-        const struct fake_transport_record *rec = fake_transport_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         if (strcmp(rec->name, member) == 0 && rec->client == 0 &&
             strcmp(rec->verb, "PUT") == 0 && rec->status == 200)
             evicted_ms = rec->end_ms;
     }
     ck_assert_int_ge(evicted_ms, 0);
     struct ld_lease rec;
-    ck_assert_int_eq(fake_transport_lease_get(fx.ft, member, &rec), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, member, &rec), LD_OK);
     ck_assert_str_eq(rec.spec.holder, "");
     ck_assert_int_eq(rec.spec.duration_s, 1);
     char uid[128], rv[32];
@@ -754,7 +732,7 @@ START_TEST(the_clean_up_deletes_only_the_record_it_judged_long_expired)
 
     /* The API holds the first DELETE for a retry period (the answer comes
      * well within the call's timeout). */
-    fake_transport_fault_add(fx.ft, member, "DELETE",
+    fake_transport_fault_add(fx.fl.ft, member, "DELETE",
                              (struct fake_transport_fault){.kind = FAKE_TRANSPORT_DELAY,
                                                            .delay_ms = RETRY_MS,
                                                            .count = 1});
@@ -763,17 +741,19 @@ START_TEST(the_clean_up_deletes_only_the_record_it_judged_long_expired)
     awaited_delete = 0;
     ck_assert(run_until(delete_sent, due - now() + 2 * HEARTBEAT_MS));
     size_t first = nth_delete(member, 0);
-    ck_assert_int_ge(fake_transport_record(fx.ft, first)->at_ms, due);
-    ck_assert_int_le(fake_transport_record(fx.ft, first)->at_ms, due + 2 * HEARTBEAT_MS);
+    ck_assert_int_ge(fake_transport_record(fx.fl.ft, first)->at_ms, due);
+    ck_assert_int_le(fake_transport_record(fx.fl.ft, first)->at_ms,
+                     due + 2 * HEARTBEAT_MS);
     assert_preconditions(first, uid, rv);
 
     /* Someone rewrites it meanwhile (as a restarted replica's release
      * would): the held DELETE meets another resourceVersion. */
-    fake_transport_lease_put(fx.ft, member, NULL, "", 1, fake_transport_wall_us(fx.ft));
+    fake_transport_lease_put(fx.fl.ft, member, NULL, "", 1,
+                             fake_transport_wall_us(fx.fl.ft));
     int64_t rewritten_ms = now();
     ck_assert(run_until(delete_ended, 2 * RETRY_MS));
-    ck_assert_int_eq(fake_transport_record(fx.ft, first)->status, 409);
-    ck_assert_int_eq(fake_transport_lease_get(fx.ft, member, &rec), LD_OK);
+    ck_assert_int_eq(fake_transport_record(fx.fl.ft, first)->status, 409);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, member, &rec), LD_OK);
     ck_assert_str_eq(rec.uid, uid);
     ck_assert_str_ne(rec.resource_version, rv);
     snprintf(rv, sizeof(rv), "%s", rec.resource_version);
@@ -785,11 +765,11 @@ START_TEST(the_clean_up_deletes_only_the_record_it_judged_long_expired)
     due = rewritten_ms + 1000 + 10 * LEASE_MS;
     ck_assert(run_until(delete_ended, due - now() + 2 * HEARTBEAT_MS + RETRY_MS));
     size_t second = nth_delete(member, 1);
-    ck_assert_int_ge(fake_transport_record(fx.ft, second)->at_ms, due);
+    ck_assert_int_ge(fake_transport_record(fx.fl.ft, second)->at_ms, due);
     assert_preconditions(second, uid, rv);
-    ck_assert_int_eq(fake_transport_record(fx.ft, second)->status, 200);
+    ck_assert_int_eq(fake_transport_record(fx.fl.ft, second)->status, 200);
     ck_assert_str_eq(holder_of(member), "(absent)");
-    ck_assert_uint_eq(fake_transport_count(fx.ft, "DELETE", NULL, 0), 2);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "DELETE", NULL, 0), 2);
     ck_assert_int_eq(owned_by("r0"), N_SHARDS);
 }
 END_TEST
@@ -1153,8 +1133,8 @@ static size_t renewals_answered(size_t i, int64_t since_ms, int64_t until_ms)
 {
     const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[i].mode));
     size_t n = 0;
-    for (size_t j = 0; j < fake_transport_record_count(fx.ft); j++) {
-        const struct fake_transport_record *r = fake_transport_record(fx.ft, j);
+    for (size_t j = 0; j < fake_transport_record_count(fx.fl.ft); j++) {
+        const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, j);
         n += strcmp(r->name, member) == 0 && strcmp(r->verb, "PUT") == 0 &&
              r->status == 200 && r->end_ms >= since_ms && r->end_ms <= until_ms;
     }
@@ -1232,7 +1212,8 @@ START_TEST(the_table_is_rebuilt_only_when_something_in_it_changed)
     const char *lease = ld_shardgroup_shard_lease(group(), k);
     ck_assert_str_eq(held[0]->shards[k].leader, "r1");
     int64_t term = held[0]->shards[k].term;
-    fake_transport_lease_put(fx.ft, lease, NULL, "", 1, fake_transport_wall_us(fx.ft));
+    fake_transport_lease_put(fx.fl.ft, lease, NULL, "", 1,
+                             fake_transport_wall_us(fx.fl.ft));
     t = now();
     int64_t shown = -1;
     for (int i = 0; i < 1000 && shown < 0; i++) {
@@ -1301,9 +1282,9 @@ START_TEST(a_deleted_shard_lease_never_gives_two_owners)
     ck_assert(run_until(r0_holds_all, 2 * LEASE_MS));
     ck_assert(run_until(r0_claims_all, 2 * LEASE_MS));
     run_for(2 * RETRY_MS);
-    fake_transport_set_client_watch_lag_ms(fx.ft, 0, 10 * LEASE_MS);
+    fake_transport_set_client_watch_lag_ms(fx.fl.ft, 0, 10 * LEASE_MS);
     fake_transport_fault_add_for(
-        fx.ft, 0, NULL, "LIST",
+        fx.fl.ft, 0, NULL, "LIST",
         (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG, .count = -1});
     struct replica *r1 = add_replica();
     const struct ld_shardgroup *g1 = ld_mode_shards_group(r1->mode);
@@ -1316,8 +1297,8 @@ START_TEST(a_deleted_shard_lease_never_gives_two_owners)
     }
     ck_assert_msg(victim < N_SHARDS, "r1 is assigned no shard of r0's");
     ck_assert_int_eq(claimants(victim), 1);
-    ck_assert(
-        fake_transport_lease_delete(fx.ft, ld_shardgroup_shard_lease(group(), victim)));
+    ck_assert(fake_transport_lease_delete(fx.fl.ft,
+                                          ld_shardgroup_shard_lease(group(), victim)));
     int64_t deleted_at = now();
     uint32_t k = N_SHARDS;
     int64_t at = run_exclusive(4 * LEASE_MS, &k);
@@ -1328,9 +1309,9 @@ START_TEST(a_deleted_shard_lease_never_gives_two_owners)
     /* It made it anew only the outside wait after it saw the deletion (rule
      * O2): no create of it before. */
     const char *name = ld_shardgroup_shard_lease(group(), victim);
-    size_t creates = fake_transport_count(fx.ft, "POST", name, deleted_at);
+    size_t creates = fake_transport_count(fx.fl.ft, "POST", name, deleted_at);
     ck_assert_uint_ge(creates, 1);
-    ck_assert_uint_eq(fake_transport_count(fx.ft, "POST", name, deleted_at + LEASE_MS),
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "POST", name, deleted_at + LEASE_MS),
                       creates);
 }
 END_TEST
