@@ -65,17 +65,17 @@
 #include "log.h"
 #include "shardgroup.h"
 #include "support/fake_transport.h"
+#include "support/fleet.h"
 #include "support/run_suite.h"
 
-#define NS "default"
+#define NS FLEET_NS
 #define GROUP "grp"
 #define N_SHARDS 10
 #define MAX_REPLICAS 6
-#define T0_MS 1000000LL
-#define WALL0_US 1800000000000000LL
-#define LEASE_MS 15000
-#define RENEW_MS 10000
-#define RETRY_MS 2000
+#define T0_MS FLEET_T0_MS
+#define LEASE_MS FLEET_LEASE_MS
+#define RENEW_MS FLEET_RENEW_MS
+#define RETRY_MS FLEET_RETRY_MS
 #define CALL_TIMEOUT_MS 5000
 #define STEP_MS 20
 #define CHAOS_MS (4 * 60 * 1000)
@@ -126,9 +126,10 @@ struct replica {
 };
 
 static struct {
-    struct fake_transport *ft;
+    /* One seed's fake (fl.ft, owned by its clients, NULL between seeds)
+     * and its clock. */
+    struct fleet fl;
     struct ld_transport *tick; /* a client that only lets time pass */
-    struct ld_clock clock;
     struct replica r[MAX_REPLICAS];
     size_t n;
     int clients; /* made so far */
@@ -150,19 +151,20 @@ static struct {
 
 static const char *trace_who = "-"; /* the replica turning, and its process */
 static int trace_client;
-static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
+/* Quiet unless SIM_TRACE is set. */
+static void trace_sink(void *ctx, enum ld_log_level level, const char *msg)
 {
     (void)ctx;
     (void)level;
-    if (getenv("SIM_TRACE") && fx.ft)
+    if (getenv("SIM_TRACE") && fx.fl.ft)
         fprintf(stderr, "%lld [%s#%d] %s\n",
-                (long long)(fake_transport_now_ms(fx.ft) - T0_MS), trace_who,
+                (long long)(fake_transport_now_ms(fx.fl.ft) - T0_MS), trace_who,
                 trace_client, msg);
 }
 
 static int64_t now(void)
 {
-    return fake_transport_now_ms(fx.ft);
+    return fleet_now(&fx.fl);
 }
 
 static uint64_t next_rand(void)
@@ -188,14 +190,14 @@ static bool chance(unsigned per_mille)
 static int64_t drift_mono_ms(void *ctx)
 {
     const struct replica *r = ctx;
-    int64_t t = fake_transport_now_ms(fx.ft) - r->drift_t0_ms;
+    int64_t t = fake_transport_now_ms(fx.fl.ft) - r->drift_t0_ms;
     return r->drift_t0_ms + t + t * r->drift_ppm / 1000000;
 }
 
 static int64_t drift_wall_us(void *ctx)
 {
     (void)ctx;
-    return fake_transport_wall_us(fx.ft);
+    return fake_transport_wall_us(fx.fl.ft);
 }
 
 /* r's clock, drifting by r->drift_ppm (a timer armed on it is armed on the
@@ -205,13 +207,13 @@ static int drift_arm(void *ctx, int fd, int64_t at_ms)
     const struct replica *r = ctx;
     int64_t t = at_ms - r->drift_t0_ms;
     int64_t base = r->drift_t0_ms + t * 1000000 / (1000000 + r->drift_ppm);
-    return fx.clock.arm ? fx.clock.arm(fx.clock.ctx, fd, base) : 0;
+    return fx.fl.clock.arm ? fx.fl.clock.arm(fx.fl.clock.ctx, fd, base) : 0;
 }
 
 static void start(struct replica *r)
 {
     struct ld_errinfo err;
-    struct ld_transport *t = fake_transport_add_client(fx.ft);
+    struct ld_transport *t = fake_transport_add_client(fx.fl.ft);
     ck_assert_ptr_nonnull(t);
     r->client = ++fx.clients;
     snprintf(r->incarnation, sizeof(r->incarnation), "inc%d", r->client);
@@ -280,12 +282,10 @@ static void kill_replica(struct replica *r)
 
 static void setup_seed(uint64_t seed)
 {
-    fx.ft = fake_transport_new(NS, T0_MS, WALL0_US);
-    ck_assert_ptr_nonnull(fx.ft);
-    fx.tick = fake_transport_transport(fx.ft);
-    fx.clock = fake_transport_host_clock(fx.ft);
+    fleet_init(&fx.fl, STEP_MS, trace_sink);
+    fx.tick = fake_transport_transport(fx.fl.ft);
     fake_transport_set_writes_outlive_clients(
-        fx.ft, !getenv("SIM_NO_OUTLIVE")); /* a kill leaves its writes */
+        fx.fl.ft, !getenv("SIM_NO_OUTLIVE")); /* a kill leaves its writes */
     fx.seed = seed;
     fx.rng = seed * 7919;
     fx.clients = 0;
@@ -308,18 +308,17 @@ static void teardown_seed(void)
         if (fx.r[i].running)
             kill_replica(&fx.r[i]);
     ld_transport_free(fx.tick); /* the last client: the API goes with it */
-    fx.ft = NULL;
+    fx.fl.ft = NULL;
 }
 
 static void setup(void)
 {
     memset(&fx, 0, sizeof(fx));
-    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
 }
 
 static void teardown(void)
 {
-    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+    fleet_destroy(&fx.fl);
 }
 
 /* Whether the stored shard k names r (identity and incarnation). */
@@ -328,7 +327,7 @@ static bool stored_by(uint32_t k, const struct replica *r)
     struct ld_lease l;
     char name[64];
     snprintf(name, sizeof(name), GROUP "-%u", k);
-    bool ok = fake_transport_lease_get(fx.ft, name, &l) == LD_OK &&
+    bool ok = fake_transport_lease_get(fx.fl.ft, name, &l) == LD_OK &&
               ld_lease_held_by(&l, r->id, r->incarnation);
     ld_lease_clear(&l);
     return ok;
@@ -341,7 +340,7 @@ static void stored_holder(uint32_t k, char *out, size_t len)
     char name[64];
     snprintf(name, sizeof(name), GROUP "-%u", k);
     out[0] = '\0';
-    if (fake_transport_lease_get(fx.ft, name, &l) == LD_OK)
+    if (fake_transport_lease_get(fx.fl.ft, name, &l) == LD_OK)
         snprintf(out, len, "%s", l.spec.holder);
     ld_lease_clear(&l);
 }
@@ -420,13 +419,13 @@ static struct replica *pick(bool want_running)
 
 static void set_latency(int64_t ms)
 {
-    fake_transport_set_latency_ms(fx.ft, ms);
+    fake_transport_set_latency_ms(fx.fl.ft, ms);
     fx.latency_ms = ms;
 }
 
 static void set_watch_latency(int64_t ms)
 {
-    fake_transport_set_watch_latency_ms(fx.ft, ms);
+    fake_transport_set_watch_latency_ms(fx.fl.ft, ms);
     fx.watch_latency_ms = ms;
 }
 
@@ -447,7 +446,7 @@ static void slow_lists(struct replica *r, int64_t until_ms)
     r->slow_lists_until_ms = until_ms;
     r->list_delay_ms = between(SLOW_LIST_MIN_MS, SLOW_LIST_MAX_MS);
     fake_transport_fault_add_for(
-        fx.ft, r->client, NULL, "LIST",
+        fx.fl.ft, r->client, NULL, "LIST",
         (struct fake_transport_fault){.kind = FAKE_TRANSPORT_LATE_ANSWER,
                                       .delay_ms = r->list_delay_ms,
                                       .count = -1,
@@ -463,7 +462,7 @@ static void delete_member(struct replica *r)
 {
     char name[64];
     snprintf(name, sizeof(name), GROUP "-member-%s", r->id);
-    if (!fake_transport_lease_delete(fx.ft, name))
+    if (!fake_transport_lease_delete(fx.fl.ft, name))
         return;
     fx.deleted++;
     if (!r->running || r->stopping || now() < r->paused_until_ms ||
@@ -501,9 +500,9 @@ static void on_list(struct replica *q, int64_t sent_ms)
 /* The LISTs sent since the last look by replicas that run. */
 static void look_for_lists(void)
 {
-    for (; fx.lists_seen < fake_transport_record_count(fx.ft); fx.lists_seen++) {
+    for (; fx.lists_seen < fake_transport_record_count(fx.fl.ft); fx.lists_seen++) {
         const struct fake_transport_record *rec =
-            fake_transport_record(fx.ft, fx.lists_seen);
+            fake_transport_record(fx.fl.ft, fx.lists_seen);
         if (strcmp(rec->verb, "LIST") != 0)
             continue;
         for (size_t i = 0; i < fx.n; i++) {
@@ -535,7 +534,7 @@ static void outside_actor(void)
     snprintf(name, sizeof(name), GROUP "-%u", k);
     if (getenv("SIM_TRACE"))
         fprintf(stderr, "%lld actor looks at %s\n", (long long)(now() - T0_MS), name);
-    if (chance(15) && fake_transport_lease_delete(fx.ft, name)) {
+    if (chance(15) && fake_transport_lease_delete(fx.fl.ft, name)) {
         if (getenv("SIM_TRACE"))
             fprintf(stderr, "%lld actor DELETES %s\n", (long long)(now() - T0_MS), name);
         fx.shards_deleted++;
@@ -543,8 +542,8 @@ static void outside_actor(void)
     }
     if (chance(15)) {
         const char *holder = chance(300) ? "" : fx.r[next_rand() % fx.n].id;
-        fake_transport_lease_put(fx.ft, name, NULL, holder, LEASE_MS / 1000,
-                                 fake_transport_wall_us(fx.ft));
+        fake_transport_lease_put(fx.fl.ft, name, NULL, holder, LEASE_MS / 1000,
+                                 fake_transport_wall_us(fx.fl.ft));
         if (getenv("SIM_TRACE"))
             fprintf(stderr, "%lld actor EDITS %s to '%s'\n", (long long)(now() - T0_MS),
                     name, holder);
@@ -554,9 +553,9 @@ static void outside_actor(void)
     if (chance(8) && !getenv("SIM_NO_MEMBER_EDIT")) {
         snprintf(name, sizeof(name), GROUP "-member-%s", fx.r[next_rand() % fx.n].id);
         struct ld_lease l;
-        if (fake_transport_lease_get(fx.ft, name, &l) == LD_OK) {
-            fake_transport_lease_put(fx.ft, name, NULL, "", 1,
-                                     fake_transport_wall_us(fx.ft));
+        if (fake_transport_lease_get(fx.fl.ft, name, &l) == LD_OK) {
+            fake_transport_lease_put(fx.fl.ft, name, NULL, "", 1,
+                                     fake_transport_wall_us(fx.fl.ft));
             fx.members_edited++;
         }
         ld_lease_clear(&l);
@@ -570,14 +569,14 @@ static void skew(void)
     struct replica *r;
     if (chance(40) && (r = pick(true)) != NULL) {
         bool lag = chance(500);
-        fake_transport_set_client_watch_lag_ms(fx.ft, r->client,
+        fake_transport_set_client_watch_lag_ms(fx.fl.ft, r->client,
                                                lag ? between(1000, 120000) : 0);
         fx.lagged += lag;
     }
     if (chance(60) && (r = pick(true)) != NULL) {
         long status = chance(500) ? 409 : (chance(500) ? 500 : 504);
         fake_transport_fault_add_for(
-            fx.ft, r->client, NULL, chance(500) ? "PUT" : "POST",
+            fx.fl.ft, r->client, NULL, chance(500) ? "PUT" : "POST",
             (struct fake_transport_fault){
                 .kind = FAKE_TRANSPORT_APPLIED_STATUS, .status = status, .count = 1});
         fx.applied_errors++;
@@ -601,7 +600,7 @@ static void start_twin(struct replica *r)
         return;
     if (chance(700))
         fake_transport_fault_add_for(
-            fx.ft, r->client, NULL, FAKE_TRANSPORT_VERB_ANY,
+            fx.fl.ft, r->client, NULL, FAKE_TRANSPORT_VERB_ANY,
             (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG,
                                           .count = -1,
                                           .until_ms =
@@ -662,7 +661,7 @@ static void disturb(void)
     if (chance(60) && (r = pick(true)) != NULL) {
         /* Its next write is answered after its timeout and lands late. */
         fake_transport_fault_add_for(
-            fx.ft, r->client, NULL, "PUT",
+            fx.fl.ft, r->client, NULL, "PUT",
             (struct fake_transport_fault){.kind = FAKE_TRANSPORT_DELAY,
                                           .delay_ms = between(6000, 14000),
                                           .count = 1});
@@ -674,7 +673,7 @@ static void disturb(void)
         /* Its reads alone hang (its writes go through): with a lagging
          * watch its view of the others goes stale while it still leads. */
         fake_transport_fault_add_for(
-            fx.ft, r->client, NULL, "LIST",
+            fx.fl.ft, r->client, NULL, "LIST",
             (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG,
                                           .count = -1,
                                           .until_ms =
@@ -683,7 +682,7 @@ static void disturb(void)
     }
     if (chance(20) && (r = pick(true)) != NULL) {
         fake_transport_fault_add_for(
-            fx.ft, r->client, NULL, FAKE_TRANSPORT_VERB_ANY,
+            fx.fl.ft, r->client, NULL, FAKE_TRANSPORT_VERB_ANY,
             (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG,
                                           .count = -1,
                                           .until_ms =
@@ -758,7 +757,7 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
             look_for_lists();
         }
         /* The faults stop; every replica runs again. */
-        fake_transport_fault_clear(fx.ft);
+        fake_transport_fault_clear(fx.fl.ft);
         set_latency(1);
         set_watch_latency(1);
         for (size_t i = 0; i < fx.n; i++) {
@@ -766,7 +765,7 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
             fx.r[i].slow_lists_until_ms = 0;
         }
         for (int c = 0; c <= fx.clients; c++)
-            fake_transport_set_client_watch_lag_ms(fx.ft, c, 0);
+            fake_transport_set_client_watch_lag_ms(fx.fl.ft, c, 0);
         end_twins();
         if (running() == 0) {
             struct replica *r = &fx.r[0];
@@ -888,7 +887,7 @@ START_TEST(two_processes_of_one_identity_never_claim_the_same_shard)
 
     /* r0 is cut off from the API server, alive; its successor starts. */
     fake_transport_fault_add_for(
-        fx.ft, fx.r[0].client, NULL, FAKE_TRANSPORT_VERB_ANY,
+        fx.fl.ft, fx.r[0].client, NULL, FAKE_TRANSPORT_VERB_ANY,
         (struct fake_transport_fault){
             .kind = FAKE_TRANSPORT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
     int64_t cut = now(), took = -1;
@@ -907,7 +906,7 @@ START_TEST(two_processes_of_one_identity_never_claim_the_same_shard)
     ck_assert_int_eq(claims_of(&fx.r[2]), of_a);
 
     /* r0 reaches the API again: it never claims its identity's records. */
-    fake_transport_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.fl.ft);
     for (int64_t end = now() + 4 * LEASE_MS; now() < end;) {
         turn_all();
         ck_assert_int_eq(claims_of(&fx.r[0]), 0);
@@ -941,14 +940,14 @@ START_TEST(a_member_lease_deleted_under_two_processes_of_one_identity)
     ck_assert_int_ge(of_a, N_SHARDS / 2);
 
     fake_transport_fault_add_for(
-        fx.ft, fx.r[0].client, NULL, FAKE_TRANSPORT_VERB_ANY,
+        fx.fl.ft, fx.r[0].client, NULL, FAKE_TRANSPORT_VERB_ANY,
         (struct fake_transport_fault){
             .kind = FAKE_TRANSPORT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
     start(&fx.r[2]);
     run_for(2 * RETRY_MS); /* r2 reads r0's record and stands by */
     ck_assert_int_eq(claims_of(&fx.r[2]), 0);
     ck_assert_int_gt(claims_of(&fx.r[0]), 0);
-    ck_assert(fake_transport_lease_delete(fx.ft, GROUP "-member-a"));
+    ck_assert(fake_transport_lease_delete(fx.fl.ft, GROUP "-member-a"));
     int64_t deleted = now(), took = -1;
     for (int64_t end = now() + 4 * LEASE_MS; now() < end;) {
         turn_all();
