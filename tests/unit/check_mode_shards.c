@@ -50,11 +50,7 @@
 
 struct replica {
     char id[16];
-    struct ld_kube *kube; /* owns its client of the fake */
-    struct ld_state state;
-    struct ld_metrics metrics;
-    struct ld_mode_shards *mode;
-    struct ld_shell *sh;
+    struct fleet_replica fr; /* its client, state, metrics, mode and shell */
     bool done;
 };
 
@@ -80,68 +76,38 @@ static void setup(void)
 static void teardown(void)
 {
     for (size_t i = 0; i < fx.n; i++) {
-        struct replica *r = &fx.r[i];
-        ld_shell_free(r->sh);
-        ld_mode_shards_free(r->mode);
-        ld_state_destroy(&r->state);
-        ld_metrics_destroy(&r->metrics);
-        ld_kube_free(r->kube);
+        fleet_replica_stop(&fx.r[i].fr);
     }
     fleet_destroy(&fx.fl);
 }
 
-/* Starts replica "r<n>" (client n of the fake). */
+/* Starts replica "r<n>" on client n of the fake (r0 on the first), with
+ * seed 17 + the number of replicas, itself included. */
 static struct replica *add_replica(void)
 {
-    struct ld_errinfo err;
     ck_assert_uint_lt(fx.n, MAX_REPLICAS);
     struct replica *r = &fx.r[fx.n];
     snprintf(r->id, sizeof(r->id), "r%zu", fx.n);
-    r->kube = ld_kube_new_on(fx.n == 0 ? fake_transport_transport(fx.fl.ft)
-                                       : fake_transport_add_client(fx.fl.ft),
-                             &err);
-    ck_assert_msg(r->kube != NULL, "ld_kube_new_on: %s", err.msg);
+    struct ld_transport *client = fx.n == 0 ? fake_transport_transport(fx.fl.ft)
+                                            : fake_transport_add_client(fx.fl.ft);
     fx.n++;
-    ld_state_init(&r->state, NS "/" GROUP, r->id, LEASE_MS + RENEW_MS);
-    ld_metrics_init(&r->metrics);
-    struct ld_mode_shards_config mc = {
-        .kube = r->kube,
-        .state = &r->state,
-        .metrics = &r->metrics,
+    struct fleet_shards_config c = {
+        .client = client,
         .clock = &fx.fl.clock,
-        .namespace_ = NS,
         .group = GROUP,
         .identity = r->id,
         .n_shards = fx.n_shards ? fx.n_shards : N_SHARDS,
-        .lease_duration_ms = LEASE_MS,
-        .renew_deadline_ms = RENEW_MS,
-        .retry_period_ms = RETRY_MS,
-        .release_on_exit = true,
         .drain_ms = fx.drain_ms,
         .seed = 17 + fx.n,
         .call_timeout_ms = CALL_TIMEOUT_MS,
     };
-    r->mode = ld_mode_shards_new(&mc, &err);
-    ck_assert_msg(r->mode != NULL, "ld_mode_shards_new: %s", err.msg);
-    ld_state_set_layout(&r->state, ld_shardgroup_layout(ld_mode_shards_group(r->mode)));
-    struct ld_shell_config c = {
-        .kube = r->kube,
-        .state = &r->state,
-        .metrics = &r->metrics,
-        .clock = &fx.fl.clock,
-        .namespace_ = NS,
-        .lease_duration_ms = LEASE_MS,
-        .renew_deadline_ms = RENEW_MS,
-        .wake_fd = -1,
-    };
-    r->sh = ld_shell_new(&c, ld_mode_shards(r->mode), &err);
-    ck_assert_msg(r->sh != NULL, "ld_shell_new: %s", err.msg);
+    fleet_replica_start_shards(&r->fr, &c);
     return r;
 }
 
 static const struct ld_shardgroup *group(void)
 {
-    return ld_mode_shards_group(fx.r[0].mode);
+    return ld_mode_shards_group(fx.r[0].fr.mode);
 }
 
 /* One turn of every replica still running, in order. */
@@ -149,7 +115,7 @@ static void turn_all(void)
 {
     for (size_t i = 0; i < fx.n; i++) {
         if (!fx.r[i].done)
-            fx.r[i].done = ld_shell_turn(fx.r[i].sh, STEP_MS);
+            fx.r[i].done = ld_shell_turn(fx.r[i].fr.sh, STEP_MS);
     }
 }
 
@@ -254,7 +220,7 @@ START_TEST(three_replicas_share_the_shards_evenly_and_keep_them)
     /* Each replica's table: every shard observed, the three live members. */
     for (size_t i = 0; i < fx.n; i++) {
         struct ld_snapshot snap;
-        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, &snap);
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].fr.state, &snap);
         ck_assert_ptr_nonnull(table);
         ck_assert(table->observed);
         ck_assert(snap.observed);
@@ -274,7 +240,7 @@ START_TEST(sigterm_releases_every_shard_and_deletes_the_member_lease)
     ck_assert(run_until(balanced, 60000));
     run_for(RETRY_MS);
     struct replica *r2 = &fx.r[2];
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->mode));
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->fr.mode));
     struct ld_lease before;
     ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, member, &before), LD_OK);
     ck_assert_str_eq(before.spec.holder, "r2");
@@ -286,7 +252,7 @@ START_TEST(sigterm_releases_every_shard_and_deletes_the_member_lease)
     ck_assert_uint_eq(n_held, N_SHARDS / 3);
 
     int64_t t = now();
-    ld_shell_stop(r2->sh, SIGTERM);
+    ld_shell_stop(r2->fr.sh, SIGTERM);
     for (int i = 0; i < 10000 && !r2->done; i++)
         turn_all();
     ck_assert(r2->done);
@@ -345,7 +311,7 @@ START_TEST(members_are_listed_while_the_watch_is_down)
     ck_assert(balanced());
     /* The members keep seeing each other: nobody counts itself alone. */
     for (size_t i = 0; i < fx.n; i++) {
-        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, NULL);
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].fr.state, NULL);
         ck_assert_ptr_nonnull(table);
         ck_assert_uint_eq(table->n_members, 2);
         ld_shardsnap_unref(table);
@@ -367,7 +333,7 @@ END_TEST
 static int claims_of(struct replica *r)
 {
     int n = 0;
-    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&r->fr.state, NULL);
     for (uint32_t k = 0; table && k < table->n_shards; k++)
         n += ld_shardsnap_leads(table, k, now());
     ld_shardsnap_unref(table);
@@ -404,7 +370,7 @@ static bool r0_gave_back(void)
 static int unwritable_of(struct replica *r, int *skipped)
 {
     int n = 0;
-    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&r->fr.state, NULL);
     *skipped = 0;
     for (uint32_t k = 0; table && k < table->n_shards; k++) {
         n += table->shards[k].unwritable;
@@ -449,18 +415,19 @@ START_TEST(a_replica_that_cannot_write_its_shards_hands_them_on)
     ck_assert_msg(run_until(r0_holds_all, 8 * LEASE_MS), "r0 holds %d", owned_by("r0"));
     ck_assert(run_until(r0_claims_all, 2 * LEASE_MS));
     /* r1 is still a member, in every table, and says why on /metrics. */
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     ck_assert_uint_eq(table->n_members, 2);
     ld_shardsnap_unref(table);
     ck_assert_str_eq(
-        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "r1");
+        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].fr.mode))),
+        "r1");
     struct ld_snapshot snap;
-    ld_state_read(&fx.r[1].state, &snap);
+    ld_state_read(&fx.r[1].fr.state, &snap);
     ck_assert_str_eq(snap.health_error, "");
-    struct ld_shardsnap *t1 = ld_state_read_shards(&fx.r[1].state, NULL);
+    struct ld_shardsnap *t1 = ld_state_read_shards(&fx.r[1].fr.state, NULL);
     char *text = NULL;
     size_t len = 0;
-    ck_assert_int_eq(ld_metrics_render_shards(&fx.r[1].metrics, &snap,
+    ck_assert_int_eq(ld_metrics_render_shards(&fx.r[1].fr.metrics, &snap,
                                               ld_shardgroup_layout(group()), t1, now(),
                                               &text, &len),
                      0);
@@ -500,11 +467,11 @@ START_TEST(a_replica_whose_shard_writes_fail_steps_out)
     ck_assert_msg(run_until(r0_holds_all, 3 * LEASE_MS), "r0 holds %d", owned_by("r0"));
     ck_assert_int_ge(now() - t, LEASE_MS);
     struct ld_snapshot snap;
-    ld_state_read(&fx.r[1].state, &snap);
+    ld_state_read(&fx.r[1].fr.state, &snap);
     ck_assert_msg(strstr(snap.health_error, "has not been owned") != NULL, "%s",
                   snap.health_error);
     ck_assert_str_eq(
-        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "");
+        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].fr.mode))), "");
     int skipped;
     ck_assert_int_eq(unwritable_of(&fx.r[1], &skipped), 0); /* nothing reported */
 }
@@ -538,7 +505,7 @@ START_TEST(a_shard_nobody_can_write_is_given_to_nobody)
     ck_assert_int_eq(owned_by("r0") + owned_by("r1"), N_SHARDS - 1);
     int d = owned_by("r0") - owned_by("r1");
     ck_assert_int_le(d < 0 ? -d : d, 1);
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     ck_assert_uint_eq(table->n_members, 2);
     ld_shardsnap_unref(table);
 }
@@ -547,7 +514,7 @@ END_TEST
 static uint32_t gap_victim;
 static bool victim_unclaimed(void)
 {
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     bool claimed = table && ld_shardsnap_leads(table, gap_victim, now());
     ld_shardsnap_unref(table);
     return !claimed;
@@ -596,7 +563,7 @@ START_TEST(a_replica_running_another_shard_set_claims_nothing)
     ck_assert_int_eq(claims_of(&fx.r[0]), N_SHARDS);
     ck_assert_int_eq(owned_by("r0"), N_SHARDS);
     struct ld_snapshot snap;
-    ld_state_read(&r1->state, &snap);
+    ld_state_read(&r1->fr.state, &snap);
     char want[64];
     snprintf(want, sizeof(want), "runs another shard set (numbered/%d)", N_SHARDS);
     ck_assert_msg(strstr(snap.health_error, want) != NULL, "%s", snap.health_error);
@@ -620,7 +587,8 @@ START_TEST(a_dead_members_lease_is_evicted_then_deleted)
     add_replica();
     add_replica();
     ck_assert(run_until(balanced, 60000));
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode));
+    const char *member =
+        ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].fr.mode));
     int64_t t = now();
     fx.r[1].done = true; /* never run again: a crash */
     ck_assert_msg(run_until(r0_holds_all, LEASE_MS + 3 * RETRY_MS), "r0 holds %d",
@@ -708,7 +676,8 @@ START_TEST(the_clean_up_deletes_only_the_record_it_judged_long_expired)
     add_replica();
     add_replica();
     ck_assert(run_until(balanced, 60000));
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode));
+    const char *member =
+        ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].fr.mode));
     fx.r[1].done = true; /* a crash */
     ck_assert(run_until(r0_holds_all, LEASE_MS + 3 * RETRY_MS));
     /* r0 evicted it: the record r0 judges from then on is the eviction's
@@ -780,7 +749,7 @@ END_TEST
 static int claimed_by_r0(void)
 {
     int n = 0;
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     for (uint32_t k = 0; table && k < N_SHARDS; k++)
         n += ld_shardsnap_leads(table, k, now());
     ld_shardsnap_unref(table);
@@ -830,13 +799,13 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
     add_replica();
     want_r0_claims = N_SHARDS / 2;
     ck_assert(run_until(r0_claims_fewer, 30000));
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         bool claims = ld_shardsnap_leads(table, k, now());
         bool holds = strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r0") == 0;
         if (holds && !claims)
             ck_assert_int_eq(
-                ld_state_drained_answer(&fx.r[0].state, k, table->shards[k].term + 1),
+                ld_state_drained_answer(&fx.r[0].fr.state, k, table->shards[k].term + 1),
                 LD_DRAINED_STALE);
     }
     run_for(DRAIN_MS / 2);
@@ -848,7 +817,7 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
         bool holds = strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r0") == 0;
         /* Only a shard being given back takes the word (else 409). */
         ck_assert_int_eq(
-            ld_state_drained_answer(&fx.r[0].state, k, table->shards[k].term),
+            ld_state_drained_answer(&fx.r[0].fr.state, k, table->shards[k].term),
             holds && !claims ? LD_DRAINED_NOTED : LD_DRAINED_NOT_GIVING_BACK);
         posted += holds && !claims;
     }
@@ -862,11 +831,11 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
     /* SIGTERM: claims end at once, releases after the drain, then the
      * member Lease's release. */
     struct replica *r2 = &fx.r[2];
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->mode));
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->fr.mode));
     t = now();
-    ld_shell_stop(r2->sh, SIGTERM);
+    ld_shell_stop(r2->fr.sh, SIGTERM);
     turn_all();
-    struct ld_shardsnap *t2 = ld_state_read_shards(&r2->state, NULL);
+    struct ld_shardsnap *t2 = ld_state_read_shards(&r2->fr.state, NULL);
     for (uint32_t k = 0; k < N_SHARDS; k++)
         ck_assert(!ld_shardsnap_leads(t2, k, now()));
     ld_shardsnap_unref(t2);
@@ -922,7 +891,7 @@ static bool probe_forbids_release(void *ctx, int64_t now_ms)
 static bool probe_holds_release(void *ctx, int64_t now_ms)
 {
     uint32_t k = *(const uint32_t *)ctx;
-    struct ld_shardsnap *t = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *t = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     (void)now_ms;
     probe.asked++;
     if (ld_shardsnap_leads(t, k, now()))
@@ -944,10 +913,10 @@ static struct replica *add_probed_replica(void)
                             .holds_release = probe_holds_release,
                             .forbids_release = probe_forbids_release,
                             .hold = LD_HOOK_HOLD_SAFETY};
-        ck_assert_int_eq(ld_mode_shards_add_shard_hook(r->mode, k, &h, &err), LD_OK);
+        ck_assert_int_eq(ld_mode_shards_add_shard_hook(r->fr.mode, k, &h, &err), LD_OK);
     }
     ck_assert_int_eq(
-        ld_mode_shards_add_shard_hook(r->mode, N_SHARDS, &(struct ld_hook){0}, &err),
+        ld_mode_shards_add_shard_hook(r->fr.mode, N_SHARDS, &(struct ld_hook){0}, &err),
         LD_EINVAL);
     return r;
 }
@@ -1025,11 +994,11 @@ START_TEST(an_exit_whose_hold_outlasts_the_term_releases_nothing)
     const char *member = ld_shardgroup_member_lease(group());
     probe.holding = true;
     struct ld_election_status st;
-    ld_election_status(ld_host_election(ld_shell_host(r->sh), 0), &st);
+    ld_election_status(ld_host_election(ld_shell_host(r->fr.sh), 0), &st);
     int64_t term_until = st.term_until_ms;
     int64_t t = now();
     ck_assert_int_gt(term_until, t);
-    ld_shell_stop(r->sh, SIGTERM);
+    ld_shell_stop(r->fr.sh, SIGTERM);
     for (int i = 0; i < 10000 && !r->done; i++)
         turn_all();
     ck_assert(r->done);
@@ -1051,8 +1020,8 @@ static void member_resigns(struct replica *r)
 {
     struct ld_now at = {.mono_ms = now(), .wall_us = now() * 1000};
     ck_assert(
-        ld_election_resign(ld_host_election(ld_shell_host(r->sh), 0), at, LEASE_MS));
-    ld_host_wake(ld_shell_host(r->sh), 0);
+        ld_election_resign(ld_host_election(ld_shell_host(r->fr.sh), 0), at, LEASE_MS));
+    ld_host_wake(ld_shell_host(r->fr.sh), 0);
 }
 
 START_TEST(the_member_release_waits_for_every_shards_hold)
@@ -1069,7 +1038,7 @@ START_TEST(the_member_release_waits_for_every_shards_hold)
     ck_assert_str_eq(holder_of(member), "r0");
     probe.holding = false;
     int64_t freed = now();
-    ld_host_wake(ld_shell_host(r->sh), 0); /* as the gate's eventfd would */
+    ld_host_wake(ld_shell_host(r->fr.sh), 0); /* as the gate's eventfd would */
     run_for(RETRY_MS);
     ck_assert_ptr_nonnull(release_of(member, 0, freed));
 }
@@ -1131,7 +1100,8 @@ static unsigned table_diff(const struct ld_shardsnap *a, const struct ld_shardsn
  * Lease whose answer came) in [since_ms, until_ms]. */
 static size_t renewals_answered(size_t i, int64_t since_ms, int64_t until_ms)
 {
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[i].mode));
+    const char *member =
+        ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[i].fr.mode));
     size_t n = 0;
     for (size_t j = 0; j < fake_transport_record_count(fx.fl.ft); j++) {
         const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, j);
@@ -1164,7 +1134,7 @@ START_TEST(the_table_is_rebuilt_only_when_something_in_it_changed)
     int64_t beat[3];
     int tables[3] = {0, 0, 0}, beats[3] = {0, 0, 0};
     for (size_t i = 0; i < 3; i++) {
-        held[i] = ld_state_read_shards(&fx.r[i].state, &snap);
+        held[i] = ld_state_read_shards(&fx.r[i].fr.state, &snap);
         ck_assert_ptr_nonnull(held[i]);
         beat[i] = snap.heartbeat_ms;
     }
@@ -1172,7 +1142,7 @@ START_TEST(the_table_is_rebuilt_only_when_something_in_it_changed)
     for (int k = 0; k < 10 * RETRY_MS / STEP_MS * 4 && now() < end; k++) {
         turn_all();
         for (size_t i = 0; i < 3; i++) {
-            struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[i].state, &snap);
+            struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[i].fr.state, &snap);
             beats[i] += snap.heartbeat_ms != beat[i];
             beat[i] = snap.heartbeat_ms;
             if (cur == held[i]) {
@@ -1218,7 +1188,7 @@ START_TEST(the_table_is_rebuilt_only_when_something_in_it_changed)
     int64_t shown = -1;
     for (int i = 0; i < 1000 && shown < 0; i++) {
         turn_all();
-        struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[0].state, NULL);
+        struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[0].fr.state, NULL);
         if (cur != held[0]) {
             unsigned d = table_diff(held[0], cur);
             if (strcmp(cur->shards[k].leader, "r1") != 0 || cur->shards[k].term != term) {
@@ -1246,7 +1216,7 @@ static int claimants(uint32_t k)
 {
     int n = 0;
     for (size_t i = 0; i < fx.n; i++) {
-        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, NULL);
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].fr.state, NULL);
         n += table && ld_shardsnap_leads(table, k, now());
         ld_shardsnap_unref(table);
     }
@@ -1287,7 +1257,7 @@ START_TEST(a_deleted_shard_lease_never_gives_two_owners)
         fx.fl.ft, 0, NULL, "LIST",
         (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG, .count = -1});
     struct replica *r1 = add_replica();
-    const struct ld_shardgroup *g1 = ld_mode_shards_group(r1->mode);
+    const struct ld_shardgroup *g1 = ld_mode_shards_group(r1->fr.mode);
     run_for(3 * RETRY_MS);
     uint32_t victim = N_SHARDS;
     for (uint32_t k = 0; k < N_SHARDS && victim == N_SHARDS; k++) {

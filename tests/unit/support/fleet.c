@@ -128,3 +128,61 @@ int64_t fleet_last_ok_write_ms(const struct fleet *f, const char *lease)
     }
     return -1;
 }
+
+void fleet_replica_start_shards(struct fleet_replica *r,
+                                const struct fleet_shards_config *c)
+{
+    struct ld_errinfo err;
+    ck_assert_ptr_nonnull(c->client);
+    r->kube = ld_kube_new_on(c->client, &err);
+    ck_assert_msg(r->kube != NULL, "ld_kube_new_on: %s", err.msg);
+    char lease[128];
+    snprintf(lease, sizeof(lease), "%s/%s", FLEET_NS, c->group);
+    ld_state_init(&r->state, lease, c->identity, FLEET_LEASE_MS + FLEET_RENEW_MS);
+    ld_metrics_init(&r->metrics);
+    struct ld_mode_shards_config mc = {
+        .kube = r->kube,
+        .state = &r->state,
+        .metrics = &r->metrics,
+        .clock = c->clock,
+        .namespace_ = FLEET_NS,
+        .group = c->group,
+        .identity = c->identity,
+        .incarnation = c->incarnation,
+        .n_shards = c->n_shards,
+        .lease_duration_ms = FLEET_LEASE_MS,
+        .renew_deadline_ms = FLEET_RENEW_MS,
+        .retry_period_ms = FLEET_RETRY_MS,
+        .release_on_exit = true,
+        .drain_ms = c->drain_ms,
+        .seed = c->seed,
+        .call_timeout_ms = c->call_timeout_ms,
+    };
+    r->mode = ld_mode_shards_new(&mc, &err);
+    ck_assert_msg(r->mode != NULL, "ld_mode_shards_new: %s", err.msg);
+    ld_state_set_layout(&r->state, ld_shardgroup_layout(ld_mode_shards_group(r->mode)));
+    struct ld_shell_config sc = {
+        .kube = r->kube,
+        .state = &r->state,
+        .metrics = &r->metrics,
+        .clock = c->clock,
+        .namespace_ = FLEET_NS,
+        .lease_duration_ms = FLEET_LEASE_MS,
+        .renew_deadline_ms = FLEET_RENEW_MS,
+        .wake_fd = -1,
+    };
+    r->sh = ld_shell_new(&sc, ld_mode_shards(r->mode), &err);
+    ck_assert_msg(r->sh != NULL, "ld_shell_new: %s", err.msg);
+}
+
+void fleet_replica_stop(struct fleet_replica *r)
+{
+    ld_shell_free(r->sh);
+    ld_mode_shards_free(r->mode);
+    ld_state_destroy(&r->state);
+    ld_metrics_destroy(&r->metrics);
+    ld_kube_free(r->kube);
+    r->sh = NULL;
+    r->mode = NULL;
+    r->kube = NULL;
+}

@@ -16,9 +16,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../../../cmd/leaderd/core/metrics.h"
+#include "../../../cmd/leaderd/core/state.h"
+#include "../../../cmd/leaderd/shell/mode_shards.h"
+#include "../../../cmd/leaderd/shell/shell.h"
+#include "fake_transport.h"
 #include "kube.h"
 #include "log.h"
-#include "fake_transport.h"
 
 #define FLEET_NS "default"
 #define FLEET_T0_MS 1000000LL
@@ -83,5 +87,40 @@ int64_t fleet_release_ms(const struct fleet *f, const char *lease, int client,
 /* The submit time of the latest successful write (PUT or POST) of lease,
  * -1 if none. */
 int64_t fleet_last_ok_write_ms(const struct fleet *f, const char *lease);
+
+/* ---- replicas of a shard group (check_mode_shards, check_shard_protocol) ---- */
+
+/* What a replica process has: its client, state, metrics, mode and shell. */
+struct fleet_replica {
+    struct ld_kube *kube; /* owns its client of the fake */
+    struct ld_state state;
+    struct ld_metrics metrics;
+    struct ld_mode_shards *mode;
+    struct ld_shell *sh;
+};
+
+/* How a shard replica starts. The simulations replay the same runs only
+ * if each replica gets the same client, clock and seed as before: the
+ * caller chooses all three, nothing here draws or counts. */
+struct fleet_shards_config {
+    struct ld_transport *client;  /* the replica's client of the fake: owned by it */
+    const struct ld_clock *clock; /* borrowed: outlives the replica */
+    const char *group;
+    const char *identity;    /* borrowed: outlives the replica */
+    const char *incarnation; /* NULL: none; borrowed likewise */
+    uint32_t n_shards;
+    int64_t drain_ms;
+    uint64_t seed;
+    int64_t call_timeout_ms;
+};
+
+/* Starts a replica of the shard group c->group in FLEET_NS with the
+ * fleet's lease duration, renew deadline and retry period, releasing on
+ * exit, no wake fd. Fails the test on error. */
+void fleet_replica_start_shards(struct fleet_replica *r,
+                                const struct fleet_shards_config *c);
+/* Frees what fleet_replica_start_shards made, shell first, client last,
+ * as a killed process loses them; r's pointers are NULL afterwards. */
+void fleet_replica_stop(struct fleet_replica *r);
 
 #endif
