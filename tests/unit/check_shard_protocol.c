@@ -104,13 +104,9 @@ struct replica {
     char home_id[16];     /* its slot's own identity; id differs while a twin */
     char incarnation[16]; /* a new one for every start, as leaderd draws */
     int client;
-    struct ld_kube *kube;
-    struct ld_state state;
-    struct ld_metrics metrics;
-    struct ld_mode_shards *mode;
-    struct ld_shell *sh;
-    bool running;  /* started and not killed */
-    bool stopping; /* SIGTERM sent: runs until done */
+    struct fleet_replica fr; /* its client, state, metrics, mode and shell */
+    bool running;            /* started and not killed */
+    bool stopping;           /* SIGTERM sent: runs until done */
     int64_t paused_until_ms;
     int64_t slow_lists_until_ms; /* its lists are answered late until then */
     int64_t list_delay_ms;       /* by this much */
@@ -212,7 +208,6 @@ static int drift_arm(void *ctx, int fd, int64_t at_ms)
 
 static void start(struct replica *r)
 {
-    struct ld_errinfo err;
     struct ld_transport *t = fake_transport_add_client(fx.fl.ft);
     ck_assert_ptr_nonnull(t);
     r->client = ++fx.clients;
@@ -222,43 +217,20 @@ static void start(struct replica *r)
     if (getenv("SIM_NO_DRIFT"))
         r->drift_ppm = 0;
     r->clock = (struct ld_clock){drift_mono_ms, drift_wall_us, drift_arm, r};
-    r->kube = ld_kube_new_on(t, &err);
-    ck_assert_msg(r->kube != NULL, "ld_kube_new_on: %s", err.msg);
-    ld_state_init(&r->state, NS "/" GROUP, r->id, LEASE_MS + RENEW_MS);
-    ld_metrics_init(&r->metrics);
-    struct ld_mode_shards_config mc = {
-        .kube = r->kube,
-        .state = &r->state,
-        .metrics = &r->metrics,
+    /* Client 0 only lets time pass: a replica's is its start's, 1 on;
+     * its seed mixes the run's seed with that number. */
+    struct fleet_shards_config c = {
+        .client = t,
         .clock = &r->clock,
-        .namespace_ = NS,
         .group = GROUP,
         .identity = r->id,
         .incarnation = r->incarnation,
         .n_shards = N_SHARDS,
-        .lease_duration_ms = LEASE_MS,
-        .renew_deadline_ms = RENEW_MS,
-        .retry_period_ms = RETRY_MS,
-        .release_on_exit = true,
         .drain_ms = fx.drain_ms,
         .seed = fx.seed * 131 + (uint64_t)fx.clients,
         .call_timeout_ms = CALL_TIMEOUT_MS,
     };
-    r->mode = ld_mode_shards_new(&mc, &err);
-    ck_assert_msg(r->mode != NULL, "ld_mode_shards_new: %s", err.msg);
-    ld_state_set_layout(&r->state, ld_shardgroup_layout(ld_mode_shards_group(r->mode)));
-    struct ld_shell_config c = {
-        .kube = r->kube,
-        .state = &r->state,
-        .metrics = &r->metrics,
-        .clock = &r->clock,
-        .namespace_ = NS,
-        .lease_duration_ms = LEASE_MS,
-        .renew_deadline_ms = RENEW_MS,
-        .wake_fd = -1,
-    };
-    r->sh = ld_shell_new(&c, ld_mode_shards(r->mode), &err);
-    ck_assert_msg(r->sh != NULL, "ld_shell_new: %s", err.msg);
+    fleet_replica_start_shards(&r->fr, &c);
     r->running = true;
     r->stopping = false;
     r->paused_until_ms = 0;
@@ -269,14 +241,7 @@ static void start(struct replica *r)
 /* The process is gone: nothing of it runs or answers any more. */
 static void kill_replica(struct replica *r)
 {
-    ld_shell_free(r->sh);
-    ld_mode_shards_free(r->mode);
-    ld_state_destroy(&r->state);
-    ld_metrics_destroy(&r->metrics);
-    ld_kube_free(r->kube);
-    r->sh = NULL;
-    r->mode = NULL;
-    r->kube = NULL;
+    fleet_replica_stop(&r->fr);
     r->running = false;
 }
 
@@ -352,7 +317,7 @@ static void check_exclusive(void)
     struct ld_shardsnap *tables[MAX_REPLICAS] = {NULL};
     for (size_t i = 0; i < fx.n; i++)
         if (fx.r[i].running)
-            tables[i] = ld_state_read_shards(&fx.r[i].state, NULL);
+            tables[i] = ld_state_read_shards(&fx.r[i].fr.state, NULL);
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         const char *who = NULL;
         for (size_t i = 0; i < fx.n; i++) {
@@ -393,7 +358,7 @@ static void turn_all(void)
         any = true;
         trace_who = r->id;
         trace_client = r->client;
-        if (ld_shell_turn(r->sh, STEP_MS) && r->stopping)
+        if (ld_shell_turn(r->fr.sh, STEP_MS) && r->stopping)
             kill_replica(r); /* exited after its graceful stop */
         check_exclusive();
     }
@@ -519,7 +484,7 @@ static bool app_drained(struct replica *r)
 {
     uint32_t first = (uint32_t)between(0, N_SHARDS - 1);
     for (uint32_t k = 0; k < N_SHARDS; k++)
-        if (ld_state_drained_post(&r->state, (first + k) % N_SHARDS))
+        if (ld_state_drained_post(&r->fr.state, (first + k) % N_SHARDS))
             return true;
     return false;
 }
@@ -637,7 +602,7 @@ static void disturb(void)
         fx.kills++;
     }
     if (chance(6) && running() > 1 && (r = pick(true)) != NULL && !r->stopping) {
-        ld_shell_stop(r->sh, SIGTERM);
+        ld_shell_stop(r->fr.sh, SIGTERM);
         r->stopping = true;
         pause_until(r, 0);
         fx.stops++;
@@ -707,7 +672,7 @@ static bool settled(void)
             i++;
         if (i == fx.n)
             return false;
-        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, NULL);
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].fr.state, NULL);
         ok = ld_shardsnap_leads(table, k, t);
         ld_shardsnap_unref(table);
         held[i]++;
@@ -783,7 +748,7 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
         for (size_t i = 0; !ok && getenv("SIM_TRACE") && i < fx.n; i++) {
             if (!fx.r[i].running)
                 continue;
-            const struct ld_shardgroup *g = ld_mode_shards_group(fx.r[i].mode);
+            const struct ld_shardgroup *g = ld_mode_shards_group(fx.r[i].fr.mode);
             int64_t t = ld_clock_mono_ms(&fx.r[i].clock);
             for (uint32_t k = 0; k < N_SHARDS; k++) {
                 const struct ld_lease *rec = ld_shardgroup_record(g, k);
@@ -833,7 +798,7 @@ END_TEST
 /* The shards replica r claims at now. */
 static int claims_of(struct replica *r)
 {
-    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&r->fr.state, NULL);
     int n = 0;
     for (uint32_t k = 0; k < N_SHARDS; k++)
         n += ld_shardsnap_leads(table, k, now());
