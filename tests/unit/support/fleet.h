@@ -4,7 +4,8 @@
  * check_mode_lease, check_shell, ...): one support/fake_transport API on
  * its fake clock, the constants every such test starts from, a quiet log,
  * an outside holder that keeps re-putting a Lease, the run loops with the
- * one bound on turns, and reads of the fake's store and log.
+ * one bound on turns, reads of the fake's store and log, and the start
+ * and stop of a shard replica (check_mode_shards, check_shard_protocol).
  *
  * What runs in a turn (a shell, a host, a set of replicas) is the test's:
  * the loops call its turn function, which takes no fixture because
@@ -33,14 +34,15 @@
 #define FLEET_OTHER "other-replica"
 
 struct fleet {
-    /* Owned by the ld_kube of the fake's first client (fleet_kube); a
-     * test that makes none frees it through that client itself. */
+    /* Owned by its clients, freed with the last (usually by the ld_kube
+     * each was handed to: fleet_kube's, a replica's); fleet_destroy does
+     * not free it. */
     struct fake_transport *ft;
     struct ld_clock clock; /* reads ft's clock */
     int64_t step_ms;       /* fake time one turn may take */
     /* An outside holder: while other_every_ms > 0, fleet_other_renews
-     * puts other_lease as other_id for other_secs (fleet_init: OTHER, the
-     * lease duration) once other_every_ms has passed since its last put. */
+     * puts other_lease as other_id for other_secs (fleet_init: FLEET_OTHER,
+     * the lease duration) once other_every_ms has passed since its last put. */
     const char *other_lease;
     const char *other_id;
     int32_t other_secs;
