@@ -509,7 +509,8 @@ static bool starts_like(const char *s, size_t n, const char *a, const char *b)
  * nothing. */
 static bool own_name(const struct ld_proxy_view *v, const char *name, size_t len)
 {
-    return mode_of(v)->own_name(v, name, len);
+    const struct gate_mode *mode = mode_of(v);
+    return mode->own_name(v, name, len);
 }
 
 static bool own_name_single(const struct ld_proxy_view *v, const char *name, size_t len)
@@ -542,7 +543,8 @@ static bool own_generated(const struct ld_proxy_view *v, const char *base, size_
         return false; /* none: the API server then needs a name */
     if (len > GENERATED_BASE_MAX)
         len = GENERATED_BASE_MAX;
-    return mode_of(v)->own_generated(v, base, len, len + GENERATED_SUFFIX);
+    const struct gate_mode *mode = mode_of(v);
+    return mode->own_generated(v, base, len, len + GENERATED_SUFFIX);
 }
 
 /* own_generated's judgement of base (len bytes, cut) growing to made bytes. */
@@ -757,7 +759,8 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
         return false;
     if (ps->n == 6) {
         if (strcmp(req->method, "DELETE") == 0) {
-            mode_of(v)->refuse_delete_all(v, out);
+            const struct gate_mode *mode = mode_of(v);
+            mode->refuse_delete_all(v, out);
             return true;
         }
         /* Before the body is read nothing tells; the proxy judges again. */
@@ -767,7 +770,8 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
     }
     if (!own_name(v, ps->seg[6], ps->len[6]))
         return false;
-    mode_of(v)->refuse_own_write(v, shown(ps->seg[6], quoted, sizeof(quoted)), out);
+    const struct gate_mode *mode = mode_of(v);
+    mode->refuse_own_write(v, shown(ps->seg[6], quoted, sizeof(quoted)), out);
     return true;
 }
 
@@ -881,13 +885,15 @@ bool ld_proxy_still_leads(const struct ld_proxy_verdict *passed,
 int64_t ld_proxy_lead_until(const struct ld_proxy_verdict *passed,
                             const struct ld_proxy_view *v)
 {
-    return mode_of(v)->lead_until(v, passed->shard);
+    const struct gate_mode *mode = mode_of(v);
+    return mode->lead_until(v, passed->shard);
 }
 
 int64_t ld_proxy_term_until(const struct ld_proxy_verdict *passed,
                             const struct ld_proxy_view *v)
 {
-    return mode_of(v)->term_until(v, passed->shard);
+    const struct gate_mode *mode = mode_of(v);
+    return mode->term_until(v, passed->shard);
 }
 
 static int64_t lead_until_single(const struct ld_proxy_view *v, uint32_t shard)

@@ -36,22 +36,22 @@ struct ld_shard_table;
 /* A table of every shard unobserved, or NULL with err set (LD_ENOMEM). */
 struct ld_shard_table *ld_shard_table_new(const struct ld_shard_table_config *cfg,
                                           struct ld_errinfo *err);
-void ld_shard_table_free(struct ld_shard_table *t); /* NULL-safe */
+void ld_shard_table_free(struct ld_shard_table *tb); /* NULL-safe */
 
 /* Brings every entry up to date; returns the new table (a reference the
  * caller owns) when an entry, the live members or a deadline changed,
  * NULL when nothing did. When memory runs out, a table that says nothing
  * is known. */
-struct ld_shardsnap *ld_shard_table_update(struct ld_shard_table *t, int64_t now_ms);
+struct ld_shardsnap *ld_shard_table_update(struct ld_shard_table *tb, int64_t now_ms);
 
 /* The next update makes a new table even when no entry changed. */
-void ld_shard_table_touch(struct ld_shard_table *t);
+void ld_shard_table_touch(struct ld_shard_table *tb);
 
 /* Shard k's entry as last updated (borrowed until the next update). */
-const struct ld_shard_entry *ld_shard_table_entry(const struct ld_shard_table *t,
+const struct ld_shard_entry *ld_shard_table_entry(const struct ld_shard_table *tb,
                                                   uint32_t k);
 
 /* Leader changes seen, every shard's together. */
-uint64_t ld_shard_table_transitions(const struct ld_shard_table *t);
+uint64_t ld_shard_table_transitions(const struct ld_shard_table *tb);
 
 #endif
