@@ -13,12 +13,18 @@ WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototyp
            -Wformat=2 -Wno-format-nonliteral -Wpointer-arith -Wvla
 HARDEN  := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
 # Source folders, one per layer, lowest first (tools/layers.txt). Every
-# project header is included by its bare name ("state.h"), so each folder
-# is on the include path; tools/include-graph.py keeps the layers apart.
+# project header is included by its bare name ("state.h"); each program's
+# objects see only the folders of its own layers (INC below): the library
+# cannot include the daemon's headers, the test API server neither the
+# daemon's nor the other way round. tools/include-graph.py keeps the layers
+# within a program apart.
 LIB_DIRS := lib/base lib/api lib/elect
 D_DIRS   := cmd/leaderd/core cmd/leaderd/hooks cmd/leaderd/http cmd/leaderd/proxy cmd/leaderd/shell
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -MMD -MP -Iinclude/leaderd \
-           $(addprefix -I,$(LIB_DIRS) $(D_DIRS)) -DLEADERD_VERSION=\"$(VERSION)\"
+API_DIR  := tests/apiserver
+LIB_INC  := -Iinclude/leaderd $(addprefix -I,$(LIB_DIRS))
+D_INC    := $(LIB_INC) $(addprefix -I,$(D_DIRS))
+API_INC  := $(LIB_INC) -I$(API_DIR)
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -g -MMD -MP -DLEADERD_VERSION=\"$(VERSION)\"
 OPT     ?= -O2 $(HARDEN)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
@@ -35,7 +41,7 @@ SAN_CFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sani
 
 LIB_SRC  := $(wildcard $(addsuffix /*.c,$(LIB_DIRS)))
 D_SRC    := $(filter-out cmd/leaderd/shell/main.c,$(wildcard $(addsuffix /*.c,$(D_DIRS))))
-API_SRC  := $(wildcard cmd/leaderd-apiserver/*.c)
+API_SRC  := $(wildcard $(API_DIR)/*.c)
 SUP_SRC  := $(wildcard tests/unit/support/*.c)
 UNIT_SRC := $(wildcard tests/unit/check_*.c)
 UNITS    := $(patsubst tests/unit/%.c,%,$(UNIT_SRC))
@@ -55,13 +61,18 @@ $(B)/.deps: tools/deps.sh
 deps: $(B)/.deps
 
 # ---- objects (normal and sanitizer builds share the rules) ----
+# The include path by layer: the daemon's (and its tests') by default.
+INC = $(D_INC)
+$(B)/obj/lib/%.o $(SAN_B)/obj/lib/%.o: INC = $(LIB_INC)
+$(B)/obj/$(API_DIR)/%.o $(SAN_B)/obj/$(API_DIR)/%.o: INC = $(API_INC)
+
 $(B)/obj/%.o: %.c | $(B)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(INC) -c $< -o $@
 
 $(SAN_B)/obj/%.o: %.c | $(B)/.deps
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(BASE_CFLAGS) $(INC) $(SAN_CFLAGS) $(PKG_CFLAGS) $(CFLAGS) -c $< -o $@
 
 $(B)/libleaderd.a: $(call obj,$(B),$(LIB_SRC))
 	$(archive)

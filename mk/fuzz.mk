@@ -21,7 +21,7 @@ FUZZ_B             := $(B)/fuzz
 FUZZ_TARGETS       := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS          := $(addprefix $(FUZZ_B)/fuzz_,$(FUZZ_TARGETS))
 FUZZ_SAN           := -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_CFLAGS         = $(BASE_CFLAGS) -O1 -fno-omit-frame-pointer \
+FUZZ_CFLAGS         = $(BASE_CFLAGS) $(D_INC) -O1 -fno-omit-frame-pointer \
                       -fsanitize=fuzzer-no-link $(FUZZ_SAN) $(PKG_CFLAGS)
 
 .PHONY: fuzz fuzz-smoke fuzz-deep fuzz-build

@@ -56,16 +56,22 @@ export LEADERD_PC
 
 .PHONY: install uninstall examples check-install FORCE
 
+# The installed archive: the build's, with the library's internal symbols
+# made local (tools/public-archive.sh), so a program on the installed
+# library can use only what include/leaderd/ declares.
+$(B)/libleaderd-public.a: $(B)/libleaderd.a $(PUB_HDR) tools/public-archive.sh
+	@bash tools/public-archive.sh $(B)/libleaderd.a $@ $(PUB_HDR)
+
 # Rewritten on every run: it depends on PREFIX, which make cannot see change.
 $(B)/leaderd.pc: FORCE
 	@mkdir -p $(dir $@)
 	@printf '%s\n' "$$LEADERD_PC" > $@
 
-install: $(B)/libleaderd.a $(B)/leaderd.pc $(B)/leaderd
+install: $(B)/libleaderd-public.a $(B)/leaderd.pc $(B)/leaderd
 	$(INSTALL) -d -m 755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 	    $(DESTDIR)$(INCLUDEDIR)/leaderd $(DESTDIR)$(PCDIR)
 	$(INSTALL) -m 755 $(B)/leaderd $(DESTDIR)$(BINDIR)/leaderd
-	$(INSTALL) -m 644 $(B)/libleaderd.a $(DESTDIR)$(LIBDIR)/libleaderd.a
+	$(INSTALL) -m 644 $(B)/libleaderd-public.a $(DESTDIR)$(LIBDIR)/libleaderd.a
 	$(INSTALL) -m 644 $(PUB_HDR) $(DESTDIR)$(INCLUDEDIR)/leaderd/
 	$(INSTALL) -m 644 $(B)/leaderd.pc $(DESTDIR)$(PCDIR)/leaderd.pc
 	$(INSTALL) -d -m 755 $(DESTDIR)$(MANDIR)/man8
@@ -80,7 +86,7 @@ uninstall:
 
 # A fresh root each time, so a header removed from include/leaderd/ is gone
 # from it too.
-$(EXAMPLE_ROOT)/.installed: $(B)/libleaderd.a $(B)/leaderd $(PUB_HDR) mk/install.mk Makefile
+$(EXAMPLE_ROOT)/.installed: $(B)/libleaderd-public.a $(B)/leaderd $(PUB_HDR) mk/install.mk Makefile
 	rm -rf $(EXAMPLE_ROOT)
 	$(MAKE) --no-print-directory install DESTDIR=$(EXAMPLE_ROOT) PREFIX=/usr
 	@touch $@
@@ -97,7 +103,7 @@ examples: $(EXAMPLES)
 
 # Every public header compiles on its own, includes only public headers, and
 # the examples build and link from the installed tree alone.
-check-install: $(B)/libleaderd.a $(B)/leaderd
+check-install: $(B)/libleaderd-public.a $(B)/leaderd
 	@CC="$(CC)" WARN="$(WARN)" bash tools/check-install.sh $(B)
 
 lint: check-install

@@ -4,7 +4,7 @@
 # tools/cppcheck-suppressions.txt, tools/cppcheck.cfg. Fails on any finding;
 # the last line is "lint: N findings (...)".
 
-LINT_CFLAGS = $(filter-out -MMD -MP,$(BASE_CFLAGS)) $(PKG_CFLAGS)
+LINT_CFLAGS = $(filter-out -MMD -MP,$(BASE_CFLAGS)) $(D_INC) -I$(API_DIR) $(PKG_CFLAGS)
 
 $(B)/.lint-deps: tools/run-lint.sh
 	@bash tools/run-lint.sh deps

@@ -7,6 +7,8 @@
 #     exactly the headers of include/leaderd/ (none of lib/'s internals);
 #   - every installed header includes only installed headers, and compiles
 #     on its own as <leaderd/NAME.h>;
+#   - the archive defines no global symbol that no installed header
+#     declares (the library's internals are local in it);
 #   - every examples/*.c compiles with -I$DESTDIR/usr/local/include and
 #     nothing of the source tree, takes every <leaderd/...> header from the
 #     installed root, and links against the installed archive.
@@ -75,6 +77,14 @@ for hdr in "$root"/include/leaderd/*.h; do
         { fail "<leaderd/$name> does not compile on its own:"; cat "$tmp/cc.log" >&2; }
 done
 [ "$nhdr" -gt 0 ] || fail "no header installed in include/leaderd/"
+
+# The archive's surface is the headers' API: the internals are local.
+nm -g --defined-only "$root/lib/libleaderd.a" | awk 'NF == 3 {print $3}' | sort -u |
+    while read -r sym; do
+        grep -qE "\\b${sym}[[:space:]]*[(;[]" "$root"/include/leaderd/*.h ||
+            echo "lib/libleaderd.a defines $sym, which no installed header declares"
+    done >"$tmp/surface"
+while read -r line; do fail "$line"; done <"$tmp/surface"
 
 read -r -a libs <<<"$(pkg-config --libs $deps) -lpthread"
 nex=0

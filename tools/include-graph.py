@@ -7,7 +7,7 @@ Exits 1 on a cycle (or an upward include, see --layers), 2 on bad usage.
 
     tools/include-graph.py [--quiet] [--layers FILE] [ROOT...]   (from the top of the tree)
 
-ROOT folders (default include/leaderd, lib, cmd/leaderd, cmd/leaderd-apiserver)
+ROOT folders (default include/leaderd, lib, cmd/leaderd, tests/apiserver)
 are read with their sub-folders. A .c's own header is the .h beside it of the
 same name or, for a source under lib/, the public header of that name in
 include/leaderd/. `#include "x.h"` is looked up next to the including file,
@@ -35,7 +35,9 @@ import sys
 from collections import deque
 
 PUBLIC = "include/leaderd"
-DEFAULT_ROOTS = [PUBLIC, "lib", "cmd/leaderd", "cmd/leaderd-apiserver"]
+DEFAULT_ROOTS = [PUBLIC, "lib", "cmd/leaderd", "tests/apiserver"]
+# The programs built on the library; each sees only its own headers.
+PROGRAMS = ("cmd/leaderd", "tests/apiserver")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -70,15 +72,14 @@ def modules(files):
 
 
 def program_of(path):
-    """"cmd/NAME" for a file of a program's folders, None for the library."""
-    parts = path.split("/")
-    return "/".join(parts[:2]) if parts[0] == "cmd" and len(parts) > 2 else None
+    """The program (of PROGRAMS) a file belongs to, None for the library."""
+    return next((p for p in PROGRAMS if path.startswith(p + "/")), None)
 
 
 def resolve(inc, src, folders, known):
     """The file of known that `#include "inc"` in src names, or None: its own
     folder first, then the library's, then its own program's (a program
-    never sees another's headers, whose names may repeat: pods.h)."""
+    never sees another's headers)."""
     own = program_of(src)
     seen = [d for d in folders if program_of(d + "/x") in (None, own)]
     for d in [os.path.dirname(src)] + seen:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# `make lint`: cppcheck and clang-tidy over lib/, cmd/, tests/unit and
-# tests/fuzz with the checked-in configuration (.clang-tidy,
+# `make lint`: cppcheck and clang-tidy over lib/, cmd/, tests/unit,
+# tests/apiserver and tests/fuzz with the checked-in configuration (.clang-tidy,
 # tools/cppcheck-suppressions.txt, tools/cppcheck.cfg,
 # tools/clang-tidy-exceptions.txt), and shellcheck over the shell scripts
 # (.ci/run, tools/). Prints every finding, then
@@ -33,7 +33,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 mapfile -t files < <(ls lib/*/*.c cmd/*/*.c cmd/leaderd/*/*.c tests/unit/*.c tests/unit/support/*.c \
-    tests/fuzz/*.c 2>/dev/null)
+    tests/apiserver/*.c tests/fuzz/*.c 2>/dev/null)
 
 # The project's include folders, as the compiler has them.
 mapfile -t incs < <(printf '%s\n' "${cflags[@]}" | grep '^-I[^/]')

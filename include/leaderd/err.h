@@ -36,6 +36,7 @@ enum ld_err {
     LD_EEOF = 21,          /* a stream (watch) ended */
     LD_ECONNECT = 22,      /* no connection was made: the request was not sent */
     LD_ENOTSENT = 23,      /* its time ran out before it was sent: certainly not sent */
+    LD_ESYS = 24,          /* a system call failed (the message says which, with errno) */
 };
 
 /* Detail for one failure. Caller-owned; every field is always a valid C

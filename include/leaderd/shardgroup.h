@@ -2,8 +2,8 @@
 /*
  * shardgroup: the decision part of a shard group under protocol 2 (one
  * heartbeat per replica; docs/design/shard-protocol.md has the rules and
- * why they never give a shard two owners), so that the daemon's shard mode
- * stays thin glue that carries out writes. Pure: no I/O, no clock (every
+ * why they never give a shard two owners); the shard host (shardhost.h)
+ * carries its decisions out on an election host. Pure: no I/O, no clock (every
  * call that judges time takes now_ms, local monotonic), no threads.
  *
  * A group named NAME (the --lease-name) has shards numbered 0..N-1 or

@@ -34,6 +34,7 @@ static const char *const err_names[] = {
     [LD_EEOF] = "end of stream",
     [LD_ECONNECT] = "could not connect",
     [LD_ENOTSENT] = "timeout before sending",
+    [LD_ESYS] = "system call failed",
 };
 
 const char *ld_strerror(enum ld_err code)

@@ -3,9 +3,11 @@
 election under valgrind (no leaks, no invalid accesses). Without valgrind the
 valgrind test fails, unless LEADERD_ALLOW_SKIP=1 lets it be skipped (and
 counted as skipped in the summary)."""
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import textwrap
@@ -80,6 +82,18 @@ class CommandLine(unittest.TestCase):
         self.assertBad(g + ["--release-on-exit", "maybe"], "release-on-exit")
         self.assertBad(g, "LEADERD_RETRY_PERIOD", env={"LEADERD_RETRY_PERIOD": "zzz"})
 
+    def test_a_port_in_use_exits_1(self):
+        """What the system refuses is no configuration error: exit 1, one line."""
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen(1)
+            port = taken.getsockname()[1]
+            p = run(self.good() + ["--listen", f"127.0.0.1:{port}"])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn(f"listen 127.0.0.1:{port}", lines[0])
+
     def test_flag_beats_environment(self):
         p = run(self.good() + ["--listen", "127.0.0.1:notaport"],
                 env={"LEADERD_LISTEN": "127.0.0.1:4040"})
@@ -151,6 +165,38 @@ class UnderValgrind(unittest.TestCase):
             r.stop(signal.SIGKILL)
             api.stop()
             shutil.rmtree(d, ignore_errors=True)
+
+    def test_shard_group_clean_under_memcheck(self):
+        """Shard mode's library half (the shard host) and the daemon's table
+        and hooks: a replica claims both shards, then gives them back and
+        removes its member Lease on SIGTERM, with no leak or bad access."""
+        d = tempfile.mkdtemp(prefix="leaderd-vg-shards-")
+        api = ApiServer(os.path.join(d, "api"), ["vg"])
+        api.start()
+        vlog = os.path.join(d, "valgrind.log")
+        r = Replica(api, "vg", d, lease="grp", extra_args=["--shards", "2"],
+                    wrapper=memcheck(vlog))
+
+        def owns_both():
+            status, body = r.get("/shards", timeout=5)
+            return status == 200 and json.loads(body)["owned"] == ["0", "1"]
+        try:
+            r.start(timeout=120)
+            wait_until(owns_both, 90, interval=0.2, what="both shards under valgrind")
+            rc = r.stop(signal.SIGTERM, timeout=120)
+            with open(vlog) as f:
+                report = f.read()
+            self.assertEqual(rc, 0, report[-3000:])
+            self.assertIn("ERROR SUMMARY: 0 errors", report, report[-3000:])
+            for shard in ("0", "1"):
+                lease = api.get_lease("default", f"grp-{shard}")[1]
+                self.assertEqual(lease["spec"].get("holderIdentity", ""), "", lease)
+            self.assertEqual(api.get_lease("default", "grp-member-vg")[0], 404)
+        finally:
+            r.stop(signal.SIGKILL)
+            api.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
 
 
 if __name__ == "__main__":

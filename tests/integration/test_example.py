@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Integration test of examples/elect.c, the library's example program, built by
-`make examples` against an installed libleaderd (headers and leaderd.pc only): two
-copies elect themselves against the bundled Lease API server over HTTPS, the leader is
-stopped with SIGTERM and releases the Lease, the other takes over."""
+"""Integration tests of the library's example programs, built by `make examples`
+against an installed libleaderd (headers and leaderd.pc only), against the bundled
+Lease API server over HTTPS. examples/elect.c: two copies elect themselves, the
+leader is stopped with SIGTERM and releases the Lease, the other takes over.
+examples/shards.c: two members share a shard group, each shard claimed by exactly
+one; the first is stopped with SIGTERM, gives its shards back and removes its member
+Lease, and the other claims them all."""
 import os
 import re
 import select
@@ -17,8 +20,7 @@ from leaderd_testing.apiserver import REPO, ApiServer
 
 # The example is built into the normal build tree even when the daemon under test
 # is another one (build/san): it is a consumer of the installed library.
-CANDIDATES = [os.path.join(d, "examples", "elect") for d in
-              (os.environ.get("LEADERD_BUILD") or "", os.path.join(REPO, "build")) if d]
+BUILDS = [d for d in (os.environ.get("LEADERD_BUILD") or "", os.path.join(REPO, "build")) if d]
 # The example runs client-go's default timings (lease 15 s, renew 10 s, retry 2 s).
 RETRY = 2.0
 RENEW = 10.0
@@ -32,23 +34,25 @@ FIRST_BOUND = 15.0
 EXIT_BOUND = RENEW + 5.0
 
 
-def example_binary():
-    for path in CANDIDATES:
+def example_binary(name="elect"):
+    for build in BUILDS:
+        path = os.path.join(build, "examples", name)
         if os.access(path, os.X_OK):
             return path
     return None
 
 
 class Elector:
-    """One examples/elect process; its stdout is read line by line."""
+    """One example process (examples/elect unless argv says otherwise); its
+    stdout and stderr are read line by line."""
 
-    def __init__(self, binary, api, identity):
+    def __init__(self, binary, api, identity, argv=None):
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG",)}
         self.identity = identity
         self.lines = []
         self._buf = b""
         self.proc = subprocess.Popen(
-            [binary, api.kubeconfig(identity), "default", "demo", identity],
+            [binary, api.kubeconfig(identity)] + (argv or ["default", "demo", identity]),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env)
 
@@ -146,6 +150,100 @@ class ExampleElect(unittest.TestCase):
                            capture_output=True, text=True, timeout=10)
         self.assertEqual(p.returncode, 1)
         self.assertTrue(p.stderr.startswith("elect: "), p.stderr)
+
+
+SHARDS = 4
+# A member that joins a group whose shards are all held waits a retry period and
+# a second, and a rebalance towards it waits up to a lease duration, then the
+# drain (one retry period) and the take: about 21 s at client-go's timings,
+# doubled for a loaded machine.
+SPLIT_BOUND = 45.0
+# A member that exits gives its shards back after the drain (2 s); the other
+# takes them on its next list, within a retry period or two.
+HANDOVER_BOUND = 2.0 + 4 * (1.2 * RETRY + 0.6)
+
+
+def claims(elector):
+    """The shards elector's lines say it claims now."""
+    held = set()
+    for line in elector.lines:
+        m = re.match(r"^(claimed|gave back) shard (\S+)$", line)
+        if m and m.group(1) == "claimed":
+            held.add(m.group(2))
+        elif m:
+            held.discard(m.group(2))
+    return held
+
+
+def wait_claims(members, want, timeout):
+    """Waits until each member's claims are want[i] (a predicate on its set, or
+    on every set at once when want is a function of a list). Raises
+    AssertionError with every member's lines on timeout."""
+    deadline = time.monotonic() + timeout
+    open_ = list(members)
+    while not want([claims(m) for m in members]):
+        left = deadline - time.monotonic()
+        if left <= 0 or not open_:
+            seen = {m.identity: m.lines for m in members}
+            raise AssertionError(f"claims not as wanted within {timeout:.1f}s: {seen}")
+        ready, _, _ = select.select(open_, [], [], left)
+        for m in ready:
+            if not m.pump():
+                open_.remove(m)
+
+
+class ExampleShards(unittest.TestCase):
+    def setUp(self):
+        self.binary = example_binary("shards")
+        if self.binary is None:
+            self.skipTest("examples/shards is not built (make examples)")
+        self.dir = tempfile.mkdtemp(prefix="leaderd-example-shards-")
+        self.api = ApiServer(os.path.join(self.dir, "api"), ["a", "b"])
+        self.members = []
+
+    def tearDown(self):
+        for m in self.members:
+            m.kill()
+        self.api.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def member(self, name):
+        m = Elector(self.binary, self.api, name, ["default", "work", name, str(SHARDS)])
+        self.members.append(m)
+        return m
+
+    def test_two_members_share_the_shards_and_one_hands_over_on_sigterm(self):
+        every = {str(k) for k in range(SHARDS)}
+        self.api.start()
+        a, b = self.member("a"), self.member("b")
+
+        def split(sets):
+            return (sets[0] | sets[1] == every and not sets[0] & sets[1]
+                    and len(sets[0]) == len(sets[1]))
+        wait_claims([a, b], split, SPLIT_BOUND)
+        # The API server agrees: each shard's Lease names the member that claims it.
+        for who in (a, b):
+            for shard in claims(who):
+                status, lease = self.api.get_lease("default", f"work-{shard}")
+                self.assertEqual(status, 200)
+                self.assertEqual(lease["spec"]["holderIdentity"], who.identity)
+
+        os.kill(a.proc.pid, signal.SIGTERM)
+        self.assertEqual(a.proc.wait(timeout=EXIT_BOUND), 0, a.lines)
+        a.pump()
+        self.assertEqual(claims(a), set(), a.lines)
+        wait_claims([b], lambda sets: sets[0] == every, HANDOVER_BOUND)
+        status, _ = self.api.get_lease("default", "work-member-a")
+        self.assertEqual(status, 404, "a's member Lease outlived its exit")
+        self.assertIsNone(b.proc.poll(), "b exited")
+
+    def test_usage_error(self):
+        for argv in (["only-one-argument"], ["k", "ns", "g", "id", "0"],
+                     ["k", "ns", "g", "id", "4x"]):
+            p = subprocess.run([self.binary] + argv, capture_output=True, text=True,
+                               timeout=10)
+            self.assertEqual(p.returncode, 2, argv)
+            self.assertIn("usage:", p.stderr)
 
 
 if __name__ == "__main__":

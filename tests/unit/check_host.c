@@ -18,19 +18,20 @@
 #include "kube.h"
 #include "log.h"
 #include "support/fake_transport.h"
+#include "support/fleet.h"
 #include "support/run_suite.h"
 
-#define NS "default"
-#define T0_MS 1000000LL
-#define WALL0_US 1800000000000000LL
-#define LEASE_MS 15000
-#define RENEW_MS 10000
-#define RETRY_MS 2000
+#define NS FLEET_NS
+#define T0_MS FLEET_T0_MS
+#define WALL0_US FLEET_WALL0_US
+#define LEASE_MS FLEET_LEASE_MS
+#define RENEW_MS FLEET_RENEW_MS
+#define RETRY_MS FLEET_RETRY_MS
 #define MAX_ELECTIONS 16
 /* Fake time per ld_host_run call: small enough that the test's own
  * actions (another client's renewals) happen near their times. */
 #define STEP_MS 100
-#define OTHER "other-replica"
+#define OTHER FLEET_OTHER
 
 struct fixture;
 
@@ -50,17 +51,14 @@ struct seen {
 };
 
 struct fixture {
-    struct fake_transport *ft; /* owned by kube */
+    /* The fake and its clock; fl.other_lease is another client's, renewed
+     * while fl.other_every_ms > 0. */
+    struct fleet fl;
     struct ld_kube *kube;
     struct ld_host *h;
-    struct ld_clock clock;
     struct seen seen[MAX_ELECTIONS];
     size_t n;
-    int callbacks; /* publishes and events, for "none after free" */
-    /* Another client that holds OTHER_LEASE and renews it every
-     * other_every_ms while other_every_ms > 0. */
-    const char *other_lease;
-    int64_t other_every_ms, other_next_ms;
+    int callbacks;               /* publishes and events, for "none after free" */
     const char *create_metadata; /* for the elections add makes */
     int watch_events;            /* counted by the host's observer */
     /* When drain is set, each publish reads drain_fd dry, as the daemon's
@@ -80,26 +78,6 @@ struct fixture {
 
 static struct fixture fx;
 
-static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
-{
-    (void)ctx;
-    (void)level;
-    (void)msg;
-}
-
-/* The submit time of the latest successful write of name, -1 if none. */
-static int64_t last_ok_write_ms(const struct fake_transport *ft, const char *name)
-{
-    for (size_t i = ft_record_count(ft); i-- > 0;) {
-        const struct ft_record *r = ft_record(ft, i);
-        if (strcmp(r->name, name) == 0 &&
-            (strcmp(r->verb, "PUT") == 0 || strcmp(r->verb, "POST") == 0) &&
-            r->rc == LD_OK && (r->status == 200 || r->status == 201))
-            return r->at_ms;
-    }
-    return -1;
-}
-
 static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
 {
     struct seen *s = ctx;
@@ -114,17 +92,17 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
             ;
     }
     ck_assert_str_eq(v->name, s->name);
-    ck_assert_int_eq(now_ms, ft_now_ms(f->ft));
+    ck_assert_int_eq(now_ms, fake_transport_now_ms(f->fl.ft));
     s->leading = ld_election_is_leader(e, now_ms);
     s->auth_failing_since_ms = v->auth_failing_since_ms;
     s->last_err = v->last_err ? v->last_err->code : LD_OK;
     if (!s->leading)
         return;
-    int64_t w = last_ok_write_ms(f->ft, s->name);
+    int64_t w = fleet_last_ok_write_ms(&f->fl, s->name);
     if (w < 0 || now_ms - w > RENEW_MS)
         s->claims_past_deadline++;
     struct ld_lease stored;
-    if (ft_lease_get(f->ft, s->name, &stored) != LD_OK ||
+    if (fake_transport_lease_get(f->fl.ft, s->name, &stored) != LD_OK ||
         strcmp(stored.spec.holder, "me") != 0)
         s->claims_while_foreign++;
     ld_lease_clear(&stored);
@@ -140,7 +118,7 @@ static void on_event(void *ctx, size_t index, const struct ld_event *ev)
     if (ev->kind == LD_EV_STOPPED_LEADING) {
         s->stopped++;
         s->last_stop = ev->reason;
-        s->stopped_at_ms = ft_now_ms(s->fx->ft);
+        s->stopped_at_ms = fake_transport_now_ms(s->fx->fl.ft);
     }
 }
 
@@ -153,36 +131,25 @@ static bool holds_release(void *ctx, size_t index, int64_t now_ms)
     return fx.hold_release;
 }
 
-/* The submit time of the first release write (PUT with an empty holder)
- * of name after since_ms, -1 if none. */
+/* The submit time of the first release write of name at or after
+ * since_ms, -1 if none. */
 static int64_t release_write_ms(const char *name, int64_t since_ms)
 {
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *r = ft_record(fx.ft, i);
-        if (strcmp(r->name, name) == 0 && strcmp(r->verb, "PUT") == 0 &&
-            r->at_ms >= since_ms && strstr(r->body, "\"holderIdentity\":\"\""))
-            return r->at_ms;
-    }
-    return -1;
+    return fleet_release_ms(&fx.fl, name, -1, since_ms);
 }
 
 static void setup(void)
 {
-    struct ld_errinfo err;
     memset(&fx, 0, sizeof(fx));
-    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
-    fx.ft = ft_new(NS, T0_MS, WALL0_US);
-    ck_assert_ptr_nonnull(fx.ft);
-    fx.kube = ld_kube_new_on(ft_transport(fx.ft), &err);
-    ck_assert_msg(fx.kube != NULL, "ld_kube_new_on: %s", err.msg);
-    fx.clock = ft_host_clock(fx.ft);
+    fleet_init(&fx.fl, STEP_MS, NULL);
+    fx.kube = fleet_kube(&fx.fl);
 }
 
 static void teardown(void)
 {
     ld_host_free(fx.h);
     ld_kube_free(fx.kube);
-    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+    fleet_destroy(&fx.fl);
 }
 
 static void count_watch_event(void *ctx)
@@ -196,7 +163,7 @@ static bool all_lead(void);
 static int64_t record_after_pass(void *ctx, int64_t now_ms)
 {
     (void)ctx;
-    ck_assert_int_eq(now_ms, ft_now_ms(fx.ft));
+    ck_assert_int_eq(now_ms, fake_transport_now_ms(fx.fl.ft));
     fx.after_calls++;
     fx.after_last_ms = now_ms;
     if (all_lead())
@@ -222,7 +189,7 @@ static void new_host(const char *selector)
         .lease_duration_ms = LEASE_MS,
         .renew_deadline_ms = RENEW_MS,
         .log_names = true,
-        .clock = &fx.clock,
+        .clock = &fx.fl.clock,
         .observer = &obs,
     };
     fx.h = ld_host_new(&c, &err);
@@ -270,46 +237,40 @@ static const char *lease_name(size_t i)
 static void add_free_group(size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        ft_lease_put(fx.ft, lease_name(i), "app=grp", "", LEASE_MS / 1000, WALL0_US);
+        fake_transport_lease_put(fx.fl.ft, lease_name(i), "app=grp", "", LEASE_MS / 1000,
+                                 WALL0_US);
         add(lease_name(i));
     }
 }
 
 static int64_t now(void)
 {
-    return ft_now_ms(fx.ft);
+    return fleet_now(&fx.fl);
 }
 
 static void other_renews(void)
 {
-    if (fx.other_every_ms <= 0 || now() < fx.other_next_ms)
-        return;
-    ft_lease_put(fx.ft, fx.other_lease, NULL, OTHER, LEASE_MS / 1000, ft_wall_us(fx.ft));
-    fx.other_next_ms = now() + fx.other_every_ms;
+    fleet_other_renews(&fx.fl);
+}
+
+/* One ld_host_run, cut to the time left so that run_for ends on time. */
+static bool host_turn(int64_t left_ms)
+{
+    ck_assert_int_eq(ld_host_run(fx.h, left_ms < STEP_MS ? left_ms : STEP_MS, -1), LD_OK);
+    return false;
 }
 
 static void run_for(int64_t ms)
 {
     int64_t end = now() + ms;
-    for (int64_t i = 0; i < ms / STEP_MS * 4 + 100 && now() < end; i++) {
-        other_renews();
-        int64_t left = end - now();
-        ck_assert_int_eq(ld_host_run(fx.h, left < STEP_MS ? left : STEP_MS, -1), LD_OK);
-    }
+    fleet_run_for(&fx.fl, ms, host_turn);
     ck_assert_int_ge(now(), end);
 }
 
 /* Runs until pred holds, for at most max_ms of fake time; true if it did. */
 static bool run_until(bool (*pred)(void), int64_t max_ms)
 {
-    int64_t end = now() + max_ms;
-    for (int64_t i = 0; i < max_ms / STEP_MS * 4 + 100 && now() < end; i++) {
-        if (pred())
-            return true;
-        other_renews();
-        ck_assert_int_eq(ld_host_run(fx.h, STEP_MS, -1), LD_OK);
-    }
-    return pred();
+    return fleet_run_until(&fx.fl, pred, max_ms, host_turn);
 }
 
 static bool all_lead(void)
@@ -320,17 +281,9 @@ static bool all_lead(void)
     return fx.n > 0;
 }
 
-static char *stored_holder(const char *name)
+static const char *stored_holder(const char *name)
 {
-    static char holder[LD_LEASE_MAX_HOLDER + 1];
-    struct ld_lease l;
-    if (ft_lease_get(fx.ft, name, &l) != LD_OK) {
-        snprintf(holder, sizeof(holder), "(absent)");
-    } else {
-        snprintf(holder, sizeof(holder), "%s", l.spec.holder);
-    }
-    ld_lease_clear(&l);
-    return holder;
+    return fleet_holder(&fx.fl, name);
 }
 
 static void assert_safe(void)
@@ -349,19 +302,19 @@ static void assert_safe(void)
 static size_t watch_times(int64_t since_ms, int64_t *out, size_t max)
 {
     size_t n = 0;
-    for (size_t i = 0; i < ft_record_count(fx.ft) && n < max; i++) {
-        const struct ft_record *r = ft_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft) && n < max; i++) {
+        const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, i);
         if (strcmp(r->verb, "WATCH") == 0 && r->at_ms >= since_ms)
             out[n++] = r->at_ms;
     }
     return n;
 }
 
-static const struct ft_record *last_watch(void)
+static const struct fake_transport_record *last_watch(void)
 {
-    for (size_t i = ft_record_count(fx.ft); i-- > 0;)
-        if (strcmp(ft_record(fx.ft, i)->verb, "WATCH") == 0)
-            return ft_record(fx.ft, i);
+    for (size_t i = fake_transport_record_count(fx.fl.ft); i-- > 0;)
+        if (strcmp(fake_transport_record(fx.fl.ft, i)->verb, "WATCH") == 0)
+            return fake_transport_record(fx.fl.ft, i);
     return NULL;
 }
 
@@ -379,17 +332,17 @@ START_TEST(one_election_acquires_and_renews)
 
     int64_t since = now();
     run_for(60000);
-    size_t puts = ft_count(fx.ft, "PUT", "solo", since);
+    size_t puts = fake_transport_count(fx.fl.ft, "PUT", "solo", since);
     /* One renewal per retry period: 30 a minute, loosely. */
     ck_assert_msg(puts >= 25 && puts <= 35, "%zu renewals in a minute", puts);
     ck_assert(fx.seen[0].leading);
     ck_assert_int_eq(fx.seen[0].stopped, 0);
     ck_assert_int_gt(fx.seen[0].publishes, 25);
     /* A host of one election watches its Lease by name. */
-    const struct ft_record *w = last_watch();
+    const struct fake_transport_record *w = last_watch();
     ck_assert_ptr_nonnull(w);
     ck_assert_ptr_nonnull(strstr(w->path, "fieldSelector=metadata.name%3Dsolo"));
-    ck_assert_uint_le(ft_max_in_flight_per_name(fx.ft), 1);
+    ck_assert_uint_le(fake_transport_max_in_flight_per_name(fx.fl.ft), 1);
     assert_safe();
 }
 END_TEST
@@ -452,21 +405,21 @@ START_TEST(sixteen_elections_one_watch)
     int64_t since = now();
     run_for(60000);
     ck_assert(all_lead());
-    size_t puts = ft_count(fx.ft, "PUT", NULL, since);
+    size_t puts = fake_transport_count(fx.fl.ft, "PUT", NULL, since);
     ck_assert_msg(puts >= MAX_ELECTIONS * 25 && puts <= MAX_ELECTIONS * 35,
                   "%zu renewals a minute for %d elections", puts, MAX_ELECTIONS);
     for (size_t i = 0; i < MAX_ELECTIONS; i++) {
-        size_t mine = ft_count(fx.ft, "PUT", lease_name(i), since);
+        size_t mine = fake_transport_count(fx.fl.ft, "PUT", lease_name(i), since);
         ck_assert_msg(mine >= 25 && mine <= 35, "%s: %zu renewals", lease_name(i), mine);
     }
     /* Every request in the minute was a renewal: no polling. */
-    ck_assert_uint_le(ft_count(fx.ft, "GET", NULL, since), MAX_ELECTIONS);
-    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), 1);
-    ck_assert_uint_eq(ft_watch_open_count(fx.ft), 1);
+    ck_assert_uint_le(fake_transport_count(fx.fl.ft, "GET", NULL, since), MAX_ELECTIONS);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "WATCH", NULL, 0), 1);
+    ck_assert_uint_eq(fake_transport_watch_open_count(fx.fl.ft), 1);
     ck_assert_ptr_nonnull(strstr(last_watch()->path, "labelSelector=app%3Dgrp"));
-    ck_assert_uint_le(ft_max_in_flight_per_name(fx.ft), 1);
+    ck_assert_uint_le(fake_transport_max_in_flight_per_name(fx.fl.ft), 1);
     /* They ran side by side, not one after another. */
-    ck_assert_uint_ge(ft_max_in_flight(fx.ft), MAX_ELECTIONS);
+    ck_assert_uint_ge(fake_transport_max_in_flight(fx.fl.ft), MAX_ELECTIONS);
     assert_safe();
 }
 END_TEST
@@ -482,7 +435,7 @@ START_TEST(created_leases_join_the_watched_group)
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     for (size_t i = 0; i < 4; i++) {
         struct ld_lease l;
-        ck_assert_int_eq(ft_lease_get(fx.ft, lease_name(i), &l), LD_OK);
+        ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, lease_name(i), &l), LD_OK);
         json_t *labels = json_object_get(json_object_get(l.object, "metadata"), "labels");
         ck_assert_str_eq(json_string_value(json_object_get(labels, "app")), "grp");
         ld_lease_clear(&l);
@@ -491,7 +444,7 @@ START_TEST(created_leases_join_the_watched_group)
     int before = fx.watch_events;
     run_for(10000);
     ck_assert_int_ge(fx.watch_events - before, 4 * 4);
-    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), 1);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "WATCH", NULL, 0), 1);
     assert_safe();
 }
 END_TEST
@@ -504,7 +457,7 @@ START_TEST(several_elections_without_selector_poll)
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     run_for(30000);
     ck_assert(all_lead());
-    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), 0);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "WATCH", NULL, 0), 0);
     assert_safe();
 }
 END_TEST
@@ -519,15 +472,15 @@ START_TEST(hung_put_delays_only_its_lease)
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     run_for(10000);
 
-    struct ft_fault hang = {.kind = FT_HANG, .count = -1};
-    ft_fault_add(fx.ft, "lease-a", "PUT", hang);
+    struct fake_transport_fault hang = {.kind = FAKE_TRANSPORT_HANG, .count = -1};
+    fake_transport_fault_add(fx.fl.ft, "lease-a", "PUT", hang);
     int64_t since = now();
-    int64_t a_last_ok = last_ok_write_ms(fx.ft, "lease-a");
-    int64_t b_prev = last_ok_write_ms(fx.ft, "lease-b");
+    int64_t a_last_ok = fleet_last_ok_write_ms(&fx.fl, "lease-a");
+    int64_t b_prev = fleet_last_ok_write_ms(&fx.fl, "lease-b");
     int64_t b_max_gap = 0;
     for (int i = 0; i < 300; i++) { /* 30 s */
         ck_assert_int_eq(ld_host_run(fx.h, STEP_MS, -1), LD_OK);
-        int64_t b = last_ok_write_ms(fx.ft, "lease-b");
+        int64_t b = fleet_last_ok_write_ms(&fx.fl, "lease-b");
         if (b != b_prev) {
             if (b - b_prev > b_max_gap)
                 b_max_gap = b - b_prev;
@@ -539,7 +492,7 @@ START_TEST(hung_put_delays_only_its_lease)
     }
     ck_assert_msg(b_max_gap <= RETRY_MS + 500, "B's renewals %lld ms apart",
                   (long long)b_max_gap);
-    ck_assert_uint_ge(ft_count(fx.ft, "PUT", "lease-b", since), 13);
+    ck_assert_uint_ge(fake_transport_count(fx.fl.ft, "PUT", "lease-b", since), 13);
     ck_assert(fx.seen[1].leading);
     ck_assert_int_eq(fx.seen[1].stopped, 0);
     /* A gave up at its deadline, not later. */
@@ -548,13 +501,13 @@ START_TEST(hung_put_delays_only_its_lease)
     ck_assert(!fx.seen[0].leading);
     /* A's hung PUT ended by its timeout, and no second one overlapped it. */
     size_t timed_out = 0;
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *r = ft_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, i);
         if (strcmp(r->name, "lease-a") == 0 && r->rc == LD_ETIMEOUT)
             timed_out++;
     }
     ck_assert_uint_ge(timed_out, 1);
-    ck_assert_uint_le(ft_max_in_flight_per_name(fx.ft), 1);
+    ck_assert_uint_le(fake_transport_max_in_flight_per_name(fx.fl.ft), 1);
     assert_safe();
 }
 END_TEST
@@ -569,9 +522,9 @@ START_TEST(step_down_published_at_the_deadline_while_put_hangs)
     add("solo");
     ck_assert(run_until(all_lead, 3 * RETRY_MS));
     run_for(3000);
-    struct ft_fault hang = {.kind = FT_HANG, .count = -1};
-    ft_fault_add(fx.ft, "solo", "PUT", hang);
-    int64_t last_ok = last_ok_write_ms(fx.ft, "solo");
+    struct fake_transport_fault hang = {.kind = FAKE_TRANSPORT_HANG, .count = -1};
+    fake_transport_fault_add(fx.fl.ft, "solo", "PUT", hang);
+    int64_t last_ok = fleet_last_ok_write_ms(&fx.fl, "solo");
     run_for(RENEW_MS + RETRY_MS + 5000);
     ck_assert_int_eq(fx.seen[0].stopped, 1);
     ck_assert_msg(fx.seen[0].stopped_at_ms <= last_ok + RENEW_MS + STEP_MS,
@@ -587,13 +540,15 @@ END_TEST
  * pass for it, and counts; host did so before 8382085). */
 START_TEST(no_busy_wait_before_the_first_read)
 {
-    struct ft_fault slow = {.kind = FT_DELAY, .delay_ms = 3000, .count = 1};
-    ft_fault_add(fx.ft, "solo", "GET", slow);
+    struct fake_transport_fault slow = {
+        .kind = FAKE_TRANSPORT_DELAY, .delay_ms = 3000, .count = 1};
+    fake_transport_fault_add(fx.fl.ft, "solo", "GET", slow);
     new_host(NULL);
     add("solo");
     ck_assert(run_until(all_lead, 4 * RETRY_MS));
-    ck_assert_msg(ft_spin_ms(fx.ft) == 0, "the host spun for %llu ms of 3000",
-                  (unsigned long long)ft_spin_ms(fx.ft));
+    ck_assert_msg(fake_transport_spin_ms(fx.fl.ft) == 0,
+                  "the host spun for %llu ms of 3000",
+                  (unsigned long long)fake_transport_spin_ms(fx.fl.ft));
     assert_safe();
 }
 END_TEST
@@ -603,14 +558,15 @@ END_TEST
  * not spin (leaderd itself runs on the host). */
 START_TEST(no_busy_wait_while_the_api_is_down_at_start)
 {
-    struct ft_fault down = {.kind = FT_FAIL, .rc = LD_ECONNECT, .count = 5};
-    ft_fault_add(fx.ft, "solo", "GET", down);
+    struct fake_transport_fault down = {
+        .kind = FAKE_TRANSPORT_FAIL, .rc = LD_ECONNECT, .count = 5};
+    fake_transport_fault_add(fx.fl.ft, "solo", "GET", down);
     new_host(NULL);
     add("solo");
     ck_assert(run_until(all_lead, 8 * RETRY_MS));
-    ck_assert_uint_ge(ft_count(fx.ft, "GET", "solo", 0), 6);
-    ck_assert_msg(ft_spin_ms(fx.ft) == 0, "the host spun for %llu ms",
-                  (unsigned long long)ft_spin_ms(fx.ft));
+    ck_assert_uint_ge(fake_transport_count(fx.fl.ft, "GET", "solo", 0), 6);
+    ck_assert_msg(fake_transport_spin_ms(fx.fl.ft) == 0, "the host spun for %llu ms",
+                  (unsigned long long)fake_transport_spin_ms(fx.fl.ft));
     assert_safe();
 }
 END_TEST
@@ -619,8 +575,8 @@ END_TEST
 
 static void standby_setup(void)
 {
-    fx.other_lease = "solo";
-    fx.other_every_ms = RETRY_MS;
+    fx.fl.other_lease = "solo";
+    fx.fl.other_every_ms = RETRY_MS;
     other_renews();
     new_host(NULL);
     add("solo");
@@ -628,7 +584,7 @@ static void standby_setup(void)
 
 static bool watch_open(void)
 {
-    return ft_watch_open_count(fx.ft) == 1;
+    return fake_transport_watch_open_count(fx.fl.ft) == 1;
 }
 
 static int64_t watch_since_ms;
@@ -636,7 +592,8 @@ static int64_t watch_since_ms;
 /* A watch opened after watch_since_ms, besides a failed one, is open. */
 static bool second_watch_open(void)
 {
-    return ft_count(fx.ft, "WATCH", NULL, watch_since_ms) >= 2 && watch_open();
+    return fake_transport_count(fx.fl.ft, "WATCH", NULL, watch_since_ms) >= 2 &&
+           watch_open();
 }
 
 START_TEST(standby_with_watch_does_not_poll)
@@ -645,9 +602,9 @@ START_TEST(standby_with_watch_does_not_poll)
     ck_assert(run_until(watch_open, 10000));
     int64_t since = now();
     run_for(60000);
-    size_t gets = ft_count(fx.ft, "GET", "solo", since);
+    size_t gets = fake_transport_count(fx.fl.ft, "GET", "solo", since);
     ck_assert_msg(gets <= 3, "%zu GETs in a minute with a healthy watch", gets);
-    ck_assert_uint_eq(ft_count(fx.ft, "PUT", "solo", 0), 0);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "PUT", "solo", 0), 0);
     ck_assert(!fx.seen[0].leading);
     assert_safe();
 }
@@ -656,8 +613,9 @@ END_TEST
 START_TEST(watch_backoff_grows_and_caps_then_polls)
 {
     standby_setup();
-    struct ft_fault fail = {.kind = FT_STATUS, .status = 500, .count = -1};
-    ft_fault_add(fx.ft, NULL, "WATCH", fail);
+    struct fake_transport_fault fail = {
+        .kind = FAKE_TRANSPORT_STATUS, .status = 500, .count = -1};
+    fake_transport_fault_add(fx.fl.ft, NULL, "WATCH", fail);
     int64_t since = now();
     run_for(240000);
     int64_t t[64];
@@ -678,7 +636,7 @@ START_TEST(watch_backoff_grows_and_caps_then_polls)
     ck_assert_int_le(max, 30000 + STEP_MS);
     ck_assert_int_ge(t[n - 1] - t[n - 2], 30000 - STEP_MS);
     /* Without a watch the standby polls every retry period. */
-    size_t gets = ft_count(fx.ft, "GET", "solo", now() - 60000);
+    size_t gets = fake_transport_count(fx.fl.ft, "GET", "solo", now() - 60000);
     ck_assert_msg(gets >= 20 && gets <= 40, "%zu GETs a minute without a watch", gets);
     assert_safe();
 }
@@ -688,16 +646,18 @@ START_TEST(stable_watch_reconnects_at_once)
 {
     standby_setup();
     /* Five failures grow the back-off... */
-    struct ft_fault fail = {.kind = FT_STATUS, .status = 500, .count = 5};
-    ft_fault_add(fx.ft, NULL, "WATCH", fail);
+    struct fake_transport_fault fail = {
+        .kind = FAKE_TRANSPORT_STATUS, .status = 500, .count = 5};
+    fake_transport_fault_add(fx.fl.ft, NULL, "WATCH", fail);
     ck_assert(run_until(watch_open, 60000));
     /* ...a stream that then lives 90 s resets it. */
     run_for(90000);
     ck_assert(watch_open());
-    ft_watch_end_all(fx.ft);
+    fake_transport_watch_end_all(fx.fl.ft);
     int64_t ended = now();
-    struct ft_fault once = {.kind = FT_STATUS, .status = 500, .count = 1};
-    ft_fault_add(fx.ft, NULL, "WATCH", once);
+    struct fake_transport_fault once = {
+        .kind = FAKE_TRANSPORT_STATUS, .status = 500, .count = 1};
+    fake_transport_fault_add(fx.fl.ft, NULL, "WATCH", once);
     watch_since_ms = ended;
     ck_assert(run_until(second_watch_open, 5000));
     int64_t t[8];
@@ -714,28 +674,28 @@ START_TEST(gone_relists)
     standby_setup();
     ck_assert(run_until(watch_open, 10000));
     run_for(10000);
-    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), 1);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "WATCH", NULL, 0), 1);
     ck_assert_ptr_nonnull(strstr(last_watch()->path, "resourceVersion="));
     /* The history is compacted and the stream ends: the host's restart
      * from its resourceVersion gets 410 Expired, and it starts over from
      * the current state. */
-    ft_compact(fx.ft);
-    ft_watch_end_all(fx.ft);
+    fake_transport_compact(fx.fl.ft);
+    fake_transport_watch_end_all(fx.fl.ft);
     run_for(5000);
-    ck_assert_uint_ge(ft_count(fx.ft, "WATCH", NULL, 0), 3);
+    ck_assert_uint_ge(fake_transport_count(fx.fl.ft, "WATCH", NULL, 0), 3);
     ck_assert(watch_open());
     ck_assert_ptr_null(strstr(last_watch()->path, "resourceVersion="));
     /* The same for a 410 ERROR event on an open stream. */
-    size_t before = ft_count(fx.ft, "WATCH", NULL, 0);
-    ft_watch_gone_all(fx.ft);
+    size_t before = fake_transport_count(fx.fl.ft, "WATCH", NULL, 0);
+    fake_transport_watch_gone_all(fx.fl.ft);
     run_for(3000);
-    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), before + 1);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "WATCH", NULL, 0), before + 1);
     ck_assert(watch_open());
     ck_assert_ptr_null(strstr(last_watch()->path, "resourceVersion="));
     /* The standby still follows the holder without polling. */
     int64_t since = now();
     run_for(30000);
-    ck_assert_uint_le(ft_count(fx.ft, "GET", "solo", since), 2);
+    ck_assert_uint_le(fake_transport_count(fx.fl.ft, "GET", "solo", since), 2);
     assert_safe();
 }
 END_TEST
@@ -744,7 +704,8 @@ static size_t watches_wanted;
 
 static bool watches_reached(void)
 {
-    return ft_count(fx.ft, "WATCH", NULL, 0) >= watches_wanted && watch_open();
+    return fake_transport_count(fx.fl.ft, "WATCH", NULL, 0) >= watches_wanted &&
+           watch_open();
 }
 
 /* A group's stream resumes from its resourceVersion only after the
@@ -759,16 +720,17 @@ START_TEST(group_watch_resumes_only_after_a_routine_end)
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     ck_assert(run_until(watch_open, 10000));
     run_for(5000);
-    watches_wanted = ft_count(fx.ft, "WATCH", NULL, 0) + 1;
-    ft_watch_end_all(fx.ft);
+    watches_wanted = fake_transport_count(fx.fl.ft, "WATCH", NULL, 0) + 1;
+    fake_transport_watch_end_all(fx.fl.ft);
     ck_assert(run_until(watches_reached, 5000));
     ck_assert_ptr_nonnull(strstr(last_watch()->path, "resourceVersion="));
     run_for(5000);
     /* The next restart fails: the one after it starts afresh. */
-    struct ft_fault once = {.kind = FT_STATUS, .status = 500, .count = 1};
-    ft_fault_add(fx.ft, NULL, "WATCH", once);
-    watches_wanted = ft_count(fx.ft, "WATCH", NULL, 0) + 2;
-    ft_watch_end_all(fx.ft);
+    struct fake_transport_fault once = {
+        .kind = FAKE_TRANSPORT_STATUS, .status = 500, .count = 1};
+    fake_transport_fault_add(fx.fl.ft, NULL, "WATCH", once);
+    watches_wanted = fake_transport_count(fx.fl.ft, "WATCH", NULL, 0) + 2;
+    fake_transport_watch_end_all(fx.fl.ft);
     ck_assert(run_until(watches_reached, 10000));
     ck_assert_ptr_null(strstr(last_watch()->path, "resourceVersion="));
     ck_assert(all_lead());
@@ -781,14 +743,14 @@ START_TEST(stalled_watch_replaced_when_a_read_finds_a_missed_change)
     standby_setup();
     ck_assert(run_until(watch_open, 10000));
     run_for(10000);
-    size_t before = ft_count(fx.ft, "WATCH", NULL, 0);
+    size_t before = fake_transport_count(fx.fl.ft, "WATCH", NULL, 0);
     int64_t since = now();
-    ft_watch_stall_all(fx.ft);
+    fake_transport_watch_stall_all(fx.fl.ft);
     /* The engine re-checks after three silent retry periods and finds the
      * holder's renewals the watch never sent. */
     run_for(5 * RETRY_MS + 2000);
-    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), before + 1);
-    ck_assert_uint_ge(ft_count(fx.ft, "GET", "solo", since), 1);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "WATCH", NULL, 0), before + 1);
+    ck_assert_uint_ge(fake_transport_count(fx.fl.ft, "GET", "solo", since), 1);
     ck_assert(watch_open());
     assert_safe();
 }
@@ -803,11 +765,11 @@ START_TEST(silent_watch_replaced_after_the_silence_limit)
     add("solo");
     ck_assert(run_until(all_lead, 3 * RETRY_MS));
     ck_assert(run_until(watch_open, 10000));
-    size_t before = ft_count(fx.ft, "WATCH", NULL, 0);
-    ft_watch_stall_all(fx.ft);
+    size_t before = fake_transport_count(fx.fl.ft, "WATCH", NULL, 0);
+    fake_transport_watch_stall_all(fx.fl.ft);
     int64_t stalled = now();
     run_for(2 * LEASE_MS + 60000 - 5000);
-    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), before);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "WATCH", NULL, 0), before);
     run_for(15000);
     int64_t t[4];
     ck_assert_uint_eq(watch_times(stalled, t, 4), 1);
@@ -824,19 +786,20 @@ START_TEST(unauthorized_standby_probes_and_recovers)
     standby_setup();
     ck_assert(run_until(watch_open, 10000));
     run_for(5000);
-    struct ft_fault deny = {.kind = FT_STATUS, .status = 401, .count = -1};
-    ft_fault_add(fx.ft, NULL, "GET", deny);
-    ft_fault_add(fx.ft, NULL, "PUT", deny);
-    ft_fault_add(fx.ft, NULL, "POST", deny);
+    struct fake_transport_fault deny = {
+        .kind = FAKE_TRANSPORT_STATUS, .status = 401, .count = -1};
+    fake_transport_fault_add(fx.fl.ft, NULL, "GET", deny);
+    fake_transport_fault_add(fx.fl.ft, NULL, "PUT", deny);
+    fake_transport_fault_add(fx.fl.ft, NULL, "POST", deny);
     /* A hint (a token file changed) makes the standby read, and fail. */
     ld_host_wake(fx.h, 0);
     run_for(1000);
     ck_assert_int_gt(fx.seen[0].auth_failing_since_ms, 0);
     int64_t since = now();
     run_for(60000);
-    size_t reqs = ft_count(fx.ft, "GET", "solo", since) +
-                  ft_count(fx.ft, "PUT", "solo", since) +
-                  ft_count(fx.ft, "POST", "solo", since);
+    size_t reqs = fake_transport_count(fx.fl.ft, "GET", "solo", since) +
+                  fake_transport_count(fx.fl.ft, "PUT", "solo", since) +
+                  fake_transport_count(fx.fl.ft, "POST", "solo", since);
     /* One per renew-deadline/2 although the watch is healthy: not none,
      * and not a poll every retry period either. */
     ck_assert_msg(reqs >= 60000 / (RENEW_MS / 2) - 1 &&
@@ -846,12 +809,12 @@ START_TEST(unauthorized_standby_probes_and_recovers)
     ck_assert_int_eq(fx.seen[0].last_err, LD_EUNAUTHORIZED);
 
     /* Accepted again: the next probe succeeds and the state clears. */
-    ft_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.fl.ft);
     run_for(RENEW_MS / 2 + RETRY_MS);
     ck_assert_int_eq(fx.seen[0].auth_failing_since_ms, 0);
     ck_assert_int_eq(fx.seen[0].last_err, LD_OK);
     /* And it takes over when the holder stops. */
-    fx.other_every_ms = 0;
+    fx.fl.other_every_ms = 0;
     ck_assert(run_until(all_lead, LEASE_MS + 3 * RETRY_MS));
     assert_safe();
 }
@@ -862,22 +825,23 @@ END_TEST
 START_TEST(retry_after_is_honoured)
 {
     /* A standby without a watch polls; a 429 asks it to wait 7 s. */
-    fx.other_lease = "solo";
-    fx.other_every_ms = RETRY_MS;
+    fx.fl.other_lease = "solo";
+    fx.fl.other_every_ms = RETRY_MS;
     other_renews();
     new_host(NULL);
     add("solo");
-    struct ft_fault nowatch = {.kind = FT_STATUS, .status = 403, .count = -1};
-    ft_fault_add(fx.ft, NULL, "WATCH", nowatch);
+    struct fake_transport_fault nowatch = {
+        .kind = FAKE_TRANSPORT_STATUS, .status = 403, .count = -1};
+    fake_transport_fault_add(fx.fl.ft, NULL, "WATCH", nowatch);
     run_for(10000);
-    struct ft_fault busy = {
-        .kind = FT_STATUS, .status = 429, .retry_after_s = 7, .count = 1};
-    ft_fault_add(fx.ft, "solo", "GET", busy);
+    struct fake_transport_fault busy = {
+        .kind = FAKE_TRANSPORT_STATUS, .status = 429, .retry_after_s = 7, .count = 1};
+    fake_transport_fault_add(fx.fl.ft, "solo", "GET", busy);
     int64_t since = now();
     run_for(20000);
     int64_t t429 = -1, next = -1;
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *r = ft_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, i);
         if (r->at_ms < since || strcmp(r->verb, "GET") != 0)
             continue;
         if (t429 >= 0 && next < 0)
@@ -897,16 +861,17 @@ START_TEST(leader_without_connection_steps_down_and_returns)
     new_host(NULL);
     add("solo");
     ck_assert(run_until(all_lead, 3 * RETRY_MS));
-    struct ft_fault down = {.kind = FT_FAIL, .rc = LD_ECONNECT, .count = -1};
-    ft_fault_add(fx.ft, NULL, NULL, down);
-    int64_t last_ok = last_ok_write_ms(fx.ft, "solo");
+    struct fake_transport_fault down = {
+        .kind = FAKE_TRANSPORT_FAIL, .rc = LD_ECONNECT, .count = -1};
+    fake_transport_fault_add(fx.fl.ft, NULL, NULL, down);
+    int64_t last_ok = fleet_last_ok_write_ms(&fx.fl, "solo");
     run_for(RENEW_MS + RETRY_MS);
     ck_assert_int_eq(fx.seen[0].stopped, 1);
     ck_assert_int_eq(fx.seen[0].last_stop, LD_STOP_RENEW_DEADLINE);
     /* Fast failures leave the engine free to act at its deadline. */
     ck_assert_int_le(fx.seen[0].stopped_at_ms, last_ok + RENEW_MS + STEP_MS);
     ck_assert_int_eq(fx.seen[0].last_err, LD_ECONNECT);
-    ft_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.fl.ft);
     /* Its own record, unchanged since it stepped down: it takes it back. */
     ck_assert(run_until(all_lead, LEASE_MS + 3 * RETRY_MS));
     ck_assert_int_eq(fx.seen[0].started, 2);
@@ -923,8 +888,8 @@ START_TEST(shutdown_releases_and_abandons)
         add(lease_name(i));
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     /* lease-01's next renewal hangs: it is in flight at the shutdown. */
-    struct ft_fault hang = {.kind = FT_HANG, .count = 1};
-    ft_fault_add(fx.ft, lease_name(1), "PUT", hang);
+    struct fake_transport_fault hang = {.kind = FAKE_TRANSPORT_HANG, .count = 1};
+    fake_transport_fault_add(fx.fl.ft, lease_name(1), "PUT", hang);
     run_for(RETRY_MS + 500);
     ck_assert_uint_ge(ld_kube_calls_pending(fx.kube), 1);
     ld_host_shutdown(fx.h);
@@ -937,10 +902,10 @@ START_TEST(shutdown_releases_and_abandons)
         ck_assert_int_eq(fx.seen[i].last_stop, LD_STOP_SHUTDOWN);
     }
     size_t canceled = 0;
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++)
-        canceled += ft_record(fx.ft, i)->canceled;
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++)
+        canceled += fake_transport_record(fx.fl.ft, i)->canceled;
     ck_assert_uint_eq(canceled, 1);
-    ck_assert_uint_eq(ld_transport_pending(ft_transport(fx.ft)), 0);
+    ck_assert_uint_eq(ld_transport_pending(fake_transport_transport(fx.fl.ft)), 0);
     assert_safe();
 }
 END_TEST
@@ -1021,17 +986,18 @@ START_TEST(free_in_flight_runs_no_callbacks)
     add_free_group(3);
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     ck_assert(run_until(watch_open, 10000));
-    struct ft_fault hang = {.kind = FT_HANG, .count = -1};
-    ft_fault_add(fx.ft, NULL, "PUT", hang);
+    struct fake_transport_fault hang = {.kind = FAKE_TRANSPORT_HANG, .count = -1};
+    fake_transport_fault_add(fx.fl.ft, NULL, "PUT", hang);
     run_for(RETRY_MS + 500);
-    ck_assert_uint_ge(ld_transport_pending(ft_transport(fx.ft)), 2);
+    ck_assert_uint_ge(ld_transport_pending(fake_transport_transport(fx.fl.ft)), 2);
     ld_host_free(fx.h);
     fx.h = NULL;
-    ck_assert_uint_eq(ld_transport_pending(ft_transport(fx.ft)), 0);
+    ck_assert_uint_eq(ld_transport_pending(fake_transport_transport(fx.fl.ft)), 0);
     int before = fx.callbacks;
-    ft_lease_put(fx.ft, lease_name(0), "app=grp", OTHER, 15, ft_wall_us(fx.ft));
+    fake_transport_lease_put(fx.fl.ft, lease_name(0), "app=grp", OTHER, 15,
+                             fake_transport_wall_us(fx.fl.ft));
     for (int i = 0; i < 100; i++)
-        ld_transport_run(ft_transport(fx.ft), STEP_MS, -1);
+        ld_transport_run(fake_transport_transport(fx.fl.ft), STEP_MS, -1);
     ck_assert_int_eq(fx.callbacks, before);
 }
 END_TEST
@@ -1042,8 +1008,8 @@ END_TEST
  * flight; true when it is. */
 static bool put_in_flight(void)
 {
-    for (size_t i = ft_record_count(fx.ft); i-- > 0;) {
-        const struct ft_record *r = ft_record(fx.ft, i);
+    for (size_t i = fake_transport_record_count(fx.fl.ft); i-- > 0;) {
+        const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, i);
         if (strcmp(r->verb, "PUT") == 0 && strcmp(r->name, "solo") == 0)
             return r->end_ms < 0;
     }
@@ -1055,8 +1021,8 @@ static void lead_then_hang_renewal(void)
     new_host(NULL);
     add("solo");
     ck_assert(run_until(all_lead, 3 * RETRY_MS));
-    struct ft_fault hang = {.kind = FT_HANG, .count = 1};
-    ft_fault_add(fx.ft, "solo", "PUT", hang);
+    struct fake_transport_fault hang = {.kind = FAKE_TRANSPORT_HANG, .count = 1};
+    fake_transport_fault_add(fx.fl.ft, "solo", "PUT", hang);
     ck_assert(run_until(put_in_flight, 3 * RETRY_MS));
     ck_assert(fx.seen[0].leading);
 }
@@ -1083,7 +1049,7 @@ END_TEST
 START_TEST(resign_in_flight_published_before_the_answer)
 {
     lead_then_hang_renewal();
-    struct ld_now n = {.mono_ms = now(), .wall_us = ft_wall_us(fx.ft)};
+    struct ld_now n = {.mono_ms = now(), .wall_us = fake_transport_wall_us(fx.fl.ft)};
     ck_assert(ld_election_resign(ld_host_election(fx.h, 0), n, LEASE_MS));
     ld_host_poke(fx.h, 0);
     ck_assert_int_eq(ld_host_run(fx.h, STEP_MS, -1), LD_OK);
@@ -1131,10 +1097,11 @@ START_TEST(resign_in_flight_then_the_renewal_succeeds)
     new_host(NULL);
     add("solo");
     ck_assert(run_until(all_lead, 3 * RETRY_MS));
-    struct ft_fault slow = {.kind = FT_DELAY, .delay_ms = 1500, .count = 1};
-    ft_fault_add(fx.ft, "solo", "PUT", slow);
+    struct fake_transport_fault slow = {
+        .kind = FAKE_TRANSPORT_DELAY, .delay_ms = 1500, .count = 1};
+    fake_transport_fault_add(fx.fl.ft, "solo", "PUT", slow);
     ck_assert(run_until(put_in_flight, 3 * RETRY_MS));
-    struct ld_now n = {.mono_ms = now(), .wall_us = ft_wall_us(fx.ft)};
+    struct ld_now n = {.mono_ms = now(), .wall_us = fake_transport_wall_us(fx.fl.ft)};
     ck_assert(ld_election_resign(ld_host_election(fx.h, 0), n, LEASE_MS));
     ld_host_poke(fx.h, 0);
     for (int i = 0; i < 100; i++) {
@@ -1152,8 +1119,8 @@ END_TEST
 
 static bool get_in_flight(void)
 {
-    for (size_t i = ft_record_count(fx.ft); i-- > 0;) {
-        const struct ft_record *r = ft_record(fx.ft, i);
+    for (size_t i = fake_transport_record_count(fx.fl.ft); i-- > 0;) {
+        const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, i);
         if (strcmp(r->verb, "GET") == 0 && strcmp(r->name, "solo") == 0)
             return r->end_ms < 0;
     }
@@ -1172,8 +1139,8 @@ static void standby_with_hung_read(void)
     standby_setup();
     ck_assert(run_until(watch_open, 10000));
     run_for(3000);
-    struct ft_fault hang = {.kind = FT_HANG, .count = 1};
-    ft_fault_add(fx.ft, "solo", "GET", hang);
+    struct fake_transport_fault hang = {.kind = FAKE_TRANSPORT_HANG, .count = 1};
+    fake_transport_fault_add(fx.fl.ft, "solo", "GET", hang);
     ld_host_wake(fx.h, 0);
     ck_assert(run_until(get_in_flight, 1000));
 }
@@ -1186,10 +1153,11 @@ static void standby_with_hung_read(void)
 START_TEST(events_during_a_request_are_applied_after_it_in_order)
 {
     standby_with_hung_read();
-    fx.other_every_ms = 0;
-    ft_lease_put(fx.ft, "solo", NULL, "", 1, ft_wall_us(fx.ft));
+    fx.fl.other_every_ms = 0;
+    fake_transport_lease_put(fx.fl.ft, "solo", NULL, "", 1,
+                             fake_transport_wall_us(fx.fl.ft));
     run_for(STEP_MS);
-    ck_assert(ft_lease_delete(fx.ft, "solo"));
+    ck_assert(fake_transport_lease_delete(fx.fl.ft, "solo"));
     int64_t deleted = now();
     run_for(STEP_MS);
     ck_assert(get_in_flight());
@@ -1199,8 +1167,8 @@ START_TEST(events_during_a_request_are_applied_after_it_in_order)
     ck_assert(run_until(all_lead, RETRY_MS));
     ck_assert_msg(now() - ended <= 500, "took the deleted Lease %lld ms after the read",
                   (long long)(now() - ended));
-    ck_assert_uint_eq(ft_count(fx.ft, "PUT", "solo", deleted), 0);
-    ck_assert_uint_ge(ft_count(fx.ft, "POST", NULL, deleted), 1);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "PUT", "solo", deleted), 0);
+    ck_assert_uint_ge(fake_transport_count(fx.fl.ft, "POST", NULL, deleted), 1);
     assert_safe();
 }
 END_TEST
@@ -1211,16 +1179,17 @@ END_TEST
 START_TEST(held_events_overflow_relists)
 {
     standby_with_hung_read();
-    fx.other_every_ms = 0;
+    fx.fl.other_every_ms = 0;
     int64_t since = now();
     uint64_t rv = 0;
     for (int i = 0; i < 80; i++) {
-        rv = ft_lease_put(fx.ft, "solo", NULL, OTHER, LEASE_MS / 1000, ft_wall_us(fx.ft));
+        rv = fake_transport_lease_put(fx.fl.ft, "solo", NULL, OTHER, LEASE_MS / 1000,
+                                      fake_transport_wall_us(fx.fl.ft));
         ck_assert_int_eq(ld_host_run(fx.h, 10, -1), LD_OK);
     }
     run_for(1000);
     ck_assert(get_in_flight());
-    ck_assert_uint_ge(ft_count(fx.ft, "WATCH", NULL, since), 1);
+    ck_assert_uint_ge(fake_transport_count(fx.fl.ft, "WATCH", NULL, since), 1);
     ck_assert_ptr_null(strstr(last_watch()->path, "resourceVersion="));
     ck_assert(run_until(watch_open, 1000));
     ck_assert(run_until(get_in_flight_over, RENEW_MS));
@@ -1242,27 +1211,30 @@ END_TEST
 START_TEST(foreign_and_malformed_events_are_survived)
 {
     new_host("app=grp");
-    ft_lease_put(fx.ft, "lease-x", "app=grp", OTHER, 15, WALL0_US);
+    fake_transport_lease_put(fx.fl.ft, "lease-x", "app=grp", OTHER, 15, WALL0_US);
     add_free_group(2);
     ck_assert(run_until(all_lead, 5 * RETRY_MS));
     ck_assert(run_until(watch_open, 10000));
     int64_t since = now();
     for (int i = 0; i < 20; i++) {
-        ft_lease_put(fx.ft, "lease-x", NULL, i % 2 ? OTHER : "", 15, ft_wall_us(fx.ft));
-        ft_watch_inject(fx.ft, "{not json");
-        ft_watch_inject(fx.ft, "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Lease\"}}");
-        ft_watch_inject(fx.ft, "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Lease\","
-                               "\"metadata\":{\"name\":\"lease-00\"},\"spec\":7}}");
+        fake_transport_lease_put(fx.fl.ft, "lease-x", NULL, i % 2 ? OTHER : "", 15,
+                                 fake_transport_wall_us(fx.fl.ft));
+        fake_transport_watch_inject(fx.fl.ft, "{not json");
+        fake_transport_watch_inject(
+            fx.fl.ft, "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Lease\"}}");
+        fake_transport_watch_inject(
+            fx.fl.ft, "{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Lease\","
+                      "\"metadata\":{\"name\":\"lease-00\"},\"spec\":7}}");
         run_for(1000);
     }
     /* Nothing was asked about lease-x, the stream stayed, the elections
      * kept renewing. */
-    ck_assert_uint_eq(ft_count(fx.ft, NULL, "lease-x", 0), 0);
-    ck_assert_uint_eq(ft_count(fx.ft, "WATCH", NULL, 0), 1);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, NULL, "lease-x", 0), 0);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "WATCH", NULL, 0), 1);
     ck_assert(watch_open());
     ck_assert(all_lead());
-    ck_assert_uint_ge(ft_count(fx.ft, "PUT", lease_name(0), since), 8);
-    ck_assert_uint_ge(ft_count(fx.ft, "PUT", lease_name(1), since), 8);
+    ck_assert_uint_ge(fake_transport_count(fx.fl.ft, "PUT", lease_name(0), since), 8);
+    ck_assert_uint_ge(fake_transport_count(fx.fl.ft, "PUT", lease_name(1), since), 8);
     assert_safe();
 }
 END_TEST
@@ -1292,7 +1264,7 @@ static void sim_check(struct sim *s)
 {
     for (size_t l = 0; l < SIM_LEASES; l++) {
         int claims = 0;
-        char *holder = stored_holder(lease_name(l));
+        const char *holder = stored_holder(lease_name(l));
         for (size_t r = 0; r < SIM_REPLICAS; r++) {
             if (!ld_election_is_leader(ld_host_election(s->h[r], l), now()))
                 continue;
@@ -1311,46 +1283,47 @@ static void sim_fault(struct sim *s)
     const char *verbs[] = {"GET", "PUT", "POST", "WATCH", NULL};
     const char *verb = verbs[sim_rand(s, 5)];
     const char *name = sim_rand(s, 3) ? lease_name(sim_rand(s, SIM_LEASES)) : NULL;
-    struct ft_fault f = {.count = 1 + (int)sim_rand(s, 3)};
+    struct fake_transport_fault f = {.count = 1 + (int)sim_rand(s, 3)};
     switch (sim_rand(s, 8)) {
     case 0:
-        f.kind = FT_HANG;
+        f.kind = FAKE_TRANSPORT_HANG;
         break;
     case 1:
-        f.kind = FT_DELAY;
+        f.kind = FAKE_TRANSPORT_DELAY;
         f.delay_ms = 100 + (int64_t)sim_rand(s, 8000); /* past the timeout at times */
         break;
     case 2:
-        f.kind = FT_STATUS;
+        f.kind = FAKE_TRANSPORT_STATUS;
         f.status = 500;
         break;
     case 3:
-        f.kind = FT_STATUS;
+        f.kind = FAKE_TRANSPORT_STATUS;
         f.status = 429;
         f.retry_after_s = 1 + (int)sim_rand(s, 3);
         break;
     case 4:
-        f.kind = FT_FAIL;
+        f.kind = FAKE_TRANSPORT_FAIL;
         f.rc = sim_rand(s, 2) ? LD_ECONNECT : LD_ETRANSPORT;
         break;
     case 5: /* a replica cut off from the API for a while */
-        f.kind = FT_FAIL;
+        f.kind = FAKE_TRANSPORT_FAIL;
         f.rc = LD_ECONNECT;
         f.count = -1;
         f.until_ms = now() + 1000 + (int64_t)sim_rand(s, 20000);
-        ft_fault_add_for(fx.ft, (int)sim_rand(s, SIM_REPLICAS), NULL, NULL, f);
+        fake_transport_fault_add_for(fx.fl.ft, (int)sim_rand(s, SIM_REPLICAS), NULL, NULL,
+                                     f);
         return;
     case 6:
         if (sim_rand(s, 2))
-            ft_watch_end_all(fx.ft);
+            fake_transport_watch_end_all(fx.fl.ft);
         else
-            ft_watch_gone_all(fx.ft);
+            fake_transport_watch_gone_all(fx.fl.ft);
         return;
     default:
-        ft_watch_stall_all(fx.ft);
+        fake_transport_watch_stall_all(fx.fl.ft);
         return;
     }
-    ft_fault_add(fx.ft, name, verb, f);
+    fake_transport_fault_add(fx.fl.ft, name, verb, f);
 }
 
 START_TEST(three_replicas_random_faults)
@@ -1360,10 +1333,12 @@ START_TEST(three_replicas_random_faults)
     memset(&s, 0, sizeof(s));
     s.rng = 0x9e3779b97f4a7c15ULL * (uint64_t)(_i + 1);
     for (size_t l = 0; l < SIM_LEASES; l++)
-        ft_lease_put(fx.ft, lease_name(l), "app=sim", "", LEASE_MS / 1000, WALL0_US);
+        fake_transport_lease_put(fx.fl.ft, lease_name(l), "app=sim", "", LEASE_MS / 1000,
+                                 WALL0_US);
     for (size_t r = 0; r < SIM_REPLICAS; r++) {
         snprintf(s.id[r], sizeof(s.id[r]), "r%zu", r);
-        s.kube[r] = r == 0 ? fx.kube : ld_kube_new_on(ft_add_client(fx.ft), &err);
+        s.kube[r] =
+            r == 0 ? fx.kube : ld_kube_new_on(fake_transport_add_client(fx.fl.ft), &err);
         ck_assert_ptr_nonnull(s.kube[r]);
         struct ld_host_config c = {
             .kube = s.kube[r],
@@ -1371,7 +1346,7 @@ START_TEST(three_replicas_random_faults)
             .label_selector = "app=sim",
             .lease_duration_ms = LEASE_MS,
             .renew_deadline_ms = RENEW_MS,
-            .clock = &fx.clock,
+            .clock = &fx.fl.clock,
         };
         s.h[r] = ld_host_new(&c, &err);
         ck_assert_ptr_nonnull(s.h[r]);
@@ -1402,7 +1377,7 @@ START_TEST(three_replicas_random_faults)
     }
     ck_assert_int_ge(now(), end);
     /* Then a calm minute: every Lease has exactly one leader. */
-    ft_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.fl.ft);
     for (int i = 0; i < 5000 && now() < end + 60000; i++) {
         ck_assert_int_eq(ld_host_run(s.h[i % SIM_REPLICAS], 20, -1), LD_OK);
         sim_check(&s);
@@ -1423,7 +1398,8 @@ START_TEST(three_replicas_random_faults)
     int32_t transitions = 0;
     for (size_t l = 0; l < SIM_LEASES; l++) {
         struct ld_lease stored;
-        ck_assert_int_eq(ft_lease_get(fx.ft, lease_name(l), &stored), LD_OK);
+        ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, lease_name(l), &stored),
+                         LD_OK);
         transitions += stored.spec.transitions;
         ld_lease_clear(&stored);
     }
@@ -1453,13 +1429,13 @@ static void on_http_done(void *ctx, ld_http_id id, const struct ld_http_result *
     a->calls++;
     a->rc = r->rc;
     a->status = r->status;
-    a->at_ms = ft_now_ms(fx.ft);
+    a->at_ms = fake_transport_now_ms(fx.fl.ft);
     snprintf(a->body, sizeof(a->body), "%s", r->body);
 }
 
 START_TEST(fake_serves_rules_and_faults)
 {
-    struct ld_transport *t = ft_transport(fx.ft);
+    struct ld_transport *t = fake_transport_transport(fx.fl.ft);
     struct ld_errinfo err;
     struct answer a = {0};
     ld_http_id id;
@@ -1472,7 +1448,7 @@ START_TEST(fake_serves_rules_and_faults)
     ck_assert_int_eq(a.status, 404);
     ck_assert_ptr_nonnull(strstr(a.body, "NotFound"));
 
-    uint64_t rv = ft_lease_put(fx.ft, "x", NULL, OTHER, 15, WALL0_US);
+    uint64_t rv = fake_transport_lease_put(fx.fl.ft, "x", NULL, OTHER, 15, WALL0_US);
     char body[256];
     snprintf(body, sizeof(body),
              "{\"metadata\":{\"name\":\"x\",\"resourceVersion\":\"%llu\"},\"spec\":{}}",
@@ -1490,10 +1466,10 @@ START_TEST(fake_serves_rules_and_faults)
     ck_assert_ptr_nonnull(strstr(a.body, "\"Conflict\""));
 
     /* A hang ends at the exchange's timeout in fake time, not before. */
-    struct ft_fault hang = {.kind = FT_HANG, .count = 1};
-    ft_fault_add(fx.ft, "x", "GET", hang);
+    struct fake_transport_fault hang = {.kind = FAKE_TRANSPORT_HANG, .count = 1};
+    fake_transport_fault_add(fx.fl.ft, "x", "GET", hang);
     a.calls = 0;
-    int64_t start = ft_now_ms(fx.ft);
+    int64_t start = fake_transport_now_ms(fx.fl.ft);
     ck_assert_int_eq(ld_transport_submit(t, &get, on_http_done, &a, &id, &err), LD_OK);
     for (int i = 0; i < 10 && !a.calls; i++)
         ld_transport_run(t, 1000, -1);
@@ -1564,10 +1540,11 @@ static size_t occurrences(const char *text, const char *what)
 
 START_TEST(fake_watch_streams)
 {
-    struct ld_transport *t = ft_transport(fx.ft);
-    ft_lease_put(fx.ft, "a", "app=grp", OTHER, 15, WALL0_US);
-    uint64_t rv_b = ft_lease_put(fx.ft, "b", "app=grp", OTHER, 15, WALL0_US);
-    ft_lease_put(fx.ft, "c", "app=else", OTHER, 15, WALL0_US);
+    struct ld_transport *t = fake_transport_transport(fx.fl.ft);
+    fake_transport_lease_put(fx.fl.ft, "a", "app=grp", OTHER, 15, WALL0_US);
+    uint64_t rv_b =
+        fake_transport_lease_put(fx.fl.ft, "b", "app=grp", OTHER, 15, WALL0_US);
+    fake_transport_lease_put(fx.fl.ft, "c", "app=else", OTHER, 15, WALL0_US);
 
     /* By label, from the current state: ADDED for a and b only. */
     struct stream all = {0};
@@ -1575,8 +1552,8 @@ START_TEST(fake_watch_streams)
     ld_transport_run(t, 1000, -1);
     ck_assert_uint_eq(occurrences(all.text, "\"ADDED\""), 2);
     ck_assert_uint_eq(occurrences(all.text, "\"name\":\"c\""), 0);
-    ft_lease_put(fx.ft, "c", NULL, "", 15, WALL0_US);
-    ft_lease_put(fx.ft, "a", NULL, "", 15, WALL0_US);
+    fake_transport_lease_put(fx.fl.ft, "c", NULL, "", 15, WALL0_US);
+    fake_transport_lease_put(fx.fl.ft, "a", NULL, "", 15, WALL0_US);
     ld_transport_run(t, 1000, -1);
     ck_assert_uint_eq(occurrences(all.text, "\"MODIFIED\""), 1);
 
@@ -1594,7 +1571,7 @@ START_TEST(fake_watch_streams)
     ck_assert_uint_eq(occurrences(one.text, "\"MODIFIED\""), 1);
 
     /* Compacted: the same start is Expired. */
-    ft_compact(fx.ft);
+    fake_transport_compact(fx.fl.ft);
     struct stream old = {0};
     open_watch(t, path, 90000, &old);
     for (int i = 0; i < 10 && !old.done_calls; i++)
@@ -1609,29 +1586,31 @@ START_TEST(fake_watch_streams)
     ck_assert_int_eq(all.done_calls, 1);
     ck_assert_int_eq(all.rc, LD_OK);
     ck_assert_int_eq(all.status, 200);
-    ck_assert_int_eq(ft_now_ms(fx.ft) - T0_MS, 60000);
+    ck_assert_int_eq(fake_transport_now_ms(fx.fl.ft) - T0_MS, 60000);
 }
 END_TEST
 
-/* FT_LATE_ANSWER: a LIST is read when it is served, at its time even while
+/* FAKE_TRANSPORT_LATE_ANSWER: a LIST is read when it is served, at its time even while
  * its client does not run, and answered later: the watch shows a write made
  * meanwhile first, and the answer does not hold it. An answer due after the
  * exchange's timeout is LD_ETIMEOUT at the timeout. */
 START_TEST(fake_late_answers_keep_the_snapshot_of_their_serve)
 {
-    struct ld_transport *t = ft_transport(fx.ft);
-    struct ld_transport *other = ft_add_client(fx.ft);
+    struct ld_transport *t = fake_transport_transport(fx.fl.ft);
+    struct ld_transport *other = fake_transport_add_client(fx.fl.ft);
     struct ld_errinfo err;
     ld_http_id id;
     ck_assert_ptr_nonnull(other);
-    ft_lease_put(fx.ft, "a", "app=grp", OTHER, 15, WALL0_US);
+    fake_transport_lease_put(fx.fl.ft, "a", "app=grp", OTHER, 15, WALL0_US);
     struct stream watch = {0};
     open_watch(t, GROUP_WATCH "&timeoutSeconds=600", 900000, &watch);
     ld_transport_run(t, 1000, -1);
     ck_assert_uint_eq(occurrences(watch.text, "\"ADDED\""), 1);
 
-    ft_fault_add(fx.ft, NULL, "LIST",
-                 (struct ft_fault){.kind = FT_LATE_ANSWER, .delay_ms = 2000, .count = 1});
+    fake_transport_fault_add(
+        fx.fl.ft, NULL, "LIST",
+        (struct fake_transport_fault){
+            .kind = FAKE_TRANSPORT_LATE_ANSWER, .delay_ms = 2000, .count = 1});
     struct answer a = {0};
     struct ld_http_request list = {
         .verb = "GET",
@@ -1639,10 +1618,10 @@ START_TEST(fake_late_answers_keep_the_snapshot_of_their_serve)
                 "/leases?labelSelector=app%3Dgrp",
         .timeout_ms = 3000,
     };
-    int64_t start = ft_now_ms(fx.ft);
+    int64_t start = fake_transport_now_ms(fx.fl.ft);
     ck_assert_int_eq(ld_transport_submit(t, &list, on_http_done, &a, &id, &err), LD_OK);
     ld_transport_run(other, 100, -1); /* only another client runs meanwhile */
-    ft_lease_put(fx.ft, "b", "app=grp", OTHER, 15, WALL0_US);
+    fake_transport_lease_put(fx.fl.ft, "b", "app=grp", OTHER, 15, WALL0_US);
     ld_transport_run(t, 1000, -1);
     ck_assert_uint_eq(occurrences(watch.text, "\"name\":\"b\""), 1);
     ck_assert_int_eq(a.calls, 0);
@@ -1653,10 +1632,12 @@ START_TEST(fake_late_answers_keep_the_snapshot_of_their_serve)
     ck_assert_ptr_nonnull(strstr(a.body, "\"name\":\"a\""));
     ck_assert_ptr_null(strstr(a.body, "\"name\":\"b\""));
 
-    ft_fault_add(fx.ft, NULL, "LIST",
-                 (struct ft_fault){.kind = FT_LATE_ANSWER, .delay_ms = 5000, .count = 1});
+    fake_transport_fault_add(
+        fx.fl.ft, NULL, "LIST",
+        (struct fake_transport_fault){
+            .kind = FAKE_TRANSPORT_LATE_ANSWER, .delay_ms = 5000, .count = 1});
     a.calls = 0;
-    start = ft_now_ms(fx.ft);
+    start = fake_transport_now_ms(fx.fl.ft);
     ck_assert_int_eq(ld_transport_submit(t, &list, on_http_done, &a, &id, &err), LD_OK);
     for (int i = 0; i < 10 && !a.calls; i++)
         ld_transport_run(t, 1000, -1);

@@ -21,54 +21,42 @@
 #include "kube.h"
 #include "log.h"
 #include "support/fake_transport.h"
+#include "support/fleet.h"
 #include "support/run_suite.h"
 
-#define NS "default"
+#define NS FLEET_NS
 #define LEASE "solo"
 #define ME "me"
-#define OTHER "other-replica"
-#define T0_MS 1000000LL
-#define WALL0_US 1800000000000000LL
-#define LEASE_MS 15000
-#define RENEW_MS 10000
-#define RETRY_MS 2000
+#define OTHER FLEET_OTHER
+#define WALL0_US FLEET_WALL0_US
+#define LEASE_MS FLEET_LEASE_MS
+#define RENEW_MS FLEET_RENEW_MS
+#define RETRY_MS FLEET_RETRY_MS
 #define STEP_MS 100
 
 static struct {
-    struct fake_transport *ft; /* owned by kube */
+    /* The fake and its clock; another client renews LEASE as OTHER while
+     * fl.other_every_ms > 0. */
+    struct fleet fl;
     struct ld_kube *kube;
-    struct ld_clock clock;
     struct ld_state state;
     struct ld_metrics metrics;
     struct ld_mode_lease mode;
     struct ld_shell *sh;
     bool done;
-    /* Another client renewing the Lease as OTHER while other_every_ms > 0. */
-    int64_t other_every_ms, other_next_ms;
 } fx;
-
-static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
-{
-    (void)ctx;
-    (void)level;
-    (void)msg;
-}
 
 static int64_t now(void)
 {
-    return ft_now_ms(fx.ft);
+    return fleet_now(&fx.fl);
 }
 
 static void setup(void)
 {
-    struct ld_errinfo err;
     memset(&fx, 0, sizeof(fx));
-    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
-    fx.ft = ft_new(NS, T0_MS, WALL0_US);
-    ck_assert_ptr_nonnull(fx.ft);
-    fx.kube = ld_kube_new_on(ft_transport(fx.ft), &err);
-    ck_assert_msg(fx.kube != NULL, "ld_kube_new_on: %s", err.msg);
-    fx.clock = ft_host_clock(fx.ft);
+    fleet_init(&fx.fl, STEP_MS, NULL);
+    fx.fl.other_lease = LEASE;
+    fx.kube = fleet_kube(&fx.fl);
     ld_state_init(&fx.state, NS "/" LEASE, ME, LEASE_MS + RENEW_MS);
     ck_assert_int_eq(ld_state_resign_enable(&fx.state, 2 * RENEW_MS), 0);
     ld_metrics_init(&fx.metrics);
@@ -80,7 +68,7 @@ static void teardown(void)
     ld_kube_free(fx.kube);
     ld_state_destroy(&fx.state);
     ld_metrics_destroy(&fx.metrics);
-    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+    fleet_destroy(&fx.fl);
 }
 
 static void new_shell(void)
@@ -106,7 +94,7 @@ static void new_shell(void)
         .kube = fx.kube,
         .state = &fx.state,
         .metrics = &fx.metrics,
-        .clock = &fx.clock,
+        .clock = &fx.fl.clock,
         .namespace_ = NS,
         .lease_duration_ms = LEASE_MS,
         .renew_deadline_ms = RENEW_MS,
@@ -117,33 +105,24 @@ static void new_shell(void)
     ck_assert_msg(fx.sh != NULL, "ld_shell_new: %s", err.msg);
 }
 
-static void other_renews(void)
+/* One turn of the shell; true once it is done. */
+static bool shell_turn(int64_t left_ms)
 {
-    if (fx.other_every_ms <= 0 || now() < fx.other_next_ms)
-        return;
-    ft_lease_put(fx.ft, LEASE, NULL, OTHER, LEASE_MS / 1000, ft_wall_us(fx.ft));
-    fx.other_next_ms = now() + fx.other_every_ms;
+    (void)left_ms;
+    fx.done = ld_shell_turn(fx.sh, STEP_MS);
+    return fx.done;
 }
 
+/* Turns for ms of fake time, none once the shell is done. */
 static void run_for(int64_t ms)
 {
-    int64_t end = now() + ms;
-    for (int64_t i = 0; i < ms / STEP_MS * 4 + 100 && now() < end && !fx.done; i++) {
-        other_renews();
-        fx.done = ld_shell_turn(fx.sh, STEP_MS);
-    }
+    if (!fx.done)
+        fleet_run_for(&fx.fl, ms, shell_turn);
 }
 
 static bool run_until(bool (*pred)(void), int64_t max_ms)
 {
-    int64_t end = now() + max_ms;
-    for (int64_t i = 0; i < max_ms / STEP_MS * 4 + 100 && now() < end; i++) {
-        if (pred())
-            return true;
-        other_renews();
-        fx.done = ld_shell_turn(fx.sh, STEP_MS);
-    }
-    return pred();
+    return fleet_run_until(&fx.fl, pred, max_ms, shell_turn);
 }
 
 static struct ld_snapshot snap(void)
@@ -171,14 +150,14 @@ static bool done(void)
 
 static void stored(struct ld_lease *l)
 {
-    ck_assert_int_eq(ft_lease_get(fx.ft, LEASE, l), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, LEASE, l), LD_OK);
 }
 
 START_TEST(publishes_leader_term_and_deadline_of_the_lease)
 {
     struct ld_lease l;
     /* Free when first seen: the acquisition's delay is measured. */
-    ft_lease_put(fx.ft, LEASE, NULL, "", LEASE_MS / 1000, WALL0_US);
+    fake_transport_lease_put(fx.fl.ft, LEASE, NULL, "", LEASE_MS / 1000, WALL0_US);
     new_shell();
     ck_assert(run_until(snap_leads, 3 * RETRY_MS));
     run_for(3 * RETRY_MS);
@@ -209,8 +188,8 @@ END_TEST
 
 START_TEST(publishes_another_holder_as_leader)
 {
-    fx.other_every_ms = RETRY_MS;
-    other_renews();
+    fx.fl.other_every_ms = RETRY_MS;
+    fleet_other_renews(&fx.fl);
     new_shell();
     run_for(3 * RETRY_MS);
     struct ld_snapshot s = snap();
@@ -229,8 +208,10 @@ START_TEST(health_text_while_credentials_are_refused)
     new_shell();
     ck_assert(run_until(snap_leads, 3 * RETRY_MS));
     int64_t t = now();
-    ft_fault_add(fx.ft, NULL, FT_VERB_ANY,
-                 (struct ft_fault){.kind = FT_STATUS, .status = 403, .count = -1});
+    fake_transport_fault_add(fx.fl.ft, NULL, FAKE_TRANSPORT_VERB_ANY,
+                             (struct fake_transport_fault){.kind = FAKE_TRANSPORT_STATUS,
+                                                           .status = 403,
+                                                           .count = -1});
     run_for(RENEW_MS - RETRY_MS);
     ck_assert_str_eq(snap().health_error, "");
     ck_assert(run_until(snap_unhealthy, 3 * RENEW_MS));
@@ -239,7 +220,7 @@ START_TEST(health_text_while_credentials_are_refused)
     ck_assert_ptr_nonnull(strstr(s.health_error, "rejected our credentials"));
     ck_assert_ptr_nonnull(strstr(s.health_error, "HTTP 403"));
     ck_assert(!ld_snapshot_is_leader(&s, now()));
-    ft_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.fl.ft);
     ck_assert(run_until(snap_leads, 6 * RENEW_MS));
     ck_assert_str_eq(snap().health_error, "");
 }

@@ -31,17 +31,17 @@
 #include "log.h"
 #include "shardgroup.h"
 #include "support/fake_transport.h"
+#include "support/fleet.h"
 #include "support/run_suite.h"
 
-#define NS "default"
+#define NS FLEET_NS
 #define GROUP "grp"
 #define N_SHARDS 12
 #define MAX_REPLICAS 3
-#define T0_MS 1000000LL
-#define WALL0_US 1800000000000000LL
-#define LEASE_MS 15000
-#define RENEW_MS 10000
-#define RETRY_MS 2000
+#define WALL0_US FLEET_WALL0_US
+#define LEASE_MS FLEET_LEASE_MS
+#define RENEW_MS FLEET_RENEW_MS
+#define RETRY_MS FLEET_RETRY_MS
 #define CALL_TIMEOUT_MS 5000
 /* Fake time per turn of one replica. */
 #define STEP_MS 20
@@ -50,108 +50,64 @@
 
 struct replica {
     char id[16];
-    struct ld_kube *kube; /* owns its client of the fake */
-    struct ld_state state;
-    struct ld_metrics metrics;
-    struct ld_mode_shards *mode;
-    struct ld_shell *sh;
+    struct fleet_replica fr; /* its client, state, metrics, mode and shell */
     bool done;
 };
 
 static struct {
-    struct fake_transport *ft; /* owned by the replicas' clients */
-    struct ld_clock clock;
+    struct fleet fl; /* its fake is owned by the replicas' clients */
     struct replica r[MAX_REPLICAS];
     size_t n;
     int64_t drain_ms;  /* for the replicas added from now on */
     uint32_t n_shards; /* the same; 0: N_SHARDS */
 } fx;
 
-static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
-{
-    (void)ctx;
-    (void)level;
-    (void)msg;
-}
-
 static int64_t now(void)
 {
-    return ft_now_ms(fx.ft);
+    return fleet_now(&fx.fl);
 }
 
 static void setup(void)
 {
     memset(&fx, 0, sizeof(fx));
-    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
-    fx.ft = ft_new(NS, T0_MS, WALL0_US);
-    ck_assert_ptr_nonnull(fx.ft);
-    fx.clock = ft_host_clock(fx.ft);
+    fleet_init(&fx.fl, STEP_MS, NULL);
 }
 
 static void teardown(void)
 {
     for (size_t i = 0; i < fx.n; i++) {
-        struct replica *r = &fx.r[i];
-        ld_shell_free(r->sh);
-        ld_mode_shards_free(r->mode);
-        ld_state_destroy(&r->state);
-        ld_metrics_destroy(&r->metrics);
-        ld_kube_free(r->kube);
+        fleet_replica_stop(&fx.r[i].fr);
     }
-    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+    fleet_destroy(&fx.fl);
 }
 
-/* Starts replica "r<n>" (client n of the fake). */
+/* Starts replica "r<n>" on client n of the fake (r0 on the first), with
+ * seed 17 + the number of replicas, itself included. */
 static struct replica *add_replica(void)
 {
-    struct ld_errinfo err;
     ck_assert_uint_lt(fx.n, MAX_REPLICAS);
     struct replica *r = &fx.r[fx.n];
     snprintf(r->id, sizeof(r->id), "r%zu", fx.n);
-    r->kube =
-        ld_kube_new_on(fx.n == 0 ? ft_transport(fx.ft) : ft_add_client(fx.ft), &err);
-    ck_assert_msg(r->kube != NULL, "ld_kube_new_on: %s", err.msg);
+    struct ld_transport *client = fx.n == 0 ? fake_transport_transport(fx.fl.ft)
+                                            : fake_transport_add_client(fx.fl.ft);
     fx.n++;
-    ld_state_init(&r->state, NS "/" GROUP, r->id, LEASE_MS + RENEW_MS);
-    ld_metrics_init(&r->metrics);
-    struct ld_mode_shards_config mc = {
-        .kube = r->kube,
-        .state = &r->state,
-        .metrics = &r->metrics,
-        .clock = &fx.clock,
-        .namespace_ = NS,
+    struct fleet_shards_config c = {
+        .client = client,
+        .clock = &fx.fl.clock,
         .group = GROUP,
         .identity = r->id,
         .n_shards = fx.n_shards ? fx.n_shards : N_SHARDS,
-        .lease_duration_ms = LEASE_MS,
-        .renew_deadline_ms = RENEW_MS,
-        .retry_period_ms = RETRY_MS,
-        .release_on_exit = true,
         .drain_ms = fx.drain_ms,
         .seed = 17 + fx.n,
         .call_timeout_ms = CALL_TIMEOUT_MS,
     };
-    r->mode = ld_mode_shards_new(&mc, &err);
-    ck_assert_msg(r->mode != NULL, "ld_mode_shards_new: %s", err.msg);
-    ld_state_set_layout(&r->state, ld_shardgroup_layout(ld_mode_shards_group(r->mode)));
-    struct ld_shell_config c = {
-        .kube = r->kube,
-        .state = &r->state,
-        .metrics = &r->metrics,
-        .clock = &fx.clock,
-        .namespace_ = NS,
-        .lease_duration_ms = LEASE_MS,
-        .renew_deadline_ms = RENEW_MS,
-        .wake_fd = -1,
-    };
-    r->sh = ld_shell_new(&c, ld_mode_shards(r->mode), &err);
-    ck_assert_msg(r->sh != NULL, "ld_shell_new: %s", err.msg);
+    fleet_replica_start_shards(&r->fr, &c);
     return r;
 }
 
 static const struct ld_shardgroup *group(void)
 {
-    return ld_mode_shards_group(fx.r[0].mode);
+    return ld_mode_shards_group(fx.r[0].fr.mode);
 }
 
 /* One turn of every replica still running, in order. */
@@ -159,38 +115,32 @@ static void turn_all(void)
 {
     for (size_t i = 0; i < fx.n; i++) {
         if (!fx.r[i].done)
-            fx.r[i].done = ld_shell_turn(fx.r[i].sh, STEP_MS);
+            fx.r[i].done = ld_shell_turn(fx.r[i].fr.sh, STEP_MS);
     }
+}
+
+/* turn_all for the rig's loops, which go on when every replica is done
+ * (the tests' predicates see that). */
+static bool loop_turn(int64_t left_ms)
+{
+    (void)left_ms;
+    turn_all();
+    return false;
 }
 
 static void run_for(int64_t ms)
 {
-    int64_t end = now() + ms;
-    for (int64_t i = 0; i < ms / STEP_MS * 4 + 100 && now() < end; i++)
-        turn_all();
+    fleet_run_for(&fx.fl, ms, loop_turn);
 }
 
 static bool run_until(bool (*pred)(void), int64_t max_ms)
 {
-    int64_t end = now() + max_ms;
-    for (int64_t i = 0; i < max_ms / STEP_MS * 4 + 100 && now() < end; i++) {
-        if (pred())
-            return true;
-        turn_all();
-    }
-    return pred();
+    return fleet_run_until(&fx.fl, pred, max_ms, loop_turn);
 }
 
-static char *holder_of(const char *lease)
+static const char *holder_of(const char *lease)
 {
-    static char holder[LD_LEASE_MAX_HOLDER + 1];
-    struct ld_lease l;
-    if (ft_lease_get(fx.ft, lease, &l) != LD_OK)
-        snprintf(holder, sizeof(holder), "(absent)");
-    else
-        snprintf(holder, sizeof(holder), "%s", l.spec.holder);
-    ld_lease_clear(&l);
-    return holder;
+    return fleet_holder(&fx.fl, lease);
 }
 
 /* Shards whose stored Lease names id. */
@@ -224,8 +174,9 @@ static int32_t total_transitions(void)
     int32_t t = 0;
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         struct ld_lease l;
-        ck_assert_int_eq(ft_lease_get(fx.ft, ld_shardgroup_shard_lease(group(), k), &l),
-                         LD_OK);
+        ck_assert_int_eq(
+            fake_transport_lease_get(fx.fl.ft, ld_shardgroup_shard_lease(group(), k), &l),
+            LD_OK);
         t += l.spec.transitions;
         ld_lease_clear(&l);
     }
@@ -236,8 +187,8 @@ static int32_t total_transitions(void)
 static size_t lists(int client, int64_t since_ms)
 {
     size_t n = 0;
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *r = ft_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, i);
         n += strcmp(r->verb, "LIST") == 0 && r->at_ms >= since_ms &&
              (client < 0 || r->client == client);
     }
@@ -246,16 +197,10 @@ static size_t lists(int client, int64_t since_ms)
 
 /* The first release write (a PUT with an empty holder) of lease by client
  * at or after since_ms, or NULL. */
-static const struct ft_record *release_of(const char *lease, int client, int64_t since_ms)
+static const struct fake_transport_record *release_of(const char *lease, int client,
+                                                      int64_t since_ms)
 {
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *r = ft_record(fx.ft, i);
-        if (strcmp(r->name, lease) == 0 && strcmp(r->verb, "PUT") == 0 &&
-            r->client == client && r->at_ms >= since_ms &&
-            strstr(r->body, "\"holderIdentity\":\"\""))
-            return r;
-    }
-    return NULL;
+    return fleet_release_of(&fx.fl, lease, client, since_ms);
 }
 
 START_TEST(three_replicas_share_the_shards_evenly_and_keep_them)
@@ -275,7 +220,7 @@ START_TEST(three_replicas_share_the_shards_evenly_and_keep_them)
     /* Each replica's table: every shard observed, the three live members. */
     for (size_t i = 0; i < fx.n; i++) {
         struct ld_snapshot snap;
-        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, &snap);
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].fr.state, &snap);
         ck_assert_ptr_nonnull(table);
         ck_assert(table->observed);
         ck_assert(snap.observed);
@@ -295,9 +240,9 @@ START_TEST(sigterm_releases_every_shard_and_deletes_the_member_lease)
     ck_assert(run_until(balanced, 60000));
     run_for(RETRY_MS);
     struct replica *r2 = &fx.r[2];
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->mode));
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->fr.mode));
     struct ld_lease before;
-    ck_assert_int_eq(ft_lease_get(fx.ft, member, &before), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, member, &before), LD_OK);
     ck_assert_str_eq(before.spec.holder, "r2");
     uint32_t held[N_SHARDS];
     size_t n_held = 0;
@@ -307,13 +252,13 @@ START_TEST(sigterm_releases_every_shard_and_deletes_the_member_lease)
     ck_assert_uint_eq(n_held, N_SHARDS / 3);
 
     int64_t t = now();
-    ld_shell_stop(r2->sh, SIGTERM);
+    ld_shell_stop(r2->fr.sh, SIGTERM);
     for (int i = 0; i < 10000 && !r2->done; i++)
         turn_all();
     ck_assert(r2->done);
     /* Released at once (no hook holds them), each shard by its own write. */
     for (size_t i = 0; i < n_held; i++) {
-        const struct ft_record *rel =
+        const struct fake_transport_record *rel =
             release_of(ld_shardgroup_shard_lease(group(), held[i]), 2, t);
         ck_assert_msg(rel != NULL, "shard %u not released", held[i]);
         ck_assert_int_le(rel->at_ms - t, 100);
@@ -323,8 +268,8 @@ START_TEST(sigterm_releases_every_shard_and_deletes_the_member_lease)
     /* Then the member Lease is deleted, with preconditions naming what r2
      * last saw of it (its release's uid and resourceVersion). */
     size_t deletes = 0;
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *rec = ft_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         if (strcmp(rec->verb, "DELETE") != 0)
             continue;
         deletes++;
@@ -347,8 +292,10 @@ END_TEST
 
 START_TEST(members_are_listed_while_the_watch_is_down)
 {
-    ft_fault_add(fx.ft, NULL, "WATCH",
-                 (struct ft_fault){.kind = FT_FAIL, .rc = LD_ECONNECT, .count = -1});
+    fake_transport_fault_add(fx.fl.ft, NULL, "WATCH",
+                             (struct fake_transport_fault){.kind = FAKE_TRANSPORT_FAIL,
+                                                           .rc = LD_ECONNECT,
+                                                           .count = -1});
     add_replica();
     add_replica();
     ck_assert_msg(run_until(balanced, 60000), "not balanced: %d %d", owned_by("r0"),
@@ -364,7 +311,7 @@ START_TEST(members_are_listed_while_the_watch_is_down)
     ck_assert(balanced());
     /* The members keep seeing each other: nobody counts itself alone. */
     for (size_t i = 0; i < fx.n; i++) {
-        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, NULL);
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].fr.state, NULL);
         ck_assert_ptr_nonnull(table);
         ck_assert_uint_eq(table->n_members, 2);
         ld_shardsnap_unref(table);
@@ -373,7 +320,7 @@ START_TEST(members_are_listed_while_the_watch_is_down)
      * up to 30 s (host.c), and where in that the fault ends depends on
      * how long the first balance took (a new group's shards wait a lease
      * duration, see shard-protocol.md "Changed from outside"). */
-    ft_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.fl.ft);
     run_for(LEASE_MS + 30000);
     t = now();
     run_for(5 * RETRY_MS);
@@ -386,7 +333,7 @@ END_TEST
 static int claims_of(struct replica *r)
 {
     int n = 0;
-    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&r->fr.state, NULL);
     for (uint32_t k = 0; table && k < table->n_shards; k++)
         n += ld_shardsnap_leads(table, k, now());
     ld_shardsnap_unref(table);
@@ -423,7 +370,7 @@ static bool r0_gave_back(void)
 static int unwritable_of(struct replica *r, int *skipped)
 {
     int n = 0;
-    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&r->fr.state, NULL);
     *skipped = 0;
     for (uint32_t k = 0; table && k < table->n_shards; k++) {
         n += table->shards[k].unwritable;
@@ -452,9 +399,10 @@ START_TEST(a_replica_that_cannot_write_its_shards_hands_them_on)
     add_replica();
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         const char *lease = ld_shardgroup_shard_lease(group(), k);
-        struct ft_fault refused = {.kind = FT_STATUS, .status = 403, .count = -1};
-        ft_fault_add_for(fx.ft, 1, lease, "PUT", refused);
-        ft_fault_add_for(fx.ft, 1, lease, "POST", refused);
+        struct fake_transport_fault refused = {
+            .kind = FAKE_TRANSPORT_STATUS, .status = 403, .count = -1};
+        fake_transport_fault_add_for(fx.fl.ft, 1, lease, "PUT", refused);
+        fake_transport_fault_add_for(fx.fl.ft, 1, lease, "POST", refused);
     }
     /* Once r0 counts r1, it gives r1's quota back; r1 cannot take it. */
     ck_assert(run_until(r0_gave_back, 2 * LEASE_MS));
@@ -467,18 +415,19 @@ START_TEST(a_replica_that_cannot_write_its_shards_hands_them_on)
     ck_assert_msg(run_until(r0_holds_all, 8 * LEASE_MS), "r0 holds %d", owned_by("r0"));
     ck_assert(run_until(r0_claims_all, 2 * LEASE_MS));
     /* r1 is still a member, in every table, and says why on /metrics. */
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     ck_assert_uint_eq(table->n_members, 2);
     ld_shardsnap_unref(table);
     ck_assert_str_eq(
-        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "r1");
+        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].fr.mode))),
+        "r1");
     struct ld_snapshot snap;
-    ld_state_read(&fx.r[1].state, &snap);
+    ld_state_read(&fx.r[1].fr.state, &snap);
     ck_assert_str_eq(snap.health_error, "");
-    struct ld_shardsnap *t1 = ld_state_read_shards(&fx.r[1].state, NULL);
+    struct ld_shardsnap *t1 = ld_state_read_shards(&fx.r[1].fr.state, NULL);
     char *text = NULL;
     size_t len = 0;
-    ck_assert_int_eq(ld_metrics_render_shards(&fx.r[1].metrics, &snap,
+    ck_assert_int_eq(ld_metrics_render_shards(&fx.r[1].fr.metrics, &snap,
                                               ld_shardgroup_layout(group()), t1, now(),
                                               &text, &len),
                      0);
@@ -509,20 +458,20 @@ START_TEST(a_replica_whose_shard_writes_fail_steps_out)
     add_replica();
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         const char *lease = ld_shardgroup_shard_lease(group(), k);
-        struct ft_fault hung = {.kind = FT_HANG, .count = -1};
-        ft_fault_add_for(fx.ft, 1, lease, "PUT", hung);
-        ft_fault_add_for(fx.ft, 1, lease, "POST", hung);
+        struct fake_transport_fault hung = {.kind = FAKE_TRANSPORT_HANG, .count = -1};
+        fake_transport_fault_add_for(fx.fl.ft, 1, lease, "PUT", hung);
+        fake_transport_fault_add_for(fx.fl.ft, 1, lease, "POST", hung);
     }
     ck_assert(run_until(r0_gave_back, 2 * LEASE_MS));
     int64_t t = now();
     ck_assert_msg(run_until(r0_holds_all, 3 * LEASE_MS), "r0 holds %d", owned_by("r0"));
     ck_assert_int_ge(now() - t, LEASE_MS);
     struct ld_snapshot snap;
-    ld_state_read(&fx.r[1].state, &snap);
+    ld_state_read(&fx.r[1].fr.state, &snap);
     ck_assert_msg(strstr(snap.health_error, "has not been owned") != NULL, "%s",
                   snap.health_error);
     ck_assert_str_eq(
-        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode))), "");
+        holder_of(ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].fr.mode))), "");
     int skipped;
     ck_assert_int_eq(unwritable_of(&fx.r[1], &skipped), 0); /* nothing reported */
 }
@@ -544,10 +493,11 @@ START_TEST(a_shard_nobody_can_write_is_given_to_nobody)
     add_replica();
     add_replica();
     const char *lease = ld_shardgroup_shard_lease(group(), 0);
-    struct ft_fault refused = {.kind = FT_STATUS, .status = 403, .count = -1};
+    struct fake_transport_fault refused = {
+        .kind = FAKE_TRANSPORT_STATUS, .status = 403, .count = -1};
     for (int c = 0; c < 2; c++) {
-        ft_fault_add_for(fx.ft, c, lease, "PUT", refused);
-        ft_fault_add_for(fx.ft, c, lease, "POST", refused);
+        fake_transport_fault_add_for(fx.fl.ft, c, lease, "PUT", refused);
+        fake_transport_fault_add_for(fx.fl.ft, c, lease, "POST", refused);
     }
     ck_assert(run_until(shard0_skipped, 6 * LEASE_MS));
     ck_assert_ptr_null(ld_shardgroup_target(group(), 0));
@@ -555,7 +505,7 @@ START_TEST(a_shard_nobody_can_write_is_given_to_nobody)
     ck_assert_int_eq(owned_by("r0") + owned_by("r1"), N_SHARDS - 1);
     int d = owned_by("r0") - owned_by("r1");
     ck_assert_int_le(d < 0 ? -d : d, 1);
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     ck_assert_uint_eq(table->n_members, 2);
     ld_shardsnap_unref(table);
 }
@@ -564,7 +514,7 @@ END_TEST
 static uint32_t gap_victim;
 static bool victim_unclaimed(void)
 {
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     bool claimed = table && ld_shardsnap_leads(table, gap_victim, now());
     ld_shardsnap_unref(table);
     return !claimed;
@@ -583,8 +533,9 @@ START_TEST(a_shard_deleted_between_two_streams_is_not_claimed_for_good)
     ck_assert(run_until(r0_claims_all, 3 * LEASE_MS));
     run_for(2 * RETRY_MS);
     gap_victim = 3;
-    ft_watch_gone_all(fx.ft);
-    ck_assert(ft_lease_delete(fx.ft, ld_shardgroup_shard_lease(group(), gap_victim)));
+    fake_transport_watch_gone_all(fx.fl.ft);
+    ck_assert(fake_transport_lease_delete(
+        fx.fl.ft, ld_shardgroup_shard_lease(group(), gap_victim)));
     int64_t t = now();
     ck_assert_msg(run_until(victim_unclaimed, LEASE_MS), "still claimed %lld ms later",
                   (long long)(now() - t));
@@ -612,13 +563,14 @@ START_TEST(a_replica_running_another_shard_set_claims_nothing)
     ck_assert_int_eq(claims_of(&fx.r[0]), N_SHARDS);
     ck_assert_int_eq(owned_by("r0"), N_SHARDS);
     struct ld_snapshot snap;
-    ld_state_read(&r1->state, &snap);
+    ld_state_read(&r1->fr.state, &snap);
     char want[64];
     snprintf(want, sizeof(want), "runs another shard set (numbered/%d)", N_SHARDS);
     ck_assert_msg(strstr(snap.health_error, want) != NULL, "%s", snap.health_error);
     struct ld_lease member;
     ld_lease_init(&member);
-    ck_assert_int_eq(ft_lease_get(fx.ft, GROUP "-member-r0", &member), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, GROUP "-member-r0", &member),
+                     LD_OK);
     char *body = ld_lease_encode(&member);
     snprintf(want, sizeof(want), "\"leaderd.io/shard-set\":\"numbered/%d\"", N_SHARDS);
     ck_assert_msg(strstr(body, want) != NULL, "%s", body);
@@ -635,19 +587,20 @@ START_TEST(a_dead_members_lease_is_evicted_then_deleted)
     add_replica();
     add_replica();
     ck_assert(run_until(balanced, 60000));
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode));
+    const char *member =
+        ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].fr.mode));
     int64_t t = now();
     fx.r[1].done = true; /* never run again: a crash */
     ck_assert_msg(run_until(r0_holds_all, LEASE_MS + 3 * RETRY_MS), "r0 holds %d",
                   owned_by("r0"));
     ck_assert_int_ge(now() - t, LEASE_MS - RETRY_MS);
     struct ld_lease l;
-    ck_assert_int_eq(ft_lease_get(fx.ft, member, &l), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, member, &l), LD_OK);
     ck_assert_str_eq(l.spec.holder, "");
     ld_lease_clear(&l);
     size_t evictions = 0;
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *rec = ft_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         evictions += strcmp(rec->name, member) == 0 && rec->client == 0 &&
                      strcmp(rec->verb, "PUT") == 0 && rec->status == 200 &&
                      strstr(rec->body, "\"leaderd.io/evicted-by\":\"r0\"") != NULL;
@@ -657,8 +610,8 @@ START_TEST(a_dead_members_lease_is_evicted_then_deleted)
     run_for(10 * LEASE_MS + 2 * RETRY_MS);
     ck_assert_str_eq(holder_of(member), "(absent)");
     size_t deletes = 0;
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *rec = ft_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         if (strcmp(rec->verb, "DELETE") != 0)
             continue;
         deletes++;
@@ -673,12 +626,12 @@ START_TEST(a_dead_members_lease_is_evicted_then_deleted)
 END_TEST
 
 /* The index of the n-th (from 0) DELETE of lease in the log, or
- * ft_record_count when there is none. */
+ * fake_transport_record_count when there is none. */
 static size_t nth_delete(const char *lease, size_t n)
 {
     size_t i = 0;
-    for (; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *rec = ft_record(fx.ft, i);
+    for (; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         if (strcmp(rec->verb, "DELETE") == 0 && strcmp(rec->name, lease) == 0 && n-- == 0)
             break;
     }
@@ -689,20 +642,22 @@ static const char *awaited_lease;
 static size_t awaited_delete;
 static bool delete_sent(void)
 {
-    return nth_delete(awaited_lease, awaited_delete) < ft_record_count(fx.ft);
+    return nth_delete(awaited_lease, awaited_delete) <
+           fake_transport_record_count(fx.fl.ft);
 }
 
 static bool delete_ended(void)
 {
     size_t i = nth_delete(awaited_lease, awaited_delete);
-    return i < ft_record_count(fx.ft) && ft_record(fx.ft, i)->end_ms >= 0;
+    return i < fake_transport_record_count(fx.fl.ft) &&
+           fake_transport_record(fx.fl.ft, i)->end_ms >= 0;
 }
 
 /* The DELETE logged at index i names uid and rv in its preconditions. */
 static void assert_preconditions(size_t i, const char *uid, const char *rv)
 {
     json_error_t jerr;
-    json_t *body = json_loads(ft_record(fx.ft, i)->body, 0, &jerr);
+    json_t *body = json_loads(fake_transport_record(fx.fl.ft, i)->body, 0, &jerr);
     ck_assert_msg(body != NULL, "DELETE body: %s", jerr.text);
     json_t *pre = json_object_get(body, "preconditions");
     ck_assert_str_eq(json_string_value(json_object_get(pre, "uid")), uid);
@@ -721,21 +676,22 @@ START_TEST(the_clean_up_deletes_only_the_record_it_judged_long_expired)
     add_replica();
     add_replica();
     ck_assert(run_until(balanced, 60000));
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].mode));
+    const char *member =
+        ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[1].fr.mode));
     fx.r[1].done = true; /* a crash */
     ck_assert(run_until(r0_holds_all, LEASE_MS + 3 * RETRY_MS));
     /* r0 evicted it: the record r0 judges from then on is the eviction's
      * answer (holder "", leaseDurationSeconds 1), seen when it came. */
     int64_t evicted_ms = -1;
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *rec = ft_record(fx.ft, i);
+    for (size_t i = 0; i < fake_transport_record_count(fx.fl.ft); i++) {
+        const struct fake_transport_record *rec = fake_transport_record(fx.fl.ft, i);
         if (strcmp(rec->name, member) == 0 && rec->client == 0 &&
             strcmp(rec->verb, "PUT") == 0 && rec->status == 200)
             evicted_ms = rec->end_ms;
     }
     ck_assert_int_ge(evicted_ms, 0);
     struct ld_lease rec;
-    ck_assert_int_eq(ft_lease_get(fx.ft, member, &rec), LD_OK);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, member, &rec), LD_OK);
     ck_assert_str_eq(rec.spec.holder, "");
     ck_assert_int_eq(rec.spec.duration_s, 1);
     char uid[128], rv[32];
@@ -745,24 +701,28 @@ START_TEST(the_clean_up_deletes_only_the_record_it_judged_long_expired)
 
     /* The API holds the first DELETE for a retry period (the answer comes
      * well within the call's timeout). */
-    ft_fault_add(fx.ft, member, "DELETE",
-                 (struct ft_fault){.kind = FT_DELAY, .delay_ms = RETRY_MS, .count = 1});
+    fake_transport_fault_add(fx.fl.ft, member, "DELETE",
+                             (struct fake_transport_fault){.kind = FAKE_TRANSPORT_DELAY,
+                                                           .delay_ms = RETRY_MS,
+                                                           .count = 1});
     int64_t due = evicted_ms + 1000 + 10 * LEASE_MS;
     awaited_lease = member;
     awaited_delete = 0;
     ck_assert(run_until(delete_sent, due - now() + 2 * HEARTBEAT_MS));
     size_t first = nth_delete(member, 0);
-    ck_assert_int_ge(ft_record(fx.ft, first)->at_ms, due);
-    ck_assert_int_le(ft_record(fx.ft, first)->at_ms, due + 2 * HEARTBEAT_MS);
+    ck_assert_int_ge(fake_transport_record(fx.fl.ft, first)->at_ms, due);
+    ck_assert_int_le(fake_transport_record(fx.fl.ft, first)->at_ms,
+                     due + 2 * HEARTBEAT_MS);
     assert_preconditions(first, uid, rv);
 
     /* Someone rewrites it meanwhile (as a restarted replica's release
      * would): the held DELETE meets another resourceVersion. */
-    ft_lease_put(fx.ft, member, NULL, "", 1, ft_wall_us(fx.ft));
+    fake_transport_lease_put(fx.fl.ft, member, NULL, "", 1,
+                             fake_transport_wall_us(fx.fl.ft));
     int64_t rewritten_ms = now();
     ck_assert(run_until(delete_ended, 2 * RETRY_MS));
-    ck_assert_int_eq(ft_record(fx.ft, first)->status, 409);
-    ck_assert_int_eq(ft_lease_get(fx.ft, member, &rec), LD_OK);
+    ck_assert_int_eq(fake_transport_record(fx.fl.ft, first)->status, 409);
+    ck_assert_int_eq(fake_transport_lease_get(fx.fl.ft, member, &rec), LD_OK);
     ck_assert_str_eq(rec.uid, uid);
     ck_assert_str_ne(rec.resource_version, rv);
     snprintf(rv, sizeof(rv), "%s", rec.resource_version);
@@ -774,11 +734,11 @@ START_TEST(the_clean_up_deletes_only_the_record_it_judged_long_expired)
     due = rewritten_ms + 1000 + 10 * LEASE_MS;
     ck_assert(run_until(delete_ended, due - now() + 2 * HEARTBEAT_MS + RETRY_MS));
     size_t second = nth_delete(member, 1);
-    ck_assert_int_ge(ft_record(fx.ft, second)->at_ms, due);
+    ck_assert_int_ge(fake_transport_record(fx.fl.ft, second)->at_ms, due);
     assert_preconditions(second, uid, rv);
-    ck_assert_int_eq(ft_record(fx.ft, second)->status, 200);
+    ck_assert_int_eq(fake_transport_record(fx.fl.ft, second)->status, 200);
     ck_assert_str_eq(holder_of(member), "(absent)");
-    ck_assert_uint_eq(ft_count(fx.ft, "DELETE", NULL, 0), 2);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "DELETE", NULL, 0), 2);
     ck_assert_int_eq(owned_by("r0"), N_SHARDS);
 }
 END_TEST
@@ -789,7 +749,7 @@ END_TEST
 static int claimed_by_r0(void)
 {
     int n = 0;
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     for (uint32_t k = 0; table && k < N_SHARDS; k++)
         n += ld_shardsnap_leads(table, k, now());
     ld_shardsnap_unref(table);
@@ -839,13 +799,13 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
     add_replica();
     want_r0_claims = N_SHARDS / 2;
     ck_assert(run_until(r0_claims_fewer, 30000));
-    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         bool claims = ld_shardsnap_leads(table, k, now());
         bool holds = strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r0") == 0;
         if (holds && !claims)
             ck_assert_int_eq(
-                ld_state_drained_answer(&fx.r[0].state, k, table->shards[k].term + 1),
+                ld_state_drained_answer(&fx.r[0].fr.state, k, table->shards[k].term + 1),
                 LD_DRAINED_STALE);
     }
     run_for(DRAIN_MS / 2);
@@ -857,7 +817,7 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
         bool holds = strcmp(holder_of(ld_shardgroup_shard_lease(group(), k)), "r0") == 0;
         /* Only a shard being given back takes the word (else 409). */
         ck_assert_int_eq(
-            ld_state_drained_answer(&fx.r[0].state, k, table->shards[k].term),
+            ld_state_drained_answer(&fx.r[0].fr.state, k, table->shards[k].term),
             holds && !claims ? LD_DRAINED_NOTED : LD_DRAINED_NOT_GIVING_BACK);
         posted += holds && !claims;
     }
@@ -871,11 +831,11 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
     /* SIGTERM: claims end at once, releases after the drain, then the
      * member Lease's release. */
     struct replica *r2 = &fx.r[2];
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->mode));
+    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(r2->fr.mode));
     t = now();
-    ld_shell_stop(r2->sh, SIGTERM);
+    ld_shell_stop(r2->fr.sh, SIGTERM);
     turn_all();
-    struct ld_shardsnap *t2 = ld_state_read_shards(&r2->state, NULL);
+    struct ld_shardsnap *t2 = ld_state_read_shards(&r2->fr.state, NULL);
     for (uint32_t k = 0; k < N_SHARDS; k++)
         ck_assert(!ld_shardsnap_leads(t2, k, now()));
     ld_shardsnap_unref(t2);
@@ -884,7 +844,7 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
     ck_assert(r2->done);
     int64_t last_shard = 0;
     for (uint32_t k = 0; k < N_SHARDS; k++) {
-        const struct ft_record *rel =
+        const struct fake_transport_record *rel =
             release_of(ld_shardgroup_shard_lease(group(), k), 2, t);
         if (!rel)
             continue;
@@ -892,7 +852,7 @@ START_TEST(a_give_back_waits_for_the_drain_or_the_app)
         last_shard = rel->at_ms > last_shard ? rel->at_ms : last_shard;
     }
     ck_assert_int_gt(last_shard, 0);
-    const struct ft_record *mrel = release_of(member, 2, t);
+    const struct fake_transport_record *mrel = release_of(member, 2, t);
     ck_assert_ptr_nonnull(mrel);
     ck_assert_int_ge(mrel->at_ms, last_shard);
     ck_assert_str_eq(holder_of(member), "(absent)");
@@ -931,7 +891,7 @@ static bool probe_forbids_release(void *ctx, int64_t now_ms)
 static bool probe_holds_release(void *ctx, int64_t now_ms)
 {
     uint32_t k = *(const uint32_t *)ctx;
-    struct ld_shardsnap *t = ld_state_read_shards(&fx.r[0].state, NULL);
+    struct ld_shardsnap *t = ld_state_read_shards(&fx.r[0].fr.state, NULL);
     (void)now_ms;
     probe.asked++;
     if (ld_shardsnap_leads(t, k, now()))
@@ -953,10 +913,10 @@ static struct replica *add_probed_replica(void)
                             .holds_release = probe_holds_release,
                             .forbids_release = probe_forbids_release,
                             .hold = LD_HOOK_HOLD_SAFETY};
-        ck_assert_int_eq(ld_mode_shards_add_shard_hook(r->mode, k, &h, &err), LD_OK);
+        ck_assert_int_eq(ld_mode_shards_add_shard_hook(r->fr.mode, k, &h, &err), LD_OK);
     }
     ck_assert_int_eq(
-        ld_mode_shards_add_shard_hook(r->mode, N_SHARDS, &(struct ld_hook){0}, &err),
+        ld_mode_shards_add_shard_hook(r->fr.mode, N_SHARDS, &(struct ld_hook){0}, &err),
         LD_EINVAL);
     return r;
 }
@@ -1034,11 +994,11 @@ START_TEST(an_exit_whose_hold_outlasts_the_term_releases_nothing)
     const char *member = ld_shardgroup_member_lease(group());
     probe.holding = true;
     struct ld_election_status st;
-    ld_election_status(ld_host_election(ld_shell_host(r->sh), 0), &st);
+    ld_election_status(ld_host_election(ld_shell_host(r->fr.sh), 0), &st);
     int64_t term_until = st.term_until_ms;
     int64_t t = now();
     ck_assert_int_gt(term_until, t);
-    ld_shell_stop(r->sh, SIGTERM);
+    ld_shell_stop(r->fr.sh, SIGTERM);
     for (int i = 0; i < 10000 && !r->done; i++)
         turn_all();
     ck_assert(r->done);
@@ -1060,8 +1020,8 @@ static void member_resigns(struct replica *r)
 {
     struct ld_now at = {.mono_ms = now(), .wall_us = now() * 1000};
     ck_assert(
-        ld_election_resign(ld_host_election(ld_shell_host(r->sh), 0), at, LEASE_MS));
-    ld_host_wake(ld_shell_host(r->sh), 0);
+        ld_election_resign(ld_host_election(ld_shell_host(r->fr.sh), 0), at, LEASE_MS));
+    ld_host_wake(ld_shell_host(r->fr.sh), 0);
 }
 
 START_TEST(the_member_release_waits_for_every_shards_hold)
@@ -1078,7 +1038,7 @@ START_TEST(the_member_release_waits_for_every_shards_hold)
     ck_assert_str_eq(holder_of(member), "r0");
     probe.holding = false;
     int64_t freed = now();
-    ld_host_wake(ld_shell_host(r->sh), 0); /* as the gate's eventfd would */
+    ld_host_wake(ld_shell_host(r->fr.sh), 0); /* as the gate's eventfd would */
     run_for(RETRY_MS);
     ck_assert_ptr_nonnull(release_of(member, 0, freed));
 }
@@ -1140,10 +1100,11 @@ static unsigned table_diff(const struct ld_shardsnap *a, const struct ld_shardsn
  * Lease whose answer came) in [since_ms, until_ms]. */
 static size_t renewals_answered(size_t i, int64_t since_ms, int64_t until_ms)
 {
-    const char *member = ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[i].mode));
+    const char *member =
+        ld_shardgroup_member_lease(ld_mode_shards_group(fx.r[i].fr.mode));
     size_t n = 0;
-    for (size_t j = 0; j < ft_record_count(fx.ft); j++) {
-        const struct ft_record *r = ft_record(fx.ft, j);
+    for (size_t j = 0; j < fake_transport_record_count(fx.fl.ft); j++) {
+        const struct fake_transport_record *r = fake_transport_record(fx.fl.ft, j);
         n += strcmp(r->name, member) == 0 && strcmp(r->verb, "PUT") == 0 &&
              r->status == 200 && r->end_ms >= since_ms && r->end_ms <= until_ms;
     }
@@ -1173,7 +1134,7 @@ START_TEST(the_table_is_rebuilt_only_when_something_in_it_changed)
     int64_t beat[3];
     int tables[3] = {0, 0, 0}, beats[3] = {0, 0, 0};
     for (size_t i = 0; i < 3; i++) {
-        held[i] = ld_state_read_shards(&fx.r[i].state, &snap);
+        held[i] = ld_state_read_shards(&fx.r[i].fr.state, &snap);
         ck_assert_ptr_nonnull(held[i]);
         beat[i] = snap.heartbeat_ms;
     }
@@ -1181,7 +1142,7 @@ START_TEST(the_table_is_rebuilt_only_when_something_in_it_changed)
     for (int k = 0; k < 10 * RETRY_MS / STEP_MS * 4 && now() < end; k++) {
         turn_all();
         for (size_t i = 0; i < 3; i++) {
-            struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[i].state, &snap);
+            struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[i].fr.state, &snap);
             beats[i] += snap.heartbeat_ms != beat[i];
             beat[i] = snap.heartbeat_ms;
             if (cur == held[i]) {
@@ -1221,12 +1182,13 @@ START_TEST(the_table_is_rebuilt_only_when_something_in_it_changed)
     const char *lease = ld_shardgroup_shard_lease(group(), k);
     ck_assert_str_eq(held[0]->shards[k].leader, "r1");
     int64_t term = held[0]->shards[k].term;
-    ft_lease_put(fx.ft, lease, NULL, "", 1, ft_wall_us(fx.ft));
+    fake_transport_lease_put(fx.fl.ft, lease, NULL, "", 1,
+                             fake_transport_wall_us(fx.fl.ft));
     t = now();
     int64_t shown = -1;
     for (int i = 0; i < 1000 && shown < 0; i++) {
         turn_all();
-        struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[0].state, NULL);
+        struct ld_shardsnap *cur = ld_state_read_shards(&fx.r[0].fr.state, NULL);
         if (cur != held[0]) {
             unsigned d = table_diff(held[0], cur);
             if (strcmp(cur->shards[k].leader, "r1") != 0 || cur->shards[k].term != term) {
@@ -1254,7 +1216,7 @@ static int claimants(uint32_t k)
 {
     int n = 0;
     for (size_t i = 0; i < fx.n; i++) {
-        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, NULL);
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].fr.state, NULL);
         n += table && ld_shardsnap_leads(table, k, now());
         ld_shardsnap_unref(table);
     }
@@ -1290,11 +1252,12 @@ START_TEST(a_deleted_shard_lease_never_gives_two_owners)
     ck_assert(run_until(r0_holds_all, 2 * LEASE_MS));
     ck_assert(run_until(r0_claims_all, 2 * LEASE_MS));
     run_for(2 * RETRY_MS);
-    ft_set_client_watch_lag_ms(fx.ft, 0, 10 * LEASE_MS);
-    ft_fault_add_for(fx.ft, 0, NULL, "LIST",
-                     (struct ft_fault){.kind = FT_HANG, .count = -1});
+    fake_transport_set_client_watch_lag_ms(fx.fl.ft, 0, 10 * LEASE_MS);
+    fake_transport_fault_add_for(
+        fx.fl.ft, 0, NULL, "LIST",
+        (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG, .count = -1});
     struct replica *r1 = add_replica();
-    const struct ld_shardgroup *g1 = ld_mode_shards_group(r1->mode);
+    const struct ld_shardgroup *g1 = ld_mode_shards_group(r1->fr.mode);
     run_for(3 * RETRY_MS);
     uint32_t victim = N_SHARDS;
     for (uint32_t k = 0; k < N_SHARDS && victim == N_SHARDS; k++) {
@@ -1304,7 +1267,8 @@ START_TEST(a_deleted_shard_lease_never_gives_two_owners)
     }
     ck_assert_msg(victim < N_SHARDS, "r1 is assigned no shard of r0's");
     ck_assert_int_eq(claimants(victim), 1);
-    ck_assert(ft_lease_delete(fx.ft, ld_shardgroup_shard_lease(group(), victim)));
+    ck_assert(fake_transport_lease_delete(fx.fl.ft,
+                                          ld_shardgroup_shard_lease(group(), victim)));
     int64_t deleted_at = now();
     uint32_t k = N_SHARDS;
     int64_t at = run_exclusive(4 * LEASE_MS, &k);
@@ -1315,9 +1279,10 @@ START_TEST(a_deleted_shard_lease_never_gives_two_owners)
     /* It made it anew only the outside wait after it saw the deletion (rule
      * O2): no create of it before. */
     const char *name = ld_shardgroup_shard_lease(group(), victim);
-    size_t creates = ft_count(fx.ft, "POST", name, deleted_at);
+    size_t creates = fake_transport_count(fx.fl.ft, "POST", name, deleted_at);
     ck_assert_uint_ge(creates, 1);
-    ck_assert_uint_eq(ft_count(fx.ft, "POST", name, deleted_at + LEASE_MS), creates);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "POST", name, deleted_at + LEASE_MS),
+                      creates);
 }
 END_TEST
 

@@ -29,7 +29,7 @@
  * Issue #28's faults come on top: an outside actor deletes shard Leases,
  * rewrites their holder as kubectl edit would (to a replica, or to
  * nobody) and empties member Leases; one replica's watch falls up to two
- * minutes behind the others' (ft_set_client_watch_lag_ms); each replica's
+ * minutes behind the others' (fake_transport_set_client_watch_lag_ms); each replica's
  * clock runs up to 2 % fast or slow; a killed process's requests already
  * sent still land after it is gone (and after its restart); and writes
  * are applied but answered 409 or 5xx. A claim may outlive its Lease's
@@ -65,17 +65,17 @@
 #include "log.h"
 #include "shardgroup.h"
 #include "support/fake_transport.h"
+#include "support/fleet.h"
 #include "support/run_suite.h"
 
-#define NS "default"
+#define NS FLEET_NS
 #define GROUP "grp"
 #define N_SHARDS 10
 #define MAX_REPLICAS 6
-#define T0_MS 1000000LL
-#define WALL0_US 1800000000000000LL
-#define LEASE_MS 15000
-#define RENEW_MS 10000
-#define RETRY_MS 2000
+#define T0_MS FLEET_T0_MS
+#define LEASE_MS FLEET_LEASE_MS
+#define RENEW_MS FLEET_RENEW_MS
+#define RETRY_MS FLEET_RETRY_MS
 #define CALL_TIMEOUT_MS 5000
 #define STEP_MS 20
 #define CHAOS_MS (4 * 60 * 1000)
@@ -104,13 +104,9 @@ struct replica {
     char home_id[16];     /* its slot's own identity; id differs while a twin */
     char incarnation[16]; /* a new one for every start, as leaderd draws */
     int client;
-    struct ld_kube *kube;
-    struct ld_state state;
-    struct ld_metrics metrics;
-    struct ld_mode_shards *mode;
-    struct ld_shell *sh;
-    bool running;  /* started and not killed */
-    bool stopping; /* SIGTERM sent: runs until done */
+    struct fleet_replica fr; /* its client, state, metrics, mode and shell */
+    bool running;            /* started and not killed */
+    bool stopping;           /* SIGTERM sent: runs until done */
     int64_t paused_until_ms;
     int64_t slow_lists_until_ms; /* its lists are answered late until then */
     int64_t list_delay_ms;       /* by this much */
@@ -126,9 +122,10 @@ struct replica {
 };
 
 static struct {
-    struct fake_transport *ft;
+    /* One seed's fake (fl.ft, owned by its clients, NULL between seeds)
+     * and its clock. */
+    struct fleet fl;
     struct ld_transport *tick; /* a client that only lets time pass */
-    struct ld_clock clock;
     struct replica r[MAX_REPLICAS];
     size_t n;
     int clients; /* made so far */
@@ -150,18 +147,20 @@ static struct {
 
 static const char *trace_who = "-"; /* the replica turning, and its process */
 static int trace_client;
-static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
+/* Quiet unless SIM_TRACE is set. */
+static void trace_sink(void *ctx, enum ld_log_level level, const char *msg)
 {
     (void)ctx;
     (void)level;
-    if (getenv("SIM_TRACE") && fx.ft)
-        fprintf(stderr, "%lld [%s#%d] %s\n", (long long)(ft_now_ms(fx.ft) - T0_MS),
-                trace_who, trace_client, msg);
+    if (getenv("SIM_TRACE") && fx.fl.ft)
+        fprintf(stderr, "%lld [%s#%d] %s\n",
+                (long long)(fake_transport_now_ms(fx.fl.ft) - T0_MS), trace_who,
+                trace_client, msg);
 }
 
 static int64_t now(void)
 {
-    return ft_now_ms(fx.ft);
+    return fleet_now(&fx.fl);
 }
 
 static uint64_t next_rand(void)
@@ -187,14 +186,14 @@ static bool chance(unsigned per_mille)
 static int64_t drift_mono_ms(void *ctx)
 {
     const struct replica *r = ctx;
-    int64_t t = ft_now_ms(fx.ft) - r->drift_t0_ms;
+    int64_t t = fake_transport_now_ms(fx.fl.ft) - r->drift_t0_ms;
     return r->drift_t0_ms + t + t * r->drift_ppm / 1000000;
 }
 
 static int64_t drift_wall_us(void *ctx)
 {
     (void)ctx;
-    return ft_wall_us(fx.ft);
+    return fake_transport_wall_us(fx.fl.ft);
 }
 
 /* r's clock, drifting by r->drift_ppm (a timer armed on it is armed on the
@@ -204,13 +203,12 @@ static int drift_arm(void *ctx, int fd, int64_t at_ms)
     const struct replica *r = ctx;
     int64_t t = at_ms - r->drift_t0_ms;
     int64_t base = r->drift_t0_ms + t * 1000000 / (1000000 + r->drift_ppm);
-    return fx.clock.arm ? fx.clock.arm(fx.clock.ctx, fd, base) : 0;
+    return fx.fl.clock.arm ? fx.fl.clock.arm(fx.fl.clock.ctx, fd, base) : 0;
 }
 
 static void start(struct replica *r)
 {
-    struct ld_errinfo err;
-    struct ld_transport *t = ft_add_client(fx.ft);
+    struct ld_transport *t = fake_transport_add_client(fx.fl.ft);
     ck_assert_ptr_nonnull(t);
     r->client = ++fx.clients;
     snprintf(r->incarnation, sizeof(r->incarnation), "inc%d", r->client);
@@ -219,43 +217,20 @@ static void start(struct replica *r)
     if (getenv("SIM_NO_DRIFT"))
         r->drift_ppm = 0;
     r->clock = (struct ld_clock){drift_mono_ms, drift_wall_us, drift_arm, r};
-    r->kube = ld_kube_new_on(t, &err);
-    ck_assert_msg(r->kube != NULL, "ld_kube_new_on: %s", err.msg);
-    ld_state_init(&r->state, NS "/" GROUP, r->id, LEASE_MS + RENEW_MS);
-    ld_metrics_init(&r->metrics);
-    struct ld_mode_shards_config mc = {
-        .kube = r->kube,
-        .state = &r->state,
-        .metrics = &r->metrics,
+    /* Client 0 only lets time pass: a replica's is its start's, 1 on;
+     * its seed mixes the run's seed with that number. */
+    struct fleet_shards_config c = {
+        .client = t,
         .clock = &r->clock,
-        .namespace_ = NS,
         .group = GROUP,
         .identity = r->id,
         .incarnation = r->incarnation,
         .n_shards = N_SHARDS,
-        .lease_duration_ms = LEASE_MS,
-        .renew_deadline_ms = RENEW_MS,
-        .retry_period_ms = RETRY_MS,
-        .release_on_exit = true,
         .drain_ms = fx.drain_ms,
         .seed = fx.seed * 131 + (uint64_t)fx.clients,
         .call_timeout_ms = CALL_TIMEOUT_MS,
     };
-    r->mode = ld_mode_shards_new(&mc, &err);
-    ck_assert_msg(r->mode != NULL, "ld_mode_shards_new: %s", err.msg);
-    ld_state_set_layout(&r->state, ld_shardgroup_layout(ld_mode_shards_group(r->mode)));
-    struct ld_shell_config c = {
-        .kube = r->kube,
-        .state = &r->state,
-        .metrics = &r->metrics,
-        .clock = &r->clock,
-        .namespace_ = NS,
-        .lease_duration_ms = LEASE_MS,
-        .renew_deadline_ms = RENEW_MS,
-        .wake_fd = -1,
-    };
-    r->sh = ld_shell_new(&c, ld_mode_shards(r->mode), &err);
-    ck_assert_msg(r->sh != NULL, "ld_shell_new: %s", err.msg);
+    fleet_replica_start_shards(&r->fr, &c);
     r->running = true;
     r->stopping = false;
     r->paused_until_ms = 0;
@@ -266,25 +241,16 @@ static void start(struct replica *r)
 /* The process is gone: nothing of it runs or answers any more. */
 static void kill_replica(struct replica *r)
 {
-    ld_shell_free(r->sh);
-    ld_mode_shards_free(r->mode);
-    ld_state_destroy(&r->state);
-    ld_metrics_destroy(&r->metrics);
-    ld_kube_free(r->kube);
-    r->sh = NULL;
-    r->mode = NULL;
-    r->kube = NULL;
+    fleet_replica_stop(&r->fr);
     r->running = false;
 }
 
 static void setup_seed(uint64_t seed)
 {
-    fx.ft = ft_new(NS, T0_MS, WALL0_US);
-    ck_assert_ptr_nonnull(fx.ft);
-    fx.tick = ft_transport(fx.ft);
-    fx.clock = ft_host_clock(fx.ft);
-    ft_set_writes_outlive_clients(
-        fx.ft, !getenv("SIM_NO_OUTLIVE")); /* a kill leaves its writes */
+    fleet_init(&fx.fl, STEP_MS, trace_sink);
+    fx.tick = fake_transport_transport(fx.fl.ft);
+    fake_transport_set_writes_outlive_clients(
+        fx.fl.ft, !getenv("SIM_NO_OUTLIVE")); /* a kill leaves its writes */
     fx.seed = seed;
     fx.rng = seed * 7919;
     fx.clients = 0;
@@ -307,18 +273,17 @@ static void teardown_seed(void)
         if (fx.r[i].running)
             kill_replica(&fx.r[i]);
     ld_transport_free(fx.tick); /* the last client: the API goes with it */
-    fx.ft = NULL;
+    fx.fl.ft = NULL;
 }
 
 static void setup(void)
 {
     memset(&fx, 0, sizeof(fx));
-    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
 }
 
 static void teardown(void)
 {
-    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+    fleet_destroy(&fx.fl);
 }
 
 /* Whether the stored shard k names r (identity and incarnation). */
@@ -327,7 +292,7 @@ static bool stored_by(uint32_t k, const struct replica *r)
     struct ld_lease l;
     char name[64];
     snprintf(name, sizeof(name), GROUP "-%u", k);
-    bool ok = ft_lease_get(fx.ft, name, &l) == LD_OK &&
+    bool ok = fake_transport_lease_get(fx.fl.ft, name, &l) == LD_OK &&
               ld_lease_held_by(&l, r->id, r->incarnation);
     ld_lease_clear(&l);
     return ok;
@@ -340,7 +305,7 @@ static void stored_holder(uint32_t k, char *out, size_t len)
     char name[64];
     snprintf(name, sizeof(name), GROUP "-%u", k);
     out[0] = '\0';
-    if (ft_lease_get(fx.ft, name, &l) == LD_OK)
+    if (fake_transport_lease_get(fx.fl.ft, name, &l) == LD_OK)
         snprintf(out, len, "%s", l.spec.holder);
     ld_lease_clear(&l);
 }
@@ -352,7 +317,7 @@ static void check_exclusive(void)
     struct ld_shardsnap *tables[MAX_REPLICAS] = {NULL};
     for (size_t i = 0; i < fx.n; i++)
         if (fx.r[i].running)
-            tables[i] = ld_state_read_shards(&fx.r[i].state, NULL);
+            tables[i] = ld_state_read_shards(&fx.r[i].fr.state, NULL);
     for (uint32_t k = 0; k < N_SHARDS; k++) {
         const char *who = NULL;
         for (size_t i = 0; i < fx.n; i++) {
@@ -393,7 +358,7 @@ static void turn_all(void)
         any = true;
         trace_who = r->id;
         trace_client = r->client;
-        if (ld_shell_turn(r->sh, STEP_MS) && r->stopping)
+        if (ld_shell_turn(r->fr.sh, STEP_MS) && r->stopping)
             kill_replica(r); /* exited after its graceful stop */
         check_exclusive();
     }
@@ -419,13 +384,13 @@ static struct replica *pick(bool want_running)
 
 static void set_latency(int64_t ms)
 {
-    ft_set_latency_ms(fx.ft, ms);
+    fake_transport_set_latency_ms(fx.fl.ft, ms);
     fx.latency_ms = ms;
 }
 
 static void set_watch_latency(int64_t ms)
 {
-    ft_set_watch_latency_ms(fx.ft, ms);
+    fake_transport_set_watch_latency_ms(fx.fl.ft, ms);
     fx.watch_latency_ms = ms;
 }
 
@@ -445,11 +410,12 @@ static void slow_lists(struct replica *r, int64_t until_ms)
         return;
     r->slow_lists_until_ms = until_ms;
     r->list_delay_ms = between(SLOW_LIST_MIN_MS, SLOW_LIST_MAX_MS);
-    ft_fault_add_for(fx.ft, r->client, NULL, "LIST",
-                     (struct ft_fault){.kind = FT_LATE_ANSWER,
-                                       .delay_ms = r->list_delay_ms,
-                                       .count = -1,
-                                       .until_ms = until_ms});
+    fake_transport_fault_add_for(
+        fx.fl.ft, r->client, NULL, "LIST",
+        (struct fake_transport_fault){.kind = FAKE_TRANSPORT_LATE_ANSWER,
+                                      .delay_ms = r->list_delay_ms,
+                                      .count = -1,
+                                      .until_ms = until_ms});
     fx.slow_lists++;
 }
 
@@ -461,7 +427,7 @@ static void delete_member(struct replica *r)
 {
     char name[64];
     snprintf(name, sizeof(name), GROUP "-member-%s", r->id);
-    if (!ft_lease_delete(fx.ft, name))
+    if (!fake_transport_lease_delete(fx.fl.ft, name))
         return;
     fx.deleted++;
     if (!r->running || r->stopping || now() < r->paused_until_ms ||
@@ -499,8 +465,9 @@ static void on_list(struct replica *q, int64_t sent_ms)
 /* The LISTs sent since the last look by replicas that run. */
 static void look_for_lists(void)
 {
-    for (; fx.lists_seen < ft_record_count(fx.ft); fx.lists_seen++) {
-        const struct ft_record *rec = ft_record(fx.ft, fx.lists_seen);
+    for (; fx.lists_seen < fake_transport_record_count(fx.fl.ft); fx.lists_seen++) {
+        const struct fake_transport_record *rec =
+            fake_transport_record(fx.fl.ft, fx.lists_seen);
         if (strcmp(rec->verb, "LIST") != 0)
             continue;
         for (size_t i = 0; i < fx.n; i++) {
@@ -517,7 +484,7 @@ static bool app_drained(struct replica *r)
 {
     uint32_t first = (uint32_t)between(0, N_SHARDS - 1);
     for (uint32_t k = 0; k < N_SHARDS; k++)
-        if (ld_state_drained_post(&r->state, (first + k) % N_SHARDS))
+        if (ld_state_drained_post(&r->fr.state, (first + k) % N_SHARDS))
             return true;
     return false;
 }
@@ -532,7 +499,7 @@ static void outside_actor(void)
     snprintf(name, sizeof(name), GROUP "-%u", k);
     if (getenv("SIM_TRACE"))
         fprintf(stderr, "%lld actor looks at %s\n", (long long)(now() - T0_MS), name);
-    if (chance(15) && ft_lease_delete(fx.ft, name)) {
+    if (chance(15) && fake_transport_lease_delete(fx.fl.ft, name)) {
         if (getenv("SIM_TRACE"))
             fprintf(stderr, "%lld actor DELETES %s\n", (long long)(now() - T0_MS), name);
         fx.shards_deleted++;
@@ -540,7 +507,8 @@ static void outside_actor(void)
     }
     if (chance(15)) {
         const char *holder = chance(300) ? "" : fx.r[next_rand() % fx.n].id;
-        ft_lease_put(fx.ft, name, NULL, holder, LEASE_MS / 1000, ft_wall_us(fx.ft));
+        fake_transport_lease_put(fx.fl.ft, name, NULL, holder, LEASE_MS / 1000,
+                                 fake_transport_wall_us(fx.fl.ft));
         if (getenv("SIM_TRACE"))
             fprintf(stderr, "%lld actor EDITS %s to '%s'\n", (long long)(now() - T0_MS),
                     name, holder);
@@ -550,8 +518,9 @@ static void outside_actor(void)
     if (chance(8) && !getenv("SIM_NO_MEMBER_EDIT")) {
         snprintf(name, sizeof(name), GROUP "-member-%s", fx.r[next_rand() % fx.n].id);
         struct ld_lease l;
-        if (ft_lease_get(fx.ft, name, &l) == LD_OK) {
-            ft_lease_put(fx.ft, name, NULL, "", 1, ft_wall_us(fx.ft));
+        if (fake_transport_lease_get(fx.fl.ft, name, &l) == LD_OK) {
+            fake_transport_lease_put(fx.fl.ft, name, NULL, "", 1,
+                                     fake_transport_wall_us(fx.fl.ft));
             fx.members_edited++;
         }
         ld_lease_clear(&l);
@@ -565,14 +534,16 @@ static void skew(void)
     struct replica *r;
     if (chance(40) && (r = pick(true)) != NULL) {
         bool lag = chance(500);
-        ft_set_client_watch_lag_ms(fx.ft, r->client, lag ? between(1000, 120000) : 0);
+        fake_transport_set_client_watch_lag_ms(fx.fl.ft, r->client,
+                                               lag ? between(1000, 120000) : 0);
         fx.lagged += lag;
     }
     if (chance(60) && (r = pick(true)) != NULL) {
         long status = chance(500) ? 409 : (chance(500) ? 500 : 504);
-        ft_fault_add_for(
-            fx.ft, r->client, NULL, chance(500) ? "PUT" : "POST",
-            (struct ft_fault){.kind = FT_APPLIED_STATUS, .status = status, .count = 1});
+        fake_transport_fault_add_for(
+            fx.fl.ft, r->client, NULL, chance(500) ? "PUT" : "POST",
+            (struct fake_transport_fault){
+                .kind = FAKE_TRANSPORT_APPLIED_STATUS, .status = status, .count = 1});
         fx.applied_errors++;
     }
 }
@@ -593,11 +564,12 @@ static void start_twin(struct replica *r)
     if (!q)
         return;
     if (chance(700))
-        ft_fault_add_for(
-            fx.ft, r->client, NULL, FT_VERB_ANY,
-            (struct ft_fault){.kind = FT_HANG,
-                              .count = -1,
-                              .until_ms = now() + between(LEASE_MS, 4 * LEASE_MS)});
+        fake_transport_fault_add_for(
+            fx.fl.ft, r->client, NULL, FAKE_TRANSPORT_VERB_ANY,
+            (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG,
+                                          .count = -1,
+                                          .until_ms =
+                                              now() + between(LEASE_MS, 4 * LEASE_MS)});
     memcpy(q->id, r->id, sizeof(q->id));
     start(q);
     fx.twins++;
@@ -630,7 +602,7 @@ static void disturb(void)
         fx.kills++;
     }
     if (chance(6) && running() > 1 && (r = pick(true)) != NULL && !r->stopping) {
-        ld_shell_stop(r->sh, SIGTERM);
+        ld_shell_stop(r->fr.sh, SIGTERM);
         r->stopping = true;
         pause_until(r, 0);
         fx.stops++;
@@ -653,10 +625,11 @@ static void disturb(void)
         delete_member(&fx.r[next_rand() % fx.n]);
     if (chance(60) && (r = pick(true)) != NULL) {
         /* Its next write is answered after its timeout and lands late. */
-        ft_fault_add_for(fx.ft, r->client, NULL, "PUT",
-                         (struct ft_fault){.kind = FT_DELAY,
-                                           .delay_ms = between(6000, 14000),
-                                           .count = 1});
+        fake_transport_fault_add_for(
+            fx.fl.ft, r->client, NULL, "PUT",
+            (struct fake_transport_fault){.kind = FAKE_TRANSPORT_DELAY,
+                                          .delay_ms = between(6000, 14000),
+                                          .count = 1});
         fx.late_writes++;
     }
     if (chance(100) && (r = pick(true)) != NULL && !r->stopping && app_drained(r))
@@ -664,19 +637,21 @@ static void disturb(void)
     if (chance(30) && (r = pick(true)) != NULL) {
         /* Its reads alone hang (its writes go through): with a lagging
          * watch its view of the others goes stale while it still leads. */
-        ft_fault_add_for(
-            fx.ft, r->client, NULL, "LIST",
-            (struct ft_fault){.kind = FT_HANG,
-                              .count = -1,
-                              .until_ms = now() + between(1000, 2 * LEASE_MS)});
+        fake_transport_fault_add_for(
+            fx.fl.ft, r->client, NULL, "LIST",
+            (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG,
+                                          .count = -1,
+                                          .until_ms =
+                                              now() + between(1000, 2 * LEASE_MS)});
         fx.blind++;
     }
     if (chance(20) && (r = pick(true)) != NULL) {
-        ft_fault_add_for(
-            fx.ft, r->client, NULL, FT_VERB_ANY,
-            (struct ft_fault){.kind = FT_HANG,
-                              .count = -1,
-                              .until_ms = now() + between(1000, 2 * LEASE_MS)});
+        fake_transport_fault_add_for(
+            fx.fl.ft, r->client, NULL, FAKE_TRANSPORT_VERB_ANY,
+            (struct fake_transport_fault){.kind = FAKE_TRANSPORT_HANG,
+                                          .count = -1,
+                                          .until_ms =
+                                              now() + between(1000, 2 * LEASE_MS)});
         fx.partitions++;
     }
 }
@@ -697,7 +672,7 @@ static bool settled(void)
             i++;
         if (i == fx.n)
             return false;
-        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].state, NULL);
+        struct ld_shardsnap *table = ld_state_read_shards(&fx.r[i].fr.state, NULL);
         ok = ld_shardsnap_leads(table, k, t);
         ld_shardsnap_unref(table);
         held[i]++;
@@ -747,7 +722,7 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
             look_for_lists();
         }
         /* The faults stop; every replica runs again. */
-        ft_fault_clear(fx.ft);
+        fake_transport_fault_clear(fx.fl.ft);
         set_latency(1);
         set_watch_latency(1);
         for (size_t i = 0; i < fx.n; i++) {
@@ -755,7 +730,7 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
             fx.r[i].slow_lists_until_ms = 0;
         }
         for (int c = 0; c <= fx.clients; c++)
-            ft_set_client_watch_lag_ms(fx.ft, c, 0);
+            fake_transport_set_client_watch_lag_ms(fx.fl.ft, c, 0);
         end_twins();
         if (running() == 0) {
             struct replica *r = &fx.r[0];
@@ -773,7 +748,7 @@ START_TEST(no_shard_ever_has_two_owners_and_the_group_settles)
         for (size_t i = 0; !ok && getenv("SIM_TRACE") && i < fx.n; i++) {
             if (!fx.r[i].running)
                 continue;
-            const struct ld_shardgroup *g = ld_mode_shards_group(fx.r[i].mode);
+            const struct ld_shardgroup *g = ld_mode_shards_group(fx.r[i].fr.mode);
             int64_t t = ld_clock_mono_ms(&fx.r[i].clock);
             for (uint32_t k = 0; k < N_SHARDS; k++) {
                 const struct ld_lease *rec = ld_shardgroup_record(g, k);
@@ -823,7 +798,7 @@ END_TEST
 /* The shards replica r claims at now. */
 static int claims_of(struct replica *r)
 {
-    struct ld_shardsnap *table = ld_state_read_shards(&r->state, NULL);
+    struct ld_shardsnap *table = ld_state_read_shards(&r->fr.state, NULL);
     int n = 0;
     for (uint32_t k = 0; k < N_SHARDS; k++)
         n += ld_shardsnap_leads(table, k, now());
@@ -876,9 +851,10 @@ START_TEST(two_processes_of_one_identity_never_claim_the_same_shard)
     run_for(RETRY_MS / 2);
 
     /* r0 is cut off from the API server, alive; its successor starts. */
-    ft_fault_add_for(fx.ft, fx.r[0].client, NULL, FT_VERB_ANY,
-                     (struct ft_fault){
-                         .kind = FT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
+    fake_transport_fault_add_for(
+        fx.fl.ft, fx.r[0].client, NULL, FAKE_TRANSPORT_VERB_ANY,
+        (struct fake_transport_fault){
+            .kind = FAKE_TRANSPORT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
     int64_t cut = now(), took = -1;
     start(&fx.r[2]);
     for (int64_t end = now() + 5 * LEASE_MS; now() < end;) {
@@ -895,7 +871,7 @@ START_TEST(two_processes_of_one_identity_never_claim_the_same_shard)
     ck_assert_int_eq(claims_of(&fx.r[2]), of_a);
 
     /* r0 reaches the API again: it never claims its identity's records. */
-    ft_fault_clear(fx.ft);
+    fake_transport_fault_clear(fx.fl.ft);
     for (int64_t end = now() + 4 * LEASE_MS; now() < end;) {
         turn_all();
         ck_assert_int_eq(claims_of(&fx.r[0]), 0);
@@ -928,14 +904,15 @@ START_TEST(a_member_lease_deleted_under_two_processes_of_one_identity)
     int of_a = claims_of(&fx.r[0]);
     ck_assert_int_ge(of_a, N_SHARDS / 2);
 
-    ft_fault_add_for(fx.ft, fx.r[0].client, NULL, FT_VERB_ANY,
-                     (struct ft_fault){
-                         .kind = FT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
+    fake_transport_fault_add_for(
+        fx.fl.ft, fx.r[0].client, NULL, FAKE_TRANSPORT_VERB_ANY,
+        (struct fake_transport_fault){
+            .kind = FAKE_TRANSPORT_HANG, .count = -1, .until_ms = now() + 6 * LEASE_MS});
     start(&fx.r[2]);
     run_for(2 * RETRY_MS); /* r2 reads r0's record and stands by */
     ck_assert_int_eq(claims_of(&fx.r[2]), 0);
     ck_assert_int_gt(claims_of(&fx.r[0]), 0);
-    ck_assert(ft_lease_delete(fx.ft, GROUP "-member-a"));
+    ck_assert(fake_transport_lease_delete(fx.fl.ft, GROUP "-member-a"));
     int64_t deleted = now(), took = -1;
     for (int64_t end = now() + 4 * LEASE_MS; now() < end;) {
         turn_all();

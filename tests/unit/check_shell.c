@@ -28,14 +28,13 @@
 #include "lead.h"
 #include "log.h"
 #include "support/fake_transport.h"
+#include "support/fleet.h"
 #include "support/run_suite.h"
 
-#define NS "default"
+#define NS FLEET_NS
 #define LEASE "solo"
 #define ME "me"
-#define OTHER "other-replica"
-#define T0_MS 1000000LL
-#define WALL0_US 1800000000000000LL
+#define OTHER FLEET_OTHER
 #define STEP_MS 100
 #define COOLDOWN_MS 5000
 /* How late a write may follow the moment it was due: a pass or two. */
@@ -56,9 +55,10 @@ struct test_hook {
 };
 
 struct fixture {
-    struct fake_transport *ft; /* owned by kube */
+    /* The fake and its clock; another client renews LEASE as OTHER while
+     * fl.other_every_ms > 0. */
+    struct fleet fl;
     struct ld_kube *kube;
-    struct ld_clock clock;
     struct ld_state state;
     int sig_fd;     /* eventfd: a signal is pending */
     int wake_fd;    /* epoll set of sig_fd and the resign channel */
@@ -72,22 +72,13 @@ struct fixture {
     /* What the mode saw. */
     struct ld_election_status last;
     int publishes, shutdowns, finishes, released;
-    /* Another client renewing the Lease as OTHER while other_every_ms > 0. */
-    int64_t other_every_ms, other_next_ms;
 };
 
 static struct fixture fx;
 
-static void quiet_sink(void *ctx, enum ld_log_level level, const char *msg)
-{
-    (void)ctx;
-    (void)level;
-    (void)msg;
-}
-
 static int64_t now(void)
 {
-    return ft_now_ms(fx.ft);
+    return fleet_now(&fx.fl);
 }
 
 /* ---- the recording mode ---- */
@@ -232,14 +223,10 @@ static void send_signal(int signo)
 
 static void setup(void)
 {
-    struct ld_errinfo err;
     memset(&fx, 0, sizeof(fx));
-    ld_log_set_sink(quiet_sink, NULL, LD_LOG_DEBUG);
-    fx.ft = ft_new(NS, T0_MS, WALL0_US);
-    ck_assert_ptr_nonnull(fx.ft);
-    fx.kube = ld_kube_new_on(ft_transport(fx.ft), &err);
-    ck_assert_msg(fx.kube != NULL, "ld_kube_new_on: %s", err.msg);
-    fx.clock = ft_host_clock(fx.ft);
+    fleet_init(&fx.fl, STEP_MS, NULL);
+    fx.fl.other_lease = LEASE;
+    fx.kube = fleet_kube(&fx.fl);
     ld_state_init(&fx.state, NS "/" LEASE, ME, 60000);
     ck_assert_int_eq(ld_state_resign_enable(&fx.state, 20000), 0);
     fx.sig_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -251,9 +238,9 @@ static void setup(void)
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
         ck_assert_int_eq(epoll_ctl(fx.wake_fd, EPOLL_CTL_ADD, fds[i], &ev), 0);
     }
-    fx.lease_ms = 15000;
-    fx.renew_ms = 10000;
-    fx.retry_ms = 2000;
+    fx.lease_ms = FLEET_LEASE_MS;
+    fx.renew_ms = FLEET_RENEW_MS;
+    fx.retry_ms = FLEET_RETRY_MS;
 }
 
 static void teardown(void)
@@ -263,7 +250,7 @@ static void teardown(void)
     ld_state_destroy(&fx.state);
     close(fx.wake_fd);
     close(fx.sig_fd);
-    ld_log_set_sink(NULL, NULL, LD_LOG_INFO);
+    fleet_destroy(&fx.fl);
 }
 
 static void new_shell(void)
@@ -272,7 +259,7 @@ static void new_shell(void)
     struct ld_shell_config c = {
         .kube = fx.kube,
         .state = &fx.state,
-        .clock = &fx.clock,
+        .clock = &fx.fl.clock,
         .namespace_ = NS,
         .lease_duration_ms = fx.lease_ms,
         .renew_deadline_ms = fx.renew_ms,
@@ -295,38 +282,25 @@ static void new_shell(void)
     ck_assert_int_eq(ld_shell_add_hook(fx.sh, &h, &err), LD_OK);
 }
 
-static void other_renews(void)
+/* One turn of the shell; true once it is done. */
+static bool turn(int64_t left_ms)
 {
-    if (fx.other_every_ms <= 0 || now() < fx.other_next_ms)
-        return;
-    ft_lease_put(fx.ft, LEASE, NULL, OTHER, (int32_t)(fx.lease_ms / 1000),
-                 ft_wall_us(fx.ft));
-    fx.other_next_ms = now() + fx.other_every_ms;
-}
-
-static void turn(void)
-{
-    other_renews();
+    (void)left_ms;
     fx.done = ld_shell_turn(fx.sh, STEP_MS);
+    return fx.done;
 }
 
+/* Turns for ms of fake time, none once the shell is done. */
 static void run_for(int64_t ms)
 {
-    int64_t end = now() + ms;
-    for (int64_t i = 0; i < ms / STEP_MS * 4 + 100 && now() < end && !fx.done; i++)
-        turn();
+    if (!fx.done)
+        fleet_run_for(&fx.fl, ms, turn);
 }
 
 /* Turns until pred holds, for at most max_ms of fake time; true if it did. */
 static bool run_until(bool (*pred)(void), int64_t max_ms)
 {
-    int64_t end = now() + max_ms;
-    for (int64_t i = 0; i < max_ms / STEP_MS * 4 + 100 && now() < end; i++) {
-        if (pred())
-            return true;
-        turn();
-    }
-    return pred();
+    return fleet_run_until(&fx.fl, pred, max_ms, turn);
 }
 
 static bool leading(void)
@@ -343,25 +317,12 @@ static bool done(void)
  * at or after since_ms, -1 if none. */
 static int64_t release_write_ms(int64_t since_ms)
 {
-    for (size_t i = 0; i < ft_record_count(fx.ft); i++) {
-        const struct ft_record *r = ft_record(fx.ft, i);
-        if (strcmp(r->name, LEASE) == 0 && strcmp(r->verb, "PUT") == 0 &&
-            r->at_ms >= since_ms && strstr(r->body, "\"holderIdentity\":\"\""))
-            return r->at_ms;
-    }
-    return -1;
+    return fleet_release_ms(&fx.fl, LEASE, -1, since_ms);
 }
 
 static const char *stored_holder(void)
 {
-    static char holder[LD_LEASE_MAX_HOLDER + 1];
-    struct ld_lease l;
-    if (ft_lease_get(fx.ft, LEASE, &l) != LD_OK)
-        snprintf(holder, sizeof(holder), "(absent)");
-    else
-        snprintf(holder, sizeof(holder), "%s", l.spec.holder);
-    ld_lease_clear(&l);
-    return holder;
+    return fleet_holder(&fx.fl, LEASE);
 }
 
 static void lead(void)
@@ -395,9 +356,9 @@ START_TEST(sigterm_releases_at_once_and_ends)
     ck_assert_int_le(d, SLACK_MS);
     ck_assert_int_eq(fx.released, 1);
     /* Done is done: another turn neither writes nor finishes again. */
-    size_t records = ft_record_count(fx.ft);
+    size_t records = fake_transport_record_count(fx.fl.ft);
     ck_assert(ld_shell_turn(fx.sh, STEP_MS));
-    ck_assert_uint_eq(ft_record_count(fx.ft), records);
+    ck_assert_uint_eq(fake_transport_record_count(fx.fl.ft), records);
     ck_assert_int_eq(fx.finishes, 1);
 }
 END_TEST
@@ -528,7 +489,7 @@ START_TEST(a_safety_hold_past_the_bound_writes_no_release)
                   "ended at +%lld ms, the term ended at +%lld ms", (long long)(now() - t),
                   (long long)(term_until - t));
     ck_assert_int_eq(release_write_ms(t), -1);
-    ck_assert_uint_eq(ft_count(fx.ft, "PUT", LEASE, t), 0);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "PUT", LEASE, t), 0);
     ck_assert_str_eq(stored_holder(), ME);
     ck_assert(!leading());
     ck_assert_int_eq(fx.released, 0);
@@ -574,7 +535,8 @@ START_TEST(a_hook_can_take_a_signal_over)
     ck_assert(!fx.done);
     ck_assert(leading());
     ck_assert_int_eq(fx.shutdowns, 0);
-    ck_assert_uint_gt(ft_count(fx.ft, "PUT", LEASE, t), 0); /* still renewing */
+    ck_assert_uint_gt(fake_transport_count(fx.fl.ft, "PUT", LEASE, t),
+                      0); /* still renewing */
     ck_assert_int_eq(release_write_ms(t), -1);
     /* The hook ends the shell when its work is done; its news wakes the
      * shell (as the exec child's channel does), whose publish takes it. */
@@ -598,7 +560,8 @@ static void still_leading_after(int64_t t)
     ck_assert(!fx.done);
     ck_assert(leading());
     ck_assert_int_eq(fx.shutdowns, 0);
-    ck_assert_uint_gt(ft_count(fx.ft, "PUT", LEASE, t), 0); /* still renewing */
+    ck_assert_uint_gt(fake_transport_count(fx.fl.ft, "PUT", LEASE, t),
+                      0); /* still renewing */
     ck_assert_int_eq(release_write_ms(t), -1);
 }
 
@@ -709,8 +672,9 @@ END_TEST
 
 START_TEST(resign_is_answered_not_leader_on_a_standby)
 {
-    fx.other_every_ms = 2000;
-    other_renews();
+    fx.fl.other_every_ms = 2000;
+    fx.fl.other_secs = (int32_t)(fx.lease_ms / 1000);
+    fleet_other_renews(&fx.fl);
     new_shell();
     run_for(3 * fx.retry_ms);
     ck_assert(fx.last.observed);
@@ -719,8 +683,8 @@ START_TEST(resign_is_answered_not_leader_on_a_standby)
     ask_resign();
     ck_assert(run_until(answered, 1000));
     ck_assert_int_eq(ld_state_resign_outcome(&fx.state, ticket), LD_RESIGN_NOT_LEADER);
-    ck_assert_uint_eq(ft_count(fx.ft, "PUT", LEASE, 0), 0);
-    ck_assert_uint_eq(ft_count(fx.ft, "POST", LEASE, 0), 0);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "PUT", LEASE, 0), 0);
+    ck_assert_uint_eq(fake_transport_count(fx.fl.ft, "POST", LEASE, 0), 0);
     ck_assert_str_eq(stored_holder(), OTHER);
     ck_assert_int_le(now() - t, SLACK_MS);
 }

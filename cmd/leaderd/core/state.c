@@ -44,17 +44,17 @@ void ld_state_destroy(struct ld_state *st)
 #define DRAIN_GIVING_BACK 1u
 #define DRAIN_DRAINED 2u
 
-int ld_state_drain_enable(struct ld_state *st, uint32_t n_shards)
+enum ld_err ld_state_drain_enable(struct ld_state *st, uint32_t n_shards)
 {
     struct ld_drain_slot *d = calloc(n_shards ? n_shards : 1, sizeof(*d));
     if (!d)
-        return -1;
+        return LD_ENOMEM;
     pthread_mutex_lock(&st->mu);
     free(st->drain);
     st->drain = d;
     st->n_drain = n_shards;
     pthread_mutex_unlock(&st->mu);
-    return 0;
+    return LD_OK;
 }
 
 void ld_state_drain_set(struct ld_state *st, uint32_t s, bool giving_back, int64_t term)
@@ -180,14 +180,14 @@ void ld_state_unlisten(struct ld_state *st, struct ld_state_listener *l)
     pthread_mutex_unlock(&st->mu);
 }
 
-int ld_state_resign_enable(struct ld_state *st, int64_t wait_ms)
+enum ld_err ld_state_resign_enable(struct ld_state *st, int64_t wait_ms)
 {
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return LD_ESYS;
     st->resign.fd = fd;
     st->resign.wait_ms = wait_ms;
-    return 0;
+    return LD_OK;
 }
 
 int ld_state_resign_fd(struct ld_state *st)

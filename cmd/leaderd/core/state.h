@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "err.h"
 #include "lease.h"
 #include "shardlayout.h"
 #include "shardsnap.h"
@@ -110,10 +111,10 @@ void ld_state_init(struct ld_state *st, const char *lease, const char *identity,
 
 /* ---- the drain channel (shard mode) ---- */
 
-/* Makes room for n_shards shards, none being given back. 0, or -1 when
- * memory ran out (POST /shards/ID/drained then answers 409). Before any
- * thread uses st. */
-int ld_state_drain_enable(struct ld_state *st, uint32_t n_shards);
+/* Makes room for n_shards shards, none being given back. LD_OK, or
+ * LD_ENOMEM (POST /shards/ID/drained then answers 409). Before any thread
+ * uses st. */
+enum ld_err ld_state_drain_enable(struct ld_state *st, uint32_t n_shards);
 /* Loop side: shard s is being given back (true) or not (false), the
  * give-back of the claim of term (the shard record's leaseTransitions, as
  * /shards showed it); either forgets an earlier "drained". */
@@ -179,9 +180,10 @@ void ld_state_listen(struct ld_state *st, struct ld_state_listener *l);
 void ld_state_unlisten(struct ld_state *st, struct ld_state_listener *l);
 
 /* Opens the resign channel: an eventfd (non-blocking) that the loop
- * waits on; requests wait wait_ms for their outcome. Returns 0, or -1 with
- * errno set (POST /resign then answers 503). Before any thread uses st. */
-int ld_state_resign_enable(struct ld_state *st, int64_t wait_ms);
+ * waits on; requests wait wait_ms for their outcome. Returns LD_OK, or
+ * LD_ESYS with errno set (POST /resign then answers 503). Before any thread
+ * uses st. */
+enum ld_err ld_state_resign_enable(struct ld_state *st, int64_t wait_ms);
 
 /* The channel's eventfd (readable after a request), or -1 when not
  * enabled. The loop reads it empty with ld_state_resign_drain. */

@@ -29,8 +29,9 @@ enum ld_err ld_hook_child_init(struct ld_hook_child *c,
     c->name = cfg->command[0];
     c->metrics = metrics;
     ld_metrics_child_configured(metrics);
-    if (ld_supervisor_spawn(&c->sup, cfg) != 0)
-        return ld_errinfo_set(err, LD_EIO, "cannot start the command's supervisor: %s",
+    enum ld_err rc = ld_supervisor_spawn(&c->sup, cfg);
+    if (rc != LD_OK)
+        return ld_errinfo_set(err, rc, "cannot start the command's supervisor: %s",
                               strerror(errno));
     return LD_OK;
 }
@@ -96,7 +97,7 @@ static void lost_supervisor(struct ld_hook_child *c)
            "the command's supervisor is gone: killing command %s and exiting "
            "without releasing the Lease",
            c->name);
-    if (ld_supervisor_reclaim(&c->sup, RECLAIM_MS) != 0)
+    if (!ld_supervisor_reclaim(&c->sup, RECLAIM_MS))
         ld_log(LD_LOG_ERROR, "some processes of command %s may still run", c->name);
     _exit(1);
 }
@@ -134,7 +135,7 @@ static void reap_zombies(struct ld_hook_child *c)
 static void send_or_log(struct ld_hook_child *c, enum ld_sup_kind kind, int32_t arg,
                         int64_t value)
 {
-    if (ld_supervisor_send(&c->sup, kind, arg, value) != 0)
+    if (ld_supervisor_send(&c->sup, kind, arg, value) != LD_OK)
         ld_log(LD_LOG_WARN, "cannot reach the command's supervisor: %s", strerror(errno));
 }
 
@@ -154,7 +155,8 @@ static bool on_publish(void *ctx, const struct ld_election_status *st, int64_t n
     } else if (!c->alive && leading && !c->done && !c->signalled) {
         /* A child stopped earlier must be gone first: one child at a time. */
         ld_log(LD_LOG_INFO, "starting command %s (term %d)", c->name, (int)st->term);
-        if (ld_supervisor_send(&c->sup, LD_SUP_START, st->term, st->lead_until_ms) == 0) {
+        if (ld_supervisor_send(&c->sup, LD_SUP_START, st->term, st->lead_until_ms) ==
+            LD_OK) {
             ld_metrics_child_started(c->metrics);
             c->alive = true;
             c->stop_sent = false;

@@ -1070,7 +1070,8 @@ static void log_containment(const struct ld_supervisor *s)
                "daemon it asks, kubectl exec) is not found");
 }
 
-int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_config *cfg)
+enum ld_err ld_supervisor_spawn(struct ld_supervisor *s,
+                                const struct ld_supervisor_config *cfg)
 {
     int sv[2] = {-1, -1};
     int rc = -1, saved;
@@ -1153,19 +1154,21 @@ out:
     if (sup.envp)
         free_environment(sup.envp);
     errno = saved;
-    return rc;
+    if (rc == 0)
+        return LD_OK;
+    return saved == ENOMEM ? LD_ENOMEM : LD_ESYS;
 }
 
-int ld_supervisor_send(struct ld_supervisor *s, enum ld_sup_kind kind, int32_t arg,
-                       int64_t value)
+enum ld_err ld_supervisor_send(struct ld_supervisor *s, enum ld_sup_kind kind,
+                               int32_t arg, int64_t value)
 {
     struct ld_sup_msg m = {.kind = kind, .arg = arg, .value = value};
     if (s->fd < 0) {
         errno = EPIPE;
-        return -1;
+        return LD_ESYS;
     }
     ssize_t n = send(s->fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
-    return n == (ssize_t)sizeof(m) ? 0 : -1;
+    return n == (ssize_t)sizeof(m) ? LD_OK : LD_ESYS;
 }
 
 int ld_supervisor_recv(struct ld_supervisor *s, struct ld_sup_msg *m)
@@ -1198,7 +1201,7 @@ static bool reap_children(struct ld_supervisor *s)
     return true;
 }
 
-int ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms)
+bool ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms)
 {
     int64_t until = ld_mono_ms() + timeout_ms;
     pid_t self = getpid();
@@ -1231,7 +1234,7 @@ int ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms)
         free(s->cgroup);
         s->cgroup = NULL;
     }
-    return gone ? 0 : -1;
+    return gone;
 }
 
 void ld_supervisor_close(struct ld_supervisor *s)

@@ -41,6 +41,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 enum ld_sup_kind {
     /* leaderd -> supervisor */
     LD_SUP_START = 1, /* run the command: arg = term, value = first deadline */
@@ -133,13 +135,15 @@ struct ld_supervisor_config {
  * supervisor die, what is left of the command becomes the caller's (see
  * ld_supervisor_reclaim).
  *
- * Returns 0, or -1 with errno set and s left without a supervisor. */
-int ld_supervisor_spawn(struct ld_supervisor *s, const struct ld_supervisor_config *cfg);
+ * Returns LD_OK, or LD_ESYS (LD_ENOMEM) with errno set and s left without
+ * a supervisor. */
+enum ld_err ld_supervisor_spawn(struct ld_supervisor *s,
+                                const struct ld_supervisor_config *cfg);
 
-/* Sends one message without blocking. Returns 0, or -1 with errno set (the
- * supervisor is gone, or its queue is full). */
-int ld_supervisor_send(struct ld_supervisor *s, enum ld_sup_kind kind, int32_t arg,
-                       int64_t value);
+/* Sends one message without blocking. Returns LD_OK, or LD_ESYS with errno
+ * set (the supervisor is gone, or its queue is full). */
+enum ld_err ld_supervisor_send(struct ld_supervisor *s, enum ld_sup_kind kind,
+                               int32_t arg, int64_t value);
 
 /* Takes one pending message. Returns 1 with *m filled, 0 when none is
  * pending, -1 when the channel is closed (the supervisor is gone; s->fd is
@@ -153,10 +157,10 @@ int ld_supervisor_recv(struct ld_supervisor *s, struct ld_sup_msg *m);
  * but the caller (cgroup.kill for the command's cgroup), and every
  * descendant of the caller (the supervisor is gone, so they are all the
  * command's), reaping its children, the supervisor's zombie included
- * (s->pid is -1 then). Blocks for at most timeout_ms. Returns 0
- * once no process of the command is left (the cgroup is then removed), -1
- * when some may still be. */
-int ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms);
+ * (s->pid is -1 then). Blocks for at most timeout_ms. Returns true
+ * once no process of the command is left (the cgroup is then removed),
+ * false when some may still be. */
+bool ld_supervisor_reclaim(struct ld_supervisor *s, int64_t timeout_ms);
 
 /* Closes the channel, which tells the supervisor leaderd is done, waits
  * for it to exit (it does once nothing of the command is left, at most the

@@ -17,7 +17,9 @@
  * streams and their notifier thread), http_conn (idle connections and
  * eviction), http_listen (the socket, limits, start, stop and counters)
  * and http_dispatch (MHD's request handler, which ties them together).
- * Their headers are internal.
+ * Their headers are internal to the HTTP layer, but for http_socket.h
+ * (the listening socket, the limits, MHD's log) and http_conn.h (idle
+ * connections), the plumbing the API proxy's server shares.
  */
 #ifndef LEADERD_HTTP_H
 #define LEADERD_HTTP_H
@@ -41,7 +43,17 @@ struct ld_http;
 #define LD_HTTP_MAX_CONNECTIONS 1024 /* all connections; see ld_http_start_opts */
 #define LD_HTTP_IDLE_TIMEOUT_S 15    /* silent connections are closed after this */
 
+/* What the server answers: the routes of one Lease (GET /leader, POST
+ * /resign, ...) or of a shard group (GET /shards/ID, POST
+ * /shards/ID/drained, ...), each mode's in one table (http_dispatch.c). */
+struct ld_http_mode;
+extern const struct ld_http_mode ld_http_lease_mode;
+extern const struct ld_http_mode ld_http_shard_mode; /* needs the state's layout */
+
 struct ld_http_options {
+    /* NULL: the state's, a shard group's when it has a shard layout
+     * (ld_state_set_layout), else one Lease's. */
+    const struct ld_http_mode *mode;
     int64_t heartbeat_ms;
     int64_t max_wait_ms;
     unsigned int max_held;

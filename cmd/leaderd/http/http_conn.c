@@ -34,7 +34,7 @@ struct ld_http_conns *ld_http_conns_new(unsigned int evict_at, struct ld_errinfo
     }
     if (pthread_mutex_init(&cs->mu, NULL) != 0) {
         free(cs);
-        ld_errinfo_set(err, LD_EIO, "http: cannot create a mutex");
+        ld_errinfo_set(err, LD_ESYS, "http: cannot create a mutex");
         return NULL;
     }
     cs->evict_at = evict_at;

@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "http_conn.h"
 #include "http_hold.h"
+#include "http_paths.h"
 #include "http_route.h"
 #include "http_server.h"
 #include "http_shards.h"
@@ -92,15 +93,12 @@ static enum MHD_Result queue_shard_route(struct ld_http *h, struct MHD_Connectio
     return queue_reply(c, rc, &r);
 }
 
+/* The single Lease's answer to a GET of url (/leader, after a hold). */
 static enum MHD_Result queue_route(struct ld_http *h, struct MHD_Connection *c,
                                    const char *method, const char *url)
 {
     struct ld_snapshot snap;
     struct ld_http_reply r;
-    if (h->st->layout) {
-        struct ld_http_shard_request rq = {method, url, NULL, 0};
-        return queue_shard_route(h, c, &rq);
-    }
     ld_state_read(h->st, &snap);
     return queue_reply(c, ld_http_route(method, url, &snap, h->m, ld_mono_ms(), &r), &r);
 }
@@ -114,10 +112,12 @@ static bool peer_may_resign(struct MHD_Connection *c)
     return ci && ld_http_peer_is_loopback(ci->client_addr);
 }
 
+#define SHARD_PREFIX LD_HTTP_PATH_SHARDS "/"
+
 /* Whether url is POST /shards/ID/drained's path. */
 static bool is_drained_path(const char *url)
 {
-    static const char prefix[] = "/shards/", suffix[] = "/drained";
+    static const char prefix[] = SHARD_PREFIX, suffix[] = LD_HTTP_PATH_DRAINED;
     size_t n = strlen(url), np = sizeof(prefix) - 1, ns = sizeof(suffix) - 1;
     return n > np + ns && strncmp(url, prefix, np) == 0 &&
            strcmp(url + n - ns, suffix) == 0;
@@ -136,10 +136,10 @@ static enum MHD_Result answer_drained(struct ld_http *h, struct MHD_Connection *
     const char *t = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "term");
     if (t && ld_http_parse_count(t, &term) != 0)
         return queue_error(c, 400, "term must be a non-negative integer");
-    size_t len = strlen(url) - strlen("/shards/") - strlen("/drained");
+    size_t len = strlen(url) - strlen(SHARD_PREFIX) - strlen(LD_HTTP_PATH_DRAINED);
     if (len >= sizeof(id))
         return queue_error(c, 404, "no such shard");
-    memcpy(id, url + strlen("/shards/"), len);
+    memcpy(id, url + strlen(SHARD_PREFIX), len);
     id[len] = '\0';
     if (!ld_shardlayout_find(h->st->layout, id, &s))
         return queue_error(c, 404, "no such shard");
@@ -265,7 +265,8 @@ static enum MHD_Result answer_shard(struct ld_http *h, struct MHD_Connection *c,
 
 static bool is_shard_path(const char *url)
 {
-    return strcmp(url, "/shard") == 0 || strncmp(url, "/shards/", 8) == 0;
+    return strcmp(url, LD_HTTP_PATH_SHARD_OF_KEY) == 0 ||
+           strncmp(url, SHARD_PREFIX, strlen(SHARD_PREFIX)) == 0;
 }
 
 /* GET /leader, held when the caller asks to wait and has seen the current
@@ -283,10 +284,10 @@ static enum MHD_Result answer_leader(struct ld_http *h, struct MHD_Connection *c
     if (q.failed)
         return queue_error(c, 400, q.err);
     if (!want.wait || want.wait_ms <= 0)
-        return queue_route(h, c, "GET", "/leader");
+        return queue_route(h, c, "GET", LD_HTTP_PATH_LEADER);
     struct ld_http_hold *x = ld_http_hold_poll(h->holds, c, &want);
     if (!x)
-        return queue_route(h, c, "GET", "/leader");
+        return queue_route(h, c, "GET", LD_HTTP_PATH_LEADER);
     *con_cls = x;
     return MHD_YES;
 }
@@ -297,7 +298,7 @@ static enum MHD_Result answer_resumed(struct ld_http *h, struct MHD_Connection *
 {
     if (!ld_http_hold_resumed(x))
         return MHD_NO;
-    return queue_route(h, c, "GET", "/leader");
+    return queue_route(h, c, "GET", LD_HTTP_PATH_LEADER);
 }
 
 static enum MHD_Result answer_watch(struct ld_http *h, struct MHD_Connection *c,
@@ -337,6 +338,154 @@ static enum MHD_Result answer_watch(struct ld_http *h, struct MHD_Connection *c,
     return ret;
 }
 
+/* ---- one route table per mode ------------------------------------------- */
+
+static bool is_leader_path(const char *url)
+{
+    return strcmp(url, LD_HTTP_PATH_LEADER) == 0;
+}
+
+static bool is_watch_path(const char *url)
+{
+    return strcmp(url, LD_HTTP_PATH_WATCH) == 0;
+}
+
+static bool is_resign_path(const char *url)
+{
+    return strcmp(url, LD_HTTP_PATH_RESIGN) == 0;
+}
+
+/* How a route's request is answered once its headers (and any body) are
+ * in; every answer has this shape. */
+typedef enum MHD_Result (*answer_fn)(struct ld_http *h, struct MHD_Connection *c,
+                                     const char *method, const char *url, void **con_cls);
+
+/* A request the dispatch answers itself (held, streamed, or a POST to the
+ * loop); the mode's renderer answers every other one. */
+struct route {
+    bool post; /* POST; else GET and HEAD */
+    bool (*matches)(const char *url);
+    answer_fn answer;
+    /* The 403's message for a peer that is not on loopback (the port is
+     * often reachable from the whole cluster); NULL: any peer. */
+    const char *loopback_only;
+};
+
+struct ld_http_mode {
+    const struct route *routes;
+    size_t n_routes;
+    answer_fn other;   /* the mode's renderer, for every other request */
+    answer_fn resumed; /* a held long-poll resumed (*con_cls is the hold) */
+    const struct ld_http_hold_mode *holds; /* what held requests show */
+};
+
+const struct ld_http_hold_mode *ld_http_mode_holds(const struct ld_http_mode *mode)
+{
+    return mode->holds;
+}
+
+static enum MHD_Result route_resign(struct ld_http *h, struct MHD_Connection *c,
+                                    const char *method, const char *url, void **con_cls)
+{
+    (void)method;
+    (void)url;
+    return answer_resign(h, c, con_cls);
+}
+
+static enum MHD_Result route_leader(struct ld_http *h, struct MHD_Connection *c,
+                                    const char *method, const char *url, void **con_cls)
+{
+    (void)method;
+    (void)url;
+    return answer_leader(h, c, con_cls);
+}
+
+static enum MHD_Result route_watch(struct ld_http *h, struct MHD_Connection *c,
+                                   const char *method, const char *url, void **con_cls)
+{
+    (void)url;
+    return answer_watch(h, c, method, con_cls);
+}
+
+static enum MHD_Result route_other(struct ld_http *h, struct MHD_Connection *c,
+                                   const char *method, const char *url, void **con_cls)
+{
+    (void)con_cls;
+    return queue_route(h, c, method, url);
+}
+
+static enum MHD_Result route_resumed(struct ld_http *h, struct MHD_Connection *c,
+                                     const char *method, const char *url, void **con_cls)
+{
+    (void)method;
+    (void)url;
+    return answer_resumed(h, c, *con_cls);
+}
+
+static enum MHD_Result route_drained(struct ld_http *h, struct MHD_Connection *c,
+                                     const char *method, const char *url, void **con_cls)
+{
+    (void)method;
+    (void)con_cls;
+    return answer_drained(h, c, url);
+}
+
+static enum MHD_Result route_shard(struct ld_http *h, struct MHD_Connection *c,
+                                   const char *method, const char *url, void **con_cls)
+{
+    return answer_shard(h, c, method, url, con_cls, NULL);
+}
+
+static enum MHD_Result route_shards_other(struct ld_http *h, struct MHD_Connection *c,
+                                          const char *method, const char *url,
+                                          void **con_cls)
+{
+    (void)con_cls;
+    struct ld_http_shard_request rq = {method, url, NULL, 0};
+    return queue_shard_route(h, c, &rq);
+}
+
+static enum MHD_Result route_shard_resumed(struct ld_http *h, struct MHD_Connection *c,
+                                           const char *method, const char *url,
+                                           void **con_cls)
+{
+    return answer_shard(h, c, method, url, con_cls, *con_cls);
+}
+
+static const struct route lease_routes[] = {
+    {true, is_resign_path, route_resign,
+     "POST /resign is accepted only from a loopback peer"},
+    {false, is_leader_path, route_leader, NULL},
+    {false, is_watch_path, route_watch, NULL},
+};
+
+/* No POST /resign in shard mode: an unknown route. */
+static const struct route shard_routes[] = {
+    {true, is_drained_path, route_drained,
+     "POST /shards/ID/drained is accepted only from a loopback peer"},
+    {false, is_shard_path, route_shard, NULL},
+    {false, is_watch_path, route_watch, NULL},
+};
+
+const struct ld_http_mode ld_http_lease_mode = {
+    lease_routes, sizeof(lease_routes) / sizeof(lease_routes[0]), route_other,
+    route_resumed, &ld_http_hold_lease_mode};
+
+const struct ld_http_mode ld_http_shard_mode = {
+    shard_routes, sizeof(shard_routes) / sizeof(shard_routes[0]), route_shards_other,
+    route_shard_resumed, &ld_http_hold_shard_mode};
+
+static const struct route *find_route(const struct ld_http_mode *mode, bool plain,
+                                      bool post, const char *url)
+{
+    for (size_t i = 0; i < mode->n_routes; i++) {
+        const struct route *r = &mode->routes[i];
+        if ((r->post ? post : plain) && r->matches(url))
+            return r;
+    }
+    return NULL;
+}
+
 enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char *url,
                                  const char *method, const char *version,
                                  const char *upload_data, size_t *upload_data_size,
@@ -349,56 +498,33 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
         struct ld_http_hold *x = *con_cls;
         if (ld_http_hold_is_resign(x))
             return answer_resign_resumed(h, c, x);
-        if (ld_http_hold_is_poll(x) && h->st->layout)
-            return answer_shard(h, c, method, url, con_cls, x);
         if (ld_http_hold_is_poll(x))
-            return answer_resumed(h, c, x);
+            return h->mode->resumed(h, c, method, url, con_cls);
         return MHD_NO;
     }
     /* MHD keeps a connection alive only when the reply is queued after the
      * first call (which just announces the headers) and after any body,
-     * which GET, HEAD and POST /resign ignore. Other methods are refused at
-     * once: their body is never read and MHD closes the connection after
-     * the 405; so is a POST /resign from a peer that may not send it. */
+     * which GET, HEAD and the POST routes ignore. Other methods are refused
+     * at once: their body is never read and MHD closes the connection after
+     * the 405; so is a POST from a peer that may not send it. */
     bool plain = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-    /* In shard mode there is no POST /resign: it is an unknown route. */
-    bool resign =
-        !h->st->layout && strcmp(method, "POST") == 0 && strcmp(url, "/resign") == 0;
-    /* Shard mode's one POST: only the app beside this replica may say it. */
-    bool drained = h->st->layout && strcmp(method, "POST") == 0 && is_drained_path(url);
+    const struct route *r = find_route(h->mode, plain, strcmp(method, "POST") == 0, url);
     if (*con_cls == NULL) {
         ld_http_conns_busy(h->conns, c);
-        if (resign && !peer_may_resign(c))
-            return queue_error(c, 403,
-                               "POST /resign is accepted only from a loopback peer");
-        if (drained && !peer_may_resign(c))
-            return queue_error(c, 403,
-                               "POST /shards/ID/drained is accepted only from a loopback "
-                               "peer");
-        if (plain || resign || drained) {
+        if (r && r->loopback_only && !peer_may_resign(c))
+            return queue_error(c, 403, r->loopback_only);
+        if (plain || r) {
             *con_cls = &request_seen;
             return MHD_YES;
         }
     }
-    if ((plain || resign || drained) && *upload_data_size != 0) {
+    if ((plain || r) && *upload_data_size != 0) {
         *upload_data_size = 0;
         return MHD_YES;
     }
-    if (resign)
-        return answer_resign(h, c, con_cls);
-    if (drained)
-        return answer_drained(h, c, url);
-    if (h->st->layout && plain && is_shard_path(url))
-        return answer_shard(h, c, method, url, con_cls, NULL);
-    if (h->st->layout && plain && strcmp(url, "/watch") == 0)
-        return answer_watch(h, c, method, con_cls);
-    if (h->st->layout)
-        return queue_route(h, c, method, url);
-    if (plain && strcmp(url, "/leader") == 0)
-        return answer_leader(h, c, con_cls);
-    if (plain && strcmp(url, "/watch") == 0)
-        return answer_watch(h, c, method, con_cls);
-    return queue_route(h, c, method, url);
+    if (r)
+        return r->answer(h, c, method, url, con_cls);
+    return h->mode->other(h, c, method, url, con_cls);
 }
 
 void ld_http_dispatch_completed(void *cls, struct MHD_Connection *c, void **con_cls,

@@ -22,6 +22,12 @@ enum MHD_Result ld_http_dispatch(void *cls, struct MHD_Connection *c, const char
                                  const char *upload_data, size_t *upload_data_size,
                                  void **con_cls);
 
+struct ld_http_mode;
+struct ld_http_hold_mode;
+
+/* What mode's held requests show of the state (http_hold.h). */
+const struct ld_http_hold_mode *ld_http_mode_holds(const struct ld_http_mode *mode);
+
 /* MHD's MHD_OPTION_NOTIFY_COMPLETED callback; cls is the struct ld_http.
  * Lets go of what the request held and marks the connection idle. */
 void ld_http_dispatch_completed(void *cls, struct MHD_Connection *c, void **con_cls,

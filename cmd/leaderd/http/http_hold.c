@@ -98,6 +98,19 @@ struct ld_http_hold {
     } u;
 };
 
+/* A mode's view of the state, for the holds (http_hold.h). */
+struct ld_http_hold_mode {
+    /* Re-reads the state and resumes whoever waits for what changed. */
+    void (*refresh)(struct ld_http_holds *hs, int64_t now);
+    /* The ring holds the current /watch event: 0, or -1 without memory. */
+    int (*ensure_current)(struct ld_http_holds *hs);
+    /* What a poll of shard (LD_HTTP_NO_SHARD: of the Lease) is compared
+     * with, as the last refresh saw it; false when the poll is not of the
+     * mode's kind (it is answered at once). */
+    bool (*seen)(const struct ld_http_holds *hs, uint32_t shard,
+                 struct ld_http_view *seen);
+};
+
 struct ld_http_holds {
     struct ld_state *st; /* borrowed */
     int64_t heartbeat_ms;
@@ -114,6 +127,7 @@ struct ld_http_holds {
     bool stopping;
     unsigned int nholds; /* allocated, linked or not */
     bool have_view;
+    const struct ld_http_hold_mode *mode;
     struct ld_http_view view; /* as of the last refresh (single-Lease mode) */
     /* Shard mode (layout non-NULL, borrowed from the state): the table the
      * last event shows (a reference, NULL before the first publish) and
@@ -293,7 +307,7 @@ static bool poll_fields_differ(const struct ld_http_view *a, const struct ld_htt
  * one is a few hundred KiB, and the ring would keep EVENT_RING of them for
  * nobody. Without streams a change only takes the next id and the ring is
  * emptied; the next stream to open gets the current event, rendered then
- * (ensure_current_locked). */
+ * (the mode's ensure_current). */
 static void drop_events_locked(struct ld_http_holds *hs)
 {
     for (size_t i = 0; i < EVENT_RING; i++) {
@@ -305,12 +319,12 @@ static void drop_events_locked(struct ld_http_holds *hs)
 /* Shard mode: makes sure the ring holds the current event (id hs->seq,
  * for hs->table as judged at table_at_ms, the view it stands for). 0, or
  * -1 when memory ran out. */
-static int ensure_current_locked(struct ld_http_holds *hs)
+static int ensure_current_shards_locked(struct ld_http_holds *hs)
 {
     struct ld_snapshot snap;
     size_t len = 0;
     const struct event *slot = &hs->ring[hs->seq % EVENT_RING];
-    if (!hs->layout || (slot->t && slot->id == hs->seq))
+    if (slot->t && slot->id == hs->seq)
         return 0;
     ld_state_read(hs->st, &snap);
     char *ev = ld_http_render_shards_event(true, hs->seq, hs->layout, &snap, hs->table,
@@ -365,12 +379,8 @@ static void refresh_shards_locked(struct ld_http_holds *hs, int64_t now)
 
 /* Re-reads the state; when what /leader shows has changed, renders the
  * event for it with the next id and resumes whoever waits for a change. */
-static void refresh_locked(struct ld_http_holds *hs, int64_t now)
+static void refresh_lease_locked(struct ld_http_holds *hs, int64_t now)
 {
-    if (hs->layout) {
-        refresh_shards_locked(hs, now);
-        return;
-    }
     struct ld_snapshot snap;
     struct ld_http_view v;
     size_t len = 0;
@@ -477,7 +487,7 @@ static void *notifier_main(void *arg)
             break;
         }
         int64_t now = ld_mono_ms();
-        refresh_locked(hs, now);
+        hs->mode->refresh(hs, now);
         expire_polls_locked(hs, now);
         settle_resigns_locked(hs, now);
         heartbeat_locked(hs, now);
@@ -593,6 +603,36 @@ static void sse_free(void *cls)
     ld_http_hold_release(cls);
 }
 
+/* ---- each mode's view of the state -------------------------------------- */
+
+/* The single Lease's events are made as it is refreshed. */
+static int ensure_current_lease_locked(struct ld_http_holds *hs)
+{
+    (void)hs;
+    return 0;
+}
+
+static bool seen_lease(const struct ld_http_holds *hs, uint32_t shard,
+                       struct ld_http_view *seen)
+{
+    *seen = hs->view;
+    return shard == LD_HTTP_NO_SHARD;
+}
+
+static bool seen_shard(const struct ld_http_holds *hs, uint32_t shard,
+                       struct ld_http_view *seen)
+{
+    if (shard == LD_HTTP_NO_SHARD)
+        return false;
+    ld_http_shard_view_of(hs->table, shard, hs->table_at_ms, seen);
+    return true;
+}
+
+const struct ld_http_hold_mode ld_http_hold_lease_mode = {
+    refresh_lease_locked, ensure_current_lease_locked, seen_lease};
+const struct ld_http_hold_mode ld_http_hold_shard_mode = {
+    refresh_shards_locked, ensure_current_shards_locked, seen_shard};
+
 /* A new hold of kind on c, counted but not linked; NULL when out of
  * memory. */
 static struct ld_http_hold *new_hold_locked(struct ld_http_holds *hs,
@@ -626,17 +666,10 @@ struct ld_http_hold *ld_http_hold_poll_shard(struct ld_http_holds *hs,
     struct ld_http_view seen;
     pthread_mutex_lock(&hs->mu);
     int64_t now = ld_mono_ms();
-    refresh_locked(hs, now);
-    /* What the caller is compared with: in shard mode its shard as the
-     * last refresh saw it (which is the view now). */
-    if (hs->layout && shard != LD_HTTP_NO_SHARD)
-        ld_http_shard_view_of(hs->table, shard, hs->table_at_ms, &seen);
-    else
-        seen = hs->view;
+    hs->mode->refresh(hs, now);
     /* Past the cap the caller gets the current state at once, which the
      * contract allows at any time. A poll is of the mode's kind only. */
-    if (!hs->stopping && hs->have_view &&
-        (hs->layout != NULL) == (shard != LD_HTTP_NO_SHARD) &&
+    if (!hs->stopping && hs->have_view && hs->mode->seen(hs, shard, &seen) &&
         !ld_http_view_differs(want, &seen) && hs->npolls < hs->max_held)
         x = new_hold_locked(hs, c, HOLD_POLL);
     if (x) {
@@ -722,13 +755,13 @@ enum ld_http_watch_rc ld_http_watch_open(struct ld_http_holds *hs,
     bool has_last = ld_http_parse_event_id(last_event_id, &last);
 
     pthread_mutex_lock(&hs->mu);
-    refresh_locked(hs, ld_mono_ms());
+    hs->mode->refresh(hs, ld_mono_ms());
     enum ld_http_watch_rc refused = hs->stopping                ? LD_HTTP_WATCH_STOPPING
                                     : !hs->have_view            ? LD_HTTP_WATCH_STARTING
                                     : hs->nsubs >= hs->max_subs ? LD_HTTP_WATCH_FULL
                                                                 : LD_HTTP_WATCH_OK;
     bool full = refused != LD_HTTP_WATCH_OK;
-    if (!full && ensure_current_locked(hs) == 0)
+    if (!full && hs->mode->ensure_current(hs) == 0)
         x = new_hold_locked(hs, c, HOLD_WATCH);
     if (x) {
         /* The current state supersedes any event a reconnecting client
@@ -778,10 +811,10 @@ static int init_sync(struct ld_http_holds *hs, struct ld_errinfo *err)
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, LD_COND_CLOCK);
     if (pthread_mutex_init(&hs->mu, NULL) != 0) {
-        ld_errinfo_set(err, LD_EIO, "http: cannot create a mutex");
+        ld_errinfo_set(err, LD_ESYS, "http: cannot create a mutex");
     } else if (pthread_cond_init(&hs->drained, &attr) != 0) {
         pthread_mutex_destroy(&hs->mu);
-        ld_errinfo_set(err, LD_EIO, "http: cannot create a condition variable");
+        ld_errinfo_set(err, LD_ESYS, "http: cannot create a condition variable");
     } else {
         hs->mu_ready = true;
         rc = 0;
@@ -805,16 +838,17 @@ static int init_epoll(struct ld_http_holds *hs, struct ld_errinfo *err)
     if (hs->epfd < 0 || hs->wakefd < 0 || ld_timer_open(&hs->due, NULL) != 0 ||
         epoll_ctl(hs->epfd, EPOLL_CTL_ADD, hs->wakefd, &ev) != 0 ||
         epoll_ctl(hs->epfd, EPOLL_CTL_ADD, hs->due.fd, &due) != 0) {
-        ld_errinfo_set(err, LD_EIO, "http: cannot set up notifications: %s",
+        ld_errinfo_set(err, LD_ESYS, "http: cannot set up notifications: %s",
                        strerror(errno));
         return -1;
     }
     return 0;
 }
 
-struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat_ms,
-                                          unsigned int max_held, unsigned int max_subs,
-                                          struct ld_errinfo *err)
+struct ld_http_holds *ld_http_holds_start(struct ld_state *st,
+                                          const struct ld_http_hold_mode *mode,
+                                          int64_t heartbeat_ms, unsigned int max_held,
+                                          unsigned int max_subs, struct ld_errinfo *err)
 {
     int rc = 0;
     struct ld_http_holds *hs = calloc(1, sizeof(*hs));
@@ -823,7 +857,8 @@ struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat
         return NULL;
     }
     hs->st = st;
-    hs->layout = st->layout;
+    hs->mode = mode;
+    hs->layout = st->layout; /* shard mode's renderers read it */
     hs->heartbeat_ms = heartbeat_ms;
     hs->max_held = max_held;
     hs->max_subs = max_subs;
@@ -843,7 +878,7 @@ struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat
         pthread_attr_destroy(&attr);
     }
     if (rc != 0) {
-        ld_errinfo_set(err, LD_EIO, "http: cannot start a thread: %s", strerror(rc));
+        ld_errinfo_set(err, LD_ESYS, "http: cannot start a thread: %s", strerror(rc));
         goto fail;
     }
     hs->notifier_running = true;
@@ -878,7 +913,7 @@ void ld_http_holds_stop(struct ld_http_holds *hs)
     ld_cond_deadline(DRAIN_MS, &until);
     pthread_mutex_lock(&hs->mu);
     /* The last publish (a release, say) goes out before the streams end. */
-    refresh_locked(hs, ld_mono_ms());
+    hs->mode->refresh(hs, ld_mono_ms());
     while (hs->polls)
         finish_poll(hs, hs->polls);
     while (hs->resigns)

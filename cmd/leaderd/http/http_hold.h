@@ -47,14 +47,22 @@ struct ld_http_holds;
  * response does so by itself when MHD destroys it). */
 struct ld_http_hold;
 
-/* Starts the notifier for st (borrowed; must outlive the result):
- * /watch heartbeats every heartbeat_ms, at most max_held long-polls and
- * max_subs streams at once. Returns the new set (free with
- * ld_http_holds_free) or NULL with err set (LD_ENOMEM, or LD_EIO when the
- * system refused a descriptor, a mutex or a thread). */
-struct ld_http_holds *ld_http_holds_start(struct ld_state *st, int64_t heartbeat_ms,
-                                          unsigned int max_held, unsigned int max_subs,
-                                          struct ld_errinfo *err);
+/* What the holds show of the state: the single Lease's view (GET /leader,
+ * "leader" events) or the shard table's (GET /shards/ID and /shard,
+ * "shards" events, which need the state's layout). */
+struct ld_http_hold_mode;
+extern const struct ld_http_hold_mode ld_http_hold_lease_mode;
+extern const struct ld_http_hold_mode ld_http_hold_shard_mode;
+
+/* Starts the notifier for st (borrowed; must outlive the result), showing
+ * what mode shows of it: /watch heartbeats every heartbeat_ms, at most
+ * max_held long-polls and max_subs streams at once. Returns the new set
+ * (free with ld_http_holds_free) or NULL with err set (LD_ENOMEM, or
+ * LD_ESYS when the system refused a descriptor, a mutex or a thread). */
+struct ld_http_holds *ld_http_holds_start(struct ld_state *st,
+                                          const struct ld_http_hold_mode *mode,
+                                          int64_t heartbeat_ms, unsigned int max_held,
+                                          unsigned int max_subs, struct ld_errinfo *err);
 
 /* Stops the notifier and lets every held request go, with the last
  * published state: polls are answered, streams end. Waits up to a second

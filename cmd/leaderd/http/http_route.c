@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "http_paths.h"
 #include "metrics.h"
 #include "timefmt.h"
 
@@ -155,9 +156,10 @@ static enum route find_route(const char *path)
     static const struct {
         const char *path;
         enum route r;
-    } table[] = {{"/leader", R_LEADER}, {"/watch", R_WATCH},     {"/healthz", R_HEALTHZ},
-                 {"/readyz", R_READYZ}, {"/metrics", R_METRICS}, {"/", R_ROOT},
-                 {"/resign", R_RESIGN}};
+    } table[] = {{LD_HTTP_PATH_LEADER, R_LEADER},   {LD_HTTP_PATH_WATCH, R_WATCH},
+                 {LD_HTTP_PATH_HEALTHZ, R_HEALTHZ}, {LD_HTTP_PATH_READYZ, R_READYZ},
+                 {LD_HTTP_PATH_METRICS, R_METRICS}, {LD_HTTP_PATH_ROOT, R_ROOT},
+                 {LD_HTTP_PATH_RESIGN, R_RESIGN}};
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcmp(path, table[i].path) == 0)
             return table[i].r;
@@ -376,8 +378,9 @@ int ld_http_poll_arg(struct ld_http_poll *p, const char *key, const char *value,
         if (p->wait)
             return poll_fail(err, errlen, key, "given twice, again as", v);
         if (all_digits(v)) /* whole seconds; too many for int64 is capped too */
-            ms = ld_http_parse_count(v, &secs) != 0 || secs > INT64_MAX / 1000 ? INT64_MAX
-                                                                       : secs * 1000;
+            ms = ld_http_parse_count(v, &secs) != 0 || secs > INT64_MAX / 1000
+                     ? INT64_MAX
+                     : secs * 1000;
         else if (ld_duration_parse(v, &ms) != LD_OK || ms < 0)
             return poll_fail(err, errlen, key, "not a duration such as 30s:", v);
         p->wait = true;

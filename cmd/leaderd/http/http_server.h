@@ -14,17 +14,9 @@
 
 #include "http_conn.h"
 #include "http_hold.h"
+#include "http_socket.h"
 #include "metrics.h"
 #include "state.h"
-
-/* Effective limits: struct ld_http_options with its defaults applied and
- * capped as ld_http_start_opts describes. */
-struct ld_http_limits {
-    unsigned int max_conns;
-    unsigned int evict_at; /* idle connections are closed past this many open */
-    unsigned int max_held, max_subs;
-    int64_t heartbeat_ms, max_wait_ms;
-};
 
 /* The server. ld_http_start_opts builds it and ld_http_stop frees it; in
  * between nothing here changes, so MHD's thread reads it without a lock
@@ -36,6 +28,7 @@ struct ld_http {
     struct ld_http_holds *holds; /* owned */
     struct ld_http_conns *conns; /* owned */
     struct ld_http_limits lim;
+    const struct ld_http_mode *mode; /* its routes */
     int port;
 };
 

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "http_paths.h"
 #include "metrics.h"
 #include "timefmt.h"
 #include "utf8.h"
@@ -48,7 +49,7 @@ unsigned int ld_http_shard_target(const struct ld_shardlayout *l, const char *pa
                                   const char *key, size_t key_len,
                                   struct ld_http_target *out)
 {
-    static const char prefix[] = "/shards/";
+    static const char prefix[] = LD_HTTP_PATH_SHARDS "/";
     memset(out, 0, sizeof(*out));
     if (strncmp(path, prefix, sizeof(prefix) - 1) == 0) {
         if (ld_shardlayout_find(l, path + sizeof(prefix) - 1, &out->shard))
@@ -57,7 +58,7 @@ unsigned int ld_http_shard_target(const struct ld_shardlayout *l, const char *pa
                  "no such shard: GET /shards lists the shards of this group");
         return 404;
     }
-    if (strcmp(path, "/shard") != 0)
+    if (strcmp(path, LD_HTTP_PATH_SHARD_OF_KEY) != 0)
         return 0;
     if (!l->numbered) {
         snprintf(out->err, sizeof(out->err),
@@ -228,10 +229,13 @@ static enum route find_route(const char *path)
     static const struct {
         const char *path;
         enum route r;
-    } table[] = {{"/shards", R_SHARDS},   {"/shard", R_SHARD},    {"/watch", R_WATCH},
-                 {"/metrics", R_METRICS}, {"/healthz", R_SINGLE}, {"/readyz", R_SINGLE},
-                 {"/leader", R_GONE},     {"/", R_GONE},          {"/resign", R_GONE}};
-    if (strncmp(path, "/shards/", 8) == 0)
+    } table[] = {{LD_HTTP_PATH_SHARDS, R_SHARDS},  {LD_HTTP_PATH_SHARD_OF_KEY, R_SHARD},
+                 {LD_HTTP_PATH_WATCH, R_WATCH},    {LD_HTTP_PATH_METRICS, R_METRICS},
+                 {LD_HTTP_PATH_HEALTHZ, R_SINGLE}, {LD_HTTP_PATH_READYZ, R_SINGLE},
+                 {LD_HTTP_PATH_LEADER, R_GONE},    {LD_HTTP_PATH_ROOT, R_GONE},
+                 {LD_HTTP_PATH_RESIGN, R_GONE}};
+    static const char prefix[] = LD_HTTP_PATH_SHARDS "/";
+    if (strncmp(path, prefix, sizeof(prefix) - 1) == 0)
         return R_SHARD;
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         if (strcmp(path, table[i].path) == 0)

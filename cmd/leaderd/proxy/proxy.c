@@ -54,7 +54,7 @@
 #include "clock.h"
 #include "http.h"
 #include "http_conn.h"
-#include "http_listen.h"
+#include "http_socket.h"
 #include "log.h"
 #include "memtrim.h"
 #include "proxy_exchange.h"
@@ -753,7 +753,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
         goto fail;
     }
     if (hub_rc != 0) {
-        ld_errinfo_set(err, LD_EIO, "api-proxy: cannot set up the upstream side");
+        ld_errinfo_set(err, LD_ESYS, "api-proxy: cannot set up the upstream side");
         goto fail;
     }
     fd = open_loopback(host, port, err);
@@ -764,7 +764,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
     ld_state_listen(st, &p->listener);
     p->listening = true;
     if (ld_proxy_upstream_start(p->up) != 0) {
-        ld_errinfo_set(err, LD_EIO, "api-proxy: cannot start the upstream thread");
+        ld_errinfo_set(err, LD_ESYS, "api-proxy: cannot start the upstream thread");
         goto fail;
     }
     p->daemon = MHD_start_daemon(
@@ -778,7 +778,7 @@ struct ld_proxy *ld_proxy_start(const char *host, int port,
         p, MHD_OPTION_NOTIFY_CONNECTION, ld_http_conns_notify, p->conns,
         MHD_OPTION_THREAD_STACK_SIZE, (size_t)LD_THREAD_STACK, MHD_OPTION_END);
     if (!p->daemon) {
-        ld_errinfo_set(err, LD_EIO, "api-proxy: cannot start the server on port %d",
+        ld_errinfo_set(err, LD_ESYS, "api-proxy: cannot start the server on port %d",
                        p->port);
         goto fail;
     }

@@ -63,11 +63,9 @@ void ld_pxe_wake(struct ld_pxe_hub *h)
 
 void ld_pxe_view_take(struct ld_pxe_hub *h, struct ld_pxe_view *v)
 {
-    v->shards = NULL;
-    if (h->st->layout)
-        v->shards = ld_state_read_shards(h->st, &v->snap);
-    else
-        ld_state_read(h->st, &v->snap);
+    /* One read for both modes: a single Lease's state has no shard table
+     * (NULL), and the gate tells the modes apart by the view's layout. */
+    v->shards = ld_state_read_shards(h->st, &v->snap);
     v->v = (struct ld_proxy_view){
         .snap = &v->snap, .layout = h->st->layout, .shards = v->shards};
 }

@@ -28,6 +28,41 @@
 #define GENERATED_BASE_MAX 58
 #define GENERATED_SUFFIX 5
 
+/* What the gate judges differently for one Lease and for a shard group:
+ * one table per mode, chosen once per view (mode_of). */
+struct gate_mode {
+    /* A write's target: the shard it names (out->shard); false with out
+     * answered when it names none this group has. */
+    bool (*target)(const struct ld_proxy_req *req, const struct ld_proxy_view *v,
+                   struct ld_proxy_verdict *out);
+    /* Whether this replica leads (the Lease, or the shard) at now_ms. */
+    bool (*leads)(const struct ld_proxy_view *v, uint32_t shard, int64_t now_ms);
+    /* Fills out with the 503 of a write this replica may not make. */
+    void (*refuse)(const struct ld_proxy_view *v, uint32_t shard,
+                   struct ld_proxy_verdict *out);
+    /* Whether a Lease name (see own_name) or one the API server could make
+     * from a generateName base (see own_generated) is one of v's. */
+    bool (*own_name)(const struct ld_proxy_view *v, const char *name, size_t len);
+    bool (*own_generated)(const struct ld_proxy_view *v, const char *base, size_t len,
+                          size_t made);
+    /* The 403s of a DELETE of the whole collection and of a write of one
+     * of v's Leases (its name, quoted, in seg). */
+    void (*refuse_delete_all)(const struct ld_proxy_view *v,
+                              struct ld_proxy_verdict *out);
+    void (*refuse_own_write)(const struct ld_proxy_view *v, const char *seg,
+                             struct ld_proxy_verdict *out);
+    /* How the 403 of a create names what it would make: what (its kind),
+     * which (its name) and this replica's role with it. */
+    const char *what, *role;
+    const char *(*which)(const struct ld_proxy_view *v);
+    /* The deadlines of passed's claim (ld_proxy_lead_until) and of its
+     * term (ld_proxy_term_until). */
+    int64_t (*lead_until)(const struct ld_proxy_view *v, uint32_t shard);
+    int64_t (*term_until)(const struct ld_proxy_view *v, uint32_t shard);
+};
+
+static const struct gate_mode *mode_of(const struct ld_proxy_view *v);
+
 bool ld_proxy_is_read(const char *method)
 {
     return method && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
@@ -165,9 +200,11 @@ static const char *shown(const char *s, char *buf, size_t len)
 }
 
 /* Fills out with the refusal for the Lease of v (single mode). */
-static void refuse_single(const struct ld_proxy_view *v, struct ld_proxy_verdict *out)
+static void refuse_single(const struct ld_proxy_view *v, uint32_t shard,
+                          struct ld_proxy_verdict *out)
 {
     const struct ld_snapshot *s = v->snap;
+    (void)shard;
     out->refused = true;
     if (!s->observed)
         answer(out, 503, "ServiceUnavailable",
@@ -220,17 +257,49 @@ static void refuse_shard(const struct ld_proxy_view *v, uint32_t shard,
                v->snap->identity, id, lease, e->leader);
 }
 
-static bool leads(const struct ld_proxy_view *v, uint32_t shard, int64_t now_ms)
+static bool leads_single(const struct ld_proxy_view *v, uint32_t shard, int64_t now_ms)
 {
-    if (!v->layout)
-        return ld_snapshot_is_leader(v->snap, now_ms);
+    (void)shard;
+    return ld_snapshot_is_leader(v->snap, now_ms);
+}
+
+static bool leads_shard(const struct ld_proxy_view *v, uint32_t shard, int64_t now_ms)
+{
     return ld_shardsnap_leads(v->shards, shard, now_ms);
+}
+
+/* One Lease: every write is of it. */
+static bool target_single(const struct ld_proxy_req *req, const struct ld_proxy_view *v,
+                          struct ld_proxy_verdict *out)
+{
+    (void)req;
+    (void)v;
+    (void)out;
+    return true;
+}
+
+/* A shard group: a write names its shard in LD_PROXY_SHARD_HEADER. */
+static bool target_shard(const struct ld_proxy_req *req, const struct ld_proxy_view *v,
+                         struct ld_proxy_verdict *out)
+{
+    char quoted[201];
+    if (!req->shard || !req->shard[0]) {
+        answer(out, 400, "BadRequest",
+               "leaderd runs a shard group: a write through its API proxy must name "
+               "its shard in the " LD_PROXY_SHARD_HEADER " header");
+        return false;
+    }
+    if (!ld_shardlayout_find(v->layout, req->shard, &out->shard)) {
+        answer(out, 404, "NotFound", "no shard \"%s\" in the shard group %s",
+               shown(req->shard, quoted, sizeof(quoted)), v->layout->name);
+        return false;
+    }
+    return true;
 }
 
 void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view *v,
                      int64_t now_ms, struct ld_proxy_verdict *out)
 {
-    char quoted[201];
     memset(out, 0, sizeof(*out));
     if (ld_proxy_is_upgrade(req)) {
         answer(out, 501, "NotImplemented",
@@ -248,25 +317,10 @@ void ld_proxy_decide(const struct ld_proxy_req *req, const struct ld_proxy_view 
     if (ld_proxy_is_read(req->method))
         return;
     out->write = true;
-    if (v->layout) {
-        if (!req->shard || !req->shard[0]) {
-            answer(out, 400, "BadRequest",
-                   "leaderd runs a shard group: a write through its API proxy must name "
-                   "its shard in the " LD_PROXY_SHARD_HEADER " header");
-            return;
-        }
-        if (!ld_shardlayout_find(v->layout, req->shard, &out->shard)) {
-            answer(out, 404, "NotFound", "no shard \"%s\" in the shard group %s",
-                   shown(req->shard, quoted, sizeof(quoted)), v->layout->name);
-            return;
-        }
-    }
-    if (leads(v, out->shard, now_ms))
+    const struct gate_mode *mode = mode_of(v);
+    if (!mode->target(req, v, out) || mode->leads(v, out->shard, now_ms))
         return;
-    if (v->layout)
-        refuse_shard(v, out->shard, out);
-    else
-        refuse_single(v, out);
+    mode->refuse(v, out->shard, out);
 }
 
 /* ---- the guards of ld_proxy_judge ---- */
@@ -455,10 +509,18 @@ static bool starts_like(const char *s, size_t n, const char *a, const char *b)
  * nothing. */
 static bool own_name(const struct ld_proxy_view *v, const char *name, size_t len)
 {
-    if (!v->layout) {
-        const char *lease = strchr(v->snap->lease, '/') + 1;
-        return len == strlen(lease) && memcmp(name, lease, len) == 0;
-    }
+    const struct gate_mode *mode = mode_of(v);
+    return mode->own_name(v, name, len);
+}
+
+static bool own_name_single(const struct ld_proxy_view *v, const char *name, size_t len)
+{
+    const char *lease = strchr(v->snap->lease, '/') + 1;
+    return len == strlen(lease) && memcmp(name, lease, len) == 0;
+}
+
+static bool own_name_shard(const struct ld_proxy_view *v, const char *name, size_t len)
+{
     const char *group = v->layout->name;
     size_t plen = strlen(group) + strlen(MEMBER_INFIX);
     if (len > plen && plen <= SEG_MAX && starts_like(name, plen, group, MEMBER_INFIX))
@@ -481,11 +543,21 @@ static bool own_generated(const struct ld_proxy_view *v, const char *base, size_
         return false; /* none: the API server then needs a name */
     if (len > GENERATED_BASE_MAX)
         len = GENERATED_BASE_MAX;
-    size_t made = len + GENERATED_SUFFIX;
-    if (!v->layout) {
-        const char *lease = strchr(v->snap->lease, '/') + 1;
-        return made == strlen(lease) && memcmp(base, lease, len) == 0;
-    }
+    const struct gate_mode *mode = mode_of(v);
+    return mode->own_generated(v, base, len, len + GENERATED_SUFFIX);
+}
+
+/* own_generated's judgement of base (len bytes, cut) growing to made bytes. */
+static bool own_generated_single(const struct ld_proxy_view *v, const char *base,
+                                 size_t len, size_t made)
+{
+    const char *lease = strchr(v->snap->lease, '/') + 1;
+    return made == strlen(lease) && memcmp(base, lease, len) == 0;
+}
+
+static bool own_generated_shard(const struct ld_proxy_view *v, const char *base,
+                                size_t len, size_t made)
+{
     /* A member Lease: the made name starts with GROUP-member- and goes on. */
     const char *group = v->layout->name;
     size_t plen = strlen(group) + strlen(MEMBER_INFIX);
@@ -499,22 +571,28 @@ static bool own_generated(const struct ld_proxy_view *v, const char *base, size_
     return false;
 }
 
-/* The 403 for a DELETE of the own namespace's Lease collection. */
-static void refuse_delete_all(const struct ld_proxy_view *v, struct ld_proxy_verdict *out)
+/* The 403s for a DELETE of the own namespace's Lease collection. */
+static void refuse_delete_all_shard(const struct ld_proxy_view *v,
+                                    struct ld_proxy_verdict *out)
 {
     const struct ld_snapshot *s = v->snap;
     int nslen = (int)(strchr(s->lease, '/') - s->lease);
-    if (v->layout)
-        answer(out, 403, "Forbidden",
-               "write refused by leaderd: deleting the Leases of namespace %.*s would "
-               "delete those of the shard group %s that %s (this replica) belongs "
-               "to; only leaderd writes them",
-               nslen, s->lease, v->layout->name, s->identity);
-    else
-        answer(out, 403, "Forbidden",
-               "write refused by leaderd: deleting the Leases of namespace %.*s would "
-               "delete the Lease %s of %s (this replica); only leaderd writes it",
-               nslen, s->lease, s->lease, s->identity);
+    answer(out, 403, "Forbidden",
+           "write refused by leaderd: deleting the Leases of namespace %.*s would "
+           "delete those of the shard group %s that %s (this replica) belongs "
+           "to; only leaderd writes them",
+           nslen, s->lease, v->layout->name, s->identity);
+}
+
+static void refuse_delete_all_single(const struct ld_proxy_view *v,
+                                     struct ld_proxy_verdict *out)
+{
+    const struct ld_snapshot *s = v->snap;
+    int nslen = (int)(strchr(s->lease, '/') - s->lease);
+    answer(out, 403, "Forbidden",
+           "write refused by leaderd: deleting the Leases of namespace %.*s would "
+           "delete the Lease %s of %s (this replica); only leaderd writes it",
+           nslen, s->lease, s->lease, s->identity);
 }
 
 /* True when the media type of a Content-Type value is application/json
@@ -625,9 +703,8 @@ static void refuse_create(const struct ld_proxy_view *v, enum create_find found,
 {
     const struct ld_snapshot *s = v->snap;
     int nslen = (int)(strchr(s->lease, '/') - s->lease);
-    const char *what = v->layout ? "a Lease of the shard group" : "the Lease";
-    const char *which = v->layout ? v->layout->name : s->lease;
-    const char *role = v->layout ? "belongs to" : "holds its election with";
+    const struct gate_mode *mode = mode_of(v);
+    const char *what = mode->what, *which = mode->which(v), *role = mode->role;
     char quoted[101];
     if (found == CREATE_OWN)
         answer(out, 403, "Forbidden",
@@ -677,13 +754,13 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
                             const struct ld_proxy_view *v, struct ld_proxy_verdict *out)
 {
     const struct ld_snapshot *s = v->snap;
-    const char *slash = strchr(s->lease, '/');
     char quoted[SEG_MAX + 1];
     if (!own_collection(ps, s))
         return false;
     if (ps->n == 6) {
         if (strcmp(req->method, "DELETE") == 0) {
-            refuse_delete_all(v, out);
+            const struct gate_mode *mode = mode_of(v);
+            mode->refuse_delete_all(v, out);
             return true;
         }
         /* Before the body is read nothing tells; the proxy judges again. */
@@ -691,23 +768,33 @@ static bool own_lease_write(const struct ld_proxy_req *req, const struct path_se
             return own_lease_create(req, v, out);
         return false;
     }
-    if (v->layout) {
-        if (!own_name(v, ps->seg[6], ps->len[6]))
-            return false;
-        answer(out, 403, "Forbidden",
-               "write refused by leaderd: the Lease %.*s/%s belongs to the shard group "
-               "%s that %s (this replica) belongs to; only leaderd writes it",
-               (int)(slash - s->lease), s->lease,
-               shown(ps->seg[6], quoted, sizeof(quoted)), v->layout->name, s->identity);
-        return true;
-    }
     if (!own_name(v, ps->seg[6], ps->len[6]))
         return false;
+    const struct gate_mode *mode = mode_of(v);
+    mode->refuse_own_write(v, shown(ps->seg[6], quoted, sizeof(quoted)), out);
+    return true;
+}
+
+static void refuse_own_write_shard(const struct ld_proxy_view *v, const char *seg,
+                                   struct ld_proxy_verdict *out)
+{
+    const struct ld_snapshot *s = v->snap;
+    const char *slash = strchr(s->lease, '/');
+    answer(out, 403, "Forbidden",
+           "write refused by leaderd: the Lease %.*s/%s belongs to the shard group "
+           "%s that %s (this replica) belongs to; only leaderd writes it",
+           (int)(slash - s->lease), s->lease, seg, v->layout->name, s->identity);
+}
+
+static void refuse_own_write_single(const struct ld_proxy_view *v, const char *seg,
+                                    struct ld_proxy_verdict *out)
+{
+    const struct ld_snapshot *s = v->snap;
+    (void)seg;
     answer(out, 403, "Forbidden",
            "write refused by leaderd: the Lease %s is the one %s (this replica) holds "
            "its election with; only leaderd writes it",
            s->lease, s->identity);
-    return true;
 }
 
 void ld_proxy_judge(const struct ld_proxy_req *req, const struct ld_proxy_policy *pol,
@@ -783,16 +870,14 @@ bool ld_proxy_still_leads(const struct ld_proxy_verdict *passed,
                           const struct ld_proxy_view *v, int64_t now_ms,
                           struct ld_proxy_verdict *refusal)
 {
-    if (!passed->write || leads(v, passed->shard, now_ms))
+    const struct gate_mode *mode = mode_of(v);
+    if (!passed->write || mode->leads(v, passed->shard, now_ms))
         return true;
     if (refusal) {
         memset(refusal, 0, sizeof(*refusal));
         refusal->write = true;
         refusal->shard = passed->shard;
-        if (v->layout)
-            refuse_shard(v, passed->shard, refusal);
-        else
-            refuse_single(v, refusal);
+        mode->refuse(v, passed->shard, refusal);
     }
     return false;
 }
@@ -800,17 +885,83 @@ bool ld_proxy_still_leads(const struct ld_proxy_verdict *passed,
 int64_t ld_proxy_lead_until(const struct ld_proxy_verdict *passed,
                             const struct ld_proxy_view *v)
 {
-    if (!v->layout)
-        return v->snap->leading ? v->snap->lead_until_ms : INT64_MIN;
-    return ld_shardsnap_lead_until(v->shards, passed->shard);
+    const struct gate_mode *mode = mode_of(v);
+    return mode->lead_until(v, passed->shard);
 }
 
 int64_t ld_proxy_term_until(const struct ld_proxy_verdict *passed,
                             const struct ld_proxy_view *v)
 {
-    if (!v->layout)
-        return v->snap->term_until_ms;
-    return ld_shardsnap_term_until(v->shards, passed->shard);
+    const struct gate_mode *mode = mode_of(v);
+    return mode->term_until(v, passed->shard);
+}
+
+static int64_t lead_until_single(const struct ld_proxy_view *v, uint32_t shard)
+{
+    (void)shard;
+    return v->snap->leading ? v->snap->lead_until_ms : INT64_MIN;
+}
+
+static int64_t lead_until_shard(const struct ld_proxy_view *v, uint32_t shard)
+{
+    return ld_shardsnap_lead_until(v->shards, shard);
+}
+
+static int64_t term_until_single(const struct ld_proxy_view *v, uint32_t shard)
+{
+    (void)shard;
+    return v->snap->term_until_ms;
+}
+
+static int64_t term_until_shard(const struct ld_proxy_view *v, uint32_t shard)
+{
+    return ld_shardsnap_term_until(v->shards, shard);
+}
+
+static const char *which_single(const struct ld_proxy_view *v)
+{
+    return v->snap->lease;
+}
+
+static const char *which_shard(const struct ld_proxy_view *v)
+{
+    return v->layout->name;
+}
+
+static const struct gate_mode single_gate = {
+    .target = target_single,
+    .leads = leads_single,
+    .refuse = refuse_single,
+    .own_name = own_name_single,
+    .own_generated = own_generated_single,
+    .refuse_delete_all = refuse_delete_all_single,
+    .refuse_own_write = refuse_own_write_single,
+    .what = "the Lease",
+    .role = "holds its election with",
+    .which = which_single,
+    .lead_until = lead_until_single,
+    .term_until = term_until_single,
+};
+
+static const struct gate_mode shard_gate = {
+    .target = target_shard,
+    .leads = leads_shard,
+    .refuse = refuse_shard,
+    .own_name = own_name_shard,
+    .own_generated = own_generated_shard,
+    .refuse_delete_all = refuse_delete_all_shard,
+    .refuse_own_write = refuse_own_write_shard,
+    .what = "a Lease of the shard group",
+    .role = "belongs to",
+    .which = which_shard,
+    .lead_until = lead_until_shard,
+    .term_until = term_until_shard,
+};
+
+/* The view's mode: a view with a shard layout is a shard group's. */
+static const struct gate_mode *mode_of(const struct ld_proxy_view *v)
+{
+    return v->layout ? &shard_gate : &single_gate;
 }
 
 bool ld_proxy_sent_may_run(const struct ld_proxy_verdict *passed,

@@ -150,6 +150,7 @@ struct raw {
     bool from_env[OPT_COUNT];
     char **command; /* argv after "--", NULL when there is none */
     int command_len;
+    bool printed; /* --help or --version: nothing else to do */
 };
 
 static enum ld_err fail(char *err, size_t errlen, const char *fmt, ...)
@@ -233,7 +234,8 @@ static int find_flag(const char *name, size_t len)
 }
 
 /* Fills r from argv, then from the environment for whatever argv left
- * unset. Returns 0, 1 (help/version printed) or 2. */
+ * unset. Returns LD_OK (r->printed after --help or --version) or
+ * LD_ECONFIG with the line in err. */
 static enum ld_err collect(struct raw *r, int argc, char **argv, char *err, size_t errlen)
 {
     for (int i = 1; i < argc; i++) {
@@ -247,7 +249,8 @@ static enum ld_err collect(struct raw *r, int argc, char **argv, char *err, size
         }
         if (strcmp(a, "-h") == 0) {
             print_help();
-            return LD_ECANCELED;
+            r->printed = true;
+            return LD_OK;
         }
         if (a[0] != '-' || a[1] != '-') {
             if (a[0] == '-')
@@ -272,7 +275,8 @@ static enum ld_err collect(struct raw *r, int argc, char **argv, char *err, size
                 printf("leaderd %s\n", LEADERD_VERSION);
                 fflush(stdout);
             }
-            return LD_ECANCELED;
+            r->printed = true;
+            return LD_OK;
         }
         const char *val;
         if (eq) {
@@ -941,7 +945,8 @@ enum ld_err ld_config_parse_args(struct ld_config *cfg, int argc, char **argv, c
     if (err && errlen > 0)
         err[0] = '\0';
     rc = collect(&r, argc, argv, err, errlen);
-    if (rc != LD_OK)
+    cfg->printed_only = r.printed;
+    if (rc != LD_OK || r.printed)
         return rc;
     return apply(cfg, &r, err, errlen);
 }
@@ -1106,8 +1111,9 @@ enum ld_err ld_config_parse(struct ld_config *cfg, int argc, char **argv, char *
                             size_t errlen)
 {
     enum ld_err rc = ld_config_parse_args(cfg, argc, argv, err, errlen);
-    if (rc == LD_OK)
-        rc = ld_config_load(cfg, err, errlen);
+    if (rc != LD_OK || cfg->printed_only)
+        return rc;
+    rc = ld_config_load(cfg, err, errlen);
     /* The label goes on the Pod named by the identity. */
     if (rc == LD_OK && cfg->pod_label && !ld_dns1123_subdomain(cfg->identity))
         rc = fail(err, errlen,

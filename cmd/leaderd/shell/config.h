@@ -26,6 +26,9 @@
 
 /* Every string is owned by the struct (free with ld_config_clear). */
 struct ld_config {
+    /* --help or --version was printed on stdout: nothing else is set, and
+     * the daemon exits 0. */
+    bool printed_only;
     char *lease_name;
     char *namespace_;
     char *identity;
@@ -76,8 +79,8 @@ struct ld_config {
 
 /* Parses argv (argv[0] is the program name) and the environment (getenv
  * only), then loads credentials (ld_config_load). Returns LD_OK when the
- * daemon should run; LD_ECANCELED when --help or --version was printed on
- * stdout (exit 0); LD_ECONFIG when the configuration is invalid, with one
+ * daemon should run, or printed_only set when --help or --version was
+ * printed on stdout (exit 0); LD_ECONFIG when the configuration is invalid, with one
  * line naming the problem, "leaderd: ..." without a newline, in err (exit
  * 2). The line is err's, not an ld_errinfo's: it quotes what the user
  * typed and can be longer than an errinfo holds. cfg is always left

@@ -111,7 +111,7 @@ static enum ld_err draw_incarnation(struct daemon *d, struct ld_errinfo *err)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            return ld_errinfo_set(err, LD_EIO, "getrandom: %s", strerror(errno));
+            return ld_errinfo_set(err, LD_ESYS, "getrandom: %s", strerror(errno));
         got += (size_t)n;
     }
     for (size_t i = 0; i < sizeof(raw); i++)
@@ -141,14 +141,14 @@ static const char *owner_uid(const struct ld_config *cfg)
 
 /* The configuration, and the log sink that names its Lease. Its own
  * messages are complete lines, longer than an errinfo holds, so they are
- * printed here (err's message is then empty); LD_ECANCELED when --help or
- * --version printed all there was to do. */
+ * printed here (err's message is then empty). After --help or --version
+ * there is nothing more to do (d->cfg.printed_only). */
 static enum ld_err start_config(struct daemon *d, struct ld_errinfo *err)
 {
     char msg[LD_CONFIG_ERR_LEN];
     enum ld_err rc = ld_config_parse(&d->cfg, d->argc, d->argv, msg, sizeof(msg));
-    if (rc == LD_ECANCELED)
-        return ld_errinfo_set(err, rc, "%s", "");
+    if (rc == LD_OK && d->cfg.printed_only)
+        return LD_OK;
     if (rc != LD_OK) {
         fprintf(stderr, "%s\n", msg);
         return ld_errinfo_set(err, rc, "%s", "");
@@ -194,14 +194,14 @@ static enum ld_err start_signals(struct daemon *d, struct ld_errinfo *err)
         d->signal_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     }
     if (d->signal_fd < 0)
-        return ld_errinfo_set(err, LD_EIO, "cannot set up signal handling");
+        return ld_errinfo_set(err, LD_ESYS, "cannot set up signal handling");
     return LD_OK;
 }
 
 static enum ld_err start_curl(struct daemon *d, struct ld_errinfo *err)
 {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return ld_errinfo_set(err, LD_EIO, "curl_global_init failed");
+        return ld_errinfo_set(err, LD_ESYS, "curl_global_init failed");
     d->curl_ready = true;
     return LD_OK;
 }
@@ -222,13 +222,13 @@ static enum ld_err make_wake_fd(struct daemon *d)
 {
     d->wake_fd = epoll_create1(EPOLL_CLOEXEC);
     if (d->wake_fd < 0)
-        return LD_EIO;
+        return LD_ESYS;
     int fds[3] = {d->signal_fd, ld_state_resign_fd(&d->state),
                   d->child_ready ? ld_hook_child_fd(&d->child) : -1};
     for (int i = 0; i < 3 && fds[i] >= 0; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
         if (epoll_ctl(d->wake_fd, EPOLL_CTL_ADD, fds[i], &ev) != 0)
-            return LD_EIO;
+            return LD_ESYS;
     }
     return LD_OK;
 }
@@ -247,7 +247,7 @@ static enum ld_err start_state(struct daemon *d, struct ld_errinfo *err)
      * the request may also wait for a request in flight (half of that). */
     if (ld_state_resign_enable(&d->state, 2 * d->cfg.renew_deadline_ms) != 0 ||
         make_wake_fd(d) != LD_OK)
-        return ld_errinfo_set(err, LD_EIO, "cannot set up the loop's wake-ups: %s",
+        return ld_errinfo_set(err, LD_ESYS, "cannot set up the loop's wake-ups: %s",
                               strerror(errno));
     return LD_OK;
 }
@@ -347,8 +347,11 @@ static enum ld_err start_election(struct daemon *d, struct ld_errinfo *err)
 static enum ld_err start_http(struct daemon *d, struct ld_errinfo *err)
 {
     raise_fd_limit();
-    d->http = ld_http_start(d->cfg.listen_host, d->cfg.listen_port, &d->state,
-                            &d->metrics, err);
+    struct ld_http_options opts = {
+        .mode = d->shards ? &ld_http_shard_mode : &ld_http_lease_mode,
+    };
+    d->http = ld_http_start_opts(d->cfg.listen_host, d->cfg.listen_port, &d->state,
+                                 &d->metrics, &opts, err);
     return d->http ? LD_OK : err->code;
 }
 
@@ -365,7 +368,7 @@ static enum ld_err start_proxy(struct daemon *d, struct ld_errinfo *err)
     if (d->proxy_writes)
         ev.data.fd = ld_hook_proxy_fd(d->proxy_writes);
     if (!d->proxy_writes || epoll_ctl(d->wake_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0)
-        return ld_errinfo_set(err, LD_EIO, "api-proxy: cannot set up its wake-ups: %s",
+        return ld_errinfo_set(err, LD_ESYS, "api-proxy: cannot set up its wake-ups: %s",
                               strerror(errno));
     struct ld_proxy_options po = {.impersonation = d->cfg.api_proxy_impersonation,
                                   .writes = d->proxy_writes};
@@ -446,18 +449,32 @@ static enum ld_err start_hooks(struct daemon *d, struct ld_errinfo *err)
     return start_proxy_hooks(d, err);
 }
 
-/* Start-up, in order, and leaderd's exit status when a step fails: 2 for
- * what the user has to fix (the configuration, the API client's settings,
- * the election's), 1 for what the system refused. A step that returns
- * LD_ECANCELED did all there was to do (--help): 0. */
-static const struct start_step {
-    enum ld_err (*start)(struct daemon *d, struct ld_errinfo *err);
-    int exit_status;
-} start_steps[] = {
-    {start_config, 2}, {start_child, 1}, {start_signals, 1},    {start_curl, 1},
-    {start_client, 2}, {start_state, 1}, {draw_incarnation, 1}, {start_election, 2},
-    {start_http, 1},   {start_proxy, 1}, {start_hooks, 1},
+/* Start-up, in order. */
+static enum ld_err (*const start_steps[])(struct daemon *d, struct ld_errinfo *err) = {
+    start_config, start_child, start_signals,    start_curl,
+    start_client, start_state, draw_incarnation, start_election,
+    start_http,   start_proxy, start_hooks,
 };
+
+/* leaderd's exit status when start-up fails, by error: 2 for what the user
+ * has to fix (a flag, a variable, a kubeconfig or credentials that cannot
+ * be read or make no sense, names the API would refuse), 1 for what the
+ * system refused (memory, a system call, a port in use). */
+static int exit_status(enum ld_err rc)
+{
+    switch (rc) {
+    case LD_OK:
+        return 0;
+    case LD_ECONFIG:
+    case LD_EINVAL:
+    case LD_EDECODE:
+    case LD_EIO:
+    case LD_ETOOBIG:
+        return 2;
+    default:
+        return 1;
+    }
+}
 
 static void teardown(struct daemon *d)
 {
@@ -491,12 +508,12 @@ static bool start(struct daemon *d, int *status)
 {
     struct ld_errinfo err;
     for (size_t i = 0; i < sizeof(start_steps) / sizeof(start_steps[0]); i++) {
-        enum ld_err rc = start_steps[i].start(d, &err);
-        if (rc == LD_OK)
+        enum ld_err rc = start_steps[i](d, &err);
+        if (rc == LD_OK && !d->cfg.printed_only)
             continue;
-        if (err.msg[0])
+        if (rc != LD_OK && err.msg[0])
             fprintf(stderr, "leaderd: %s\n", err.msg);
-        *status = rc == LD_ECANCELED ? 0 : start_steps[i].exit_status;
+        *status = exit_status(rc);
         return false;
     }
     return true;

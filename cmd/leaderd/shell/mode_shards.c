@@ -2,10 +2,11 @@
 /*
  * mode_shards: the shard group on the shell's host (see mode_shards.h).
  *
- * Election 0 is the member Lease. Observations go to the group as they
- * come; the decisions wait for the end of the pass (the host's after_pass),
- * so a pass that learned much decides once and builds one table. At most
- * one write per shard, one eviction and one list are in flight at a time.
+ * The group's I/O is the library's shard host (shardhost.h); this file
+ * binds it to the shell: the member election is the shell's election 0,
+ * the host's callbacks pass through, and what the shard host says is
+ * turned into the shard table (shardsnap.h), the hooks' view of each
+ * shard's claim, the drain channel's state and /healthz.
  */
 #include "mode_shards.h"
 
@@ -19,1123 +20,101 @@
 #include "health.h"
 #include "hook_events.h"
 #include "host.h"
-#include "lead.h"
 #include "log.h"
 #include "release_hold.h"
-#include "shardsnap.h"
-#include "watch.h"
+#include "shardhost.h"
+#include "shard_table.h"
 
 /* With nothing visible changing, the heartbeat is still published this
  * often (/healthz judges the loop alive by it). */
-/* Member renewals remembered for confirming the view (see sent). */
-#define SENT_RENEWALS 8
 #define HEARTBEAT_MS 1000
 
 #define MEMBER 0
-/* A replica that joins a group with free shards takes nothing for a retry
- * period and this margin: a replica that starts up to a retry period later
- * has created its member Lease by then, which counts live at once (it was
- * not in the list), and one that started a little earlier has renewed its
- * record (seen to change). So replicas started together share the shards
- * instead of the first taking them all and giving most back. A group whose
- * every shard is held needs no wait: nothing is free to take in haste, and
- * a shard released later (a rolling update's) is taken at once. */
-#define JOIN_SETTLE_MS 1000
 
-/* One shard: its write in flight, its entry's strings, its hooks. */
+/* One shard's hooks, each fed this replica's claim. */
 struct slot {
-    char *leader; /* owned; the shard's entry points here */
-    bool writing;
-    bool releasing; /* the write in flight is a release */
-    ld_kube_call call;
-    /* A read of the Lease by name, or the write that labels it (see
-     * read_by_name), in flight. */
-    bool reading;
-    ld_kube_call read_call;
-    uint64_t term_sent;  /* the member term the write was sent in */
-    char *rv_before;     /* owned; the record it was sent on, NULL for a create */
-    int64_t next_try_ms; /* after a failed write, not before */
-    /* Since when this replica may take the shard (or evict its holder)
-     * without having it; INT64_MAX when it may not or has it. */
-    int64_t wanted_since_ms;
-    /* It was wanted for a lease duration and never owned: reported
-     * unwritable (shardgroup.h's LD_SHARDGROUP_UNWRITABLE) until then;
-     * INT64_MIN when not. */
-    int64_t unwritable_until_ms;
-    /* Its last take was refused by the server (403, 422, 400: RBAC by
-     * name, a webhook), not lost to a fault that passes. */
-    bool refused;
-    /* Being given back: its release waits until then, or until the app
-     * said it drained the shard (drained); INT64_MAX when not. */
-    int64_t drain_until_ms;
-    bool drained;
-    int64_t unclaimed_ms;  /* when the give-back ended the claim */
-    int64_t held_until_ms; /* a hook holds its release at most until then */
-    struct ld_hook *hooks; /* owned array; each fed this replica's claim */
+    struct ld_hook *hooks; /* owned array */
     size_t n_hooks;
-    int64_t transitions_seen;
-    bool was_claimed; /* at the last publish, for the log and the counts */
 };
 
 struct ld_mode_shards {
     struct ld_mode_shards_config c;
     struct ld_clock clock;
-    struct ld_shardgroup *group;
-    struct ld_host *host;           /* the shell's, once attached */
-    struct slot *slots;             /* one per shard */
-    struct ld_shard_entry *entries; /* one per shard, as the table shows them */
-    struct ld_shardsnap *last;      /* the last table published (a reference) */
-    /* Made at start: every shard unobserved and not led. Published when a
-     * new table cannot be built, so that readers never keep a table that
-     * still shows a shard this replica has since given back. */
-    struct ld_shardsnap *unknown;
+    struct ld_shardhost *sh;
+    struct ld_host *host;              /* the shell's, once attached */
+    const struct ld_shardgroup *group; /* the shard host's */
+    struct slot *slots;                /* one per shard */
+    struct ld_shard_table *table;
     struct ld_hook_events *events; /* one per shard with --events, else NULL */
     uint32_t n;
     /* The exit's wait (finish): an epoll set of the drain channel's eventfd
      * and the hooks' own fds; -1 until a hook brings an fd, when the drain
      * channel's eventfd is waited on alone. */
     int wait_fd;
-
-    bool inputs_changed;     /* news since the last assignment */
-    bool table_changed;      /* a shard's entry changed since the last table */
-    int64_t reassess_at_ms;  /* something expires then */
     int64_t heartbeat_at_ms; /* the last publish of the snapshot */
-
     char health[256];
-    /* Why this replica stepped out of the group (a shard assigned here
-     * stayed unowned, or an earlier member runs another shard set), shown
-     * by /healthz until stuck_until_ms. */
-    char stuck[256];
-    int64_t stuck_until_ms;
-    bool member_observed;
-    bool member_live; /* our member election led at its last publish */
-    /* The deadline of our member election's term (election.h's
-     * term_until_ms): a shard's sent writes run, and hold its release, at
-     * most until then. */
-    int64_t member_term_until_ms;
-    int64_t contend_after_ms;     /* no takes before: see observe_member */
-    bool join_held;               /* the join's list showed every shard held */
-    char *member_uid, *member_rv; /* of our member Lease as last seen */
-
-    /* The group is listed on joining, while its watch is down (every retry
-     * period), and when a takeover needs one consistent snapshot. */
-    bool watch_healthy;
-    /* Our member renewal the watch has not shown yet, and since when: a
-     * stream that stays open but carries nothing (a proxy holding it, a
-     * partition) shows nobody's renewals, ours included. */
-    char *echo_rv;
-    char *shown_rv; /* the last record of ours the watch showed */
-    /* The watch started a stream from the current state at
-     * watch_gap_since_ms: what happened between the last stream and it (a
-     * shard Lease deleted, say) was never shown, so the watch confirms
-     * nothing (ld_shardgroup_confirm) until a list sent since then is in. */
-    bool watch_gap;
-    int64_t watch_gap_since_ms;
-    int64_t echo_since_ms;
-    bool watch_silent;
-    /* Our last member renewals and when each was sent: the watch showing
-     * one confirms the view up to its sending (ld_shardgroup_confirm). A
-     * few, so a watch a retry period or two behind still confirms. */
-    struct {
-        char *rv;
-        int64_t sent_ms;
-    } sent[SENT_RENEWALS];
-    unsigned sent_next;
-    bool listing;
-    ld_kube_call list_call;
-    int64_t next_list_ms;
-    int64_t list_started_ms;
-    int64_t live_since_ms; /* our member election's current term of leading */
-    bool join_list;        /* a list since then would settle the join */
-    bool want_read;        /* a takeover waits for a list */
-    int64_t next_read_ms;  /* such lists are at most this often */
-
-    bool evicting; /* one eviction at a time */
-    int64_t next_evict_ms;
-    ld_kube_call evict_call;
-    char *evict_rv; /* owned; the member record it was sent on */
-
-    /* The deletion of another member's long-expired Lease in flight. */
-    bool cleaning;
-    ld_kube_call clean_call;
-    int64_t next_clean_ms;
-
-    bool stopping;
-    int64_t courtesy_until_ms; /* a shutdown's courtesy holds end then */
-    bool release_given_up;     /* a shard's, at the exit: the member Lease stays */
-    bool led_at_stop;          /* our member election led when the shutdown began */
-    bool deleting;             /* the member Lease's DELETE is in flight */
-    bool member_released;      /* we wrote the member Lease's release */
 };
 
-static void set_str(char **dst, const char *v)
-{
-    if (!v)
-        v = "";
-    if (*dst && strcmp(*dst, v) == 0)
-        return;
-    char *copy = strdup(v);
-    if (!copy)
-        return; /* keeps the old value; the next publish tries again */
-    free(*dst);
-    *dst = copy;
-}
-
-/* Whether the join wait is over (JOIN_SETTLE_MS): its time is up, or the
- * group had every shard held at the join's list and every member in it has
- * been seen to change (so this replica does not think itself alone while
- * it takes a shard released to it). */
-static bool join_settled(const struct ld_mode_shards *s, int64_t now_ms)
-{
-    return now_ms >= s->contend_after_ms ||
-           (s->join_held && !ld_shardgroup_members_unproven(s->group, now_ms));
-}
-
-/* Remembers our member renewal rv, sent at sent_ms; the watch may have
- * shown it already (it can be faster than the answer), which confirms
- * the view at once. */
-static void note_sent(struct ld_mode_shards *s, const char *rv, int64_t sent_ms)
-{
-    unsigned i = s->sent_next;
-    s->sent_next = (i + 1) % SENT_RENEWALS;
-    set_str(&s->sent[i].rv, rv);
-    s->sent[i].sent_ms = sent_ms;
-    if (s->sent[i].rv && s->shown_rv && strcmp(s->shown_rv, rv) == 0 && !s->watch_gap)
-        ld_shardgroup_confirm(s->group, sent_ms);
-}
-
-/* ---- what the member election and the watch say -------------------------- */
-
-static void observe_member(struct ld_mode_shards *s, const struct ld_host_view *v,
-                           int64_t now_ms)
-{
-    ld_shardgroup_observe_own(s->group, &v->status, now_ms);
-    if (s->member_observed != v->status.observed)
-        s->table_changed = true; /* the table's "observed" depends on it */
-    s->member_observed = v->status.observed;
-    s->watch_healthy = v->status.watching;
-    /* Taking shards before the other members are known would take them on
-     * the belief that this replica is alone, only to give them back:
-     * churn, not danger. So on joining, the group is listed at once and
-     * nothing is taken until that answer is in and, when it shows free
-     * shards, a retry period has passed (see JOIN_SETTLE_MS). */
-    bool live = ld_leads_at(v->status.leading, v->status.lead_until_ms, now_ms);
-    if (live && !s->member_live) {
-        s->live_since_ms = now_ms;
-        s->contend_after_ms = now_ms + s->c.retry_period_ms + JOIN_SETTLE_MS;
-        s->join_held = false;
-        s->join_list = true;
-        s->next_list_ms = now_ms;
-    }
-    s->member_live = live;
-    s->member_term_until_ms = v->status.term_until_ms;
-    if (v->status.uid)
-        set_str(&s->member_uid, v->status.uid);
-    if (v->status.resource_version && live &&
-        (!s->member_rv || strcmp(s->member_rv, v->status.resource_version) != 0) &&
-        (!s->echo_rv || strcmp(s->echo_rv, v->status.resource_version) != 0) &&
-        (!s->shown_rv || strcmp(s->shown_rv, v->status.resource_version) != 0)) {
-        /* A new record of ours: the watch should show it soon. */
-        if (!s->echo_rv)
-            s->echo_since_ms = now_ms;
-        set_str(&s->echo_rv, v->status.resource_version);
-    }
-    if (v->status.resource_version && live &&
-        (!s->member_rv || strcmp(s->member_rv, v->status.resource_version) != 0))
-        note_sent(s, v->status.resource_version,
-                  v->status.lead_until_ms - s->c.renew_deadline_ms);
-    if (v->status.resource_version)
-        set_str(&s->member_rv, v->status.resource_version);
-    ld_health_describe(v, s->c.renew_deadline_ms, now_ms, s->health, sizeof(s->health));
-}
-
-/* The watch showed our member record rv: when it is a renewal of ours,
- * the view holds everything stored before that renewal was sent. */
-static void confirm_by(struct ld_mode_shards *s, const char *rv)
-{
-    for (unsigned i = 0; i < SENT_RENEWALS; i++) {
-        if (s->sent[i].rv && strcmp(s->sent[i].rv, rv) == 0) {
-            if (!s->watch_gap)
-                ld_shardgroup_confirm(s->group, s->sent[i].sent_ms);
-            return;
-        }
-    }
-}
+/* ---- the host's callbacks, passed on -------------------------------------- */
 
 static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    s->inputs_changed = true;
+    ld_shardhost_on_publish(s->sh, v, now_ms);
     if (v->index == MEMBER)
-        observe_member(s, v, now_ms);
+        ld_health_describe(v, s->c.renew_deadline_ms, now_ms, s->health,
+                           sizeof(s->health));
 }
 
 static void on_event(void *ctx, size_t index, const struct ld_event *ev, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
     (void)now_ms;
-    if (index != MEMBER)
-        return;
-    /* Whatever made it stop, the claims of this term end with it. */
-    if (ev->kind == LD_EV_STOPPED_LEADING)
-        ld_shardgroup_break(s->group);
-    s->inputs_changed = true;
-}
-
-/* Whether lease is a member Lease the group counts as incompatible. */
-static bool incompatible(const struct ld_mode_shards *s, const struct ld_lease *lease)
-{
-    size_t n = strlen(ld_shardgroup_name(s->group)) + strlen("-member-");
-    return lease->name && strlen(lease->name) > n &&
-           ld_shardgroup_incompatible(s->group, lease->name + n);
-}
-
-/* Logs a member Lease that has just turned out incompatible (was: it was
- * known so before). */
-static void note_incompatible(struct ld_mode_shards *s, const struct ld_lease *lease,
-                              bool was)
-{
-    if (!was && incompatible(s, lease))
-        ld_log(LD_LOG_ERROR,
-               "member Lease %s has no %s: \"%s\" annotation: it belongs to an "
-               "incompatible version of leaderd and counts neither live nor dead",
-               lease->name, LD_SHARDGROUP_PROTOCOL, LD_SHARDGROUP_PROTOCOL_VERSION);
-}
-
-static void observe(struct ld_mode_shards *s, const struct ld_lease *lease,
-                    int64_t now_ms)
-{
-    bool was = incompatible(s, lease);
-    enum ld_err rc = ld_shardgroup_observe_lease(s->group, lease, now_ms);
-    if (rc == LD_ETOOBIG)
-        ld_log(LD_LOG_WARN, "lease %s: more than %d members; ignored", lease->name,
-               LD_SHARDGROUP_MAX_MEMBERS);
-    else if (rc == LD_OK)
-        note_incompatible(s, lease, was);
-}
-
-static void on_watch_started(void *ctx, bool from_current, int64_t now_ms)
-{
-    struct ld_mode_shards *s = ctx;
-    if (!from_current)
-        return;          /* resumed: nothing was missed */
-    s->watch_gap = true; /* poll_group lists at its usual pace */
-    s->watch_gap_since_ms = now_ms;
+    ld_shardhost_on_event(s->sh, index, ev);
 }
 
 static void on_lease_event(void *ctx, const struct ld_watch_event *ev, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    if (!ev->lease)
-        return;
-    if (ev->lease->resource_version &&
-        strcmp(ev->lease->name, ld_shardgroup_member_lease(s->group)) == 0) {
-        set_str(&s->shown_rv, ev->lease->resource_version);
-        confirm_by(s, ev->lease->resource_version);
-        if (s->echo_rv && strcmp(ev->lease->resource_version, s->echo_rv) == 0) {
-            free(s->echo_rv);
-            s->echo_rv = NULL;
-            s->watch_silent = false;
-        }
-    }
-    if (ev->type == LD_WATCH_DELETED)
-        ld_shardgroup_observe_deleted(s->group, ev->lease, now_ms);
-    else
-        observe(s, ev->lease, now_ms);
-    s->inputs_changed = true;
+    ld_shardhost_on_lease_event(s->sh, ev, now_ms);
 }
 
-/* ---- writes -------------------------------------------------------------- */
-
-/* Starts giving shard k back: the claim ends now (the next table shows
- * it), and the release waits for the drain. */
-static void begin_give_back(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
-{
-    struct slot *sl = &s->slots[k];
-    ld_shardgroup_give_back(s->group, k);
-    s->table_changed = true;
-    if (sl->drain_until_ms != INT64_MAX)
-        return;
-    sl->drain_until_ms = now_ms + s->c.drain_ms;
-    sl->unclaimed_ms = now_ms;
-    sl->drained = false;
-    ld_state_drain_set(s->c.state, k, true, s->entries[k].term);
-}
-
-static void end_drain(struct ld_mode_shards *s, uint32_t k)
-{
-    struct slot *sl = &s->slots[k];
-    if (sl->drain_until_ms == INT64_MAX)
-        return;
-    sl->drain_until_ms = INT64_MAX;
-    sl->held_until_ms = INT64_MAX;
-    sl->drained = false;
-    ld_state_drain_set(s->c.state, k, false, 0);
-}
-
-/* Whether shard k's drain is over: its time is up, or the app said so. */
-static bool drain_over(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
-{
-    struct slot *sl = &s->slots[k];
-    if (ld_state_drained_take(s->c.state, k))
-        sl->drained = true;
-    return sl->drained || now_ms >= sl->drain_until_ms;
-}
-
-static void publish(struct ld_mode_shards *s, int64_t now_ms);
-
-/* Shard k's release hold (release_hold.h), asked once its drain is over.
- * The table shows the claim ended first, as the API write gate refuses the
- * shard's new writes by it; writes it already sent run on, and hold the
- * release, until the member election's term deadline. */
-static enum ld_release_verdict release_hold(struct ld_mode_shards *s, uint32_t k,
-                                            int64_t now_ms)
-{
-    struct slot *sl = &s->slots[k];
-    if (s->entries[k].leading)
-        publish(s, now_ms);
-    struct ld_release_hold h =
-        ld_release_hold_judge(sl->hooks, sl->n_hooks, s->member_term_until_ms,
-                              s->stopping ? s->courtesy_until_ms : INT64_MIN, now_ms);
-    sl->held_until_ms = h.until_ms;
-    if (h.verdict == LD_RELEASE_GIVE_UP)
-        ld_log(LD_LOG_WARN,
-               "shard %s: the release is given up %lld ms after the claim ended: %s",
-               ld_shardgroup_shard_id(s->group, k),
-               (long long)(now_ms - sl->unclaimed_ms), h.why);
-    return h.verdict;
-}
-
-static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh);
-
-static void read_by_name(struct ld_mode_shards *s, uint32_t k);
-
-/* The slot whose read (or write) is call; s->n when none is, as for an
- * answer to a call the slot has since dropped. */
-static uint32_t slot_reading(const struct ld_mode_shards *s, ld_kube_call call)
-{
-    uint32_t k = 0;
-    while (k < s->n && !(s->slots[k].reading && s->slots[k].read_call == call))
-        k++;
-    return k;
-}
-
-static uint32_t slot_writing(const struct ld_mode_shards *s, ld_kube_call call)
-{
-    uint32_t k = 0;
-    while (k < s->n && !(s->slots[k].writing && s->slots[k].call == call))
-        k++;
-    return k;
-}
-
-static void on_labelled(void *ctx, ld_kube_call call, enum ld_err rc,
-                        struct ld_lease *lease, const struct ld_errinfo *err)
+static void on_watch_started(void *ctx, bool from_current, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    uint32_t k = slot_reading(s, call);
-    if (k == s->n)
-        return;
-    s->slots[k].reading = false;
-    if (rc == LD_OK) {
-        observe(s, lease, ld_clock_mono_ms(&s->clock));
-    } else {
-        ld_log(LD_LOG_INFO, "shard %s: cannot label its Lease: %s",
-               ld_shardgroup_shard_id(s->group, k),
-               err && err->msg[0] ? err->msg : ld_strerror(rc));
-        if (rc == LD_ECONFLICT || rc == LD_ENOTFOUND)
-            read_by_name(s, k); /* changed meanwhile: look again */
-    }
-    s->inputs_changed = true;
-    s->table_changed = true;
+    ld_shardhost_on_watch_started(s->sh, from_current, now_ms);
 }
 
-/* Labels shard k's Lease, read by name without the group's labels: then
- * every replica's list and watch show it, with its true holder, and the
- * usual rules apply (no replica acts on a record only it has seen). The
- * spec is left as it is, so its holder, if any, keeps it. */
-static void label(struct ld_mode_shards *s, uint32_t k)
-{
-    struct slot *sl = &s->slots[k];
-    struct ld_lease out;
-    struct ld_errinfo err;
-    ld_lease_init(&out);
-    if (ld_shardgroup_label_lease(s->group, k, &out) == LD_OK &&
-        ld_kube_lease_update_start(s->c.kube, &out, s->c.renew_deadline_ms, on_labelled,
-                                   s, &sl->read_call, &err) == LD_OK)
-        sl->reading = true;
-    ld_lease_clear(&out);
-}
+/* ---- the table ------------------------------------------------------------ */
 
-static void on_read(void *ctx, ld_kube_call call, enum ld_err rc, struct ld_lease *lease,
-                    const struct ld_errinfo *err)
+/* Shard k's claim, as the table shows it, to its hooks. A hook's wish to
+ * end the daemon is no shard's business: ignored. */
+static void feed_hooks(void *ctx, uint32_t k, const struct ld_election_status *st,
+                       int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    int64_t now_ms = ld_clock_mono_ms(&s->clock);
-    uint32_t k = slot_reading(s, call);
-    if (k == s->n)
-        return;
-    s->slots[k].reading = false;
-    if (rc == LD_OK) {
-        observe(s, lease, now_ms);
-        if (ld_shardgroup_unlisted(s->group, k) && !s->stopping)
-            label(s, k);
-    } else if (rc == LD_ENOTFOUND) {
-        /* Gone, unless the watch has shown a record of it meanwhile. */
-        const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
-        struct ld_lease gone = {.name = (char *)ld_shardgroup_shard_lease(s->group, k)};
-        if (!rec || ld_shardgroup_unlisted(s->group, k))
-            ld_shardgroup_observe_deleted(s->group, &gone, now_ms);
-    } else {
-        ld_log(LD_LOG_WARN, "shard %s: cannot read its Lease: %s",
-               ld_shardgroup_shard_id(s->group, k),
-               err && err->msg[0] ? err->msg : ld_strerror(rc));
-    }
-    s->inputs_changed = true;
-    s->table_changed = true;
-}
-
-/* A shard Lease made by someone else without the group's labels is in
- * neither the group's list nor its watch: its create is refused (it
- * exists) and nothing would ever show it. It is read by name and then
- * labelled (label). */
-static void read_by_name(struct ld_mode_shards *s, uint32_t k)
-{
-    struct slot *sl = &s->slots[k];
-    struct ld_errinfo err;
-    if (sl->reading || s->stopping)
-        return;
-    if (ld_kube_lease_get_start(
-            s->c.kube, s->c.namespace_, ld_shardgroup_shard_lease(s->group, k),
-            s->c.renew_deadline_ms, on_read, s, &sl->read_call, &err) != LD_OK) {
-        ld_log(LD_LOG_WARN, "shard %s: cannot read its Lease: %s",
-               ld_shardgroup_shard_id(s->group, k), err.msg);
-        return;
-    }
-    sl->reading = true;
-}
-
-static void on_written(void *ctx, ld_kube_call call, enum ld_err rc,
-                       struct ld_lease *lease, const struct ld_errinfo *err)
-{
-    struct ld_mode_shards *s = ctx;
-    int64_t now_ms = ld_clock_mono_ms(&s->clock);
-    uint32_t k = slot_writing(s, call);
-    if (k == s->n)
-        return;
-    struct slot *sl = &s->slots[k];
-    const char *id = ld_shardgroup_shard_id(s->group, k);
-    sl->writing = false;
-    sl->refused = !sl->releasing &&
-                  (rc == LD_EFORBIDDEN || rc == LD_EINVALID || rc == LD_EBADREQUEST);
-    if (rc == LD_OK) {
-        ld_shardgroup_wrote(s->group, k, sl->term_sent, sl->rv_before, lease, now_ms);
-        if (sl->releasing)
-            end_drain(s, k);
-        ld_log(LD_LOG_DEBUG, "shard %s: %s written", id,
-               sl->releasing ? "release" : "claim");
-    } else {
-        ld_shardgroup_write_failed(s->group, k);
-        sl->next_try_ms = now_ms + s->c.retry_period_ms / 2;
-        s->want_read = true; /* our view was stale: a list refreshes it */
-        /* A Lease the group's list cannot show (made without its labels)
-         * is read by name instead. */
-        if (rc == LD_EEXISTS || ((rc == LD_ECONFLICT || rc == LD_ENOTFOUND) &&
-                                 ld_shardgroup_unlisted(s->group, k)))
-            read_by_name(s, k);
-        /* A conflict means someone else wrote first: the watch shows who.
-         * A write without an answer may still land; its record will be
-         * seen, and nothing is claimed on it meanwhile. */
-        ld_log(rc == LD_ECONFLICT || rc == LD_EEXISTS ? LD_LOG_DEBUG : LD_LOG_WARN,
-               "shard %s: %s not written: %s", id, sl->releasing ? "release" : "claim",
-               err && err->msg[0] ? err->msg : ld_strerror(rc));
-    }
-    free(sl->rv_before);
-    sl->rv_before = NULL;
-    s->inputs_changed = true;
-    s->table_changed = true;
-}
-
-/* Starts the write of out for shard k (a create when it has no
- * resourceVersion). */
-static void start_write(struct ld_mode_shards *s, uint32_t k, struct ld_lease *out,
-                        bool release)
-{
-    struct slot *sl = &s->slots[k];
-    struct ld_errinfo err;
-    enum ld_err rc;
-    char *rv = out->resource_version ? strdup(out->resource_version) : NULL;
-    if (out->resource_version && !rv)
-        return;
-    if (out->resource_version)
-        rc = ld_kube_lease_update_start(s->c.kube, out, s->c.renew_deadline_ms,
-                                        on_written, s, &sl->call, &err);
-    else
-        rc = ld_kube_lease_create_start(s->c.kube, out, s->c.renew_deadline_ms,
-                                        on_written, s, &sl->call, &err);
-    if (rc != LD_OK) {
-        ld_log(LD_LOG_WARN, "shard %s: cannot write: %s",
-               ld_shardgroup_shard_id(s->group, k), err.msg);
-        free(rv);
-        if (release)
-            ld_shardgroup_write_failed(s->group, k);
-        return;
-    }
-    sl->writing = true;
-    sl->releasing = release;
-    sl->term_sent = ld_shardgroup_term(s->group);
-    free(sl->rv_before);
-    sl->rv_before = rv;
-}
-
-static void take(struct ld_mode_shards *s, uint32_t k)
-{
-    struct ld_lease out;
-    ld_lease_init(&out);
-    if (ld_shardgroup_take_lease(s->group, k, s->c.namespace_,
-                                 ld_clock_wall_us(&s->clock), ld_clock_mono_ms(&s->clock),
-                                 &out) == LD_OK)
-        start_write(s, k, &out, false);
-    ld_lease_clear(&out);
-}
-
-static void release(struct ld_mode_shards *s, uint32_t k)
-{
-    struct ld_lease out;
-    ld_lease_init(&out);
-    ld_shardgroup_give_back(s->group, k);
-    s->table_changed = true;
-    if (ld_shardgroup_release_lease(s->group, k, ld_clock_wall_us(&s->clock),
-                                    ld_clock_mono_ms(&s->clock), &out) == LD_OK)
-        start_write(s, k, &out, true);
-    else
-        ld_shardgroup_write_failed(s->group, k);
-    ld_lease_clear(&out);
-}
-
-static void on_evicted(void *ctx, ld_kube_call call, enum ld_err rc,
-                       struct ld_lease *lease, const struct ld_errinfo *err)
-{
-    struct ld_mode_shards *s = ctx;
-    (void)call;
-    s->evicting = false;
-    if (rc == LD_OK) {
-        ld_log(LD_LOG_INFO, "member Lease %s evicted: unchanged for its lease duration",
-               lease->name);
-        ld_shardgroup_evicted(s->group, s->evict_rv, lease, ld_clock_mono_ms(&s->clock));
-        s->want_read = true; /* its shards are taken on a fresh list */
-        s->next_read_ms = 0;
-    } else {
-        ld_log(rc == LD_ECONFLICT ? LD_LOG_DEBUG : LD_LOG_WARN,
-               "member eviction not written: %s",
-               err && err->msg[0] ? err->msg : ld_strerror(rc));
-        /* It renewed after all (our view was stale), or the answer was
-         * lost: look again on a list, and not at once. */
-        s->next_evict_ms = ld_clock_mono_ms(&s->clock) + s->c.retry_period_ms / 2;
-        s->want_read = true;
-    }
-    free(s->evict_rv);
-    s->evict_rv = NULL;
-    s->inputs_changed = true;
-}
-
-static void evict(struct ld_mode_shards *s, uint32_t k)
-{
-    struct ld_lease out;
-    struct ld_errinfo err;
-    ld_lease_init(&out);
-    if (s->evicting || ld_clock_mono_ms(&s->clock) < s->next_evict_ms ||
-        ld_shardgroup_evict_lease(s->group, k, ld_clock_wall_us(&s->clock), &out) !=
-            LD_OK)
-        goto done;
-    s->evict_rv = strdup(out.resource_version);
-    if (!s->evict_rv)
-        goto done;
-    if (ld_kube_lease_update_start(s->c.kube, &out, s->c.renew_deadline_ms, on_evicted, s,
-                                   &s->evict_call, &err) != LD_OK) {
-        ld_log(LD_LOG_WARN, "cannot evict %s: %s", out.name, err.msg);
-        free(s->evict_rv);
-        s->evict_rv = NULL;
-        goto done;
-    }
-    s->evicting = true;
-done:
-    ld_lease_clear(&out);
-}
-
-/* Out of the group for a lease duration (its member election resigns, so
- * its member Lease names nobody and the others take its quota at once),
- * and /healthz says why until it has been back for a lease duration. */
-static void step_out(struct ld_mode_shards *s, int64_t now_ms, const char *why)
-{
-    snprintf(s->stuck, sizeof(s->stuck), "%.200s; out of the group for %lld s", why,
-             (long long)(s->c.lease_duration_ms / 1000));
-    ld_log(LD_LOG_ERROR, "%s", s->stuck);
-    s->stuck_until_ms = now_ms + 2 * s->c.lease_duration_ms;
-    for (uint32_t k = 0; k < s->n; k++)
-        s->slots[k].wanted_since_ms = INT64_MAX;
-    struct ld_now now = {.mono_ms = now_ms, .wall_us = ld_clock_wall_us(&s->clock)};
-    ld_election_resign(ld_host_election(s->host, MEMBER), now, s->c.lease_duration_ms);
-    ld_host_wake(s->host, MEMBER);
-}
-
-/* A member that joined before this replica runs another shard set
- * (--shards or --shard-names changed in a running group, or two
- * Deployments share a group): the two map keys and Lease names to shards
- * differently, so an app could work on one key in two replicas. This
- * replica claims nothing and steps out, and tries again when it comes
- * back; the earlier members go on. Returns whether it refused. */
-static bool refuse_other_shard_set(struct ld_mode_shards *s, int64_t now_ms)
-{
-    char theirs[64], why[256];
-    const char *who =
-        ld_shardgroup_set_conflict(s->group, now_ms, theirs, sizeof(theirs));
-    if (!who)
-        return false;
-    if (s->stopping || !s->member_live || now_ms < s->stuck_until_ms)
-        return true;
-    snprintf(why, sizeof(why),
-             "member %.60s runs another shard set (%.40s) than this replica (%.40s); "
-             "claiming nothing",
-             who, theirs, ld_shardgroup_shard_set(s->group));
-    step_out(s, now_ms, why);
-    return true;
-}
-
-/* Carries out each shard's step (shardgroup.h); fresh: the view is a list
- * of the group just answered. */
-static void act(struct ld_mode_shards *s, int64_t now_ms, bool fresh)
-{
-    if (refuse_other_shard_set(s, now_ms))
-        return;
-    bool settled = join_settled(s, now_ms);
-    for (uint32_t k = 0; k < s->n && !s->stopping; k++) {
-        struct slot *sl = &s->slots[k];
-        if (sl->writing || sl->reading || now_ms < sl->next_try_ms)
-            continue;
-        enum ld_shard_step step = ld_shardgroup_step(s->group, k, now_ms, fresh);
-        bool wanted = settled && (step == LD_SHARD_TAKE || step == LD_SHARD_READ ||
-                                  step == LD_SHARD_EVICT);
-        if (step != LD_SHARD_RELEASE)
-            end_drain(s, k); /* not (or no longer) being given back */
-        if (!wanted)
-            sl->wanted_since_ms = INT64_MAX;
-        else if (sl->wanted_since_ms == INT64_MAX)
-            sl->wanted_since_ms = now_ms;
-        switch (step) {
-        case LD_SHARD_TAKE:
-            if (!settled)
-                break;
-            ld_log(LD_LOG_DEBUG, "shard %s: taking it (held by \"%s\" in our view%s)",
-                   ld_shardgroup_shard_id(s->group, k),
-                   ld_shardgroup_record(s->group, k)
-                       ? ld_shardgroup_record(s->group, k)->spec.holder
-                       : "(absent)",
-                   fresh ? ", on a fresh list" : "");
-            take(s, k);
-            break;
-        case LD_SHARD_READ:
-            if (settled)
-                s->want_read = true;
-            break;
-        case LD_SHARD_EVICT:
-            if (settled)
-                evict(s, k);
-            break;
-        case LD_SHARD_RELEASE:
-            if (!settled)
-                break; /* just joined: a rebalance waits for the others */
-            begin_give_back(s, k, now_ms);
-            if (!drain_over(s, k, now_ms))
-                break;
-            enum ld_release_verdict hold = release_hold(s, k, now_ms);
-            if (hold == LD_RELEASE_GIVE_UP) {
-                /* Not written: the shard stays ours, unclaimed, and its
-                 * give-back starts over later, its hold asked anew. */
-                end_drain(s, k);
-                sl->next_try_ms = now_ms + s->c.lease_duration_ms;
-            }
-            if (hold != LD_RELEASE_NOW)
-                break;
-            ld_log(LD_LOG_INFO, "shard %s: assigned to %s; giving it back",
-                   ld_shardgroup_shard_id(s->group, k),
-                   ld_shardgroup_target(s->group, k) ? ld_shardgroup_target(s->group, k)
-                                                     : "nobody");
-            release(s, k);
-            break;
-        case LD_SHARD_NONE:
-            break;
-        }
-    }
-}
-
-/* How long the group avoids giving this replica a shard it could not
- * write, in lease durations; then it may be given it again. */
-#define UNWRITABLE_LEASES 10
-
-/* Lowers *next to at. */
-static void earlier(int64_t *next, int64_t at)
-{
-    if (at < *next)
-        *next = at;
-}
-
-/* Shard k's report of being unwritable here ends when its time is up.
- * Returns whether the member annotations changed. */
-static bool expire_report(struct ld_mode_shards *s, uint32_t k, int64_t now_ms,
-                          int64_t *next)
-{
-    struct slot *sl = &s->slots[k];
-    if (sl->unwritable_until_ms == INT64_MIN)
-        return false;
-    if (now_ms < sl->unwritable_until_ms) {
-        earlier(next, sl->unwritable_until_ms);
-        return false;
-    }
-    sl->unwritable_until_ms = INT64_MIN;
-    ld_log(LD_LOG_INFO, "shard %s: this replica may be given it again",
-           ld_shardgroup_shard_id(s->group, k));
-    return ld_shardgroup_set_unwritable(s->group, k, false);
-}
-
-/* Shard k's takes were refused for a lease duration: reported for
- * UNWRITABLE_LEASES lease durations. Returns whether the member
- * annotations changed. */
-static bool report_unwritable(struct ld_mode_shards *s, uint32_t k, int64_t now_ms,
-                              int64_t *next)
-{
-    struct slot *sl = &s->slots[k];
-    int64_t skip_ms = UNWRITABLE_LEASES * s->c.lease_duration_ms;
-    sl->wanted_since_ms = INT64_MAX;
-    sl->unwritable_until_ms = now_ms + skip_ms;
-    earlier(next, sl->unwritable_until_ms);
-    ld_log(LD_LOG_ERROR,
-           "shard %s is assigned here but its takes were refused for %lld s; the group "
-           "gives it to another member for %lld s",
-           ld_shardgroup_shard_id(s->group, k),
-           (long long)(s->c.lease_duration_ms / 1000), (long long)(skip_ms / 1000));
-    return ld_shardgroup_set_unwritable(s->group, k, true);
-}
-
-/* A shard this replica may take but has not owned for a lease duration
- * would stay unowned as long as the group leaves it to this replica. When
- * the server refused its takes (a webhook, RBAC by name) it says so in its
- * member Lease (LD_SHARDGROUP_UNWRITABLE, with the next renewal), and every
- * replica's assignment then gives the shard to a member that can write
- * it, or to nobody when none can, instead of each member stepping out in
- * turn; after UNWRITABLE_LEASES lease durations it may be given it again.
- * The log and /metrics say which. When its takes failed otherwise, it
- * steps out of the group for a while. Returns when to look again. */
-static int64_t check_stuck(struct ld_mode_shards *s, int64_t now_ms)
-{
-    int64_t next = INT64_MAX;
-    bool changed = false;
-    for (uint32_t k = 0; k < s->n; k++) {
-        changed |= expire_report(s, k, now_ms, &next);
-        int64_t since = s->slots[k].wanted_since_ms;
-        if (since == INT64_MAX)
-            continue;
-        if (now_ms - since < s->c.lease_duration_ms) {
-            earlier(&next, since + s->c.lease_duration_ms);
-            continue;
-        }
-        if (s->stopping || !s->member_live)
-            continue;
-        if (s->slots[k].refused) {
-            changed |= report_unwritable(s, k, now_ms, &next);
-            continue;
-        }
-        /* Not refused, yet never written (its writes time out or fail
-         * while the member renewals go through): out of the group for a
-         * while, so that the others take this replica's quota. */
-        char why[200];
-        snprintf(why, sizeof(why),
-                 "shard %s is assigned here but has not been owned for %lld s",
-                 ld_shardgroup_shard_id(s->group, k),
-                 (long long)(s->c.lease_duration_ms / 1000));
-        step_out(s, now_ms, why);
-        earlier(&next, s->stuck_until_ms);
-        break;
-    }
-    if (changed) {
-        /* The next member renewal tells the others; our own assignment
-         * knows at once. */
-        if (ld_election_set_own_annotations(ld_host_election(s->host, MEMBER),
-                                            ld_shardgroup_member_annotations(s->group)) !=
-            LD_OK)
-            ld_log(LD_LOG_WARN, "out of memory for the member Lease's annotations");
-        s->inputs_changed = true;
-        s->table_changed = true;
-    }
-    return next;
-}
-
-static void on_cleaned(void *ctx, ld_kube_call call, enum ld_err rc,
-                       struct ld_lease *lease, const struct ld_errinfo *err)
-{
-    struct ld_mode_shards *s = ctx;
-    (void)call;
-    (void)lease;
-    s->cleaning = false;
-    if (rc != LD_OK && rc != LD_ENOTFOUND && rc != LD_ECONFLICT)
-        ld_log(LD_LOG_WARN, "a long-expired member Lease was not deleted: %s",
-               err && err->msg[0] ? err->msg : ld_strerror(rc));
-}
-
-/* Member Leases that outlived their replicas (no ownerReference, or no
- * garbage collector) are deleted by a live member once they have been
- * expired for ten lease durations, with preconditions (uid and
- * resourceVersion) so that a Lease renewed or made anew meanwhile stays;
- * one at a time, at most one a retry period. The watch's DELETED takes it
- * out of the view. */
-static void clean_up(struct ld_mode_shards *s, int64_t now_ms)
-{
-    if (s->cleaning || s->stopping || now_ms < s->next_clean_ms ||
-        !ld_shardgroup_leads(s->group, now_ms))
-        return;
-    const struct ld_lease *old = ld_shardgroup_long_expired(s->group, now_ms);
-    if (!old)
-        return;
-    struct ld_errinfo err;
-    s->next_clean_ms = now_ms + s->c.retry_period_ms;
-    ld_log(LD_LOG_INFO, "member Lease %s expired %lld s ago or more; deleting it",
-           old->name, (long long)(10 * s->c.lease_duration_ms / 1000));
-    if (ld_kube_lease_delete_start(s->c.kube, s->c.namespace_, old->name, old->uid,
-                                   old->resource_version, s->c.renew_deadline_ms,
-                                   on_cleaned, s, &s->clean_call, &err) != LD_OK) {
-        ld_log(LD_LOG_WARN, "cannot delete member Lease %s: %s", old->name, err.msg);
-        return;
-    }
-    s->cleaning = true;
-}
-
-/* ---- listing the group --------------------------------------------------- */
-
-static void assign(struct ld_mode_shards *s, int64_t now_ms);
-
-static bool every_shard_held(const struct ld_mode_shards *s)
-{
-    for (uint32_t k = 0; k < s->n; k++) {
-        const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
-        if (!rec || !rec->spec.holder || !rec->spec.holder[0])
-            return false;
-    }
-    return true;
-}
-
-static void on_listed(void *ctx, ld_kube_call call, enum ld_err rc,
-                      const struct ld_lease *items, size_t n, const char *list_rv,
-                      const struct ld_errinfo *err)
-{
-    struct ld_mode_shards *s = ctx;
-    int64_t now_ms = ld_clock_mono_ms(&s->clock);
-    (void)call;
-    s->listing = false;
-    if (rc != LD_OK) {
-        ld_log(LD_LOG_WARN, "listing the group's Leases failed: %s",
-               err && err->msg[0] ? err->msg : ld_strerror(rc));
-        return;
-    }
-    bool *was = calloc(n ? n : 1, sizeof(*was));
-    for (size_t i = 0; was && i < n; i++)
-        was[i] = incompatible(s, &items[i]);
-    if (ld_shardgroup_observe_list(s->group, items, n, list_rv, now_ms) != LD_OK)
-        ld_log(LD_LOG_WARN, "listing the group: not every Lease kept");
-    /* A list is one snapshot taken after it was sent: the view now holds
-     * everything stored before then, also what a gap of the watch hid. */
-    ld_shardgroup_confirm(s->group, s->list_started_ms);
-    if (s->watch_gap && s->list_started_ms >= s->watch_gap_since_ms)
-        s->watch_gap = false;
-    for (size_t i = 0; was && i < n; i++)
-        note_incompatible(s, &items[i], was[i]);
-    free(was);
-    s->table_changed = true;
-    if (s->join_list && s->member_live && s->list_started_ms >= s->live_since_ms) {
-        s->join_list = false;
-        s->join_held = every_shard_held(s);
-    }
-    /* One consistent snapshot: the takeovers that need one go now, before
-     * any other answer can mix newer records with older ones. */
-    s->want_read = false;
-    assign(s, now_ms);
-    act(s, now_ms, true);
-}
-
-/* Without the watch (failing, or not started yet) other members would
- * expire in this replica's view and it would think itself alone, so the
- * group is listed instead; a takeover that needs a snapshot lists too. */
-static void poll_group(struct ld_mode_shards *s, int64_t now_ms)
-{
-    bool due = (!s->watch_healthy || s->watch_silent || s->join_list || s->watch_gap) &&
-               now_ms >= s->next_list_ms;
-    bool read = s->want_read && now_ms >= s->next_read_ms;
-    if (s->listing || s->stopping || !(due || read))
-        return;
-
-    struct ld_errinfo err;
-    if (due)
-        s->next_list_ms = now_ms + s->c.retry_period_ms;
-    s->next_read_ms = now_ms + s->c.retry_period_ms / 2;
-    if (ld_kube_lease_list_start(s->c.kube, s->c.namespace_,
-                                 ld_shardgroup_selector(s->group), s->c.renew_deadline_ms,
-                                 on_listed, s, &s->list_call, &err) != LD_OK) {
-        ld_log(LD_LOG_WARN, "cannot list the group's Leases: %s", err.msg);
-        return;
-    }
-    s->listing = true;
-    s->list_started_ms = now_ms;
-}
-
-/* ---- decisions, once a pass ---------------------------------------------- */
-
-static void assign(struct ld_mode_shards *s, int64_t now_ms)
-{
-    int64_t next = INT64_MAX;
-    if (ld_shardgroup_assign(s->group, now_ms, &next) != LD_OK) {
-        ld_log(LD_LOG_WARN, "shard assignment: out of memory; trying again");
-        s->reassess_at_ms = now_ms + HEARTBEAT_MS;
-        return;
-    }
-    s->inputs_changed = false;
-    s->reassess_at_ms = next;
-    if (now_ms < s->contend_after_ms && s->contend_after_ms < s->reassess_at_ms)
-        s->reassess_at_ms = s->contend_after_ms;
-}
-
-static uint64_t total_transitions(const struct ld_mode_shards *s)
-{
-    uint64_t t = 0;
-    for (uint32_t k = 0; k < s->n; k++)
-        t += (uint64_t)s->slots[k].transitions_seen;
-    return t;
-}
-
-static bool members_differ(const struct ld_shardsnap *t, const char *const *members,
-                           uint32_t n)
-{
-    if (!t || t->n_members != n)
-        return true;
-    for (uint32_t i = 0; i < n; i++) {
-        if (strcmp(t->members[i], members[i]) != 0)
-            return true;
-    }
-    return false;
-}
-
-/* Shard k's entry from the group's view: the observed record, and our
- * claim, which lasts as long as the member election's lead. */
-static void update_entry(struct ld_mode_shards *s, uint32_t k, int64_t now_ms)
-{
-    struct slot *sl = &s->slots[k];
-    const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
-    bool claimed = ld_shardgroup_claimed(s->group, k, now_ms);
-    struct ld_shard_entry next = {
-        .term = rec ? rec->spec.transitions : 0,
-        .observed = ld_shardgroup_shard_observed(s->group, k),
-        .leading = claimed,
-        /* Claimed or not, nobody else takes it while its record names us
-         * and our member term lasts (the table's term_until_ms). */
-        .in_term = claimed || ld_shardgroup_named(s->group, k),
-        .unwritable = s->slots[k].unwritable_until_ms != INT64_MIN,
-        .skipped = ld_shardgroup_skipped(s->group, k),
-        .has_renewed_at = rec && rec->spec.has_renew,
-        .renewed_at_us = rec && rec->spec.has_renew ? rec->spec.renew_us : 0,
-        .last_renew_wall_us = s->entries[k].last_renew_wall_us,
-    };
-    const char *holder = rec ? rec->spec.holder : "";
-    if (claimed && !sl->was_claimed)
-        next.last_renew_wall_us = ld_clock_wall_us(&s->clock);
-    if (claimed != sl->was_claimed) {
-        ld_log(LD_LOG_INFO, "shard %s: %s", ld_shardgroup_shard_id(s->group, k),
-               claimed ? "claimed" : "no longer claimed");
-        if (claimed && s->c.metrics && sl->wanted_since_ms != INT64_MAX)
-            ld_metrics_acquire_delay(s->c.metrics,
-                                     (double)(now_ms - sl->wanted_since_ms) / 1000.0);
-    }
-    /* Compared before set_str frees the text the entry still points to. */
-    bool new_leader = !sl->leader || strcmp(sl->leader, holder) != 0;
-    if (new_leader) {
-        if (sl->leader)
-            sl->transitions_seen++;
-        set_str(&sl->leader, holder);
-    }
-    sl->was_claimed = claimed;
-    next.leader = sl->leader ? sl->leader : "";
-    struct ld_shard_entry *e = &s->entries[k];
-    if (new_leader || e->term != next.term || e->observed != next.observed ||
-        e->leading != next.leading || e->in_term != next.in_term ||
-        e->unwritable != next.unwritable || e->skipped != next.skipped ||
-        e->has_renewed_at != next.has_renewed_at ||
-        e->renewed_at_us != next.renewed_at_us ||
-        e->last_renew_wall_us != next.last_renew_wall_us)
-        s->table_changed = true;
-    *e = next;
-    struct ld_election_status st = {
-        .observed = next.observed,
-        .leader = next.leader,
-        .term = (int32_t)next.term,
-        .leading = next.leading,
-        .lead_until_ms = claimed ? ld_shardgroup_lead_until(s->group) : 0,
-        .uid = rec ? rec->uid : NULL,
-    };
-    /* A hook's wish to end the daemon is no shard's business: ignored. */
-    for (size_t i = 0; i < sl->n_hooks; i++)
-        (void)sl->hooks[i].on_publish(sl->hooks[i].ctx, &st, now_ms);
-}
-
-/* A new shard table when an entry, the live members or the claims'
- * deadline changed, NULL when nothing did. A new deadline alone (a member
- * renewal) extends the last table instead of copying every entry. When
- * memory runs out, the table that says nothing is known (the next pass
- * tries again). */
-static struct ld_shardsnap *new_table(struct ld_mode_shards *s, int64_t now_ms)
-{
-    const char *const *members = NULL;
-    bool claims = false, in_term = false;
-    for (uint32_t k = 0; k < s->n; k++) {
-        update_entry(s, k, now_ms);
-        claims |= s->entries[k].leading;
-        in_term |= s->entries[k].in_term;
-    }
-    uint32_t nm = ld_shardgroup_members(s->group, now_ms, &members);
-    /* Every claim ends with the member election's lead; with none, 0, so
-     * that a renewal of a replica that claims nothing changes no table. */
-    int64_t until = claims ? ld_shardgroup_lead_until(s->group) : 0;
-    int64_t term_until = in_term ? s->member_term_until_ms : 0;
-    bool same = !s->table_changed && !members_differ(s->last, members, nm);
-    if (same && s->last->claims_until_ms == until && s->last->term_until_ms == term_until)
-        return NULL;
-    bool observed = s->member_observed && ld_shardgroup_observed(s->group);
-    struct ld_shardsnap *t =
-        same ? ld_shardsnap_extend(s->last, until)
-             : ld_shardsnap_new(observed, until, s->entries, s->n, members, nm);
-    if (!t) {
-        ld_log(LD_LOG_WARN, "out of memory for the shard table; showing none");
-        t = ld_shardsnap_ref(s->unknown);
-    } else {
-        t->term_until_ms = term_until; /* not yet published: still ours */
-        s->table_changed = false;
-    }
-    ld_shardsnap_unref(s->last);
-    s->last = ld_shardsnap_ref(t);
-    return t;
+    for (size_t i = 0; i < s->slots[k].n_hooks; i++)
+        (void)s->slots[k].hooks[i].on_publish(s->slots[k].hooks[i].ctx, st, now_ms);
 }
 
 /* The snapshot after every pass that changed the table, else at least a
  * heartbeat a second. */
 static void publish(struct ld_mode_shards *s, int64_t now_ms)
 {
-    struct ld_shardsnap *table = new_table(s, now_ms);
+    struct ld_shardsnap *table = ld_shard_table_update(s->table, now_ms);
     if (!table && now_ms - s->heartbeat_at_ms < HEARTBEAT_MS)
         return;
     struct ld_snapshot snap;
     ld_state_read(s->c.state, &snap);
     snap.leader[0] = '\0';
     snap.leading = false;
-    snap.observed = s->member_observed && ld_shardgroup_observed(s->group);
+    snap.observed =
+        ld_shardhost_member(s->sh).observed && ld_shardgroup_observed(s->group);
     snap.heartbeat_ms = now_ms;
-    snap.transitions_seen = (int64_t)total_transitions(s);
+    snap.transitions_seen = (int64_t)ld_shard_table_transitions(s->table);
+    const char *stuck = ld_shardhost_stuck(s->sh, now_ms);
     snprintf(snap.health_error, sizeof(snap.health_error), "%s",
-             !s->health[0] && now_ms < s->stuck_until_ms ? s->stuck : s->health);
+             !s->health[0] && stuck ? stuck : s->health);
     ld_state_publish_shards(s->c.state, &snap, table);
     s->heartbeat_at_ms = now_ms;
 }
@@ -1154,6 +133,53 @@ static int64_t hooks_wake(struct ld_mode_shards *s, int64_t now_ms)
     return at;
 }
 
+/* ---- what the shard host asks ---------------------------------------------- */
+
+static void publish_op(void *ctx, int64_t now_ms)
+{
+    publish(ctx, now_ms);
+}
+
+/* A give-back's drain, as POST /shards/ID/drained and /shards show it. */
+static void on_drain(void *ctx, uint32_t k, bool draining)
+{
+    struct ld_mode_shards *s = ctx;
+    ld_state_drain_set(s->c.state, k, draining,
+                       draining ? ld_shard_table_entry(s->table, k)->term : 0);
+}
+
+static bool take_drained(void *ctx, uint32_t k)
+{
+    struct ld_mode_shards *s = ctx;
+    return ld_state_drained_take(s->c.state, k);
+}
+
+/* Shard k's release hold: its hooks judged (release_hold.h). */
+static enum ld_shardhost_verdict release_hold(void *ctx, uint32_t k,
+                                              const struct ld_shardhost_bounds *b,
+                                              int64_t now_ms, int64_t *until_ms,
+                                              const char **why)
+{
+    struct ld_mode_shards *s = ctx;
+    int64_t courtesy_until =
+        b->stopping_since_ms == INT64_MIN
+            ? INT64_MIN
+            : b->stopping_since_ms + ld_release_courtesy_ms(s->c.renew_deadline_ms);
+    struct ld_release_hold h = ld_release_hold_judge(
+        s->slots[k].hooks, s->slots[k].n_hooks, b->term_until_ms, courtesy_until, now_ms);
+    *until_ms = h.until_ms;
+    *why = h.why;
+    switch (h.verdict) {
+    case LD_RELEASE_WAIT:
+        return LD_SHARDHOST_RELEASE_WAIT;
+    case LD_RELEASE_GIVE_UP:
+        return LD_SHARDHOST_RELEASE_NEVER;
+    case LD_RELEASE_NOW:
+        break;
+    }
+    return LD_SHARDHOST_RELEASE_NOW;
+}
+
 static bool take_wake(void *ctx)
 {
     struct ld_mode_shards *s = ctx;
@@ -1168,104 +194,40 @@ static bool take_wake(void *ctx)
     return news;
 }
 
+/* The exit's wait ended: a drained shard (the drain channel) or a hold's
+ * news (a hook's fd). */
+static void finish_wake(void *ctx)
+{
+    struct ld_mode_shards *s = ctx;
+    ld_state_resign_drain(s->c.state);
+    (void)take_wake(s);
+}
+
 static int64_t after_pass(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
     ld_state_resign_drain(s->c.state); /* POST /shards/ID/drained's wake-up */
-    if (s->echo_rv && !s->watch_silent && s->watch_healthy &&
-        now_ms - s->echo_since_ms > 2 * s->c.retry_period_ms) {
-        ld_log(LD_LOG_WARN, "the group's watch has not shown our member renewals "
-                            "for two retry periods; listing the group meanwhile");
-        s->watch_silent = true;
-        s->next_list_ms = now_ms;
-    }
-    if (s->inputs_changed || now_ms >= s->reassess_at_ms)
-        assign(s, now_ms);
-    /* A give-back stops the claim first: the table shows it before the
-     * release is written. */
-    bool may_give_back = !s->stopping && join_settled(s, now_ms);
-    for (uint32_t k = 0; k < s->n && may_give_back; k++)
-        if (!s->slots[k].writing && now_ms >= s->slots[k].next_try_ms &&
-            ld_shardgroup_step(s->group, k, now_ms, false) == LD_SHARD_RELEASE)
-            begin_give_back(s, k, now_ms);
-    publish(s, now_ms);
-    act(s, now_ms, false);
-    poll_group(s, now_ms);
-    clean_up(s, now_ms);
-    int64_t at = check_stuck(s, now_ms);
-    if (s->reassess_at_ms < at)
-        at = s->reassess_at_ms;
-    if (now_ms < s->stuck_until_ms && s->stuck_until_ms < at)
-        at = s->stuck_until_ms; /* /healthz recovers then */
-    for (uint32_t k = 0; k < s->n; k++) {
-        if (s->slots[k].drain_until_ms < at)
-            at = s->slots[k].drain_until_ms;
-        if (s->slots[k].held_until_ms < at)
-            at = s->slots[k].held_until_ms;
-    }
+    int64_t at = ld_shardhost_after_pass(s->sh, now_ms);
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
     int64_t hw = hooks_wake(s, now_ms);
     if (hw < at)
         at = hw;
-    if (!s->listing && !s->stopping) {
-        if ((!s->watch_healthy || s->watch_silent || s->join_list || s->watch_gap) &&
-            s->next_list_ms < at)
-            at = s->next_list_ms;
-        if (s->want_read && s->next_read_ms < at)
-            at = s->next_read_ms;
-    }
     return at > now_ms ? at : now_ms + 1;
 }
 
-/* ---- construction -------------------------------------------------------- */
-
-static uint64_t mix(uint64_t seed, uint64_t i)
-{
-    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (i + 1);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-/* How long the members must stay the same before a shard in use is given
- * to another (shardgroup.h): a lease duration, so that in a rolling update
- * the old replica's exit comes before any rebalance towards the new one;
- * but short enough that after a join the group is still balanced within
- * lease-duration + 4 x retry-period: the newcomer is seen live within a
- * retry period of joining (at once, usually), then this delay, the drain
- * and the new owner's take, with a retry period and a second to spare. */
-static int64_t rebalance_delay(const struct ld_mode_shards_config *c)
-{
-    int64_t budget = c->lease_duration_ms + 2 * c->retry_period_ms - c->drain_ms - 1000;
-    if (budget < 0)
-        return 0;
-    return budget < c->lease_duration_ms ? budget : c->lease_duration_ms;
-}
+/* ---- the member election -------------------------------------------------- */
 
 /* The member Lease's release frees every shard whose record names this
- * replica at once (the others count it gone), so it waits for what every
- * shard's hooks hold, and is not written when a shard's hook forbids it
- * (release_hold.h): a hook of the member election that speaks for all of
- * them. The shell bounds it by the member term. */
+ * replica at once, so it waits for what every shard's hooks hold, and is
+ * not written when a shard's hook forbids it (release_hold.h): a hook of
+ * the member election that speaks for all of them. The shell bounds it by
+ * the member term. */
 static bool member_holds_release(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    bool held = false;
-    /* The table that ends every claim goes out before the member release
-     * may be written (the group broke them when the member election
-     * stepped down), not merely before the transport sends it. */
-    for (uint32_t k = 0; k < s->n && !held; k++)
-        held = s->entries[k].leading;
-    if (held)
-        publish(s, now_ms);
-    held = false;
-    for (uint32_t k = 0; k < s->n; k++) {
-        struct ld_release_hold h = ld_release_hold_judge(
-            s->slots[k].hooks, s->slots[k].n_hooks, INT64_MAX, INT64_MIN, now_ms);
-        held |= h.verdict == LD_RELEASE_WAIT;
-    }
-    return held;
+    bool never;
+    return ld_shardhost_member_holds_release(s->sh, now_ms, &never);
 }
 
 static bool member_forbids_release(void *ctx, int64_t now_ms)
@@ -1293,23 +255,9 @@ static bool member_on_publish(void *ctx, const struct ld_election_status *st,
 static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
                               struct ld_errinfo *err)
 {
-    struct ld_election_config ec = {
-        .namespace_ = s->c.namespace_,
-        .name = ld_shardgroup_member_lease(s->group),
-        .identity = s->c.identity,
-        .incarnation = s->c.incarnation,
-        .lease_duration_ms = s->c.lease_duration_ms,
-        .renew_deadline_ms = s->c.renew_deadline_ms,
-        .retry_period_ms = s->c.retry_period_ms,
-        /* The mode releases it itself, after the shards' releases. */
-        .release_on_exit = false,
-        /* Nobody else may hold it: no hand-over to anyone. */
-        .ignore_preferred_holder = true,
-        .seed = mix(s->c.seed, MEMBER),
-        .create_metadata = ld_shardgroup_member_metadata(s->group),
-        .own_annotations = ld_shardgroup_member_annotations(s->group),
-    };
+    struct ld_election_config ec;
     size_t index;
+    ld_shardhost_member_config(s->sh, &ec);
     enum ld_err rc = ld_shell_add_election(sh, &ec, &index, err);
     if (rc == LD_OK && index != MEMBER)
         return ld_errinfo_set(err, LD_EINVAL, "election host: unexpected index");
@@ -1324,10 +272,15 @@ static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
     return rc;
 }
 
-static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
+/* ---- construction ---------------------------------------------------------- */
+
+static enum ld_err make_host(struct ld_mode_shards *s, struct ld_errinfo *err)
 {
-    struct ld_shardgroup_config gc = {
-        .name = s->c.group,
+    struct ld_shardhost_config hc = {
+        .kube = s->c.kube,
+        .clock = &s->clock,
+        .namespace_ = s->c.namespace_,
+        .group = s->c.group,
         .identity = s->c.identity,
         .incarnation = s->c.incarnation,
         .names = s->c.names,
@@ -1335,30 +288,39 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
         .pod_uid = s->c.pod_uid,
         .pod_name = s->c.pod_name,
         .lease_duration_ms = s->c.lease_duration_ms,
-        .rebalance_delay_ms = rebalance_delay(&s->c),
-        /* A shard Lease changed from outside is written again only once
-         * whoever claimed it stopped (its view a lease duration old) and
-         * its app had the drain. */
-        .outside_wait_ms = s->c.lease_duration_ms + s->c.drain_ms,
+        .renew_deadline_ms = s->c.renew_deadline_ms,
+        .retry_period_ms = s->c.retry_period_ms,
+        .release_on_exit = s->c.release_on_exit,
+        .drain_ms = s->c.drain_ms,
+        .seed = s->c.seed,
+        .call_timeout_ms = s->c.call_timeout_ms,
+        .ops = {.ctx = s,
+                .publish = publish_op,
+                .on_drain = on_drain,
+                .take_drained = take_drained,
+                .release_hold = release_hold,
+                .take_wake = finish_wake},
     };
-    s->group = ld_shardgroup_new(&gc, err);
-    if (!s->group)
+    s->sh = ld_shardhost_new(&hc, err);
+    if (!s->sh)
         return err->code;
-    s->n = ld_shardgroup_count(s->group);
+    s->group = ld_shardhost_group(s->sh);
+    s->n = ld_shardhost_count(s->sh);
     s->slots = calloc(s->n, sizeof(*s->slots));
-    s->entries = calloc(s->n, sizeof(*s->entries));
-    if (!s->slots || !s->entries)
+    if (!s->slots)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    for (uint32_t k = 0; k < s->n; k++) {
-        s->entries[k].leader = "";
-        s->slots[k].wanted_since_ms = INT64_MAX;
-        s->slots[k].unwritable_until_ms = INT64_MIN;
-        s->slots[k].drain_until_ms = INT64_MAX;
-        s->slots[k].held_until_ms = INT64_MAX;
-    }
-    s->unknown = ld_shardsnap_new(false, 0, s->entries, s->n, NULL, 0);
-    if (!s->unknown)
-        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
+    struct ld_shard_table_config tc = {.sh = s->sh,
+                                       .clock = &s->clock,
+                                       .metrics = s->c.metrics,
+                                       .on_entry = feed_hooks,
+                                       .ctx = s};
+    s->table = ld_shard_table_new(&tc, err);
+    return s->table ? LD_OK : err->code;
+}
+
+/* With --events, every shard gets its own Event hook. */
+static enum ld_err make_events(struct ld_mode_shards *s, struct ld_errinfo *err)
+{
     if (!s->c.events)
         return LD_OK;
     s->events = calloc(s->n, sizeof(*s->events));
@@ -1388,232 +350,40 @@ static enum ld_err make_group(struct ld_mode_shards *s, struct ld_errinfo *err)
 static void host_config(void *ctx, struct ld_host_config *hc)
 {
     struct ld_mode_shards *s = ctx;
-    hc->label_selector = ld_shardgroup_selector(s->group);
+    hc->label_selector = ld_shardhost_selector(s->sh);
     hc->log_names = true;
 }
 
 /* Election 0, the only one, is the member Lease: the shard Leases are
- * written by this mode alone, when their owner changes. */
+ * written by the shard host alone, when their owner changes. */
 static enum ld_err attach(void *ctx, struct ld_shell *sh, struct ld_errinfo *err)
 {
     struct ld_mode_shards *s = ctx;
     s->host = ld_shell_host(sh);
-    return add_member(s, sh, err);
+    enum ld_err rc = add_member(s, sh, err);
+    if (rc == LD_OK)
+        ld_shardhost_attach(s->sh, s->host, MEMBER);
+    return rc;
 }
 
-/* ---- shutting down ------------------------------------------------------- */
+/* ---- shutting down ----------------------------------------------------------- */
 
-/* Every claim ends now; each shard Lease that names this replica is
- * released (with --release-on-exit, and only when its member election
- * led), the writes in flight abandoned. */
 static void on_shutdown(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    ld_log(LD_LOG_INFO, "shutting down: giving back every shard");
-    s->stopping = true;
-    s->courtesy_until_ms = now_ms + ld_release_courtesy_ms(s->c.renew_deadline_ms);
-    s->led_at_stop = ld_shardgroup_leads(s->group, now_ms);
-    if (s->listing)
-        ld_kube_cancel(s->c.kube, s->list_call);
-    s->listing = false;
-    if (s->evicting)
-        ld_kube_cancel(s->c.kube, s->evict_call);
-    s->evicting = false;
-    if (s->cleaning)
-        ld_kube_cancel(s->c.kube, s->clean_call);
-    s->cleaning = false;
-    for (uint32_t k = 0; k < s->n; k++) {
-        struct slot *sl = &s->slots[k];
-        if (sl->writing)
-            ld_kube_cancel(s->c.kube, sl->call);
-        sl->writing = false;
-        if (sl->reading)
-            ld_kube_cancel(s->c.kube, sl->read_call);
-        sl->reading = false;
-        ld_shardgroup_give_back(s->group, k);
-        const struct ld_lease *rec = ld_shardgroup_record(s->group, k);
-        /* Only a replica whose member election led releases: one that stood
-         * back from another process of its identity would otherwise wipe
-         * that process's shards, whose records name the same identity. */
-        if (s->c.release_on_exit && s->led_at_stop && rec &&
-            ld_lease_held_by(rec, s->c.identity, s->c.incarnation))
-            begin_give_back(s, k, now_ms);
-        else
-            end_drain(s, k);
-    }
-    s->table_changed = true;
-    publish(s, now_ms);
+    (void)now_ms; /* the shard host reads the same clock */
+    ld_shard_table_touch(s->table);
+    ld_shardhost_shutdown(s->sh);
 }
 
-/* A graceful exit's releases: each shard whose drain is over and whose
- * release no hook holds is released now; one given up is never written.
- * Returns the earliest end of a drain or a hold still running, INT64_MAX
- * when none is. */
-static int64_t exit_releases(struct ld_mode_shards *s, int64_t now_ms)
-{
-    int64_t next = INT64_MAX;
-    for (uint32_t k = 0; k < s->n; k++) {
-        struct slot *sl = &s->slots[k];
-        if (sl->drain_until_ms == INT64_MAX || sl->writing)
-            continue;
-        if (!drain_over(s, k, now_ms)) {
-            if (sl->drain_until_ms < next)
-                next = sl->drain_until_ms;
-            continue;
-        }
-        enum ld_release_verdict hold = release_hold(s, k, now_ms);
-        if (hold == LD_RELEASE_WAIT && sl->held_until_ms < next)
-            next = sl->held_until_ms;
-        if (hold == LD_RELEASE_GIVE_UP) {
-            s->release_given_up = true;
-            end_drain(s, k);
-        }
-        if (hold != LD_RELEASE_NOW)
-            continue;
-        release(s, k);
-        if (!sl->writing)
-            end_drain(s, k); /* could not even start: nothing to wait for */
-    }
-    return next;
-}
-
-static bool writes_in_flight(const struct ld_mode_shards *s)
-{
-    for (uint32_t k = 0; k < s->n; k++)
-        if (s->slots[k].writing)
-            return true;
-    return false;
-}
-
-static void on_deleted(void *ctx, ld_kube_call call, enum ld_err rc,
-                       struct ld_lease *lease, const struct ld_errinfo *err)
-{
-    struct ld_mode_shards *s = ctx;
-    (void)call;
-    (void)lease;
-    s->deleting = false;
-    if (rc == LD_OK || rc == LD_ENOTFOUND)
-        ld_log(LD_LOG_INFO, "member Lease %s deleted",
-               ld_shardgroup_member_lease(s->group));
-    else
-        ld_log(LD_LOG_WARN, "member Lease %s not deleted: %s (it expires by itself)",
-               ld_shardgroup_member_lease(s->group),
-               err && err->msg[0] ? err->msg : "error");
-}
-
-/* The member Lease's release, once the shards' are written: a
- * compare-and-swap of the Lease as read now, only while it still names
- * this replica (not after an eviction, nor one it stood back from for an
- * identity conflict: it did not lead then), with --release-on-exit. Blocks,
- * bounded by the client's timeout. */
-static void release_member(struct ld_mode_shards *s)
-{
-    struct ld_lease cur, out;
-    struct ld_errinfo err;
-    ld_lease_init(&cur);
-    ld_lease_init(&out);
-    if (!s->c.release_on_exit || !s->led_at_stop)
-        return;
-    const char *name = ld_shardgroup_member_lease(s->group);
-    enum ld_err rc = ld_kube_lease_get(s->c.kube, s->c.namespace_, name, &cur, &err);
-    /* Evicted meanwhile, or taken over by another process of our
-     * identity: no longer ours. */
-    if (rc == LD_OK && !ld_lease_held_by(&cur, s->c.identity, s->c.incarnation))
-        goto done;
-    if (rc == LD_OK)
-        rc = ld_lease_spec_set_holder(&cur.spec, "");
-    if (rc == LD_OK)
-        rc = ld_lease_set_incarnation(&cur, NULL);
-    if (rc == LD_OK) {
-        int64_t wall = ld_clock_wall_us(&s->clock);
-        cur.spec.duration_s = 1;
-        cur.spec.has_acquire = cur.spec.has_renew = true;
-        cur.spec.acquire_us = cur.spec.renew_us = wall;
-        rc = ld_kube_lease_update(s->c.kube, &cur, &out, &err);
-    }
-    if (rc != LD_OK) {
-        ld_log(LD_LOG_WARN, "member Lease %s not released: %s", name,
-               rc == LD_ENOMEM ? "out of memory" : err.msg);
-        goto done;
-    }
-    ld_log(LD_LOG_INFO, "member Lease %s released", name);
-    s->member_released = true;
-    set_str(&s->member_uid, out.uid);
-    set_str(&s->member_rv, out.resource_version);
-done:
-    ld_lease_clear(&cur);
-    ld_lease_clear(&out);
-}
-
-/* The member Lease is deleted once every release was written (its own
- * release went out after the shards', which is when the others stop
- * counting this replica); only when this replica released it (so not with
- * --release-on-exit=false, nor after standing back from another process of
- * its identity), and with preconditions that keep a Lease someone else
- * wrote since (a new Pod of the same name). Bounded by call_timeout_ms. */
-static void delete_member(struct ld_mode_shards *s)
-{
-    if (!s->member_released || !s->member_uid || !s->member_rv)
-        return;
-    struct ld_errinfo err;
-    ld_kube_call call;
-    if (ld_kube_lease_delete_start(s->c.kube, s->c.namespace_,
-                                   ld_shardgroup_member_lease(s->group), s->member_uid,
-                                   s->member_rv, s->c.call_timeout_ms, on_deleted, s,
-                                   &call, &err) != LD_OK) {
-        ld_log(LD_LOG_WARN, "member Lease not deleted: %s", err.msg);
-        return;
-    }
-    s->deleting = true;
-    int64_t until = ld_clock_mono_ms(&s->clock) + s->c.call_timeout_ms + 1000;
-    int64_t now;
-    while (s->deleting && (now = ld_clock_mono_ms(&s->clock)) < until)
-        ld_transport_run(ld_kube_transport(s->c.kube), until - now, -1);
-    if (s->deleting)
-        ld_kube_cancel(s->c.kube, call);
-}
-
-/* The host returns once the member election is done, before another
- * after_pass: the shards' releases are waited for (bounded), the last
- * table published, and then the member Lease released and deleted, unless
- * a shard's release was given up: the member Lease then expires by itself
- * (or is evicted), and nobody takes that shard before. */
+/* The drain channel's eventfd ends the exit's wait for a drained shard, a
+ * hook's fd the wait for its hold. */
 static void finish(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    int64_t wait =
-        s->c.drain_ms > s->c.renew_deadline_ms ? s->c.drain_ms : s->c.renew_deadline_ms;
-    int64_t until = now_ms + wait + s->c.call_timeout_ms + 1000;
-    int fd = s->wait_fd >= 0 ? s->wait_fd : ld_state_resign_fd(s->c.state);
-    int64_t now;
-    while ((now = ld_clock_mono_ms(&s->clock)) < until) {
-        int64_t next = exit_releases(s, now);
-        if (next == INT64_MAX && !writes_in_flight(s))
-            break;
-        if (next > until)
-            next = until;
-        /* The drain channel's eventfd ends the wait for a drained shard,
-         * a hook's fd the wait for its hold. */
-        ld_transport_run(ld_kube_transport(s->c.kube), next > now ? next - now : 0, fd);
-        ld_state_resign_drain(s->c.state);
-        (void)take_wake(s);
-    }
-    for (uint32_t k = 0; k < s->n; k++) {
-        if (s->slots[k].writing)
-            ld_kube_cancel(s->c.kube, s->slots[k].call);
-        s->slots[k].writing = false;
-        end_drain(s, k);
-    }
-    publish(s, ld_clock_mono_ms(&s->clock));
-    if (s->release_given_up) {
-        ld_log(LD_LOG_WARN,
-               "member Lease %s left to expire: a shard's release was "
-               "given up",
-               ld_shardgroup_member_lease(s->group));
-        return;
-    }
-    release_member(s);
-    delete_member(s);
+    (void)now_ms;
+    ld_shardhost_finish(s->sh,
+                        s->wait_fd >= 0 ? s->wait_fd : ld_state_resign_fd(s->c.state));
 }
 
 /* ---- the mode ------------------------------------------------------------ */
@@ -1642,11 +412,9 @@ struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cf
     }
     s->c = *cfg;
     s->clock = ld_clock_or_real(cfg->clock);
-    s->reassess_at_ms = INT64_MAX;
-    s->member_term_until_ms = INT64_MIN;
     s->wait_fd = -1;
-    if (make_group(s, err) != LD_OK ||
-        (ld_state_drain_enable(cfg->state, s->n) != 0 &&
+    if (make_host(s, err) != LD_OK || make_events(s, err) != LD_OK ||
+        (ld_state_drain_enable(cfg->state, s->n) != LD_OK &&
          ld_errinfo_set(err, LD_ENOMEM, "out of memory") != LD_OK)) {
         ld_mode_shards_free(s);
         return NULL;
@@ -1695,7 +463,7 @@ enum ld_err ld_mode_shards_add_wake_fd(struct ld_mode_shards *s, int fd,
     if (epoll_ctl(s->wait_fd, EPOLL_CTL_ADD, fd, &ev) == 0)
         return LD_OK;
 fail:
-    return ld_errinfo_set(err, LD_EIO, "shard mode: cannot watch a hook's fd: %s",
+    return ld_errinfo_set(err, LD_ESYS, "shard mode: cannot watch a hook's fd: %s",
                           strerror(errno));
 }
 
@@ -1703,37 +471,15 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
 {
     if (!s)
         return;
-    if (s->listing)
-        ld_kube_cancel(s->c.kube, s->list_call);
-    if (s->evicting)
-        ld_kube_cancel(s->c.kube, s->evict_call);
-    if (s->cleaning)
-        ld_kube_cancel(s->c.kube, s->clean_call);
+    ld_shardhost_free(s->sh); /* cancels its calls before the hooks go */
     for (uint32_t k = 0; s->events && k < s->n; k++)
         ld_hook_events_clear(&s->events[k]);
     free(s->events);
     if (s->wait_fd >= 0)
         close(s->wait_fd);
-    for (uint32_t k = 0; s->slots && k < s->n; k++) {
-        if (s->slots[k].writing)
-            ld_kube_cancel(s->c.kube, s->slots[k].call);
-        if (s->slots[k].reading)
-            ld_kube_cancel(s->c.kube, s->slots[k].read_call);
+    for (uint32_t k = 0; s->slots && k < s->n; k++)
         free(s->slots[k].hooks);
-        free(s->slots[k].leader);
-        free(s->slots[k].rv_before);
-    }
-    free(s->evict_rv);
     free(s->slots);
-    free(s->entries);
-    ld_shardsnap_unref(s->last);
-    ld_shardsnap_unref(s->unknown);
-    ld_shardgroup_free(s->group);
-    free(s->member_uid);
-    free(s->member_rv);
-    free(s->echo_rv);
-    free(s->shown_rv);
-    for (unsigned i = 0; i < SENT_RENEWALS; i++)
-        free(s->sent[i].rv);
+    ld_shard_table_free(s->table);
     free(s);
 }

@@ -1,29 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mode_shards: the shell's mode (shell.h) for --shards, shard protocol 2
- * (docs/design/shard-protocol.md). The shell's host carries one election,
- * this replica's member Lease, renewed every retry period: the group's
- * only heartbeat. The host's watch of the group's label feeds every other
- * Lease of the group to the group's view (include/leaderd/shardgroup.h); after every
- * pass the group's decisions are carried out with the host's client, as
- * compare-and-swap writes: a shard assigned here is taken, a silent
- * holder's member Lease evicted first, a shard assigned elsewhere given
- * back (no longer claimed at once, then released). A takeover that rests
- * on a member Lease naming nobody or gone is made only on a fresh list of
- * the group. The shard table is published for the HTTP server (state.h,
- * shardsnap.h).
- *
- * A give-back ends the claim at once (the table shows it), then waits
- * drain_ms, or until POST /shards/ID/drained says the app has stopped (the
- * state's drain channel), and then writes the release.
+ * (docs/design/shard-protocol.md). The group itself runs on the library's
+ * shard host (include/leaderd/shardhost.h): this replica's member Lease,
+ * renewed every retry period, is the shell host's one election and the
+ * group's only heartbeat; the host's watch of the group's label feeds the
+ * group's view; after every pass the shard host carries the group's
+ * decisions out as compare-and-swap writes (takes, evictions of silent
+ * members, give-backs: the claim ends at once, the release follows the
+ * drain). This mode binds it to the daemon: the shard table for the HTTP
+ * server (shard_table.h, state.h), /healthz, the drain channel (POST
+ * /shards/ID/drained ends a drain early) and the hooks.
  *
  * SIGTERM/SIGINT: every claim ends; after the same drain every shard Lease
  * that names this replica is released, then the member Lease (with
  * --release-on-exit), so the others rebalance at once; then the member
- * Lease is deleted with preconditions, bounded in time, so nothing is left
- * behind. A group
- * watch that is down, or silent (it has not shown our own renewals for two
- * retry periods), is made up for by listing the group every retry period.
+ * Lease is deleted with preconditions, bounded in time.
  * Hooks (hook.h) are bound to shards, not to the host's elections: with
  * --events every shard has its own Event hook (hook_events.h), and the
  * daemon may add more (the API write gate's, hook_proxy.h). Each is fed

@@ -4,7 +4,7 @@
  * as a discrete-event simulation on a fake clock (see fake_transport.h).
  *
  * Everything that will happen is an item with a due time and a sequence
- * number; ft_run takes the due items in that order. Stored objects are
+ * number; fake_transport_run takes the due items in that order. Stored objects are
  * never changed once stored (a write stores a new object), so the watch
  * history can keep references to them.
  */
@@ -21,8 +21,8 @@
  * one keeps the fake deterministic. */
 #define DEFAULT_WATCH_TIMEOUT_S 1800
 /* Zero-wait runs in a row with nothing due that count as a busy loop. */
-#define FT_SPIN_RUNS 10
-#define FT_MAX_CLIENTS 32
+#define FAKE_TRANSPORT_SPIN_RUNS 10
+#define FAKE_TRANSPORT_MAX_CLIENTS 32
 
 enum item_kind {
     IT_SERVE, /* apply a round trip to the store and answer it */
@@ -43,30 +43,30 @@ struct item {
     /* IT_SERVE of an exchange that timed out: the request, owned here
      * since the exchange is over. */
     struct xchg *ghost;
-    /* IT_SERVE of an FT_LATE_ANSWER exchange: when its answer is due (0
+    /* IT_SERVE of an FAKE_TRANSPORT_LATE_ANSWER exchange: when its answer is due (0
      * for the others), and its timeout. */
     int64_t answer_ms;
     int64_t limit_ms;
-    /* IT_SERVE of an FT_APPLIED_STATUS exchange: the answer's status. */
+    /* IT_SERVE of an FAKE_TRANSPORT_APPLIED_STATUS exchange: the answer's status. */
     long applied_status;
 };
 
 struct fake_transport;
 
 /* One transport on the shared API: a replica's connection. */
-struct ft_client {
+struct fake_transport_client {
     struct ld_transport base;
     struct fake_transport *f;
     int index;
     bool freed;
     uint64_t idle_runs; /* runs in a row that neither waited nor delivered */
     /* Added to the watch latency of this client's streams (one replica's
-     * watch behind the others'); ft_set_client_watch_lag_ms. */
+     * watch behind the others'); fake_transport_set_client_watch_lag_ms. */
     int64_t watch_lag_ms;
 };
 
 struct xchg {
-    struct ft_client *c;
+    struct fake_transport_client *c;
     ld_http_id id;
     bool stream;
     bool live; /* a stream whose first events went out */
@@ -90,7 +90,7 @@ struct xchg {
 };
 
 struct rec {
-    struct ft_record pub;
+    struct fake_transport_record pub;
     char *path, *body, *name;
 };
 
@@ -104,11 +104,11 @@ struct fault {
     int client; /* -1 any */
     char *name; /* NULL any */
     char *verb; /* NULL any */
-    struct ft_fault f;
+    struct fake_transport_fault f;
 };
 
 struct fake_transport {
-    struct ft_client *clients[FT_MAX_CLIENTS];
+    struct fake_transport_client *clients[FAKE_TRANSPORT_MAX_CLIENTS];
     size_t nclients, live_clients;
     char *ns;
     int64_t now_ms, start_ms, start_wall_us;
@@ -130,7 +130,7 @@ struct fake_transport {
     size_t nfaults, capfaults;
     size_t max_in_flight, max_per_name;
     uint64_t spin_ms;    /* fake time that passed only because a caller spun */
-    bool writes_outlive; /* ft_set_writes_outlive_clients */
+    bool writes_outlive; /* fake_transport_set_writes_outlive_clients */
 };
 
 /* Test support: allocation failure is not a case the fake handles. */
@@ -590,7 +590,7 @@ static void stream_open(struct fake_transport *f, struct xchg *x)
     free(all);
 }
 
-/* The answer (status, body: taken) of an FT_LATE_ANSWER exchange served
+/* The answer (status, body: taken) of an FAKE_TRANSPORT_LATE_ANSWER exchange served
  * now: it reaches the client at it->answer_ms, or times out first. */
 static void answer_later(struct fake_transport *f, const struct item *it, long status,
                          char *body)
@@ -754,7 +754,8 @@ out:
     return bad;
 }
 
-static const struct ft_fault *take_fault(struct fake_transport *f, const struct xchg *x)
+static const struct fake_transport_fault *take_fault(struct fake_transport *f,
+                                                     const struct xchg *x)
 {
     for (size_t i = 0; i < f->nfaults; i++) {
         struct fault *fl = &f->faults[i];
@@ -813,7 +814,7 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
                          ld_http_data_fn data, ld_http_done_fn done, void *ctx,
                          ld_http_id *id, struct ld_errinfo *err)
 {
-    struct ft_client *c = (struct ft_client *)t;
+    struct fake_transport_client *c = (struct fake_transport_client *)t;
     struct fake_transport *f = c->f;
 
     if (!req || !req->verb || !req->path || req->path[0] != '/' || !done)
@@ -851,25 +852,28 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
     int64_t timeout = req->timeout_ms > 0 ? req->timeout_ms : DEFAULT_TIMEOUT_MS;
     int64_t limit = f->now_ms + timeout;
     int64_t at = f->now_ms + f->latency_ms;
-    const struct ft_fault *fl = bad ? NULL : take_fault(f, x);
+    const struct fake_transport_fault *fl = bad ? NULL : take_fault(f, x);
     struct item *it;
 
-    if (fl && fl->kind != FT_HANG && fl->kind != FT_STALL && fl->kind != FT_LATE_ANSWER)
-        at += fl->delay_ms > 0 && fl->kind != FT_END ? fl->delay_ms : 0;
-    if (fl && fl->kind == FT_HANG)
+    if (fl && fl->kind != FAKE_TRANSPORT_HANG && fl->kind != FAKE_TRANSPORT_STALL &&
+        fl->kind != FAKE_TRANSPORT_LATE_ANSWER)
+        at += fl->delay_ms > 0 && fl->kind != FAKE_TRANSPORT_END ? fl->delay_ms : 0;
+    if (fl && fl->kind == FAKE_TRANSPORT_HANG)
         at = limit + 1;
     if (at > limit) {
         it = push_item(f, limit, IT_DONE, x->id);
         it->rc = LD_ETIMEOUT;
         /* A write served after the client gave up still lands. */
-        if ((!fl || fl->kind == FT_DELAY || fl->kind == FT_LATE_ANSWER) && !x->stream &&
-            strcmp(x->kind, "WATCH") != 0)
+        if ((!fl || fl->kind == FAKE_TRANSPORT_DELAY ||
+             fl->kind == FAKE_TRANSPORT_LATE_ANSWER) &&
+            !x->stream && strcmp(x->kind, "WATCH") != 0)
             push_item(f, at, IT_SERVE, x->id);
         return LD_OK;
     }
-    if (bad || (fl && (fl->kind == FT_STATUS || fl->kind == FT_FAIL))) {
+    if (bad ||
+        (fl && (fl->kind == FAKE_TRANSPORT_STATUS || fl->kind == FAKE_TRANSPORT_FAIL))) {
         it = push_item(f, at, IT_DONE, x->id);
-        if (fl && fl->kind == FT_FAIL) {
+        if (fl && fl->kind == FAKE_TRANSPORT_FAIL) {
             it->rc = fl->rc;
         } else {
             it->status = bad ? bad : fl->status;
@@ -888,19 +892,20 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
             return LD_OK;
         }
         it = push_item(f, at, IT_SERVE, x->id);
-        if (fl && fl->kind == FT_APPLIED_STATUS)
+        if (fl && fl->kind == FAKE_TRANSPORT_APPLIED_STATUS)
             it->applied_status = fl->status;
-        if (fl && fl->kind == FT_LATE_ANSWER) {
+        if (fl && fl->kind == FAKE_TRANSPORT_LATE_ANSWER) {
             it->answer_ms = at + (fl->delay_ms > 0 ? fl->delay_ms : 0);
             it->limit_ms = limit;
         }
         return LD_OK;
     }
-    x->stalled = fl && fl->kind == FT_STALL;
+    x->stalled = fl && fl->kind == FAKE_TRANSPORT_STALL;
     push_item(f, at, IT_OPEN, x->id);
     int64_t wt =
         (int64_t)(x->timeout_s > 0 ? x->timeout_s : DEFAULT_WATCH_TIMEOUT_S) * 1000;
-    if (fl && fl->kind == FT_END && at + fl->delay_ms < limit && fl->delay_ms < wt) {
+    if (fl && fl->kind == FAKE_TRANSPORT_END && at + fl->delay_ms < limit &&
+        fl->delay_ms < wt) {
         it = push_item(f, at + fl->delay_ms, IT_DONE, x->id);
         it->status = 200;
     } else if (f->now_ms + wt < limit) {
@@ -913,26 +918,28 @@ static enum ld_err start(struct ld_transport *t, const struct ld_http_request *r
     return LD_OK;
 }
 
-static enum ld_err ft_submit(struct ld_transport *t, const struct ld_http_request *req,
-                             ld_http_done_fn done, void *ctx, ld_http_id *id,
-                             struct ld_errinfo *err)
+static enum ld_err fake_transport_submit(struct ld_transport *t,
+                                         const struct ld_http_request *req,
+                                         ld_http_done_fn done, void *ctx, ld_http_id *id,
+                                         struct ld_errinfo *err)
 {
     return start(t, req, NULL, done, ctx, id, err);
 }
 
-static enum ld_err ft_open_stream(struct ld_transport *t,
-                                  const struct ld_http_request *req, ld_http_data_fn data,
-                                  ld_http_done_fn done, void *ctx, ld_http_id *id,
-                                  struct ld_errinfo *err)
+static enum ld_err fake_transport_open_stream(struct ld_transport *t,
+                                              const struct ld_http_request *req,
+                                              ld_http_data_fn data, ld_http_done_fn done,
+                                              void *ctx, ld_http_id *id,
+                                              struct ld_errinfo *err)
 {
     if (!data)
         return ld_errinfo_set(err, LD_EINVAL, "fake transport: a stream needs data");
     return start(t, req, data, done, ctx, id, err);
 }
 
-static void ft_cancel(struct ld_transport *t, ld_http_id id)
+static void fake_transport_cancel(struct ld_transport *t, ld_http_id id)
 {
-    struct ft_client *c = (struct ft_client *)t;
+    struct fake_transport_client *c = (struct fake_transport_client *)t;
     struct fake_transport *f = c->f;
     struct xchg *x = find_x(f, id, NULL);
     if (!x || x->c != c)
@@ -949,9 +956,9 @@ static bool item_before(const struct item *a, const struct item *b)
 
 /* Whether run on client c takes it: items of c's exchanges, and on any
  * client's run what the server does at its time without a callback (late
- * writes, the serving of FT_LATE_ANSWER exchanges). */
+ * writes, the serving of FAKE_TRANSPORT_LATE_ANSWER exchanges). */
 static bool item_for(const struct fake_transport *f, const struct item *it,
-                     const struct ft_client *c)
+                     const struct fake_transport_client *c)
 {
     if (it->ghost || it->answer_ms)
         return true;
@@ -959,9 +966,10 @@ static bool item_for(const struct fake_transport *f, const struct item *it,
     return x && x->c == c;
 }
 
-static enum ld_err ft_run_impl(struct ld_transport *t, int64_t wait_ms, int wake_fd)
+static enum ld_err fake_transport_run_impl(struct ld_transport *t, int64_t wait_ms,
+                                           int wake_fd)
 {
-    struct ft_client *c = (struct ft_client *)t;
+    struct fake_transport_client *c = (struct fake_transport_client *)t;
     struct fake_transport *f = c->f;
 
     if (wake_fd >= 0) {
@@ -974,7 +982,7 @@ static enum ld_err ft_run_impl(struct ld_transport *t, int64_t wait_ms, int wake
     /* In fake time a caller that keeps asking for zero-length waits with
      * nothing due would spin for ever; on a real clock it burns a core
      * while time passes. Let a millisecond pass, and count it. */
-    if (++c->idle_runs > FT_SPIN_RUNS) {
+    if (++c->idle_runs > FAKE_TRANSPORT_SPIN_RUNS) {
         c->idle_runs = 0;
         f->now_ms++;
         f->spin_ms++;
@@ -1014,9 +1022,9 @@ static enum ld_err ft_run_impl(struct ld_transport *t, int64_t wait_ms, int wake
     return LD_OK;
 }
 
-static size_t ft_pending(const struct ld_transport *t)
+static size_t fake_transport_pending(const struct ld_transport *t)
 {
-    const struct ft_client *c = (const struct ft_client *)t;
+    const struct fake_transport_client *c = (const struct fake_transport_client *)t;
     size_t n = 0;
     for (size_t i = 0; i < c->f->nx; i++)
         n += c->f->x[i]->c == c;
@@ -1060,9 +1068,9 @@ static void free_all(struct fake_transport *f)
 
 /* A client's exchanges end with it (no callbacks); the API goes with the
  * last client. */
-static void ft_free(struct ld_transport *t)
+static void fake_transport_free(struct ld_transport *t)
 {
-    struct ft_client *c = (struct ft_client *)t;
+    struct fake_transport_client *c = (struct fake_transport_client *)t;
     struct fake_transport *f = c->f;
     for (size_t i = f->nx; i-- > 0;) {
         struct xchg *x = f->x[i];
@@ -1070,7 +1078,7 @@ static void ft_free(struct ld_transport *t)
             continue;
         finish_x(f, x, LD_ECANCELED, 0, true);
         /* A killed process's request already on the wire may still land
-         * (ft_set_writes_outlive_clients): it is served, unanswered. */
+         * (fake_transport_set_writes_outlive_clients): it is served, unanswered. */
         bool land = f->writes_outlive && !x->stream;
         drop_items(f, x->id, land);
         bool kept = false;
@@ -1089,25 +1097,25 @@ static void ft_free(struct ld_transport *t)
         free_all(f);
 }
 
-static const struct ld_transport_ops ft_ops = {
-    .submit = ft_submit,
-    .open_stream = ft_open_stream,
-    .cancel = ft_cancel,
-    .run = ft_run_impl,
-    .pending = ft_pending,
-    .free = ft_free,
+static const struct ld_transport_ops fake_transport_ops = {
+    .submit = fake_transport_submit,
+    .open_stream = fake_transport_open_stream,
+    .cancel = fake_transport_cancel,
+    .run = fake_transport_run_impl,
+    .pending = fake_transport_pending,
+    .free = fake_transport_free,
 };
 
 /* ---- public ---- */
 
-struct ld_transport *ft_add_client(struct fake_transport *f)
+struct ld_transport *fake_transport_add_client(struct fake_transport *f)
 {
-    if (f->nclients == FT_MAX_CLIENTS)
+    if (f->nclients == FAKE_TRANSPORT_MAX_CLIENTS)
         return NULL;
-    struct ft_client *c = calloc(1, sizeof(*c));
+    struct fake_transport_client *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
-    c->base.ops = &ft_ops;
+    c->base.ops = &fake_transport_ops;
     c->f = f;
     c->index = (int)f->nclients;
     f->clients[f->nclients++] = c;
@@ -1115,12 +1123,13 @@ struct ld_transport *ft_add_client(struct fake_transport *f)
     return &c->base;
 }
 
-struct fake_transport *ft_new(const char *ns, int64_t start_ms, int64_t start_wall_us)
+struct fake_transport *fake_transport_new(const char *ns, int64_t start_ms,
+                                          int64_t start_wall_us)
 {
     struct fake_transport *f = calloc(1, sizeof(*f));
     if (!f)
         return NULL;
-    if (!ft_add_client(f)) {
+    if (!fake_transport_add_client(f)) {
         free(f);
         return NULL;
     }
@@ -1133,65 +1142,66 @@ struct fake_transport *ft_new(const char *ns, int64_t start_ms, int64_t start_wa
     return f;
 }
 
-struct ld_transport *ft_transport(struct fake_transport *f)
+struct ld_transport *fake_transport_transport(struct fake_transport *f)
 {
     return &f->clients[0]->base;
 }
 
-int64_t ft_now_ms(const struct fake_transport *f)
+int64_t fake_transport_now_ms(const struct fake_transport *f)
 {
     return f->now_ms;
 }
 
-int64_t ft_wall_us(const struct fake_transport *f)
+int64_t fake_transport_wall_us(const struct fake_transport *f)
 {
     return f->start_wall_us + (f->now_ms - f->start_ms) * 1000;
 }
 
 static int64_t clock_mono(void *ctx)
 {
-    return ft_now_ms(ctx);
+    return fake_transport_now_ms(ctx);
 }
 
 static int64_t clock_wall(void *ctx)
 {
-    return ft_wall_us(ctx);
+    return fake_transport_wall_us(ctx);
 }
 
-struct ld_clock ft_host_clock(struct fake_transport *f)
+struct ld_clock fake_transport_host_clock(struct fake_transport *f)
 {
     return (struct ld_clock){.mono_ms = clock_mono, .wall_us = clock_wall, .ctx = f};
 }
 
-void ft_set_latency_ms(struct fake_transport *f, int64_t ms)
+void fake_transport_set_latency_ms(struct fake_transport *f, int64_t ms)
 {
     f->latency_ms = ms < 0 ? 0 : ms;
 }
 
-void ft_set_watch_latency_ms(struct fake_transport *f, int64_t ms)
+void fake_transport_set_watch_latency_ms(struct fake_transport *f, int64_t ms)
 {
     f->watch_latency_ms = ms < 0 ? 0 : ms;
 }
 
-void ft_set_writes_outlive_clients(struct fake_transport *f, bool on)
+void fake_transport_set_writes_outlive_clients(struct fake_transport *f, bool on)
 {
     f->writes_outlive = on;
 }
 
-void ft_set_client_watch_lag_ms(struct fake_transport *f, int client, int64_t ms)
+void fake_transport_set_client_watch_lag_ms(struct fake_transport *f, int client,
+                                            int64_t ms)
 {
     if (client >= 0 && (size_t)client < f->nclients && f->clients[client])
         f->clients[client]->watch_lag_ms = ms < 0 ? 0 : ms;
 }
 
-void ft_fault_add(struct fake_transport *f, const char *name, const char *verb,
-                  struct ft_fault fault)
+void fake_transport_fault_add(struct fake_transport *f, const char *name,
+                              const char *verb, struct fake_transport_fault fault)
 {
-    ft_fault_add_for(f, -1, name, verb, fault);
+    fake_transport_fault_add_for(f, -1, name, verb, fault);
 }
 
-void ft_fault_add_for(struct fake_transport *f, int client, const char *name,
-                      const char *verb, struct ft_fault fault)
+void fake_transport_fault_add_for(struct fake_transport *f, int client, const char *name,
+                                  const char *verb, struct fake_transport_fault fault)
 {
     f->faults = grow(f->faults, &f->capfaults, f->nfaults, sizeof(*f->faults));
     f->faults[f->nfaults++] = (struct fault){
@@ -1202,7 +1212,7 @@ void ft_fault_add_for(struct fake_transport *f, int client, const char *name,
     };
 }
 
-void ft_fault_clear(struct fake_transport *f)
+void fake_transport_fault_clear(struct fake_transport *f)
 {
     for (size_t i = 0; i < f->nfaults; i++) {
         free(f->faults[i].name);
@@ -1211,8 +1221,9 @@ void ft_fault_clear(struct fake_transport *f)
     f->nfaults = 0;
 }
 
-uint64_t ft_lease_put(struct fake_transport *f, const char *name, const char *labels,
-                      const char *holder, int32_t duration_s, int64_t renew_us)
+uint64_t fake_transport_lease_put(struct fake_transport *f, const char *name,
+                                  const char *labels, const char *holder,
+                                  int32_t duration_s, int64_t renew_us)
 {
     struct ld_lease l;
     struct ld_errinfo err;
@@ -1261,7 +1272,7 @@ uint64_t ft_lease_put(struct fake_transport *f, const char *name, const char *la
     return f->rv;
 }
 
-bool ft_lease_delete(struct fake_transport *f, const char *name)
+bool fake_transport_lease_delete(struct fake_transport *f, const char *name)
 {
     size_t i = obj_find(f, name);
     if (i == (size_t)-1)
@@ -1270,7 +1281,8 @@ bool ft_lease_delete(struct fake_transport *f, const char *name)
     return true;
 }
 
-enum ld_err ft_lease_get(struct fake_transport *f, const char *name, struct ld_lease *out)
+enum ld_err fake_transport_lease_get(struct fake_transport *f, const char *name,
+                                     struct ld_lease *out)
 {
     struct ld_errinfo err;
     size_t i = obj_find(f, name);
@@ -1280,7 +1292,7 @@ enum ld_err ft_lease_get(struct fake_transport *f, const char *name, struct ld_l
     return ld_lease_from_json(f->objs[i], out, &err);
 }
 
-void ft_compact(struct fake_transport *f)
+void fake_transport_compact(struct fake_transport *f)
 {
     for (size_t i = 0; i < f->nhist; i++)
         json_decref(f->hist[i].obj);
@@ -1288,12 +1300,12 @@ void ft_compact(struct fake_transport *f)
     f->history_floor = f->rv + 1;
 }
 
-uint64_t ft_resource_version(const struct fake_transport *f)
+uint64_t fake_transport_resource_version(const struct fake_transport *f)
 {
     return f->rv;
 }
 
-void ft_watch_end_all(struct fake_transport *f)
+void fake_transport_watch_end_all(struct fake_transport *f)
 {
     for (size_t i = 0; i < f->nx; i++) {
         if (!f->x[i]->stream)
@@ -1304,7 +1316,7 @@ void ft_watch_end_all(struct fake_transport *f)
     }
 }
 
-void ft_watch_gone_all(struct fake_transport *f)
+void fake_transport_watch_gone_all(struct fake_transport *f)
 {
     char *body = status_body(410, "Expired", "too old resource version");
     json_t *st = json_loads(body, 0, NULL);
@@ -1323,14 +1335,14 @@ void ft_watch_gone_all(struct fake_transport *f)
     free(body);
 }
 
-void ft_watch_stall_all(struct fake_transport *f)
+void fake_transport_watch_stall_all(struct fake_transport *f)
 {
     for (size_t i = 0; i < f->nx; i++)
         if (f->x[i]->stream)
             f->x[i]->stalled = true;
 }
 
-void ft_watch_inject(struct fake_transport *f, const char *line)
+void fake_transport_watch_inject(struct fake_transport *f, const char *line)
 {
     for (size_t i = 0; i < f->nx; i++) {
         struct xchg *x = f->x[i];
@@ -1347,7 +1359,7 @@ void ft_watch_inject(struct fake_transport *f, const char *line)
     }
 }
 
-size_t ft_watch_open_count(const struct fake_transport *f)
+size_t fake_transport_watch_open_count(const struct fake_transport *f)
 {
     size_t n = 0;
     for (size_t i = 0; i < f->nx; i++)
@@ -1355,22 +1367,23 @@ size_t ft_watch_open_count(const struct fake_transport *f)
     return n;
 }
 
-size_t ft_record_count(const struct fake_transport *f)
+size_t fake_transport_record_count(const struct fake_transport *f)
 {
     return f->nrecs;
 }
 
-const struct ft_record *ft_record(const struct fake_transport *f, size_t i)
+const struct fake_transport_record *fake_transport_record(const struct fake_transport *f,
+                                                          size_t i)
 {
     return i < f->nrecs ? &f->recs[i]->pub : NULL;
 }
 
-size_t ft_count(const struct fake_transport *f, const char *verb, const char *name,
-                int64_t since_ms)
+size_t fake_transport_count(const struct fake_transport *f, const char *verb,
+                            const char *name, int64_t since_ms)
 {
     size_t n = 0;
     for (size_t i = 0; i < f->nrecs; i++) {
-        const struct ft_record *r = &f->recs[i]->pub;
+        const struct fake_transport_record *r = &f->recs[i]->pub;
         if (r->at_ms >= since_ms && (!verb || strcmp(r->verb, verb) == 0) &&
             (!name || strcmp(r->name, name) == 0))
             n++;
@@ -1378,22 +1391,22 @@ size_t ft_count(const struct fake_transport *f, const char *verb, const char *na
     return n;
 }
 
-size_t ft_max_in_flight(const struct fake_transport *f)
+size_t fake_transport_max_in_flight(const struct fake_transport *f)
 {
     return f->max_in_flight;
 }
 
-size_t ft_max_in_flight_per_name(const struct fake_transport *f)
+size_t fake_transport_max_in_flight_per_name(const struct fake_transport *f)
 {
     return f->max_per_name;
 }
 
-uint64_t ft_spin_ms(const struct fake_transport *f)
+uint64_t fake_transport_spin_ms(const struct fake_transport *f)
 {
     return f->spin_ms;
 }
 
-uint64_t ft_callbacks(const struct fake_transport *f)
+uint64_t fake_transport_callbacks(const struct fake_transport *f)
 {
     return f->callbacks;
 }

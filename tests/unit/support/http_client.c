@@ -21,6 +21,8 @@ size_t http_resp_on_body(char *p, size_t size, size_t n, void *ud)
 {
     struct http_resp *r = ud;
     size_t len = size * n;
+    if (!r->first_ms)
+        r->first_ms = ld_mono_ms();
     if (len > sizeof(r->body) - 1 - r->len)
         return 0;
     memcpy(r->body + r->len, p, len);
@@ -56,37 +58,81 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
     return size * n;
 }
 
-void http_fetch(int port, const char *method, const char *path, struct http_resp *r)
+/* http_request's header callback: the headers every answer keeps, and the
+ * one the request named. */
+struct req_head {
+    struct http_resp *r;
+    const char *name;
+};
+
+static size_t on_req_header(char *p, size_t size, size_t n, void *ud)
+{
+    struct req_head *h = ud;
+    if (h->name)
+        header_value(p, size * n, h->name, h->r->header, sizeof(h->r->header));
+    return on_header(p, size * n, 1, h->r);
+}
+
+/* The request's options on c; false when the headers cannot be built. */
+static bool set_request(CURL *c, const struct http_req *q, struct curl_slist **headers)
+{
+    for (int i = 0; q->headers[i]; i++) {
+        struct curl_slist *h = curl_slist_append(*headers, q->headers[i]);
+        if (!h)
+            return false;
+        *headers = h;
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, *headers);
+    if (q->request_target)
+        curl_easy_setopt(c, CURLOPT_REQUEST_TARGET, q->request_target);
+    if (q->body)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body);
+    if (q->method && strcmp(q->method, "HEAD") == 0)
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    else if (q->method)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);
+    return true;
+}
+
+void http_request(int port, const struct http_req *q, struct http_resp *r)
 {
     char *url = NULL;
+    struct curl_slist *headers = NULL;
+    struct req_head head = {.r = r, .name = q->read_header};
     memset(r, 0, sizeof(*r));
+    r->rc = CURLE_FAILED_INIT;
     CURL *c = curl_easy_init();
-    if (!c || asprintf(&url, "http://127.0.0.1:%d%s", port, path) < 0) {
-        curl_easy_cleanup(c);
-        r->rc = CURLE_FAILED_INIT;
-        return;
+    if (c && asprintf(&url, "http://127.0.0.1:%d%s", port, q->path) >= 0 &&
+        set_request(c, q, &headers)) {
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_resp_on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_req_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, &head);
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
+        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c, CURLOPT_PROXY, "");
+        int64_t t0 = ld_mono_ms();
+        r->rc = curl_easy_perform(c);
+        r->took_ms = ld_mono_ms() - t0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+        curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &r->uploaded);
     }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, http_resp_on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_PROXY, "");
-    if (method && strcmp(method, "HEAD") == 0)
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    else if (method && strcmp(method, "POST") == 0)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{\"x\":1}");
-    else if (method && strcmp(method, "GET+BODY") == 0) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "ignored");
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "GET");
-    } else if (method)
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    r->rc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_cleanup(c);
+    curl_slist_free_all(headers);
     free(url);
+}
+
+void http_fetch(int port, const char *method, const char *path, struct http_resp *r)
+{
+    struct http_req q = {.method = method, .path = path};
+    if (method && strcmp(method, "POST") == 0)
+        q.body = "{\"x\":1}";
+    else if (method && strcmp(method, "GET+BODY") == 0) {
+        q.method = "GET";
+        q.body = "ignored";
+    }
+    http_request(port, &q, r);
 }
 
 /* ---- a GET on its own thread ---- */
@@ -94,20 +140,33 @@ void http_fetch(int port, const char *method, const char *path, struct http_resp
 static void *get_main(void *arg)
 {
     struct http_get *g = arg;
-    http_fetch(g->port, NULL, g->path, &g->r);
+    http_request(g->port, &g->q, &g->r);
     g->took_ms = ld_mono_ms() - g->started_ms;
+    __atomic_store_n(&g->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
-struct http_get *http_get_start(int port, const char *path)
+struct http_get *http_request_start(int port, const struct http_req *q)
 {
     struct http_get *g = calloc(1, sizeof(*g));
     ck_assert_ptr_nonnull(g);
     g->port = port;
-    snprintf(g->path, sizeof(g->path), "%s", path);
+    g->q = *q;
+    snprintf(g->path, sizeof(g->path), "%s", q->path);
+    g->q.path = g->path;
     g->started_ms = ld_mono_ms();
     ck_assert_int_eq(pthread_create(&g->th, NULL, get_main, g), 0);
     return g;
+}
+
+struct http_get *http_get_start(int port, const char *path)
+{
+    return http_request_start(port, &(struct http_req){.path = path});
+}
+
+bool http_get_done(struct http_get *g)
+{
+    return __atomic_load_n(&g->done, __ATOMIC_ACQUIRE) != 0;
 }
 
 void http_get_wait(struct http_get *g)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http_client: the client side of unit tests that run the daemon's HTTP
- * server in process on 127.0.0.1: one request with libcurl (http_fetch),
+ * server (or the API proxy) in process on 127.0.0.1: one request with
+ * libcurl (http_fetch, or http_request for any method, body and headers),
  * one on a thread of its own (http_get), a /watch event stream read on a
  * thread of its own (http_sse), and a connection that sends nothing
  * (http_connect_idle).
@@ -30,10 +31,26 @@ struct http_resp {
     long status;
     char body[HTTP_RESP_BODY_MAX]; /* NUL-terminated */
     size_t len;
-    char ctype[128]; /* Content-Type, "" when absent */
-    char allow[64];  /* Allow */
-    char cache[64];  /* Cache-Control */
-    CURLcode rc;     /* how the transfer went; CURLE_FAILED_INIT: not started */
+    char ctype[128];     /* Content-Type, "" when absent */
+    char allow[64];      /* Allow */
+    char cache[64];      /* Cache-Control */
+    char header[256];    /* the header the request named (read_header) */
+    int64_t first_ms;    /* monotonic time the first body byte came; 0: none */
+    int64_t took_ms;     /* how long the transfer took */
+    curl_off_t uploaded; /* request body bytes sent (a refusal may stop them) */
+    CURLcode rc;         /* how the transfer went; CURLE_FAILED_INIT: not started */
+};
+
+/* A request of any shape, for http_request. Every pointer must stay valid
+ * until the request is over. */
+struct http_req {
+    const char *method;         /* NULL: GET; "HEAD" asks for no body */
+    const char *path;           /* the URL's path and query */
+    const char *request_target; /* sent in the request line instead of path */
+    const char *body;           /* NUL-terminated; NULL: none */
+    const char *headers[8];     /* "Name: value", NULL-terminated; "Name:" drops
+                                 * one libcurl would add (Expect) */
+    const char *read_header;    /* a response header to keep in header */
 };
 
 /* libcurl's write callback appending to the struct http_resp in ud, for a
@@ -46,18 +63,32 @@ size_t http_resp_on_body(char *p, size_t size, size_t n, void *ud);
  * a 20 s timeout. Any thread may call it. */
 void http_fetch(int port, const char *method, const char *path, struct http_resp *r);
 
-/* A GET running on a thread of its own, for requests the server holds. */
+/* One request q to http://127.0.0.1:port into r (overwritten). Bounded by
+ * a 20 s timeout. Any thread may call it. */
+void http_request(int port, const struct http_req *q, struct http_resp *r);
+
+/* A GET (or any request, http_request_start) running on a thread of its
+ * own, for requests the server holds. */
 struct http_get {
     pthread_t th;
     int port;
     char path[1024];
+    struct http_req q;
     struct http_resp r;
     int64_t started_ms, took_ms; /* monotonic; took_ms once it is over */
+    int done;                    /* atomic; http_get_done reads it */
 };
 
 /* Starts GET path on port. Returns a new struct http_get (free() it after
  * http_get_wait or http_get_join); a failure to start fails the test. */
 struct http_get *http_get_start(int port, const char *path);
+
+/* The same for any request q: q and its path are copied, the other
+ * strings it points to are not. */
+struct http_get *http_request_start(int port, const struct http_req *q);
+
+/* Whether the request is over, from any thread, without waiting. */
+bool http_get_done(struct http_get *g);
 
 /* Waits for the GET to end, however it went (r.rc says). */
 void http_get_wait(struct http_get *g);

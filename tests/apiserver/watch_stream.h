@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * watch: streamed watches of any kind the store holds (newline-delimited JSON over
+ * watch_stream: streamed watches of any kind the store holds (newline-delimited JSON over
  * chunked HTTP/1.1) from the store's history, with resourceVersion (410 as an ERROR
  * event), timeoutSeconds, bookmarks, and the watcher's faults applied mid-stream.
  */
-#ifndef AS_WATCH_H
-#define AS_WATCH_H
+#ifndef AS_WATCH_STREAM_H
+#define AS_WATCH_STREAM_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -17,7 +17,7 @@
 #include "auth.h"
 #include "events.h"
 #include "faults.h"
-#include "pods.h"
+#include "pod_resource.h"
 #include "stats.h"
 #include "store.h"
 

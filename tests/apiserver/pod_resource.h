@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pods: a minimal core/v1 Pod resource for leaderd-apiserver, enough for
+ * pod_resource: a minimal core/v1 Pod resource for leaderd-apiserver, enough for
  * --pod-label: GET one Pod, LIST a namespace's Pods by labelSelector
  * (labelsel.h), and PATCH one Pod with a JSON merge patch or a strategic
  * merge patch (the same thing for metadata.labels, a plain map), with
@@ -9,8 +9,8 @@
  * label change is recorded in an ordered log so tests can check who wrote
  * what in which order. In memory only; thread-safe (one mutex).
  */
-#ifndef AS_PODS_H
-#define AS_PODS_H
+#ifndef AS_POD_RESOURCE_H
+#define AS_POD_RESOURCE_H
 
 #include <stddef.h>
 

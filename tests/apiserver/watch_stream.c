@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "watch.h"
+#include "watch_stream.h"
 
 #include <stdlib.h>
 #include <string.h>

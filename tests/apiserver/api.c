@@ -16,10 +16,10 @@
 #include "labelsel.h"
 #include "leaseval.h"
 #include "peercert.h"
-#include "pods.h"
+#include "pod_resource.h"
 #include "status.h"
 #include "util.h"
-#include "watch.h"
+#include "watch_stream.h"
 
 #define HOLD_POLL_MS 50
 #define DEFAULT_WATCH_TIMEOUT_S 1800 /* kube's --min-request-timeout */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pods: the Pod table, its REST answers and its label log.
+ * pod_resource: the Pod table, its REST answers and its label log.
  */
-#include "pods.h"
+#include "pod_resource.h"
 
 #include <inttypes.h>
 #include <pthread.h>
