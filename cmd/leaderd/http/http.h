@@ -51,8 +51,8 @@ extern const struct ld_http_mode ld_http_lease_mode;
 extern const struct ld_http_mode ld_http_shard_mode; /* needs the state's layout */
 
 struct ld_http_options {
-    /* NULL: the state's, a shard group's when it has a shard layout
-     * (ld_state_set_layout), else one Lease's. */
+    /* NULL: one Lease's. ld_http_shard_mode needs a state with a shard
+     * layout (ld_state_set_layout): LD_EINVAL otherwise. */
     const struct ld_http_mode *mode;
     int64_t heartbeat_ms;
     int64_t max_wait_ms;
