@@ -2,9 +2,9 @@
 /*
  * http: the sidecar's HTTP server on libmicrohttpd (/leader, /healthz,
  * /readyz, /metrics, /, the /leader long-poll, the /watch event stream and
- * POST /resign; in shard mode, when the state has a group, /shards,
- * /shards/ID and /shard?key=K with their long-polls instead of /leader, /
- * and POST /resign, see http_shards.h).
+ * POST /resign; in shard mode (ld_http_shard_mode, on a state with a
+ * group's layout), /shards, /shards/ID and /shard?key=K with their
+ * long-polls instead of /leader, / and POST /resign, see http_shards.h).
  * Handlers copy the state snapshot under its mutex (in shard mode also
  * take a reference to the shard table) and render after unlocking; they
  * never wait on the election loop or the API, and held requests are
