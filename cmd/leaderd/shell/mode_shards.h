@@ -84,7 +84,7 @@ enum ld_err ld_mode_shards_add_shard_hook(struct ld_mode_shards *s, uint32_t sha
 
 /* fd (borrowed) is a hook's own fd (its take_wake's): watched by the
  * exit's wait for the releases, as the shell's wake set watches it before
- * (the daemon adds it there). LD_EIO when it cannot be watched. */
+ * (the daemon adds it there). LD_ESYS when it cannot be watched. */
 enum ld_err ld_mode_shards_add_wake_fd(struct ld_mode_shards *s, int fd,
                                        struct ld_errinfo *err);
 
