@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -78,13 +79,22 @@ static struct ld_hook bind(struct fake_hook *f)
                             .hold = LD_HOOK_HOLD_SAFETY};
 }
 
-static struct ld_shard_hooks *three_shards(struct fake_hook f[3])
+/* Three shards' hooks, one each; file-scope, as the shard hooks keep
+ * pointers to them past any one function (set afresh before each test). */
+static struct fake_hook fakes[3];
+
+static void fresh_fakes(void)
+{
+    memset(fakes, 0, sizeof(fakes));
+}
+
+static struct ld_shard_hooks *three_shards(void)
 {
     struct ld_shard_hooks *hk = ld_shard_hooks_new(3, MEMBER);
     ck_assert_ptr_nonnull(hk);
     struct ld_errinfo err = {0};
     for (uint32_t k = 0; k < 3; k++) {
-        struct ld_hook h = bind(&f[k]);
+        struct ld_hook h = bind(&fakes[k]);
         ck_assert_int_eq(ld_shard_hooks_add(hk, k, &h, &err), LD_OK);
     }
     return hk;
@@ -92,14 +102,13 @@ static struct ld_shard_hooks *three_shards(struct fake_hook f[3])
 
 START_TEST(a_shards_claim_reaches_its_own_hooks_only)
 {
-    struct fake_hook f[3] = {0};
-    struct ld_shard_hooks *hk = three_shards(f);
+    struct ld_shard_hooks *hk = three_shards();
     struct ld_election_status st = {.observed = true, .leading = true};
     ld_shard_hooks_feed(hk, 1, &st, 1000);
-    ck_assert_int_eq(f[0].fed, 0);
-    ck_assert_int_eq(f[1].fed, 1);
-    ck_assert_int_eq(f[2].fed, 0);
-    ck_assert(f[1].last_leading);
+    ck_assert_int_eq(fakes[0].fed, 0);
+    ck_assert_int_eq(fakes[1].fed, 1);
+    ck_assert_int_eq(fakes[2].fed, 0);
+    ck_assert(fakes[1].last_leading);
     ld_shard_hooks_free(hk);
 }
 END_TEST
@@ -120,9 +129,8 @@ END_TEST
 /* Shard 0's hook holds: shard 0's release waits, shard 2's does not. */
 START_TEST(a_shards_release_is_judged_by_its_own_hooks)
 {
-    struct fake_hook f[3] = {0};
-    struct ld_shard_hooks *hk = three_shards(f);
-    f[0].holding = true;
+    struct ld_shard_hooks *hk = three_shards();
+    fakes[0].holding = true;
     struct ld_release_hold r = ld_shard_hooks_judge(hk, 0, 10000, INT64_MIN, 8000);
     ck_assert_int_eq(r.verdict, LD_RELEASE_WAIT);
     ck_assert_int_eq(r.until_ms, 10000);
@@ -136,10 +144,9 @@ END_TEST
  * shard forbids it. */
 START_TEST(one_forbidding_hook_forbids_the_members_release)
 {
-    struct fake_hook f[3] = {0};
-    struct ld_shard_hooks *hk = three_shards(f);
+    struct ld_shard_hooks *hk = three_shards();
     ck_assert(!ld_shard_hooks_forbid_release(hk, 8000));
-    f[2].forbidding = true;
+    fakes[2].forbidding = true;
     ck_assert(ld_shard_hooks_forbid_release(hk, 8000));
     ck_assert_int_eq(ld_shard_hooks_judge(hk, 2, 10000, INT64_MIN, 8000).verdict,
                      LD_RELEASE_GIVE_UP);
@@ -149,16 +156,15 @@ END_TEST
 
 START_TEST(the_earliest_wake_and_every_hooks_news_are_found)
 {
-    struct fake_hook f[3] = {0};
-    f[1].wake_at = 7000;
-    f[2].wake_at = 5000;
-    struct ld_shard_hooks *hk = three_shards(f);
+    fakes[1].wake_at = 7000;
+    fakes[2].wake_at = 5000;
+    struct ld_shard_hooks *hk = three_shards();
     ck_assert_int_eq(ld_shard_hooks_next_wake(hk, 1000), 5000);
     ck_assert(!ld_shard_hooks_take_wake(hk));
-    f[0].news = true;
+    fakes[0].news = true;
     ck_assert(ld_shard_hooks_take_wake(hk));
     for (int k = 0; k < 3; k++) /* each consumes its own fd, news or not */
-        ck_assert_int_eq(f[k].took_wake, 2);
+        ck_assert_int_eq(fakes[k].took_wake, 2);
     ld_shard_hooks_free(hk);
 }
 END_TEST
@@ -203,6 +209,7 @@ static Suite *shard_hooks_suite(void)
 {
     Suite *s = suite_create("shard_hooks");
     TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, fresh_fakes, NULL);
     tcase_add_test(tc, a_shards_claim_reaches_its_own_hooks_only);
     tcase_add_test(tc, a_shard_out_of_range_is_refused);
     tcase_add_test(tc, a_shards_release_is_judged_by_its_own_hooks);
