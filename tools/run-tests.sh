@@ -26,6 +26,12 @@ tally() { # LOG NAME STATUS: adds up the last "...: N passed, N failed, N skippe
     fi
     total_skip=$((total_skip + BASH_REMATCH[3]))
 }
+# How long each suite took, for whoever reads a CI log against its time limit.
+suite_start=$SECONDS
+took() { # NAME: prints the time since the last call (or the start)
+    echo "== $1 took $((SECONDS - suite_start)) s"
+    suite_start=$SECONDS
+}
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
@@ -34,6 +40,7 @@ echo "== unit tests"
 bash tools/run-unit.sh "$build/tests" $units | tee "$log/unit"
 st=${PIPESTATUS[0]}
 tally "$log/unit" unit "$st"
+took unit
 
 echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 # shellcheck disable=SC2086
@@ -41,6 +48,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     bash tools/run-unit.sh "$san/tests" $units | tee "$log/san"
 st=${PIPESTATUS[0]}
 tally "$log/san" unit-san "$st"
+took unit-san
 
 # Debian's prometheus (promtool, and the server test_monitoring.py starts):
 # installed as root, else the checks that need it are skipped with the line.
@@ -51,26 +59,31 @@ echo "== integration tests (real binaries, HTTPS, several replicas)"
 LEADERD_BUILD=$(cd "$build" && pwd) python3 tests/integration/run.py 2>&1 | tee "$log/it"
 st=${PIPESTATUS[0]}
 tally "$log/it" integration "$st"
+took integration
 
 echo "== deploy/ manifests (kustomize, yamllint, structure)"
 make --no-print-directory deploy-test 2>&1 | tee "$log/deploy"
 st=${PIPESTATUS[0]}
 tally "$log/deploy" deploy "$st"
+took deploy
 
 echo "== deploy/monitoring (promtool check and test rules, PrometheusRule in sync, dashboard)"
 make --no-print-directory monitoring-test 2>&1 | tee "$log/monitoring"
 st=${PIPESTATUS[0]}
 tally "$log/monitoring" monitoring "$st"
+took monitoring
 
 echo "== chaos, short (each fault scenario once, 3 replicas)"
 make --no-print-directory chaos-short 2>&1 | tee "$log/chaos"
 st=${PIPESTATUS[0]}
 tally "$log/chaos" chaos "$st"
+took chaos
 
 echo "== fuzz smoke (libFuzzer: replay corpora and regressions, then a short run each)"
 make --no-print-directory fuzz-smoke 2>&1 | grep -v '^clang ' | tee "$log/fuzz"
 st=${PIPESTATUS[0]}
 tally "$log/fuzz" fuzz "$st"
+took fuzz
 
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

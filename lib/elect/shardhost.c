@@ -14,6 +14,7 @@
 
 #include "lead.h"
 #include "log.h"
+#include "text.h"
 #include "watch.h"
 
 /* Member renewals remembered for confirming the view (see sent). */
@@ -145,19 +146,6 @@ struct ld_shardhost {
     bool member_released;      /* we wrote the member Lease's release */
 };
 
-static void set_str(char **dst, const char *v)
-{
-    if (!v)
-        v = "";
-    if (*dst && strcmp(*dst, v) == 0)
-        return;
-    char *copy = strdup(v);
-    if (!copy)
-        return; /* keeps the old value; the next publish tries again */
-    free(*dst);
-    *dst = copy;
-}
-
 /* Whether the join wait is over (JOIN_SETTLE_MS): its time is up, or the
  * group had every shard held at the join's list and every member in it has
  * been seen to change (so this replica does not think itself alone while
@@ -175,7 +163,7 @@ static void note_sent(struct ld_shardhost *s, const char *rv, int64_t sent_ms)
 {
     unsigned i = s->sent_next;
     s->sent_next = (i + 1) % SENT_RENEWALS;
-    set_str(&s->sent[i].rv, rv);
+    ld_text_set(&s->sent[i].rv, rv);
     s->sent[i].sent_ms = sent_ms;
     if (s->sent[i].rv && s->shown_rv && strcmp(s->shown_rv, rv) == 0 && !s->watch_gap)
         ld_shardgroup_confirm(s->group, sent_ms);
@@ -205,7 +193,7 @@ static void observe_member(struct ld_shardhost *s, const struct ld_host_view *v,
     s->member_live = live;
     s->member_term_until_ms = v->status.term_until_ms;
     if (v->status.uid)
-        set_str(&s->member_uid, v->status.uid);
+        ld_text_set(&s->member_uid, v->status.uid);
     if (v->status.resource_version && live &&
         (!s->member_rv || strcmp(s->member_rv, v->status.resource_version) != 0) &&
         (!s->echo_rv || strcmp(s->echo_rv, v->status.resource_version) != 0) &&
@@ -213,14 +201,14 @@ static void observe_member(struct ld_shardhost *s, const struct ld_host_view *v,
         /* A new record of ours: the watch should show it soon. */
         if (!s->echo_rv)
             s->echo_since_ms = now_ms;
-        set_str(&s->echo_rv, v->status.resource_version);
+        ld_text_set(&s->echo_rv, v->status.resource_version);
     }
     if (v->status.resource_version && live &&
         (!s->member_rv || strcmp(s->member_rv, v->status.resource_version) != 0))
         note_sent(s, v->status.resource_version,
                   v->status.lead_until_ms - s->c.renew_deadline_ms);
     if (v->status.resource_version)
-        set_str(&s->member_rv, v->status.resource_version);
+        ld_text_set(&s->member_rv, v->status.resource_version);
 }
 
 /* The watch showed our member record rv: when it is a renewal of ours,
@@ -283,7 +271,7 @@ void ld_shardhost_on_lease_event(struct ld_shardhost *s, const struct ld_watch_e
         return;
     if (ev->lease->resource_version &&
         strcmp(ev->lease->name, ld_shardgroup_member_lease(s->group)) == 0) {
-        set_str(&s->shown_rv, ev->lease->resource_version);
+        ld_text_set(&s->shown_rv, ev->lease->resource_version);
         confirm_by(s, ev->lease->resource_version);
         if (s->echo_rv && strcmp(ev->lease->resource_version, s->echo_rv) == 0) {
             free(s->echo_rv);
@@ -1209,8 +1197,8 @@ static void release_member(struct ld_shardhost *s)
     }
     ld_log(LD_LOG_INFO, "member Lease %s released", name);
     s->member_released = true;
-    set_str(&s->member_uid, out.uid);
-    set_str(&s->member_rv, out.resource_version);
+    ld_text_set(&s->member_uid, out.uid);
+    ld_text_set(&s->member_rv, out.resource_version);
 done:
     ld_lease_clear(&cur);
     ld_lease_clear(&out);

@@ -41,6 +41,9 @@
 /* 2026-01-01T00:00:00.123456Z, the renewTime of every observed entry. */
 static const int64_t renewed_us = INT64_C(1767225600123456);
 static const char renewed_text[] = "2026-01-01T00:00:00.123456Z";
+/* The server in shard mode: its routes are chosen, never guessed from the
+ * state. */
+static const struct ld_http_options shard_routes = {.mode = &ld_http_shard_mode};
 
 static struct ld_shardgroup *new_group(const char *const *names, uint32_t n)
 {
@@ -750,7 +753,7 @@ static void setup(void)
     grp = new_group(NULL, 3);
     ld_state_set_layout(&st, ld_shardgroup_layout(grp));
     ld_metrics_init(&met);
-    srv = ld_http_start("127.0.0.1", 0, &st, &met, &err);
+    srv = ld_http_start_opts("127.0.0.1", 0, &st, &met, &shard_routes, &err);
     ck_assert_msg(srv != NULL, "start: %s", err.msg);
     port = ld_http_port(srv);
 }
@@ -1222,7 +1225,7 @@ START_TEST(server_largest_table)
     grp = new_group(NULL, LD_SHARDGROUP_MAX_SHARDS);
     ld_state_set_layout(&st, ld_shardgroup_layout(grp));
     struct ld_errinfo err;
-    srv = ld_http_start("127.0.0.1", 0, &st, &met, &err);
+    srv = ld_http_start_opts("127.0.0.1", 0, &st, &met, &shard_routes, &err);
     ck_assert_msg(srv != NULL, "start: %s", err.msg);
     port = ld_http_port(srv);
 

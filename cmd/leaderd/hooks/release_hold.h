@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * release_hold: the one judgement of whether a release may be written now,
- * for the single Lease (shell.c) and for each shard (mode_shards.c) alike.
+ * for the single Lease (shell.c) and for each shard (shard_hooks.c) alike.
  *
  * After a step-down on purpose (a shutdown, POST /resign, a preferredHolder
  * hand-over, a shard given back) the release waits for every hook of the

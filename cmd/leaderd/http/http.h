@@ -2,9 +2,9 @@
 /*
  * http: the sidecar's HTTP server on libmicrohttpd (/leader, /healthz,
  * /readyz, /metrics, /, the /leader long-poll, the /watch event stream and
- * POST /resign; in shard mode, when the state has a group, /shards,
- * /shards/ID and /shard?key=K with their long-polls instead of /leader, /
- * and POST /resign, see http_shards.h).
+ * POST /resign; in shard mode (ld_http_shard_mode, on a state with a
+ * group's layout), /shards, /shards/ID and /shard?key=K with their
+ * long-polls instead of /leader, / and POST /resign, see http_shards.h).
  * Handlers copy the state snapshot under its mutex (in shard mode also
  * take a reference to the shard table) and render after unlocking; they
  * never wait on the election loop or the API, and held requests are
@@ -51,8 +51,8 @@ extern const struct ld_http_mode ld_http_lease_mode;
 extern const struct ld_http_mode ld_http_shard_mode; /* needs the state's layout */
 
 struct ld_http_options {
-    /* NULL: the state's, a shard group's when it has a shard layout
-     * (ld_state_set_layout), else one Lease's. */
+    /* NULL: one Lease's. ld_http_shard_mode needs a state with a shard
+     * layout (ld_state_set_layout): LD_EINVAL otherwise. */
     const struct ld_http_mode *mode;
     int64_t heartbeat_ms;
     int64_t max_wait_ms;

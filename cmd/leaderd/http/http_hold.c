@@ -129,7 +129,7 @@ struct ld_http_holds {
     bool have_view;
     const struct ld_http_hold_mode *mode;
     struct ld_http_view view; /* as of the last refresh (single-Lease mode) */
-    /* Shard mode (layout non-NULL, borrowed from the state): the table the
+    /* Shard mode (the layout borrowed from the state): the table the
      * last event shows (a reference, NULL before the first publish) and
      * when its leadership was judged. */
     const struct ld_shardlayout *layout;

@@ -49,9 +49,7 @@ struct ld_http *ld_http_start_opts(const char *host, int port, struct ld_state *
     }
     h->st = st;
     h->m = m;
-    h->mode = opts && opts->mode ? opts->mode
-              : st->layout       ? &ld_http_shard_mode
-                                 : &ld_http_lease_mode;
+    h->mode = opts && opts->mode ? opts->mode : &ld_http_lease_mode;
     if (h->mode == &ld_http_shard_mode && !st->layout) {
         ld_errinfo_set(err, LD_EINVAL, "http: shard routes without a shard layout");
         goto fail;

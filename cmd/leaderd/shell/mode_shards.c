@@ -10,20 +10,15 @@
  */
 #include "mode_shards.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #include "health.h"
-#include "hook_events.h"
 #include "host.h"
-#include "log.h"
 #include "release_hold.h"
-#include "shardhost.h"
+#include "shard_hooks.h"
 #include "shard_table.h"
+#include "shardhost.h"
 
 /* With nothing visible changing, the heartbeat is still published this
  * often (/healthz judges the loop alive by it). */
@@ -31,26 +26,14 @@
 
 #define MEMBER 0
 
-/* One shard's hooks, each fed this replica's claim. */
-struct slot {
-    struct ld_hook *hooks; /* owned array */
-    size_t n_hooks;
-};
-
 struct ld_mode_shards {
     struct ld_mode_shards_config c;
     struct ld_clock clock;
     struct ld_shardhost *sh;
     struct ld_host *host;              /* the shell's, once attached */
     const struct ld_shardgroup *group; /* the shard host's */
-    struct slot *slots;                /* one per shard */
+    struct ld_shard_hooks *hooks;      /* each shard's, fed its claim */
     struct ld_shard_table *table;
-    struct ld_hook_events *events; /* one per shard with --events, else NULL */
-    uint32_t n;
-    /* The exit's wait (finish): an epoll set of the drain channel's eventfd
-     * and the hooks' own fds; -1 until a hook brings an fd, when the drain
-     * channel's eventfd is waited on alone. */
-    int wait_fd;
     int64_t heartbeat_at_ms; /* the last publish of the snapshot */
     char health[256];
 };
@@ -62,7 +45,7 @@ static void on_publish(void *ctx, const struct ld_host_view *v, int64_t now_ms)
     struct ld_mode_shards *s = ctx;
     ld_shardhost_on_publish(s->sh, v, now_ms);
     if (v->index == MEMBER)
-        ld_health_describe(v, s->c.renew_deadline_ms, now_ms, s->health,
+        ld_health_describe(v, s->c.host.renew_deadline_ms, now_ms, s->health,
                            sizeof(s->health));
 }
 
@@ -87,14 +70,12 @@ static void on_watch_started(void *ctx, bool from_current, int64_t now_ms)
 
 /* ---- the table ------------------------------------------------------------ */
 
-/* Shard k's claim, as the table shows it, to its hooks. A hook's wish to
- * end the daemon is no shard's business: ignored. */
+/* Shard k's claim, as the table shows it, to its hooks. */
 static void feed_hooks(void *ctx, uint32_t k, const struct ld_election_status *st,
                        int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    for (size_t i = 0; i < s->slots[k].n_hooks; i++)
-        (void)s->slots[k].hooks[i].on_publish(s->slots[k].hooks[i].ctx, st, now_ms);
+    ld_shard_hooks_feed(s->hooks, k, st, now_ms);
 }
 
 /* The snapshot after every pass that changed the table, else at least a
@@ -117,20 +98,6 @@ static void publish(struct ld_mode_shards *s, int64_t now_ms)
              !s->health[0] && stuck ? stuck : s->health);
     ld_state_publish_shards(s->c.state, &snap, table);
     s->heartbeat_at_ms = now_ms;
-}
-
-static int64_t hooks_wake(struct ld_mode_shards *s, int64_t now_ms)
-{
-    int64_t at = INT64_MAX;
-    for (uint32_t k = 0; k < s->n; k++) {
-        for (size_t i = 0; i < s->slots[k].n_hooks; i++) {
-            const struct ld_hook *h = &s->slots[k].hooks[i];
-            int64_t w = h->next_wake_ms ? h->next_wake_ms(h->ctx, now_ms) : INT64_MAX;
-            if (w < at)
-                at = w;
-        }
-    }
-    return at;
 }
 
 /* ---- what the shard host asks ---------------------------------------------- */
@@ -164,9 +131,9 @@ static enum ld_shardhost_verdict release_hold(void *ctx, uint32_t k,
     int64_t courtesy_until =
         b->stopping_since_ms == INT64_MIN
             ? INT64_MIN
-            : b->stopping_since_ms + ld_release_courtesy_ms(s->c.renew_deadline_ms);
-    struct ld_release_hold h = ld_release_hold_judge(
-        s->slots[k].hooks, s->slots[k].n_hooks, b->term_until_ms, courtesy_until, now_ms);
+            : b->stopping_since_ms + ld_release_courtesy_ms(s->c.host.renew_deadline_ms);
+    struct ld_release_hold h =
+        ld_shard_hooks_judge(s->hooks, k, b->term_until_ms, courtesy_until, now_ms);
     *until_ms = h.until_ms;
     *why = h.why;
     switch (h.verdict) {
@@ -183,15 +150,7 @@ static enum ld_shardhost_verdict release_hold(void *ctx, uint32_t k,
 static bool take_wake(void *ctx)
 {
     struct ld_mode_shards *s = ctx;
-    bool news = false;
-    for (uint32_t k = 0; k < s->n; k++) {
-        for (size_t i = 0; i < s->slots[k].n_hooks; i++) {
-            const struct ld_hook *h = &s->slots[k].hooks[i];
-            if (h->take_wake && h->take_wake(h->ctx))
-                news = true;
-        }
-    }
-    return news;
+    return ld_shard_hooks_take_wake(s->hooks);
 }
 
 /* The exit's wait ended: a drained shard (the drain channel) or a hold's
@@ -200,7 +159,7 @@ static void finish_wake(void *ctx)
 {
     struct ld_mode_shards *s = ctx;
     ld_state_resign_drain(s->c.state);
-    (void)take_wake(s);
+    (void)ld_shard_hooks_take_wake(s->hooks);
 }
 
 static int64_t after_pass(void *ctx, int64_t now_ms)
@@ -210,7 +169,7 @@ static int64_t after_pass(void *ctx, int64_t now_ms)
     int64_t at = ld_shardhost_after_pass(s->sh, now_ms);
     if (s->heartbeat_at_ms + HEARTBEAT_MS < at)
         at = s->heartbeat_at_ms + HEARTBEAT_MS;
-    int64_t hw = hooks_wake(s, now_ms);
+    int64_t hw = ld_shard_hooks_next_wake(s->hooks, now_ms);
     if (hw < at)
         at = hw;
     return at > now_ms ? at : now_ms + 1;
@@ -233,14 +192,7 @@ static bool member_holds_release(void *ctx, int64_t now_ms)
 static bool member_forbids_release(void *ctx, int64_t now_ms)
 {
     struct ld_mode_shards *s = ctx;
-    for (uint32_t k = 0; k < s->n; k++) {
-        for (size_t i = 0; i < s->slots[k].n_hooks; i++) {
-            const struct ld_hook *h = &s->slots[k].hooks[i];
-            if (h->forbids_release && h->forbids_release(h->ctx, now_ms))
-                return true;
-        }
-    }
-    return false;
+    return ld_shard_hooks_forbid_release(s->hooks, now_ms);
 }
 
 static bool member_on_publish(void *ctx, const struct ld_election_status *st,
@@ -276,38 +228,20 @@ static enum ld_err add_member(struct ld_mode_shards *s, struct ld_shell *sh,
 
 static enum ld_err make_host(struct ld_mode_shards *s, struct ld_errinfo *err)
 {
-    struct ld_shardhost_config hc = {
-        .kube = s->c.kube,
-        .clock = &s->clock,
-        .namespace_ = s->c.namespace_,
-        .group = s->c.group,
-        .identity = s->c.identity,
-        .incarnation = s->c.incarnation,
-        .names = s->c.names,
-        .n_shards = s->c.n_shards,
-        .pod_uid = s->c.pod_uid,
-        .pod_name = s->c.pod_name,
-        .lease_duration_ms = s->c.lease_duration_ms,
-        .renew_deadline_ms = s->c.renew_deadline_ms,
-        .retry_period_ms = s->c.retry_period_ms,
-        .release_on_exit = s->c.release_on_exit,
-        .drain_ms = s->c.drain_ms,
-        .seed = s->c.seed,
-        .call_timeout_ms = s->c.call_timeout_ms,
-        .ops = {.ctx = s,
-                .publish = publish_op,
-                .on_drain = on_drain,
-                .take_drained = take_drained,
-                .release_hold = release_hold,
-                .take_wake = finish_wake},
-    };
+    struct ld_shardhost_config hc = s->c.host;
+    hc.clock = &s->clock;
+    hc.ops = (struct ld_shardhost_ops){.ctx = s,
+                                       .publish = publish_op,
+                                       .on_drain = on_drain,
+                                       .take_drained = take_drained,
+                                       .release_hold = release_hold,
+                                       .take_wake = finish_wake};
     s->sh = ld_shardhost_new(&hc, err);
     if (!s->sh)
         return err->code;
     s->group = ld_shardhost_group(s->sh);
-    s->n = ld_shardhost_count(s->sh);
-    s->slots = calloc(s->n, sizeof(*s->slots));
-    if (!s->slots)
+    s->hooks = ld_shard_hooks_new(ld_shardhost_count(s->sh), MEMBER);
+    if (!s->hooks)
         return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
     struct ld_shard_table_config tc = {.sh = s->sh,
                                        .clock = &s->clock,
@@ -323,28 +257,15 @@ static enum ld_err make_events(struct ld_mode_shards *s, struct ld_errinfo *err)
 {
     if (!s->c.events)
         return LD_OK;
-    s->events = calloc(s->n, sizeof(*s->events));
-    if (!s->events)
-        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    for (uint32_t k = 0; k < s->n; k++) {
-        struct ld_hook_events_config ec = {
-            .kube = s->c.kube,
-            .namespace_ = s->c.namespace_,
-            .lease = ld_shardgroup_shard_lease(s->group, k),
-            .identity = s->c.identity,
-            .metrics = s->c.metrics,
-            .clock = &s->clock,
-            .timeout_ms = s->c.call_timeout_ms,
-        };
-        ld_hook_events_init(&s->events[k], &ec);
-    }
-    for (uint32_t k = 0; k < s->n; k++) {
-        struct ld_hook h = ld_hook_events_bind(&s->events[k], MEMBER);
-        enum ld_err rc = ld_mode_shards_add_shard_hook(s, k, &h, err);
-        if (rc != LD_OK)
-            return rc;
-    }
-    return LD_OK;
+    struct ld_hook_events_config ec = {
+        .kube = s->c.host.kube,
+        .namespace_ = s->c.host.namespace_,
+        .identity = s->c.host.identity,
+        .metrics = s->c.metrics,
+        .clock = &s->clock,
+        .timeout_ms = s->c.host.call_timeout_ms,
+    };
+    return ld_shard_hooks_add_events(s->hooks, &ec, s->group, err);
 }
 
 static void host_config(void *ctx, struct ld_host_config *hc)
@@ -383,7 +304,7 @@ static void finish(void *ctx, int64_t now_ms)
     struct ld_mode_shards *s = ctx;
     (void)now_ms;
     ld_shardhost_finish(s->sh,
-                        s->wait_fd >= 0 ? s->wait_fd : ld_state_resign_fd(s->c.state));
+                        ld_shard_hooks_wait_fd(s->hooks, ld_state_resign_fd(s->c.state)));
 }
 
 /* ---- the mode ------------------------------------------------------------ */
@@ -411,10 +332,9 @@ struct ld_mode_shards *ld_mode_shards_new(const struct ld_mode_shards_config *cf
         return NULL;
     }
     s->c = *cfg;
-    s->clock = ld_clock_or_real(cfg->clock);
-    s->wait_fd = -1;
+    s->clock = ld_clock_or_real(cfg->host.clock);
     if (make_host(s, err) != LD_OK || make_events(s, err) != LD_OK ||
-        (ld_state_drain_enable(cfg->state, s->n) != LD_OK &&
+        (ld_state_drain_enable(cfg->state, ld_shardhost_count(s->sh)) != LD_OK &&
          ld_errinfo_set(err, LD_ENOMEM, "out of memory") != LD_OK)) {
         ld_mode_shards_free(s);
         return NULL;
@@ -436,35 +356,13 @@ enum ld_err ld_mode_shards_add_shard_hook(struct ld_mode_shards *s, uint32_t sha
                                           const struct ld_hook *hook,
                                           struct ld_errinfo *err)
 {
-    if (shard >= s->n)
-        return ld_errinfo_set(err, LD_EINVAL, "no shard %u", (unsigned)shard);
-    struct slot *sl = &s->slots[shard];
-    struct ld_hook *hooks = realloc(sl->hooks, (sl->n_hooks + 1) * sizeof(*hooks));
-    if (!hooks)
-        return ld_errinfo_set(err, LD_ENOMEM, "out of memory");
-    sl->hooks = hooks;
-    sl->hooks[sl->n_hooks] = *hook;
-    sl->hooks[sl->n_hooks].election = MEMBER; /* the claim rests on it */
-    sl->n_hooks++;
-    return LD_OK;
+    return ld_shard_hooks_add(s->hooks, shard, hook, err);
 }
 
 enum ld_err ld_mode_shards_add_wake_fd(struct ld_mode_shards *s, int fd,
                                        struct ld_errinfo *err)
 {
-    struct epoll_event ev = {.events = EPOLLIN};
-    if (s->wait_fd < 0) {
-        s->wait_fd = epoll_create1(EPOLL_CLOEXEC);
-        ev.data.fd = ld_state_resign_fd(s->c.state);
-        if (s->wait_fd < 0 || epoll_ctl(s->wait_fd, EPOLL_CTL_ADD, ev.data.fd, &ev) != 0)
-            goto fail;
-    }
-    ev.data.fd = fd;
-    if (epoll_ctl(s->wait_fd, EPOLL_CTL_ADD, fd, &ev) == 0)
-        return LD_OK;
-fail:
-    return ld_errinfo_set(err, LD_ESYS, "shard mode: cannot watch a hook's fd: %s",
-                          strerror(errno));
+    return ld_shard_hooks_add_wake_fd(s->hooks, fd, ld_state_resign_fd(s->c.state), err);
 }
 
 void ld_mode_shards_free(struct ld_mode_shards *s)
@@ -472,14 +370,7 @@ void ld_mode_shards_free(struct ld_mode_shards *s)
     if (!s)
         return;
     ld_shardhost_free(s->sh); /* cancels its calls before the hooks go */
-    for (uint32_t k = 0; s->events && k < s->n; k++)
-        ld_hook_events_clear(&s->events[k]);
-    free(s->events);
-    if (s->wait_fd >= 0)
-        close(s->wait_fd);
-    for (uint32_t k = 0; s->slots && k < s->n; k++)
-        free(s->slots[k].hooks);
-    free(s->slots);
+    ld_shard_hooks_free(s->hooks);
     ld_shard_table_free(s->table);
     free(s);
 }

@@ -41,32 +41,19 @@
 #include "kube.h"
 #include "metrics.h"
 #include "shardgroup.h"
+#include "shardhost.h"
 #include "shell.h"
 #include "state.h"
 
 struct ld_mode_shards_config {
-    struct ld_kube *kube;         /* borrowed */
-    struct ld_state *state;       /* borrowed */
-    struct ld_metrics *metrics;   /* borrowed; may be NULL */
-    const struct ld_clock *clock; /* the shell's (borrowed); NULL: the real one */
-    const char *namespace_;       /* copied (by the engines), as the rest */
-    const char *group;            /* --lease-name */
-    const char *identity;
-    const char *incarnation;  /* this process's (see election.h); borrowed */
-    const char *const *names; /* NULL: n_shards numbered shards */
-    uint32_t n_shards;
-    const char *pod_uid;  /* NULL or "": the member Lease has no ownerReference */
-    const char *pod_name; /* the Pod of pod_uid (in namespace_) */
-    int64_t lease_duration_ms;
-    int64_t renew_deadline_ms;
-    int64_t retry_period_ms;
-    bool release_on_exit;
-    /* --shard-drain: a shard given back stays unclaimed this long before
-     * its release is written (less when the app says it drained it). */
-    int64_t drain_ms;
-    uint64_t seed;           /* jitter; each election gets its own from it */
-    bool events;             /* --events: an Event per shard transition */
-    int64_t call_timeout_ms; /* for the Events and the member Lease's deletion */
+    /* The group on the shard host (shardhost.h): the kube, the clock (the
+     * shell's; NULL: the real one), the names, the timings, the seed and
+     * the call timeout (also the Events' and the member Lease's deletion's
+     * bound). Its ops are this mode's own: not read. */
+    struct ld_shardhost_config host;
+    struct ld_state *state;     /* borrowed */
+    struct ld_metrics *metrics; /* borrowed; may be NULL */
+    bool events;                /* --events: an Event per shard transition */
 };
 
 struct ld_mode_shards;
@@ -97,7 +84,7 @@ enum ld_err ld_mode_shards_add_shard_hook(struct ld_mode_shards *s, uint32_t sha
 
 /* fd (borrowed) is a hook's own fd (its take_wake's): watched by the
  * exit's wait for the releases, as the shell's wake set watches it before
- * (the daemon adds it there). LD_EIO when it cannot be watched. */
+ * (the daemon adds it there). LD_ESYS when it cannot be watched. */
 enum ld_err ld_mode_shards_add_wake_fd(struct ld_mode_shards *s, int fd,
                                        struct ld_errinfo *err);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "text.h"
 
 /* One shard's strings and counts behind its entry. */
 struct slot {
@@ -32,19 +33,6 @@ struct ld_shard_table {
     struct ld_shardsnap *unknown;
     bool changed; /* an entry changed since the last table */
 };
-
-static void set_str(char **dst, const char *v)
-{
-    if (!v)
-        v = "";
-    if (*dst && strcmp(*dst, v) == 0)
-        return;
-    char *copy = strdup(v);
-    if (!copy)
-        return; /* keeps the old value; the next publish tries again */
-    free(*dst);
-    *dst = copy;
-}
 
 static bool members_differ(const struct ld_shardsnap *t, const char *const *members,
                            uint32_t n)
@@ -88,12 +76,12 @@ static void update_entry(struct ld_shard_table *tb, uint32_t k, int64_t now_ms)
         if (claimed && tb->c.metrics && since != INT64_MAX)
             ld_metrics_acquire_delay(tb->c.metrics, (double)(now_ms - since) / 1000.0);
     }
-    /* Compared before set_str frees the text the entry still points to. */
+    /* Compared before ld_text_set frees the text the entry still points to. */
     bool new_leader = !sl->leader || strcmp(sl->leader, holder) != 0;
     if (new_leader) {
         if (sl->leader)
             sl->transitions_seen++;
-        set_str(&sl->leader, holder);
+        ld_text_set(&sl->leader, holder);
     }
     sl->was_claimed = claimed;
     next.leader = sl->leader ? sl->leader : "";
