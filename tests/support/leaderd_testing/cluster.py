@@ -76,6 +76,16 @@ def http_get(url, timeout=1.0):
         return None, None
 
 
+def accepts(host, port, timeout=1.0):
+    """True when a TCP connection to host:port is accepted (then closed
+    at once, without a request)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def timed_get(port, path, timeout=5.0):
     """(status, body, seconds) of one GET on a fresh connection."""
     t0 = time.monotonic()
@@ -224,7 +234,32 @@ class Replica:
         if wait_listening:
             wait_until(lambda: self.alive() and self.get("/healthz")[0] is not None,
                        timeout, what=f"{self.client} to listen")
+            # leaderd opens the API proxy after its HTTP server (both before
+            # its loop runs): an answer on /healthz does not mean the proxy
+            # listens yet.
+            proxy = self.proxy_address()
+            if proxy:
+                wait_until(lambda: self.alive() and accepts(*proxy), timeout,
+                           what=f"{self.client}'s API proxy to listen")
         return self
+
+    def proxy_address(self):
+        """(host, port) of --api-proxy in extra_args, None without one or
+        for port 0 (the system's choice, not known here)."""
+        args = self.extra_args
+        for i, a in enumerate(args):
+            if a == "--":
+                break  # the command's own arguments
+            value = None
+            if a == "--api-proxy" and i + 1 < len(args):
+                value = args[i + 1]
+            elif a.startswith("--api-proxy="):
+                value = a.split("=", 1)[1]
+            if value:
+                host, _, port = value.rpartition(":")
+                if port.isdigit() and int(port) > 0:
+                    return host.strip("[]") or "127.0.0.1", int(port)
+        return None
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
