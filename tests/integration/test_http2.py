@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,8 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "support"))  # leaderd_testing
 
 from leaderd_testing.apiserver import ApiServer, write_kubeconfig  # noqa: E402
-from leaderd_testing.cluster import (FAST, SCHED_SLACK, Replica, free_port,  # noqa: E402
-                                     wait_until)
+from leaderd_testing.cluster import (FAST, SCHED_SLACK, Replica, accepts,  # noqa: E402
+                                     free_port, wait_until)
 
 SHARDS = 64
 CLIENT = "h2"
@@ -99,11 +98,7 @@ class Nghttpx:
         if self.proc.poll() is not None:
             raise AssertionError("nghttpx exited %s; see %s" % (self.proc.returncode,
                                                                 self.error_log))
-        try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
-            return True
-        except OSError:
-            return False
+        return accepts("127.0.0.1", self.port)
 
     def requests(self):
         """[(client_port, protocol, status, method, path, alpn)] logged so far."""
